@@ -1,0 +1,104 @@
+"""The tx plugin contract.
+
+A plugin is a distribution with an entry point in the group ``tx`` naming a small module
+(by convention ``<package>/hooks.py``) of :data:`hookimpl` functions. Every
+``tx_register_*`` hook receives a ``register`` callback; the core owns the registries, so
+it can keep factories lazy (dotted paths imported on first use), record which distribution
+registered each name, and refuse two plugins that claim one name. See ``docs/hooks.md``.
+
+All ``tx_register_*`` hooks are called once per process, the first time a registry is
+needed; every implementation is called (results are not collected: registration happens
+through ``register``). ``tx_on_event`` is called for every runner lifecycle event.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:
+    from tx.runner.events import TxEvent
+
+PROJECT = "tx"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def tx_register_schedulers(register: Callable[..., None]) -> None:
+    """Register schedulers.
+
+    Call ``register(name, factory, *, description="")`` once per scheduler, where
+    ``name`` is the scheduler name used in ``-s NAME`` and in app handles
+    (``NAME://session/app_id``) and ``factory`` is a dotted path ``"pkg.module:function"``
+    (preferred: imported only when the scheduler is used) or a callable. The factory is
+    called as ``factory(session_name: str, **scheduler_params) -> tx.schedulers.Scheduler``.
+    """
+
+
+@hookspec
+def tx_register_workspaces(register: Callable[..., None]) -> None:
+    """Register workspace kinds.
+
+    Call ``register(kind, factory)`` where ``factory`` is a dotted path or callable
+    returning a workspace builder (see :mod:`tx.workspace`).
+    """
+
+
+@hookspec
+def tx_register_named_resources(register: Callable[..., None]) -> None:
+    """Register named resources (``-h NAME`` in components).
+
+    Call ``register(name, factory)`` where ``factory`` is a zero-argument callable (or a
+    dotted path to one) returning a fresh :class:`tx.specs.Resource` each call.
+    """
+
+
+@hookspec
+def tx_register_trackers(register: Callable[..., None]) -> None:
+    """Register experiment trackers.
+
+    Call ``register(name, factory)`` where ``factory`` (dotted path or callable) is called as
+    ``factory(config: Optional[str]) -> tx.tracker.TrackerBase``.
+    """
+
+
+@hookspec
+def tx_register_components(register: Callable[..., None]) -> None:
+    """Register component namespaces.
+
+    Call ``register(namespace, module)`` where ``module`` is a dotted module path; every
+    component function in it (and its submodules) becomes ``namespace.<submodule>.<fn>``.
+    An empty namespace puts the components at top level (as the built-ins are).
+    """
+
+
+@hookspec
+def tx_register_commands(register: Callable[..., None]) -> None:
+    """Register extra ``tx`` subcommands.
+
+    Call ``register(name, command, *, help="")`` where ``command`` is a dotted path or a
+    class with ``add_arguments(parser: argparse.ArgumentParser) -> None`` and
+    ``run(args: argparse.Namespace) -> int | None``.
+    """
+
+
+@hookspec
+def tx_on_event(event: "TxEvent") -> None:
+    """Called for every runner lifecycle event (run, schedule, status, cancel, ...).
+
+    ``event`` is a :class:`tx.runner.events.TxEvent`. Every implementation is called;
+    an exception raised by one is logged and does not affect the runner.
+    """
+
+
+#: names of every hook, for docs checks and the plugin manager
+HOOK_NAMES = (
+    "tx_register_schedulers",
+    "tx_register_workspaces",
+    "tx_register_named_resources",
+    "tx_register_trackers",
+    "tx_register_components",
+    "tx_register_commands",
+    "tx_on_event",
+)

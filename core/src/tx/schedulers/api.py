@@ -1,0 +1,264 @@
+"""The Scheduler base class every scheduler plugin implements, and its responses.
+
+The contract is TorchX's ``torchx.schedulers.api.Scheduler``: ``submit_dryrun`` turns an
+AppDef and a run config into a backend request without side effects, ``schedule`` submits
+it and returns the app id, and ``describe``/``list``/``log_iter``/``cancel`` act on app ids.
+"""
+from __future__ import annotations
+
+import abc
+import datetime as _dt
+from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar
+
+import attrs
+
+from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role
+from tx.specs.runopts import CfgVal, runopts
+from tx.specs.status import RoleStatus
+
+T = TypeVar("T")
+
+
+@attrs.define
+class DescribeAppResponse:
+    """What a scheduler knows about one app.
+
+    Attributes:
+        app_id: the scheduler's id of the app.
+        state: the app's state.
+        num_restarts: restarts so far (-1 if the scheduler cannot tell).
+        msg: a human-readable message (the backend's own state text, an error).
+        structured_error_msg: the first failure's error, if any.
+        ui_url: where to look at the app.
+        roles_statuses: per-role replica states.
+        roles: the roles, rebuilt from the backend as far as it allows.
+        metadata: scheduler-specific extras.
+    """
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: Optional[str] = None
+    roles_statuses: List[RoleStatus] = attrs.field(factory=list)
+    roles: List[Role] = attrs.field(factory=list)
+    metadata: Dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define(frozen=True)
+class ListAppResponse:
+    """One app as listed by ``Scheduler.list``; ``app_handle`` is filled by the Runner."""
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"
+    name: str = ""
+
+
+class Scheduler(abc.ABC, Generic[T]):
+    """Base class of schedulers.
+
+    Args:
+        backend: the scheduler's registered name (``local_cwd``, ``slurm`` ...).
+        session_name: the session part of app handles (``tx`` by default).
+
+    A subclass implements :meth:`schedule`, :meth:`_submit_dryrun`, :meth:`describe`,
+    :meth:`list`, :meth:`_cancel_existing` and, where the backend keeps logs,
+    :meth:`log_iter`; it declares its options in :meth:`_run_opts`.
+    """
+
+    def __init__(self, backend: str, session_name: str) -> None:
+        self.backend = backend
+        self.session_name = session_name
+
+    # -- submission --------------------------------------------------------------------
+    def submit(self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: Optional[str] = None) -> str:
+        """Dry-run then schedule ``app``; returns the app id (a convenience for tests)."""
+        if workspace:
+            self.build_workspace(app.roles[0], workspace, self.run_opts().resolve(cfg))
+        return self.schedule(self.submit_dryrun(app, cfg))
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
+        """Return the request :meth:`schedule` would submit, without side effects.
+
+        Raises:
+            tx.specs.InvalidRunConfigException: ``cfg`` does not fit :meth:`run_opts`.
+            ValueError: the app cannot run on this scheduler (see :meth:`_validate`).
+        """
+        resolved = self.run_opts().resolve(cfg)
+        self._validate(app, self.backend, resolved)
+        info = self._submit_dryrun(app, resolved)
+        for role in app.roles:
+            info = role.pre_proc(self.backend, info)
+        info._app = app
+        info._cfg = resolved
+        info._scheduler = self.backend
+        return info
+
+    @abc.abstractmethod
+    def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
+        """Submit the request and return the app id."""
+
+    @abc.abstractmethod
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
+        """Build the backend request for ``app`` with the resolved ``cfg``."""
+
+    def run_opts(self) -> runopts:
+        """The options this scheduler accepts (its own plus its workspace's)."""
+        opts = self._run_opts()
+        ws = self.workspace_opts()
+        if ws is not None:
+            opts.update(ws)
+        return opts
+
+    def _run_opts(self) -> runopts:
+        return runopts()
+
+    def workspace_opts(self) -> Optional[runopts]:
+        """Options of the workspace this scheduler builds, if it has one."""
+        return None
+
+    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Patch ``workspace`` (a local directory) into ``role`` (usually its image).
+        Schedulers without workspace support ignore it."""
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Reject apps this scheduler cannot run. The default rejects roles without a
+        resource (NULL_RESOURCE); schedulers that ignore resources override it.
+
+        Raises:
+            ValueError: with the role named.
+        """
+        for role in app.roles:
+            if role.resource == NULL_RESOURCE:
+                raise ValueError(
+                    f"role {role.name!r} has no resource; {scheduler} needs cpu, gpu and memMB"
+                )
+
+    # -- queries -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's state, or None if the scheduler does not know it."""
+
+    @abc.abstractmethod
+    def list(self) -> List[ListAppResponse]:
+        """Apps this scheduler can see (the backend's own notion of 'all')."""
+
+    def exists(self, app_id: str) -> bool:
+        return self.describe(app_id) is not None
+
+    def cancel(self, app_id: str) -> None:
+        """Cancel the app if it exists; idempotent and non-blocking."""
+        if self.exists(app_id):
+            self._cancel_existing(app_id)
+
+    @abc.abstractmethod
+    def _cancel_existing(self, app_id: str) -> None:
+        """Cancel an app known to exist."""
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name``, each with its ``\\n``.
+
+        Args:
+            regex: keep only lines where it is found (``re.search``).
+            since, until: time window, where the backend records times.
+            should_tail: follow until the app is terminal.
+            streams: a :class:`tx.schedulers.Stream` (None: the scheduler's default).
+
+        Raises:
+            ValueError: a stream this scheduler does not keep.
+            NotImplementedError: the scheduler keeps no logs.
+        """
+        raise NotImplementedError(f"{self.backend} does not support logs")
+
+    def log_iter_blocks(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[bytes]:
+        """The same text as :meth:`log_iter` (no filtering), as UTF-8 byte blocks that each
+        end on a line boundary (the last block may end mid-line when the replica's output
+        does). The CLI relays these with a per-line prefix; schedulers whose logs are files
+        override it to skip per-line work. The default batches :meth:`log_iter`.
+        """
+        batch: List[str] = []
+        size = 0
+        for line in self.log_iter(app_id, role_name, k, should_tail=should_tail, streams=streams):
+            batch.append(line)
+            size += len(line)
+            if size >= 65536:
+                yield "".join(batch).encode("utf-8", "replace")
+                batch, size = [], 0
+        if batch:
+            yield "".join(batch).encode("utf-8", "replace")
+
+    def wait(
+        self, app_id: str, timeout: Optional[float] = None, poll_interval: float = 1.0
+    ) -> Optional[DescribeAppResponse]:
+        """Block until the app is terminal (or ``timeout`` seconds pass); return its last
+        description, None if the scheduler does not know it. The default polls
+        :meth:`describe` every ``poll_interval`` seconds; schedulers that can be notified
+        override it."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            desc = self.describe(app_id)
+            if desc is None or desc.state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
+                return desc
+            if deadline is not None and time.monotonic() >= deadline:
+                return desc
+            time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic())))
+
+    def close(self) -> None:
+        """Release clients and resources; idempotent."""
+
+    def __enter__(self) -> "Scheduler[T]":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def get_scheduler_factories() -> Dict[str, Any]:
+    """Scheduler name -> factory for every registered scheduler (factories import lazily)."""
+    from tx.plugins import get_registry
+
+    reg = get_registry()
+    return {name: _LazyFactory(name) for name in reg.names("schedulers")}
+
+
+def get_default_scheduler_name() -> Optional[str]:
+    """``local_cwd`` when installed, else the first registered scheduler, else None."""
+    from tx.plugins import get_registry
+
+    names = get_registry().names("schedulers")
+    if "local_cwd" in names:
+        return "local_cwd"
+    return names[0] if names else None
+
+
+class _LazyFactory:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+        from tx.plugins import get_registry
+
+        reg = get_registry().get("schedulers", self.name)
+        assert reg is not None
+        return reg.load()(session_name, **kwargs)

@@ -1,0 +1,32 @@
+"""Unique app ids: ``name-<id>`` where the id is safe in Kubernetes names and DNS labels."""
+from __future__ import annotations
+
+import secrets
+
+_START = "bcdfghjklmnpqrstvwxz"
+_REST = _START + "012345679"
+
+
+def random_id() -> str:
+    """A random id of about 13 characters: a consonant, then consonants and digits
+    (no vowels, so no words; starts with a letter, so valid as a DNS label)."""
+    v = secrets.randbits(64)
+    out = [_START[v % len(_START)]]
+    v //= len(_START)
+    while v:
+        out.append(_REST[v % len(_REST)])
+        v //= len(_REST)
+    return "".join(out)
+
+
+def get_len_random_id(string_length: int) -> str:
+    """A random id of exactly ``string_length`` characters (>= 1), first one a letter."""
+    if string_length < 1:
+        raise ValueError("string_length must be >= 1")
+    return secrets.choice(_START) + "".join(secrets.choice(_REST) for _ in range(string_length - 1))
+
+
+def make_unique(name: str, string_length: int = 0) -> str:
+    """``name-<random id>``; with ``string_length`` the id has that many characters."""
+    rid = get_len_random_id(string_length) if string_length else random_id()
+    return f"{name}-{rid}"

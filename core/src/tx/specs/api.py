@@ -1,0 +1,399 @@
+"""The AppDef data model: apps, roles, resources, mounts, macros and retry policies.
+
+Names and semantics follow TorchX's ``torchx.specs`` so that TorchX users and scripts carry
+over (https://pytorch.org/torchx/latest/specs.html). Classes are attrs classes: fields are
+validated when set, so a bad value fails where it is written, not in a scheduler.
+"""
+from __future__ import annotations
+
+import copy
+import enum
+import string
+from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar, Union
+
+import attrs
+
+from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
+
+MISSING: str = "<MISSING>"
+NONE: str = "<NONE>"
+ALL: str = "all"
+
+T = TypeVar("T")
+
+
+def _positive(name: str) -> Callable[[Any, Any, Any], None]:
+    def check(_inst: Any, _attr: Any, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+    return check
+
+
+def _non_negative(_inst: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be an integer >= 0, got {value!r}")
+
+
+def _int_field(_inst: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{attribute.name} must be an int, got {value!r}")
+
+
+@attrs.define
+class Resource:
+    """What one replica asks for.
+
+    Attributes:
+        cpu: logical CPU cores (each scheduler maps them: Kubernetes millicores, Slurm
+            ``--cpus-per-task``, AWS Batch vCPUs). ``-1`` means unset (NULL_RESOURCE).
+        gpu: number of GPUs.
+        memMB: memory in MB (2**20 bytes).
+        capabilities: scheduler-interpreted extras, e.g. ``{"node.kubernetes.io/instance-type": "p4d.24xlarge"}``.
+        devices: named devices and their count, e.g. ``{"vpc.amazonaws.com/efa": 4}``.
+        tags: free-form metadata that no scheduler interprets.
+    """
+
+    cpu: int = attrs.field(validator=_int_field)
+    gpu: int = attrs.field(validator=_int_field)
+    memMB: int = attrs.field(validator=_int_field)
+    capabilities: Dict[str, Any] = attrs.field(factory=dict)
+    devices: Dict[str, int] = attrs.field(factory=dict)
+    tags: Dict[str, object] = attrs.field(factory=dict)
+
+    @staticmethod
+    def copy(original: "Resource", **capabilities: Any) -> "Resource":
+        """Return a deep copy of ``original`` with ``capabilities`` merged into its own."""
+        res = copy.deepcopy(original)
+        res.capabilities.update(capabilities)
+        return res
+
+
+#: a role without resource requirements; schedulers that need them reject it
+NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
+
+
+class RetryPolicy(str, enum.Enum):
+    """What is restarted when a replica fails and the role still has retries.
+
+    * ``REPLICA``: only the failed replica, with the same replica id.
+    * ``APPLICATION``: every replica of the app (all schedulers support it).
+    * ``ROLE``: every replica of the failed replica's role.
+    * ``HOT_SPARE``: as REPLICA, while at least ``min_replicas`` run (experimental).
+    """
+
+    REPLICA = "REPLICA"
+    APPLICATION = "APPLICATION"
+    ROLE = "ROLE"
+    HOT_SPARE = "HOT_SPARE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _retry_policy(value: Any) -> RetryPolicy:
+    if isinstance(value, RetryPolicy):
+        return value
+    try:
+        return RetryPolicy(str(value).upper())
+    except ValueError:
+        raise ValueError(
+            f"retry_policy must be one of {', '.join(p.value for p in RetryPolicy)}, got {value!r}"
+        ) from None
+
+
+def _non_empty_name(_inst: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{attribute.name} must be a non-empty string, got {value!r}")
+
+
+def _str_list(value: Any) -> List[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"expected a list of strings, got {value!r}")
+    return list(value)
+
+
+def _str_dict(value: Any) -> Dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a mapping of strings, got {value!r}")
+    return dict(value)
+
+
+@attrs.define
+class Role:
+    """A set of identical replicas of one program: the unit a scheduler places.
+
+    Attributes:
+        name: the role name; unique within its AppDef, used in handles ``app/role/replica``.
+        image: what the scheduler runs the entrypoint from: a container image (docker,
+            kubernetes, aws_batch), a directory (local_dir, slurm, ray) or ignored (local_cwd).
+        entrypoint: the program to run (looked up on PATH or relative to the image root).
+        args: argv after the entrypoint, never interpreted by a shell; macros substituted.
+        env: environment variables added to the replica's; macros substituted in values.
+        num_replicas: replicas to run (>= 1).
+        min_replicas: for elastic roles, the fewest replicas the job can run with.
+        max_retries: restarts allowed after a failure (>= 0).
+        retry_policy: what a restart covers (:class:`RetryPolicy`).
+        resource: what each replica asks for (:class:`Resource`).
+        port_map: port name -> port number the replica listens on.
+        metadata: scheduler-specific extras, keys by convention ``<scheduler>/<key>``.
+        mounts: bind, volume and device mounts (:func:`tx.specs.parse_mounts`).
+        base_image: deprecated, kept for TorchX compatibility.
+    """
+
+    name: str = attrs.field(validator=_non_empty_name)
+    image: str = attrs.field(default="")
+    min_replicas: Optional[int] = attrs.field(default=None)
+    base_image: Optional[str] = attrs.field(default=None)
+    entrypoint: str = attrs.field(default=MISSING)
+    args: List[str] = attrs.field(factory=list, converter=_str_list)
+    env: Dict[str, str] = attrs.field(factory=dict, converter=_str_dict)
+    num_replicas: int = attrs.field(default=1, validator=_positive("num_replicas"))
+    max_retries: int = attrs.field(default=0, validator=_non_negative)
+    retry_policy: RetryPolicy = attrs.field(
+        default=RetryPolicy.APPLICATION, converter=_retry_policy
+    )
+    resource: Resource = attrs.field(factory=lambda: NULL_RESOURCE)
+    port_map: Dict[str, int] = attrs.field(factory=dict)
+    metadata: Dict[str, Any] = attrs.field(factory=dict)
+    mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = attrs.field(factory=list)
+
+    @min_replicas.validator
+    def _check_min(self, _attr: Any, value: Optional[int]) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"min_replicas must be an integer >= 0, got {value!r}")
+
+    def pre_proc(self, scheduler: str, dryrun_info: "AppDryRunInfo[Any]") -> "AppDryRunInfo[Any]":
+        """Hook for role subclasses to modify a scheduler request; returns it unchanged."""
+        return dryrun_info
+
+
+def _roles(value: Any) -> List[Role]:
+    return list(value)
+
+
+@attrs.define
+class AppDef:
+    """A distributed application: a name and its roles.
+
+    Attributes:
+        name: the app name; schedulers derive the app id from it (``name-<random>``).
+        roles: the roles, each with a unique name.
+        metadata: string key/values some schedulers attach (AWS Batch tags, ...).
+
+    Raises:
+        ValueError: two roles share a name.
+    """
+
+    name: str = attrs.field(validator=_non_empty_name)
+    roles: List[Role] = attrs.field(factory=list, converter=_roles)
+    metadata: Dict[str, str] = attrs.field(factory=dict)
+
+    @roles.validator
+    def _check_roles(self, _attr: Any, roles: List[Role]) -> None:
+        seen = set()
+        for i, role in enumerate(roles):
+            if not isinstance(role, Role):
+                raise TypeError(f"roles[{i}] must be a Role, got {type(role).__name__}")
+            if role.name in seen:
+                raise ValueError(f"roles[{i}]: duplicate role name {role.name!r}")
+            seen.add(role.name)
+
+    @classmethod
+    def from_file(cls, path: str) -> "AppDef":
+        """Load an AppDef from a ``.yaml``/``.yml``/``.json`` file (see :mod:`tx.specs.files`).
+
+        Raises:
+            tx.specs.AppDefFormatError: unreadable file or a bad document, with the path of
+                the bad field in the message.
+        """
+        from tx.specs.files import load_appdef
+
+        return load_appdef(path)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Return a JSON-ready dict of this AppDef (cattrs unstructure)."""
+        from tx.specs._convert import unstructure_appdef
+
+        return unstructure_appdef(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "AppDef":
+        """Build an AppDef from a dict as produced by :meth:`to_dict`.
+
+        Raises:
+            tx.specs.AppDefFormatError: a bad field, named by its path (``roles[1].num_replicas``).
+        """
+        from tx.specs._convert import structure_appdef
+
+        return structure_appdef(data)
+
+
+class macros:
+    """Placeholders in ``Role.args``, ``Role.env`` values and ``Role.metadata`` strings,
+    replaced per replica by the scheduler (``string.Template`` syntax, ``$$`` escapes).
+
+    * ``img_root``: root directory of the image (local: the current directory).
+    * ``app_id``: the id the scheduler gave the app.
+    * ``replica_id``: the replica's index within its role (kept across restarts).
+    * ``rank0_env``: the NAME of the environment variable holding the rank-0 host; expand
+      it with a shell, e.g. ``${${rank0_env}:=localhost}`` in a ``bash -c`` argument.
+    """
+
+    img_root = "${img_root}"
+    base_img_root = "${base_img_root}"
+    app_id = "${app_id}"
+    replica_id = "${replica_id}"
+    rank0_env = "${rank0_env}"
+
+    @attrs.define
+    class Values:
+        """Values for the macros; :meth:`apply` substitutes them into a role."""
+
+        img_root: str
+        app_id: str
+        replica_id: str
+        rank0_env: str
+        base_img_root: str = "DEPRECATED"
+
+        def _mapping(self) -> Dict[str, str]:
+            return {
+                "img_root": self.img_root,
+                "app_id": self.app_id,
+                "replica_id": self.replica_id,
+                "rank0_env": self.rank0_env,
+                "base_img_root": self.base_img_root,
+            }
+
+        def substitute(self, arg: str) -> str:
+            """Substitute the macros in ``arg``; unknown ``$names`` are left as written."""
+            return string.Template(arg).safe_substitute(self._mapping())
+
+        def apply(self, role: Role) -> Role:
+            """Return a copy of ``role`` with macros substituted in args, env and metadata."""
+            mapping = self._mapping()
+
+            def sub(s: str) -> str:
+                return string.Template(s).safe_substitute(mapping) if "$" in s else s
+
+            def sub_meta(v: Any) -> Any:
+                if isinstance(v, str):
+                    return sub(v)
+                if isinstance(v, dict):
+                    return {k: sub_meta(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [sub_meta(x) for x in v]
+                return v
+
+            return attrs.evolve(
+                role,
+                args=[sub(a) for a in role.args],
+                env={k: sub(v) for k, v in role.env.items()},
+                metadata=sub_meta(role.metadata) if role.metadata else {},
+                resource=copy.deepcopy(role.resource),
+                port_map=dict(role.port_map),
+                mounts=list(role.mounts),
+            )
+
+
+class AppState(enum.IntEnum):
+    """State of an app or of one replica (TorchX's values)."""
+
+    UNSUBMITTED = 0
+    SUBMITTED = 1
+    PENDING = 2
+    RUNNING = 3
+    SUCCEEDED = 4
+    FAILED = 5
+    CANCELLED = 6
+    UNKNOWN = 7
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+ReplicaState = AppState
+_TERMINAL = frozenset({AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED})
+_STARTED = _TERMINAL | {AppState.RUNNING}
+
+
+def is_terminal(state: AppState) -> bool:
+    """True for SUCCEEDED, FAILED and CANCELLED."""
+    return state in _TERMINAL
+
+
+def is_started(state: AppState) -> bool:
+    """True once an app is RUNNING or terminal."""
+    return state in _STARTED
+
+
+@attrs.define
+class AppDryRunInfo(Generic[T]):
+    """What a scheduler would submit: ``request`` (the backend request object) and a
+    formatter for it. ``str(info)`` is the human-readable request that ``tx run --dryrun``
+    prints under ``=== SCHEDULER REQUEST ===``.
+    """
+
+    request: T
+    fmt: Callable[[T], str] = attrs.field(default=repr)
+    _app: Optional[AppDef] = attrs.field(default=None, alias="_app")
+    _cfg: Dict[str, Any] = attrs.field(factory=dict, alias="_cfg")
+    _scheduler: Optional[str] = attrs.field(default=None, alias="_scheduler")
+
+    def __repr__(self) -> str:
+        return self.fmt(self.request)
+
+    __str__ = __repr__
+
+
+class AppDefFormatError(ValueError):
+    """An AppDef document (dict, JSON or YAML) is invalid; the message names the field path."""
+
+
+class InvalidRunConfigException(Exception):
+    """A run config (``cfg``) is invalid for a scheduler: a missing required option, a wrong
+    type or an unknown key. ``cfg_key`` names the offending option."""
+
+    def __init__(self, invalid_reason: str, cfg_key: str = "", cfg: Any = None) -> None:
+        super().__init__(invalid_reason)
+        self.cfg_key = cfg_key
+        self.cfg = cfg
+
+
+class MalformedAppHandleException(Exception):
+    """An app handle is not of the form ``{scheduler}://{session_name}/{app_id}``."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"malformed app handle {app_handle!r}: expected {{scheduler}}://{{session_name}}/{{app_id}}"
+        )
+        self.app_handle = app_handle
+
+
+class UnknownSchedulerException(Exception):
+    """No installed plugin registers the scheduler name."""
+
+
+class UnknownAppException(Exception):
+    """The app does not exist (or no longer exists) on its scheduler."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"unknown app {app_handle}: it does not exist or was removed from its scheduler"
+        )
+        self.app_handle = app_handle
+
+
+class AppStatusError(Exception):
+    """Raised by :meth:`AppStatus.raise_for_status` for an app that did not succeed."""
+
+    def __init__(self, app_status: Any, *args: Any) -> None:
+        super().__init__(*args or (app_status.format(),))
+        self.app_status = app_status

@@ -1,0 +1,117 @@
+"""Mounts a role asks for, and the ``type=...,src=...,dst=...`` syntax that parses them.
+
+The syntax is TorchX's (``torchx.specs.parse_mounts``), itself modelled on
+``docker run --mount`` (https://docs.docker.com/engine/storage/bind-mounts/).
+"""
+from __future__ import annotations
+
+import enum
+import os
+from typing import List, Union
+
+import attrs
+
+
+class MountType(str, enum.Enum):
+    BIND = "bind"
+    VOLUME = "volume"
+    DEVICE = "device"
+
+
+@attrs.define
+class BindMount:
+    """A host path mounted into the replica: ``src_path`` on the host at ``dst_path``."""
+
+    src_path: str
+    dst_path: str
+    read_only: bool = False
+
+
+@attrs.define
+class VolumeMount:
+    """A named volume (docker volume, Kubernetes PVC claim, EFS id) mounted at ``dst_path``."""
+
+    src: str
+    dst_path: str
+    read_only: bool = False
+
+
+@attrs.define
+class DeviceMount:
+    """A host device (``/dev/...``) exposed at ``dst_path`` with cgroup ``permissions``
+    (a subset of ``r``, ``w``, ``m``)."""
+
+    src_path: str
+    dst_path: str
+    permissions: str = attrs.field(default="rwm")
+
+    @permissions.validator
+    def _check(self, _attr: object, value: str) -> None:
+        bad = set(value) - set("rwm")
+        if bad:
+            raise ValueError(f"device permissions must be a subset of 'rwm', got {value!r}")
+
+
+Mount = Union[BindMount, VolumeMount, DeviceMount]
+
+_KEYS = {
+    "type": "type",
+    "src": "src",
+    "source": "src",
+    "dst": "dst",
+    "destination": "dst",
+    "target": "dst",
+    "readonly": "readonly",
+    "read_only": "readonly",
+    "perm": "perm",
+}
+
+
+def parse_mounts(opts: List[str]) -> List[Mount]:
+    """Parse mount options into mounts.
+
+    ``opts`` is a list of ``key=value`` tokens (or comma-joined strings of them), each
+    mount starting with ``type=bind|volume|device``: ``type=bind,src=~/data,dst=/data,readonly``,
+    ``type=volume,src=myvol,dst=/data``, ``type=device,src=/dev/fuse[,dst=/dev/fuse][,perm=rw]``.
+    Keys may be spelt ``source``/``src``, ``destination``/``dst``/``target``,
+    ``readonly``/``read_only``; ``~`` in a bind source is expanded.
+
+    Raises:
+        ValueError: an unknown key, type or a token before the first ``type=``.
+    """
+    tokens: List[str] = []
+    for opt in opts:
+        tokens.extend(t.strip() for t in opt.split(",") if t.strip())
+    groups: List[dict] = []
+    for tok in tokens:
+        key, _, val = tok.partition("=")
+        norm = _KEYS.get(key.strip().lower())
+        if norm is None:
+            raise ValueError(f"unknown mount option {key!r} in {tok!r}")
+        if norm == "type":
+            groups.append({"type": val.strip().lower()})
+            continue
+        if not groups:
+            raise ValueError(f"mount option {tok!r} comes before type=; each mount starts with type=")
+        groups[-1][norm] = val.strip() if val else True
+    mounts: List[Mount] = []
+    for g in groups:
+        kind = g["type"]
+        readonly = g.get("readonly", False)
+        readonly = readonly is True or str(readonly).lower() in ("true", "1", "yes")
+
+        def need(k: str) -> str:
+            if k not in g or g[k] is True:
+                raise ValueError(f"{kind} mount needs {k}=")
+            return str(g[k])
+
+        if kind == "bind":
+            mounts.append(BindMount(os.path.expanduser(need("src")), need("dst"), readonly))
+        elif kind == "volume":
+            mounts.append(VolumeMount(need("src"), need("dst"), readonly))
+        elif kind == "device":
+            src = need("src")
+            mounts.append(DeviceMount(src, str(g.get("dst") or src), str(g.get("perm") or "rwm")))
+        else:
+            raise ValueError(f"unknown mount type {kind!r}: expected bind, volume or device")
+    return mounts
