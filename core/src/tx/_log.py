@@ -1,79 +1,112 @@
 """Library logging through structlog, configured lazily.
 
-Library code calls ``get_logger(__name__).info("event", key=value)``. Nothing is imported
-until the first log call (structlog costs ~100 ms to import), so fast paths that log
-nothing pay nothing. The CLI calls :func:`configure` with the user's level.
+Library code calls ``get_logger(__name__).info("event", key=value)``. structlog costs
+about 100-150 ms to import (it pulls in asyncio), so the level check happens first, here,
+without structlog: an event below the level costs a dict lookup, and structlog is imported
+only when an event is actually rendered. The level comes from :func:`configure` (the CLI's
+``--log_level``) or the ``LOGLEVEL`` environment variable, default WARNING.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Optional
 
-_LEVELS = {"CRITICAL": 50, "ERROR": 40, "WARNING": 30, "WARN": 30, "INFO": 20, "DEBUG": 10, "NOTSET": 0}
-_state = {"configured": False, "level": None}
+LEVELS: Dict[str, int] = {
+    "CRITICAL": 50, "ERROR": 40, "WARNING": 30, "WARN": 30, "INFO": 20, "DEBUG": 10, "NOTSET": 0,
+}
+_METHOD_LEVEL = {
+    "critical": 50, "fatal": 50, "error": 40, "exception": 40, "warning": 30, "warn": 30,
+    "info": 20, "debug": 10, "msg": 20,
+}
+_state: Dict[str, Any] = {"level": None, "json": False, "structlog": False}
 
 
 def parse_level(level: Optional[str]) -> int:
-    """``"info"`` / ``"INFO"`` / ``"20"`` -> 20.
+    """``"info"`` / ``"INFO"`` / ``"20"`` -> 20; None or ``""`` -> WARNING (30).
 
     Raises:
         ValueError: an unknown level name.
     """
-    if level is None or level == "":
-        return _LEVELS["WARNING"]
+    if level is None or str(level).strip() == "":
+        return LEVELS["WARNING"]
     text = str(level).strip().upper()
     if text.isdigit():
         return int(text)
-    if text not in _LEVELS:
+    if text not in LEVELS:
         raise ValueError(f"unknown log level {level!r}: use one of DEBUG, INFO, WARNING, ERROR")
-    return _LEVELS[text]
+    return LEVELS[text]
 
 
-def configure(level: Optional[str] = None, json: bool = False) -> None:
-    """Render library events readably on stderr at ``level`` (default: ``$LOGLEVEL`` or
-    WARNING for the library, INFO in the CLI), or as JSON lines with ``json=True``."""
+def level() -> int:
+    """The current threshold (numeric, logging's scale)."""
+    if _state["level"] is None:
+        try:
+            _state["level"] = parse_level(os.environ.get("LOGLEVEL"))
+        except ValueError:
+            _state["level"] = LEVELS["WARNING"]
+    return int(_state["level"])
+
+
+def configure(level_name: Optional[str] = None, json: bool = False) -> None:
+    """Set the threshold (default: ``$LOGLEVEL`` or WARNING) and the rendering: readable
+    lines on stderr, or JSON lines with ``json=True``. Cheap: structlog is set up when the
+    first event at or above the threshold is logged.
+
+    Raises:
+        ValueError: an unknown level name.
+    """
+    _state["level"] = parse_level(level_name if level_name is not None else os.environ.get("LOGLEVEL"))
+    _state["json"] = json
+    _state["structlog"] = False
+
+
+def _setup_structlog() -> None:
     import structlog
 
-    lvl = parse_level(level if level is not None else os.environ.get("LOGLEVEL"))
     processors: list = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="%H:%M:%S"),
     ]
-    if json:
+    if _state["json"]:
         processors.append(structlog.processors.JSONRenderer())
     else:
-        processors.append(
-            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), pad_event_to=0)
-        )
+        processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), pad_event_to=0))
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        wrapper_class=structlog.make_filtering_bound_logger(level()),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
-    _state["configured"] = True
-    _state["level"] = lvl
+    _state["structlog"] = True
+
+
+def _noop(*_args: Any, **_kwargs: Any) -> None:
+    return None
 
 
 class _LazyLogger:
-    __slots__ = ("_name", "_log")
+    """Proxy that drops events below the threshold without importing structlog."""
+
+    __slots__ = ("_name",)
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._log: Any = None
 
-    def _get(self) -> Any:
-        if not _state["configured"]:
-            configure()
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        lvl = _METHOD_LEVEL.get(method)
+        if lvl is not None and lvl < level():
+            return _noop
+        if not _state["structlog"]:
+            _setup_structlog()
         import structlog
 
-        return structlog.get_logger(self._name)
+        return getattr(structlog.get_logger(), method)
 
-    def __getattr__(self, method: str) -> Any:
-        return getattr(self._get(), method)
+    def is_enabled_for(self, method: str) -> bool:
+        return _METHOD_LEVEL.get(method, 0) >= level()
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger for ``name`` that imports structlog on first use."""
+    """A structlog logger for ``name``; events below the threshold cost nothing."""
     return _LazyLogger(name)

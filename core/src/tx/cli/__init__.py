@@ -1,0 +1,1 @@
+"""The ``tx`` command line (``tx.cli.main:main``)."""

@@ -1,0 +1,5 @@
+import sys
+
+from tx.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,33 @@
+"""Turning exceptions into the one-line messages the CLI prints."""
+from __future__ import annotations
+
+#: exception class names whose message is already written for users
+_USER_ERRORS = {
+    "MalformedAppHandleException", "UnknownSchedulerException", "UnknownAppException",
+    "InvalidRunConfigException", "AppDefFormatError", "ComponentNotFoundException",
+    "ComponentValidationException", "ComponentArgumentError", "PluginError",
+    "PluginConflictError", "ConfigError", "AppStatusError", "SchedulerError",
+}
+_HINTS = {
+    "InvalidRunConfigException": " (see `tx runopts <scheduler>`)",
+    "ComponentNotFoundException": "",
+}
+
+
+def describe_error(e: BaseException) -> str:
+    """One line describing ``e``: the message alone for user errors, the message with the
+    exception type for others (a ValueError from a component, an OSError ...)."""
+    name = type(e).__name__
+    if isinstance(e, KeyError) and e.args:
+        msg = str(e.args[0])
+    else:
+        msg = str(e)
+    msg = " ".join(msg.split()) if "\n" in msg else msg
+    if name in _USER_ERRORS or any(c.__name__ in _USER_ERRORS for c in type(e).__mro__):
+        return msg + _HINTS.get(name, "")
+    if isinstance(e, (ValueError, TypeError, KeyError, FileNotFoundError, PermissionError,
+                      NotADirectoryError, IsADirectoryError, FileExistsError)):
+        return msg or name
+    if isinstance(e, OSError):
+        return f"{e.strerror or msg}{': ' + str(e.filename) if e.filename else ''}"
+    return f"{name}: {msg} (unexpected; rerun with --log_level DEBUG for a traceback)"

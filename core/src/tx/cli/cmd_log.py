@@ -1,0 +1,122 @@
+"""``tx log``: print (``-f``: follow) the logs of an app, a role or some replicas.
+
+Identifier: ``scheduler://session/app_id[/role[/id1,id2,...]]`` (TorchX's grammar). Lines
+are prefixed ``role/replica``; lines of different replicas never interleave mid-line.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from datetime import datetime, timedelta
+from typing import Any, Dict, List, Optional, Tuple
+
+_IDENT = re.compile(
+    r"^(?P<sched>[A-Za-z0-9_.\-]+)://(?P<session>[^/]*)/(?P<app_id>[^/]+)"
+    r"(?:/(?P<role>[^/]+)(?:/(?P<ids>\d+(?:,\d+)*,?))?)?/?$"
+)
+_REL = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def add_arguments(p: argparse.ArgumentParser, _name: str = "log") -> None:
+    p.add_argument("identifier", metavar="IDENTIFIER",
+                   help="scheduler://session/app_id[/role[/replica_ids]], e.g. local_cwd://tx/train-x1/train/0,1")
+    p.add_argument("-f", "-t", "--follow", "--tail", dest="tail", action="store_true",
+                   help="follow the logs until the app ends")
+    p.add_argument("--regex", default=None, help="only lines matching this regular expression")
+    p.add_argument("--since", default=None,
+                   help="only lines after this time: ISO 8601 (2026-01-02T10:00) or an age (30s, 10m, 2h, 1d)")
+    p.add_argument("--until", default=None, help="only lines before this time (same formats as --since)")
+    p.add_argument("--streams", choices=["stdout", "stderr", "combined"], default=None,
+                   help="which output (default: the scheduler's, usually combined)")
+
+
+def parse_identifier(text: str) -> Tuple[str, Optional[str], Optional[List[int]]]:
+    """Split an identifier into (app handle, role or None, replica ids or None).
+
+    Raises:
+        CLIError: the text does not follow the grammar.
+    """
+    from tx.cli.main import CLIError
+
+    m = _IDENT.match(text)
+    if not m:
+        raise CLIError(
+            f"malformed log identifier {text!r}: expected scheduler://session/app_id[/role[/0,1]]", 2
+        )
+    handle = f"{m['sched']}://{m['session']}/{m['app_id']}"
+    ids = [int(i) for i in m["ids"].split(",") if i] if m["ids"] else None
+    return handle, m["role"], ids
+
+
+def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[datetime]:
+    """``30s``/``10m``/``2h``/``1d`` ago, or an ISO 8601 time (local time if no zone).
+
+    Raises:
+        CLIError: neither form.
+    """
+    if text is None:
+        return None
+    from tx.cli.main import CLIError
+
+    m = _REL.match(text.strip())
+    if m:
+        return (now or datetime.now()) - timedelta(seconds=float(m[1]) * _UNIT[m[2]])
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise CLIError(f"bad time {text!r}: use ISO 8601 (2026-01-02T10:00) or an age like 10m", 2) from None
+
+
+def _replicas(runner: Any, handle: str, role: Optional[str], ids: Optional[List[int]]) -> List[Tuple[str, int]]:
+    from tx.cli.main import CLIError
+
+    if role is not None and ids is not None:
+        return [(role, k) for k in ids]
+    waited = False
+    while True:
+        status = runner.status(handle)
+        if status is None:
+            raise CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it)")
+        if status.state.name not in ("UNSUBMITTED", "SUBMITTED", "PENDING"):
+            break
+        if not waited:
+            print(f"waiting for {handle} to start...", file=sys.stderr, flush=True)
+            waited = True
+        time.sleep(1)
+    app = runner.describe(handle)
+    roles: Dict[str, int] = {r.name: r.num_replicas for r in app.roles} if app else {}
+    if not roles:  # schedulers that cannot rebuild roles: use the status
+        roles = {rs.role: len(rs.replicas) for rs in status.roles}
+    if role is not None:
+        if role not in roles:
+            raise CLIError(f"app {handle} has no role {role!r}; roles: {', '.join(roles) or 'none'}")
+        return [(role, k) for k in range(roles[role])]
+    return [(r, k) for r, n in roles.items() for k in range(n)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from tx.cli._common import make_runner
+    from tx.cli._relay import Relay
+
+    handle, role, ids = parse_identifier(args.identifier)
+    since, until = parse_time(args.since), parse_time(args.until)
+    filtered = bool(args.regex or since or until)
+    with make_runner() as runner:
+        replicas = _replicas(runner, handle, role, ids)
+        relay = Relay(sys.stdout.buffer)
+        for r, k in replicas:
+            if filtered:
+                def blocks(r: str = r, k: int = k) -> Any:
+                    for line in runner.log_lines(handle, r, k, regex=args.regex, since=since,
+                                                 until=until, should_tail=args.tail,
+                                                 streams=args.streams):
+                        yield line.encode("utf-8", "replace")
+            else:
+                def blocks(r: str = r, k: int = k) -> Any:
+                    return runner.log_blocks(handle, r, k, should_tail=args.tail, streams=args.streams)
+            relay.add(f"{r}/{k}", blocks)
+        relay.join()
+    return 0

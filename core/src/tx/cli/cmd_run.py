@@ -1,0 +1,150 @@
+"""``tx run``: run a component (``dist.ddp``, ``path/file.py:fn``) or an AppDef file.
+
+Prints the app handle on stdout. On local schedulers it waits and relays every replica's
+log lines to stderr, prefixed ``role/replica`` (TorchX's local development loop);
+``--detach`` returns once the app is launched. Elsewhere ``--wait`` waits and ``--log``
+relays logs while waiting. Exits 1 when a waited-for app does not succeed. SIGTERM or
+SIGINT while waiting cancels the app (nothing is left running) and exits 128+signal.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Dict, List, Optional
+
+_APPDEF_EXTS = (".yaml", ".yml", ".json")
+
+
+def add_arguments(p: argparse.ArgumentParser, _name: str = "run") -> None:
+    p.add_argument("-s", "--scheduler", default=None,
+                   help="scheduler to run on (default: [cli:run] scheduler in .txconfig, else local_cwd)")
+    p.add_argument("-cfg", "--scheduler_args", "--cfg", dest="cfg", action="append", default=[],
+                   help="run options as k1=v1,k2=v2 (lists k=a,b; dicts k=a:1;b:2); see `tx runopts`")
+    p.add_argument("--dryrun", action="store_true",
+                   help="print the app and the scheduler request instead of submitting")
+    p.add_argument("--wait", action="store_true", help="wait for the app to finish")
+    p.add_argument("--log", action="store_true", help="relay the app's logs while waiting (implies --wait)")
+    p.add_argument("--detach", action="store_true",
+                   help="return once the app is launched (local schedulers wait by default)")
+    p.add_argument("--workspace", default=None,
+                   help="local directory patched into the first role's image (default: [cli:run] workspace)")
+    p.add_argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,
+                   help="tracker run id of the parent run (sets TX_PARENT_RUN_ID)")
+    p.add_argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...]",
+                   help="component name (see `tx builtins`), path/file.py:fn, or an AppDef .yaml/.json file, "
+                        "then the component's arguments (see `tx run COMPONENT --help`)")
+
+
+def _split_component(args: argparse.Namespace) -> tuple:
+    from tx.cli._common import config_default
+    from tx.cli.main import CLIError
+
+    rest: List[str] = list(args.component_and_args)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if not rest or rest[0].startswith("-"):
+        default = config_default("run", "component")
+        if default:
+            return default, rest
+        raise CLIError("missing component name: `tx run COMPONENT [ARGS]` (see `tx builtins`)", 2)
+    return rest[0], rest[1:]
+
+
+def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
+    from tx.runner import config
+
+    opts = runner.scheduler_run_opts(scheduler)
+    cfg: Dict[str, Any] = {}
+    for text in texts:
+        cfg.update(opts.cfg_from_str(text))
+    config.apply(scheduler, cfg, opts)
+    return cfg
+
+
+def _load_app(runner: Any, component: str, comp_args: List[str]) -> Any:
+    from tx.cli.main import CLIError
+
+    if component.endswith(_APPDEF_EXTS) and ":" not in component:
+        if comp_args:
+            raise CLIError(f"an AppDef file takes no arguments, got {' '.join(comp_args)}", 2)
+        from tx.specs.api import AppDef
+
+        return AppDef.from_file(component)
+    return runner.component_app(component, comp_args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tx.cli._common import config_default, default_scheduler, is_local, make_runner
+    from tx.cli.main import CLIError
+
+    component, comp_args = _split_component(args)
+    with make_runner(with_component_defaults=True) as runner:
+        scheduler = args.scheduler or default_scheduler(runner)
+        cfg = _parse_cfg(runner, scheduler, args.cfg)
+        app = _load_app(runner, component, comp_args)
+        workspace = args.workspace if args.workspace is not None else config_default("run", "workspace")
+        info = runner.dryrun(app, scheduler, cfg, workspace=workspace or None,
+                             parent_run_id=args.parent_run_id)
+        if args.dryrun:
+            _print_dryrun(info)
+            return 0
+        handle = runner.schedule(info)
+        print(handle, flush=True)
+        wait = args.wait or args.log or (is_local(scheduler) and not args.detach)
+        if args.detach or not wait:
+            return 0
+        relay = args.log or is_local(scheduler)
+        status = _wait(runner, handle, info, relay)
+        if status is None:
+            raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
+        if status.state.name != "SUCCEEDED":
+            print(status.format(), file=sys.stderr, end="")
+            return 1
+        return 0
+
+
+def _print_dryrun(info: Any) -> None:
+    from tx.specs.files import appdef_to_yaml
+
+    sys.stdout.write("=== APPLICATION ===\n")
+    sys.stdout.write(appdef_to_yaml(info._app))
+    sys.stdout.write("\n=== SCHEDULER REQUEST ===\n")
+    sys.stdout.write(str(info))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _wait(runner: Any, handle: str, info: Any, relay_logs: bool) -> Optional[Any]:
+    """Wait for the app, relaying logs; SIGTERM/SIGINT cancel it first."""
+    import signal
+
+    from tx.cli._relay import Relay
+
+    received: List[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if not received:
+            received.append(signum)
+            runner.cancel(handle)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        relay = None
+        if relay_logs:
+            relay = Relay(sys.stderr.buffer)
+            for role in info._app.roles:
+                for k in range(role.num_replicas):
+                    relay.add(
+                        f"{role.name}/{k}",
+                        lambda r=role.name, k=k: runner.log_blocks(handle, r, k, should_tail=True),
+                    )
+        status = runner.wait(handle, wait_interval=0.5)
+        if relay is not None:
+            relay.join()
+        if received:
+            print(f"tx run: cancelled {handle} on signal {received[0]}", file=sys.stderr)
+            sys.exit(128 + received[0])
+        return status
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

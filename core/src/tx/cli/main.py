@@ -1,0 +1,151 @@
+"""The ``tx`` command.
+
+``tx --version`` and ``tx --help`` load no plugin. Each subcommand lives in its own module
+and imports what it needs when it runs. Every user error (unknown scheduler or component,
+bad ``-cfg``, missing component argument, malformed handle, unreadable AppDef file) ends as
+one line on stderr and a non-zero exit, without a traceback.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+#: subcommand -> (module, one-line help); modules define add_arguments(parser) and run(args)
+COMMANDS: Dict[str, Tuple[str, str]] = {
+    "run": ("tx.cli.cmd_run", "run a component or an AppDef file on a scheduler"),
+    "builtins": ("tx.cli.cmd_info", "list the components tx can find"),
+    "runopts": ("tx.cli.cmd_info", "show a scheduler's run options"),
+    "status": ("tx.cli.cmd_apps", "show an app's status"),
+    "describe": ("tx.cli.cmd_apps", "show an app's definition"),
+    "log": ("tx.cli.cmd_log", "print or follow an app's logs"),
+    "list": ("tx.cli.cmd_apps", "list the apps a scheduler knows"),
+    "cancel": ("tx.cli.cmd_apps", "cancel an app"),
+    "configure": ("tx.cli.cmd_info", "write a .txconfig with the schedulers' run options"),
+    "plugins": ("tx.cli.cmd_info", "list installed plugins and what they registered"),
+    "lint": ("tx.cli.cmd_info", "check component functions in a Python file"),
+}
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class CLIError(Exception):
+    """A user error: printed as ``tx: error: <message>``, exit code ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _version() -> str:
+    from tx.version import __version__
+
+    return f"tx {__version__}"
+
+
+def build_parser(plugin_commands: Optional[Dict[str, Any]] = None) -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="tx",
+        description="tx: run PyTorch apps on local processes, Slurm, Kubernetes, clouds ...",
+        epilog="Schedulers and extra commands come from plugins: see `tx plugins`.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument(
+        "--log_level", "--log-level", dest="log_level", default=None,
+        help="level of tx's own log events on stderr: DEBUG, INFO, WARNING (default: $LOGLEVEL or WARNING)",
+    )
+    parser.add_argument("--log_json", "--log-json", dest="log_json", action="store_true",
+                        help="log events as JSON lines")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _import(module).add_arguments(p, name)
+    for name, reg in (plugin_commands or {}).items():
+        cmd = reg.load()
+        cmd = cmd() if isinstance(cmd, type) else cmd
+        p = sub.add_parser(name, help=reg.description, description=reg.description)
+        cmd.add_arguments(p)
+        p.set_defaults(_plugin_command=cmd)
+    return parser
+
+
+def _import(module: str) -> Any:
+    import importlib
+
+    return importlib.import_module(module)
+
+
+def _plugin_commands(argv: List[str]) -> Dict[str, Any]:
+    """Plugin commands, loaded only when argv names a command tx does not have."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None or first in COMMANDS:
+        return {}
+    from tx.plugins import get_registry
+
+    reg = get_registry()
+    return {n: reg.get("commands", n) for n in reg.names("commands")}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``tx`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # the fastest path: no argparse
+        print(_version())
+        return 0
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("tx: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tx log ... | head`
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return 0
+
+
+def _main(argv: List[str]) -> int:
+    from tx.cli._errors import describe_error
+
+    try:
+        parser = build_parser(_plugin_commands(argv))
+    except Exception as e:  # noqa: BLE001 - a broken plugin command must not break tx
+        print(f"tx: error: {describe_error(e)}", file=sys.stderr)
+        return EXIT_FAILURE
+    args = parser.parse_args(argv)
+    from tx import _log
+
+    try:
+        _log.configure(args.log_level, json=args.log_json)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    import os
+
+    os.environ.setdefault("TX_CONTEXT_NAME", f"cli_{args.command}")
+    try:
+        if getattr(args, "_plugin_command", None) is not None:
+            rc = args._plugin_command.run(args)
+        else:
+            rc = _import(COMMANDS[args.command][0]).run(args)
+        return int(rc or 0)
+    except CLIError as e:
+        print(f"tx {args.command}: error: {e}", file=sys.stderr)
+        return e.code
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001 - user errors become one line, never a traceback
+        print(f"tx {args.command}: error: {describe_error(e)}", file=sys.stderr)
+        if _log.level() <= 10:
+            import traceback
+
+            traceback.print_exc()
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Helpers for code that runs inside a tx job: ranks, devices and rank-0-first blocks.
+
+Names and behaviour follow TorchX's ``torchx.distributed``. Each function works both in a
+distributed job (a ``torch.distributed`` process group, or a launcher such as ``torchrun``
+that sets ``LOCAL_RANK``, ``RANK`` and ``WORLD_SIZE``) and in a plain single process, so
+that one script runs either way::
+
+    from tx.distributed import init_pg, on_local_rank0_first, rank
+
+    device = init_pg()                 # nccl on GPU hosts, gloo otherwise
+    with on_local_rank0_first():
+        download_dataset()             # once per node, before the other ranks read it
+    model.to(device)
+
+torch is imported inside the functions: ``import tx.distributed`` does not import it.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "init_pg", "is_local_rank0", "is_rank0", "local_cuda_device", "local_device", "local_rank",
+    "on_local_rank0_first", "on_rank0_first", "rank", "world_size",
+]
+
+_BACKENDS = ("auto", "nccl", "gloo")
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
+
+
+def _pg_initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def _has_cuda_devices() -> bool:
+    import torch
+
+    # is_available() is True for a CUDA build of torch on a host without GPUs
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def local_rank() -> int:
+    """The rank of this process within its node, from ``LOCAL_RANK`` (set by torchrun and
+    tx's ``dist.ddp``); 0 when unset. A process group does not record local ranks, so with
+    one initialized and ``LOCAL_RANK`` unset this warns and returns 0.
+
+    Raises:
+        ValueError: ``LOCAL_RANK`` is not an integer.
+    """
+    if "LOCAL_RANK" in os.environ:
+        return _env_int("LOCAL_RANK", 0)
+    if _pg_initialized():
+        warnings.warn(
+            "a torch.distributed process group is initialized but LOCAL_RANK is not set; "
+            "local_rank() returns 0 (launch with torchrun or tx's dist.ddp, or set LOCAL_RANK)",
+            stacklevel=2,
+        )
+    return 0
+
+
+def local_cuda_device() -> "torch.device":
+    """``torch.device("cuda:<local_rank>")``; prefer :func:`local_device` in code that
+    also runs on CPU.
+
+    Raises:
+        ValueError: ``LOCAL_RANK`` is not an integer.
+    """
+    import torch
+
+    return torch.device(f"cuda:{local_rank()}")
+
+
+def local_device() -> "torch.device":
+    """The device this process should put its model and tensors on.
+
+    With a process group: ``cuda:<local_rank>`` if its backend is nccl, else ``cpu``.
+    Without one: ``cuda`` if the host has CUDA devices, else ``cpu``.
+    """
+    import torch
+
+    if _pg_initialized():
+        import torch.distributed as dist
+
+        return local_cuda_device() if dist.get_backend() == "nccl" else torch.device("cpu")
+    return torch.device("cuda") if _has_cuda_devices() else torch.device("cpu")
+
+
+def rank() -> int:
+    """This process's global rank: the process group's if one is initialized, else
+    ``RANK``, else 0. Safe to call in non-distributed code.
+
+    Raises:
+        ValueError: ``RANK`` is not an integer.
+    """
+    if _pg_initialized():
+        import torch.distributed as dist
+
+        return dist.get_rank()
+    return _env_int("RANK", 0)
+
+
+def world_size() -> int:
+    """The number of processes: the process group's size if one is initialized, else
+    ``WORLD_SIZE``, else 1. Safe to call in non-distributed code.
+
+    Raises:
+        ValueError: ``WORLD_SIZE`` is not an integer.
+    """
+    if _pg_initialized():
+        import torch.distributed as dist
+
+        return dist.get_world_size()
+    return _env_int("WORLD_SIZE", 1)
+
+
+def is_rank0() -> bool:
+    """True on global rank 0, and in a non-distributed process."""
+    return rank() == 0
+
+
+def is_local_rank0() -> bool:
+    """True on the first process of each node (local rank 0), e.g. to download once per node."""
+    return local_rank() == 0
+
+
+def init_pg(backend: str = "auto", **kwargs: Any) -> "torch.device":
+    """Initialize the default process group and return this process's device.
+
+    Under a torchelastic launcher (torchrun, tx's ``dist.ddp``) the group is the job's
+    (``env://`` rendezvous). Run as a plain ``python script.py`` it is a trivial group of
+    one process (rank 0, world size 1) on a free localhost port, so the same script works
+    both ways.
+
+    Args:
+        backend: ``nccl``, ``gloo`` or ``auto`` (nccl when the host has CUDA devices and
+            torch has nccl, else gloo).
+        kwargs: passed to ``torch.distributed.init_process_group``.
+
+    Returns:
+        ``cuda:<local_rank>`` for nccl, ``cpu`` for gloo.
+
+    Raises:
+        ValueError: an unknown ``backend``.
+        RuntimeError: torch.distributed is not available, or a group is already initialized.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, got {backend!r}")
+    if not dist.is_available():
+        raise RuntimeError("torch.distributed is not available in this build of torch")
+    if dist.is_initialized():
+        raise RuntimeError("the default process group is already initialized")
+    if backend == "auto":
+        backend = "nccl" if _has_cuda_devices() and dist.is_nccl_available() else "gloo"
+    if dist.is_torchelastic_launched():
+        dist.init_process_group(backend=backend, **kwargs)
+    else:
+        if "init_method" not in kwargs and "store" not in kwargs:
+            kwargs["init_method"] = "tcp://127.0.0.1:0"  # port 0: the store picks a free one
+        dist.init_process_group(backend=backend, rank=0, world_size=1, **kwargs)
+    return local_cuda_device() if backend == "nccl" else torch.device("cpu")
+
+
+@contextmanager
+def _first(is_first: bool) -> Iterator[None]:
+    """Run the body on the ``is_first`` processes, then (after a barrier) on the rest.
+
+    Every process enters the barrier exactly once: the others before their body, the
+    first ones after theirs, also when their body raises.
+    """
+    initialized = _pg_initialized()
+    if initialized and not is_first:
+        import torch.distributed as dist
+
+        dist.barrier()
+    try:
+        yield
+    finally:
+        if initialized and is_first:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+
+@contextmanager
+def on_rank0_first() -> Iterator[None]:
+    """Run the block on rank 0 first, then on every other rank (a no-op without a
+    process group). Use it for work the others depend on, e.g. preparing a shared cache::
+
+        with on_rank0_first():
+            dataset = load_or_build_cache(path)
+    """
+    with _first(is_rank0()):
+        yield
+
+
+@contextmanager
+def on_local_rank0_first() -> Iterator[None]:
+    """As :func:`on_rank0_first`, but local rank 0 of every node goes first: for
+    node-local work such as downloading a checkpoint to local disk once per node.
+    The barrier is global: the other ranks wait until every node's local rank 0 is done.
+    """
+    with _first(is_local_rank0()):
+        yield

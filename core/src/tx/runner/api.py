@@ -1,0 +1,364 @@
+"""The Runner: submit apps and components to schedulers and act on app handles.
+
+Same API as TorchX's ``torchx.runner.Runner`` (https://pytorch.org/torchx/latest/runner.html).
+Schedulers are created lazily, one per name, and closed by :meth:`Runner.close`.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+
+import attrs
+
+from tx.plugins import PluginError, get_registry
+from tx.runner.events import log_event
+from tx.schedulers.api import ListAppResponse, Scheduler
+from tx.specs.api import (
+    MISSING,
+    AppDef,
+    AppDryRunInfo,
+    UnknownAppException,
+    UnknownSchedulerException,
+    macros,
+)
+from tx.specs.handles import AppHandle, make_app_handle, parse_app_handle
+from tx.specs.runopts import CfgVal, runopts
+from tx.specs.status import AppStatus
+
+DEFAULT_SESSION = "tx"
+ENV_JOB_ID = "TX_JOB_ID"
+ENV_PARENT_RUN_ID = "TX_PARENT_RUN_ID"
+ENV_TRACKERS = "TX_TRACKERS"
+
+
+class Runner:
+    """Submits apps to schedulers and queries them by app handle.
+
+    Args:
+        name: the session name (the middle part of app handles).
+        component_defaults: component name -> {argument: value string}, as in the
+            ``[component:<name>]`` sections of ``.txconfig``.
+        scheduler_params: keyword arguments for every scheduler factory.
+        registry: the plugin registry (default: the process-wide one).
+
+    Use it as a context manager (or call :meth:`close`) so schedulers release their
+    clients.
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_SESSION,
+        component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
+        scheduler_params: Optional[Mapping[str, Any]] = None,
+        registry: Any = None,
+    ) -> None:
+        self._name = name
+        self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
+        self._scheduler_params = dict(scheduler_params or {})
+        self._registry = registry
+        self._schedulers: Dict[str, Scheduler[Any]] = {}
+        self._apps: Dict[AppHandle, AppDef] = {}
+
+    @property
+    def registry(self) -> Any:
+        if self._registry is None:
+            self._registry = get_registry()
+        return self._registry
+
+    def name(self) -> str:
+        return self._name
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every scheduler this runner created (idempotent)."""
+        for sched in self._schedulers.values():
+            sched.close()
+        self._schedulers.clear()
+
+    # -- schedulers ------------------------------------------------------------------
+    def scheduler_backends(self) -> List[str]:
+        """Names of the installed schedulers."""
+        return self.registry.names("schedulers")
+
+    def _scheduler(self, scheduler: str) -> Scheduler[Any]:
+        sched = self._schedulers.get(scheduler)
+        if sched is not None:
+            return sched
+        reg = self.registry.get("schedulers", scheduler)
+        if reg is None:
+            names = self.scheduler_backends()
+            if not names:
+                from tx.plugins import install_hint
+
+                raise UnknownSchedulerException(f"unknown scheduler {scheduler!r}: {install_hint()}")
+            import difflib
+
+            close = difflib.get_close_matches(scheduler, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UnknownSchedulerException(
+                f"unknown scheduler {scheduler!r}: {hint}installed: {', '.join(names)}"
+            )
+        missing = reg.missing_requirements()
+        if missing:
+            raise PluginError(
+                f"scheduler {scheduler!r} needs {', '.join(missing)}: "
+                f"{reg.install or 'pip install ' + reg.distribution}"
+            )
+        sched = reg.load()(self._name, **self._scheduler_params)
+        self._schedulers[scheduler] = sched
+        return sched
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The run options ``scheduler`` accepts.
+
+        Raises:
+            UnknownSchedulerException: no such scheduler installed.
+        """
+        return self._scheduler(scheduler).run_opts()
+
+    # -- submitting ------------------------------------------------------------------
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppDryRunInfo[Any]:
+        """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
+
+        The app is not modified: the runner works on a copy to which it adds
+        ``TX_JOB_ID`` (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS``) to every role's env.
+
+        Raises:
+            ValueError: the app has no roles or a role has no entrypoint.
+            UnknownSchedulerException: no such scheduler.
+            tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
+        """
+        if not app.roles:
+            raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
+        for role in app.roles:
+            if not role.entrypoint or role.entrypoint == MISSING:
+                raise ValueError(f"role {role.name!r} has no entrypoint")
+        sched = self._scheduler(scheduler)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
+                       app_image=app.roles[0].image, workspace=workspace):
+            extra_env = {ENV_JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+            parent = os.environ.get(ENV_PARENT_RUN_ID) or parent_run_id
+            if parent:
+                extra_env[ENV_PARENT_RUN_ID] = parent
+            trackers = os.environ.get(ENV_TRACKERS)
+            if trackers:
+                extra_env[ENV_TRACKERS] = trackers
+            app = attrs.evolve(
+                app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
+            )
+            cfg = dict(cfg or {})
+            if workspace:
+                resolved = sched.run_opts().resolve(cfg)
+                sched.build_workspace(app.roles[0], workspace, resolved)
+            return sched.submit_dryrun(app, cfg)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
+        """Submit what :meth:`dryrun` returned; returns the app handle."""
+        scheduler = dryrun_info._scheduler
+        if scheduler is None:
+            raise ValueError("dryrun_info was not made by a scheduler's submit_dryrun")
+        sched = self._scheduler(scheduler)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="schedule") as ev:
+            app_id = sched.schedule(dryrun_info)
+            if ev is not None:
+                ev.app_id = app_id
+        handle = make_app_handle(scheduler, self._name, app_id)
+        if dryrun_info._app is not None:
+            self._apps[handle] = dryrun_info._app
+        from tx._log import get_logger
+
+        get_logger(__name__).info("launched", app_handle=handle)
+        return handle
+
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppHandle:
+        """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``."""
+        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+
+    def component_app(self, component: str, component_args: Union[List[str], Dict[str, Any]]) -> AppDef:
+        """Build the AppDef of a component from CLI-style args or a dict of arguments.
+
+        Raises:
+            tx.specs.finder.ComponentNotFoundException, ComponentValidationException,
+            tx.specs.builders.ComponentArgumentError.
+        """
+        from tx.specs import builders, finder
+
+        comp = finder.get_component(component)
+        defaults = self._component_defaults.get(component)
+        if isinstance(component_args, dict):
+            return builders.materialize_appdef_from_dict(comp.fn, component_args, defaults, name=component)
+        return builders.materialize_appdef(comp.fn, list(component_args), defaults, name=component)
+
+    def dryrun_component(
+        self,
+        component: str,
+        component_args: Union[List[str], Dict[str, Any]],
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppDryRunInfo[Any]:
+        """:meth:`dryrun` of the app a component builds (``dist.ddp``, ``file.py:fn``)."""
+        return self.dryrun(self.component_app(component, component_args), scheduler, cfg,
+                           workspace, parent_run_id)
+
+    def run_component(
+        self,
+        component: str,
+        component_args: Union[List[str], Dict[str, Any]],
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppHandle:
+        """Run a component; returns the app handle."""
+        return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
+                                                   workspace, parent_run_id))
+
+    # -- app handles -----------------------------------------------------------------
+    def _resolve(self, app_handle: AppHandle) -> tuple:
+        scheduler, session, app_id = parse_app_handle(app_handle)
+        return self._scheduler(scheduler), scheduler, app_id
+
+    def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
+        """The app's status, or None if its scheduler does not know it.
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException.
+        """
+        sched, scheduler, app_id = self._resolve(app_handle)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="status",
+                       app_id=app_id):
+            desc = sched.describe(app_id)
+        if desc is None:
+            self._apps.pop(app_handle, None)
+            return None
+        return _status_of(desc)
+
+    def wait(
+        self, app_handle: AppHandle, wait_interval: float = 10, timeout: Optional[float] = None
+    ) -> Optional[AppStatus]:
+        """Block until the app is terminal (or ``timeout`` seconds pass) and return its
+        status; None if the app does not exist. ``wait_interval`` (seconds) bounds the
+        polling period of schedulers that cannot be notified."""
+        sched, scheduler, app_id = self._resolve(app_handle)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="wait",
+                       app_id=app_id):
+            desc = sched.wait(app_id, timeout=timeout, poll_interval=wait_interval)
+        return None if desc is None else _status_of(desc)
+
+    def cancel(self, app_handle: AppHandle) -> None:
+        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps)."""
+        sched, scheduler, app_id = self._resolve(app_handle)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="cancel",
+                       app_id=app_id):
+            desc = sched.describe(app_id)
+            if desc is not None and not _is_terminal(desc.state):
+                sched.cancel(app_id)
+
+    def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
+        """The AppDef of the app: as submitted when this runner launched it, else as the
+        scheduler can rebuild it; None if the app does not exist."""
+        sched, scheduler, app_id = self._resolve(app_handle)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="describe",
+                       app_id=app_id):
+            desc = sched.describe(app_id)
+        if desc is None:
+            return None
+        if app_handle in self._apps:
+            return self._apps[app_handle]
+        return AppDef(name=app_id, roles=list(desc.roles), metadata={
+            k: str(v) for k, v in desc.metadata.items()})
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines (with ``\\n``) of replica ``k`` of ``role_name``.
+
+        Raises:
+            UnknownAppException: the app does not exist.
+        """
+        sched, scheduler, app_id = self._resolve(app_handle)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
+                       app_id=app_id):
+            if sched.describe(app_id) is None:
+                raise UnknownAppException(app_handle)
+            return sched.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
+
+    def log_blocks(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[bytes]:
+        """Like :meth:`log_lines` without filtering, as byte blocks of whole lines (fast relay)."""
+        sched, _scheduler, app_id = self._resolve(app_handle)
+        return sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail, streams=streams)
+
+    def list(self, scheduler: str) -> List[ListAppResponse]:
+        """The apps ``scheduler`` can see, with their handles."""
+        sched = self._scheduler(scheduler)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="list"):
+            apps = sched.list()
+        return [
+            attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
+            for a in apps
+        ]
+
+
+def _is_terminal(state: Any) -> bool:
+    from tx.specs.api import is_terminal
+
+    return is_terminal(state)
+
+
+def _status_of(desc: Any) -> AppStatus:
+    return AppStatus(
+        state=desc.state,
+        num_restarts=desc.num_restarts,
+        msg=desc.msg,
+        structured_error_msg=desc.structured_error_msg,
+        ui_url=desc.ui_url,
+        roles=desc.roles_statuses,
+    )
+
+
+def get_runner(
+    name: Optional[str] = None,
+    component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """A :class:`Runner` for session ``name`` (default ``tx``); ``scheduler_params`` go to
+    every scheduler factory."""
+    return Runner(name or DEFAULT_SESSION, component_defaults, scheduler_params)
+

@@ -1,0 +1,164 @@
+"""``.txconfig``: INI files with defaults for the CLI, run options and components.
+
+The format is TorchX's ``.torchxconfig`` (https://pytorch.org/torchx/latest/runner.config.html)::
+
+    [cli:run]                 # defaults for `tx run` flags
+    scheduler = local_cwd
+    component = dist.ddp
+
+    [local_cwd]               # run options of a scheduler (typed by its runopts)
+    log_dir = /tmp/tx-logs
+
+    [component:dist.ddp]      # default component arguments
+    j = 1x2
+
+    [tx:tracker]              # trackers, name = factory
+    [tracker:mlflow]          # a tracker's config
+
+Files searched: ``$TXCONFIG`` alone when set (it must exist), else ``~/.txconfig`` then
+``./.txconfig``. Where both set a key, the project file (``./.txconfig``) wins over the
+user's (TorchX lets the home file win; tx follows git and tox here). Keys are
+case-sensitive. Explicit ``-cfg`` values win over both.
+"""
+from __future__ import annotations
+
+import configparser
+import os
+from typing import IO, Dict, Iterable, List, Mapping, MutableMapping, Optional
+
+from tx.specs.runopts import CfgVal, runopts
+
+CONFIG_FILE = ".txconfig"
+ENV_TXCONFIG = "TXCONFIG"
+
+
+class ConfigError(Exception):
+    """A ``.txconfig`` file cannot be read or has a bad value."""
+
+
+def default_config_dirs() -> List[str]:
+    """``[$HOME, $CWD]``, later entries winning."""
+    return [os.path.expanduser("~"), os.getcwd()]
+
+
+def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
+    """The config files in effect, lowest precedence first.
+
+    Raises:
+        ConfigError: ``$TXCONFIG`` names a file that does not exist.
+    """
+    env = os.environ.get(ENV_TXCONFIG)
+    if env:
+        if not os.path.isfile(env):
+            raise ConfigError(f"{ENV_TXCONFIG}={env}: no such file")
+        return [env]
+    found: List[str] = []
+    for d in dirs if dirs is not None else default_config_dirs():
+        path = os.path.join(d, CONFIG_FILE)
+        if os.path.isfile(path) and os.path.abspath(path) not in map(os.path.abspath, found):
+            found.append(path)
+    return found
+
+
+def _read(paths: List[str]) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment, method-assign]  # case-sensitive keys
+    for p in paths:
+        try:
+            with open(p) as f:
+                parser.read_file(f, source=p)
+        except (OSError, configparser.Error) as e:
+            raise ConfigError(f"{p}: {str(e).splitlines()[0]}") from None
+    return parser
+
+
+_cache: Dict[tuple, configparser.ConfigParser] = {}
+
+
+def _parser(dirs: Optional[Iterable[str]]) -> configparser.ConfigParser:
+    paths = find_configs(dirs)
+    key = tuple((p, os.stat(p).st_mtime_ns) for p in paths)
+    if key not in _cache:
+        _cache[key] = _read(paths)
+    return _cache[key]
+
+
+def load_sections(prefix: str, dirs: Optional[Iterable[str]] = None) -> Dict[str, Dict[str, str]]:
+    """Sections named ``<prefix>:<name>`` as ``{name: {key: value}}``."""
+    parser = _parser(dirs)
+    out: Dict[str, Dict[str, str]] = {}
+    for section in parser.sections():
+        p, sep, name = section.partition(":")
+        if sep and p == prefix:
+            out[name] = dict(parser.items(section))
+    return out
+
+
+def get_configs(prefix: str, name: str, dirs: Optional[Iterable[str]] = None) -> Dict[str, str]:
+    """Keys of section ``[<prefix>:<name>]`` (empty when absent)."""
+    return load_sections(prefix, dirs).get(name, {})
+
+
+def get_config(prefix: str, name: str, key: str, dirs: Optional[Iterable[str]] = None) -> Optional[str]:
+    """One value of section ``[<prefix>:<name>]``, or None."""
+    return get_configs(prefix, name, dirs).get(key)
+
+
+def scheduler_section(scheduler: str, dirs: Optional[Iterable[str]] = None) -> Dict[str, str]:
+    """The raw ``[<scheduler>]`` section."""
+    parser = _parser(dirs)
+    return dict(parser.items(scheduler)) if parser.has_section(scheduler) else {}
+
+
+def apply(
+    scheduler: str,
+    cfg: MutableMapping[str, CfgVal],
+    opts: runopts,
+    dirs: Optional[Iterable[str]] = None,
+) -> MutableMapping[str, CfgVal]:
+    """Fill keys missing from ``cfg`` from the ``[<scheduler>]`` section, typed by ``opts``;
+    ``None`` in the file means unset. Returns ``cfg`` (modified in place).
+
+    Raises:
+        ConfigError: a value that does not parse as its option's type, or an unknown key.
+    """
+    for key, raw in scheduler_section(scheduler, dirs).items():
+        if key in cfg:
+            continue
+        opt = opts.get(key)
+        if opt is None:
+            raise ConfigError(
+                f"[{scheduler}] in {CONFIG_FILE}: unknown run option {key!r}{opts.suggest(key)}"
+            )
+        if raw.strip() == "None":
+            continue
+        try:
+            cfg[key] = opt.cast_to_type(raw)
+        except ValueError as e:
+            raise ConfigError(f"[{scheduler}] {key} in {CONFIG_FILE}: {e}") from None
+    return cfg
+
+
+def dump(
+    f: IO[str],
+    scheduler_opts: Mapping[str, runopts],
+    required_only: bool = False,
+) -> None:
+    """Write a ``.txconfig`` template: one section per scheduler; required options as
+    ``#FIXME`` placeholders, optional ones (unless ``required_only``) with their defaults."""
+    from tx.specs.runopts import get_type_name
+
+    for name, opts in scheduler_opts.items():
+        lines = []
+        for key, opt in opts:
+            if opt.is_required:
+                lines.append(f"{key} = #FIXME: ({get_type_name(opt.opt_type)}) {opt.help[:60]}")
+            elif not required_only:
+                d = opt.default
+                if isinstance(d, list):
+                    d = ";".join(d)
+                elif isinstance(d, dict):
+                    d = ";".join(f"{k}:{v}" for k, v in d.items())
+                lines.append(f"{key} = {d}")
+        if lines or not required_only:
+            f.write(f"[{name}]\n" + "".join(line + "\n" for line in lines) + "\n")

@@ -1,0 +1,168 @@
+"""AppDefs in files: load and dump YAML and JSON documents.
+
+The document is the dict of :meth:`tx.specs.AppDef.to_dict`::
+
+    name: trainer
+    roles:
+      - name: worker
+        image: /opt/app
+        entrypoint: python
+        args: [-m, train]
+        num_replicas: 2
+        resource: {cpu: 2, gpu: 0, memMB: 1024}
+        mounts:
+          - {type: bind, src_path: /data, dst_path: /data}
+
+Fields left out take their defaults; unknown keys are errors. ``tx run app.yaml`` runs
+such a file. PyYAML, cattrs and json are imported only when a function here is called.
+"""
+from __future__ import annotations
+
+import os
+from typing import IO, Any, Optional, Union
+
+from tx.specs.api import AppDef, AppDefFormatError
+
+_YAML_EXT = (".yaml", ".yml")
+_JSON_EXT = (".json",)
+_FORMATS = ("yaml", "json")
+
+PathOrStream = Union[str, "os.PathLike[str]", IO[str]]
+
+
+def _fmt_of(name: str, text: Optional[str] = None) -> str:
+    """``json`` or ``yaml`` from the file extension; unknown extensions are sniffed:
+    a document starting with ``{`` or ``[`` is JSON, anything else YAML."""
+    ext = os.path.splitext(name)[1].lower()
+    if ext in _JSON_EXT:
+        return "json"
+    if ext in _YAML_EXT or text is None:
+        return "yaml"
+    return "json" if text.lstrip()[:1] in ("{", "[") else "yaml"
+
+
+def _parse_yaml(text: str, name: str) -> Any:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f":{mark.line + 1}" if mark is not None else ""
+        what = e.problem or e.context or "syntax error"
+        if e.problem and e.context and e.context_mark is not None:
+            what += f" ({e.context} started on line {e.context_mark.line + 1})"
+        raise AppDefFormatError(f"{name}{where}: invalid YAML: {what}") from None
+    except yaml.YAMLError as e:
+        raise AppDefFormatError(f"{name}: invalid YAML: {' '.join(str(e).split())}") from None
+
+
+def _parse_json(text: str, name: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise AppDefFormatError(f"{name}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+
+
+def parse_appdef(text: str, fmt: str = "yaml", name: str = "<string>") -> AppDef:
+    """Build an AppDef from YAML or JSON text.
+
+    Args:
+        text: the document.
+        fmt: ``yaml`` or ``json`` (YAML also reads JSON).
+        name: what error messages call the document (a file name).
+
+    Raises:
+        tx.specs.AppDefFormatError: a syntax error (``name:LINE: invalid YAML: ...``) or a
+            bad field (``name: roles[0].num_replicas: expected int, got 'two'``).
+        ValueError: ``fmt`` is neither ``yaml`` nor ``json``.
+    """
+    if fmt not in _FORMATS:
+        raise ValueError(f"fmt must be 'yaml' or 'json', got {fmt!r}")
+    data = _parse_json(text, name) if fmt == "json" else _parse_yaml(text, name)
+    from tx.specs._convert import structure_appdef
+
+    try:
+        return structure_appdef(data)
+    except AppDefFormatError as e:
+        err = AppDefFormatError(f"{name}: {e}")
+        err.errors = getattr(e, "errors", [])  # type: ignore[attr-defined]
+        raise err from None
+
+
+def load_appdef(path: Union[str, "os.PathLike[str]"]) -> AppDef:
+    """Load an AppDef from a file: ``.yaml``/``.yml`` as YAML, ``.json`` as JSON, any
+    other name by its content (``{`` first: JSON, else YAML). Text is read as UTF-8.
+
+    Raises:
+        tx.specs.AppDefFormatError: the file cannot be read (``app.yaml: cannot read: No
+            such file or directory``), has a syntax error (``app.yaml:3: invalid YAML:
+            ...``) or a bad field (``app.yaml: roles[1].num_replicas: expected int, got
+            'two'``); always one line.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise AppDefFormatError(f"{name}: cannot read: {why}") from None
+    return parse_appdef(text, _fmt_of(name, text), name)
+
+
+def appdef_to_yaml(app: AppDef) -> str:
+    """``app`` as a YAML document (block style, fields in declaration order).
+
+    Raises:
+        TypeError: ``app`` is not an AppDef.
+    """
+    import yaml
+
+    from tx.specs._convert import unstructure_appdef
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(
+        unstructure_appdef(app), Dumper=dumper, sort_keys=False, default_flow_style=False,
+        allow_unicode=True,
+    )
+
+
+def appdef_to_json(app: AppDef) -> str:
+    """``app`` as a JSON document (2-space indent, ending with a newline).
+
+    Raises:
+        TypeError: ``app`` is not an AppDef, or its metadata holds values JSON cannot
+            represent.
+    """
+    import json
+
+    from tx.specs._convert import unstructure_appdef
+
+    return json.dumps(unstructure_appdef(app), indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_appdef(app: AppDef, path_or_stream: PathOrStream, fmt: Optional[str] = None) -> None:
+    """Write ``app`` to a file path or a text stream as YAML or JSON.
+
+    Args:
+        fmt: ``yaml`` or ``json``; None: ``json`` for a ``.json`` path, else ``yaml``.
+
+    Raises:
+        ValueError: ``fmt`` is neither ``yaml`` nor ``json``.
+        TypeError: ``app`` is not an AppDef.
+        OSError: the file cannot be written.
+    """
+    if fmt is None:
+        is_path = isinstance(path_or_stream, (str, os.PathLike))
+        fmt = _fmt_of(os.fspath(path_or_stream)) if is_path else "yaml"  # type: ignore[arg-type]
+    if fmt not in _FORMATS:
+        raise ValueError(f"fmt must be 'yaml' or 'json', got {fmt!r}")
+    text = appdef_to_json(app) if fmt == "json" else appdef_to_yaml(app)
+    if isinstance(path_or_stream, (str, os.PathLike)):
+        with open(os.fspath(path_or_stream), "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path_or_stream.write(text)
