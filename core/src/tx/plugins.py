@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -143,6 +144,55 @@ def _iter_entry_points() -> Iterator[Tuple[str, str, str, str]]:
         )
 
 
+def _cache_path() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tx", "entry-points.json")
+
+
+def _fingerprint() -> str:
+    """Changes whenever a distribution is installed or removed on sys.path (the
+    directories' mtimes change) or the interpreter or tx-core changes. The working
+    directory is left out."""
+    parts = [sys.version, __version__]
+    cwd = os.getcwd()
+    for p in sys.path:
+        if p in ("", ".", cwd):  # the working directory changes all the time; no dists live there
+            continue
+        try:
+            parts.append(f"{p}:{os.stat(p or '.').st_mtime_ns}")
+        except OSError:
+            parts.append(f"{p}:-")
+    return "|".join(parts)
+
+
+def cached_entry_points() -> List[Tuple[str, str, str, str]]:
+    """The ``tx`` entry points, from a cache keyed by :func:`_fingerprint` when it is
+    current (skips importing importlib.metadata and scanning every distribution, ~50 ms),
+    else scanned and cached. ``TX_NO_CACHE=1`` always scans."""
+    import json
+
+    path = _cache_path()
+    key = _fingerprint()
+    if not os.environ.get("TX_NO_CACHE"):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            if data.get("key") == key:
+                return [tuple(ep) for ep in data["entry_points"]]  # type: ignore[misc]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    eps = list(_iter_entry_points())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"key": key, "entry_points": eps}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: scan every time
+    return eps
+
+
 def _env_list(name: str) -> Optional[List[str]]:
     val = os.environ.get(name)
     if val is None:
@@ -179,7 +229,7 @@ class PluginRegistry:
             self.add_plugin(_builtin_plugin, CORE_PLUGIN, CORE_PLUGIN, __version__)
         only = _env_list("TX_PLUGINS")
         disabled = set(_env_list("TX_DISABLE_PLUGINS") or [])
-        eps = list(_iter_entry_points()) if entry_points is None else list(entry_points)
+        eps = cached_entry_points() if entry_points is None else list(entry_points)
         for name, module, dist, version in eps:
             if (only is not None and name not in only) or name in disabled:
                 continue

@@ -14,6 +14,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
                        help="print the source of component NAME")
     elif name == "runopts":
         p.add_argument("scheduler", nargs="?", default=None, help="one scheduler (default: all)")
+        p.add_argument("--format", choices=["text", "markdown", "json"], default="text",
+                       help="text (TorchX's usage text), a markdown table (plugin READMEs) or JSON")
     elif name == "configure":
         p.add_argument("-s", "--schedulers", default=None,
                        help="comma-separated schedulers (default: all installed)")
@@ -65,8 +67,28 @@ def _runopts(args: argparse.Namespace) -> int:
 
                 print(f"{name}:\n    unavailable: {describe_error(e)}\n")
                 continue
-            print(f"{name}:\n{opts!r}")
+            print(_format_runopts(name, opts, args.format))
     return 0
+
+
+def _format_runopts(name: str, opts: Any, fmt: str) -> str:
+    from tx.specs.runopts import get_type_name
+
+    if fmt == "text":
+        return f"{name}:\n{opts!r}"
+    rows = [
+        {"name": k, "type": get_type_name(o.opt_type), "required": o.is_required,
+         "default": o.default, "help": o.help}
+        for k, o in opts
+    ]
+    if fmt == "json":
+        return json.dumps({"scheduler": name, "runopts": rows})
+    out = [f"### `{name}` run options\n", "| option | type | default | description |",
+           "| --- | --- | --- | --- |"]
+    for r in rows:
+        default = "**required**" if r["required"] else f"`{r['default']!r}`"
+        out.append(f"| `{r['name']}` | `{r['type']}` | {default} | {r['help']} |")
+    return "\n".join(out) + "\n"
 
 
 def _configure(args: argparse.Namespace) -> int:

@@ -1,0 +1,101 @@
+"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors."""
+from __future__ import annotations
+
+import io
+import threading
+from datetime import datetime, timedelta
+
+import pytest
+
+from tx.cli._errors import describe_error
+from tx.cli._relay import Relay, prefix_block
+from tx.cli.cmd_log import parse_identifier, parse_time
+from tx.cli.main import CLIError
+from tx.specs import InvalidRunConfigException, MalformedAppHandleException
+
+
+def test_prefix_block_whole_and_partial_lines():
+    out, at_start = prefix_block(b"a\nb\n", b"r/0 ", True)
+    assert (out, at_start) == (b"r/0 a\nr/0 b\n", True)
+    out, at_start = prefix_block(b"x\npart", b"r/0 ", True)
+    assert (out, at_start) == (b"r/0 x\nr/0 part", False)
+    out, at_start = prefix_block(b"ial\r50%\n", b"r/0 ", False)
+    assert (out, at_start) == (b"ial\r50%\n", True)
+
+
+def test_relay_never_interleaves_mid_line():
+    buf = io.BytesIO()
+    relay = Relay(buf, color=False)
+    n = 2000
+
+    def gen(tag: str):
+        def blocks():
+            for i in range(0, n, 100):
+                yield "".join(f"{tag} line {j}\n" for j in range(i, i + 100)).encode()
+        return blocks
+
+    for r in range(4):
+        relay.add(f"w/{r}", gen(f"w{r}"))
+    relay.join()
+    lines = buf.getvalue().decode().splitlines()
+    assert len(lines) == 4 * n
+    for r in range(4):
+        mine = [ln for ln in lines if ln.startswith(f"w/{r} ")]
+        assert mine == [f"w/{r} w{r} line {j}" for j in range(n)]
+
+
+def test_relay_terminates_a_last_partial_line_and_reports_errors():
+    buf = io.BytesIO()
+    relay = Relay(buf, color=False)
+    relay.add("a/0", lambda: iter([b"no newline"]))
+    relay.join()
+    assert buf.getvalue() == b"a/0 no newline\n"
+
+    def broken():
+        yield b"ok\n"
+        raise RuntimeError("backend went away")
+
+    relay = Relay(io.BytesIO(), color=False)
+    relay.add("a/0", broken)
+    with pytest.raises(RuntimeError, match="backend went away"):
+        relay.join()
+    assert threading.active_count() >= 1
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("local_cwd://tx/app-1", ("local_cwd://tx/app-1", None, None)),
+        ("local_cwd://tx/app-1/trainer", ("local_cwd://tx/app-1", "trainer", None)),
+        ("local_cwd://tx/app-1/trainer/0,2", ("local_cwd://tx/app-1", "trainer", [0, 2])),
+        ("kubernetes://tx/default:job-x/w/1", ("kubernetes://tx/default:job-x", "w", [1])),
+        ("slurm:///123", ("slurm:///123", None, None)),
+    ],
+)
+def test_parse_identifier(text, expected):
+    assert parse_identifier(text) == expected
+
+
+@pytest.mark.parametrize("text", ["app-1", "local_cwd:/tx/app", "local_cwd://tx/app/r/x", "://tx/a"])
+def test_parse_identifier_rejects(text):
+    with pytest.raises(CLIError, match="malformed log identifier"):
+        parse_identifier(text)
+
+
+def test_parse_time():
+    now = datetime(2026, 1, 2, 10, 0, 0)
+    assert parse_time("30s", now) == now - timedelta(seconds=30)
+    assert parse_time("1.5h", now) == now - timedelta(hours=1.5)
+    assert parse_time("2026-01-02T09:00", now) == datetime(2026, 1, 2, 9, 0)
+    assert parse_time(None) is None
+    with pytest.raises(CLIError, match="bad time"):
+        parse_time("yesterday")
+
+
+def test_describe_error_is_one_line():
+    assert describe_error(MalformedAppHandleException("x")).startswith("malformed app handle 'x'")
+    assert describe_error(InvalidRunConfigException("bad\nthing", "k")).endswith("(see `tx runopts <scheduler>`)")
+    assert "\n" not in describe_error(InvalidRunConfigException("bad\nthing", "k"))
+    assert describe_error(KeyError("unknown named resource 'x'")) == "unknown named resource 'x'"
+    assert describe_error(FileNotFoundError(2, "No such file or directory", "/nope")) .startswith("[Errno 2]")
+    assert "unexpected" in describe_error(RuntimeError("boom"))

@@ -1,0 +1,193 @@
+"""Runner logic with an in-memory scheduler registered as a plugin (no install needed).
+
+The Runner's behaviour against real processes is covered by the local scheduler's tests
+and the end-to-end CLI tests; here: env injection, copies, errors, events, handles.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+import pytest
+
+from tx import hookimpl
+from tx.plugins import PluginRegistry, set_registry
+from tx.runner import Runner
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    Resource,
+    Role,
+    UnknownAppException,
+    UnknownSchedulerException,
+    runopts,
+)
+from tx.specs.status import ReplicaStatus, RoleStatus
+
+
+class MemScheduler(Scheduler[Dict[str, Any]]):
+    """Keeps apps in a dict; an app is SUCCEEDED as soon as it is scheduled."""
+
+    apps: Dict[str, Dict[str, Any]] = {}
+
+    def __init__(self, session_name: str, **kwargs: Any) -> None:
+        super().__init__("mem", session_name)
+        self.kwargs = kwargs
+        self.closed = False
+
+    def _run_opts(self) -> runopts:
+        o = runopts()
+        o.add("queue", type_=str, help="queue", required=True)
+        o.add("retries", type_=int, help="retries", default=0)
+        return o
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Dict[str, Any]]:
+        return AppDryRunInfo({"app": app, "cfg": dict(cfg)}, lambda r: f"queue={r['cfg']['queue']}")
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Dict[str, Any]]) -> str:
+        app_id = f"{dryrun_info.request['app'].name}-{len(self.apps)}"
+        self.apps[app_id] = dryrun_info.request
+        return app_id
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        if app_id not in self.apps:
+            return None
+        app = self.apps[app_id]["app"]
+        return DescribeAppResponse(
+            app_id=app_id, state=AppState.SUCCEEDED, num_restarts=0, roles=app.roles,
+            roles_statuses=[RoleStatus(r.name, [ReplicaStatus(k, AppState.SUCCEEDED, r.name)
+                                                for k in range(r.num_replicas)]) for r in app.roles],
+        )
+
+    def list(self) -> List[ListAppResponse]:
+        return [ListAppResponse(app_id=a, state=AppState.SUCCEEDED) for a in self.apps]
+
+    def _cancel_existing(self, app_id: str) -> None:
+        self.apps[app_id]["cancelled"] = True
+
+    def log_iter(self, app_id: str, role_name: str, k: int = 0, *args: Any, **kwargs: Any):
+        return iter([f"{role_name}/{k} line\n"])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class MemPlugin:
+    events: List[Any] = []
+
+    @hookimpl
+    def tx_register_schedulers(self, register):
+        register("mem", MemScheduler, description="in memory")
+
+    @hookimpl
+    def tx_on_event(self, event):
+        self.events.append(event)
+
+
+@pytest.fixture
+def runner():
+    MemScheduler.apps = {}
+    MemPlugin.events = []
+    reg = PluginRegistry(entry_points=[])
+    reg.add_plugin(MemPlugin(), "mem-plugin", "tx-test-mem", "1.0")
+    old = set_registry(reg)
+    try:
+        with Runner(scheduler_params={"flavour": "x"}) as r:
+            yield r
+    finally:
+        set_registry(old)
+
+
+def app() -> AppDef:
+    return AppDef("demo", [Role("trainer", image="img", entrypoint="python", args=["-c", "1"],
+                                num_replicas=2, resource=Resource(1, 0, 64), env={"A": "1"})])
+
+
+def test_run_injects_job_id_without_touching_the_users_app(runner, monkeypatch):
+    monkeypatch.delenv("TX_PARENT_RUN_ID", raising=False)
+    a = app()
+    handle = runner.run(a, "mem", cfg={"queue": "q"}, parent_run_id="parent-1")
+    assert handle == "mem://tx/demo-0"
+    submitted = MemScheduler.apps["demo-0"]
+    env = submitted["app"].roles[0].env
+    assert env == {"A": "1", "TX_JOB_ID": "mem://tx/${app_id}", "TX_PARENT_RUN_ID": "parent-1"}
+    assert submitted["cfg"] == {"queue": "q", "retries": 0}
+    assert a.roles[0].env == {"A": "1"}  # the caller's AppDef is unchanged
+
+
+def test_submitter_parent_run_id_wins(runner, monkeypatch):
+    monkeypatch.setenv("TX_PARENT_RUN_ID", "from-env")
+    runner.run(app(), "mem", cfg={"queue": "q"}, parent_run_id="arg")
+    assert MemScheduler.apps["demo-0"]["app"].roles[0].env["TX_PARENT_RUN_ID"] == "from-env"
+
+
+def test_dryrun_has_formatted_request_and_backrefs(runner):
+    info = runner.dryrun(app(), "mem", cfg={"queue": "gold"})
+    assert str(info) == "queue=gold"
+    assert info._scheduler == "mem" and info._app.name == "demo"
+    assert MemScheduler.apps == {}
+
+
+def test_bad_cfg_and_bad_apps(runner):
+    with pytest.raises(InvalidRunConfigException, match="required run option 'queue'"):
+        runner.dryrun(app(), "mem", cfg={})
+    with pytest.raises(InvalidRunConfigException, match="'retries' must be int"):
+        runner.dryrun(app(), "mem", cfg={"queue": "q", "retries": "3"})
+    with pytest.raises(ValueError, match="has no roles"):
+        runner.dryrun(AppDef("empty"), "mem", cfg={"queue": "q"})
+    with pytest.raises(ValueError, match="role 'r' has no entrypoint"):
+        runner.dryrun(AppDef("x", [Role("r", image="i")]), "mem", cfg={"queue": "q"})
+
+
+def test_unknown_scheduler_suggests(runner):
+    with pytest.raises(UnknownSchedulerException, match="did you mean 'mem'"):
+        runner.run(app(), "mme", cfg={})
+    with pytest.raises(UnknownSchedulerException, match="installed: mem"):
+        runner.status("nope://tx/x")
+    with pytest.raises(MalformedAppHandleException):
+        runner.status("mem:/tx/x")
+
+
+def test_status_describe_list_logs_cancel(runner):
+    handle = runner.run(app(), "mem", cfg={"queue": "q"})
+    st = runner.status(handle)
+    assert st.state == AppState.SUCCEEDED and [len(r.replicas) for r in st.roles] == [2]
+    assert runner.wait(handle, wait_interval=0.01).state == AppState.SUCCEEDED
+    assert runner.describe(handle).roles[0].name == "trainer"
+    fresh = Runner()
+    try:
+        rebuilt = fresh.describe(handle)  # not launched by this runner: rebuilt from the scheduler
+        assert rebuilt.name == "demo-0" and rebuilt.roles[0].num_replicas == 2
+    finally:
+        fresh.close()
+    assert [a.app_handle for a in runner.list("mem")] == [handle]
+    assert list(runner.log_lines(handle, "trainer", 1)) == ["trainer/1 line\n"]
+    assert b"".join(runner.log_blocks(handle, "trainer", 0)) == b"trainer/0 line\n"
+    runner.cancel(handle)  # already terminal: no-op
+    assert "cancelled" not in MemScheduler.apps["demo-0"]
+    assert runner.status("mem://tx/unknown-1") is None
+    assert runner.describe("mem://tx/unknown-1") is None
+    with pytest.raises(UnknownAppException):
+        runner.log_lines("mem://tx/unknown-1", "trainer")
+
+
+def test_scheduler_params_and_close(runner):
+    sched = runner._scheduler("mem")
+    assert sched.kwargs == {"flavour": "x"}
+    runner.close()
+    assert sched.closed
+
+
+def test_events_reach_plugins(runner):
+    handle = runner.run(app(), "mem", cfg={"queue": "q"})
+    runner.status(handle)
+    apis = [e.api for e in MemPlugin.events]
+    assert apis == ["dryrun", "schedule", "status"]
+    sched_ev = MemPlugin.events[1]
+    assert sched_ev.app_id == "demo-0" and sched_ev.scheduler == "mem" and sched_ev.wall_time_usec >= 0
+    with pytest.raises(InvalidRunConfigException):
+        runner.dryrun(app(), "mem", cfg={})
+    assert MemPlugin.events[-1].exception_type == "InvalidRunConfigException"

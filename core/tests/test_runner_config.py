@@ -1,0 +1,99 @@
+"""`.txconfig` loading: search order, precedence, typed run options, errors."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tx.runner import config
+from tx.specs import runopts
+
+
+@pytest.fixture
+def opts() -> runopts:
+    o = runopts()
+    o.add("log_dir", type_=str, help="where logs go")
+    o.add("prepend_cwd", type_=bool, help="cwd first", default=False)
+    o.add("tags", type_=list, help="tags")
+    o.add("env", type_=dict, help="env")
+    o.add("queue", type_=str, help="queue", required=True)
+    return o
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    monkeypatch.delenv(config.ENV_TXCONFIG, raising=False)
+    return home, proj
+
+
+def test_project_file_wins_over_home(dirs, opts):
+    home, proj = dirs
+    (home / ".txconfig").write_text("[local_cwd]\nlog_dir = /home-logs\nqueue = q1\n")
+    (proj / ".txconfig").write_text("[local_cwd]\nlog_dir = /proj-logs\n")
+    cfg = config.apply("local_cwd", {}, opts, dirs=[str(home), str(proj)])
+    assert cfg == {"log_dir": "/proj-logs", "queue": "q1"}
+
+
+def test_explicit_cfg_wins_and_values_are_typed(dirs, opts):
+    home, proj = dirs
+    (proj / ".txconfig").write_text(
+        "[local_cwd]\nlog_dir = /x\nprepend_cwd = True\ntags = a;b\nenv = A:1;B:2\nqueue = None\n"
+    )
+    cfg = config.apply("local_cwd", {"log_dir": "/cli"}, opts, dirs=[str(proj)])
+    assert cfg == {"log_dir": "/cli", "prepend_cwd": True, "tags": ["a", "b"], "env": {"A": "1", "B": "2"}}
+
+
+def test_unknown_key_is_an_error_with_suggestion(dirs, opts):
+    _, proj = dirs
+    (proj / ".txconfig").write_text("[local_cwd]\nlog_dri = /x\n")
+    with pytest.raises(config.ConfigError, match="unknown run option 'log_dri'.*did you mean 'log_dir'"):
+        config.apply("local_cwd", {}, opts, dirs=[str(proj)])
+
+
+def test_bad_bool_is_an_error(dirs, opts):
+    _, proj = dirs
+    (proj / ".txconfig").write_text("[local_cwd]\nprepend_cwd = maybe\n")
+    with pytest.raises(config.ConfigError, match="prepend_cwd"):
+        config.apply("local_cwd", {}, opts, dirs=[str(proj)])
+
+
+def test_txconfig_env_names_the_only_file(dirs, tmp_path, monkeypatch):
+    home, proj = dirs
+    (proj / ".txconfig").write_text("[cli:run]\nscheduler = a\n")
+    other = tmp_path / "other.ini"
+    other.write_text("[cli:run]\nscheduler = b\n")
+    monkeypatch.setenv(config.ENV_TXCONFIG, str(other))
+    assert config.get_config("cli", "run", "scheduler", dirs=[str(proj)]) == "b"
+    monkeypatch.setenv(config.ENV_TXCONFIG, str(tmp_path / "missing.ini"))
+    with pytest.raises(config.ConfigError, match="no such file"):
+        config.find_configs([str(proj)])
+
+
+def test_sections_and_case_sensitive_keys(dirs):
+    _, proj = dirs
+    (proj / ".txconfig").write_text(
+        "[component:dist.ddp]\nj = 2x4\nEnv = A=B\n[component:utils.echo]\nmsg = hi\n"
+    )
+    secs = config.load_sections("component", dirs=[str(proj)])
+    assert secs == {"dist.ddp": {"j": "2x4", "Env": "A=B"}, "utils.echo": {"msg": "hi"}}
+
+
+def test_malformed_file_is_one_line_error(dirs):
+    _, proj = dirs
+    (proj / ".txconfig").write_text("no section header\n")
+    with pytest.raises(config.ConfigError) as ei:
+        config.load_sections("cli", dirs=[str(proj)])
+    assert "\n" not in str(ei.value) and ".txconfig" in str(ei.value)
+
+
+def test_dump_template(opts):
+    buf = io.StringIO()
+    config.dump(buf, {"sched": opts}, required_only=True)
+    assert buf.getvalue() == "[sched]\nqueue = #FIXME: (str) queue\n\n"
+    buf = io.StringIO()
+    config.dump(buf, {"sched": opts}, required_only=False)
+    text = buf.getvalue()
+    assert "prepend_cwd = False\n" in text and "log_dir = None\n" in text
