@@ -142,6 +142,15 @@ def test_null_resource():
     assert (NULL_RESOURCE.cpu, NULL_RESOURCE.gpu, NULL_RESOURCE.memMB) == (-1, -1, -1)
 
 
+def test_default_resource_is_not_shared():
+    a, b = Role("a"), Role("b")
+    assert a.resource == NULL_RESOURCE and a.resource is not NULL_RESOURCE
+    a.resource.cpu = 4
+    a.resource.capabilities["x"] = 1
+    assert b.resource == NULL_RESOURCE and Role("c").resource == NULL_RESOURCE
+    assert NULL_RESOURCE == Resource(cpu=-1, gpu=-1, memMB=-1)
+
+
 def test_pre_proc_returns_request_unchanged():
     info = AppDryRunInfo("req")
     assert Role("r").pre_proc("local_cwd", info) is info

@@ -6,8 +6,7 @@ Schedulers are created lazily, one per name, and closed by :meth:`Runner.close`.
 from __future__ import annotations
 
 import os
-from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
 import attrs
 
@@ -25,6 +24,9 @@ from tx.specs.api import (
 from tx.specs.handles import AppHandle, make_app_handle, parse_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import AppStatus
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 DEFAULT_SESSION = "tx"
 ENV_JOB_ID = "TX_JOB_ID"

@@ -160,6 +160,7 @@ def _dict_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[An
 
 
 def _class_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[Any, Any], Any]]:
+    from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
     from cattrs.gen import make_dict_structure_fn
 
     def factory(cl: Any) -> Callable[[Any, Any], Any]:
@@ -168,7 +169,13 @@ def _class_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[A
         def structure(value: Any, _tp: Any) -> Any:
             if not isinstance(value, Mapping):
                 raise _Invalid(f"expected a mapping, got {_show(value)}")
-            return base(value, cl)
+            try:
+                return base(value, cl)
+            except ClassValidationError as e:
+                for sub in e.exceptions:  # so that "did you mean" skips keys already given
+                    if isinstance(sub, ForbiddenExtraKeysError):
+                        sub.given = set(value)  # type: ignore[attr-defined]
+                raise
 
         return structure
 
@@ -230,9 +237,10 @@ def _describe(exc: BaseException, _tp: Any) -> Tuple[str, str]:
         return exc.subpath, exc.msg
     if isinstance(exc, ForbiddenExtraKeysError):
         extra = sorted(map(str, exc.extra_fields))
-        known = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        given = getattr(exc, "given", set())
+        known = [a.name for a in attrs.fields(exc.cl) if a.name not in given] if attrs.has(exc.cl) else []
         if len(extra) == 1:
-            close = difflib.get_close_matches(extra[0], known, n=1)
+            close = difflib.get_close_matches(extra[0], known, n=1, cutoff=0.5)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             return "", f"unknown key {extra[0]!r}{hint}"
         return "", "unknown keys " + ", ".join(repr(k) for k in extra)

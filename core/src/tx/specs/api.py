@@ -155,7 +155,8 @@ class Role:
     retry_policy: RetryPolicy = attrs.field(
         default=RetryPolicy.APPLICATION, converter=_retry_policy
     )
-    resource: Resource = attrs.field(factory=lambda: NULL_RESOURCE)
+    # a fresh copy: a shared NULL_RESOURCE would be changed by `role.resource.cpu = 4`
+    resource: Resource = attrs.field(factory=lambda: copy.deepcopy(NULL_RESOURCE))
     port_map: Dict[str, int] = attrs.field(factory=dict)
     metadata: Dict[str, Any] = attrs.field(factory=dict)
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = attrs.field(factory=list)

@@ -1,0 +1,248 @@
+"""tx.distributed: env fallbacks in-process, real gloo groups in subprocesses."""
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import tx.distributed as txd
+
+RANK_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for var in RANK_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, tx.distributed; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# -- no process group: environment fallbacks -----------------------------------------------
+def test_defaults_without_env(torch):
+    assert txd.local_rank() == 0
+    assert txd.rank() == 0
+    assert txd.world_size() == 1
+    assert txd.is_rank0() and txd.is_local_rank0()
+
+
+def test_env_fallbacks(torch, monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setenv("RANK", "11")
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    assert txd.local_rank() == 3
+    assert txd.rank() == 11
+    assert txd.world_size() == 16
+    assert not txd.is_rank0() and not txd.is_local_rank0()
+    assert txd.local_cuda_device() == torch.device("cuda:3")
+
+
+def test_rank0_env(torch, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert txd.is_rank0() and txd.is_local_rank0()
+    assert txd.local_cuda_device() == torch.device("cuda:0")
+
+
+@pytest.mark.parametrize("var,fn", [("LOCAL_RANK", "local_rank"), ("RANK", "rank"), ("WORLD_SIZE", "world_size")])
+def test_bad_env_value(torch, monkeypatch, var, fn):
+    monkeypatch.setenv(var, "two")
+    with pytest.raises(ValueError, match=f"environment variable {var} must be an integer, got 'two'"):
+        getattr(txd, fn)()
+
+
+def test_local_device_without_group(torch):
+    gpus = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    assert txd.local_device() == torch.device("cuda" if gpus else "cpu")
+
+
+def test_rank0_first_without_group_just_runs(torch):
+    ran = []
+    with txd.on_rank0_first():
+        ran.append("rank0")
+    with txd.on_local_rank0_first():
+        ran.append("local")
+    assert ran == ["rank0", "local"]
+    with pytest.raises(KeyError):
+        with txd.on_rank0_first():
+            raise KeyError("propagates")
+
+
+def test_init_pg_bad_backend(torch):
+    with pytest.raises(ValueError, match="backend must be one of auto, nccl, gloo, got 'mpi'"):
+        txd.init_pg("mpi")
+
+
+# -- real process groups (subprocesses) ----------------------------------------------------
+SINGLE = """
+import os, sys, warnings
+import torch.distributed as dist
+import tx.distributed as txd
+
+dev = txd.init_pg()   # auto: gloo on a CPU host
+assert dist.is_initialized()
+print("device", dev, dist.get_backend())
+print("rank", txd.rank(), txd.world_size(), txd.is_rank0())
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    print("local_rank", txd.local_rank(), len(w), "LOCAL_RANK is not set" in str(w[0].message))
+print("local_device", txd.local_device())
+try:
+    txd.init_pg("gloo")
+except RuntimeError as e:
+    print("again", e)
+print("env", os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+dist.destroy_process_group()
+"""
+
+
+def _run(script, env=None, timeout=180):
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _base_env():
+    env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
+    if sys.platform.startswith("linux"):  # gloo otherwise resolves the hostname, which may not route
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    return env
+
+
+def test_init_pg_single_process(torch):
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        pytest.skip("auto picks nccl on a GPU host; this checks the CPU path")
+    out = _run(SINGLE, env=_base_env())
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "device cpu gloo",
+        "rank 0 1 True",
+        "local_rank 0 1 True",
+        "local_device cpu",
+        "again the default process group is already initialized",
+        "env None None",  # the trivial group leaves the environment alone
+    ]
+
+
+WORKER = """
+import os, sys, time
+import torch, torch.distributed as dist
+import tx.distributed as txd
+
+log = sys.argv[1]
+
+def note(text):
+    with open(log, "a") as f:
+        f.write(text + "\\n")
+
+dev = txd.init_pg(backend="gloo")
+assert dev == torch.device("cpu"), dev
+r = txd.rank()
+os.environ["RANK"] = "99"            # the group's rank wins over the environment
+os.environ["WORLD_SIZE"] = "99"
+assert txd.rank() == r and txd.world_size() == 2, (txd.rank(), txd.world_size())
+assert txd.local_rank() == r and txd.is_rank0() == (r == 0) and txd.is_local_rank0() == (r == 0)
+assert txd.local_device() == torch.device("cpu")
+
+t = torch.tensor([r + 1])
+dist.all_reduce(t)
+assert t.item() == 3
+
+with txd.on_rank0_first():
+    note(f"rank0_first enter {r}")
+    if r == 0:
+        time.sleep(0.5)   # gives a missing barrier the chance to show
+    note(f"rank0_first exit {r}")
+
+with txd.on_local_rank0_first():
+    note(f"local_first enter {r}")
+    if r == 0:
+        time.sleep(0.5)
+    note(f"local_first exit {r}")
+
+try:
+    with txd.on_rank0_first():
+        if r == 0:
+            raise RuntimeError("rank 0 failed inside the block")
+        note(f"after_failure {r}")
+except RuntimeError:
+    note(f"caught {r}")
+
+dist.barrier()
+dist.destroy_process_group()
+print("ok", r)
+"""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_process_gloo_group(torch, tmp_path):
+    log = tmp_path / "order.log"
+    port = _free_port()
+    procs = []
+    for r in range(2):
+        env = _base_env()
+        env.update(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), TORCHELASTIC_RUN_ID="tx-test")
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(log)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=180))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"rank {r} failed:\n{err}"
+        assert out.strip() == f"ok {r}"
+
+    lines = log.read_text().splitlines()
+
+    def section(prefix):
+        return [line for line in lines if line.startswith(prefix)]
+
+    assert section("rank0_first") == [
+        "rank0_first enter 0", "rank0_first exit 0", "rank0_first enter 1", "rank0_first exit 1"]
+    assert section("local_first") == [
+        "local_first enter 0", "local_first exit 0", "local_first enter 1", "local_first exit 1"]
+    # rank 0 raised inside the block: its barrier still ran, so rank 1 was released
+    assert sorted(section("after_failure") + section("caught")) == ["after_failure 1", "caught 0"]
+
+
+@pytest.mark.slow
+def test_under_torchrun(torch, tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import torch.distributed as dist
+        import tx.distributed as txd
+
+        txd.init_pg("gloo")
+        with txd.on_rank0_first():
+            print(f"rank={txd.rank()} local_rank={txd.local_rank()} world={txd.world_size()}", flush=True)
+        dist.destroy_process_group()
+    """))
+    out = _run_cmd([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                    str(script)])
+    assert out.returncode == 0, out.stderr
+    assert sorted(line for line in out.stdout.splitlines() if line.startswith("rank=")) == [
+        "rank=0 local_rank=0 world=2", "rank=1 local_rank=1 world=2"]
+
+
+def _run_cmd(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, env=_base_env(), timeout=240)

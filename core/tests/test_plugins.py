@@ -1,0 +1,391 @@
+"""tx.plugins: isolated registries built from fake entry points (modules under tmp_path)."""
+import itertools
+import sys
+import textwrap
+
+import pytest
+
+from tx.plugins import (
+    CORE_PLUGIN,
+    KINDS,
+    PluginConflictError,
+    PluginError,
+    PluginRegistry,
+    Registration,
+    get_registry,
+    import_object,
+    set_registry,
+)
+from tx.version import PLUGIN_API_VERSION
+
+_ids = itertools.count()
+
+
+@pytest.fixture
+def make_module(tmp_path, monkeypatch):
+    """Write a module under tmp_path (on sys.path) and return its unique name."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    created = []
+
+    def make(source: str, stem: str = "txtestplug") -> str:
+        name = f"{stem}_{next(_ids)}_{tmp_path.name.replace('-', '_')}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch):
+    monkeypatch.delenv("TX_PLUGINS", raising=False)
+    monkeypatch.delenv("TX_DISABLE_PLUGINS", raising=False)
+
+
+SCHED = """
+from tx import hookimpl
+
+@hookimpl
+def tx_register_schedulers(register):
+    register({name!r}, {target!r}, description="test scheduler", requires={requires!r}, install={install!r})
+"""
+
+
+def sched_plugin(make_module, name="mysched", target="os.path:join", requires=(), install=""):
+    return make_module(SCHED.format(name=name, target=target, requires=tuple(requires), install=install))
+
+
+def ep(name, module, dist="tx-test", version="0.1"):
+    return (name, module, dist, version)
+
+
+# -- loading -------------------------------------------------------------------------------
+def test_isolated_registry_has_only_builtins():
+    reg = PluginRegistry(entry_points=[])
+    assert list(reg.plugins) == [CORE_PLUGIN]
+    assert reg.names("schedulers") == []
+    assert "gpu.small" in reg.names("named_resources")
+    assert reg.names("components") == [""]
+    assert reg.get("workspaces", "dir").distribution == "tx-core"
+    assert set(reg.registrations) == set(KINDS)
+
+
+def test_no_builtins():
+    reg = PluginRegistry(entry_points=[], builtins=False)
+    assert reg.plugins == {} and reg.names("named_resources") == []
+
+
+def test_plugin_from_entry_point(make_module):
+    mod = sched_plugin(make_module)
+    reg = PluginRegistry(entry_points=[ep("mine", mod, "tx-scheduler-mine", "1.2")])
+    info = reg.plugins["mine"]
+    assert info.error is None
+    assert (info.module, info.distribution, info.version) == (mod, "tx-scheduler-mine", "1.2")
+    assert info.registered == {"schedulers": ["mysched"]}
+    r = reg.get("schedulers", "mysched")
+    assert (r.kind, r.name, r.plugin, r.distribution, r.version, r.description) == (
+        "schedulers", "mysched", "mine", "tx-scheduler-mine", "1.2", "test scheduler")
+    assert reg.get("schedulers", "other") is None
+
+
+def test_entry_point_with_attribute(make_module):
+    mod = make_module("""
+        from tx import hookimpl
+
+        class Hooks:
+            @staticmethod
+            @hookimpl
+            def tx_register_trackers(register):
+                register("mytracker", "os.path:join")
+        """)
+    reg = PluginRegistry(entry_points=[ep("t", f"{mod}:Hooks")])
+    assert reg.plugins["t"].error is None
+    assert reg.names("trackers") == ["mytracker"]
+
+
+def test_broken_plugin_is_recorded_and_others_load(make_module):
+    broken = make_module("import surely_not_installed_sdk_xyz\n")
+    good = sched_plugin(make_module)
+    reg = PluginRegistry(entry_points=[ep("broken", broken, "tx-broken", "0.3"), ep("good", good)])
+    info = reg.plugins["broken"]
+    assert info.error == "ModuleNotFoundError: No module named 'surely_not_installed_sdk_xyz'"
+    assert (info.distribution, info.version) == ("tx-broken", "0.3")
+    assert reg.plugins["good"].error is None
+    assert reg.names("schedulers") == ["mysched"]
+
+
+def test_entry_point_to_missing_module():
+    reg = PluginRegistry(entry_points=[ep("ghost", "no_such_module_txtest")])
+    assert reg.plugins["ghost"].error.startswith("ModuleNotFoundError")
+
+
+def test_plugin_raising_at_import(make_module):
+    mod = make_module("raise RuntimeError('boom at import')\n")
+    reg = PluginRegistry(entry_points=[ep("bad", mod)])
+    assert reg.plugins["bad"].error == "RuntimeError: boom at import"
+
+
+def test_hook_that_raises_is_recorded(make_module):
+    mod = make_module("""
+        from tx import hookimpl
+
+        @hookimpl
+        def tx_register_schedulers(register):
+            register("ok", "os.path:join")
+            raise RuntimeError("half done")
+
+        @hookimpl
+        def tx_register_trackers(register):
+            register("t", "os.path:join")
+        """)
+    reg = PluginRegistry(entry_points=[ep("p", mod)])
+    assert reg.plugins["p"].error == "tx_register_schedulers failed: RuntimeError: half done"
+    assert reg.names("schedulers") == ["ok"] and reg.names("trackers") == ["t"]
+
+
+def test_empty_name_is_an_error_of_the_plugin(make_module):
+    mod = sched_plugin(make_module, name="")
+    reg = PluginRegistry(entry_points=[ep("p", mod)])
+    assert reg.plugins["p"].error == (
+        "tx_register_schedulers failed: ValueError: schedulers names must be non-empty strings, got ''"
+    )
+    assert reg.names("schedulers") == []
+
+
+def test_misspelt_hook_caught_by_check_pending(make_module):
+    bad = make_module("""
+        from tx import hookimpl
+
+        @hookimpl
+        def tx_register_scheduler(register):
+            register("never", "os.path:join")
+        """)
+    good = sched_plugin(make_module)
+    reg = PluginRegistry(entry_points=[ep("typo", bad), ep("good", good)])
+    err = reg.plugins["typo"].error
+    assert err.startswith("PluginValidationError: ") and "tx_register_scheduler" in err
+    assert not reg.pm.has_plugin("typo")
+    assert reg.names("schedulers") == ["mysched"]
+
+
+def test_wrong_hook_argument_name(make_module):
+    bad = make_module("""
+        from tx import hookimpl
+
+        @hookimpl
+        def tx_register_schedulers(reg):
+            reg("x", "os.path:join")
+        """)
+    reg = PluginRegistry(entry_points=[ep("bad", bad)])
+    assert reg.plugins["bad"].error.startswith("PluginValidationError: ")
+    assert "reg" in reg.plugins["bad"].error
+    assert reg.names("schedulers") == []
+
+
+def test_newer_plugin_api_is_refused(make_module):
+    mod = make_module(SCHED.format(name="s", target="os:sep", requires=(), install="")
+                      + f"\nTX_PLUGIN_API = {PLUGIN_API_VERSION + 1}\n")
+    reg = PluginRegistry(entry_points=[ep("future", mod)])
+    assert reg.plugins["future"].error.startswith(f"needs plugin API {PLUGIN_API_VERSION + 1}")
+    assert "pip install -U tx-core" in reg.plugins["future"].error
+    assert reg.names("schedulers") == []
+
+
+def test_same_plugin_name_twice():
+    reg = PluginRegistry(entry_points=[])
+    with pytest.raises(PluginError, match="a plugin named 'tx-core' is already registered"):
+        reg.add_plugin(object(), CORE_PLUGIN)
+
+
+# -- conflicts -----------------------------------------------------------------------------
+def test_two_plugins_one_name_is_a_conflict(make_module):
+    a = sched_plugin(make_module, target="os.path:join")
+    b = sched_plugin(make_module, target="os.path:split")
+    c = sched_plugin(make_module, name="other")
+    reg = PluginRegistry(entry_points=[
+        ep("a", a, "tx-scheduler-a", "1.0"), ep("b", b, "tx-scheduler-b", "2.0"), ep("c", c)])
+    assert reg.names("schedulers") == ["other", "mysched"]
+    with pytest.raises(PluginConflictError) as ei:
+        reg.get("schedulers", "mysched")
+    msg = str(ei.value)
+    assert msg == (
+        "scheduler 'mysched' is registered by both tx-scheduler-a 1.0 (plugin 'a') and "
+        "tx-scheduler-b 2.0 (plugin 'b'); uninstall one, or skip one with TX_DISABLE_PLUGINS=<plugin>"
+    )
+    assert reg.get("schedulers", "other") is not None  # unaffected
+
+
+def test_three_way_conflict_names_all(make_module):
+    mods = [sched_plugin(make_module) for _ in range(3)]
+    reg = PluginRegistry(entry_points=[ep(f"p{i}", m, f"dist{i}") for i, m in enumerate(mods)])
+    with pytest.raises(PluginConflictError, match="dist0 .* and dist1 .* and dist2"):
+        reg.get("schedulers", "mysched")
+
+
+def test_disabling_one_resolves_conflict(make_module, monkeypatch):
+    a = sched_plugin(make_module)
+    b = sched_plugin(make_module)
+    monkeypatch.setenv("TX_DISABLE_PLUGINS", "b")
+    reg = PluginRegistry(entry_points=[ep("a", a, "dist-a"), ep("b", b, "dist-b")])
+    assert reg.get("schedulers", "mysched").distribution == "dist-a"
+    assert "b" not in reg.plugins
+
+
+# -- environment knobs ---------------------------------------------------------------------
+def test_tx_plugins_loads_only_named(make_module, monkeypatch):
+    a = sched_plugin(make_module, name="sa")
+    b = sched_plugin(make_module, name="sb")
+    c = sched_plugin(make_module, name="sc")
+    monkeypatch.setenv("TX_PLUGINS", " a , c ")
+    reg = PluginRegistry(entry_points=[ep("a", a), ep("b", b), ep("c", c)])
+    assert set(reg.plugins) == {CORE_PLUGIN, "a", "c"}
+    assert reg.names("schedulers") == ["sa", "sc"]
+    assert b not in sys.modules  # not even imported
+
+
+def test_tx_plugins_empty_loads_none(make_module, monkeypatch):
+    a = sched_plugin(make_module)
+    monkeypatch.setenv("TX_PLUGINS", "")
+    reg = PluginRegistry(entry_points=[ep("a", a)])
+    assert list(reg.plugins) == [CORE_PLUGIN]
+
+
+def test_tx_disable_plugins(make_module, monkeypatch):
+    a = sched_plugin(make_module, name="sa")
+    b = sched_plugin(make_module, name="sb")
+    monkeypatch.setenv("TX_DISABLE_PLUGINS", "a,zzz")
+    reg = PluginRegistry(entry_points=[ep("a", a), ep("b", b)])
+    assert reg.names("schedulers") == ["sb"]
+    assert a not in sys.modules
+
+
+def test_disable_wins_over_only(make_module, monkeypatch):
+    a = sched_plugin(make_module)
+    monkeypatch.setenv("TX_PLUGINS", "a")
+    monkeypatch.setenv("TX_DISABLE_PLUGINS", "a")
+    assert "a" not in PluginRegistry(entry_points=[ep("a", a)]).plugins
+
+
+# -- lazy loading --------------------------------------------------------------------------
+def test_dotted_path_imported_on_first_use(make_module):
+    target = make_module("""
+        LOADED = True
+
+        def create_scheduler(session_name, **kwargs):
+            return ("scheduler", session_name, kwargs)
+        """, stem="txtestimpl")
+    mod = sched_plugin(make_module, target=f"{target}:create_scheduler")
+    reg = PluginRegistry(entry_points=[ep("p", mod)])
+    assert target not in sys.modules
+    r = reg.get("schedulers", "mysched")
+    factory = r.load()
+    assert target in sys.modules
+    assert factory("sess", x=1) == ("scheduler", "sess", {"x": 1})
+    assert r.load() is factory and r.target is factory  # cached
+
+
+def test_object_target_returned_as_is():
+    fn = lambda: 1  # noqa: E731
+    r = Registration("trackers", "t", fn, "p", "d", "1")
+    assert r.load() is fn
+
+
+def test_unimportable_target_gives_helpful_error(make_module):
+    mod = sched_plugin(make_module, target="no_such_sdk_txtest.scheduler:create",
+                       install="pip install tx-scheduler-acme[sdk]")
+    reg = PluginRegistry(entry_points=[ep("acme", mod, "tx-scheduler-acme", "0.9")])
+    assert reg.plugins["acme"].error is None  # registering does not import the target
+    with pytest.raises(PluginError) as ei:
+        reg.get("schedulers", "mysched").load()
+    assert str(ei.value) == (
+        "scheduler 'mysched' from tx-scheduler-acme cannot be loaded: No module named "
+        "'no_such_sdk_txtest'; fix: pip install tx-scheduler-acme[sdk]"
+    )
+
+
+def test_missing_attribute_defaults_to_installing_the_distribution():
+    r = Registration("trackers", "t", "os.path:no_such_fn", "p", "tx-tracker-x", "1")
+    with pytest.raises(PluginError, match=r"tracker 't' from tx-tracker-x cannot be loaded: 'os.path' has no "
+                                          r"attribute 'no_such_fn'; fix: pip install tx-tracker-x"):
+        r.load()
+
+
+def test_import_object_forms():
+    import os.path
+
+    assert import_object("os.path:join") is os.path.join
+    assert import_object("os.path.join") is os.path.join
+    assert import_object("os:path.join") is os.path.join
+    with pytest.raises(ImportError, match="'os' has no attribute 'nope'"):
+        import_object("os:nope")
+    with pytest.raises(ImportError):
+        import_object("no_such_module_txtest:x")
+
+
+def test_missing_requirements_does_not_import(make_module):
+    sdk = make_module("raise RuntimeError('must not be imported')\n", stem="txtestsdk")
+    r = Registration("schedulers", "s", "x:y", "p", "d", "1", requires=("json", sdk, "no_such_sdk_txtest"))
+    assert r.missing_requirements() == ["no_such_sdk_txtest"]
+    assert sdk not in sys.modules
+    assert Registration("schedulers", "s", "x:y", "p", "d", "1").missing_requirements() == []
+
+
+def test_requires_and_install_recorded(make_module):
+    mod = sched_plugin(make_module, requires=["boto3_txtest_missing"], install="pip install tx-scheduler-aws-batch")
+    r = PluginRegistry(entry_points=[ep("p", mod)]).get("schedulers", "mysched")
+    assert r.requires == ("boto3_txtest_missing",) and r.install == "pip install tx-scheduler-aws-batch"
+    assert r.missing_requirements() == ["boto3_txtest_missing"]
+
+
+def test_help_is_an_alias_of_description(make_module):
+    mod = make_module("""
+        from tx import hookimpl
+
+        @hookimpl
+        def tx_register_commands(register):
+            register("quota", "os.path:join", help="show quota")
+        """)
+    reg = PluginRegistry(entry_points=[ep("p", mod)])
+    assert reg.get("commands", "quota").description == "show quota"
+
+
+# -- events --------------------------------------------------------------------------------
+def test_events_reach_every_hook_even_if_one_raises(make_module):
+    bad = make_module("""
+        from tx import hookimpl
+
+        @hookimpl
+        def tx_on_event(event):
+            raise RuntimeError("listener broke")
+        """)
+    good = make_module("""
+        from tx import hookimpl
+        SEEN = []
+
+        @hookimpl
+        def tx_on_event(event):
+            SEEN.append(event)
+        """)
+    reg = PluginRegistry(entry_points=[ep("bad", bad), ep("good", good)])
+    assert reg.has_event_hooks
+    reg.call_event("ev1")
+    assert sys.modules[good].SEEN == ["ev1"]
+
+
+def test_no_event_hooks():
+    assert not PluginRegistry(entry_points=[]).has_event_hooks
+
+
+# -- process-wide registry -----------------------------------------------------------------
+def test_set_registry_and_get_registry():
+    mine = PluginRegistry(entry_points=[])
+    old = set_registry(mine)
+    try:
+        assert get_registry() is mine
+        assert set_registry(None) is mine
+        built = get_registry()
+        assert built is not mine and get_registry() is built
+    finally:
+        set_registry(old)
