@@ -8,7 +8,10 @@ one line on stderr and a non-zero exit, without a traceback.
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 #: subcommand -> (module, one-line help); modules define add_arguments(parser) and run(args)
 COMMANDS: Dict[str, Tuple[str, str]] = {
@@ -43,10 +46,20 @@ def _version() -> str:
     return f"tx {__version__}"
 
 
-def build_parser(plugin_commands: Optional[Dict[str, Any]] = None) -> Any:
+def _parser_class() -> Any:
     import argparse
 
-    parser = argparse.ArgumentParser(
+    class OneLineErrorParser(argparse.ArgumentParser):
+        """Usage errors as one line (``tx run: error: ... (see `tx run --help`)``), exit 2."""
+
+        def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    return OneLineErrorParser
+
+
+def build_parser(plugin_commands: Optional[Dict[str, Any]] = None) -> Any:
+    parser = _parser_class()(
         prog="tx",
         description="tx: run PyTorch apps on local processes, Slurm, Kubernetes, clouds ...",
         epilog="Schedulers and extra commands come from plugins: see `tx plugins`.",
@@ -58,7 +71,7 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None) -> Any:
     )
     parser.add_argument("--log_json", "--log-json", dest="log_json", action="store_true",
                         help="log events as JSON lines")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_parser_class())
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         _import(module).add_arguments(p, name)

@@ -117,8 +117,9 @@ def unwrap_optional(tp: Any) -> Tuple[Any, bool]:
     return tp, False
 
 
-def _container(tp: Any) -> Tuple[Any, Tuple[Any, ...]]:
-    """``(list|dict|None, type args)`` of a (possibly bare) list/dict annotation."""
+def container_of(tp: Any) -> Tuple[Any, Tuple[Any, ...]]:
+    """``(list, (T,))`` for ``List[T]``, ``(dict, (K, V))`` for ``Dict[K, V]`` (bare
+    ``list``/``dict`` default to ``str`` elements), ``(None, ())`` for anything else."""
     if tp in (list, List):
         return list, (str,)
     if tp in (dict, Dict):
@@ -133,7 +134,7 @@ def _container(tp: Any) -> Tuple[Any, Tuple[Any, ...]]:
 def type_name(tp: Any) -> str:
     """A short printable name: ``str``, ``int``, ``List[str]``, ``Dict[str, int]``."""
     inner, _ = unwrap_optional(tp)
-    kind, args = _container(inner)
+    kind, args = container_of(inner)
     if kind is list:
         return f"List[{type_name(args[0])}]"
     if kind is dict:
@@ -176,7 +177,7 @@ def decode(value: Any, tp: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         raise DecodeError(f"expected a string, got {value!r}")
-    kind, args = _container(inner)
+    kind, args = container_of(inner)
     if kind is list:
         if isinstance(value, str):
             if not value.strip():

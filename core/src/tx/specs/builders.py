@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import shlex
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Union
 
 import attrs
 
@@ -42,12 +42,15 @@ __all__ = [
     "component_args_from_str",
     "create_args_parser",
     "materialize_appdef",
+    "materialize_appdef_from_dict",
 ]
 
 _VAR = inspect.Parameter.VAR_POSITIONAL
 _KW = inspect.Parameter.VAR_KEYWORD
 _KWONLY = inspect.Parameter.KEYWORD_ONLY
-_UNSET = object()
+#: help of an undocumented parameter: argparse omits blank help, and with it the
+#: "(required)" / "(default: X)" suffix; the formatter removes this placeholder
+_NO_HELP = "\u200b"
 
 
 @attrs.frozen
@@ -73,7 +76,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Appends ``(required)`` or ``(default: X)`` to each option's help."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
+        text = (action.help or "").replace(_NO_HELP, "").strip()
         if action.default is argparse.SUPPRESS or action.nargs == argparse.REMAINDER:
             return text
         suffix = "(required)" if action.required else f"(default: {action.default})"
@@ -85,7 +88,7 @@ class _Parser(argparse.ArgumentParser):
 
     component = ""
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined] # noqa: F821
+    def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments"):
             message += " (put the program's own arguments after --)"
         raise ComponentArgumentError(message, self.component)
@@ -98,6 +101,10 @@ def _name_of(fn: Callable[..., Any], name: Optional[str]) -> str:
 def _parameters(fn: Callable[..., Any], name: str) -> Mapping[str, inspect.Parameter]:
     params = inspect.signature(fn).parameters
     for p in params.values():
+        if p.name == "help" and p.kind is not _VAR:
+            raise ComponentValidationException(
+                f"component {name}: a parameter cannot be named 'help' (it clashes with --help)"
+            )
         if p.kind is _KW:
             raise ComponentValidationException(
                 f"component {name}: **{p.name} is not supported; declare each parameter "
@@ -107,9 +114,9 @@ def _parameters(fn: Callable[..., Any], name: str) -> Mapping[str, inspect.Param
 
 
 def _metavar(tp: Any) -> str:
-    from tx.specs._decode import _container, type_name, unwrap_optional
+    from tx.specs._decode import container_of, type_name, unwrap_optional
 
-    kind, args = _container(unwrap_optional(tp)[0])
+    kind, args = container_of(unwrap_optional(tp)[0])
     if kind is list:
         return f"{type_name(args[0])},..."
     if kind is dict:
@@ -159,7 +166,7 @@ def create_args_parser(
         "--help", action="help", default=argparse.SUPPRESS, help="show this help message and exit"
     )
     for pname, p in params.items():
-        kwargs: Dict[str, Any] = {"help": helps.get(pname, "")}
+        kwargs: Dict[str, Any] = {"help": helps.get(pname) or _NO_HELP}
         if p.kind is _VAR:
             parser.add_argument(pname, nargs=argparse.REMAINDER, **kwargs)
             continue
@@ -181,13 +188,13 @@ def _flag(pname: str) -> str:
     return f"-{pname}/--{pname}" if len(pname) == 1 else f"--{pname}"
 
 
-def _decode_param(pname: str, value: Any, tp: Any, cname: str) -> Any:
+def _decode_param(label: str, value: Any, tp: Any, cname: str) -> Any:
     from tx.specs._decode import DecodeError, decode
 
     try:
         return decode(value, tp)
     except DecodeError as e:
-        raise ComponentArgumentError(f"argument {_flag(pname)}: {e}", cname) from None
+        raise ComponentArgumentError(f"argument {label}: {e}", cname) from None
 
 
 def _assemble(
@@ -212,9 +219,9 @@ def _assemble(
                 items = items[1:]
             var_args = [_decode_param(pname, v, types[pname], cname) for v in items]
         elif p.kind is _KWONLY:
-            kwargs[pname] = _decode_param(pname, raw, types[pname], cname)
+            kwargs[pname] = _decode_param(_flag(pname), raw, types[pname], cname)
         else:
-            positional[pname] = _decode_param(pname, raw, types[pname], cname)
+            positional[pname] = _decode_param(_flag(pname), raw, types[pname], cname)
     return ComponentArgs(positional, var_args, kwargs)
 
 
@@ -300,9 +307,11 @@ def component_args_from_dict(
     _warn_unknown_defaults(params, defaults, cname)
     unknown = sorted(set(args) - set(params))
     if unknown:
-        raise ComponentArgumentError(
-            f"unknown argument(s): {', '.join(unknown)} (known: {', '.join(params)})", cname
-        )
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(params), n=1)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(params)}"
+        raise ComponentArgumentError(f"unknown argument(s): {', '.join(unknown)} ({hint})", cname)
     values: Dict[str, Any] = {}
     missing: List[str] = []
     for pname, p in params.items():
@@ -360,7 +369,7 @@ def materialize_appdef(
     try:
         app = cargs.call(fn)
     except KeyError as e:
-        raise ComponentArgumentError(e.args[0] if e.args else str(e), cname) from e
+        raise ComponentArgumentError(str(e.args[0]) if e.args else repr(e), cname) from e
     except (ValueError, TypeError) as e:
         raise ComponentArgumentError(one_line(e) or type(e).__name__, cname) from e
     if not isinstance(app, AppDef):
@@ -368,3 +377,21 @@ def materialize_appdef(
             f"component {cname} returned {type(app).__name__}, expected tx.specs.AppDef"
         )
     return app
+
+
+def materialize_appdef_from_dict(
+    fn: Callable[..., Any],
+    args: Mapping[str, Any],
+    defaults: Optional[Mapping[str, Any]] = None,
+    *,
+    name: Optional[str] = None,
+) -> AppDef:
+    """:func:`materialize_appdef` with a JSON-style dict of arguments (the API form,
+    e.g. ``{"script": "train.py", "j": "2x4", "script_args": ["--lr", "0.1"]}``).
+
+    Raises:
+        ComponentArgumentError: an unknown or missing argument, a bad value, or the
+            component rejected a value.
+        ComponentValidationException: the component did not return an AppDef.
+    """
+    return materialize_appdef(fn, dict(args), defaults, name=name)

@@ -27,6 +27,10 @@ ERROR = "error"
 WARNING = "warning"
 _PRIMITIVES = frozenset({"str", "int", "float", "bool"})
 _LINTER = "TxComponentLinter"
+#: ``LinterMessage.name`` of a syntax error (the file cannot be parsed)
+SYNTAX_ERROR = "TxSyntaxError"
+#: ``LinterMessage.name`` when the function is not defined in the file
+NOT_FOUND = "TxFunctionNotFound"
 _FuncDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
@@ -67,7 +71,7 @@ def _parse(source: str, path: str) -> Union[ast.Module, LinterMessage]:
         return ast.parse(source, filename=path)
     except SyntaxError as e:
         return LinterMessage(
-            "TxSyntax", f"syntax error in {path}: {e.msg}", e.lineno or 0, e.offset or 0
+            SYNTAX_ERROR, f"syntax error in {path}: {e.msg}", e.lineno or 0, e.offset or 0
         )
 
 
@@ -114,7 +118,7 @@ def validate(path: str, function_name: str) -> List[LinterMessage]:
         return [tree]
     fn = _top_level_functions(tree).get(function_name)
     if fn is None:
-        return [LinterMessage(_LINTER, f"function {function_name!r} not found in {path}", 0, 0)]
+        return [LinterMessage(NOT_FOUND, f"function {function_name!r} not found in {path}", 0, 0)]
     return lint_function(fn)
 
 
@@ -176,6 +180,11 @@ def lint_function(fn: _FuncDef) -> List[LinterMessage]:
     a = fn.args
     params = [*a.posonlyargs, *a.args, *([a.vararg] if a.vararg else []), *a.kwonlyargs]
     for arg in params:
+        if arg.arg == "help" and arg is not a.vararg:
+            msgs.append(LinterMessage(
+                _LINTER, f"parameter 'help' of {fn.name!r} clashes with --help: rename it",
+                arg.lineno, arg.col_offset,
+            ))
         reason = _check_annotation(arg.annotation)
         if reason:
             msgs.append(LinterMessage(
@@ -309,12 +318,15 @@ def _parse_docstring(doc: str) -> Tuple[str, Dict[str, str]]:
             parsed = docstring_parser.parse(doc)
         except docstring_parser.ParseError:
             return doc.strip(), {}
-    parts = [p for p in (parsed.short_description, parsed.long_description) if p]
+    desc = parsed.short_description or ""
+    if parsed.long_description:
+        sep = "\n\n" if parsed.blank_after_short_description else "\n"
+        desc = f"{desc}{sep}{parsed.long_description}" if desc else parsed.long_description
     args = {
         p.arg_name: " ".join((p.description or "").split())
         for p in parsed.params
     }
-    return "\n\n".join(parts), args
+    return desc, args
 
 
 def get_fn_docstring(fn: Callable[..., Any]) -> Tuple[str, Dict[str, str]]:
