@@ -40,6 +40,13 @@ def tx(tx_env, tmp_path):
     return run
 
 
+@pytest.fixture
+def one_line_error():
+    """The :func:`assert_one_line_error` check, as a fixture (test modules cannot import
+    conftest under --import-mode=importlib)."""
+    return assert_one_line_error
+
+
 def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str, code: Optional[int] = None) -> None:
     """The process failed with exactly one line on stderr containing ``needle``."""
     lines: List[str] = [ln for ln in proc.stderr.splitlines() if ln.strip()]

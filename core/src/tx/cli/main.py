@@ -153,6 +153,8 @@ def _main(argv: List[str]) -> int:
         raise
     except Exception as e:  # noqa: BLE001 - user errors become one line, never a traceback
         print(f"tx {args.command}: error: {describe_error(e)}", file=sys.stderr)
+        if type(e).__name__ == "ComponentArgumentError":
+            return EXIT_USAGE
         if _log.level() <= 10:
             import traceback
 
