@@ -1,0 +1,194 @@
+"""`tx` end to end in subprocesses, on the local scheduler: run, dryrun, detach, status,
+describe, log, list, cancel, signals, AppDef files, failures."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def _wait_for(pred, timeout=30.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def _handle(proc) -> str:
+    lines = proc.stdout.strip().splitlines()
+    assert lines and "://" in lines[0], proc
+    return lines[0]
+
+
+def test_run_echo_relays_prefixed_lines(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hello world")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("local_cwd://tx/echo-")
+    assert "echo/0 hello world\n" in p.stderr
+
+
+def test_run_waits_and_fails_with_status(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert p.returncode == 1
+    assert "sh/0 out" in p.stderr and "sh/1 err" in p.stderr
+    assert "State: FAILED" in p.stderr
+    assert "exit code 3" in p.stderr
+
+
+def test_shell_metacharacters_arrive_unchanged(tx, tmp_path):
+    nasty = ["a;b", "$(touch pwned)", "`id`", "'q'", '"dq"', "line1\nline2", "$HOME", "", "*"]
+    script = tmp_path / "argv.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    app = {"name": "argv", "roles": [{
+        "name": "p", "image": str(tmp_path), "entrypoint": sys.executable,
+        "args": [str(script), *nasty], "env": {"NASTY": "$(touch pwned2);x"},
+    }]}
+    (tmp_path / "app.json").write_text(json.dumps(app))
+    p = tx("run", "-s", "local_cwd", "app.json")
+    assert p.returncode == 0, p.stderr
+    out = [ln[len("p/0 "):] for ln in p.stderr.splitlines() if ln.startswith("p/0 [")]
+    assert json.loads(out[0]) == nasty
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_dryrun_prints_app_and_request_and_runs_nothing(tx, tx_env):
+    p = tx("run", "--dryrun", "-s", "local_cwd", "dist.ddp", "-j", "2x2", "--script", "train.py")
+    assert p.returncode == 0, p.stderr
+    assert "=== APPLICATION ===" in p.stdout and "=== SCHEDULER REQUEST ===" in p.stdout
+    app_part = p.stdout.split("=== SCHEDULER REQUEST ===")[0]
+    assert "name: train" in app_part and "num_replicas: 2" in app_part
+    state = Path(tx_env["TX_STATE_DIR"])
+    assert not state.exists() or not any(state.rglob("*.json"))
+
+
+def test_detach_then_status_log_describe_list_cancel_from_other_processes(tx, tmp_path):
+    p = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "--num_replicas", "2",
+           "sh", "-c", "echo started; sleep 60; echo never")
+    assert p.returncode == 0, p.stderr
+    handle = _handle(p)
+    assert _wait_for(lambda: "RUNNING" in tx("status", handle).stdout)
+    st = tx("status", "--json", handle)
+    data = json.loads(st.stdout)
+    assert data["state"] == "RUNNING" and len(data["roles"][0]["replicas"]) == 2
+    assert _wait_for(lambda: "sh/1 started" in tx("log", handle).stdout)
+    d = tx("describe", handle)
+    assert d.returncode == 0 and "num_replicas: 2" in d.stdout
+    lst = tx("list", "-s", "local_cwd")
+    assert handle in lst.stdout and "RUNNING" in lst.stdout
+    c = tx("cancel", handle)
+    assert c.returncode == 0, c.stderr
+    assert _wait_for(lambda: "CANCELLED" in tx("status", handle).stdout)
+    out = tx("log", handle).stdout
+    assert "never" not in out and out.count("started") == 2
+
+
+def test_log_follow_regex_streams_and_replica_selection(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "3",
+           "sh", "-c", "for i in 1 2 3; do echo out$i; echo err$i >&2; done")
+    handle = _handle(p)
+    out = tx("log", f"{handle}/sh/0,2", "--streams", "stdout").stdout
+    assert out == "".join(f"sh/{k} out{i}\n" for k in (0, 2) for i in (1, 2, 3)) or sorted(
+        out.splitlines()) == sorted(f"sh/{k} out{i}" for k in (0, 2) for i in (1, 2, 3))
+    err = tx("log", f"{handle}/sh", "--streams", "stderr", "--regex", "err[13]").stdout
+    assert sorted(err.splitlines()) == sorted(f"sh/{k} err{i}" for k in range(3) for i in (1, 3))
+    bad = tx("log", f"{handle}/nosuchrole")
+    assert bad.returncode == 1 and "no role 'nosuchrole'" in bad.stderr
+
+
+def test_sigterm_to_run_wait_cancels_and_leaves_nothing(tx_env, tmp_path):
+    marker = f"tx-sigterm-{os.getpid()}-{time.time_ns()}"
+    proc = subprocess.Popen(
+        [str(BIN / "tx"), "run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2",
+         "sh", "-c", f"sleep 120 & sleep 121; echo {marker}"],
+        cwd=tmp_path, env=tx_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    handle = proc.stdout.readline().strip()
+    assert handle.startswith("local_cwd://")
+    assert _wait_for(lambda: len(_procs_with(marker)) >= 2)
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=60)
+    assert rc == 128 + signal.SIGTERM
+    assert _wait_for(lambda: not _procs_with(marker), timeout=20), _procs_with(marker)
+    assert _wait_for(lambda: not _procs_with("sleep 12"), timeout=20)
+
+
+def _procs_with(text: str) -> list:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd and "pytest" not in cmd:
+            found.append((pid, cmd))
+    return found
+
+
+def test_app_survives_a_killed_cli(tx, tx_env, tmp_path):
+    proc = subprocess.Popen(
+        [str(BIN / "tx"), "run", "-s", "local_cwd", "utils.sh", "sh", "-c", "sleep 2; echo survived"],
+        cwd=tmp_path, env=tx_env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    handle = proc.stdout.readline().strip()
+    proc.kill()
+    proc.wait()
+    assert _wait_for(lambda: "SUCCEEDED" in tx("status", handle).stdout, timeout=60)
+    assert "sh/0 survived" in tx("log", handle).stdout
+
+
+def test_appdef_yaml_roundtrip_through_describe(tx, tmp_path):
+    (tmp_path / "app.yaml").write_text(
+        "name: two-roles\nroles:\n"
+        "- name: a\n  image: .\n  entrypoint: echo\n  args: [from-a]\n"
+        "- name: b\n  image: .\n  entrypoint: echo\n  args: [from-b]\n  num_replicas: 2\n"
+    )
+    p = tx("run", "app.yaml")
+    assert p.returncode == 0, p.stderr
+    assert {"a/0 from-a", "b/0 from-b", "b/1 from-b"} <= set(p.stderr.splitlines())
+    d = tx("describe", "--json", _handle(p))
+    roles = json.loads(d.stdout)["roles"]
+    assert [(r["name"], r.get("num_replicas", 1)) for r in roles] == [("a", 1), ("b", 2)]
+
+
+def test_txconfig_defaults(tx, tmp_path):
+    (tmp_path / ".txconfig").write_text(
+        "[cli:run]\nscheduler = local_cwd\ncomponent = utils.echo\n"
+        "[component:utils.echo]\nmsg = from-config\n"
+        f"[local_cwd]\nlog_dir = {tmp_path / 'logs'}\n"
+    )
+    p = tx("run")
+    assert p.returncode == 0, p.stderr
+    assert "echo/0 from-config" in p.stderr
+    assert (tmp_path / "logs").is_dir()
+    p = tx("run", "--", "--msg", "explicit")
+    assert "echo/0 explicit" in p.stderr
+
+
+def test_info_commands(tx):
+    assert tx("--version").stdout.startswith("tx ")
+    b = tx("builtins")
+    assert b.returncode == 0 and "dist.ddp" in b.stdout and "utils.echo" in b.stdout
+    r = tx("runopts", "local_cwd")
+    assert "log_dir" in r.stdout and "usage:" in r.stdout
+    md = tx("runopts", "local_cwd", "--format", "markdown").stdout
+    assert "| `log_dir` |" in md
+    pl = tx("plugins", "--json")
+    names = {p["distribution"] for p in json.loads(pl.stdout)["plugins"]}
+    assert {"tx-core", "tx-scheduler-local"} <= names
+    c = tx("configure", "--print", "-s", "local_cwd", "-a")
+    assert c.stdout.startswith("[local_cwd]\n")
+    h = tx("run", "dist.ddp", "--help")
+    assert h.returncode == 0 and "--script" in h.stdout and "(default: 1x2)" in " ".join(h.stdout.split())
