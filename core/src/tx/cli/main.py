@@ -50,7 +50,12 @@ def _parser_class() -> Any:
     import argparse
 
     class OneLineErrorParser(argparse.ArgumentParser):
-        """Usage errors as one line (``tx run: error: ... (see `tx run --help`)``), exit 2."""
+        """Usage errors as one line (``tx run: error: ... (see `tx run --help`)``), exit 2;
+        no abbreviated options (``--log`` must never be taken for ``--log_level``)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("allow_abbrev", False)
+            super().__init__(*args, **kwargs)
 
         def error(self, message: str) -> "NoReturn":  # type: ignore[override]
             self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")

@@ -328,12 +328,14 @@ class Runner:
         return sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail, streams=streams)
 
     def list(self, scheduler: str) -> List[ListAppResponse]:
-        """The apps ``scheduler`` can see, with their handles."""
+        """The apps ``scheduler`` can see, with their handles (a handle the scheduler set
+        itself, e.g. for another session, is kept)."""
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="list"):
             apps = sched.list()
         return [
-            attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
+            a if a.app_handle and a.app_handle != "<NOT_SET>"
+            else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
             for a in apps
         ]
 

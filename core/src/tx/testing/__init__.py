@@ -1,0 +1,70 @@
+"""tx.testing: a pytest plugin for testing tx plugins (opt-in; needs pytest).
+
+Enable it in a ``conftest.py``::
+
+    pytest_plugins = ["tx.testing"]
+
+It provides:
+
+* fixture ``tx_registry``: an isolated :class:`tx.plugins.PluginRegistry` (no installed
+  plugin loaded, tx-core's built-ins registered) installed as the process registry for
+  the test, the previous registry restored after it.
+* ``register_plugin(obj, name="test-plugin")``: a context manager that registers a plugin
+  object (a module or class with ``@tx.hookimpl`` functions) in the current registry for
+  the duration of the block, so hooks are tested without installing anything::
+
+      from tx import hookimpl
+      from tx.testing import register_plugin
+
+      class MyPlugin:
+          @hookimpl
+          def tx_register_schedulers(register):
+              register("mysched", "my_pkg.scheduler:create_scheduler")
+
+      def test_registers(tx_registry):
+          with register_plugin(MyPlugin, name="mine"):
+              assert "mysched" in tx_registry.names("schedulers")
+
+* ``SchedulerConformance``: a base test class a scheduler plugin subclasses to run the
+  conformance tests against its real backend::
+
+      from tx.testing import SchedulerConformance
+
+      class TestMySchedulerConformance(SchedulerConformance):
+          timeout = 300.0                      # seconds an app may take to end
+
+          @pytest.fixture
+          def scheduler(self):
+              return create_scheduler("tx")
+
+          @pytest.fixture
+          def cfg(self):
+              return {"partition": "debug"}
+
+  The subclass provides the fixtures ``scheduler`` (required), ``cfg`` and ``image``, may
+  adjust ``timeout``, ``poll_interval``, ``log_streams``, ``reports_replica_statuses``,
+  ``reports_exit_codes`` and ``lines_per_stream``, and may override ``command(script)``
+  (how a POSIX shell script is run), ``unknown_app_id()``, ``dryrun_app_id(info)`` and
+  ``read_log(...)``. The tests: submit, describe, status to SUCCEEDED and every line of
+  every replica's logs in order with ``\\r`` kept; a failing replica gives FAILED (with
+  its exit code); cancel gives CANCELLED, is idempotent, and is a no-op for unknown apps;
+  describe of an unknown app is None; list holds a submitted app; dryrun is deterministic
+  and submits nothing; bad run options raise InvalidRunConfigException; every reported
+  state is an AppState.
+"""
+from typing import Iterator
+
+import pytest
+
+from tx.plugins import PluginRegistry
+from tx.testing._conformance import SchedulerConformance, is_subsequence
+from tx.testing._registry import isolated_registry, register_plugin
+
+__all__ = ["SchedulerConformance", "is_subsequence", "isolated_registry", "register_plugin", "tx_registry"]
+
+
+@pytest.fixture
+def tx_registry() -> Iterator[PluginRegistry]:
+    """An isolated plugin registry (tx-core's built-ins only), installed for the test."""
+    with isolated_registry() as reg:
+        yield reg

@@ -1,0 +1,118 @@
+"""Reading the registry: an app's state as a DescribeAppResponse, liveness of its
+supervisor, and finalizing apps whose supervisor died.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from typing import Any, Dict, List, Optional
+
+from tx.schedulers.api import DescribeAppResponse
+from tx.specs.api import NONE, AppState, Role
+from tx.specs.status import ReplicaStatus, RoleStatus
+from tx_scheduler_local import _procs, _store
+
+
+def is_running(state: Dict[str, Any]) -> bool:
+    """True if the process in charge of a non-terminal app is alive: its supervisor, or
+    before the supervisor recorded itself, the launching process."""
+    if state.get("pid"):
+        return _procs.is_alive(state["pid"], state.get("pid_start"))
+    return _procs.is_alive(state.get("launcher_pid"), state.get("launcher_start"))
+
+
+def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str) -> Dict[str, Any]:
+    """Record a final state for an app whose supervisor is gone without writing one
+    (killed with SIGKILL, out of memory): SIGKILL what is left of its replicas (process
+    groups, and every process carrying ``TX_APP_ID=<app_id>``) and mark replicas that did
+    not finish as ``final``. Safe when several processes do it at once (flock).
+
+    Returns:
+        the state now on disk.
+    """
+    path = os.path.join(app_dir, _store.STATE)
+    with open(os.path.join(app_dir, _store.LOCK), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = _store.read_json(path) or {}
+        if state.get("state") in _store.TERMINAL or (state and is_running(state)):
+            return state
+        needle = [f"TX_APP_ID={request['app_id']}".encode()]
+        for role in state.get("roles", []):
+            for r in role["replicas"]:
+                # a replica's process group, if its leader is still that replica's
+                if r.get("pid") and _procs.environ_matches(r["pid"], needle):
+                    _procs.killpg(r["pid"], signal.SIGKILL)
+        for pid in _procs.pids_with_env(needle):
+            _procs.kill(pid, signal.SIGKILL)
+        state.setdefault("app_id", request["app_id"])
+        state.setdefault("num_restarts", 0)
+        state.setdefault("roles", [
+            {"name": ro["name"], "replicas": [{"id": r["id"], "state": "PENDING", "pid": None,
+                                                 "exit_code": None, "error": "", "reason": "", "attempts": []}
+                                                for r in ro["replicas"]]}
+            for ro in request["roles"]
+        ])
+        for role in state["roles"]:
+            for r in role["replicas"]:
+                if r["state"] not in _store.TERMINAL:
+                    r["state"], r["pid"] = final, None
+        state["state"] = final
+        state["msg"] = msg
+        state["ended"] = time.time()
+        _store.write_json_atomic(path, state)
+        return state
+
+
+def to_describe(
+    state: Dict[str, Any], request: Dict[str, Any], roles: List[Role], app_dir: str
+) -> DescribeAppResponse:
+    """Build the DescribeAppResponse of an app from its state.json and request.json."""
+    statuses = []
+    if state.get("roles"):
+        for role in state["roles"]:
+            statuses.append(RoleStatus(role["name"], [
+                ReplicaStatus(
+                    id=r["id"], state=AppState[r["state"]], role=role["name"], hostname="localhost",
+                    structured_error_msg=r.get("error") or NONE, exit_code=r.get("exit_code"),
+                )
+                for r in role["replicas"]
+            ]))
+    else:
+        app_state = AppState[state.get("state", "SUBMITTED")]
+        for role in request["roles"]:
+            statuses.append(RoleStatus(role["name"], [
+                ReplicaStatus(id=r["id"], state=app_state, role=role["name"], hostname="localhost")
+                for r in role["replicas"]
+            ]))
+    return DescribeAppResponse(
+        app_id=request["app_id"],
+        state=AppState[state.get("state", "SUBMITTED")],
+        num_restarts=state.get("num_restarts", 0),
+        msg=state.get("msg") or NONE,
+        structured_error_msg=state.get("error") or NONE,
+        ui_url=f"file://{request['log_dir']}",
+        roles_statuses=statuses,
+        roles=roles,
+        metadata={
+            "log_dir": request["log_dir"],
+            "app_dir": app_dir,
+            "scheduler": request["scheduler"],
+            "session": request["session"],
+            "supervisor_pid": state.get("pid"),
+            "started": state.get("started"),
+            "ended": state.get("ended"),
+            # "role/k" -> that replica's attempts: pid, start, end, exit_code, and the
+            # offsets in stdout/stderr/combined.log where each attempt's output begins
+            "attempts": {
+                f"{role['name']}/{r['id']}": r.get("attempts", [])
+                for role in state.get("roles", []) for r in role["replicas"]
+            },
+        },
+    )
+
+
+def read_request(app_dir: str) -> Optional[Dict[str, Any]]:
+    """The app's request.json (None if the app is unknown)."""
+    return _store.read_json(os.path.join(app_dir, _store.REQUEST))

@@ -1,0 +1,121 @@
+"""Log files of one replica, written by the supervisor. Standard library only.
+
+In ``<log_dir>/<session>/<app_id>/<role>/<k>/``:
+
+* ``stdout.log`` and ``stderr.log``: the bytes of each stream exactly as the replica wrote
+  them, appended as they arrive (one writer each, so nothing is reordered or split).
+* ``combined.log``: both streams, written by the supervisor alone and only in whole lines
+  (everything up to the last ``\\n`` of what was read), so a line of one stream is never
+  cut by a line of the other. When a stream closes, its unterminated last line is written
+  followed by a ``\\n``. A line longer than 8 MiB without ``\\n`` is written in pieces.
+* ``times.bin``: when each block of output arrived: records ``(time, stream, offset)``
+  (``struct`` ``<dBQ``: seconds since the epoch, 0/1/2 for stdout/stderr/combined, byte
+  offset of the block in that stream's file), at most one per stream and millisecond.
+  ``log_iter(since=, until=)`` gives each line the time of the block it starts in.
+
+Restarts append the next attempt's output to the same files; a ``\\n`` is added first where
+the previous attempt ended mid-line. ``state.json`` records each attempt's start offsets.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import time
+from typing import List
+
+OUT, ERR, COMBINED = 0, 1, 2
+FILES = ("stdout.log", "stderr.log", "combined.log")
+TIMES = "times.bin"
+TIME_RECORD = struct.Struct("<dBQ")
+_MAX_PARTIAL = 8 << 20
+_TAIL_BYTES = 8192
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class ReplicaLogs:
+    """The open log files of one replica (see the module docstring for the format)."""
+
+    __slots__ = ("dir", "fds", "sizes", "times_fd", "last_t", "partial", "ends_nl", "tail")
+
+    def __init__(self, directory: str) -> None:
+        try:
+            os.mkdir(directory)
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
+        except FileExistsError:
+            pass
+        self.dir = directory
+        self.fds: List[int] = [os.open(os.path.join(directory, n), _FLAGS, 0o644) for n in FILES]
+        self.sizes = [os.fstat(fd).st_size for fd in self.fds]
+        self.times_fd = -1  # times.bin is created with the first output
+        self.last_t = [-1.0, -1.0, -1.0]
+        self.partial = [b"", b""]
+        self.ends_nl = [True, True]
+        self.tail = b""
+
+    def _raw(self, stream: int, data: bytes, now: float) -> None:
+        if now - self.last_t[stream] >= 0.001:
+            if self.times_fd < 0:
+                self.times_fd = os.open(os.path.join(self.dir, TIMES), _FLAGS, 0o644)
+            write_all(self.times_fd, TIME_RECORD.pack(now, stream, self.sizes[stream]))
+            self.last_t[stream] = now
+        write_all(self.fds[stream], data)
+        self.sizes[stream] += len(data)
+
+    def write(self, stream: int, data: bytes, now: float) -> None:
+        """Append ``data`` read from ``stream`` (OUT or ERR): raw to its own file, and its
+        complete lines to combined.log."""
+        self._raw(stream, data, now)
+        self.ends_nl[stream] = data.endswith(b"\n")
+        if stream == ERR:
+            self.tail = (self.tail + data)[-_TAIL_BYTES:]
+        buf = self.partial[stream] + data if self.partial[stream] else data
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            self._raw(COMBINED, buf[:cut] if cut < len(buf) else buf, now)
+            self.partial[stream] = buf[cut:]
+        elif len(buf) > _MAX_PARTIAL:
+            self._raw(COMBINED, buf, now)
+            self.partial[stream] = b""
+        else:
+            self.partial[stream] = buf
+
+    def close_stream(self, stream: int) -> None:
+        """The stream's pipe closed: write its unterminated last line (plus ``\\n``) to
+        combined.log."""
+        if self.partial[stream]:
+            self._raw(COMBINED, self.partial[stream] + b"\n", time.time())
+            self.partial[stream] = b""
+
+    def note(self, text: str) -> None:
+        """Write a line from tx itself (e.g. why a replica could not start) to the replica's
+        stderr, as if the replica had written it."""
+        self.write(ERR, text.encode("utf-8", "replace") + b"\n", time.time())
+
+    def new_attempt(self) -> List[int]:
+        """Start the next attempt: end the previous one's unterminated lines and return the
+        start offsets of stdout, stderr and combined."""
+        for stream in (OUT, ERR):
+            if not self.ends_nl[stream]:
+                self._raw(stream, b"\n", time.time())
+                self.ends_nl[stream] = True
+        self.tail = b""
+        return list(self.sizes)
+
+    def tail_text(self, max_lines: int = 20) -> str:
+        """The last lines the current attempt wrote to stderr."""
+        text = self.tail.decode("utf-8", "replace")
+        return "\n".join(text.rstrip("\n").split("\n")[-max_lines:]) if text.strip() else ""
+
+    def close(self) -> None:
+        """Close the files (partial lines must have been flushed by close_stream)."""
+        for fd in self.fds + ([self.times_fd] if self.times_fd >= 0 else []):
+            os.close(fd)
+        self.fds, self.times_fd = [], -1

@@ -1,0 +1,166 @@
+"""The supervisor's model of roles and replicas, and how a replica process is started.
+Standard library only."""
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+from typing import Any, Dict, List, Optional, Tuple
+
+from tx_scheduler_local._relay import ReplicaLogs
+
+_PIPE_SIZE = 1 << 18
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+def exit_reason(code: int) -> str:
+    """``exited with code 3`` or ``was killed by signal SIGKILL (9)``."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "signal"
+    return f"was killed by signal {name} ({-code})"
+
+
+class Role:
+    """A role of the request: where and what its replicas run, its retries so far."""
+
+    __slots__ = ("name", "cwd", "entrypoint", "max_retries", "policy", "retries", "replicas")
+
+    def __init__(self, spec: Dict[str, Any]) -> None:
+        self.name: str = spec["name"]
+        self.cwd: str = spec["cwd"]
+        self.entrypoint: str = spec["entrypoint"]
+        self.max_retries: int = spec["max_retries"]
+        self.policy: str = spec["retry_policy"]
+        self.retries = 0
+        self.replicas: List[Replica] = [Replica(self, r) for r in spec["replicas"]]
+
+
+class Replica:
+    """One replica: its spec, log files, current process, state and attempts. A stopped
+    replica has ``stop_reason`` "cancel", "failed" (another replica failed the app) or
+    "restart", and ``stop_deadline``: when SIGKILL follows SIGTERM (monotonic seconds)."""
+
+    __slots__ = (
+        "role", "id", "argv", "env", "dir", "logs", "pid", "state", "exit_code", "error",
+        "reason", "attempts", "pipes", "stop_reason", "stop_deadline",
+    )
+
+    def __init__(self, role: Role, spec: Dict[str, Any]) -> None:
+        self.role = role
+        self.id: int = spec["id"]
+        self.argv: List[str] = spec["argv"]
+        self.env: Dict[str, str] = spec["env"]
+        self.dir: str = spec["dir"]
+        self.logs: Optional[ReplicaLogs] = None
+        self.pid: Optional[int] = None
+        self.state = "PENDING"
+        self.exit_code: Optional[int] = None
+        self.error = ""
+        self.reason = ""
+        self.attempts: List[Dict[str, Any]] = []
+        self.pipes: Dict[int, int] = {}  # read fd -> stream
+        self.stop_reason: Optional[str] = None  # "cancel", "failed" (app), "restart"
+        self.stop_deadline: Optional[float] = None
+
+    @property
+    def name(self) -> str:
+        """``role/k``, as messages name the replica."""
+        return f"{self.role.name}/{self.id}"
+
+    def to_json(self) -> Dict[str, Any]:
+        """The replica's entry in state.json."""
+        return {
+            "id": self.id, "state": self.state, "pid": self.pid, "exit_code": self.exit_code,
+            "error": self.error, "reason": self.reason, "attempts": self.attempts,
+        }
+
+
+class Spawner:
+    """Starts replica processes with ``os.posix_spawn``: a new session (so a process group
+    of its own), stdin from /dev/null, stdout and stderr into new pipes, default signal
+    dispositions, an empty signal mask, in the given working directory."""
+
+    def __init__(self) -> None:
+        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # children start with default dispositions (Python ignores SIGPIPE, we ignore SIGHUP)
+        self._sigdef = {s for s in signal.valid_signals() if s < 32 and s not in (signal.SIGKILL, signal.SIGSTOP)}
+        self._cwd: Optional[str] = None
+
+    def spawn(self, cwd: str, path: str, argv: List[str], env: Dict[str, str]) -> Tuple[int, int, int]:
+        """Start ``path`` with ``argv`` and ``env`` in ``cwd``; returns ``(pid, stdout read
+        fd, stderr read fd)``, the read ends non-blocking.
+
+        Raises:
+            OSError: the directory, the program or its interpreter cannot be used, or no
+                pipe can be made (nothing is left open).
+        """
+        fds: List[int] = []
+        try:
+            for _ in range(2):
+                rd, wr = os.pipe()
+                fds += [rd, wr]
+                try:
+                    fcntl.fcntl(wr, _F_SETPIPE_SZ, _PIPE_SIZE)
+                except OSError:
+                    pass
+            if self._cwd != cwd:
+                self._cwd = None
+                os.chdir(cwd)
+                self._cwd = cwd
+            pid = os.posix_spawn(
+                path, argv, env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, self._devnull, 0),
+                    (os.POSIX_SPAWN_DUP2, fds[1], 1),
+                    (os.POSIX_SPAWN_DUP2, fds[3], 2),
+                ],
+                setsid=True, setsigdef=self._sigdef, setsigmask=(),
+            )
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        os.close(fds[1])
+        os.close(fds[3])
+        os.set_blocking(fds[0], False)
+        os.set_blocking(fds[2], False)
+        return pid, fds[0], fds[2]
+
+    @property
+    def in_cwd(self) -> Optional[str]:
+        """The directory the last spawn ran in (None if changing to it failed)."""
+        return self._cwd
+
+
+def set_aside_error_file(replica_dir: str, attempt: int) -> None:
+    """Rename an earlier attempt's error.json to error.<attempt>.json."""
+    try:
+        os.replace(os.path.join(replica_dir, "error.json"), os.path.join(replica_dir, f"error.{attempt}.json"))
+    except OSError:
+        pass
+
+
+def error_file(replica_dir: str) -> str:
+    """The torchelastic error file of a replica (``TORCHELASTIC_ERROR_FILE``), if written."""
+    try:
+        with open(os.path.join(replica_dir, "error.json"), "r", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def raise_fd_limit(needed: int) -> None:
+    """Raise the soft limit of open files to ``needed`` (at most the hard limit): the
+    supervisor holds 6 descriptors per replica (4 log files, 2 pipes)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(hard, needed), hard))
+    except (ImportError, ValueError, OSError):
+        pass

@@ -1,0 +1,275 @@
+"""The local scheduler's request: what each replica runs, where, with which environment.
+
+Built by ``submit_dryrun`` without side effects (nothing is created or started); its
+``str`` is the dryrun text. ``to_json()`` is what the supervisor reads.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Callable, Dict, List, Mapping
+
+import attrs
+
+from tx.schedulers.ids import make_unique
+from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
+from tx.specs.runopts import CfgVal
+from tx_scheduler_local import _cuda
+
+RANK0_ENV = "TX_RANK0_HOST"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+@attrs.define
+class ReplicaParam:
+    """One replica: ``argv`` (argv[0] is the entrypoint as written), the environment it
+    adds to the submitter's, and its log directory."""
+
+    id: int
+    argv: List[str]
+    env: Dict[str, str]
+    dir: str
+
+
+@attrs.define
+class RoleParam:
+    """One role: the directory its replicas run in, the resolved entrypoint path, its
+    retry settings and its replicas."""
+
+    name: str
+    cwd: str
+    entrypoint: str
+    max_retries: int
+    retry_policy: str
+    replicas: List[ReplicaParam]
+
+
+@attrs.define
+class LocalRequest:
+    """What ``schedule`` starts: the app id, the app's log directory
+    (``<log_dir>/<session>/<app_id>``), the SIGTERM-to-SIGKILL grace in seconds, roles."""
+
+    app_id: str
+    app_name: str
+    session: str
+    scheduler: str
+    log_dir: str
+    log_root: str
+    cancel_timeout: float
+    roles: List[RoleParam]
+
+    def to_json(self) -> Dict[str, Any]:
+        """The request as plain JSON types (what the supervisor reads)."""
+        return attrs.asdict(self)
+
+    def __str__(self) -> str:
+        """The dryrun text: the app, then per role its settings and per replica its argv,
+        the environment it adds and its log directory (argv and env as JSON)."""
+        out = [
+            f"local request for app {self.app_id} ({self.app_name}) on {self.scheduler}, session {self.session}",
+            f"  log_dir: {self.log_dir}",
+            f"  cancel_timeout: {self.cancel_timeout:g} s",
+        ]
+        for role in self.roles:
+            out.append(
+                f"  role {role.name}: {len(role.replicas)} replica(s), entrypoint {role.entrypoint}, "
+                f"cwd {role.cwd}, max_retries {role.max_retries}, retry_policy {role.retry_policy}"
+            )
+            for r in role.replicas:
+                out.append(f"    [{r.id}] argv: {json.dumps(r.argv)}")
+                out.append(f"        env: {json.dumps(r.env)}")
+                out.append(f"        logs: {r.dir}")
+        return "\n".join(out) + "\n"
+
+
+def default_log_root() -> str:
+    """``<tmp>/tx-<uid>``: the default ``log_dir`` (created 0700 on first use)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"tx-{uid}")
+
+
+def ensure_log_root(path: str, is_default: bool) -> None:
+    """Create the log root if needed. The default one must be a directory of ours that
+    no one else can write (it is in a shared temp directory).
+
+    Raises:
+        RuntimeError: the default root exists but is not a private directory of ours.
+    """
+    os.makedirs(path, mode=0o700 if is_default else 0o777, exist_ok=True)
+    if is_default and hasattr(os, "getuid"):
+        st = os.lstat(path)
+        import stat
+
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise RuntimeError(
+                f"default log directory {path} is not a private directory of this user; "
+                "pass the run option log_dir"
+            )
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"{kind} {name!r} cannot be used as a directory name (no '/', not '.' or '..')")
+
+
+def _log_root(cfg: Mapping[str, CfgVal]) -> str:
+    value = cfg.get("log_dir")
+    if not value:
+        return default_log_root()
+    path = os.path.abspath(os.path.expanduser(str(value)))
+    parent = os.path.dirname(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InvalidRunConfigException(f"log_dir {path!r} exists and is not a directory", "log_dir", cfg)
+    if not os.path.isdir(parent):
+        raise InvalidRunConfigException(
+            f"log_dir {path!r}: its parent directory {parent!r} does not exist", "log_dir", cfg
+        )
+    return path
+
+
+def _resolve_entrypoint(role: Role, cwd: str, path: str, dir_first: bool) -> str:
+    ep = role.entrypoint
+    if not ep or ep == MISSING:
+        raise ValueError(f"role {role.name!r} has no entrypoint")
+    local = os.path.join(cwd, ep)
+    if os.sep in ep or dir_first:
+        if os.path.isfile(local) and os.access(local, os.X_OK):
+            return os.path.abspath(local)
+        if os.sep in ep:
+            why = "is not executable" if os.path.isfile(local) else "does not exist"
+            raise ValueError(f"role {role.name!r}: entrypoint {local!r} {why}")
+    found = shutil.which(ep, path=path)
+    if found is None:
+        hint = " (it exists but is not executable)" if os.path.isfile(local) else ""
+        raise ValueError(
+            f"role {role.name!r}: entrypoint {ep!r} not found in {cwd}{hint} nor on PATH"
+        )
+    return os.path.abspath(found)
+
+
+def _path(role: Role, cwd: str, prepend_cwd: bool) -> str:
+    parts = [p for p in (role.env.get("PATH"), os.environ.get("PATH")) if p]
+    parts.insert(0, cwd) if prepend_cwd else parts.append(cwd)
+    return os.pathsep.join(parts)
+
+
+def build_request(
+    app: AppDef,
+    cfg: Mapping[str, CfgVal],
+    *,
+    scheduler: str,
+    session: str,
+    image_is_dir: bool,
+    device_count: Callable[[], int],
+    warn: Callable[[str], None],
+) -> LocalRequest:
+    """Build the request for ``app``.
+
+    Args:
+        cfg: resolved run options (``log_dir``, ``prepend_cwd``,
+            ``auto_set_cuda_visible_devices``, ``cancel_timeout``).
+        image_is_dir: ``local_dir``: each role runs in ``role.image`` (an existing
+            directory) and its entrypoint is looked up there first; else the current
+            directory and PATH.
+        device_count: returns the host's GPU count (only called when GPUs are requested
+            and ``auto_set_cuda_visible_devices`` is on).
+        warn: receives warnings (GPU sharing, too few GPUs).
+
+    Raises:
+        ValueError: a role or session name that cannot be a directory name, an image that
+            is not a directory (local_dir), an entrypoint that is not found.
+        InvalidRunConfigException: a log_dir whose parent does not exist.
+    """
+    _check_name("session name", session)
+    if not app.roles:
+        raise ValueError(f"app {app.name!r} has no roles")
+    for role in app.roles:
+        _check_name("role name", role.name)
+    app_id = make_unique(_UNSAFE.sub("-", app.name).strip(".") or "app")
+    root = _log_root(cfg)
+    app_dir = os.path.join(root, session, app_id)
+    specs = [(r.name, r.resource.gpu, r.num_replicas) for r in app.roles]
+    cuda, warnings = _cuda.plan(specs, bool(cfg.get("auto_set_cuda_visible_devices")), device_count)
+    for w in warnings:
+        warn(w)
+    roles = []
+    found: Dict[Any, str] = {}  # (entrypoint, cwd, PATH) -> resolved path
+    for idx, role in enumerate(app.roles):
+        if image_is_dir:
+            if not role.image or not os.path.isdir(role.image):
+                raise ValueError(
+                    f"role {role.name!r}: image {role.image!r} is not an existing directory "
+                    "(local_dir runs each replica in role.image)"
+                )
+            cwd = os.path.abspath(role.image)
+        else:
+            try:
+                cwd = os.getcwd()
+            except FileNotFoundError:
+                raise ValueError("the current directory no longer exists (local_cwd runs replicas in it)") from None
+        path = _path(role, cwd, bool(cfg.get("prepend_cwd")))
+        key = (role.entrypoint, cwd, path)
+        if key not in found:
+            found[key] = _resolve_entrypoint(role, cwd, path, image_is_dir)
+        replicas = []
+        for k in range(role.num_replicas):
+            # what macros.Values.apply does to args and env (without copying the whole role)
+            sub = macros.Values(img_root=cwd, app_id=app_id, replica_id=str(k), rank0_env=RANK0_ENV).substitute
+            rdir = os.path.join(app_dir, role.name, str(k))
+            env = {"PYTHONUNBUFFERED": "x"}
+            env.update({n: sub(v) if "$" in v else v for n, v in role.env.items()})
+            env.update({
+                "PATH": path,
+                RANK0_ENV: "localhost",
+                "TX_APP_ID": app_id,
+                "TX_ROLE_NAME": role.name,
+                "TX_REPLICA_ID": str(k),
+                "TORCHELASTIC_ERROR_FILE": os.path.join(rdir, "error.json"),
+                "PET_LOG_DIR": os.path.join(app_dir, "torchelastic", role.name),
+            })
+            if cuda is not None and cuda[idx] is not None:
+                env["CUDA_VISIBLE_DEVICES"] = cuda[idx][k]
+            argv = [role.entrypoint, *(sub(a) if "$" in a else a for a in role.args)]
+            replicas.append(ReplicaParam(k, argv, env, rdir))
+        roles.append(RoleParam(role.name, cwd, found[key], role.max_retries, str(role.retry_policy), replicas))
+    return LocalRequest(
+        app_id=app_id,
+        app_name=app.name,
+        session=session,
+        scheduler=scheduler,
+        log_dir=app_dir,
+        log_root=root,
+        cancel_timeout=float(cfg.get("cancel_timeout") or 0.0),
+        roles=roles,
+    )
+
+
+def role_to_json(role: Role) -> Dict[str, Any]:
+    """A role as JSON (for describe, which rebuilds the roles from the stored request)."""
+    res = role.resource
+    return {
+        "name": role.name, "image": role.image, "entrypoint": role.entrypoint,
+        "args": list(role.args), "env": dict(role.env), "num_replicas": role.num_replicas,
+        "min_replicas": role.min_replicas, "max_retries": role.max_retries,
+        "retry_policy": str(role.retry_policy),
+        "resource": {"cpu": res.cpu, "gpu": res.gpu, "memMB": res.memMB,
+                     "capabilities": res.capabilities, "devices": res.devices},
+        "port_map": dict(role.port_map), "metadata": role.metadata,
+    }
+
+
+def role_from_json(data: Dict[str, Any]) -> Role:
+    """The inverse of :func:`role_to_json`."""
+    from tx.specs.api import Resource
+
+    data = dict(data)
+    data["resource"] = Resource(**data["resource"])
+    return Role(**data)
+
+
+def dumps_default(obj: Any) -> str:
+    """``json.dumps`` fallback for metadata values that are not JSON: their ``repr``."""
+    return repr(obj)

@@ -1,0 +1,74 @@
+"""The on-disk registry of local apps. Standard library only: the supervisor imports it.
+
+Layout (``<state>`` is ``$TX_STATE_DIR``, default ``${XDG_STATE_HOME:-~/.local/state}/tx``)::
+
+    <state>/local/apps/<app_id>/
+        request.json     what to run (written once by the launching process, atomically)
+        state.json       app and replica states (rewritten atomically by the supervisor)
+        supervisor.log   the supervisor's own messages (its stdout and stderr)
+        lock             flock taken by a process that finalizes an app whose supervisor died
+
+Files are replaced with ``os.replace`` so that a reader in any process sees either the old
+or the new complete file; the app directory is created with ``os.mkdir``, which fails if
+another process created it first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Callable, Dict, Optional
+
+REQUEST = "request.json"
+STATE = "state.json"
+SUPERVISOR_LOG = "supervisor.log"
+LOCK = "lock"
+
+TERMINAL = frozenset(("SUCCEEDED", "FAILED", "CANCELLED"))
+
+# app ids are path components: letters, digits, '_', '.', '-'; no leading dot
+_APP_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
+
+
+def default_state_dir() -> str:
+    """``$TX_STATE_DIR``, else ``${XDG_STATE_HOME:-~/.local/state}/tx``."""
+    env = os.environ.get("TX_STATE_DIR")
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(os.path.abspath(base), "tx")
+
+
+def apps_dir(state_dir: str) -> str:
+    """The directory holding one directory per local app."""
+    return os.path.join(state_dir, "local", "apps")
+
+
+def valid_app_id(app_id: str) -> bool:
+    """True if ``app_id`` can name an app directory (no ``/``, no ``..``)."""
+    return isinstance(app_id, str) and bool(_APP_ID.match(app_id))
+
+
+def write_json_atomic(path: str, obj: Any, default: Optional[Callable[[Any], Any]] = None) -> None:
+    """Write ``obj`` as JSON to ``path`` through a temporary file and ``os.replace``
+    (``default`` converts values JSON cannot hold, as in ``json.dumps``)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    data = json.dumps(obj, separators=(",", ":"), default=default).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> Optional[Dict[str, Any]]:
+    """The JSON object in ``path``, or None if the file does not exist."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    return json.loads(data)

@@ -1,0 +1,524 @@
+"""The supervisor of one local app. Standard library only.
+
+One supervisor per app, a detached process in its own session, made the child subreaper
+of everything it starts. It
+
+1. starts every replica with ``os.posix_spawn`` in a new session (so its own process
+   group), stdin from /dev/null, stdout and stderr into pipes;
+2. relays the pipes into the replica's log files (:mod:`._relay`);
+3. reaps replicas (SIGCHLD), records exit codes, restarts replicas as the role's
+   ``max_retries`` and ``retry_policy`` allow, and on a failure without retries left
+   stops the other replicas;
+4. on SIGTERM or SIGINT (what ``cancel`` sends) stops every replica: SIGTERM to each
+   replica's process group, SIGKILL to every remaining descendant after
+   ``cancel_timeout`` seconds;
+5. when no replica is left, kills any descendant still running (daemons a replica left
+   behind, found because the supervisor is their subreaper), drains the pipes, writes
+   the final ``state.json`` and ``SUCCESS`` and exits.
+
+``state.json`` is rewritten (atomically) whenever a state changes, after the output read so
+far has been written, so a reader that sees a terminal state finds complete logs.
+
+It is started by :mod:`._launch`: forked from the launching process (fast), or as
+``python -m tx_scheduler_local._supervisor <app state dir> <ack fd>``.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+import traceback
+from typing import Any, Dict, List, Optional
+
+from tx_scheduler_local import _procs, _store
+from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
+from tx_scheduler_local._replica import (
+    Replica, Role, Spawner, error_file, exit_reason, raise_fd_limit, set_aside_error_file,
+)
+
+_READ = 1 << 20
+_DRAIN_S = 5.0
+_COALESCE_BYTES = 64 << 10
+_COALESCE_S = 0.001
+_CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_NEVER = float("inf")
+
+
+class Supervisor:
+    """Runs the app described by ``request`` (the JSON form of the dryrun request) and
+    records its state in ``app_dir`` (the app's registry directory)."""
+
+    def __init__(self, request: Dict[str, Any], app_dir: str) -> None:
+        self.request = request
+        self.app_dir = app_dir
+        self.state_path = os.path.join(app_dir, _store.STATE)
+        self.grace = float(request.get("cancel_timeout", 10.0))
+        self.roles = [Role(r) for r in request["roles"]]
+        self.replicas = [r for role in self.roles for r in role.replicas]
+        self.by_pid: Dict[int, Replica] = {}
+        self.by_fd: Dict[int, Replica] = {}
+        self.sel = selectors.DefaultSelector()
+        self.state = "PENDING"
+        self.msg = ""
+        self.error = ""
+        self.num_restarts = 0
+        self.cancelled = False
+        self.failed: Optional[Replica] = None
+        # replicas to start again together once all of them are gone: group id -> members,
+        # and when their pipes are closed regardless (monotonic seconds)
+        self.restart_groups: Dict[int, List[Replica]] = {}
+        self.group_deadline: Dict[int, float] = {}
+        self._next_group = 0
+        self.base_env = dict(os.environ)
+        self.started = time.time()
+        self.ended: Optional[float] = None
+        self.dirty = True
+        self.pid = os.getpid()
+        self.pid_start = _procs.start_time(self.pid)
+        self.spawner = Spawner()
+        self._wake_r, self._wake_w = os.pipe()
+
+    # -- set-up ----------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Become subreaper, install signal handling and write the first state. Call
+        before acknowledging the launch."""
+        _procs.set_child_subreaper()
+        _procs.set_process_name("tx-supervisor")
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGCHLD, *_CANCEL_SIGNALS):
+            signal.signal(sig, _noop)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, None)
+        raise_fd_limit(6 * len(self.replicas) + 64)
+        with open(os.path.join(self.app_dir, _store.LOCK), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = _store.read_json(self.state_path) or {}
+            if current.get("state") in _store.TERMINAL:  # finalized: its launcher died
+                raise RuntimeError(f"app already ended {current['state']}: {current.get('msg', '')}")
+            self.write_state()
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> None:
+        """Create the log files, start the replicas and supervise them until the app is
+        terminal."""
+        for r in self.replicas:
+            r.logs = ReplicaLogs(r.dir)
+        for r in self.replicas:
+            if self.cancelled or self.failed is not None:
+                break
+            if not any(r in g for g in self.restart_groups.values()):
+                self._spawn(r)
+        if self.state == "PENDING" and not self.cancelled and self.failed is None:
+            self.state = "RUNNING"
+        self.dirty = True
+        while True:
+            self._advance()
+            if not any(r.pid for r in self.replicas) and not self.restart_groups:
+                break
+            if self.dirty:
+                self.write_state()
+            got = 0
+            for key, _ in self.sel.select(self._timeout()):
+                if key.data is None:
+                    self._on_wake()
+                else:
+                    got += self._read(key.fd, key.data)
+            self._check_deadlines()
+            if 0 < got < _COALESCE_BYTES:
+                # output trickles in (e.g. an unbuffered writer, one write per line): let it
+                # gather in the pipes a moment instead of waking up for every write
+                time.sleep(_COALESCE_S)
+        self._finish()
+
+    def _timeout(self) -> Optional[float]:
+        deadlines = [d for d in (r.stop_deadline for r in self.replicas) if d is not None and d != _NEVER]
+        deadlines.extend(self.group_deadline.values())
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - time.monotonic())
+
+    def _on_wake(self) -> None:
+        try:
+            data = os.read(self._wake_r, 512)
+        except BlockingIOError:
+            return
+        sigs = set(data)
+        if signal.SIGCHLD in sigs:
+            self._reap()
+        if any(s in sigs for s in _CANCEL_SIGNALS):
+            self.cancel()
+
+    # -- replicas ------------------------------------------------------------------------------
+    def _spawn(self, r: Replica) -> None:
+        assert r.logs is not None
+        offsets = r.logs.new_attempt()
+        attempt: Dict[str, Any] = {"n": len(r.attempts), "pid": None, "start": time.time(),
+                                   "end": None, "exit_code": None, "offsets": offsets}
+        if r.attempts:
+            set_aside_error_file(r.dir, len(r.attempts) - 1)
+        r.attempts.append(attempt)
+        r.exit_code, r.error, r.reason = None, "", ""
+        env = dict(self.base_env)
+        env.update(r.env)
+        try:
+            pid, out_fd, err_fd = self.spawner.spawn(r.role.cwd, r.role.entrypoint, r.argv, env)
+        except OSError as e:
+            code = 127 if isinstance(e, FileNotFoundError) else 126
+            where = "" if self.spawner.in_cwd == r.role.cwd else f" (working directory {r.role.cwd})"
+            why = f"could not be started: {r.role.entrypoint}{where}: {e.strerror or e} (exit code {code})"
+            r.logs.note(f"tx: {r.name} {why}")
+            attempt["end"], attempt["exit_code"] = time.time(), code
+            r.exit_code = code
+            self._on_failure(r, code, why)
+            self.dirty = True
+            return
+        for fd, stream in ((out_fd, OUT), (err_fd, ERR)):
+            r.pipes[fd] = stream
+            self.by_fd[fd] = r
+            self.sel.register(fd, selectors.EVENT_READ, r)
+        r.pid = attempt["pid"] = pid
+        r.state = "RUNNING"
+        self.by_pid[pid] = r
+        self.dirty = True
+
+    def _read(self, fd: int, r: Replica) -> int:
+        """Relay what pipe ``fd`` holds; returns the number of bytes read."""
+        if self.by_fd.get(fd) is not r:
+            return 0  # closed by a drain earlier in this batch of events
+        try:
+            data = os.read(fd, _READ)
+        except BlockingIOError:
+            return 0
+        except OSError:
+            data = b""
+        stream = r.pipes[fd]
+        assert r.logs is not None
+        if data:
+            r.logs.write(stream, data, time.time())
+            return len(data)
+        self._close_pipe(fd, r)
+        return 0
+
+    def _close_pipe(self, fd: int, r: Replica) -> None:
+        stream = r.pipes.pop(fd)
+        self.by_fd.pop(fd, None)
+        self.sel.unregister(fd)
+        os.close(fd)
+        assert r.logs is not None
+        r.logs.close_stream(stream)
+
+    def _drain(self, r: Replica) -> None:
+        """Read what the replica's pipes hold now (it has exited: no more will come from
+        it, though a process it left behind may still write)."""
+        for fd in list(r.pipes):
+            while fd in r.pipes:
+                try:
+                    data = os.read(fd, _READ)
+                except BlockingIOError:
+                    break
+                if not data:
+                    self._close_pipe(fd, r)
+                    break
+                assert r.logs is not None
+                r.logs.write(r.pipes[fd], data, time.time())
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            r = self.by_pid.pop(pid, None)
+            if r is not None:
+                self._exited(r, os.waitstatus_to_exitcode(status))
+
+    def _exited(self, r: Replica, code: int) -> None:
+        self._drain(r)
+        r.pid = None
+        r.exit_code = code
+        att = r.attempts[-1]
+        att["end"], att["exit_code"] = time.time(), code
+        self.dirty = True
+        reason, r.stop_reason, r.stop_deadline = r.stop_reason, None, None
+        if reason == "restart":
+            r.state = "PENDING"
+        elif reason is not None:
+            r.state = "CANCELLED"
+            r.reason = exit_reason(code)
+        elif code == 0:
+            r.state = "SUCCEEDED"
+        else:
+            self._on_failure(r, code, exit_reason(code))
+
+    def _on_failure(self, r: Replica, code: int, why: str) -> None:
+        assert r.logs is not None
+        tail = r.logs.tail_text()
+        r.state, r.reason = "FAILED", why
+        r.error = error_file(r.dir) or tail or why
+        if self.cancelled or self.failed is not None:
+            return
+        role = r.role
+        if role.retries < role.max_retries:
+            role.retries += 1
+            self.num_restarts += 1
+            if role.policy == "APPLICATION":
+                group = list(self.replicas)
+            elif role.policy == "ROLE":
+                group = list(role.replicas)
+            else:  # REPLICA, HOT_SPARE
+                group = [r]
+            self._restart(group)
+            self._log(f"{r.name} {why}; restart {role.retries}/{role.max_retries} ({role.policy})")
+            return
+        self.failed = r
+        self.msg = f"replica {r.name} {why}" + (f"; last lines of stderr:\n{tail}" if tail else "")
+        self.error = r.error
+        self._log(self.msg)
+        for x in self.replicas:
+            if x.pid is not None:
+                self._stop(x, "failed")
+        self._drop_restarts()
+
+    def _restart(self, group: List[Replica]) -> None:
+        """Stop the replicas of ``group`` still running; start them all again once all are
+        gone (a group that shares a replica with an earlier one is merged into it)."""
+        for gid, members in list(self.restart_groups.items()):
+            if any(x in group for x in members):
+                del self.restart_groups[gid]
+                self.group_deadline.pop(gid, None)
+                group.extend(x for x in members if x not in group)
+        for x in group:
+            if x.pid is not None:
+                self._stop(x, "restart")
+            else:
+                x.state = "PENDING"
+        self.restart_groups[self._next_group] = group
+        self._next_group += 1
+
+    def _drop_restarts(self) -> None:
+        for members in self.restart_groups.values():
+            for x in members:
+                if x.pid is None and x.state == "PENDING":
+                    x.state = "CANCELLED"
+        self.restart_groups.clear()
+        self.group_deadline.clear()
+
+    def _advance(self) -> None:
+        """Start the restart groups whose old processes are all gone and whose pipes are
+        closed (or were given ``_DRAIN_S`` seconds to close)."""
+        for gid, members in list(self.restart_groups.items()):
+            if any(x.pid is not None for x in members):
+                continue
+            if gid not in self.group_deadline:
+                self._kill_leftovers(members)
+                self.group_deadline[gid] = time.monotonic() + _DRAIN_S
+            if any(x.pipes for x in members) and time.monotonic() < self.group_deadline[gid]:
+                continue
+            del self.restart_groups[gid]
+            del self.group_deadline[gid]
+            for x in members:
+                for fd in list(x.pipes):
+                    self._close_pipe(fd, x)
+            for x in members:
+                if not self.cancelled and self.failed is None:
+                    self._spawn(x)
+
+    # -- stopping -------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop every replica (SIGTERM now, SIGKILL after the grace period); the app ends
+        CANCELLED. Idempotent."""
+        if self.cancelled:
+            return
+        self.cancelled = True
+        if self.failed is None:
+            self.msg = "cancelled"
+        self._log("cancel requested")
+        self._drop_restarts()
+        for r in self.replicas:
+            if r.pid is not None:
+                self._stop(r, "cancel")
+            elif r.state == "PENDING":
+                r.state = "CANCELLED"
+        self.dirty = True
+
+    def _stop(self, r: Replica, reason: str) -> None:
+        if r.stop_reason is None or reason != "restart":
+            r.stop_reason = reason
+        if r.stop_deadline is None and r.pid is not None:
+            _procs.killpg(r.pid, signal.SIGTERM)
+            r.stop_deadline = time.monotonic() + self.grace
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        late = [r for r in self.replicas if r.pid is not None and r.stop_deadline is not None and r.stop_deadline <= now]
+        if not late:
+            return
+        for r in late:
+            self._log(f"{r.name} still running {self.grace:g}s after SIGTERM: SIGKILL")
+            r.stop_deadline = _NEVER
+        self._kill_leftovers(late)
+
+    def _kill_leftovers(self, replicas: List[Replica]) -> None:
+        """SIGKILL what is left of these replicas: their process groups, and descendants
+        that left the group but still carry the replica's environment."""
+        wanted = []
+        for r in replicas:
+            if r.attempts and r.attempts[-1]["pid"]:
+                _procs.killpg(r.attempts[-1]["pid"], signal.SIGKILL)
+            wanted.append([f"{k}={r.env.get(k, '')}".encode() for k in ("TX_APP_ID", "TX_ROLE_NAME", "TX_REPLICA_ID")])
+        for pid in _procs.descendants(self.pid):
+            if any(_procs.environ_matches(pid, needles) for needles in wanted):
+                _procs.kill(pid, signal.SIGKILL)
+
+    def _kill_all_descendants(self) -> None:
+        """SIGKILL every process left under this supervisor (it is their subreaper) and reap
+        them, until none is left."""
+        for _ in range(10000):
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid:
+                continue
+            for p in _procs.descendants(self.pid):
+                _procs.kill(p, signal.SIGKILL)
+            time.sleep(0.001)
+
+    def _finish(self) -> None:
+        self._kill_all_descendants()
+        deadline = time.monotonic() + _DRAIN_S
+        while self.by_fd and time.monotonic() < deadline:
+            for key, _ in self.sel.select(max(0.0, deadline - time.monotonic())):
+                if key.data is None:
+                    self._on_wake()
+                else:
+                    self._read(key.fd, key.data)
+        for r in self.replicas:
+            for fd in list(r.pipes):
+                self._close_pipe(fd, r)
+            if r.logs is not None:
+                r.logs.close()
+        if self.failed is not None:
+            self.state = "FAILED"
+        elif self.cancelled:
+            self.state = "CANCELLED"
+        elif all(r.state == "SUCCEEDED" for r in self.replicas):
+            self.state = "SUCCEEDED"
+        else:
+            self.state = "FAILED"
+            self.msg = self.msg or "replicas ended without succeeding"
+        self.ended = time.time()
+        self._write_success_file()  # first: a reader that sees the final state finds it
+        self.write_state()
+
+    # -- records ------------------------------------------------------------------------------
+    def to_json(self) -> Dict[str, Any]:
+        """The content of state.json."""
+        return {
+            "app_id": self.request["app_id"], "state": self.state, "num_restarts": self.num_restarts,
+            "msg": self.msg, "error": self.error, "pid": self.pid, "pid_start": self.pid_start,
+            "started": self.started, "ended": self.ended,
+            "roles": [{"name": role.name, "replicas": [r.to_json() for r in role.replicas]} for role in self.roles],
+        }
+
+    def write_state(self) -> None:
+        """Replace state.json (atomically) with the current state."""
+        _store.write_json_atomic(self.state_path, self.to_json())
+        self.dirty = False
+
+    def _write_success_file(self) -> None:
+        info = {
+            "app_id": self.request["app_id"], "final_state": self.state, "last_updated": self.ended,
+            "roles": {
+                role.name: [
+                    {"replica_id": r.id, "pid": r.attempts[-1]["pid"] if r.attempts else None,
+                     "exitcode": r.exit_code, "attempts": len(r.attempts), "log_dir": r.dir}
+                    for r in role.replicas
+                ]
+                for role in self.roles
+            },
+        }
+        try:
+            with open(os.path.join(self.request["log_dir"], "SUCCESS"), "w") as f:
+                json.dump(info, f, indent=2)
+        except OSError as e:
+            self._log(f"cannot write SUCCESS: {e}")
+
+    def _log(self, text: str) -> None:
+        try:
+            os.write(2, f"{time.strftime('%H:%M:%S')} {self.request['app_id']}: {text}\n".encode())
+        except OSError:
+            pass
+
+    def crashed(self, exc: BaseException) -> None:
+        """Last resort after an unexpected error: kill everything, record FAILED."""
+        self._log("supervisor error:\n" + "".join(traceback.format_exception(exc)))
+        try:
+            self._kill_all_descendants()
+        finally:
+            self.state = "FAILED"
+            self.msg = f"tx supervisor failed: {type(exc).__name__}: {exc}"
+            self.ended = time.time()
+            self.write_state()
+
+
+def _noop(_sig: int, _frame: Any) -> None:
+    """Python-level handler: the signal number reaches the loop through the wakeup fd."""
+
+
+def supervise(request: Dict[str, Any], app_dir: str, ack_fd: int) -> int:
+    """Run the app: set up, acknowledge the launch on ``ack_fd`` (``ok <pid>``), supervise
+    to the end. Returns the exit status of the supervisor process (0 unless it failed)."""
+    sup = Supervisor(request, app_dir)
+    try:
+        sup.setup()
+    except BaseException as e:  # noqa: BLE001 - reported to the launcher through the ack pipe
+        os.write(ack_fd, f"error {type(e).__name__}: {e}\n".encode())
+        os.close(ack_fd)
+        raise
+    os.write(ack_fd, f"ok {os.getpid()}\n".encode())
+    os.close(ack_fd)
+    try:
+        sup.run()
+    except BaseException as e:  # noqa: BLE001 - record the failure, never leave orphans
+        sup.crashed(e)
+        return 1
+    return 0
+
+
+def main(argv: List[str]) -> int:
+    """``APP_DIR ACK_FD``: daemonize (fork, so that the launcher reaps the intermediate
+    process at once) and supervise the app of ``APP_DIR`` (its ``request.json``)."""
+    app_dir, ack_fd = argv[0], int(argv[1])
+    if os.fork():
+        os._exit(0)
+    request = _store.read_json(os.path.join(app_dir, _store.REQUEST))
+    if request is None:
+        os.write(ack_fd, b"error request.json is missing\n")
+        return 1
+    return supervise(request, app_dir, ack_fd)
+
+
+def _entry(argv: List[str]) -> None:
+    """Process entry point (``python -m tx_scheduler_local._supervisor APP_DIR ACK_FD``)."""
+    try:
+        code = main(argv)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _entry(sys.argv[1:])

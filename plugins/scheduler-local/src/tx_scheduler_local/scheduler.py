@@ -1,0 +1,435 @@
+"""The ``local_cwd`` and ``local_dir`` schedulers: every replica is a local process.
+
+``schedule`` starts a small supervisor per app (a detached process, see
+:mod:`tx_scheduler_local._supervisor`) and returns as soon as it runs. The supervisor
+starts the replicas, writes their logs and records states in an on-disk registry under
+``$TX_STATE_DIR`` (:mod:`tx_scheduler_local._store`), so apps outlive the process that
+launched them and ``describe``, ``list``, ``log_iter``, ``wait`` and ``cancel`` work from
+any process.
+
+Signals and lifetime (what the CLI relies on):
+
+* An app runs until it ends or is cancelled, whatever happens to the launching process
+  (exit, SIGKILL): it is *detached*. :meth:`LocalScheduler.close` never cancels detached
+  apps.
+* While this process is in :meth:`LocalScheduler.wait` for an app it launched, SIGINT
+  (KeyboardInterrupt) or SIGTERM (when no SIGTERM handler is installed, wait installs one
+  that raises ``SystemExit(143)``) cancels that app before the exception propagates.
+  ``close()`` called while another thread waits on an app this scheduler launched cancels
+  that app too.
+* ``cancel`` (from any process) sends SIGTERM to the app's supervisor, which sends
+  SIGTERM to every replica's process group and, after ``cancel_timeout`` seconds, SIGKILL
+  to every process left under it (it is their subreaper, so daemons that called setsid
+  are found too). SIGTERM or SIGINT delivered to a supervisor by anyone else does the same.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+
+from tx._log import get_logger
+from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.schedulers.streams import Stream
+from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
+from tx.specs.handles import make_app_handle
+from tx.specs.runopts import CfgVal, runopts
+from tx_scheduler_local import _apps, _launch, _logs, _procs, _request, _store
+from tx_scheduler_local._cuda import nvidia_smi_device_count
+from tx_scheduler_local._relay import FILES, TIMES
+
+log = get_logger(__name__)
+
+_STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
+
+
+class LocalScheduler(Scheduler[_request.LocalRequest]):
+    """Runs each replica as a local process, supervised by a detached per-app supervisor.
+
+    Args:
+        session_name: the session part of app handles and of log paths.
+        backend: the registered name (``local_cwd`` or ``local_dir``).
+        image_is_dir: ``local_dir`` semantics: ``role.image`` is an existing directory the
+            replicas run in, their entrypoint looked up there first.
+        state_dir: where the registry lives (default ``$TX_STATE_DIR``, else
+            ``${XDG_STATE_HOME:-~/.local/state}/tx``).
+        cuda_device_count: returns the host's GPU count (default: ``nvidia-smi -L``).
+        supervisor: how supervisors start: ``auto`` (fork when this process has a single
+            thread, else a fresh interpreter), ``fork`` or ``exec``.
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        backend: str = "local_cwd",
+        *,
+        image_is_dir: bool = False,
+        state_dir: Optional[str] = None,
+        cuda_device_count: Optional[Callable[[], int]] = None,
+        supervisor: str = "auto",
+    ) -> None:
+        super().__init__(backend, session_name)
+        if supervisor not in _launch.METHODS:
+            raise ValueError(f"supervisor must be one of {', '.join(_launch.METHODS)}, got {supervisor!r}")
+        self.image_is_dir = image_is_dir
+        self.state_dir = os.path.abspath(state_dir) if state_dir else _store.default_state_dir()
+        self.apps_dir = _store.apps_dir(self.state_dir)
+        self._device_count = cuda_device_count or nvidia_smi_device_count
+        self._method = supervisor
+        self._terminal: Dict[str, DescribeAppResponse] = {}
+        self._requests: Dict[str, Dict[str, Any]] = {}
+        self._roles: Dict[str, List[Role]] = {}
+        self._launched: Set[str] = set()
+        self._waiting: Dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- options and dryrun -------------------------------------------------------------------
+    def _run_opts(self) -> runopts:
+        where = "role.image" if self.image_is_dir else "the current directory"
+        opts = runopts()
+        opts.add(
+            "log_dir", type_=str, default=None,
+            help="directory of the replicas' logs: <log_dir>/<session>/<app_id>/<role>/<replica>/"
+            "{stdout,stderr,combined}.log (default: <tmp>/tx-<uid>); its parent must exist",
+        )
+        opts.add("prepend_cwd", type_=bool, default=False,
+                 help=f"put {where} first on the replicas' PATH (default: last)")
+        opts.add(
+            "auto_set_cuda_visible_devices", type_=bool, default=False,
+            help="give each replica its own GPUs (CUDA_VISIBLE_DEVICES, contiguous ranges in "
+            "role then replica order) when the host has enough (nvidia-smi -L)",
+        )
+        opts.add(
+            "cancel_timeout", type_=float, default=10.0,
+            help="seconds between SIGTERM and SIGKILL when the app is cancelled or replicas "
+            "are stopped for a restart",
+        )
+        return opts
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        # resources are not enforced locally, so roles without one are fine
+        timeout = cfg.get("cancel_timeout")
+        if timeout is not None and float(timeout) < 0:  # type: ignore[arg-type]
+            raise InvalidRunConfigException(
+                f"run option 'cancel_timeout' must be >= 0 seconds, got {timeout!r}", "cancel_timeout", cfg
+            )
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[_request.LocalRequest]:
+        req = _request.build_request(
+            app, cfg, scheduler=self.backend, session=self.session_name,
+            image_is_dir=self.image_is_dir, device_count=self._device_count,
+            warn=lambda text: log.warning(text, app=app.name),
+        )
+        return AppDryRunInfo(req, fmt=str)
+
+    # -- schedule -------------------------------------------------------------------------------
+    def schedule(self, dryrun_info: AppDryRunInfo[_request.LocalRequest]) -> str:
+        """Start the app's supervisor and return the app id once it runs.
+
+        Raises:
+            FileExistsError: this request (its app id) was already scheduled.
+            RuntimeError: the default log directory is not private to this user.
+            tx_scheduler_local._launch.SupervisorStartError: the supervisor did not start
+                (the app is recorded as FAILED).
+        """
+        req = dryrun_info.request
+        app = dryrun_info._app
+        _request.ensure_log_root(req.log_root, is_default=not dryrun_info._cfg.get("log_dir"))
+        os.makedirs(os.path.join(req.log_root, req.session), exist_ok=True)
+        try:
+            os.mkdir(req.log_dir)
+        except FileExistsError:
+            raise FileExistsError(f"app {req.app_id} was already scheduled (log directory {req.log_dir} exists)") from None
+        os.makedirs(self.apps_dir, exist_ok=True)
+        app_dir = os.path.join(self.apps_dir, req.app_id)
+        os.mkdir(app_dir)
+        data = req.to_json()
+        data["submitted"] = time.time()
+        data["app"] = {
+            "name": app.name if app else req.app_name,
+            "metadata": dict(app.metadata) if app else {},
+            "roles": [_request.role_to_json(r) for r in app.roles] if app else [],
+        }
+        me = os.getpid()
+        _store.write_json_atomic(os.path.join(app_dir, _store.STATE), {
+            "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
+            "launcher_start": _procs.start_time(me), "num_restarts": 0,
+        })
+        _store.write_json_atomic(os.path.join(app_dir, _store.REQUEST), data, default=_request.dumps_default)
+        try:
+            pid = _launch.start_supervisor(data, app_dir, self._method)
+        except BaseException as e:
+            _apps.finalize_orphan(app_dir, data, "FAILED", f"the supervisor did not start: {e}")
+            raise
+        with self._lock:
+            self._launched.add(req.app_id)
+            self._requests[req.app_id] = data
+        log.debug("scheduled", app_id=req.app_id, supervisor_pid=pid, log_dir=req.log_dir)
+        return req.app_id
+
+    # -- queries ---------------------------------------------------------------------------------
+    def _request(self, app_id: str) -> Optional[Dict[str, Any]]:
+        req = self._requests.get(app_id)
+        if req is None and _store.valid_app_id(app_id):
+            req = _apps.read_request(os.path.join(self.apps_dir, app_id))
+            if req is not None:
+                self._requests[app_id] = req
+        return req
+
+    def _app_roles(self, app_id: str, request: Dict[str, Any]) -> List[Role]:
+        roles = self._roles.get(app_id)
+        if roles is None:
+            roles = [_request.role_from_json(r) for r in request.get("app", {}).get("roles", [])]
+            self._roles[app_id] = roles
+        return roles
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's state, replicas (states, exit codes, stderr tails), restarts and roles;
+        None for an unknown app id. A terminal description is cached: treat it as
+        read-only."""
+        cached = self._terminal.get(app_id)
+        if cached is not None:
+            return cached
+        request = self._request(app_id)
+        if request is None:
+            return None
+        app_dir = os.path.join(self.apps_dir, app_id)
+        state_path = os.path.join(app_dir, _store.STATE)
+        state = _store.read_json(state_path)
+        if state is None:  # its registry entry was deleted
+            self._requests.pop(app_id, None)
+            self._roles.pop(app_id, None)
+            return None
+        if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
+            state = _store.read_json(state_path) or {}
+            if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
+                log_path = os.path.join(app_dir, _store.SUPERVISOR_LOG)
+                state = _apps.finalize_orphan(
+                    app_dir, request, "FAILED",
+                    f"the supervisor of {app_id} (pid {state.get('pid')}) exited without recording "
+                    f"the end of the app; its remaining processes were killed (see {log_path})",
+                )
+        desc = _apps.to_describe(state, request, self._app_roles(app_id, request), app_dir)
+        if is_terminal(desc.state):
+            self._terminal[app_id] = desc
+        return desc
+
+    def list(self) -> List[ListAppResponse]:
+        """Every app of the state directory (both local schedulers, every session), newest
+        first; ``app_handle`` is filled with each app's own scheduler and session."""
+        try:
+            names = os.listdir(self.apps_dir)
+        except FileNotFoundError:
+            return []
+        found: List[Tuple[float, ListAppResponse]] = []
+        for app_id in names:
+            desc = self.describe(app_id) if _store.valid_app_id(app_id) else None
+            if desc is None:
+                continue
+            req = self._requests[app_id]
+            handle = make_app_handle(req["scheduler"], req["session"], app_id)
+            found.append((req.get("submitted", 0.0), ListAppResponse(app_id, desc.state, handle, req["app_name"])))
+        found.sort(key=lambda x: x[0], reverse=True)
+        return [x[1] for x in found]
+
+    # -- cancel -----------------------------------------------------------------------------------
+    def _cancel_existing(self, app_id: str) -> None:
+        """Ask the supervisor to stop the app (SIGTERM to it); returns at once. If the
+        supervisor is gone, kill what is left of the app and record it CANCELLED."""
+        request = self._request(app_id)
+        if request is None:
+            return
+        app_dir = os.path.join(self.apps_dir, app_id)
+        deadline = time.monotonic() + 10.0
+        while True:
+            state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
+            if state.get("state") in _store.TERMINAL:
+                return
+            if state.get("pid"):
+                if _procs.signal_process(state["pid"], state.get("pid_start"), signal.SIGTERM):
+                    log.debug("cancel", app_id=app_id, supervisor_pid=state["pid"])
+                    return
+                break
+            # the supervisor is starting (another process launches it): give it a moment
+            if not _apps.is_running(state) or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        _apps.finalize_orphan(app_dir, request, "CANCELLED", "cancelled")
+        self._terminal.pop(app_id, None)
+
+    # -- logs ---------------------------------------------------------------------------------------
+    def _replica_file(self, app_id: str, role_name: str, k: int, streams: Any) -> Tuple[str, Stream, Dict[str, Any]]:
+        request = self._request(app_id)
+        if request is None:
+            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
+        try:
+            stream = Stream.COMBINED if streams is None else Stream(streams)
+        except ValueError:
+            raise ValueError(f"unknown log stream {streams!r}: use stdout, stderr or combined") from None
+        for role in request["roles"]:
+            if role["name"] == role_name:
+                if not isinstance(k, int) or not 0 <= k < len(role["replicas"]):
+                    raise ValueError(
+                        f"role {role_name!r} of {app_id} has replicas 0..{len(role['replicas']) - 1}, not {k!r}"
+                    )
+                rdir = role["replicas"][k]["dir"]
+                return os.path.join(rdir, FILES[_STREAM_CODE[stream]]), stream, request
+        names = ", ".join(r["name"] for r in request["roles"])
+        raise ValueError(f"app {app_id} has no role {role_name!r} (roles: {names})")
+
+    def _blocks(self, app_id: str, path: str, should_tail: bool) -> Iterator[Tuple[int, bytes]]:
+        app_dir = os.path.join(self.apps_dir, app_id)
+
+        def done() -> bool:
+            desc = self.describe(app_id)
+            return desc is None or is_terminal(desc.state)
+
+        state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
+        with _logs.open_notifier(app_dir, state.get("pid") if should_tail else None) as n:
+            yield from _logs.iter_blocks(path, done, should_tail, n)
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name``, each with its ``\\n``, every attempt
+        in order (restarts append to the same files).
+
+        Args:
+            regex: keep the lines where it is found (``re.search``).
+            since, until: keep lines that arrived in ``[since, until]`` (datetimes, naive
+                ones in local time, or seconds since the epoch). Arrival times are recorded
+                by the supervisor per block of output, to within a millisecond.
+            should_tail: follow the file until the app is terminal.
+            streams: ``stdout``, ``stderr`` or ``combined`` (default).
+
+        Raises:
+            tx.specs.UnknownAppException: unknown app id.
+            ValueError: unknown role, replica or stream.
+        """
+        path, stream, _req = self._replica_file(app_id, role_name, k, streams)
+        t0, t1 = _epoch(since), _epoch(until)
+        index = None
+        if t0 is not None or t1 is not None:
+            index = _logs.TimeIndex(os.path.join(os.path.dirname(path), TIMES), _STREAM_CODE[stream])
+        return _logs.iter_lines(self._blocks(app_id, path, should_tail), regex, t0, t1, index)
+
+    def log_iter_blocks(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[bytes]:
+        """The bytes of the replica's log in whole-line blocks of up to ~1 MiB, read
+        straight from the file (no decoding); see :meth:`log_iter`.
+
+        Raises:
+            tx.specs.UnknownAppException: unknown app id.
+            ValueError: unknown role, replica or stream.
+        """
+        path, _stream, _req = self._replica_file(app_id, role_name, k, streams)
+        return (block for _off, block in self._blocks(app_id, path, should_tail))
+
+    # -- wait ---------------------------------------------------------------------------------------
+    def wait(
+        self, app_id: str, timeout: Optional[float] = None, poll_interval: float = 1.0
+    ) -> Optional[DescribeAppResponse]:
+        """Block until the app is terminal or ``timeout`` seconds pass; woken by inotify on
+        the app's state file and by its supervisor's exit (pidfd), no polling on Linux.
+        ``poll_interval`` only bounds the sleeps where inotify is missing.
+
+        If SIGINT or SIGTERM interrupts the wait on an app this scheduler launched, the
+        app is cancelled and the exception (KeyboardInterrupt, ``SystemExit(143)``)
+        propagates. Returns the last description (None for an unknown app).
+        """
+        desc = self.describe(app_id)
+        if desc is None or is_terminal(desc.state):
+            return desc
+        deadline = None if timeout is None else time.monotonic() + timeout
+        app_dir = os.path.join(self.apps_dir, app_id)
+        restore: Callable[[], None] = _nothing
+        with self._lock:
+            self._waiting[app_id] = self._waiting.get(app_id, 0) + 1
+        try:
+            restore = _install_sigterm()
+            with _logs.open_notifier(app_dir, desc.metadata.get("supervisor_pid")) as n:
+                while True:
+                    desc = self.describe(app_id)
+                    if desc is None or is_terminal(desc.state):
+                        return desc
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return desc
+                    cap = 1.0 if n.available else max(poll_interval, 0.001)
+                    n.wait(cap if left is None else min(cap, left))
+        except (KeyboardInterrupt, SystemExit):
+            if app_id in self._launched:
+                log.warning("interrupted while waiting: cancelling the app", app_id=app_id)
+                self.cancel(app_id)
+            raise
+        finally:
+            with self._lock:
+                self._waiting[app_id] -= 1
+                if not self._waiting[app_id]:
+                    del self._waiting[app_id]
+            restore()
+
+    def close(self) -> None:
+        """Cancel the apps this scheduler launched that a thread is waiting on right now;
+        every other app (detached) keeps running. Idempotent."""
+        with self._lock:
+            waited = [a for a in self._waiting if a in self._launched]
+        for app_id in waited:
+            self.cancel(app_id)
+
+
+def _epoch(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"since/until must be datetimes or seconds since the epoch, got {value!r}")
+
+
+def _nothing() -> None:
+    return None
+
+
+def _install_sigterm() -> Callable[[], None]:
+    """In the main thread, if SIGTERM has its default action, make it raise
+    ``SystemExit(143)`` until the returned function is called."""
+    if threading.current_thread() is not threading.main_thread():
+        return _nothing
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return _nothing
+
+    def on_term(_sig: int, _frame: Any) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
+    """Factory of ``local_cwd``: replicas run in the current directory, image ignored.
+    ``kwargs`` are :class:`LocalScheduler`'s keyword arguments."""
+    return LocalScheduler(session_name, "local_cwd", image_is_dir=False, **kwargs)
+
+
+def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
+    """Factory of ``local_dir``: replicas run in ``role.image``, an existing directory."""
+    return LocalScheduler(session_name, "local_dir", image_is_dir=True, **kwargs)

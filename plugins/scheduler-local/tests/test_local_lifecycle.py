@@ -1,0 +1,175 @@
+"""Apps outlive their launcher; cancel and signals leave no process behind; concurrency."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from tx.specs import AppDef, AppState
+from tx_scheduler_local import _procs
+from tx_scheduler_local.scheduler import create_cwd_scheduler
+
+LAUNCHER = '''
+import sys, time
+from tx.specs import AppDef, Role
+from tx_scheduler_local.scheduler import create_cwd_scheduler
+
+mode, method, log_dir, script, n = sys.argv[1:6]
+s = create_cwd_scheduler("tx", supervisor=method)
+role = Role("r", image="", entrypoint="sh", args=["-c", script])
+ids = [s.submit(AppDef("sub", roles=[role]), {"log_dir": log_dir, "cancel_timeout": 5.0}) for _ in range(int(n))]
+print(" ".join(ids), flush=True)
+if mode == "sleep":
+    time.sleep(600)
+elif mode == "wait":
+    s.wait(ids[0])
+'''
+
+
+@pytest.fixture
+def launcher(tmp_path: Path, state_dir: Path, log_root: Path) -> Any:
+    """Start a process that launches apps (TX_STATE_DIR is inherited); returns
+    ``start(mode, method, script, n) -> (process, app ids)``."""
+    path = tmp_path / "launch.py"
+    path.write_text(LAUNCHER)
+    procs: List[subprocess.Popen] = []
+
+    def start(mode: str, script: str, method: str = "auto", n: int = 1) -> Any:
+        p = subprocess.Popen([sys.executable, str(path), mode, method, str(log_root), script, str(n)],
+                             stdout=subprocess.PIPE, text=True)
+        procs.append(p)
+        line = p.stdout.readline()
+        assert line, f"launcher exited with {p.wait()}"
+        return p, line.split()
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        p.stdout.close()
+
+
+def _wait_for_handler(pid: int, sig: int) -> None:
+    """Block until process ``pid`` has a handler for ``sig`` (/proc/<pid>/status SigCgt)."""
+    for _ in range(3000):
+        with open(f"/proc/{pid}/status") as f:
+            caught = int(next(line for line in f if line.startswith("SigCgt:")).split()[1], 16)
+        if caught & (1 << (sig - 1)):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never caught signal {sig}")
+
+
+@pytest.mark.parametrize("method", ["fork", "exec"])
+def test_app_survives_sigkilled_launcher(sched: Any, launcher: Any, tmp_path: Path, h: Any, method: str) -> None:
+    go = tmp_path / "go"
+    proc, (app_id,) = launcher("sleep", f"echo begin; while [ ! -e {go} ]; do sleep 0.02; done; echo end; exit 7", method)
+    proc.kill()
+    proc.wait()
+    assert sched.describe(app_id).state in (AppState.PENDING, AppState.RUNNING)
+    lines = sched.log_iter(app_id, "r", 0, should_tail=True)
+    assert next(iter(lines)) == "begin\n"
+    assert sched.list()[0].app_id == app_id
+    go.touch()
+    assert list(lines) == ["end\n"]
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.FAILED
+    assert h.replica(desc, "r", 0).exit_code == 7
+    assert h.text(sched, app_id, "r") == "begin\nend\n"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_while_waiting_cancels_the_app(sched: Any, launcher: Any, h: Any, sig: int) -> None:
+    proc, (app_id,) = launcher("wait", "echo up; exec sleep 300")
+    _wait_for_handler(proc.pid, signal.SIGTERM)  # installed by wait()
+    assert next(iter(sched.log_iter(app_id, "r", 0, should_tail=True))) == "up\n"
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) != 0
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.CANCELLED
+    assert h.live_processes(app_id) == []
+
+
+def test_cancel_kills_grandchildren_that_left_the_session(sched: Any, cfg: Dict[str, Any], tmp_path: Path, h: Any) -> None:
+    pids = f"{tmp_path}/pids.${{replica_id}}"
+    script = (
+        f"setsid sleep 300 & echo $! > {pids}; "
+        f"sleep 300 & echo $! >> {pids}; "
+        f"setsid sh -c 'trap \"\" TERM; sleep 300' & echo $! >> {pids}; "
+        f"(setsid sleep 300 &); "
+        "echo ready; wait"
+    )
+    app_id = sched.submit(AppDef("gc", roles=[h.sh("r", script, 2)]), {**cfg, "cancel_timeout": 5.0})
+    for k in (0, 1):
+        assert next(iter(sched.log_iter(app_id, "r", k, should_tail=True))) == "ready\n"
+    started = [int(p) for k in (0, 1) for p in (tmp_path / f"pids.{k}").read_text().split()]
+    assert len(started) == 6 and all(_procs.is_alive(p) for p in started)
+    assert len(h.live_processes(app_id)) >= 2 * 5
+    sched.cancel(app_id)
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.CANCELLED
+    assert [p for p in started if _procs.is_alive(p)] == []
+    assert h.live_processes(app_id) == []
+    sched.cancel(app_id)  # idempotent
+
+
+def test_grandchildren_are_killed_when_the_app_ends(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    app_id, desc = h.run(sched, [h.sh("r", "setsid sleep 300 & sleep 300 & echo bye")], cfg)
+    assert desc.state == AppState.SUCCEEDED
+    assert h.live_processes(app_id) == []
+
+
+def test_sigterm_ignored_escalates_to_sigkill(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    app_id = sched.submit(AppDef("stubborn", roles=[h.sh("r", "trap '' TERM; echo ready; while true; do sleep 0.05; done")]),
+                          {**cfg, "cancel_timeout": 0.3})
+    assert next(iter(sched.log_iter(app_id, "r", 0, should_tail=True))) == "ready\n"
+    sched.cancel(app_id)
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.CANCELLED
+    assert h.replica(desc, "r", 0).exit_code == -signal.SIGKILL
+    assert h.live_processes(app_id) == []
+
+
+def test_dead_supervisor_is_detected_and_its_replicas_killed(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    app_id = sched.submit(AppDef("orphan", roles=[h.sh("r", "echo up; exec sleep 300", 2)]), cfg)
+    assert next(iter(sched.log_iter(app_id, "r", 1, should_tail=True))) == "up\n"
+    os.kill(sched.describe(app_id).metadata["supervisor_pid"], signal.SIGKILL)
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.FAILED
+    assert "exited without recording the end of the app" in desc.msg
+    assert h.live_processes(app_id) == []
+
+
+def test_close_keeps_detached_apps_and_cancels_waited_ones(state_dir: Path, cfg: Dict[str, Any], h: Any) -> None:
+    s = create_cwd_scheduler("tx", state_dir=str(state_dir))
+    detached = s.submit(AppDef("detached", roles=[h.sh("r", "exec sleep 300")]), cfg)
+    waited = s.submit(AppDef("waited", roles=[h.sh("r", "exec sleep 300")]), cfg)
+    t = threading.Thread(target=s.wait, args=(waited,), kwargs={"timeout": 60})
+    t.start()
+    while waited not in s._waiting:
+        time.sleep(0.005)
+    s.close()
+    t.join()
+    other = create_cwd_scheduler("tx", state_dir=str(state_dir))
+    assert other.wait(waited, timeout=30).state == AppState.CANCELLED
+    assert other.describe(detached).state == AppState.RUNNING
+    other.cancel(detached)
+    assert other.wait(detached, timeout=30).state == AppState.CANCELLED
+
+
+def test_concurrent_launches_from_several_processes(sched: Any, launcher: Any, h: Any) -> None:
+    started = [launcher("exit", "echo hello ${app_id}", n=3) for _ in range(4)]
+    ids = [app_id for proc, app_ids in started for app_id in app_ids]
+    for proc, _ in started:
+        assert proc.wait(timeout=60) == 0
+    assert len(set(ids)) == 12
+    for app_id in ids:
+        assert sched.wait(app_id, timeout=30).state == AppState.SUCCEEDED
+        assert h.text(sched, app_id, "r") == f"hello {app_id}\n"
+    assert sorted(a.app_id for a in sched.list()) == sorted(ids)

@@ -1,0 +1,178 @@
+"""Running apps: log layout, exit codes and signals, errors, environment, arguments."""
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+
+from tx.specs import AppDef, AppState, Resource, RetryPolicy, Role
+from tx_scheduler_local.scheduler import create_cwd_scheduler, create_dir_scheduler
+
+
+def test_log_dir_layout_and_success_file(sched: Any, cfg: Dict[str, Any], log_root: Path, h: Any) -> None:
+    app_id, desc = h.run(sched, [h.sh("a", "echo a${replica_id}", 2), h.sh("b", "echo b${replica_id} >&2", 3)], cfg)
+    assert desc.state == AppState.SUCCEEDED
+    app_dir = log_root / "tx" / app_id
+    assert sorted(os.listdir(app_dir / "a")) == ["0", "1"]
+    assert sorted(os.listdir(app_dir / "b")) == ["0", "1", "2"]
+    for role, n in (("a", 2), ("b", 3)):
+        for k in range(n):
+            files = set(os.listdir(app_dir / role / str(k)))
+            assert {"stdout.log", "stderr.log", "combined.log"} <= files
+    assert (app_dir / "a" / "1" / "stdout.log").read_text() == "a1\n"
+    assert (app_dir / "b" / "2" / "stderr.log").read_text() == "b2\n"
+    assert (app_dir / "b" / "2" / "combined.log").read_text() == "b2\n"
+    success = json.loads((app_dir / "SUCCESS").read_text())
+    assert success["app_id"] == app_id and success["final_state"] == "SUCCEEDED"
+    assert [r["exitcode"] for r in success["roles"]["b"]] == [0, 0, 0]
+    assert desc.ui_url == f"file://{app_dir}"
+    assert desc.metadata["log_dir"] == str(app_dir)
+
+
+# args are macro templates: "$$" is the escape of "$", so "$$$$" reaches the shell as "$$"
+@pytest.mark.parametrize(
+    "script,code,reason",
+    [
+        ("echo bye; exit 3", 3, "exited with code 3"),
+        ("kill -9 $$$$", -9, "was killed by signal SIGKILL (9)"),
+        ("kill -SEGV $$$$", -11, "was killed by signal SIGSEGV (11)"),
+    ],
+)
+def test_exit_codes_and_signals(sched: Any, cfg: Dict[str, Any], h: Any, script: str, code: int, reason: str) -> None:
+    app_id, desc = h.run(sched, [h.sh("w", script)], cfg)
+    assert desc.state == AppState.FAILED
+    r = h.replica(desc, "w", 0)
+    assert (r.state, r.exit_code) == (AppState.FAILED, code)
+    assert desc.msg.startswith(f"replica w/0 {reason}")
+
+
+def test_per_replica_states_and_stderr_tail(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    script = (
+        'if [ "${replica_id}" = 2 ]; then i=1; while [ $i -le 30 ]; do echo "err line $i" >&2; i=$((i+1)); done; exit 5; fi; '
+        'if [ "${replica_id}" = 1 ]; then exec sleep 60; fi; echo ok'
+    )
+    app_id, desc = h.run(sched, [h.sh("w", script, 3)], {**cfg, "cancel_timeout": 5.0})
+    assert desc.state == AppState.FAILED
+    states = {r.id: (r.state, r.exit_code) for r in desc.roles_statuses[0].replicas}
+    assert states[2] == (AppState.FAILED, 5)
+    assert states[1] == (AppState.CANCELLED, -15)  # stopped because replica 2 failed
+    assert states[0] in ((AppState.SUCCEEDED, 0), (AppState.CANCELLED, -15))
+    tail = h.replica(desc, "w", 2).structured_error_msg
+    assert tail.splitlines() == [f"err line {i}" for i in range(11, 31)]
+    assert desc.structured_error_msg == tail
+    assert desc.msg == "replica w/2 exited with code 5; last lines of stderr:\n" + tail
+    assert "replica w/2" in desc.msg and "err line 30" in desc.msg
+
+
+def test_torchelastic_error_file_is_the_structured_error(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    err = '{"message": {"message": "RuntimeError: boom", "extraInfo": {"timestamp": "1"}}}'
+    _, desc = h.run(sched, [h.sh("w", f"echo '{err}' > $TORCHELASTIC_ERROR_FILE; echo failing >&2; exit 1")], cfg)
+    assert h.replica(desc, "w", 0).structured_error_msg.strip() == err
+    assert desc.structured_error_msg.strip() == err
+    assert "failing" in desc.msg
+
+
+def test_entrypoint_that_cannot_execute_fails_127(sched: Any, cfg: Dict[str, Any], tmp_path: Path, h: Any) -> None:
+    script = tmp_path / "bad-interpreter.sh"
+    script.write_text("#!/no/such/interpreter\necho never\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    app_id, desc = h.run(sched, [Role("bad", image="", entrypoint=str(script), num_replicas=2)], cfg)
+    assert desc.state == AppState.FAILED
+    r = h.replica(desc, "bad", 0)
+    assert (r.state, r.exit_code) == (AppState.FAILED, 127)
+    assert "could not be started" in desc.msg and "No such file or directory" in desc.msg
+    assert "could not be started" in h.text(sched, app_id, "bad", 0, "stderr")
+
+
+def test_arguments_and_env_reach_replicas_unchanged(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    args = [";", "$(echo pwned)", "`id`", "'single'", '"double"', "a\nb", "*", "&& rm -rf /tmp/x", "|", ">out",
+            "$HOME", "${NOT_A_MACRO}", "\\", " lead", "\t", ""]
+    weird = "; $(id) `id` 'q' \"d\"\nline2 | & > $PATH"
+    code = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'env': os.environ['WEIRD']}))"
+    role = Role("py", image="", entrypoint=h.py, args=["-c", code, *args], env={"WEIRD": weird})
+    app_id, desc = h.run(sched, [role], cfg)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    got = json.loads(h.text(sched, app_id, "py", 0, "stdout"))
+    assert got == {"argv": args, "env": weird}
+
+
+def test_replica_environment(sched: Any, cfg: Dict[str, Any], h: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TX_TEST_FROM_SUBMITTER", "yes")
+    monkeypatch.setenv("TX_TEST_OVERRIDDEN", "submitter")
+    names = ["TX_RANK0_HOST", "TX_ROLE_NAME", "TX_REPLICA_ID", "TX_APP_ID", "TORCHELASTIC_ERROR_FILE",
+             "PET_LOG_DIR", "PYTHONUNBUFFERED", "TX_TEST_FROM_SUBMITTER", "TX_TEST_OVERRIDDEN", "CUDA_VISIBLE_DEVICES"]
+    code = f"import json, os; print(json.dumps({{n: os.environ.get(n) for n in {names!r}}}))"
+    roles = [Role("r", image="", entrypoint=h.py, args=["-c", code], num_replicas=2, env={"TX_TEST_OVERRIDDEN": "role"},
+                  resource=Resource(cpu=1, gpu=1, memMB=64))]
+    s = create_cwd_scheduler("tx", state_dir=sched.state_dir, cuda_device_count=lambda: 2)
+    app_id, desc = h.run(s, roles, {**cfg, "auto_set_cuda_visible_devices": True})
+    app_dir = desc.metadata["log_dir"]
+    for k in (0, 1):
+        env = json.loads(h.text(s, app_id, "r", k, "stdout"))
+        assert env == {
+            "TX_RANK0_HOST": "localhost", "TX_ROLE_NAME": "r", "TX_REPLICA_ID": str(k), "TX_APP_ID": app_id,
+            "TORCHELASTIC_ERROR_FILE": os.path.join(app_dir, "r", str(k), "error.json"),
+            "PET_LOG_DIR": os.path.join(app_dir, "torchelastic", "r"), "PYTHONUNBUFFERED": "x",
+            "TX_TEST_FROM_SUBMITTER": "yes", "TX_TEST_OVERRIDDEN": "role", "CUDA_VISIBLE_DEVICES": str(k),
+        }
+
+
+def test_local_dir_runs_in_the_image(state_dir: Path, cfg: Dict[str, Any], tmp_path: Path, h: Any) -> None:
+    img = tmp_path / "img"
+    img.mkdir()
+    (img / "run.sh").write_text('#!/bin/sh\necho "cwd=$(pwd) root=$1"\n')
+    (img / "run.sh").chmod(0o755)
+    s = create_dir_scheduler("tx", state_dir=str(state_dir))
+    app_id, desc = h.run(s, [Role("r", image=str(img), entrypoint="run.sh", args=["${img_root}"])], cfg)
+    assert desc.state == AppState.SUCCEEDED
+    assert h.text(s, app_id, "r") == f"cwd={img} root={img}\n"
+
+
+def test_describe_rebuilds_roles_and_list_is_newest_first(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    roles = [
+        h.sh("a", "true", 2, max_retries=1, retry_policy=RetryPolicy.ROLE, env={"K": "v"},
+             resource=Resource(cpu=2, gpu=0, memMB=128, capabilities={"x": "y"}), port_map={"p": 29500},
+             metadata={"local/k": [1, "two"]}),
+        h.sh("b", "true"),
+    ]
+    ids = []
+    for i in range(3):
+        app_id, desc = h.run(sched, roles, cfg, name=f"app{i}")
+        ids.append(app_id)
+    assert desc.roles == roles
+    listed = sched.list()
+    assert [a.app_id for a in listed] == ids[::-1]
+    assert all(a.state == AppState.SUCCEEDED for a in listed)
+    assert listed[0].app_handle == f"local_cwd://tx/{ids[-1]}" and listed[0].name == "app2"
+    # another scheduler instance (as in another process) knows them too
+    other = create_cwd_scheduler("tx", state_dir=sched.state_dir)
+    assert other.describe(ids[0]).roles == roles
+    assert other.describe(ids[0]).state == AppState.SUCCEEDED
+
+
+def test_unknown_app_ids(sched: Any) -> None:
+    for app_id in ("nope-123", "../etc", "a/b", "", ".hidden"):
+        assert sched.describe(app_id) is None
+        sched.cancel(app_id)
+    assert sched.list() == []
+    assert sched.wait("nope-123", timeout=1) is None
+
+
+def test_wait_timeout_returns_the_running_state(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
+    app_id = sched.submit(AppDef("w", roles=[h.sh("s", "exec sleep 60")]), cfg)
+    desc = sched.wait(app_id, timeout=0.2)
+    assert desc.state in (AppState.PENDING, AppState.RUNNING)
+    sched.cancel(app_id)
+    assert sched.wait(app_id, timeout=30).state == AppState.CANCELLED
+
+
+def test_deleted_registry_entry_is_unknown(sched: Any, cfg: Dict[str, Any], state_dir: Path, h: Any) -> None:
+    import shutil
+
+    app_id, _ = h.run(sched, [h.sh("r", "true")], cfg)
+    shutil.rmtree(state_dir / "local" / "apps" / app_id)
+    other = create_cwd_scheduler("tx", state_dir=str(state_dir))
+    assert other.describe(app_id) is None
+    assert other.list() == []
