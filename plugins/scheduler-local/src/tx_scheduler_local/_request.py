@@ -9,8 +9,9 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
-from typing import Any, Callable, Dict, List, Mapping
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import attrs
 
@@ -150,8 +151,26 @@ def _resolve_entrypoint(role: Role, cwd: str, path: str, dir_first: bool) -> str
     return os.path.abspath(found)
 
 
+def _venv_bin() -> Optional[str]:
+    """The ``bin`` directory of the virtual environment tx itself runs from, or None.
+
+    ``.venv/bin/tx run ...`` without activating the venv should find that venv's
+    ``python`` and ``torchrun``, as an activated venv would.
+    """
+    if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
+        return None
+    return os.path.dirname(os.path.abspath(sys.executable))
+
+
 def _path(role: Role, cwd: str, prepend_cwd: bool) -> str:
-    parts = [p for p in (role.env.get("PATH"), os.environ.get("PATH")) if p]
+    """PATH of a replica: the role's PATH, then tx's own venv ``bin`` (when tx runs from an
+    inactive venv), then the submitter's PATH; the working directory last (first with
+    ``prepend_cwd``)."""
+    submitter = os.environ.get("PATH", "")
+    venv = _venv_bin()
+    if venv and venv in submitter.split(os.pathsep):
+        venv = None
+    parts = [p for p in (role.env.get("PATH"), venv, submitter) if p]
     parts.insert(0, cwd) if prepend_cwd else parts.append(cwd)
     return os.pathsep.join(parts)
 
