@@ -22,17 +22,7 @@ import uuid
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional
 
-#: TorchServe "register a model" parameters this program forwards
-TORCHSERVE_PARAMS = (
-    "model_name",
-    "handler",
-    "runtime",
-    "batch_size",
-    "max_batch_delay",
-    "initial_workers",
-    "synchronous",
-    "response_timeout",
-)
+from tx.components.serve import TORCHSERVE_PARAMS  # the parameters this program forwards
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
