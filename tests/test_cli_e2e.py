@@ -38,11 +38,12 @@ def test_run_echo_relays_prefixed_lines(tx, tmp_path):
 
 
 def test_run_waits_and_fails_with_status(tx, tmp_path):
-    p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", "echo out; echo err >&2; exit 3")
+    script = 'echo out$TX_REPLICA_ID; if [ "$TX_REPLICA_ID" = 1 ]; then echo err >&2; exit 3; fi'
+    p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)
     assert p.returncode == 1
-    assert "sh/0 out" in p.stderr and "sh/1 err" in p.stderr
+    assert "sh/0 out0" in p.stderr and "sh/1 out1" in p.stderr and "sh/1 err" in p.stderr
     assert "State: FAILED" in p.stderr
-    assert "exit code 3" in p.stderr
+    assert "sh[1]:FAILED (exit code 3)" in p.stderr
 
 
 def test_shell_metacharacters_arrive_unchanged(tx, tmp_path):

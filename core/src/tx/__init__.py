@@ -11,14 +11,12 @@ plugin provides. Plugin authors write::
 
 ``hookimpl`` is resolved lazily so that ``import tx`` stays free of pluggy.
 """
-from typing import Any
-
 from tx.version import PLUGIN_API_VERSION, __version__
 
 __all__ = ["__version__", "PLUGIN_API_VERSION", "hookimpl", "hookspec"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("hookimpl", "hookspec"):
         from tx import hookspecs
 

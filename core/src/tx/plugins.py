@@ -144,9 +144,12 @@ def _iter_entry_points() -> Iterator[Tuple[str, str, str, str]]:
         )
 
 
-def _cache_path() -> str:
+def _cache_path(key: str) -> str:
+    """One cache file per fingerprint, so venvs and interpreters do not evict each other."""
+    import zlib
+
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tx", "entry-points.json")
+    return os.path.join(base, "tx", f"entry-points-{zlib.crc32(key.encode()):08x}.json")
 
 
 def _fingerprint() -> str:
@@ -171,8 +174,8 @@ def cached_entry_points() -> List[Tuple[str, str, str, str]]:
     else scanned and cached. ``TX_NO_CACHE=1`` always scans."""
     import json
 
-    path = _cache_path()
     key = _fingerprint()
+    path = _cache_path(key)
     if not os.environ.get("TX_NO_CACHE"):
         try:
             with open(path) as f:

@@ -63,7 +63,9 @@ def _parser_class() -> Any:
     return OneLineErrorParser
 
 
-def build_parser(plugin_commands: Optional[Dict[str, Any]] = None) -> Any:
+def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Optional[str] = None) -> Any:
+    """The ``tx`` parser; with ``command``, only that subcommand gets its options (the
+    others are listed by name, which is all ``tx --help`` shows)."""
     parser = _parser_class()(
         prog="tx",
         description="tx: run PyTorch apps on local processes, Slurm, Kubernetes, clouds ...",
@@ -79,7 +81,8 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None) -> Any:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_parser_class())
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        _import(module).add_arguments(p, name)
+        if command is None or name == command:  # only the command that runs needs its options
+            _import(module).add_arguments(p, name)
     for name, reg in (plugin_commands or {}).items():
         cmd = reg.load()
         cmd = cmd() if isinstance(cmd, type) else cmd
@@ -93,6 +96,20 @@ def _import(module: str) -> Any:
     import importlib
 
     return importlib.import_module(module)
+
+
+def _command_of(argv: List[str]) -> Optional[str]:
+    """The subcommand named in argv: the first word that is not an option or the value of
+    ``--log_level`` (e.g. ``run`` in ``tx --log_level INFO run ...``); "" if there is none."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--log_level", "--log-level"):
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return ""
 
 
 def _plugin_commands(argv: List[str]) -> Dict[str, Any]:
@@ -128,7 +145,7 @@ def _main(argv: List[str]) -> int:
     from tx.cli._errors import describe_error
 
     try:
-        parser = build_parser(_plugin_commands(argv))
+        parser = build_parser(_plugin_commands(argv), _command_of(argv))
     except Exception as e:  # noqa: BLE001 - a broken plugin command must not break tx
         print(f"tx: error: {describe_error(e)}", file=sys.stderr)
         return EXIT_FAILURE

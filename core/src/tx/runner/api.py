@@ -6,27 +6,19 @@ Schedulers are created lazily, one per name, and closed by :meth:`Runner.close`.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
-import attrs
-
-from tx.plugins import PluginError, get_registry
-from tx.runner.events import log_event
-from tx.schedulers.api import ListAppResponse, Scheduler
-from tx.specs.api import (
-    MISSING,
-    AppDef,
-    AppDryRunInfo,
-    UnknownAppException,
-    UnknownSchedulerException,
-    macros,
-)
-from tx.specs.handles import AppHandle, make_app_handle, parse_app_handle
-from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import AppStatus
-
+# `import tx.runner` stays cheap (no attrs, plugins or specs): what a method needs is
+# imported when it first runs. The names below are for type checkers only.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
+    from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+
+    from tx.schedulers.api import ListAppResponse, Scheduler
+    from tx.specs.api import AppDef, AppDryRunInfo
+    from tx.specs.handles import AppHandle
+    from tx.specs.runopts import CfgVal, runopts
+    from tx.specs.status import AppStatus
 
 DEFAULT_SESSION = "tx"
 ENV_JOB_ID = "TX_JOB_ID"
@@ -65,6 +57,8 @@ class Runner:
     @property
     def registry(self) -> Any:
         if self._registry is None:
+            from tx.plugins import get_registry
+
             self._registry = get_registry()
         return self._registry
 
@@ -92,6 +86,9 @@ class Runner:
         sched = self._schedulers.get(scheduler)
         if sched is not None:
             return sched
+        from tx.plugins import PluginError
+        from tx.specs.api import UnknownSchedulerException
+
         reg = self.registry.get("schedulers", scheduler)
         if reg is None:
             names = self.scheduler_backends()
@@ -143,6 +140,12 @@ class Runner:
             UnknownSchedulerException: no such scheduler.
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
         """
+        import attrs
+
+        from tx.runner.events import log_event
+        from tx.specs.api import MISSING, macros
+        from tx.specs.handles import make_app_handle
+
         if not app.roles:
             raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
         for role in app.roles:
@@ -169,6 +172,9 @@ class Runner:
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit what :meth:`dryrun` returned; returns the app handle."""
+        from tx.runner.events import log_event
+        from tx.specs.handles import make_app_handle
+
         scheduler = dryrun_info._scheduler
         if scheduler is None:
             raise ValueError("dryrun_info was not made by a scheduler's submit_dryrun")
@@ -239,7 +245,9 @@ class Runner:
 
     # -- app handles -----------------------------------------------------------------
     def _resolve(self, app_handle: AppHandle) -> tuple:
-        scheduler, session, app_id = parse_app_handle(app_handle)
+        from tx.specs.handles import parse_app_handle
+
+        scheduler, _session, app_id = parse_app_handle(app_handle)
         return self._scheduler(scheduler), scheduler, app_id
 
     def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
@@ -248,6 +256,8 @@ class Runner:
         Raises:
             MalformedAppHandleException, UnknownSchedulerException.
         """
+        from tx.runner.events import log_event
+
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="status",
                        app_id=app_id):
@@ -263,6 +273,8 @@ class Runner:
         """Block until the app is terminal (or ``timeout`` seconds pass) and return its
         status; None if the app does not exist. ``wait_interval`` (seconds) bounds the
         polling period of schedulers that cannot be notified."""
+        from tx.runner.events import log_event
+
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="wait",
                        app_id=app_id):
@@ -271,6 +283,8 @@ class Runner:
 
     def cancel(self, app_handle: AppHandle) -> None:
         """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps)."""
+        from tx.runner.events import log_event
+
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="cancel",
                        app_id=app_id):
@@ -281,6 +295,9 @@ class Runner:
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
         """The AppDef of the app: as submitted when this runner launched it, else as the
         scheduler can rebuild it; None if the app does not exist."""
+        from tx.runner.events import log_event
+        from tx.specs.api import AppDef
+
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="describe",
                        app_id=app_id):
@@ -308,6 +325,9 @@ class Runner:
         Raises:
             UnknownAppException: the app does not exist.
         """
+        from tx.runner.events import log_event
+        from tx.specs.api import UnknownAppException
+
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
                        app_id=app_id):
@@ -330,6 +350,11 @@ class Runner:
     def list(self, scheduler: str) -> List[ListAppResponse]:
         """The apps ``scheduler`` can see, with their handles (a handle the scheduler set
         itself, e.g. for another session, is kept)."""
+        import attrs
+
+        from tx.runner.events import log_event
+        from tx.specs.handles import make_app_handle
+
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="list"):
             apps = sched.list()
@@ -347,6 +372,8 @@ def _is_terminal(state: Any) -> bool:
 
 
 def _status_of(desc: Any) -> AppStatus:
+    from tx.specs.status import AppStatus
+
     return AppStatus(
         state=desc.state,
         num_restarts=desc.num_restarts,

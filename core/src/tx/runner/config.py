@@ -22,9 +22,8 @@ case-sensitive. Explicit ``-cfg`` values win over both.
 """
 from __future__ import annotations
 
-import configparser
 import os
-from typing import IO, Dict, Iterable, List, Mapping, MutableMapping, Optional
+from typing import IO, Any, Dict, Iterable, List, Mapping, MutableMapping, Optional
 
 from tx.specs.runopts import CfgVal, runopts
 
@@ -60,7 +59,21 @@ def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
     return found
 
 
-def _read(paths: List[str]) -> configparser.ConfigParser:
+class _NoConfig:
+    """Stands in for a ConfigParser when no config file exists (skips importing configparser)."""
+
+    def sections(self) -> List[str]:
+        return []
+
+    def has_section(self, _name: str) -> bool:
+        return False
+
+
+def _read(paths: List[str]) -> Any:
+    if not paths:
+        return _NoConfig()
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment, method-assign]  # case-sensitive keys
     for p in paths:
@@ -72,10 +85,10 @@ def _read(paths: List[str]) -> configparser.ConfigParser:
     return parser
 
 
-_cache: Dict[tuple, configparser.ConfigParser] = {}
+_cache: Dict[tuple, Any] = {}
 
 
-def _parser(dirs: Optional[Iterable[str]]) -> configparser.ConfigParser:
+def _parser(dirs: Optional[Iterable[str]]) -> Any:
     paths = find_configs(dirs)
     key = tuple((p, os.stat(p).st_mtime_ns) for p in paths)
     if key not in _cache:

@@ -84,9 +84,23 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors raise instead of exiting."""
+    """An ArgumentParser whose errors raise instead of exiting, and whose help texts come
+    from the component's docstring when help is first formatted (parsing the docstring
+    costs an import of docstring_parser that runs without --help do not need)."""
 
     component = ""
+    component_fn: Optional[Callable[..., Any]] = None
+
+    def format_help(self) -> str:
+        fn, self.component_fn = self.component_fn, None
+        if fn is not None:
+            from tx.specs.file_linter import get_fn_docstring
+
+            self.description, helps = get_fn_docstring(fn)
+            for action in self._actions:
+                if action.help is None:
+                    action.help = helps.get(action.dest) or _NO_HELP
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments"):
@@ -147,26 +161,24 @@ def create_args_parser(
         ComponentValidationException: ``fn`` takes ``**kwargs``.
     """
     from tx.specs._decode import is_bool, resolve_annotations
-    from tx.specs.file_linter import get_fn_docstring
 
     cname = _name_of(fn, name)
     params = _parameters(fn, cname)
     types = resolve_annotations(fn)
-    description, helps = get_fn_docstring(fn)
     defaults = dict(defaults or {})
     parser = _Parser(
         prog=f"tx run <run args...> {cname}",
-        description=description,
         formatter_class=_HelpFormatter,
         add_help=False,
         allow_abbrev=False,
     )
     parser.component = cname
+    parser.component_fn = fn  # help texts are filled in by format_help
     parser.add_argument(
         "--help", action="help", default=argparse.SUPPRESS, help="show this help message and exit"
     )
     for pname, p in params.items():
-        kwargs: Dict[str, Any] = {"help": helps.get(pname) or _NO_HELP}
+        kwargs: Dict[str, Any] = {"help": None}
         if p.kind is _VAR:
             parser.add_argument(pname, nargs=argparse.REMAINDER, **kwargs)
             continue

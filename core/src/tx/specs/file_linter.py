@@ -98,12 +98,14 @@ def _top_level_functions(tree: ast.Module) -> Dict[str, _FuncDef]:
     return found
 
 
-def validate(path: str, function_name: str) -> List[LinterMessage]:
+def validate(path: str, function_name: str, docs: bool = True) -> List[LinterMessage]:
     """Lint the component function ``function_name`` defined in the file ``path``.
 
     Args:
         path: a ``.py`` file.
         function_name: the name of a module-level function in it.
+        docs: also check the docstring (warnings only; skipping it spares parsing the
+            docstring when only errors matter, as when running a component).
 
     Returns:
         The findings, errors and warnings; a valid component has no ``"error"`` ones.
@@ -119,7 +121,7 @@ def validate(path: str, function_name: str) -> List[LinterMessage]:
     fn = _top_level_functions(tree).get(function_name)
     if fn is None:
         return [LinterMessage(NOT_FOUND, f"function {function_name!r} not found in {path}", 0, 0)]
-    return lint_function(fn)
+    return lint_function(fn, docs)
 
 
 def validate_module(module_path_or_file: str) -> Dict[str, List[LinterMessage]]:
@@ -172,8 +174,9 @@ def _locate(target: str) -> str:
     return origin
 
 
-def lint_function(fn: _FuncDef) -> List[LinterMessage]:
-    """Lint one parsed function definition (see the module docstring for the rules)."""
+def lint_function(fn: _FuncDef, docs: bool = True) -> List[LinterMessage]:
+    """Lint one parsed function definition (see the module docstring for the rules);
+    ``docs=False`` skips the docstring warnings."""
     msgs: List[LinterMessage] = []
     if isinstance(fn, ast.AsyncFunctionDef):
         msgs.append(LinterMessage(_LINTER, f"component {fn.name!r} must not be async", fn.lineno, fn.col_offset))
@@ -210,7 +213,8 @@ def lint_function(fn: _FuncDef) -> List[LinterMessage]:
             f"function {fn.name!r} is annotated to return {ret!r}: components return AppDef",
             fn.lineno, fn.col_offset,
         ))
-    msgs.extend(_docstring_warnings(fn, [p.arg for p in params]))
+    if docs:
+        msgs.extend(_docstring_warnings(fn, [p.arg for p in params]))
     return msgs
 
 
