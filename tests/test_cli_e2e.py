@@ -193,3 +193,23 @@ def test_info_commands(tx):
     assert c.stdout.startswith("[local_cwd]\n")
     h = tx("run", "dist.ddp", "--help")
     assert h.returncode == 0 and "--script" in h.stdout and "(default: 1x2)" in " ".join(h.stdout.split())
+
+
+def test_run_log_relays_every_line_of_every_replica_in_order(tx, tmp_path):
+    n = 20000
+    (tmp_path / "gen.py").write_text(
+        "import os, sys\n"
+        "r = os.environ['TX_REPLICA_ID']\n"
+        f"for i in range({n}):\n"
+        "    (sys.stdout if i % 3 else sys.stderr).write(f'replica {r} line {i} ' + 'x' * (i % 50) + '\\n')\n"
+    )
+    p = tx("run", "-s", "local_cwd", "--log", "utils.python", "--num_replicas", "2", "--script", "gen.py")
+    assert p.returncode == 0, p.stderr[-2000:]
+    for r in (0, 1):
+        mine = [ln for ln in p.stderr.splitlines() if ln.startswith(f"python/{r} ")]
+        assert len(mine) == n
+        # lines are whole and each stream's lines keep their order (stdout and stderr are
+        # two pipes, so only the order within each is defined)
+        for stream in (lambda i: i % 3 == 0, lambda i: i % 3 != 0):
+            expected = [f"python/{r} replica {r} line {i} " + "x" * (i % 50) for i in range(n) if stream(i)]
+            assert [ln for ln in mine if stream(int(ln.split()[4]))] == expected
