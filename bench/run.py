@@ -1,0 +1,686 @@
+#!/usr/bin/env python3
+"""tx's benchmark: tx and TorchX 0.7.0 side by side, in one run, interleaved.
+
+    python bench/run.py                 # full run: -n 5, writes bench/RESULTS.md + RESULTS.json
+    python bench/run.py -n 1 --only cli_,import_    # smoke run (writes under bench/.work/)
+    hatch run bench:run -n 3
+
+The tx side is the interpreter running this file (the dev venv or hatch's bench env: tx-core
+and tx-scheduler-local installed).  The TorchX side is a venv of its own,
+bench/.work/torchx-venv (``pip install torchx==0.7.0 torch==2.13.0 kubernetes``), made on
+the first run and reused while its recorded requirements match.
+
+The cases are those of bench.py (a copy of the project's reference benchmark,
+shared/bench/bench.py).  For every case, each round runs tx and TorchX back to back
+(alternating which goes first), so both see the same machine load; ``--warmup`` rounds are
+not counted.  Then it measures what a few extra ``python -X importtime`` runs import, checks
+the budgets of the issue "Local runs beyond TorchX" and renders the results.
+See bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402  (bench/bench.py, stdlib only)
+
+WORK = os.path.join(HERE, ".work")
+TORCHX_REQS = ["torchx==0.7.0", "torch==2.13.0", "kubernetes"]
+# modules that `tx --version` / `tx --help` must not import (prefix match on dotted names)
+FORBIDDEN = ["pluggy", "importlib.metadata", "importlib_metadata", "structlog", "cattrs",
+             "yaml", "tx_scheduler_*", "boto3", "kubernetes", "ray", "docker"]
+
+WHAT = {
+    "floor_echo": "`echo hi` (process spawn floor)",
+    "floor_python": "`python -c pass` (interpreter floor)",
+    "cli_version": "`CLI --version`",
+    "cli_help": "`CLI --help`",
+    "cli_builtins": "`CLI builtins`",
+    "cli_runopts": "`CLI runopts` (all schedulers)",
+    "cli_runopts_local": "`CLI runopts local_cwd`",
+    "import_specs": "`python -c 'import PKG.specs'`",
+    "import_runner": "`python -c 'import PKG.runner'`",
+    "run_echo": "`CLI run -s local_cwd utils.echo --msg hi`",
+    "ddp_torchx_1x2": "`CLI run -s local_cwd dist.ddp -j 1x2 --script train.py`",
+    "ddp_torchrun": "`torchrun --nproc_per_node 2 train.py` (no launcher)",
+    "ddp_torchrun_c10d": "`torchrun --rdzv_backend c10d ... --tee 3 train.py` "
+                         "(what TorchX's dist.ddp runs)",
+    "dryrun_k8s_64x8": "`CLI run --dryrun -s kubernetes dist.ddp -j 64x8`",
+    "dryrun_k8s_512x8": "`CLI run --dryrun -s kubernetes dist.ddp -j 512x8`",
+    "dryrun_local_64x8": "`CLI run --dryrun -s local_cwd dist.ddp -j 64x8`",
+    "dryrun_local_512x8": "`CLI run --dryrun -s local_cwd dist.ddp -j 512x8`",
+    "api_dryrun_1000x4": "API: AppDef of 1,000 roles x 4 replicas, `runner.dryrun` + `str(info)`",
+    "log_direct": "the 200,000-line generator run directly",
+    "log_cli": "`CLI run -s local_cwd --log utils.python --script gen_lines.py` (200,000 lines)",
+    "log_cli_default": "tx only: the same without `--log` (tx relays on local by default)",
+    "log_api": "API: run + `log_lines(should_tail=True)` of 200,000 lines, then re-read",
+    "replicas_api": "API: `run()` of 64 replicas of `true`, `wait()`, 200x `status()`",
+    "replicas_cli": "`CLI run -s local_cwd utils.sh --num_replicas 64 true`",
+    "status_cli": "`CLI status` of a nonexistent app (rc 1 expected)",
+    "list_cli": "`CLI list -s local_cwd`",
+}
+# cases that a budget compares with each other run round by round together (interleaved)
+GROUPS = [
+    ["floor_echo", "floor_python", "cli_version", "cli_help"],
+    ["ddp_torchx_1x2", "ddp_torchrun", "ddp_torchrun_c10d"],
+    ["log_direct", "log_cli", "log_cli_default"],
+]
+EXPECT_FAIL = {"status_cli"}  # a nonexistent app: rc != 0 is the right answer
+K8S_CASES = {"dryrun_k8s_64x8", "dryrun_k8s_512x8"}
+
+
+# --------------------------------------------------------------------------
+# setup
+# --------------------------------------------------------------------------
+def sh(cmd: List[str], **kw: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, text=True, capture_output=True, **kw)
+
+
+def venv_python(venv: str) -> str:
+    return os.path.join(venv, "bin", "python")
+
+
+def ensure_torchx_venv(venv: str, rebuild: bool) -> str:
+    """Create (or reuse) the TorchX venv; returns its python."""
+    marker = os.path.join(venv, ".bench-reqs")
+    py = venv_python(venv)
+    want = " ".join(TORCHX_REQS)
+    if not rebuild and os.path.exists(marker) and open(marker).read().strip() == want:
+        if sh([py, "-c", "import torchx.runner, torch"]).returncode == 0:
+            return py
+    print(f"setup: creating {venv} ({want}); takes about a minute", flush=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    r = sh([sys.executable, "-m", "venv", venv])
+    if r.returncode != 0:
+        sys.exit(f"setup: python -m venv failed:\n{r.stderr}")
+    # pip, not uv: pip finds the local torch 2.13.0 CPU wheel (uv would download CUDA torch)
+    r = sh([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *TORCHX_REQS])
+    if r.returncode != 0:
+        sys.exit(f"setup: pip install {want} failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    with open(marker, "w") as f:
+        f.write(want + "\n")
+    return py
+
+
+PROBE_TX = r"""
+import json, importlib.metadata as md, sys
+out = {"python": sys.version.split()[0]}
+out["dists"] = {d.metadata["Name"]: d.version for d in md.distributions()
+                if (d.metadata["Name"] or "").lower().startswith(("tx-", "tx_", "torch"))}
+try:
+    from tx.schedulers import get_scheduler_factories
+    out["schedulers"] = sorted(get_scheduler_factories())
+except Exception as e:
+    out["schedulers_error"] = repr(e)
+print(json.dumps(out))
+"""
+PROBE_TORCHX = r"""
+import json, importlib.metadata as md, sys
+out = {"python": sys.version.split()[0]}
+out["dists"] = {n: md.version(n) for n in ("torchx", "torch", "kubernetes")
+                if md.distribution(n)}
+from torchx.schedulers import get_scheduler_factories
+out["schedulers"] = sorted(get_scheduler_factories())
+print(json.dumps(out))
+"""
+
+
+def probe(py: str, src: str) -> Dict[str, Any]:
+    r = sh([py, "-c", src])
+    if r.returncode != 0:
+        return {"error": r.stderr[-800:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+PRECOMPILE = r"""
+import compileall, importlib.util, pkgutil
+for m in pkgutil.iter_modules():
+    if m.name == "tx" or m.name.startswith("tx_"):
+        spec = importlib.util.find_spec(m.name)
+        for d in (spec.submodule_search_locations or []):
+            compileall.compile_dir(d, quiet=1)
+"""
+
+
+def precompile(py: str) -> None:
+    """Write the bytecode caches of tx and its plugins (editable installs have none)."""
+    r = sh([py, "-c", PRECOMPILE])
+    if r.returncode != 0:
+        print(f"warning: precompiling tx failed: {r.stderr[-500:]}", flush=True)
+
+
+# --------------------------------------------------------------------------
+# measurement
+# --------------------------------------------------------------------------
+class Side:
+    def __init__(self, name: str, py: str, pkg: str, cli: str, args: argparse.Namespace):
+        self.name, self.py, self.pkg = name, py, pkg
+        self.env = bench.side_env(py)
+        self.cli = shutil.which(cli, path=self.env["PATH"]) or cli
+        bargs = argparse.Namespace(**vars(args))
+        bargs.cli, bargs.pkg = self.cli, pkg
+        self.cases = {name: (argv, parser) for name, argv, parser in
+                      bench.build_cases(bargs, py, self.env)}
+        if name == "tx":  # tx-only extra: the relay `tx run` does on local without --log
+            argv, parser = self.cases["log_cli"]
+            self.cases["log_cli_default"] = ([a for a in argv if a != "--log"], parser)
+        self.order = list(self.cases)
+        self.runs: Dict[str, List[Dict[str, Any]]] = {}
+
+
+def run_cases(sides: List[Side], args: argparse.Namespace) -> None:
+    only = [p for p in args.only.split(",") if p]
+    skip = [p for p in args.skip.split(",") if p]
+
+    def sel(name: str) -> bool:
+        return (not only or any(name.startswith(p) for p in only)) and not any(
+            name.startswith(p) for p in skip)
+
+    names = [n for n in sides[0].order if sel(n)]
+    # cases compared by a budget run in the same rounds: [case, case, ...] per group
+    groups: List[List[str]] = []
+    for name in names:
+        g = next((g for g in GROUPS if name in g), None)
+        if g is None:
+            groups.append([name])
+        elif not any(name in done for done in groups):
+            groups.append([n for n in g if n in names])
+    for group in groups:
+        for i in range(args.warmup + args.n):
+            order = sides if i % 2 == 0 else sides[::-1]
+            k = i % len(group)  # rotate the cases too: no case always runs first
+            for name in group[k:] + group[:k]:
+                for side in order:
+                    if name not in side.cases:
+                        continue
+                    argv, parser = side.cases[name]
+                    r = bench.run_proc(argv, args.workdir, side.env, args.timeout)
+                    if parser == "api":
+                        r["extra"] = bench.last_json(r["stdout"])
+                    elif parser is not None:
+                        r["extra"] = parser(r)
+                    else:
+                        r["extra"] = {}
+                    if i >= args.warmup:
+                        side.runs.setdefault(name, []).append(r)
+        for name in group:
+            line = [f"{name:20s}"]
+            for side in sides:
+                if name not in side.runs:
+                    continue
+                walls = [r["wall"] for r in side.runs[name]]
+                rcs = sorted({r["rc"] for r in side.runs[name]})
+                line.append(f"{side.name} med {statistics.median(walls):7.3f}s rc={rcs}")
+            print("  ".join(line), flush=True)
+
+
+def summarize_side(side: Side) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for name, runs in side.runs.items():
+        keys = sorted({k for r in runs for k in r["extra"]})
+        s = bench.summarize(runs, keys)
+        s["argv"] = side.cases[name][0]
+        s["walls"] = [round(r["wall"], 6) for r in runs]
+        s["rss_max_mb"] = max(r["maxrss_mb"] for r in runs)
+        s["extras"] = [r["extra"] for r in runs]
+        bad = next((r for r in runs if r["rc"] != 0), None)
+        if bad is not None:
+            s["stderr_tail"] = bad["stderr"].decode(errors="replace")[-600:]
+        out[name] = s
+    return out
+
+
+def forbidden_hits(mods: List[str]) -> List[str]:
+    hits = []
+    for m in mods:
+        for f in FORBIDDEN:
+            if f.endswith("*"):
+                if m.startswith(f[:-1]):
+                    hits.append(m)
+            elif m == f or m.startswith(f + "."):
+                hits.append(m)
+    return sorted(set(hits))
+
+
+def top_cumulative(py: str, argv: List[str], env: Dict[str, str], wd: str,
+                   k: int = 12) -> List[Tuple[str, float]]:
+    r = bench.run_proc([py, "-X", "importtime", *argv], wd, env)
+    cum: Dict[str, float] = {}
+    for ln in r["stderr"].decode(errors="replace").splitlines():
+        m = bench.IT_RE.match(ln)
+        if m:
+            cum[m.group(4)] = int(m.group(2)) / 1000
+    return sorted(cum.items(), key=lambda kv: -kv[1])[:k]
+
+
+def importtime_checks(side: Side, wd: str, reps: int) -> Dict[str, Any]:
+    """What whole commands import (python -X importtime), median self-time sums."""
+    cmds = {
+        "python -c pass": ["-c", "pass"],
+        "--version": [side.cli, "--version"],
+        "--help": [side.cli, "--help"],
+        f"import {side.pkg}.runner": ["-c", f"import {side.pkg}.runner"],
+        "run utils.echo": [side.cli, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi"],
+    }
+    out: Dict[str, Any] = {}
+    base: Optional[set] = None
+    for label, argv in cmds.items():
+        res = [bench.importtime_argv([side.py, *argv], side.env, wd) for _ in range(reps)]
+        mods = res[-1]["modules"]
+        entry = {
+            "rc": res[-1]["rc"],
+            "modules": len(mods),
+            "self_ms_med": statistics.median(x["total_self_ms"] for x in res),
+            "forbidden": forbidden_hits(mods),
+            "top_cumulative_ms": top_cumulative(side.py, argv, side.env, wd),
+        }
+        if base is None:
+            base = set(mods)
+        else:
+            entry["beyond_python"] = len(set(mods) - base)
+            entry["forbidden_beyond_python"] = sorted(set(entry["forbidden"]) - base)
+        out[label] = entry
+    return out
+
+
+# --------------------------------------------------------------------------
+# budgets
+# --------------------------------------------------------------------------
+def med(c: Dict[str, Any], name: str) -> Optional[float]:
+    return c[name]["wall_med"] if name in c else None
+
+
+def ok_rc(c: Dict[str, Any], name: str) -> bool:
+    return name in c and c[name]["rcs"] == [0] and not c[name]["timed_out"]
+
+
+def budgets(res: Dict[str, Any], lines: int) -> List[Dict[str, Any]]:
+    tx = res["sides"].get("tx", {}).get("cases", {})
+    tv = res["sides"].get("torchx", {}).get("cases", {})
+    it = res["sides"].get("tx", {}).get("importtime", {})
+    out: List[Dict[str, Any]] = []
+
+    def add(budget: str, measured: str, limit: str, verdict: str, basis: str = "") -> None:
+        out.append({"budget": budget, "measured": measured, "limit": limit,
+                    "verdict": verdict, "basis": basis})
+
+    def ratio_budget(budget: str, a: str, b_cases: Dict[str, Any], b: str, limit: float,
+                     basis: str) -> None:
+        ma, mb = med(tx, a), med(b_cases, b)
+        if ma is None or mb is None:
+            add(budget, "not run", f"<= {limit:g}x", "NOT RUN", basis)
+            return
+        r = ma / mb
+        verdict = "PASS" if r <= limit else "FAIL"
+        if not ok_rc(tx, a):
+            verdict = f"ERROR (tx rc={tx[a]['rcs']})"
+        wa, wb = tx[a]["walls"], b_cases[b]["walls"]
+        paired = ""
+        if len(wa) == len(wb) > 1:  # runs of the same round, back to back
+            pr = sorted(x / y for x, y in zip(wa, wb))
+            paired = (f" (per-round ratios: median {statistics.median(pr):.2f}x, "
+                      f"{pr[0]:.2f}-{pr[-1]:.2f}x)")
+        add(budget, f"{ma:.3f} s / {mb:.3f} s = **{r:.2f}x**{paired}", f"<= {limit:g}x",
+            verdict, basis)
+
+    for case, label in (("cli_version", "--version"), ("cli_help", "--help")):
+        ratio_budget(f"`tx {label}` vs `python -c pass`", case, tx, "floor_python", 3.0,
+                     "tx side's own interpreter")
+    for label in ("--version", "--help"):
+        e = it.get(label)
+        if e is None:
+            add(f"`tx {label}` imports no plugin / backend SDK", "not run", "none of the list",
+                "NOT RUN")
+            continue
+        hits = e["forbidden_beyond_python"]
+        add(f"`tx {label}` imports no plugin / backend SDK",
+            f"{e['modules']} modules ({e.get('beyond_python', '?')} beyond `python -c pass`); "
+            f"forbidden: {', '.join(hits) if hits else 'none'}",
+            "none of: " + ", ".join(FORBIDDEN),
+            "PASS" if not hits and e["rc"] == 0 else "FAIL")
+    ratio_budget("`tx run -s local_cwd utils.echo --msg hi` vs TorchX", "run_echo", tv,
+                 "run_echo", 0.3, "TorchX's same case, same run")
+    if "run_echo" in tx and "run_echo" in tv:
+        ma, mb = med(tx, "run_echo"), tv["run_echo"]["wall_min"]
+        ok = ma / mb <= 0.3 and ok_rc(tx, "run_echo")
+        add("`tx run ... utils.echo` vs TorchX's fastest run",
+            f"{ma:.3f} s / {mb:.3f} s = **{ma / mb:.2f}x**", "<= 0.3x",
+            ("PASS" if ok else "FAIL") + " (info)",
+            "TorchX's `run` polls status once a second, so its times are bimodal (done "
+            "before the first poll, or about 1 s later): its fastest run has no poll wait")
+    ratio_budget("`tx run -s local_cwd dist.ddp -j 1x2` vs plain torchrun", "ddp_torchx_1x2",
+                 tx, "ddp_torchrun", 1.05,
+                 "plain `torchrun --nproc_per_node 2 train.py` (tx venv's torchrun); "
+                 "vs the c10d/tee variant: see the case table")
+    # log relay: time and correctness
+    ratio_budget("`tx run --log` of 200,000 lines vs the generator directly", "log_cli", tx,
+                 "log_direct", 1.5, "tx side's own interpreter runs the generator")
+    if "log_cli" in tx:
+        ex = tx["log_cli"]["extras"]
+        good = min(e.get("good_lines", 0) for e in ex)
+        mang = max(e.get("mangled_lines", 0) for e in ex)
+        dis = max(e.get("out_of_order_lines", 0) for e in ex)
+        lost = lines - good
+        ok = lost == 0 and mang == 0 and dis == 0
+        add("`tx run --log`: no line lost, split, interleaved or out of order",
+            f"worst of {len(ex)} runs: {good} good, {lost} lost, {mang} mangled, "
+            f"{dis} out of order", "0 / 0 / 0", "PASS" if ok else "FAIL",
+            "bench.py count_prefixed_lines (+ order check)")
+        if not ok_rc(tx, "log_cli"):
+            out[-1]["verdict"] = f"ERROR (tx rc={tx['log_cli']['rcs']})"
+    if "log_cli_default" in tx:  # informational: the default relay path, no --log
+        ma, mb = med(tx, "log_cli_default"), med(tx, "log_direct")
+        ex = tx["log_cli_default"]["extras"]
+        good = min(e.get("good_lines", 0) for e in ex)
+        bad = max(e.get("mangled_lines", 0) + e.get("out_of_order_lines", 0) for e in ex)
+        if ma is not None and mb is not None:
+            ok = ma / mb <= 1.5 and good == lines and bad == 0 and ok_rc(tx, "log_cli_default")
+            add("`tx run` without `--log` (default relay) vs the generator directly",
+                f"{ma:.3f} s / {mb:.3f} s = **{ma / mb:.2f}x**; worst run: {good} good, "
+                f"{lines - good} lost, {bad} mangled or out of order",
+                "<= 1.5x, 0 / 0 / 0", ("PASS" if ok else "FAIL") + " (info)",
+                "not a budget of the issue: shown because it is the same relay")
+    # replicas
+    a = [e.get("to_terminal_s") for e in tx.get("replicas_api", {}).get("extras", [])]
+    b = [e.get("to_terminal_s") for e in tv.get("replicas_api", {}).get("extras", [])]
+    if a and b and None not in a and None not in b:
+        ma, mb = statistics.median(a), statistics.median(b)
+        add("64 replicas of `true`: run() to terminal state vs TorchX",
+            f"{ma:.3f} s / {mb:.3f} s = **{ma / mb:.2f}x**", "<= 0.5x",
+            "PASS" if ma / mb <= 0.5 else "FAIL", "in-process medians, same run")
+    else:
+        add("64 replicas of `true`: run() to terminal state vs TorchX",
+            "not run or failed", "<= 0.5x", "NOT RUN" if not a else "ERROR")
+    s = [e.get("status_call_us") for e in tx.get("replicas_api", {}).get("extras", [])]
+    if s and None not in s:
+        ms = statistics.median(s)
+        add("status() of a finished app", f"**{ms:.1f} us** (median of medians of 200 calls)",
+            "<= 100 us", "PASS" if ms <= 100 else "FAIL")
+    else:
+        add("status() of a finished app", "not run or failed", "<= 100 us",
+            "NOT RUN" if not s else "ERROR")
+    ratio_budget("`import tx.runner` (whole process) vs `import torchx.runner`",
+                 "import_runner", tv, "import_runner", 0.5, "TorchX's same case, same run")
+    return out
+
+
+# --------------------------------------------------------------------------
+# rendering
+# --------------------------------------------------------------------------
+def fmt_s(c: Optional[Dict[str, Any]]) -> str:
+    if c is None:
+        return "-"
+    return f"{c['wall_min']:.3f} / **{c['wall_med']:.3f}** / {c['wall_max']:.3f}"
+
+
+def fmt_extra(c: Optional[Dict[str, Any]], skip: Tuple[str, ...] = ()) -> str:
+    if c is None:
+        return ""
+    parts = []
+    for k in sorted(c):
+        if k in ("n", "wall_min", "wall_med", "wall_max", "cpu_med", "rss_med_mb", "rcs",
+                 "leftovers", "timed_out", "argv", "walls", "rss_max_mb", "extras",
+                 "stderr_tail") or k in skip:
+            continue
+        v = c[k]
+        if isinstance(v, float):
+            v = f"{v:.4g}"
+        elif isinstance(v, str) and len(v) > 90:
+            v = v[:90] + "..."
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def case_note(c: Optional[Dict[str, Any]], name: str) -> str:
+    if c is None:
+        return ""
+    notes = []
+    if c["rcs"] != [0]:
+        notes.append(f"rc={c['rcs']}" + (" (expected)" if name in EXPECT_FAIL else ""))
+    if c["leftovers"]:
+        notes.append("LEFTOVER PROCESSES")
+    if c["timed_out"]:
+        notes.append("TIMEOUT")
+    return "; ".join(notes)
+
+
+def first_error_line(c: Dict[str, Any]) -> str:
+    tail = c.get("stderr_tail", "").strip().splitlines()
+    return tail[-1][:160] if tail else ""
+
+
+def render(res: Dict[str, Any]) -> str:
+    meta = res["meta"]
+    sides = res["sides"]
+    tx = sides.get("tx", {}).get("cases", {})
+    tv = sides.get("torchx", {}).get("cases", {})
+    L: List[str] = []
+    L.append("# tx benchmark results")
+    L.append("")
+    L.append(f"Generated by `bench/run.py` on {meta['started']} ({meta['elapsed_s']:.0f} s). "
+             f"**n = {meta['n']}** counted runs per case and side (+{meta['warmup']} warmup), "
+             "tx and TorchX interleaved round by round (alternating which goes first). "
+             "Times are wall seconds of the whole process as "
+             "**min / median / max**; RSS is the median peak RSS of the largest single "
+             "process waited for (MB).  Ratios are of medians from this one run.")
+    L.append("")
+    L.append(f"Machine: {meta['machine']}.  Command: `{meta['command']}`.")
+    L.append("")
+    for sname, s in sides.items():
+        p = s.get("probe", {})
+        d = ", ".join(f"{k} {v}" for k, v in sorted(p.get("dists", {}).items()))
+        sch = ", ".join(p.get("schedulers", [])) or p.get("schedulers_error", "?")
+        L.append(f"- **{sname}**: `{s['python']}` (Python {p.get('python', '?')}); {d}; "
+                 f"schedulers: {sch}")
+    L.append("")
+
+    L.append("## Budgets")
+    L.append("")
+    L.append("| budget | measured (tx / reference) | limit | verdict | reference |")
+    L.append("| --- | --- | --- | --- | --- |")
+    for b in res["budgets"]:
+        L.append(f"| {b['budget']} | {b['measured']} | {b['limit']} | **{b['verdict']}** "
+                 f"| {b['basis']} |")
+    real = [b for b in res["budgets"] if not b["verdict"].endswith("(info)")]
+    n_pass = sum(b["verdict"] == "PASS" for b in real)
+    L.append("")
+    L.append(f"{n_pass} of {len(real)} budgets pass (rows marked (info) are not budgets).")
+    L.append("")
+
+    L.append("## All cases")
+    L.append("")
+    L.append("| case | what | tx s (min / med / max) | tx RSS | TorchX s (min / med / max) "
+             "| TorchX RSS | tx / TorchX | notes |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    names = list(dict.fromkeys([*tx, *tv]))
+    for name in names:
+        a, b = tx.get(name), tv.get(name)
+        ratio = f"{a['wall_med'] / b['wall_med']:.2f}x" if a and b else "-"
+        notes = []
+        if name in K8S_CASES and a is not None and a["rcs"] != [0]:
+            ratio = "n/a"
+            notes.append("tx: **n/a** (no kubernetes scheduler plugin installed yet): "
+                         + first_error_line(a).replace("|", "\\|"))
+        else:
+            if case_note(a, name):
+                notes.append("tx: " + case_note(a, name))
+                if a is not None and a["rcs"] != [0] and name not in EXPECT_FAIL:
+                    notes.append("`" + first_error_line(a).replace("|", "\\|") + "`")
+        if case_note(b, name):
+            notes.append("TorchX: " + case_note(b, name))
+        row = f"| {name} | {WHAT.get(name, '')} | "
+        row += f"{fmt_s(a)} | {a['rss_med_mb']:.0f} | " if a else "- | - | "
+        row += f"{fmt_s(b)} | {b['rss_med_mb']:.0f} | " if b else "- | - | "
+        L.append(row + f"{ratio} | {'; '.join(notes)} |")
+    L.append("")
+
+    L.append("### Ratios within one side (medians)")
+    L.append("")
+    L.append("| ratio | tx | TorchX |")
+    L.append("| --- | --- | --- |")
+    for a, b in (("ddp_torchx_1x2", "ddp_torchrun"), ("ddp_torchx_1x2", "ddp_torchrun_c10d"),
+                 ("log_cli", "log_direct"), ("run_echo", "floor_python"),
+                 ("cli_version", "floor_python"), ("cli_help", "floor_python")):
+        cells = []
+        for c in (tx, tv):
+            cells.append(f"{c[a]['wall_med'] / c[b]['wall_med']:.2f}"
+                         if a in c and b in c else "-")
+        L.append(f"| {a} / {b} | {cells[0]} | {cells[1]} |")
+    L.append("")
+
+    L.append("### Case details (medians of what the case reports)")
+    L.append("")
+    L.append("| case | tx | TorchX |")
+    L.append("| --- | --- | --- |")
+    for name in names:
+        ea, eb = fmt_extra(tx.get(name)), fmt_extra(tv.get(name))
+        if ea or eb:
+            L.append(f"| {name} | {ea.replace('|', '/')} | {eb.replace('|', '/')} |")
+    L.append("")
+    if "api_dryrun_1000x4" in tx and "kubernetes_error" in tx["api_dryrun_1000x4"]:
+        L.append("API dryrun on kubernetes for tx: **n/a** (no kubernetes scheduler "
+                 "plugin installed yet).")
+        L.append("")
+
+    L.append("## Imports (`python -X importtime`, tx-only extra; TorchX for reference)")
+    L.append("")
+    L.append("| side | command | rc | modules | beyond `python -c pass` | sum of self times "
+             "ms (median) | forbidden modules (beyond `python -c pass`) |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for sname, s in sides.items():
+        for label, e in s.get("importtime", {}).items():
+            fb = ", ".join(e.get("forbidden_beyond_python", e["forbidden"])) or "none"
+            if len(fb) > 200:
+                fb = fb[:200] + "..."
+            L.append(f"| {sname} | `{label}` | {e['rc']} | {e['modules']} | "
+                     f"{e.get('beyond_python', '-')} | {e['self_ms_med']:.1f} | {fb} |")
+    L.append("")
+    L.append("Forbidden list: " + ", ".join(f"`{f}`" for f in FORBIDDEN) + ".")
+    L.append("")
+    for sname, s in sides.items():
+        for label, e in s.get("importtime", {}).items():
+            if label == "python -c pass":
+                continue
+            top = ", ".join(f"{m} {ms:.1f}" for m, ms in e["top_cumulative_ms"])
+            L.append(f"- {sname} `{label}`, top cumulative import ms: {top}")
+    L.append("")
+    return "\n".join(L)
+
+
+# --------------------------------------------------------------------------
+def machine() -> str:
+    try:
+        load = "load avg %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = ""
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {load}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=5, help="counted runs per case and side")
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted rounds per case")
+    ap.add_argument("--only", default="", help="comma list of case-name prefixes")
+    ap.add_argument("--skip", default="", help="comma list of case-name prefixes")
+    ap.add_argument("--sides", default="tx,torchx", help="tx, torchx or both")
+    ap.add_argument("--torchx-venv", default=os.path.join(WORK, "torchx-venv"))
+    ap.add_argument("--rebuild-venv", action="store_true", help="recreate the TorchX venv")
+    ap.add_argument("--setup-only", action="store_true", help="make the TorchX venv, stop")
+    ap.add_argument("--no-importtime", action="store_true", help="skip the importtime checks")
+    ap.add_argument("--out", default="", help="markdown output (default: bench/RESULTS.md "
+                    "for a full run, bench/.work/results-partial.md with --only/--skip/--sides)")
+    ap.add_argument("--lines", type=int, default=200000)
+    ap.add_argument("--replicas", type=int, default=64)
+    ap.add_argument("--roles", type=int, default=1000)
+    ap.add_argument("--dry-replicas", type=int, default=4)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    args = ap.parse_args()
+
+    t_start = time.perf_counter()
+    # Users have bytecode caches: without them every tx run would compile its sources
+    # (pip compiled TorchX's at install; tx-core is installed editable).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # Both launchers run their replicas with PYTHONUNBUFFERED set (tx's local scheduler and
+    # TorchX's local_cwd), so the generator writes line by line under them: run it (and
+    # everything else) the same way directly.  bench.py's setdefault("PYTHONUNBUFFERED", "0")
+    # would otherwise make log_direct depend on the caller's environment ("0" = buffered,
+    # 5x faster).
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    # tx caches its entry-point scan in $XDG_CACHE_HOME/tx/: a cache of our own, so that
+    # other jobs on the machine (test venvs) do not overwrite it in the middle of a run.
+    os.environ["XDG_CACHE_HOME"] = os.path.join(WORK, "xdg-cache")
+    bench.run_proc(["true"], HERE, dict(os.environ))  # start bench's spawner while small
+    os.makedirs(WORK, exist_ok=True)
+    want = [s.strip() for s in args.sides.split(",") if s.strip()]
+    pys: Dict[str, str] = {}
+    if "torchx" in want:
+        pys["torchx"] = ensure_torchx_venv(args.torchx_venv, args.rebuild_venv)
+    if args.setup_only:
+        print(f"TorchX venv ready: {pys.get('torchx')}")
+        return
+    if "tx" in want:
+        if sh([sys.executable, "-c", "import tx.runner"]).returncode != 0:
+            sys.exit(f"{sys.executable} cannot import tx: run from the dev venv "
+                     "(pip install -e core -e plugins/scheduler-local) or `hatch run bench:run`")
+        pys = {"tx": sys.executable, **pys}
+        precompile(sys.executable)
+
+    wd = os.path.join(WORK, "wd")
+    os.makedirs(wd, exist_ok=True)
+    shutil.copy(os.path.join(HERE, "train.py"), os.path.join(wd, "train.py"))
+    bargs = bench.make_parser().parse_args([])
+    for k in ("n", "warmup", "only", "skip", "lines", "replicas", "roles", "dry_replicas",
+              "timeout"):
+        setattr(bargs, k, getattr(args, k))
+    bargs.workdir = wd
+    sides = [Side(name, py, name, name, bargs) for name, py in pys.items()]
+    full = not (args.only or args.skip) and len(sides) == 2
+    out_md = args.out or (os.path.join(HERE, "RESULTS.md") if full
+                          else os.path.join(WORK, "results-partial.md"))
+    out_json = os.path.splitext(out_md)[0] + ".json"
+
+    print(f"sides: {', '.join(f'{s.name}={s.py}' for s in sides)}; n={args.n} "
+          f"warmup={args.warmup}", flush=True)
+    run_cases(sides, bargs)
+
+    res: Dict[str, Any] = {
+        "meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "n": args.n,
+                 "warmup": args.warmup, "machine": machine(), "lines": args.lines,
+                 "command": " ".join(["python bench/run.py", *sys.argv[1:]])},
+        "sides": {},
+    }
+    for side in sides:
+        entry: Dict[str, Any] = {"python": side.py, "cli": side.cli,
+                                 "probe": probe(side.py, PROBE_TX if side.name == "tx"
+                                                else PROBE_TORCHX),
+                                 "cases": summarize_side(side)}
+        if not args.no_importtime and (not args.only or "importtime" in args.only):
+            print(f"importtime checks: {side.name}", flush=True)
+            entry["importtime"] = importtime_checks(side, wd, reps=max(3, min(args.n, 5)))
+        res["sides"][side.name] = entry
+    res["budgets"] = budgets(res, args.lines)
+    res["meta"]["elapsed_s"] = time.perf_counter() - t_start
+    with open(out_json, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    with open(out_md, "w") as f:
+        f.write(render(res))
+    print()
+    for b in res["budgets"]:
+        print(f"{b['verdict']:6s} {b['budget']}: {b['measured']} (limit {b['limit']})")
+    print(f"\nwrote {out_md} and {out_json}")
+    if bench.SPAWNER is not None:
+        bench.SPAWNER.close()
+
+
+if __name__ == "__main__":
+    main()
