@@ -1,79 +1,110 @@
 #!/usr/bin/env bash
-# Start a private two-node Slurm cluster on 127.0.0.1: munged, slurmctld and two slurmd
-# (`slurmd -N node1`, `slurmd -N node2`), all state under $SLURM_BASE. Needs root and the
-# Debian packages from scripts/install-slurm.sh.
+# Start a private Slurm cluster on 127.0.0.1 from Debian's packages: munged, slurmctld and
+# one slurmd per node (`slurmd -N node1`, `slurmd -N node2`, ...), all state under
+# $SLURM_BASE. Needs root and the packages from scripts/install-slurm.sh.
 #
 #   eval "$(scripts/start-slurm.sh)"      # prints only `export SLURM_CONF=...` on stdout
 #
-# Idempotent: when the cluster is already up it only prints the export line. Returns once
-# `sinfo` shows both nodes idle (a few seconds), or exits 1 with the controller's log tail.
+# Idempotent: when the cluster is already up it only prints the export line (a changed
+# configuration restarts the daemons). Returns once every node is usable (about a second),
+# or exits 1 with the controller's log tail.
 #
 # The cluster is shaped like many real ones, on purpose:
-# * NodeName (node1, node2) is not a resolvable host name; NodeHostname is this host and
-#   NodeAddr=127.0.0.1, so a job that passes `node1` to another program as an address fails
-#   and a scheduler must resolve the node's NodeAddr (`scontrol show node`).
-# * no accounting (sacct fails); finished jobs stay visible to `scontrol show job` for
+# * NodeName (node1, node2, ...) is not a resolvable host name; NodeHostname is this host
+#   and NodeAddr=127.0.0.1, so a job that hands `node1` to another program as an address
+#   fails: a scheduler must use the node's NodeAddr (`scontrol show node`).
+# * no accounting (sacct fails); finished jobs stay visible to squeue/scontrol for
 #   MinJobAge seconds and are appended to jobcomp/filetxt ($SLURM_BASE/log/jobcomp.txt).
+# * a heartbeat process touches the partition every 2 s so that the backfill scheduler runs
+#   as on a busy cluster (see start_heartbeat); requeued jobs restart in seconds.
 #
-# Env: SLURM_BASE (default /tmp/tx-slurm); SLURM_MIN_JOB_AGE (seconds, default 3600);
+# Env: SLURM_BASE (default /tmp/tx-slurm);
+#      SLURM_NODES (default 4): nodes node1..nodeN, one slurmd each. Slurm never places two
+#      components of one heterogeneous job on the same node, so an app of R replicas in all
+#      needs R nodes (tx's conformance kit runs 2 roles x 2 replicas);
+#      SLURM_MIN_JOB_AGE (seconds, default 3600);
 #      SLURM_NODE_MEM_MB (RealMemory of each node, default 4096);
+#      SLURM_CRED_EXPIRE (seconds, default 10, at least 5; Slurm's default is 120): a
+#      requeued job waits this long before it may start again;
+#      SLURM_FAKE_GPUS (default 2): GPUs per node, as GRES "gpu" whose device files are
+#      character devices like /dev/null under $SLURM_BASE/dev: Slurm allocates them and sets
+#      CUDA_VISIBLE_DEVICES, so GPU requests can be tested; nothing can compute on them.
+#      0 (or a host where mknod is not allowed) gives nodes without GPUs;
 #      SLURM_ACCT=1 also runs a private mariadb + slurmdbd so that `sacct` works
 #      (install with SLURM_ACCT=1 scripts/install-slurm.sh).
+# Ports on 127.0.0.1: slurmctld 6817, slurmdbd 6820, mariadb 3307, slurmd 6831..683N.
 set -euo pipefail
 B=${SLURM_BASE:-/tmp/tx-slurm}
 ACCT=${SLURM_ACCT:-0}
+NODES=${SLURM_NODES:-4}
 MIN_JOB_AGE=${SLURM_MIN_JOB_AGE:-3600}
 NODE_MEM=${SLURM_NODE_MEM_MB:-4096}
+CRED_EXPIRE=${SLURM_CRED_EXPIRE:-10}
+FAKE_GPUS=${SLURM_FAKE_GPUS:-2}
 H=$(hostname)
 log() { echo "[start-slurm] $*" >&2; }
 
+case "$FAKE_GPUS" in ''|*[!0-9]*) log "SLURM_FAKE_GPUS must be a number, got '$FAKE_GPUS'"; exit 2;; esac
+case "$NODES" in ''|*[!0-9]*) log "SLURM_NODES must be a number of nodes, got '$NODES'"; exit 2;; esac
+[ "$NODES" -ge 1 ] && [ "$NODES" -le 64 ] || { log "SLURM_NODES must be 1..64, got $NODES"; exit 2; }
+
 missing=()
 for b in slurmctld slurmd munged sinfo scontrol; do command -v "$b" >/dev/null || missing+=("$b"); done
-[ "$ACCT" = 1 ] && { command -v slurmdbd >/dev/null || missing+=(slurmdbd); command -v mariadbd >/dev/null || missing+=(mariadbd); }
+if [ "$ACCT" = 1 ]; then
+  command -v slurmdbd >/dev/null || missing+=(slurmdbd)
+  command -v mariadbd >/dev/null || missing+=(mariadbd)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "missing ${missing[*]}: run scripts/install-slurm.sh first (Debian: apt-get install slurmctld slurmd slurm-client munge)"
   exit 1
 fi
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+NODE_NAMES=$(seq -f 'node%g' 1 "$NODES")
 export SLURM_CONF=$B/etc/slurm.conf
-ready() {
-  [ "$(timeout 5 sinfo -h -p debug -o '%t' 2>/dev/null | sort -u)" = idle ] &&
-    [ "$(timeout 5 sinfo -h -N -o '%N' 2>/dev/null | sort -u | wc -l)" = 2 ]
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_pid() { # pidfile: TERM, then KILL after 10 s
+  local f=$1 p
+  [ -f "$f" ] || return 0
+  p=$(cat "$f")
+  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    kill "$p"
+    for _ in $(seq 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
+    kill -0 "$p" 2>/dev/null && kill -9 "$p"
+  fi
+  rm -f "$f"
 }
-if alive $B/run/slurmctld.pid && alive $B/run/slurmd-node1.pid && alive $B/run/slurmd-node2.pid \
-   && { [ "$ACCT" != 1 ] || alive $B/run/slurmdbd.pid; } && timeout 5 sinfo -h >/dev/null 2>&1; then
-  log "already running"; echo "export SLURM_CONF=$SLURM_CONF"; exit 0
-fi
 
-mkdir -p $B/{etc,run,log,spool/ctld,spool/d-node1,spool/d-node2,munge,db}
-chmod 700 $B/munge
+# ready: every node registered and usable (idle, allocated, mixed, planned, completing)
+ready() {
+  local states
+  states=$(timeout 5 sinfo -h -N -p debug -o '%N %t' 2>/dev/null | sort -u) || return 1
+  [ "$(echo "$states" | grep -c -E '^node[0-9]+ (idle|alloc|mix|plnd|comp|resv)$')" = "$NODES" ]
+}
 
-# munge with a private key and socket: never touches a system munged
-if ! alive $B/run/munged.pid; then
-  [ -f $B/munge/munge.key ] || { dd if=/dev/urandom of=$B/munge/munge.key bs=1 count=1024 status=none; chmod 400 $B/munge/munge.key; }
-  munged --force --socket=$B/run/munge.socket.2 --key-file=$B/munge/munge.key \
-    --pid-file=$B/run/munged.pid --log-file=$B/log/munged.log --seed-file=$B/munge/munged.seed
-fi
+all_alive() {
+  local n
+  alive $B/run/munged.pid && alive $B/run/slurmctld.pid && alive $B/run/heartbeat.pid || return 1
+  for n in $NODE_NAMES; do alive $B/run/slurmd-$n.pid || return 1; done
+  [ "$ACCT" != 1 ] || alive $B/run/slurmdbd.pid
+}
 
-ACCT_CONF="AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none"
-if [ "$ACCT" = 1 ]; then
-  ACCT_CONF="AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort=6820
-AccountingStoragePass=$B/run/munge.socket.2
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=5"
-fi
-
-cat > $B/etc/slurm.conf <<CONF
+write_conf() { # stdout: slurm.conf
+  local acct i
+  acct=$'AccountingStorageType=accounting_storage/none\nJobAcctGatherType=jobacct_gather/none'
+  if [ "$ACCT" = 1 ]; then
+    acct=$(printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
+      "AccountingStorageHost=127.0.0.1" "AccountingStoragePort=6820" \
+      "AccountingStoragePass=$B/run/munge.socket.2" \
+      "JobAcctGatherType=jobacct_gather/linux" "JobAcctGatherFrequency=5")
+  fi
+  cat <<CONF
 ClusterName=txcluster
 SlurmctldHost=$H(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$B/run/munge.socket.2
+AuthInfo=socket=$B/run/munge.socket.2,cred_expire=$CRED_EXPIRE
 CredType=cred/munge
 CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 SlurmctldPort=6817
@@ -88,25 +119,29 @@ TaskPlugin=task/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$B/log/jobcomp.txt
 SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,bf_interval=1
+SchedulerParameters=batch_sched_delay=0,bf_interval=1,bf_hetjob_immediate
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
+GresTypes=gpu
 MpiDefault=none
 ReturnToService=2
 MinJobAge=$MIN_JOB_AGE
 KillWait=5
-$ACCT_CONF
-NodeName=node1 NodeHostname=$H NodeAddr=127.0.0.1 Port=6818 CPUs=2 RealMemory=$NODE_MEM State=UNKNOWN
-NodeName=node2 NodeHostname=$H NodeAddr=127.0.0.1 Port=6819 CPUs=2 RealMemory=$NODE_MEM State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+$acct
 CONF
+  local gres=""
+  [ "$FAKE_GPUS" -gt 0 ] && gres=" Gres=gpu:$FAKE_GPUS"
+  for i in $(seq 1 "$NODES"); do
+    echo "NodeName=node$i NodeHostname=$H NodeAddr=127.0.0.1 Port=$((6830 + i)) CPUs=2 RealMemory=$NODE_MEM$gres Features=tx,node$i State=UNKNOWN"
+  done
+  echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+}
 
-if [ "$ACCT" = 1 ]; then
-  # private mariadb (unix socket + 127.0.0.1:3307), then slurmdbd on 6820
+start_mariadb_slurmdbd() {
   if ! alive $B/run/mariadb.pid; then
     [ -d $B/db/mysql ] || mariadb-install-db --user=root --datadir=$B/db --auth-root-authentication-method=normal >/dev/null 2>&1
     (mariadbd --user=root --datadir=$B/db --socket=$B/run/mysql.sock --port=3307 --bind-address=127.0.0.1 \
-       --pid-file=$B/run/mariadb.pid --log-error=$B/log/mariadb.log >/dev/null 2>&1 &)
+       --pid-file=$B/run/mariadb.pid --log-error=$B/log/mariadb.log </dev/null >/dev/null 2>&1 &)
     for _ in $(seq 60); do mariadb -uroot -S $B/run/mysql.sock -e 'select 1' >/dev/null 2>&1 && break; sleep 0.5; done
     mariadb -uroot -S $B/run/mysql.sock -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm'; CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; GRANT ALL ON *.* TO 'slurm'@'localhost'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
   fi
@@ -131,30 +166,91 @@ CONF
     slurmdbd   # reads the slurmdbd.conf next to $SLURM_CONF
     for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/6820) 2>/dev/null && break; sleep 0.5; done
   fi
-fi
+}
 
-if alive $B/run/slurmctld.pid; then
-  timeout 10 scontrol reconfigure >/dev/null 2>&1 || true
+# Slurm's backfill scheduler, which alone starts heterogeneous jobs, runs only after some
+# job, node or partition changed. A busy cluster changes all the time; this idle one would
+# leave a requeued job pending for minutes once its begin time has passed. The heartbeat
+# "changes" the partition every 2 s, as activity on a real cluster would.
+start_heartbeat() {
+  alive $B/run/heartbeat.pid && return 0
+  setsid bash -c 'while sleep 2; do timeout 5 scontrol update PartitionName=debug State=UP; done' \
+    </dev/null >/dev/null 2>&1 &
+  echo $! > $B/run/heartbeat.pid
+}
+
+# GRES "gpu" backed by character devices (same numbers as /dev/null): gres/gpu accepts only
+# character or block devices. Sets FAKE_GPUS=0 where mknod is not allowed.
+make_fake_gpus() {
+  local i
+  mkdir -p $B/etc
+  [ "$FAKE_GPUS" -gt 0 ] || { rm -f $B/etc/gres.conf; return 0; }
+  mkdir -p $B/dev
+  for i in $(seq 0 $((FAKE_GPUS - 1))); do
+    [ -c $B/dev/gpu$i ] && continue
+    rm -f $B/dev/gpu$i
+    if ! mknod $B/dev/gpu$i c 1 3 2>/dev/null; then
+      log "mknod not allowed here: nodes get no fake GPUs"
+      FAKE_GPUS=0; rm -f $B/etc/gres.conf; return 0
+    fi
+  done
+  printf 'AutoDetect=off\nName=gpu File=%s/dev/gpu[0-%d]\n' "$B" $((FAKE_GPUS - 1)) > $B/etc/gres.conf
+}
+
+start_all() {
+  local n conf
+  mkdir -p $B/{etc,run,log,spool/ctld,munge,db}
+  for n in $NODE_NAMES; do mkdir -p $B/spool/d-$n; done
+  chmod 700 $B/munge
+
+  # munge with a private key and socket: never touches a system munged
+  if ! alive $B/run/munged.pid; then
+    [ -f $B/munge/munge.key ] || { dd if=/dev/urandom of=$B/munge/munge.key bs=1 count=1024 status=none; chmod 400 $B/munge/munge.key; }
+    munged --force --socket=$B/run/munge.socket.2 --key-file=$B/munge/munge.key \
+      --pid-file=$B/run/munged.pid --log-file=$B/log/munged.log --seed-file=$B/munge/munged.seed
+  fi
+
+  conf=$(write_conf)
+  if [ "$conf" != "$(cat $SLURM_CONF 2>/dev/null)" ]; then
+    if alive $B/run/slurmctld.pid; then  # node or daemon settings changed: restart
+      log "configuration changed: restarting slurmctld and slurmd"
+      for f in $B/run/slurmd-*.pid; do stop_pid "$f"; done
+      stop_pid $B/run/slurmctld.pid
+    fi
+    echo "$conf" > $SLURM_CONF
+  fi
+  [ "$ACCT" != 1 ] || start_mariadb_slurmdbd
+
+  alive $B/run/slurmctld.pid || slurmctld -f $SLURM_CONF
+  if [ "$ACCT" = 1 ]; then
+    for _ in $(seq 20); do timeout 5 sinfo -h >/dev/null 2>&1 && break; sleep 0.5; done
+    timeout 20 sacctmgr -i add cluster txcluster >/dev/null 2>&1 || true
+  fi
+  for n in $NODE_NAMES; do alive $B/run/slurmd-$n.pid || slurmd -f $SLURM_CONF -N $n; done
+  start_heartbeat
+}
+
+make_fake_gpus
+if all_alive && [ "$(write_conf)" = "$(cat $SLURM_CONF 2>/dev/null)" ]; then
+  log "already running"
 else
-  slurmctld -f $SLURM_CONF
+  start_all
 fi
-if [ "$ACCT" = 1 ]; then
-  for _ in $(seq 20); do timeout 5 sinfo -h >/dev/null 2>&1 && break; sleep 0.5; done
-  timeout 20 sacctmgr -i add cluster txcluster >/dev/null 2>&1 || true
-fi
-for n in node1 node2; do alive $B/run/slurmd-$n.pid || slurmd -f $SLURM_CONF -N $n; done
 
 for _ in $(seq 120); do
   alive $B/run/slurmctld.pid || break
   if ready; then
     log "up: $(timeout 5 sinfo -h -N -o '%N %t' | tr '\n' ' ')(SLURM_CONF=$SLURM_CONF)"
-    echo "export SLURM_CONF=$SLURM_CONF"; exit 0
+    echo "export SLURM_CONF=$SLURM_CONF"
+    exit 0
   fi
-  # a node left DOWN by an earlier unclean stop comes back on its own (ReturnToService=2)
-  # only once it registers; nudge nodes that registered but stay down
-  timeout 5 scontrol update nodename=node[1-2] state=resume >/dev/null 2>&1 || true
+  # a node left DOWN or DRAINED by an earlier unclean stop: bring it back once it answers
+  for n in $(timeout 5 sinfo -h -N -p debug -t down,drain -o '%N' 2>/dev/null | sort -u); do
+    timeout 5 scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true
+  done
   sleep 0.25
 done
-log "cluster did not become idle in 30 s"; timeout 5 sinfo -N >&2 || true
+log "cluster not ready in 30 s"
+timeout 5 sinfo -N >&2 || true
 tail -20 $B/log/slurmctld.log >&2 || true
 exit 1

@@ -88,13 +88,17 @@ def run(args: argparse.Namespace) -> int:
         if args.dryrun:
             _print_dryrun(info)
             return 0
-        handle = runner.schedule(info)
-        print(handle, flush=True)
         wait = args.wait or args.log or (is_local(scheduler) and not args.detach)
         if args.detach or not wait:
+            print(runner.schedule(info), flush=True)
             return 0
         relay = args.log or is_local(scheduler)
-        status = _wait(runner, handle, info, relay)
+        with _CancelOnSignal(runner) as guard:
+            handle = guard.handle = runner.schedule(info)
+            print(handle, flush=True)
+            guard.check()
+            status = _wait(runner, handle, info, relay)
+            guard.check()
         if status is None:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
         if status.state.name != "SUCCEEDED":
@@ -114,37 +118,62 @@ def _print_dryrun(info: Any) -> None:
     sys.stdout.flush()
 
 
-def _wait(runner: Any, handle: str, info: Any, relay_logs: bool) -> Optional[Any]:
-    """Wait for the app, relaying logs; SIGTERM/SIGINT cancel it first."""
-    import signal
+class _CancelOnSignal:
+    """While waiting on an app, SIGTERM and SIGINT cancel it (then ``check`` exits with
+    128+signal). Installed before the app is scheduled, so that no signal falls between
+    launching the app and guarding it."""
 
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.handle: Optional[str] = None
+        self.received: List[int] = []
+        self._old: Dict[int, Any] = {}
+
+    def __enter__(self) -> "_CancelOnSignal":
+        import signal
+
+        for s in (signal.SIGTERM, signal.SIGINT):
+            self._old[s] = signal.signal(s, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if not self.received:
+            self.received.append(signum)
+            if self.handle is not None:
+                self.runner.cancel(self.handle)
+
+    def check(self) -> None:
+        """Exit with 128+signal if a signal came; cancel the app first if that has not happened."""
+        if not self.received:
+            return
+        if self.handle is not None:
+            self.runner.cancel(self.handle)  # no-op once cancelled or finished
+            self.runner.wait(self.handle, wait_interval=0.2, timeout=60)
+        print(f"tx run: cancelled {self.handle or 'the launch'} on signal {self.received[0]}",
+              file=sys.stderr)
+        sys.exit(128 + self.received[0])
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _wait(runner: Any, handle: str, info: Any, relay_logs: bool) -> Optional[Any]:
+    """Wait for the app, relaying its replicas' logs to stderr."""
     from tx.cli._relay import Relay
 
-    received: List[int] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        if not received:
-            received.append(signum)
-            runner.cancel(handle)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        relay = None
-        if relay_logs:
-            relay = Relay(sys.stderr.buffer)
-            for role in info._app.roles:
-                for k in range(role.num_replicas):
-                    relay.add(
-                        f"{role.name}/{k}",
-                        lambda r=role.name, k=k: runner.log_blocks(handle, r, k, should_tail=True),
-                    )
-        status = runner.wait(handle, wait_interval=0.5)
-        if relay is not None:
-            relay.join()
-        if received:
-            print(f"tx run: cancelled {handle} on signal {received[0]}", file=sys.stderr)
-            sys.exit(128 + received[0])
-        return status
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    relay = None
+    if relay_logs:
+        relay = Relay(sys.stderr.buffer)
+        for role in info._app.roles:
+            for k in range(role.num_replicas):
+                relay.add(
+                    f"{role.name}/{k}",
+                    lambda r=role.name, k=k: runner.log_blocks(handle, r, k, should_tail=True),
+                )
+    status = runner.wait(handle, wait_interval=0.5)
+    if relay is not None:
+        relay.join()
+    return status

@@ -3,12 +3,13 @@ from tx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
+    SchedulerError,
     get_default_scheduler_name,
     get_scheduler_factories,
 )
 from tx.schedulers.streams import Stream, filter_regex, split_lines, split_lines_iterator
 
 __all__ = [
-    "DescribeAppResponse", "ListAppResponse", "Scheduler", "Stream", "filter_regex",
+    "DescribeAppResponse", "ListAppResponse", "Scheduler", "SchedulerError", "Stream", "filter_regex",
     "get_default_scheduler_name", "get_scheduler_factories", "split_lines", "split_lines_iterator",
 ]

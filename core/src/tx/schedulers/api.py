@@ -19,6 +19,12 @@ from tx.specs.status import RoleStatus
 T = TypeVar("T")
 
 
+class SchedulerError(RuntimeError):
+    """A backend refused or failed a request (sbatch rejected the job, a client command is
+    missing, the API answered with an error). The message is written for users: the CLI
+    prints it as one line."""
+
+
 @attrs.define
 class DescribeAppResponse:
     """What a scheduler knows about one app.

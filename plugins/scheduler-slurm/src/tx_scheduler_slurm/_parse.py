@@ -1,0 +1,313 @@
+"""Parsing what Slurm's client commands print into :class:`JobRecord` and friends.
+
+Machine-readable forms are used where they are stable across Slurm versions: ``squeue -O``
+with a unit-separator (``\\x1f``) after every field (no field value contains it), ``sacct
+--parsable2`` (``|``-separated, the last field free text), the jobcomp/filetxt lines and
+``sinfo -o``. Formats:
+
+* squeue: https://slurm.schedmd.com/squeue.html (``--Format``)
+* sacct: https://slurm.schedmd.com/sacct.html (``--parsable2``, ``--format``)
+* sinfo: https://slurm.schedmd.com/sinfo.html (``--format``)
+* jobcomp/filetxt: https://slurm.schedmd.com/slurm.conf.html#OPT_JobCompType
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+import attrs
+
+from tx_scheduler_slurm._states import normalize_state
+
+SEP = "\x1f"
+
+#: squeue --Format fields, in the order :func:`parse_squeue` reads them (WorkDir last)
+SQUEUE_FIELDS = (
+    "JobID", "HetJobID", "HetJobOffset", "Name", "State", "Reason", "NodeList",
+    "RestartCnt", "cpus-per-task", "MinMemory", "tres-per-node", "tres-per-task",
+    "UserName", "Partition", "Command", "WorkDir",
+)
+
+#: sacct --format fields, in the order :func:`parse_sacct` reads them (WorkDir last)
+SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList", "ReqCPUS", "ReqMem",
+                "User", "Partition", "WorkDir")
+
+_NONE = {"", "N/A", "(null)", "None", "none", "n/a"}
+
+
+@attrs.frozen
+class JobRecord:
+    """One Slurm job component as a status source reports it.
+
+    Attributes:
+        job_id: the component's own job id (``7`` for ``6+1``).
+        app_id: the heterogeneous job id (the leader's job id; ``job_id`` when not het).
+        offset: the component's offset in the het job (0 when not het).
+        name: the component's job name (tx names them ``<role>-<replica>``).
+        state: the bare Slurm state (``RUNNING``, ``CANCELLED`` ...).
+        reason: Slurm's reason text (``Resources``, ``NonZeroExitCode``), "" if none.
+        nodes: the node list (``node1``), "" before allocation.
+        restarts: how often the job was requeued, -1 if the source does not say.
+        cpus_per_task: cpus per task, -1 if unknown.
+        mem_mb: memory per node in MB (2**20 bytes), -1 if unknown or unset.
+        gpus: GPUs per task or node, 0 if none, -1 if unknown.
+        user: the job's user name.
+        partition: the job's partition.
+        command: the batch script path, "" if submitted on stdin.
+        work_dir: the job's working directory (where tx's replica log files are).
+        exit_code: Slurm's ``status:signal`` exit code of the component, if reported.
+    """
+
+    job_id: str
+    app_id: str
+    offset: int
+    name: str
+    state: str
+    reason: str = ""
+    nodes: str = ""
+    restarts: int = -1
+    cpus_per_task: int = -1
+    mem_mb: int = -1
+    gpus: int = -1
+    user: str = ""
+    partition: str = ""
+    command: str = ""
+    work_dir: str = ""
+    exit_code: Optional[str] = None
+
+
+def _clean(value: str) -> str:
+    value = value.strip()
+    return "" if value in _NONE else value
+
+
+def _int(value: str, default: int = -1) -> int:
+    value = _clean(value)
+    return int(value) if value.isdigit() else default
+
+
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)(?:[nc])?$", re.IGNORECASE)
+_MEM_FACTOR = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+
+
+def parse_mem_mb(value: str) -> int:
+    """``1024M``/``1G``/``4096``/``2Gn``/``500Mc`` -> MB (2**20 bytes); -1 for empty/unknown,
+    and for ``0`` (Slurm prints 0 when no memory was requested)."""
+    m = _MEM.match(_clean(value))
+    if not m:
+        return -1
+    mb = int(float(m[1]) * _MEM_FACTOR[m[2].upper()])
+    return mb if mb > 0 else -1
+
+
+def parse_gpus(*tres: str) -> int:
+    """GPU count from TRES texts such as ``gres/gpu:2``, ``gres:gpu:a100:4``, ``gpu:1``,
+    ``gres/gpu=2`` or ``gres/gpu`` (one); 0 when none names a GPU."""
+    for text in tres:
+        text = _clean(text)
+        for part in re.split(r"[,\s]+", text):
+            idx = part.find("gpu")
+            if idx < 0 or (idx > 0 and part[idx - 1] not in "/:"):
+                continue
+            segments = re.split(r"[:=]", part[idx + 3:])
+            last = segments[-1] if segments else ""
+            return int(last) if last.isdigit() else 1
+    return 0
+
+
+def squeue_format() -> str:
+    """The ``--Format`` argument matching :data:`SQUEUE_FIELDS`."""
+    return ",".join(f"{f}:{SEP}" for f in SQUEUE_FIELDS)
+
+
+def _leader(job_id: str, het_id: str) -> str:
+    het = _clean(het_id)
+    return het if het and het != "0" else job_id
+
+
+def parse_squeue(text: str) -> List[JobRecord]:
+    """Records from ``squeue --noheader --noconvert --Format=<squeue_format()>`` output.
+    Lines that do not have every field are skipped."""
+    out: List[JobRecord] = []
+    n = len(SQUEUE_FIELDS)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split(SEP)
+        if len(parts) < n:
+            continue
+        f = dict(zip(SQUEUE_FIELDS, parts[: n - 1] + [SEP.join(parts[n - 1 :]).rstrip(SEP)]))
+        job_id = _clean(f["JobID"])
+        if not job_id:
+            continue
+        out.append(JobRecord(
+            job_id=job_id,
+            app_id=_leader(job_id, f["HetJobID"]),
+            offset=max(_int(f["HetJobOffset"], 0), 0),
+            name=f["Name"].strip(),
+            state=normalize_state(f["State"]),
+            reason=_clean(f["Reason"]),
+            nodes=_clean(f["NodeList"]),
+            restarts=_int(f["RestartCnt"]),
+            cpus_per_task=_int(f["cpus-per-task"]),
+            mem_mb=parse_mem_mb(f["MinMemory"]),
+            gpus=parse_gpus(f["tres-per-task"], f["tres-per-node"]),
+            user=_clean(f["UserName"]),
+            partition=_clean(f["Partition"]),
+            command=_clean(f["Command"]),
+            work_dir=f["WorkDir"].rstrip("\n"),
+        ))
+    return out
+
+
+_SACCT_ID = re.compile(r"^(\d+)(?:\+(\d+))?$")
+
+
+def parse_sacct(text: str) -> List[JobRecord]:
+    """Records from ``sacct --parsable2 --noheader --allocations --format=<SACCT_FIELDS>``
+    output: one per job or het component (``6`` or ``6+1``); step rows (``6+1.0``,
+    ``6.batch``) and array rows are skipped."""
+    out: List[JobRecord] = []
+    n = len(SACCT_FIELDS)
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < n:
+            continue
+        f = dict(zip(SACCT_FIELDS, parts[: n - 1] + ["|".join(parts[n - 1 :])]))
+        m = _SACCT_ID.match(f["JobID"].strip())
+        if not m:
+            continue
+        offset = int(m[2]) if m[2] is not None else 0
+        out.append(JobRecord(
+            job_id=m[1] if m[2] is None else f"{m[1]}+{m[2]}",
+            app_id=m[1],
+            offset=offset,
+            name=f["JobName"].strip(),
+            state=normalize_state(f["State"]),
+            reason="",
+            nodes=_clean(f["NodeList"]).replace("None assigned", ""),
+            cpus_per_task=_int(f["ReqCPUS"]),
+            mem_mb=parse_mem_mb(f["ReqMem"]),
+            user=_clean(f["User"]),
+            partition=_clean(f["Partition"]),
+            work_dir=f["WorkDir"].strip(),
+            exit_code=_clean(f["ExitCode"]) or None,
+        ))
+    return out
+
+
+#: keys of a jobcomp/filetxt line, in the order Slurm writes them (values may hold spaces)
+_JOBCOMP_KEYS = (
+    "JobId", "UserId", "GroupId", "Name", "JobState", "Partition", "TimeLimit", "StartTime",
+    "EndTime", "NodeList", "NodeCnt", "ProcCnt", "WorkDir", "ReservationName", "Tres",
+    "Account", "QOS", "WcKey", "Cluster", "SubmitTime", "EligibleTime", "ArrayJobId",
+    "ArrayTaskId", "HetJobId", "HetJobOffset", "DerivedExitCode", "ExitCode",
+)
+_KV = re.compile(r"(?:^|\s)(" + "|".join(_JOBCOMP_KEYS) + r")=")
+
+
+def parse_kv_line(line: str) -> Dict[str, str]:
+    """Split a jobcomp/filetxt line ``JobId=6 UserId=root(0) ... WorkDir=/a b ...`` into a
+    dict; only known keys start a field, so values may contain spaces."""
+    out: Dict[str, str] = {}
+    matches = list(_KV.finditer(line))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out[m[1]] = line[m.end():end].strip()
+    return out
+
+
+def parse_jobcomp(text: str, app_id: str) -> List[JobRecord]:
+    """Records of ``app_id`` from a jobcomp/filetxt file (one line per ended job component;
+    a requeued job has one line per attempt: the last one wins)."""
+    by_job: Dict[str, JobRecord] = {}
+    for line in text.splitlines():
+        if f"JobId={app_id} " not in line and f"HetJobId={app_id} " not in line:
+            continue
+        kv = parse_kv_line(line)
+        job_id = kv.get("JobId", "")
+        het = _clean(kv.get("HetJobId", ""))
+        leader = het if het and het != "0" else job_id
+        if leader != app_id:
+            continue
+        by_job[job_id] = JobRecord(
+            job_id=job_id,
+            app_id=leader,
+            offset=max(_int(kv.get("HetJobOffset", ""), 0), 0),
+            name=kv.get("Name", ""),
+            state=normalize_state(kv.get("JobState", "")),
+            nodes=_clean(kv.get("NodeList", "")),
+            user=kv.get("UserId", "").split("(")[0],
+            partition=_clean(kv.get("Partition", "")),
+            work_dir=kv.get("WorkDir", ""),
+            exit_code=_clean(kv.get("ExitCode", "")) or None,
+        )
+    return sorted(by_job.values(), key=lambda r: r.offset)
+
+
+@attrs.frozen
+class Partition:
+    """A partition as ``sinfo`` reports it.
+
+    Attributes:
+        name: the partition name.
+        mem_mb: the smallest RealMemory of its nodes in MB, None if unknown.
+        nodes: how many nodes it has (any state).
+        default: it is the cluster's default partition.
+    """
+
+    name: str
+    mem_mb: Optional[int]
+    nodes: int
+    default: bool = False
+
+
+#: sinfo --format matching :func:`parse_sinfo`
+SINFO_FORMAT = f"%P{SEP}%m{SEP}%D"
+
+
+def parse_sinfo(text: str) -> Dict[str, Partition]:
+    """Partitions from ``sinfo --noheader --noconvert --format=<SINFO_FORMAT>`` output;
+    sinfo prints one line per partition and node state, which are summed here."""
+    mem: Dict[str, Optional[int]] = {}
+    nodes: Dict[str, int] = {}
+    default: Dict[str, bool] = {}
+    for line in text.splitlines():
+        parts = line.split(SEP)
+        if len(parts) != 3:
+            continue
+        raw, m, d = (p.strip() for p in parts)
+        name = raw.rstrip("*")
+        if not name:
+            continue
+        default[name] = default.get(name, False) or raw.endswith("*")
+        nodes[name] = nodes.get(name, 0) + _int(d, 0)
+        mb = parse_mem_mb(m.rstrip("+"))
+        value = mb if mb > 0 else None
+        prev = mem.get(name, value)
+        mem[name] = value if prev is None else (prev if value is None else min(prev, value))
+    return {n: Partition(n, mem[n], nodes[n], default[n]) for n in nodes}
+
+
+def parse_version(text: str) -> Optional[Tuple[int, int]]:
+    """``slurm 24.11.1`` / ``slurm-wlm 22.05.8`` -> ``(24, 11)``; None if no version."""
+    m = re.search(r"(\d+)\.(\d+)", text)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def parse_config(text: str) -> Dict[str, str]:
+    """``scontrol show config`` output (``Key = value`` lines) as a dict."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def split_job_name(name: str) -> Tuple[str, Optional[int]]:
+    """``trainer-3`` -> ``("trainer", 3)``; a name without a ``-<int>`` suffix -> ``(name, None)``."""
+    role, sep, idx = name.rpartition("-")
+    if sep and role and idx.isdigit():
+        return role, int(idx)
+    return name, None

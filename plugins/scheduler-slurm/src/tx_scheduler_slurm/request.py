@@ -1,0 +1,333 @@
+"""The request the slurm scheduler submits: an ``sbatch`` command and its batch script.
+
+An AppDef becomes one heterogeneous batch job (https://slurm.schedmd.com/heterogeneous_jobs.html)
+with one component per replica of every role, in role order, separated by ``#SBATCH hetjob``.
+Component ``i`` carries the ``#SBATCH`` options of its replica
+(https://slurm.schedmd.com/sbatch.html): ``--job-name=<role>-<replica>``, ``--requeue``,
+``--ntasks-per-node=1``, ``--cpus-per-task``, ``--mem`` (MB), GPUs and the run options
+``partition``, ``time``, ``constraint`` and ``qos``. One ``srun`` runs every component
+(``:``-separated groups), each writing ``slurm-<jobid>-<role>-<replica>.out`` and ``.err``
+in the job's working directory.
+
+Each group runs a small bash launcher (:data:`LAUNCHER`) that exports the replica's
+environment, runs the program with its arguments exactly as given (no shell parses them),
+and records the program's exit status in ``slurm-<jobid>-<role>-<replica>.exitcode`` as
+``<SLURM_RESTART_COUNT> <status>`` so that describe can tell which replica failed and how.
+
+Before ``srun`` the script finds the rank-0 address: the first node of het group 0, looked
+up with ``scontrol show node`` and taken as its ``NodeAddr`` (the address Slurm itself uses
+to reach the node, https://slurm.schedmd.com/slurm.conf.html#OPT_NodeAddr). Node names need
+not resolve (``node1`` on many clusters does not), so ``TX_RANK0_HOST`` holds that address
+and the ``${rank0_env}`` macro names ``TX_RANK0_HOST``.
+
+Retries: every component is ``--requeue``-able, and when the ``srun`` fails while
+``SLURM_RESTART_COUNT`` is below the smallest ``max_retries`` of the app's roles the script
+runs ``scontrol requeue`` on its own job. Slurm lets a requeued job start again only after
+the credential lifetime (``AuthInfo=cred_expire``, 120 s by default,
+https://slurm.schedmd.com/slurm.conf.html#OPT_cred_expire).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Dict, List, Mapping, Optional
+
+import attrs
+
+from tx.specs import AppDef, Role, macros
+
+from tx_scheduler_slurm.version import __version__
+
+#: the environment variable that holds the rank-0 replica's address (``${rank0_env}``)
+RANK0_ENV = "TX_RANK0_HOST"
+
+#: what ``${app_id}`` becomes in the batch script: the shell expands it to the job id
+APP_ID_SHELL = '"$SLURM_JOB_ID"'
+
+#: per-group launcher, run as ``bash -c "$TX_LAUNCHER" tx-launcher EXITFILE N K=V... PROGRAM ARGS...``.
+#: Arguments that are ``:`` (which srun would take for a het group separator) arrive with
+#: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it.
+LAUNCHER = r"""tx_exit_file=$1; tx_n=$2; shift 2
+while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
+tx_argv=()
+for tx_a in "$@"; do
+  if [[ $tx_a =~ ^\++:$ ]]; then tx_a=${tx_a:1}; fi
+  tx_argv+=("$tx_a")
+done
+unset tx_a tx_n
+trap : TERM INT HUP
+"${tx_argv[@]}"
+tx_rc=$?
+{ printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" > "$tx_exit_file.tmp" && mv -f "$tx_exit_file.tmp" "$tx_exit_file"; } 2>/dev/null
+exit "$tx_rc"
+"""
+
+_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_COLONS = re.compile(r"^\+*:$")
+
+
+class _Raw(str):
+    """A word written into the script as is (already shell syntax)."""
+
+
+def shell_word(word: str) -> str:
+    """Quote ``word`` for bash, turning each ``${app_id}`` in it into ``"$SLURM_JOB_ID"``
+    (expanded when the batch script runs). :class:`_Raw` words are returned unchanged."""
+    if isinstance(word, _Raw):
+        return str(word)
+    if macros.app_id not in word:
+        return shlex.quote(word)
+    return APP_ID_SHELL.join(shlex.quote(p) if p else "" for p in word.split(macros.app_id))
+
+
+def escape_srun_arg(arg: str) -> str:
+    """Protect a program argument from srun's het-group separator: ``:`` (and ``+:``,
+    ``++:`` ...) get one ``+`` prepended, which :data:`LAUNCHER` removes again."""
+    return "+" + arg if _COLONS.match(arg) else arg
+
+
+def log_file(app_id: str, role: str, replica_id: int, ext: str) -> str:
+    """``slurm-<app_id>-<role>-<replica_id>.<ext>``: a replica's ``out``, ``err`` or
+    ``exitcode`` file, relative to the job's working directory."""
+    return f"slurm-{app_id}-{role}-{replica_id}.{ext}"
+
+
+def _opts(opts: Mapping[str, Optional[str]]) -> List[str]:
+    return [f"--{k}" if v is None else f"--{k}={v}" for k, v in opts.items()]
+
+
+@attrs.define
+class SlurmReplicaRequest:
+    """One replica: a het job component and its ``srun`` group.
+
+    Attributes:
+        name: ``<role>-<replica>``, the component's job name.
+        role: the role name.
+        replica_id: the replica's index within its role.
+        entrypoint: the program (looked up on PATH on the node).
+        args: its arguments, macros substituted (``${app_id}`` still in place).
+        env: its environment, macros substituted, with tx's per-replica variables.
+        sbatch_opts: ``#SBATCH`` options of the component (None: a flag without value).
+        srun_opts: ``srun`` options of the group.
+    """
+
+    name: str
+    role: str
+    replica_id: int
+    entrypoint: str
+    args: List[str]
+    env: Dict[str, str]
+    sbatch_opts: Dict[str, Optional[str]]
+    srun_opts: Dict[str, Optional[str]]
+
+    def sbatch_line(self) -> str:
+        """The component's ``#SBATCH`` line."""
+        return "#SBATCH " + " ".join([f"--job-name={self.name}", *_opts(self.sbatch_opts)])
+
+    def srun_words(self) -> List[str]:
+        """The group's srun words, shell-quoted."""
+        exit_file = log_file(macros.app_id, self.role, self.replica_id, "exitcode")
+        words: List[str] = [
+            *_opts(self.srun_opts),
+            "bash", "-c", _Raw('"$TX_LAUNCHER"'), "tx-launcher", exit_file, str(len(self.env)),
+            *[f"{k}={v}" for k, v in self.env.items()],
+            escape_srun_arg(self.entrypoint),
+            *[escape_srun_arg(a) for a in self.args],
+        ]
+        return [shell_word(w) for w in words]
+
+
+@attrs.define
+class SlurmBatchRequest:
+    """What ``schedule`` submits.
+
+    Attributes:
+        cmd: the sbatch command line without the script (``sbatch --parsable ...``).
+        replicas: the components, in het-group order (key: ``<role>-<replica>``).
+        job_dir: where the job runs and its logs land (``--chdir``); the script is written
+            there as ``tx-sbatch.sh`` when set, else passed to sbatch on stdin.
+        max_retries: requeues allowed (the smallest ``max_retries`` of the roles).
+    """
+
+    cmd: List[str]
+    replicas: Dict[str, SlurmReplicaRequest]
+    job_dir: Optional[str]
+    max_retries: int
+
+    def materialize(self) -> str:
+        """The batch script text."""
+        groups = list(self.replicas.values())
+        sbatch = "\n#SBATCH hetjob\n".join(r.sbatch_line() for r in groups)
+        srun_groups = [" ".join(r.srun_words()) for r in groups]
+        srun = " \\\n  : ".join(srun_groups)
+        return f"""#!/bin/bash
+#
+# Generated by tx-scheduler-slurm {__version__}
+# Run with: {" ".join(shlex.quote(c) for c in self.cmd)} tx-sbatch.sh
+#
+{sbatch}
+
+export PYTHONUNBUFFERED=1
+export SLURM_UNBUFFEREDIO=1
+export TX_MAX_RETRIES={self.max_retries}
+
+# rank-0 address: NodeAddr of the first node of het group 0 (node names may not resolve)
+tx_rank0_node=$(timeout 60 scontrol show hostnames "${{SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}}" | head -n 1)
+tx_rank0_addr=$(timeout 60 scontrol show node "$tx_rank0_node" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2-)
+export {RANK0_ENV}="${{tx_rank0_addr:-$tx_rank0_node}}"
+echo "[tx] job $SLURM_JOB_ID attempt ${{SLURM_RESTART_COUNT:-0}}: rank 0 on $tx_rank0_node ({RANK0_ENV}=${RANK0_ENV})"
+
+TX_LAUNCHER={shlex.quote(LAUNCHER)}
+
+srun {srun}
+tx_rc=$?
+echo "[tx] job exited with code $tx_rc"
+if [ "$tx_rc" -ne 0 ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$TX_MAX_RETRIES" ]; then
+  echo "[tx] requeueing (retry $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of $TX_MAX_RETRIES)"
+  timeout 60 scontrol requeue "$SLURM_JOB_ID"
+fi
+exit "$tx_rc"
+"""
+
+    def __repr__(self) -> str:
+        return (
+            " ".join(shlex.quote(c) for c in self.cmd) + " $SBATCH_SCRIPT\n\n"
+            "#----------------\n# SBATCH_SCRIPT\n#----------------\n" + self.materialize()
+        )
+
+    __str__ = __repr__
+
+
+# -- building ----------------------------------------------------------------------------
+
+#: run options that become per-component ``#SBATCH`` options
+GROUP_OPTS = ("partition", "time", "constraint", "qos")
+#: run options that become job-level sbatch arguments
+JOB_OPTS = ("account", "comment", "mail-user", "mail-type")
+
+
+def validate_app(app: AppDef) -> None:
+    """Reject what the slurm scheduler cannot run.
+
+    Raises:
+        ValueError: a role name that is not a safe file/job name, an env name that is not a
+            shell identifier, or mounts (Slurm jobs use the cluster's shared filesystems).
+    """
+    for role in app.roles:
+        if not _ROLE_NAME.match(role.name):
+            raise ValueError(
+                f"role name {role.name!r} cannot name Slurm jobs and log files: use letters, "
+                "digits, '.', '_' and '-' (not first)"
+            )
+        for key in role.env:
+            if not _ENV_NAME.match(key):
+                raise ValueError(
+                    f"role {role.name!r}: env name {key!r} is not a valid shell variable name "
+                    "([A-Za-z_][A-Za-z0-9_]*)"
+                )
+        if role.mounts:
+            raise ValueError(
+                f"role {role.name!r} has mounts: the slurm scheduler runs on the cluster's "
+                "shared filesystems and supports no mounts; remove them"
+            )
+
+
+def replica_env(role: Role, replica_id: int) -> Dict[str, str]:
+    """The environment of one replica: the role's, then ``TX_ROLE_NAME``, ``TX_REPLICA_ID``
+    and ``TX_APP_ID`` (``TX_RANK0_HOST`` is exported by the batch script)."""
+    env = dict(role.env)
+    env.update({
+        "TX_ROLE_NAME": role.name,
+        "TX_REPLICA_ID": str(replica_id),
+        "TX_APP_ID": macros.app_id,
+    })
+    return env
+
+
+def build_request(
+    app: AppDef,
+    cfg: Mapping[str, object],
+    *,
+    workdir: str,
+    nomem: bool = False,
+    gpus_per_node: bool = False,
+) -> SlurmBatchRequest:
+    """Build the batch request of ``app`` (pure: no Slurm command is run).
+
+    Args:
+        app: the app; every role has an entrypoint.
+        cfg: resolved run options (see :func:`tx_scheduler_slurm.options.slurm_runopts`).
+        workdir: absolute directory the job runs in (``job_dir`` or the submitter's cwd).
+        nomem: leave ``--mem`` out (the partition reports too little memory to trust).
+        gpus_per_node: ask GPUs with ``--gpus-per-node`` (Slurm >= 24.11) instead of
+            ``--gpus-per-task`` plus ``--ntasks=1``.
+
+    Raises:
+        ValueError: see :func:`validate_app`.
+    """
+    validate_app(app)
+    replicas: Dict[str, SlurmReplicaRequest] = {}
+    for role in app.roles:
+        for replica_id in range(role.num_replicas):
+            values = macros.Values(
+                img_root=role.image,
+                app_id=macros.app_id,
+                replica_id=str(replica_id),
+                rank0_env=RANK0_ENV,
+            )
+            r = values.apply(role)
+            name = f"{role.name}-{replica_id}"
+            replicas[name] = SlurmReplicaRequest(
+                name=name,
+                role=role.name,
+                replica_id=replica_id,
+                entrypoint=r.entrypoint,
+                args=list(r.args),
+                env=replica_env(r, replica_id),
+                sbatch_opts=_group_opts(role, cfg, nomem, gpus_per_node),
+                srun_opts={
+                    "output": log_file(macros.app_id, role.name, replica_id, "out"),
+                    "error": log_file(macros.app_id, role.name, replica_id, "err"),
+                    "open-mode": "append",
+                    "wait": "60",
+                    "kill-on-bad-exit": "1",
+                },
+            )
+    cmd = ["sbatch", "--parsable", f"--chdir={workdir}", "--open-mode=append"]
+    for key in JOB_OPTS:
+        value = cfg.get(key)
+        if value is not None:
+            cmd.append(f"--{key}={value}")
+    return SlurmBatchRequest(
+        cmd=cmd,
+        replicas=replicas,
+        job_dir=str(cfg["job_dir"]) if cfg.get("job_dir") else None,
+        max_retries=min(role.max_retries for role in app.roles),
+    )
+
+
+def _group_opts(role: Role, cfg: Mapping[str, object], nomem: bool, gpus_per_node: bool) -> Dict[str, Optional[str]]:
+    opts: Dict[str, Optional[str]] = {"requeue": None, "ntasks-per-node": "1"}
+    res = role.resource
+    if res.cpu > 0:
+        opts["cpus-per-task"] = str(res.cpu)
+    if res.memMB > 0 and not nomem:
+        opts["mem"] = str(res.memMB)
+    if res.gpu > 0:
+        if gpus_per_node:
+            opts["gpus-per-node"] = str(res.gpu)
+        else:
+            opts["gpus-per-task"] = str(res.gpu)
+            opts["ntasks"] = "1"
+    for key in GROUP_OPTS:
+        value = cfg.get(key)
+        if value is not None:
+            opts[key] = str(value)
+    return opts
+
+
+def total_replicas(app: AppDef) -> int:
+    """Het job components the app needs: the sum of every role's replicas."""
+    return sum(role.num_replicas for role in app.roles)
+

@@ -1,0 +1,100 @@
+"""Fixtures of the tx-scheduler-slurm tests.
+
+Tests marked ``slurm`` run against the local cluster of ``scripts/start-slurm.sh``. They
+are skipped only where ``sinfo`` is not installed; with Slurm installed but the cluster
+down they fail and say how to start it. When ``SLURM_CONF`` is not set, the cluster under
+``$SLURM_BASE`` (default ``/tmp/tx-slurm``) is used if it exists.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+from tx.specs import AppDef, Resource, Role, is_terminal
+from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
+
+REPO = Path(__file__).resolve().parents[3]
+START = 'eval "$(scripts/start-slurm.sh)"'
+
+
+@pytest.fixture(scope="session")
+def slurm_nodes() -> List[str]:
+    """The node names of the running test cluster (skip: no sinfo; fail: no cluster)."""
+    if shutil.which("sinfo") is None:
+        pytest.skip(f"sinfo not found: Slurm is not installed (scripts/install-slurm.sh, then {START})")
+    if "SLURM_CONF" not in os.environ:
+        conf = Path(os.environ.get("SLURM_BASE", "/tmp/tx-slurm")) / "etc" / "slurm.conf"
+        if conf.is_file():
+            os.environ["SLURM_CONF"] = str(conf)
+    try:
+        p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N"], capture_output=True,
+                           text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"sinfo did not answer in 30 s: is slurmctld up? ({START})")
+    if p.returncode != 0 or not p.stdout.strip():
+        pytest.fail(f"no Slurm cluster answers ({p.stderr.strip()}): start it with {START}")
+    return sorted(set(p.stdout.split()))
+
+
+class Apps:
+    """Submits apps, remembers them, and cancels the ones still running at teardown."""
+
+    py = sys.executable
+
+    def __init__(self, sched: SlurmScheduler, job_dir: Path) -> None:
+        self.sched = sched
+        self.job_dir = job_dir
+        self.ids: List[str] = []
+
+    def cfg(self, **extra: Any) -> Dict[str, Any]:
+        return {"job_dir": str(self.job_dir), **extra}
+
+    @staticmethod
+    def role(name: str, entrypoint: str, args: List[str], replicas: int = 1, **kw: Any) -> Role:
+        kw.setdefault("resource", Resource(cpu=1, gpu=0, memMB=64))
+        return Role(name, image="", entrypoint=entrypoint, args=args, num_replicas=replicas, **kw)
+
+    def submit(self, roles: List[Role], name: str = "t", **cfg: Any) -> str:
+        app_id = self.sched.submit(AppDef(name, roles=roles), self.cfg(**cfg))
+        self.ids.append(app_id)
+        return app_id
+
+    def wait(self, app_id: str, timeout: float = 180) -> Any:
+        desc = self.sched.wait(app_id, timeout=timeout, poll_interval=0.5)
+        assert desc is not None and is_terminal(desc.state), desc
+        return desc
+
+    @staticmethod
+    def replica(desc: Any, role: str, k: int) -> Any:
+        for rs in desc.roles_statuses:
+            if rs.role == role:
+                for r in rs.replicas:
+                    if r.id == k:
+                        return r
+        raise KeyError((role, k))
+
+    def text(self, app_id: str, role: str, k: int = 0, streams: Optional[str] = "stdout") -> str:
+        return "".join(self.sched.log_iter(app_id, role, k, streams=streams))
+
+    def cleanup(self) -> None:
+        for app_id in self.ids:
+            desc = self.sched.describe(app_id)
+            if desc is not None and not is_terminal(desc.state):
+                self.sched.cancel(app_id)
+
+
+@pytest.fixture
+def sched(slurm_nodes: List[str]) -> SlurmScheduler:
+    return create_scheduler("tx")
+
+
+@pytest.fixture
+def apps(sched: SlurmScheduler, tmp_path: Path) -> Iterator[Apps]:
+    a = Apps(sched, tmp_path / "job")
+    yield a
+    a.cleanup()
+

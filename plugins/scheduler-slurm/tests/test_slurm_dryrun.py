@@ -1,0 +1,263 @@
+"""Dryrun of the slurm scheduler, offline: the sbatch command and batch script for one and
+many roles and replicas, resources, every run option, bad input, and quoting (checked by
+running the generated shell words with the real bash, without Slurm)."""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from tx.specs import AppDef, BindMount, InvalidRunConfigException, Resource, Role
+from tx_scheduler_slurm._cluster import ClusterInfo
+from tx_scheduler_slurm._parse import Partition
+from tx_scheduler_slurm.request import LAUNCHER, SlurmBatchRequest
+from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
+
+CLUSTER = ClusterInfo(
+    partitions={
+        "debug": Partition("debug", mem_mb=4096, nodes=8, default=True),
+        "tiny": Partition("tiny", mem_mb=1, nodes=8),  # reports RealMemory=1 (ParallelCluster)
+        "pair": Partition("pair", mem_mb=4096, nodes=2),
+    },
+    version=(22, 5),
+)
+
+
+@pytest.fixture
+def sched() -> SlurmScheduler:
+    return create_scheduler("tx", cluster=CLUSTER)
+
+
+def res(cpu: int = 2, gpu: int = 0, mem: int = 1024) -> Resource:
+    return Resource(cpu=cpu, gpu=gpu, memMB=mem)
+
+
+def trainer(replicas: int = 1, **kw: Any) -> Role:
+    kw.setdefault("resource", res())
+    return Role("trainer", image="/code", entrypoint="python3", args=["train.py", "--rank", "${replica_id}"],
+                env={"RUN": "${app_id}-r${replica_id}", "MASTER": "${rank0_env}", "ROOT": "${img_root}"},
+                num_replicas=replicas, **kw)
+
+
+def request(sched: SlurmScheduler, app: AppDef, cfg: Optional[Dict[str, Any]] = None) -> SlurmBatchRequest:
+    return sched.submit_dryrun(app, cfg or {}).request
+
+
+def sbatch_lines(script: str) -> List[str]:
+    return [ln for ln in script.splitlines() if ln.startswith("#SBATCH")]
+
+
+def srun_groups(script: str) -> List[str]:
+    start = script.index("\nsrun ") + 6
+    srun = script[start: script.index("\ntx_rc=$?", start)]
+    return srun.split(" \\\n  : ")
+
+
+def test_one_role_one_replica(sched: SlurmScheduler, tmp_path: Path) -> None:
+    req = request(sched, AppDef("one", roles=[trainer()]), {"job_dir": str(tmp_path / "j")})
+    assert req.cmd == ["sbatch", "--parsable", f"--chdir={tmp_path / 'j'}", "--open-mode=append"]
+    assert req.job_dir == str(tmp_path / "j")
+    assert req.max_retries == 0
+    script = req.materialize()
+    assert script.startswith("#!/bin/bash\n")
+    assert sbatch_lines(script) == [
+        "#SBATCH --job-name=trainer-0 --requeue --ntasks-per-node=1 --cpus-per-task=2 --mem=1024"
+    ]
+    (group,) = srun_groups(script)
+    assert group.startswith(
+        '--output=slurm-"$SLURM_JOB_ID"-trainer-0.out --error=slurm-"$SLURM_JOB_ID"-trainer-0.err '
+        "--open-mode=append --wait=60 --kill-on-bad-exit=1 "
+        'bash -c "$TX_LAUNCHER" tx-launcher slurm-"$SLURM_JOB_ID"-trainer-0.exitcode 6 '
+    )
+    assert group.endswith("python3 train.py --rank 0")
+    # macros: app_id from the shell, rank0_env names TX_RANK0_HOST, img_root is the image
+    assert 'RUN="$SLURM_JOB_ID"-r0' in group
+    assert "MASTER=TX_RANK0_HOST ROOT=/code" in group
+    assert 'TX_ROLE_NAME=trainer TX_REPLICA_ID=0 TX_APP_ID="$SLURM_JOB_ID"' in group
+    # the rank-0 address is the NodeAddr of het group 0's first node
+    assert 'scontrol show hostnames "${SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}"' in script
+    assert "grep -o 'NodeAddr=[^ ]*'" in script
+    assert 'export TX_RANK0_HOST="${tx_rank0_addr:-$tx_rank0_node}"' in script
+
+
+def test_many_roles_and_replicas(sched: SlurmScheduler) -> None:
+    reader = Role("reader", image="/data", entrypoint="cat", args=["/data/${replica_id}.txt"],
+                  num_replicas=2, resource=res(cpu=1, mem=512))
+    req = request(sched, AppDef("many", roles=[trainer(3), reader]))
+    assert list(req.replicas) == ["trainer-0", "trainer-1", "trainer-2", "reader-0", "reader-1"]
+    script = req.materialize()
+    lines = [ln for ln in script.splitlines() if ln.startswith("#SBATCH")]
+    assert lines[1::2] == ["#SBATCH hetjob"] * 4
+    names = [re.search(r"--job-name=(\S+)", ln)[1] for ln in lines[0::2]]
+    assert names == ["trainer-0", "trainer-1", "trainer-2", "reader-0", "reader-1"]
+    assert all("--cpus-per-task=1 --mem=512" in ln for ln in lines[6::2])
+    groups = srun_groups(script)
+    assert len(groups) == 5 and script.count("\nsrun ") == 1
+    for i, group in enumerate(groups[:3]):
+        assert f'--output=slurm-"$SLURM_JOB_ID"-trainer-{i}.out' in group
+        assert f'--error=slurm-"$SLURM_JOB_ID"-trainer-{i}.err' in group
+        assert f"TX_REPLICA_ID={i} " in group and group.endswith(f"--rank {i}")
+    assert groups[4].endswith("cat /data/1.txt") and "TX_ROLE_NAME=reader TX_REPLICA_ID=1" in groups[4]
+    assert req.max_retries == 0
+
+
+def test_retries_take_the_smallest_max_retries(sched: SlurmScheduler) -> None:
+    a = trainer(max_retries=3)
+    b = Role("b", entrypoint="true", max_retries=2, resource=res())
+    req = request(sched, AppDef("r", roles=[a, b]))
+    script = req.materialize()
+    assert req.max_retries == 2 and "export TX_MAX_RETRIES=2" in script
+    assert '[ "${SLURM_RESTART_COUNT:-0}" -lt "$TX_MAX_RETRIES" ]' in script
+    assert 'timeout 60 scontrol requeue "$SLURM_JOB_ID"' in script
+    assert all("--requeue" in ln for ln in sbatch_lines(script) if "job-name" in ln)
+
+
+def test_resources(sched: SlurmScheduler) -> None:
+    gpu = trainer(2, resource=res(cpu=8, gpu=4, mem=8192))
+    line = sbatch_lines(request(sched, AppDef("g", roles=[gpu])).materialize())[0]
+    assert "--cpus-per-task=8 --mem=8192 --gpus-per-task=4 --ntasks=1" in line
+    new = create_scheduler("tx", cluster=ClusterInfo(CLUSTER.partitions, version=(24, 11)))
+    line = sbatch_lines(request(new, AppDef("g", roles=[gpu])).materialize())[0]
+    assert "--gpus-per-node=4" in line and "gpus-per-task" not in line and "--ntasks=1" not in line
+    # a role without resources (NULL_RESOURCE) leaves them to Slurm's defaults
+    bare = Role("bare", entrypoint="true")
+    line = sbatch_lines(request(sched, AppDef("b", roles=[bare])).materialize())[0]
+    assert line == "#SBATCH --job-name=bare-0 --requeue --ntasks-per-node=1"
+
+
+def test_mem_is_left_out_where_the_partition_reports_too_little(sched: SlurmScheduler) -> None:
+    line = sbatch_lines(request(sched, AppDef("m", roles=[trainer()]), {"partition": "tiny"}).materialize())[0]
+    assert "--mem" not in line and "--cpus-per-task=2" in line and "--partition=tiny" in line
+    line = sbatch_lines(request(sched, AppDef("m", roles=[trainer()])).materialize())[0]
+    assert "--mem=1024" in line  # the default partition (debug) reports 4096 MB
+
+
+def test_every_run_option(sched: SlurmScheduler, tmp_path: Path) -> None:
+    cfg = {
+        "partition": "debug", "time": "1-02:03:04", "account": "ml-team", "comment": "nightly run, v2",
+        "constraint": "a100&ib", "mail-user": "me@example.com", "mail-type": "END,FAIL",
+        "job_dir": str(tmp_path / "jobs" / "x"), "qos": "high",
+    }
+    assert sorted(k for k, _ in sched.run_opts()) == sorted(cfg)
+    req = request(sched, AppDef("o", roles=[trainer(2)]), cfg)
+    assert req.cmd == [
+        "sbatch", "--parsable", f"--chdir={tmp_path / 'jobs' / 'x'}", "--open-mode=append",
+        "--account=ml-team", "--comment=nightly run, v2", "--mail-user=me@example.com", "--mail-type=END,FAIL",
+    ]
+    for line in [ln for ln in sbatch_lines(req.materialize()) if "job-name" in ln]:
+        assert line.endswith("--partition=debug --time=1-02:03:04 --constraint=a100&ib --qos=high")
+    text = str(sched.submit_dryrun(AppDef("o", roles=[trainer(2)]), cfg))
+    assert text.startswith("sbatch --parsable") and "'--comment=nightly run, v2'" in text.splitlines()[0]
+    assert "# SBATCH_SCRIPT" in text and "#SBATCH hetjob" in text
+
+
+def test_job_dir_defaults_to_the_current_directory(sched: SlurmScheduler, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    req = request(sched, AppDef("c", roles=[trainer()]))
+    assert req.job_dir is None and f"--chdir={tmp_path}" in req.cmd
+    req = request(sched, AppDef("c", roles=[trainer()]), {"job_dir": "rel/dir"})
+    assert f"--chdir={tmp_path / 'rel' / 'dir'}" in req.cmd
+
+
+def test_dryrun_is_deterministic_and_offline(sched: SlurmScheduler) -> None:
+    app = AppDef("d", roles=[trainer(2)])
+    assert str(sched.submit_dryrun(app, {})) == str(sched.submit_dryrun(app, {}))
+
+
+@pytest.mark.parametrize("cfg, key", [
+    ({"time": "ten minutes"}, "time"),
+    ({"time": "1:2:3:4"}, "time"),
+    ({"mail-type": "END,SOMETIMES"}, "mail-type"),
+    ({"partition": "a b"}, "partition"),
+    ({"constraint": "x#y"}, "constraint"),
+    ({"qos": ""}, "qos"),
+    ({"comment": "two\nlines"}, "comment"),
+    ({"job_dir": " "}, "job_dir"),
+    ({"partition": "nosuch"}, "partition"),
+    ({"time": 10}, "time"),
+])
+def test_bad_run_options(sched: SlurmScheduler, cfg: Dict[str, Any], key: str) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        sched.submit_dryrun(AppDef("b", roles=[trainer()]), cfg)
+    assert e.value.cfg_key == key and "\n" not in str(e.value), str(e.value)
+
+
+def test_good_time_formats(sched: SlurmScheduler) -> None:
+    for t in ("10", "10:30", "1:00:00", "2-0", "2-1:30", "2-1:30:00", "UNLIMITED"):
+        sched.submit_dryrun(AppDef("t", roles=[trainer()]), {"time": t})
+
+
+def test_an_app_larger_than_the_partition_is_refused(sched: SlurmScheduler) -> None:
+    with pytest.raises(ValueError, match=r"needs 3 nodes \(trainer: 3\) but partition 'pair' has 2"):
+        sched.submit_dryrun(AppDef("big", roles=[trainer(3)]), {"partition": "pair"})
+    with pytest.raises(ValueError, match=r"needs 9 nodes \(trainer: 3, b: 6\) but partition 'debug' has 8"):
+        sched.submit_dryrun(AppDef("big", roles=[trainer(3), Role("b", entrypoint="x", num_replicas=6)]), {})
+
+
+def test_partition_lists(sched: SlurmScheduler) -> None:
+    """sbatch takes several partitions (``a,b``): each must exist, the largest bounds the
+    replicas, and one that reports too little memory drops ``--mem``."""
+    line = sbatch_lines(request(sched, AppDef("p", roles=[trainer(3)]), {"partition": "pair,debug"}).materialize())[0]
+    assert "--partition=pair,debug" in line and "--mem=1024" in line
+    line = sbatch_lines(request(sched, AppDef("p", roles=[trainer()]), {"partition": "debug,tiny"}).materialize())[0]
+    assert "--mem" not in line
+    with pytest.raises(InvalidRunConfigException, match="no partition 'nosuch' on this cluster; partitions: debug, pair, tiny"):
+        sched.submit_dryrun(AppDef("p", roles=[trainer()]), {"partition": "debug,nosuch"})
+
+
+@pytest.mark.parametrize("role, match", [
+    (Role("a b", entrypoint="x"), "role name 'a b'"),
+    (Role("../up", entrypoint="x"), "role name '../up'"),
+    (Role("r", entrypoint="x", env={"A-B": "1"}), "env name 'A-B'"),
+    (Role("r", entrypoint="x", mounts=[BindMount("/a", "/b")]), "supports no mounts"),
+])
+def test_bad_apps(sched: SlurmScheduler, role: Role, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        sched.submit_dryrun(AppDef("bad", roles=[role]), {})
+
+
+# -- quoting: run the generated words with the real bash --------------------------------
+
+NASTY = [":", "+:", "++:", "a;b", "$(touch pwned)", "`id`", "'", '"', "it's \"q\"", "l1\nl2", "",
+         " sp ", "\\", "*", "$HOME", "${app_id}/x", "-c", "--", "é ✓", "a,b", "%j %t"]
+
+
+def test_quoting_round_trips_through_bash(sched: SlurmScheduler, tmp_path: Path) -> None:
+    """Each srun group's words, run as srun would run them (after bash expanded them in the
+    batch script), give the program exactly the args and env the app asked for."""
+    prog = "import json,os,sys; print(json.dumps([sys.argv[1:], {k: os.environ.get(k) for k in ('V', 'W', 'TX_APP_ID', 'TX_ROLE_NAME', 'TX_REPLICA_ID')}]))"
+    role = Role("q", entrypoint=sys.executable, args=["-c", prog, *NASTY],
+                env={"V": "a,b c;$(x)\n'\"%", "W": "${app_id}"}, num_replicas=2)
+    req = request(sched, AppDef("q", roles=[role]))
+    for k, rep in enumerate(req.replicas.values()):
+        words = rep.srun_words()
+        n_opts = len(rep.srun_opts)
+        snippet = (f"SLURM_JOB_ID=4242\nTX_LAUNCHER={shlex.quote(LAUNCHER)}\n"
+                   f"set -- {' '.join(words)}\nshift {n_opts}\n\"$@\"\n")
+        p = subprocess.run(["bash", "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        argv, env = json.loads(p.stdout)
+        assert argv == [a.replace("${app_id}", "4242") for a in NASTY]
+        assert env == {"V": "a,b c;$(x)\n'\"%", "W": "4242", "TX_APP_ID": "4242", "TX_ROLE_NAME": "q",
+                       "TX_REPLICA_ID": str(k)}
+        assert (tmp_path / f"slurm-4242-q-{k}.exitcode").read_text() == "0 0\n"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_launcher_records_failures_and_signals(tmp_path: Path) -> None:
+    def launch(*cmd: str, env: Optional[Dict[str, str]] = None) -> int:
+        args = ["bash", "-c", LAUNCHER, "tx-launcher", "x.exitcode", "0", *cmd]
+        return subprocess.run(args, cwd=tmp_path, env={**os.environ, **(env or {})}, timeout=60).returncode
+
+    assert launch("sh", "-c", "exit 3", env={"SLURM_RESTART_COUNT": "2"}) == 3
+    assert (tmp_path / "x.exitcode").read_text() == "2 3\n"
+    assert launch("sh", "-c", "kill -TERM $$") == 143
+    assert (tmp_path / "x.exitcode").read_text() == "0 143\n"
+    assert launch("no-such-program-tx") == 127
+    assert (tmp_path / "x.exitcode").read_text() == "0 127\n"

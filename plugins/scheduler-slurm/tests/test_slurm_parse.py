@@ -1,0 +1,124 @@
+"""Parsing Slurm's output (offline): squeue and jobcomp lines as the test cluster printed
+them, sacct --parsable2 lines in its documented format, states, sizes and TRES texts."""
+import pytest
+
+from tx.specs import AppState
+from tx_scheduler_slurm._cluster import ClusterInfo
+from tx_scheduler_slurm._parse import (
+    Partition, parse_config, parse_gpus, parse_jobcomp, parse_mem_mb, parse_sacct,
+    parse_sinfo, parse_squeue, parse_version, split_job_name,
+)
+from tx_scheduler_slurm._states import SLURM_STATES, appstate_from_slurm, normalize_state
+
+US = "\x1f"
+
+# squeue --noheader --noconvert --states=all --Format=<squeue_format()> of a 3-component job
+SQUEUE = "".join(
+    US.join(fields) + US + "\n"
+    for fields in [
+        ["54", "54", "0", "trainer-0", "RUNNING", "None", "node1", "0", "2", "1024M", "N/A", "N/A", "root",
+         "debug", "(null)", "/tmp/sx"],
+        ["55", "54", "1", "trainer-1", "RUNNING", "None", "node2", "0", "2", "1024M", "N/A", "gres:gpu:2", "root",
+         "debug", "(null)", "/tmp/sx"],
+        ["56", "54", "2", "reader-0", "PENDING", "Resources", "", "1", "1", "1G", "gres/gpu:a100:4", "N/A", "root",
+         "debug", "/w/tx-sbatch.sh", "/tmp/dir with spaces | and pipes"],
+        ["10", "N/A", "N/A", "wrap", "COMPLETED", "None", "node1", "0", "1", "0", "N/A", "N/A", "root", "debug",
+         "(null)", "/tmp"],
+    ]
+)
+
+JOBCOMP = """\
+JobId=48 UserId=root(0) GroupId=root(0) Name=worker-0 JobState=FAILED Partition=debug TimeLimit=UNLIMITED StartTime=2026-11-22T12:20:59 EndTime=2026-11-22T12:20:59 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp/a b/job ReservationName= Tres=cpu=1,mem=4G,node=1,billing=1 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-11-22T12:20:58 EligibleTime=2026-11-22T12:20:58 HetJobId=48 HetJobOffset=0 DerivedExitCode=0:0 ExitCode=3:0 
+JobId=49 UserId=root(0) GroupId=root(0) Name=worker-1 JobState=FAILED Partition=debug TimeLimit=UNLIMITED StartTime=2026-11-22T12:20:59 EndTime=2026-11-22T12:20:59 NodeList=node2 NodeCnt=1 ProcCnt=1 WorkDir=/tmp/a b/job ReservationName= Tres=cpu=1,mem=4G,node=1,billing=1 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-11-22T12:20:58 EligibleTime=2026-11-22T12:20:58 HetJobId=48 HetJobOffset=1 DerivedExitCode=3:0 ExitCode=3:0 
+JobId=480 UserId=root(0) GroupId=root(0) Name=other-0 JobState=COMPLETED Partition=debug TimeLimit=UNLIMITED StartTime=2026-11-22T12:20:59 EndTime=2026-11-22T12:20:59 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-11-22T12:20:58 EligibleTime=2026-11-22T12:20:58 DerivedExitCode=0:0 ExitCode=0:0 
+JobId=48 UserId=root(0) GroupId=root(0) Name=worker-0 JobState=COMPLETED Partition=debug TimeLimit=UNLIMITED StartTime=2026-11-22T12:21:30 EndTime=2026-11-22T12:21:31 NodeList=node3 NodeCnt=1 ProcCnt=1 WorkDir=/tmp/a b/job ReservationName= Tres=cpu=1,mem=4G,node=1,billing=1 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-11-22T12:20:58 EligibleTime=2026-11-22T12:21:20 HetJobId=48 HetJobOffset=0 DerivedExitCode=0:0 ExitCode=0:0 
+"""
+
+# sacct --parsable2 --noheader --allocations --format=JobID,JobName,State,ExitCode,NodeList,ReqCPUS,ReqMem,User,Partition,WorkDir
+SACCT = """\
+54+0|trainer-0|COMPLETED|0:0|node1|2|1024M|root|debug|/tmp/sx
+54+0.batch|batch|COMPLETED|0:0|node1|2||||
+54+1|trainer-1|FAILED|3:0|node2|2|1024M|root|debug|/tmp/sx
+54+2|reader-0|CANCELLED by 0|0:15|None assigned|1|1G|root|debug|/tmp/a|b
+61|solo-0|TIMEOUT|0:0|node4|1|0n|root|debug|/tmp
+61_3|arr|COMPLETED|0:0|node4|1|0n|root|debug|/tmp
+"""
+
+
+def test_squeue_records() -> None:
+    recs = parse_squeue(SQUEUE)
+    assert [(r.job_id, r.app_id, r.offset, r.name) for r in recs] == [
+        ("54", "54", 0, "trainer-0"), ("55", "54", 1, "trainer-1"), ("56", "54", 2, "reader-0"),
+        ("10", "10", 0, "wrap"),
+    ]
+    first, second, third, solo = recs
+    assert (first.state, first.nodes, first.restarts, first.cpus_per_task, first.mem_mb, first.gpus) == (
+        "RUNNING", "node1", 0, 2, 1024, 0)
+    assert second.gpus == 2 and third.gpus == 4 and third.mem_mb == 1024
+    assert (third.state, third.reason, third.nodes, third.restarts) == ("PENDING", "Resources", "", 1)
+    assert third.work_dir == "/tmp/dir with spaces | and pipes" and third.command == "/w/tx-sbatch.sh"
+    assert first.command == "" and first.user == "root" and first.partition == "debug"
+    assert solo.mem_mb == -1 and solo.offset == 0
+
+
+def test_squeue_skips_short_and_blank_lines() -> None:
+    assert parse_squeue("\n" + US.join(["1", "2"]) + "\n") == []
+
+
+def test_sacct_records() -> None:
+    recs = parse_sacct(SACCT)
+    assert [(r.job_id, r.app_id, r.offset, r.name, r.state) for r in recs] == [
+        ("54+0", "54", 0, "trainer-0", "COMPLETED"), ("54+1", "54", 1, "trainer-1", "FAILED"),
+        ("54+2", "54", 2, "reader-0", "CANCELLED"), ("61", "61", 0, "solo-0", "TIMEOUT"),
+    ]
+    assert recs[1].exit_code == "3:0" and recs[2].exit_code == "0:15"
+    assert recs[2].nodes == "" and recs[2].work_dir == "/tmp/a|b" and recs[2].mem_mb == 1024
+    assert recs[0].restarts == -1
+
+
+def test_jobcomp_records_keep_the_last_attempt() -> None:
+    recs = parse_jobcomp(JOBCOMP, "48")
+    assert [(r.job_id, r.offset, r.name, r.state, r.nodes) for r in recs] == [
+        ("48", 0, "worker-0", "COMPLETED", "node3"), ("49", 1, "worker-1", "FAILED", "node2"),
+    ]
+    assert recs[0].work_dir == "/tmp/a b/job" and recs[1].exit_code == "3:0" and recs[0].user == "root"
+    assert [r.job_id for r in parse_jobcomp(JOBCOMP, "480")] == ["480"]
+    assert parse_jobcomp(JOBCOMP, "4") == []
+
+
+def test_sinfo_partitions() -> None:
+    text = f"debug*{US}4096{US}3\ndebug*{US}8192+{US}1\ngpu{US}1{US}2\nbroken line\n"
+    parts = parse_sinfo(text)
+    assert parts == {"debug": Partition("debug", 4096, 4, True), "gpu": Partition("gpu", 1, 2, False)}
+    info = ClusterInfo(parts, (22, 5))
+    assert info.partition(None).name == "debug" and info.partition("nope") is None
+    assert info.nomem("gpu") and not info.nomem(None) and not info.nomem("nope")
+    assert not info.gpus_per_node() and ClusterInfo(parts, (24, 11)).gpus_per_node()
+    assert not ClusterInfo().gpus_per_node() and ClusterInfo().partition(None) is None
+
+
+@pytest.mark.parametrize("raw, state", [
+    ("RUNNING", AppState.RUNNING), ("CANCELLED by 0", AppState.CANCELLED), ("CANCELLED+", AppState.CANCELLED),
+    (" completed ", AppState.SUCCEEDED), ("REQUEUED", AppState.PENDING), ("COMPLETING", AppState.RUNNING),
+    ("OUT_OF_MEMORY", AppState.FAILED), ("NODE_FAIL", AppState.FAILED), ("TIMEOUT", AppState.FAILED),
+    ("SOMETHING_NEW", AppState.UNKNOWN), ("", AppState.UNKNOWN), ("+", AppState.UNKNOWN),
+])
+def test_states(raw: str, state: AppState) -> None:
+    assert appstate_from_slurm(raw) == state
+
+
+def test_every_mapped_state_is_an_appstate() -> None:
+    assert all(isinstance(v, AppState) and normalize_state(k) == k for k, v in SLURM_STATES.items())
+
+
+def test_small_parsers() -> None:
+    assert [parse_mem_mb(t) for t in ("1024M", "1G", "4096", "2Gn", "500Mc", "2048K", "0", "N/A", "x")] == [
+        1024, 1024, 4096, 2048, 500, 2, -1, -1, -1]
+    assert [parse_gpus(t) for t in ("gres/gpu:2", "gres:gpu:a100:4", "gpu:1", "gres/gpu", "cpu=1,gres/gpu=3",
+                                    "N/A", "", "gres/mygpux:2")] == [2, 4, 1, 1, 3, 0, 0, 0]
+    assert parse_version("slurm-wlm 22.05.8") == (22, 5) and parse_version("slurm 24.11.0 rev1") == (24, 11)
+    assert parse_version("nothing") is None
+    assert parse_config("JobCompType             = jobcomp/filetxt\nJobCompLoc = /a b\nnot a line") == {
+        "JobCompType": "jobcomp/filetxt", "JobCompLoc": "/a b"}
+    assert split_job_name("trainer-12") == ("trainer", 12) and split_job_name("my-role-0") == ("my-role", 0)
+    assert split_job_name("wrap") == ("wrap", None) and split_job_name("-3") == ("-3", None)
