@@ -168,13 +168,13 @@ def _fingerprint() -> str:
     return "|".join(parts)
 
 
-def cached_entry_points() -> List[Tuple[str, str, str, str]]:
+def cached_entry_points(key: Optional[str] = None) -> List[Tuple[str, str, str, str]]:
     """The ``tx`` entry points, from a cache keyed by :func:`_fingerprint` when it is
     current (skips importing importlib.metadata and scanning every distribution, ~50 ms),
     else scanned and cached. ``TX_NO_CACHE=1`` always scans."""
     import json
 
-    key = _fingerprint()
+    key = key or _fingerprint()
     path = _cache_path(key)
     if not os.environ.get("TX_NO_CACHE"):
         try:
@@ -196,6 +196,65 @@ def cached_entry_points() -> List[Tuple[str, str, str, str]]:
     return eps
 
 
+def _import_plugin(module: str) -> Any:
+    """Import an entry point's target: ``pkg.hooks`` or ``pkg.hooks:object``."""
+    mod_name, _, attr = module.partition(":")
+    mod = importlib.import_module(mod_name)
+    return getattr(mod, attr) if attr else mod
+
+
+def _mtime(path: Optional[str]) -> Optional[int]:
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _snapshot_path(key: str) -> str:
+    return _cache_path(key)[: -len(".json")] + ".plugins.json"
+
+
+def _read_snapshot(key: str) -> Optional[Dict[str, Any]]:
+    import json
+
+    if os.environ.get("TX_NO_CACHE"):
+        return None
+    try:
+        with open(_snapshot_path(key)) as f:
+            data = json.load(f)
+        return data if data.get("key") == key else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _snapshot_valid(snapshot: Dict[str, Any], eps: Sequence[Tuple[str, str, str, str]]) -> bool:
+    """The snapshot is of these entry points and no plugin module changed since."""
+    try:
+        if snapshot["selected"] != [ep[0] for ep in eps]:
+            return False
+        return all(_mtime(p["file"]) == p["mtime"] for p in snapshot["plugins"] if p["file"])
+    except (KeyError, TypeError):
+        return False
+
+
+def _write_snapshot(key: str, snapshot: Optional[Dict[str, Any]]) -> None:
+    import json
+
+    if snapshot is None or os.environ.get("TX_NO_CACHE"):
+        return
+    path = _snapshot_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"key": key, **snapshot}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def _env_list(name: str) -> Optional[List[str]]:
     val = os.environ.get(name)
     if val is None:
@@ -210,6 +269,11 @@ class PluginRegistry:
         entry_points: ``(name, module, distribution, version)`` tuples to load instead of
             scanning the installed ones (tests pass ``[]`` for an isolated registry).
         builtins: also register tx-core's own named resources and components.
+
+    With the installed entry points, what the plugins registered is cached beside the
+    entry points (:func:`cached_entry_points`) and reused while no distribution changed and
+    no plugin's hooks module was edited: the plugins' modules and pluggy are then imported
+    only when needed (a factory is loaded, or a plugin listens to ``tx_on_event``).
     """
 
     def __init__(
@@ -217,37 +281,75 @@ class PluginRegistry:
         entry_points: Optional[Sequence[Tuple[str, str, str, str]]] = None,
         builtins: bool = True,
     ) -> None:
-        import pluggy
-
-        from tx import hookspecs
-
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
+        self._pm: Any = None
+        self._objects: Dict[str, Any] = {}  # plugin name -> object, or its module path (not imported yet)
+        self._event_plugins: List[str] = []
         self.plugins: Dict[str, PluginInfo] = {}
         self.registrations: Dict[str, Dict[str, Registration]] = {k: {} for k in KINDS}
         self.conflicts: Dict[str, Dict[str, List[Registration]]] = {k: {} for k in KINDS}
         if builtins:
-            from tx import _builtin_plugin
-
-            self.add_plugin(_builtin_plugin, CORE_PLUGIN, CORE_PLUGIN, __version__)
+            self._add_builtins()
         only = _env_list("TX_PLUGINS")
         disabled = set(_env_list("TX_DISABLE_PLUGINS") or [])
-        eps = cached_entry_points() if entry_points is None else list(entry_points)
-        for name, module, dist, version in eps:
-            if (only is not None and name not in only) or name in disabled:
-                continue
-            try:
-                mod = importlib.import_module(module.partition(":")[0])
-                if ":" in module:
-                    mod = getattr(mod, module.partition(":")[2])
-            except Exception as e:  # noqa: BLE001 - a broken plugin must not break tx
-                self.plugins[name] = PluginInfo(
-                    name, module, dist, version, error=f"{type(e).__name__}: {e}"
-                )
-                continue
-            self.add_plugin(mod, name, dist, version)
+
+        def selected(eps: Sequence[Tuple[str, str, str, str]]) -> List[Tuple[str, str, str, str]]:
+            return [ep for ep in eps if (only is None or ep[0] in only) and ep[0] not in disabled]
+
+        if entry_points is not None:
+            for ep in selected(entry_points):
+                self._load_entry_point(*ep)
+            return
+        key = _fingerprint()
+        eps = selected(cached_entry_points(key))
+        snapshot = _read_snapshot(key)
+        if snapshot is not None and _snapshot_valid(snapshot, eps):
+            self._load_snapshot(snapshot)
+            return
+        for ep in eps:
+            self._load_entry_point(*ep)
+        _write_snapshot(key, self._snapshot(eps))
 
     # -- loading -----------------------------------------------------------------------
+    @property
+    def pm(self) -> Any:
+        """The pluggy PluginManager, made (and given every plugin) on first use."""
+        if self._pm is None:
+            import pluggy
+
+            from tx import hookspecs
+
+            self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+            self._pm.add_hookspecs(hookspecs)
+        for name, obj in list(self._objects.items()):
+            if self._pm.has_plugin(name):
+                continue
+            if isinstance(obj, str):
+                try:
+                    obj = self._objects[name] = _import_plugin(obj)
+                except Exception as e:  # noqa: BLE001 - it imported when the cache was made
+                    self.plugins[name].error = f"{type(e).__name__}: {e}"
+                    del self._objects[name]
+                    continue
+            self._pm.register(obj, name=name)
+        return self._pm
+
+    def _add_builtins(self) -> None:
+        """tx-core's own registrations: plain functions, called without pluggy."""
+        from tx import _builtin_plugin
+
+        info = PluginInfo(CORE_PLUGIN, _builtin_plugin.__name__, CORE_PLUGIN, __version__)
+        self.plugins[CORE_PLUGIN] = info
+        for kind, fn in _builtin_plugin.REGISTER_HOOKS.items():
+            fn(register=self._register_callback(kind, info))
+
+    def _load_entry_point(self, name: str, module: str, dist: str, version: str) -> None:
+        try:
+            mod = _import_plugin(module)
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break tx
+            self.plugins[name] = PluginInfo(name, module, dist, version, error=f"{type(e).__name__}: {e}")
+            return
+        self.add_plugin(mod, name, dist, version)
+
     def add_plugin(self, obj: Any, name: str, distribution: str = "?", version: str = "?") -> PluginInfo:
         """Register a plugin object (a module or any object with ``@hookimpl`` functions)
         and run its registration hooks. Used for entry points and, in tests, for plugins
@@ -267,23 +369,77 @@ class PluginRegistry:
                 "pip install -U tx-core"
             )
             return info
+        pm = self.pm
         try:
-            self.pm.register(obj, name=name)
-            self.pm.check_pending()
+            pm.register(obj, name=name)
+            pm.check_pending()
         except Exception as e:  # noqa: BLE001 - e.g. a misspelt hook name
             info.error = f"{type(e).__name__}: {e}"
-            if self.pm.is_registered(obj):
-                self.pm.unregister(obj)
+            if pm.is_registered(obj):
+                pm.unregister(obj)
             return info
+        self._objects[name] = obj
         for kind, hook in _HOOK_OF_KIND.items():
-            for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            for impl in getattr(pm.hook, hook).get_hookimpls():
                 if impl.plugin_name != name:
                     continue
                 try:
                     impl.function(register=self._register_callback(kind, info))
                 except Exception as e:  # noqa: BLE001
                     info.error = f"{hook} failed: {type(e).__name__}: {e}"
+        if any(impl.plugin_name == name for impl in pm.hook.tx_on_event.get_hookimpls()):
+            self._event_plugins.append(name)
         return info
+
+    def remove_plugin(self, name: str) -> None:
+        """Forget plugin ``name``: its hooks and its entry in :attr:`plugins` (what it
+        registered is the caller's to restore; see :func:`tx.testing.register_plugin`)."""
+        self._objects.pop(name, None)
+        if name in self._event_plugins:
+            self._event_plugins.remove(name)
+        if self._pm is not None and self._pm.get_plugin(name) is not None:
+            self._pm.unregister(name=name)
+        self.plugins.pop(name, None)
+
+    # -- the snapshot cache -----------------------------------------------------------
+    def _snapshot(self, eps: Sequence[Tuple[str, str, str, str]]) -> Optional[Dict[str, Any]]:
+        """What the entry-point plugins registered, as JSON; None when a registration is
+        not a dotted path (an object cannot be cached)."""
+        plugins = []
+        for name, module, _dist, _version in eps:
+            info = self.plugins.get(name)
+            if info is None:
+                return None
+            regs = []
+            for kind, names in info.registered.items():
+                for n in names:
+                    for r in [self.registrations[kind].get(n), *self.conflicts[kind].get(n, [])]:
+                        if r is None or r.plugin != name:
+                            continue
+                        if not isinstance(r.target, str):
+                            return None
+                        regs.append([r.kind, r.name, r.target, r.description, list(r.requires), r.install])
+            obj = self._objects.get(name)
+            path = getattr(obj, "__file__", None) if obj is not None else None
+            plugins.append({
+                "name": name, "module": module, "distribution": info.distribution,
+                "version": info.version, "error": info.error, "registrations": regs,
+                "events": name in self._event_plugins, "file": path, "mtime": _mtime(path),
+            })
+        return {"selected": [ep[0] for ep in eps], "plugins": plugins}
+
+    def _load_snapshot(self, snapshot: Dict[str, Any]) -> None:
+        for p in snapshot["plugins"]:
+            info = PluginInfo(p["name"], p["module"], p["distribution"], p["version"], error=p["error"])
+            self.plugins[info.name] = info
+            if p["error"] is None or p["file"]:
+                self._objects[info.name] = p["module"]
+            for kind, n, target, description, requires, install in p["registrations"]:
+                self._register_callback(kind, info)(
+                    n, target, description=description, requires=requires, install=install
+                )
+            if p["events"]:
+                self._event_plugins.append(info.name)
 
     def _register_callback(self, kind: str, info: PluginInfo) -> Callable[..., None]:
         def register(
@@ -343,7 +499,8 @@ class PluginRegistry:
 
     @property
     def has_event_hooks(self) -> bool:
-        return bool(self.pm.hook.tx_on_event.get_hookimpls())
+        """True if some plugin implements ``tx_on_event`` (known without importing it)."""
+        return bool(self._event_plugins)
 
 
 _lock = threading.Lock()

@@ -64,12 +64,25 @@ def _parser_class() -> Any:
 
 
 def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Optional[str] = None) -> Any:
-    """The ``tx`` parser; with ``command``, only that subcommand gets its options (the
-    others are listed by name, which is all ``tx --help`` shows)."""
+    """The ``tx`` parser.
+
+    ``command`` (what argv names, see :func:`_command_of`) keeps start-up small: for a
+    built-in command only that subcommand's parser is made; with none (``tx --help``) no
+    subparser is made and the commands are listed in the help text; otherwise (an unknown
+    or plugin command) every subcommand is made, so argparse can list the choices.
+    """
+    import argparse
+
+    commands_text = "commands:\n" + "".join(
+        f"  {name:<12}{help_text}\n" for name, (_m, help_text) in COMMANDS.items()
+    )
     parser = _parser_class()(
         prog="tx",
+        usage="tx [-h] [--version] [--log_level LOG_LEVEL] [--log_json] COMMAND ...",
         description="tx: run PyTorch apps on local processes, Slurm, Kubernetes, clouds ...",
-        epilog="Schedulers and extra commands come from plugins: see `tx plugins`.",
+        epilog=commands_text + "\nSchedulers and extra commands come from plugins: see `tx plugins`.\n"
+        "Each command has its own --help (`tx run --help`, `tx run dist.ddp --help`).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument(
@@ -78,15 +91,19 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Opti
     )
     parser.add_argument("--log_json", "--log-json", dest="log_json", action="store_true",
                         help="log events as JSON lines")
+    if command == "":
+        parser.set_defaults(command=None)
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_parser_class())
     for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        if command is None or name == command:  # only the command that runs needs its options
-            _import(module).add_arguments(p, name)
+        if command in COMMANDS and name != command:
+            continue  # only the command that runs needs a parser
+        p = sub.add_parser(name, prog=f"tx {name}", help=help_text, description=help_text)
+        _import(module).add_arguments(p, name)
     for name, reg in (plugin_commands or {}).items():
         cmd = reg.load()
         cmd = cmd() if isinstance(cmd, type) else cmd
-        p = sub.add_parser(name, help=reg.description, description=reg.description)
+        p = sub.add_parser(name, prog=f"tx {name}", help=reg.description, description=reg.description)
         cmd.add_arguments(p)
         p.set_defaults(_plugin_command=cmd)
     return parser

@@ -7,14 +7,16 @@ it and returns the app id, and ``describe``/``list``/``log_iter``/``cancel`` act
 from __future__ import annotations
 
 import abc
-import datetime as _dt
-from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar
 
 import attrs
 
 from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import RoleStatus
+
+if TYPE_CHECKING:
+    import datetime as _dt
 
 T = TypeVar("T")
 

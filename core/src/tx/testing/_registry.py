@@ -53,9 +53,7 @@ def register_plugin(
             raise PluginError(f"plugin {name!r} failed to register: {info.error}")
         yield info
     finally:
-        if reg.pm.get_plugin(name) is not None:
-            reg.pm.unregister(name=name)
-        reg.plugins.pop(name, None)
+        reg.remove_plugin(name)
         for kind, table in regs.items():
             reg.registrations[kind].clear()
             reg.registrations[kind].update(table)

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import attrs
@@ -89,6 +87,8 @@ class LocalRequest:
 def default_log_root() -> str:
     """``<tmp>/tx-<uid>``: the default ``log_dir`` (created 0700 on first use)."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
+    import tempfile
+
     return os.path.join(tempfile.gettempdir(), f"tx-{uid}")
 
 
@@ -131,6 +131,16 @@ def _log_root(cfg: Mapping[str, CfgVal]) -> str:
     return path
 
 
+def _which(name: str, path: str) -> Optional[str]:
+    """``shutil.which`` for POSIX (the first executable file ``name`` on ``path``), without
+    importing shutil, which loads bz2 and lzma: this runs on every ``tx run``."""
+    for d in path.split(os.pathsep):
+        candidate = os.path.join(d or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def _resolve_entrypoint(role: Role, cwd: str, path: str, dir_first: bool) -> str:
     ep = role.entrypoint
     if not ep or ep == MISSING:
@@ -142,7 +152,7 @@ def _resolve_entrypoint(role: Role, cwd: str, path: str, dir_first: bool) -> str
         if os.sep in ep:
             why = "is not executable" if os.path.isfile(local) else "does not exist"
             raise ValueError(f"role {role.name!r}: entrypoint {local!r} {why}")
-    found = shutil.which(ep, path=path)
+    found = _which(ep, path)
     if found is None:
         hint = " (it exists but is not executable)" if os.path.isfile(local) else ""
         raise ValueError(

@@ -24,12 +24,11 @@ Signals and lifetime (what the CLI relies on):
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from tx._log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
@@ -40,6 +39,9 @@ from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _logs, _procs, _request, _store
 from tx_scheduler_local._cuda import nvidia_smi_device_count
 from tx_scheduler_local._relay import FILES, TIMES
+
+if TYPE_CHECKING:
+    import datetime as _dt
 
 log = get_logger(__name__)
 
@@ -398,6 +400,8 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
 def _epoch(value: Any) -> Optional[float]:
     if value is None:
         return None
+    import datetime as _dt
+
     if isinstance(value, _dt.datetime):
         return value.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool):

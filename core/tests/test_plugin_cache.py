@@ -1,0 +1,95 @@
+"""The plugin snapshot cache: a second `tx` process knows what installed plugins
+registered without importing them or pluggy, and notices edits and new installs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+HOOKS = '''
+from tx import hookimpl
+
+@hookimpl
+def tx_register_schedulers(register):
+    register({name!r}, "fake_sched:create", description="a fake")
+
+@hookimpl
+def tx_on_event(event):
+    with open({events!r}, "a") as f:
+        f.write(str(event) + "\\n")
+'''
+
+PROBE = (
+    "import json, sys\n"
+    "from tx.plugins import get_registry\n"
+    "r = get_registry()\n"
+    "r.call_event('ping') if r.has_event_hooks and len(sys.argv) > 1 else None\n"
+    "print(json.dumps({'schedulers': r.names('schedulers'), 'hooks': 'fake_hooks' in sys.modules,\n"
+    "                  'pluggy': 'pluggy' in sys.modules, 'meta': 'importlib.metadata' in sys.modules,\n"
+    "                  'dists': {n: r.get('schedulers', n).distribution for n in r.names('schedulers')}}))\n"
+)
+
+
+@pytest.fixture
+def site(tmp_path):
+    site = tmp_path / "site"
+    dist = site / "fakeplug-1.2.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.2\n")
+    (dist / "entry_points.txt").write_text("[tx]\nfake = fake_hooks\n")
+    (site / "fake_hooks.py").write_text(HOOKS.format(name="fake", events=str(tmp_path / "events.txt")))
+    return site
+
+
+def _probe(site, tmp_path, *args):
+    env = dict(os.environ, PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("TX_NO_CACHE", None)
+    env.pop("TX_PLUGINS", None)
+    env.pop("TX_DISABLE_PLUGINS", None)
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True,
+                         text=True, cwd=tmp_path, check=True)
+    return json.loads(out.stdout)
+
+
+def test_second_process_imports_neither_the_plugin_nor_pluggy(site, tmp_path):
+    first = _probe(site, tmp_path)
+    assert "fake" in first["schedulers"] and first["hooks"] and first["pluggy"]
+    second = _probe(site, tmp_path)
+    assert second["schedulers"] == first["schedulers"]
+    assert second["dists"]["fake"] == "fakeplug"
+    assert not second["hooks"] and not second["pluggy"] and not second["meta"]
+
+
+def test_event_listeners_are_loaded_when_an_event_fires(site, tmp_path):
+    _probe(site, tmp_path)
+    out = _probe(site, tmp_path, "fire")
+    assert out["hooks"] and out["pluggy"]
+    assert (tmp_path / "events.txt").read_text() == "ping\n"
+
+
+def test_an_edited_hooks_module_is_read_again(site, tmp_path):
+    _probe(site, tmp_path)
+    dir_mtime = os.stat(site).st_mtime_ns
+    time.sleep(0.01)
+    (site / "fake_hooks.py").write_text(HOOKS.format(name="fake2", events=str(tmp_path / "e.txt")))
+    assert os.stat(site).st_mtime_ns == dir_mtime  # only the file changed, not sys.path's dirs
+    out = _probe(site, tmp_path)
+    assert "fake2" in out["schedulers"] and "fake" not in out["schedulers"] and out["hooks"]
+
+
+def test_a_new_distribution_is_seen(site, tmp_path):
+    _probe(site, tmp_path)
+    dist = site / "otherplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: otherplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[tx]\nother = other_hooks\n")
+    (site / "other_hooks.py").write_text(
+        "from tx import hookimpl\n\n@hookimpl\ndef tx_register_schedulers(register):\n"
+        "    register('zz_other', 'other_sched:create')\n"
+    )
+    out = _probe(site, tmp_path)
+    assert out["dists"]["zz_other"] == "otherplug" and out["dists"]["fake"] == "fakeplug"
