@@ -6,6 +6,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from tx.specs import AppDef, AppState, Role
+from tx.testing import find_replica
 from tx_scheduler_local.scheduler import LocalScheduler, create_cwd_scheduler
 
 PY = sys.executable
@@ -57,15 +58,7 @@ class Helpers:
         assert desc is not None and desc.state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED), desc
         return app_id, desc
 
-    @staticmethod
-    def replica(desc: Any, role: str, k: int) -> Any:
-        """The ReplicaStatus of ``role``/``k`` in a description."""
-        for rs in desc.roles_statuses:
-            if rs.role == role:
-                for r in rs.replicas:
-                    if r.id == k:
-                        return r
-        raise KeyError((role, k))
+    replica = staticmethod(find_replica)
 
     @staticmethod
     def live_processes(app_id: str) -> List[int]:

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 
 from tx.specs import AppDef, Resource, Role, is_terminal
+from tx.testing import find_replica
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,14 +69,7 @@ class Apps:
         assert desc is not None and is_terminal(desc.state), desc
         return desc
 
-    @staticmethod
-    def replica(desc: Any, role: str, k: int) -> Any:
-        for rs in desc.roles_statuses:
-            if rs.role == role:
-                for r in rs.replicas:
-                    if r.id == k:
-                        return r
-        raise KeyError((role, k))
+    replica = staticmethod(find_replica)
 
     def text(self, app_id: str, role: str, k: int = 0, streams: Optional[str] = "stdout") -> str:
         return "".join(self.sched.log_iter(app_id, role, k, streams=streams))

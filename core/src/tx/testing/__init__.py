@@ -59,8 +59,9 @@ import pytest
 from tx.plugins import PluginRegistry
 from tx.testing._conformance import SchedulerConformance, is_subsequence
 from tx.testing._registry import isolated_registry, register_plugin
+from tx.testing._status import find_replica
 
-__all__ = ["SchedulerConformance", "is_subsequence", "isolated_registry", "register_plugin", "tx_registry"]
+__all__ = ["SchedulerConformance", "find_replica", "is_subsequence", "isolated_registry", "register_plugin", "tx_registry"]
 
 
 @pytest.fixture
