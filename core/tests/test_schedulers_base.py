@@ -218,10 +218,16 @@ def test_default_log_iter_not_supported():
 
 def test_log_iter_blocks_small_output_is_one_block():
     s = MemScheduler(logs="a\nb\r progress\nünï\n")
-    blocks = list(s.log_iter_blocks("job-1", "trainer", 2, should_tail=True, streams=Stream.STDERR))
+    blocks = list(s.log_iter_blocks("job-1", "trainer", 2, should_tail=False, streams=Stream.STDERR))
     assert blocks == ["a\nb\r progress\nünï\n".encode("utf-8")]
-    assert s.log_calls == [{"app_id": "job-1", "role": "trainer", "k": 2, "should_tail": True,
+    assert s.log_calls == [{"app_id": "job-1", "role": "trainer", "k": 2, "should_tail": False,
                             "streams": Stream.STDERR}]
+
+
+def test_log_iter_blocks_tailing_yields_each_line_at_once():
+    s = MemScheduler(logs="a\nb\r progress\nünï\n")
+    blocks = list(s.log_iter_blocks("job-1", "trainer", 2, should_tail=True, streams=Stream.STDERR))
+    assert blocks == [b"a\n", b"b\r progress\n", "ünï\n".encode("utf-8")]
 
 
 def test_log_iter_blocks_split_on_line_boundaries():

@@ -201,14 +201,17 @@ class Scheduler(abc.ABC, Generic[T]):
         """The same text as :meth:`log_iter` (no filtering), as UTF-8 byte blocks that each
         end on a line boundary (the last block may end mid-line when the replica's output
         does). The CLI relays these with a per-line prefix; schedulers whose logs are files
-        override it to skip per-line work. The default batches :meth:`log_iter`.
+        override it to skip per-line work. The default batches :meth:`log_iter` into blocks
+        of up to 64 KB; when tailing, it yields every line at once (a line that arrives is
+        shown without waiting for the next).
         """
         batch: List[str] = []
         size = 0
+        limit = 0 if should_tail else 65536
         for line in self.log_iter(app_id, role_name, k, should_tail=should_tail, streams=streams):
             batch.append(line)
             size += len(line)
-            if size >= 65536:
+            if size >= limit:
                 yield "".join(batch).encode("utf-8", "replace")
                 batch, size = [], 0
         if batch:
