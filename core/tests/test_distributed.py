@@ -4,7 +4,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 

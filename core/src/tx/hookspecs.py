@@ -12,7 +12,7 @@ through ``register``). ``tx_on_event`` is called for every runner lifecycle even
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import pluggy
 

@@ -34,7 +34,7 @@ def sched(state_dir: Path) -> Iterator[LocalScheduler]:
     s = create_cwd_scheduler("tx", state_dir=str(state_dir))
     yield s
     for app in s.list():
-        if not app.state.name in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        if app.state.name not in ("SUCCEEDED", "FAILED", "CANCELLED"):
             s.cancel(app.app_id)
     s.close()
 
