@@ -212,3 +212,14 @@ def test_run_log_relays_every_line_of_every_replica_in_order(tx, tmp_path):
         for stream in (lambda i: i % 3 == 0, lambda i: i % 3 != 0):
             expected = [f"python/{r} replica {r} line {i} " + "x" * (i % 50) for i in range(n) if stream(i)]
             assert [ln for ln in mine if stream(int(ln.split()[4]))] == expected
+
+
+def test_log_follow_on_a_detached_app_until_it_ends(tx, tx_env, tmp_path):
+    script = "for i in 1 2 3 4 5; do echo tick$i; sleep 0.3; done"
+    p = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "sh", "-c", script)
+    handle = _handle(p)
+    follow = subprocess.run([str(BIN / "tx"), "log", "-f", handle], cwd=tmp_path, env=tx_env,
+                            capture_output=True, text=True, timeout=60)
+    assert follow.returncode == 0, follow.stderr
+    assert follow.stdout.splitlines() == [f"sh/0 tick{i}" for i in range(1, 6)]
+    assert "SUCCEEDED" in tx("status", handle).stdout
