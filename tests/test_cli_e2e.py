@@ -223,3 +223,16 @@ def test_log_follow_on_a_detached_app_until_it_ends(tx, tx_env, tmp_path):
     assert follow.returncode == 0, follow.stderr
     assert follow.stdout.splitlines() == [f"sh/0 tick{i}" for i in range(1, 6)]
     assert "SUCCEEDED" in tx("status", handle).stdout
+
+
+def test_log_level_renders_library_events(tx, tx_env):
+    quiet = tx("run", "-s", "local_cwd", "utils.echo")
+    assert "launched" not in quiet.stderr  # WARNING by default
+    p = tx("--log_level", "INFO", "run", "-s", "local_cwd", "utils.echo")
+    assert p.returncode == 0
+    line = next(ln for ln in p.stderr.splitlines() if "launched" in ln)
+    assert "[info" in line and f"app_handle={p.stdout.strip()}" in line
+    env = dict(tx_env, LOGLEVEL="INFO")
+    j = tx("--log_json", "run", "-s", "local_cwd", "utils.echo", env=env)
+    event = json.loads(next(ln for ln in j.stderr.splitlines() if '"launched"' in ln))
+    assert event["level"] == "info" and event["app_handle"] == j.stdout.strip()
