@@ -68,7 +68,8 @@ def _from_source(text: str, fn_globals: Mapping[str, Any]) -> Any:
     return _from_node(node, fn_globals)
 
 
-def _name_of(node: ast.expr) -> str:
+def annotation_name(node: ast.expr) -> str:
+    """``List`` for ``List``, ``typing.List`` and ``t.List``; "" for anything else."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -86,7 +87,7 @@ def _from_node(node: ast.expr, g: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return typing.Union[_from_node(node.left, g), _from_node(node.right, g)]
     if isinstance(node, ast.Subscript):
-        base = _name_of(node.value)
+        base = annotation_name(node.value)
         sl = node.slice
         elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         args = [_from_node(e, g) for e in elts]
@@ -99,7 +100,7 @@ def _from_node(node: ast.expr, g: Mapping[str, Any]) -> Any:
         if base in ("Dict", "dict") and len(args) == 2:
             return Dict[args[0], args[1]]  # type: ignore[valid-type]
         return Any
-    name = _name_of(node)
+    name = annotation_name(node)
     if name in _NAMES:
         return _NAMES[name]
     return g.get(name, Any) if isinstance(node, ast.Name) else Any

@@ -23,6 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import attrs
 
+from tx.specs._decode import annotation_name as _name
+
 ERROR = "error"
 WARNING = "warning"
 _PRIMITIVES = frozenset({"str", "int", "float", "bool"})
@@ -216,15 +218,6 @@ def lint_function(fn: _FuncDef, docs: bool = True) -> List[LinterMessage]:
     if docs:
         msgs.extend(_docstring_warnings(fn, [p.arg for p in params]))
     return msgs
-
-
-def _name(node: ast.expr) -> str:
-    """``List`` for ``List``, ``typing.List`` and ``t.List``; "" for anything else."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return ""
 
 
 def _is_none(node: ast.expr) -> bool:
