@@ -106,6 +106,14 @@ def app() -> AppDef:
                                 num_replicas=2, resource=Resource(1, 0, 64), env={"A": "1"})])
 
 
+def test_explicit_parent_run_id_wins_over_the_environment(runner, monkeypatch):
+    monkeypatch.setenv("TX_PARENT_RUN_ID", "from-env")
+    runner.run(app(), "mem", cfg={"queue": "q"}, parent_run_id="explicit")
+    assert MemScheduler.apps["demo-0"]["app"].roles[0].env["TX_PARENT_RUN_ID"] == "explicit"
+    runner.run(app(), "mem", cfg={"queue": "q"})
+    assert MemScheduler.apps["demo-1"]["app"].roles[0].env["TX_PARENT_RUN_ID"] == "from-env"
+
+
 def test_run_injects_job_id_without_touching_the_users_app(runner, monkeypatch):
     monkeypatch.delenv("TX_PARENT_RUN_ID", raising=False)
     a = app()
@@ -113,15 +121,10 @@ def test_run_injects_job_id_without_touching_the_users_app(runner, monkeypatch):
     assert handle == "mem://tx/demo-0"
     submitted = MemScheduler.apps["demo-0"]
     env = submitted["app"].roles[0].env
-    assert env == {"A": "1", "TX_JOB_ID": "mem://tx/${app_id}", "TX_PARENT_RUN_ID": "parent-1"}
+    assert env == {"A": "1", "TX_JOB_ID": "mem://tx/${app_id}", "TX_PARENT_RUN_ID": "parent-1",
+                   "TORCHX_JOB_ID": "mem://tx/${app_id}", "TORCHX_PARENT_RUN_ID": "parent-1"}
     assert submitted["cfg"] == {"queue": "q", "retries": 0}
     assert a.roles[0].env == {"A": "1"}  # the caller's AppDef is unchanged
-
-
-def test_submitter_parent_run_id_wins(runner, monkeypatch):
-    monkeypatch.setenv("TX_PARENT_RUN_ID", "from-env")
-    runner.run(app(), "mem", cfg={"queue": "q"}, parent_run_id="arg")
-    assert MemScheduler.apps["demo-0"]["app"].roles[0].env["TX_PARENT_RUN_ID"] == "from-env"
 
 
 def test_dryrun_has_formatted_request_and_backrefs(runner):

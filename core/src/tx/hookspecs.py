@@ -40,8 +40,11 @@ def tx_register_schedulers(register: Callable[..., None]) -> None:
 def tx_register_workspaces(register: Callable[..., None]) -> None:
     """Register workspace kinds.
 
-    Call ``register(kind, factory)`` where ``factory`` is a dotted path or callable
-    returning a workspace builder (see :mod:`tx.workspace`).
+    Call ``register(kind, factory, *, description="", install="")`` where ``factory`` is a
+    dotted path (or callable) to a zero-argument callable, usually a class, returning a
+    :class:`tx.workspace.Workspace` (``run_opts()`` and ``build(role, workspace, cfg) ->
+    Role``). A scheduler uses a kind by naming it in ``Scheduler.workspace_kind``; the
+    Runner finds it here, so schedulers never import the plugin that implements it.
     """
 
 

@@ -493,7 +493,7 @@ class PluginRegistry:
             try:
                 impl.function(event=event)
             except Exception as e:  # noqa: BLE001
-                from tx._log import get_logger
+                from tx.log import get_logger
 
                 get_logger(__name__).warning("event_hook_failed", plugin=impl.plugin_name, error=str(e))
 
@@ -529,3 +529,30 @@ def install_hint() -> str:
     """The one-line hint printed when no scheduler is installed."""
     return "no scheduler is installed; install one, e.g.: pip install tx-scheduler-local"
 
+
+
+#: names that tx's own plugin distributions register, by kind: a name that is not installed
+#: gets a one-line ``pip install`` hint instead of "unknown"
+KNOWN_PLUGINS: Dict[str, Dict[str, str]] = {
+    "schedulers": {
+        "local_cwd": "tx-scheduler-local",
+        "local_dir": "tx-scheduler-local",
+        "local_docker": "tx-scheduler-docker",
+        "slurm": "tx-scheduler-slurm",
+        "kubernetes": "tx-scheduler-k8s",
+        "kubernetes_jobset": "tx-scheduler-k8s",
+        "kubernetes_mcad": "tx-scheduler-k8s",
+        "aws_batch": "tx-scheduler-aws-batch",
+        "gcp_batch": "tx-scheduler-gcp-batch",
+        "ray": "tx-scheduler-ray",
+    },
+    "workspaces": {"docker": "tx-scheduler-docker"},
+    "trackers": {"mlflow": "tx-tracker-mlflow"},
+}
+
+
+def not_installed_hint(kind: str, name: str) -> Optional[str]:
+    """``"pip install DIST"`` for a name of ``kind`` that one of tx's distributions
+    registers (see :data:`KNOWN_PLUGINS`), else None."""
+    dist = KNOWN_PLUGINS.get(kind, {}).get(name)
+    return f"pip install {dist}" if dist else None

@@ -8,7 +8,7 @@ from typing import Any, Dict
 import pytest
 from structlog.testing import capture_logs
 
-from tx._log import configure, get_logger
+from tx.log import configure, get_logger
 from tx.plugins import PluginRegistry
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role
 from tx_scheduler_local import hooks

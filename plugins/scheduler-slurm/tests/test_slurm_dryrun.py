@@ -72,13 +72,16 @@ def test_one_role_one_replica(sched: SlurmScheduler, tmp_path: Path) -> None:
     assert group.startswith(
         '--output=slurm-"$SLURM_JOB_ID"-trainer-0.out --error=slurm-"$SLURM_JOB_ID"-trainer-0.err '
         "--open-mode=append --wait=60 --kill-on-bad-exit=1 "
-        'bash -c "$TX_LAUNCHER" tx-launcher slurm-"$SLURM_JOB_ID"-trainer-0.exitcode 6 '
+        'bash -c "$TX_LAUNCHER" tx-launcher slurm-"$SLURM_JOB_ID"-trainer-0.exitcode 13 '
     )
     assert group.endswith("python3 train.py --rank 0")
     # macros: app_id from the shell, rank0_env names TX_RANK0_HOST, img_root is the image
     assert 'RUN="$SLURM_JOB_ID"-r0' in group
     assert "MASTER=TX_RANK0_HOST ROOT=/code" in group
-    assert 'TX_ROLE_NAME=trainer TX_REPLICA_ID=0 TX_APP_ID="$SLURM_JOB_ID"' in group
+    assert 'TX_APP_ID="$SLURM_JOB_ID" TX_ROLE_NAME=trainer TX_REPLICA_ID=0 TX_ROLE_IDX=0' in group
+    # the replica environment contract under TorchX's names too
+    assert 'TORCHX_APP_ID="$SLURM_JOB_ID" TORCHX_ROLE_NAME=trainer TORCHX_REPLICA_IDX=0' in group
+    assert 'export TORCHX_RANK0_HOST="$TX_RANK0_HOST"' in script
     # the rank-0 address is the NodeAddr of het group 0's first node
     assert 'scontrol show hostnames "${SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}"' in script
     assert "grep -o 'NodeAddr=[^ ]*'" in script

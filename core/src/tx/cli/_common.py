@@ -36,12 +36,15 @@ def default_scheduler(runner: Any) -> str:
     name = config_default("run", "scheduler")
     if name:
         return name
-    names = runner.scheduler_backends()
-    if not names:
+    from tx.schedulers.api import get_default_scheduler_name
+
+    name = get_default_scheduler_name(runner.scheduler_backends())
+    if name is None:
         raise CLIError(install_hint())
-    return "local_cwd" if "local_cwd" in names else names[0]
+    return name
 
 
-def is_local(scheduler: str) -> bool:
-    """Local schedulers wait and relay logs by default, as TorchX's do."""
-    return scheduler.startswith("local")
+def is_local(runner: Any, scheduler: str) -> bool:
+    """Schedulers whose replicas run on this host wait and relay logs by default, as
+    TorchX's local schedulers do (``Scheduler.runs_on_host``)."""
+    return runner.scheduler_runs_on_host(scheduler)

@@ -88,11 +88,11 @@ def run(args: argparse.Namespace) -> int:
         if args.dryrun:
             _print_dryrun(info)
             return 0
-        wait = args.wait or args.log or (is_local(scheduler) and not args.detach)
+        wait = args.wait or args.log or (is_local(runner, scheduler) and not args.detach)
         if args.detach or not wait:
             print(runner.schedule(info), flush=True)
             return 0
-        relay = args.log or is_local(scheduler)
+        relay = args.log or is_local(runner, scheduler)
         with _CancelOnSignal(runner) as guard:
             handle = guard.handle = runner.schedule(info)
             print(handle, flush=True)

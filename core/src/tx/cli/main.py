@@ -187,7 +187,7 @@ def _main(argv: List[str]) -> int:
         print(f"tx: error: {describe_error(e)}", file=sys.stderr)
         return EXIT_FAILURE
     args = parser.parse_args(argv)
-    from tx import _log
+    from tx import log as _log
 
     try:
         _log.configure(args.log_level, json=args.log_json)

@@ -158,7 +158,7 @@ class StructuredJArgument:
             return StructuredJArgument._checked(j, int(text), int(text), num_gpus)
         parsed = StructuredJArgument.parse(text)
         if parsed.nproc_per_node != num_gpus:
-            from tx._log import get_logger
+            from tx.log import get_logger
 
             get_logger(__name__).warning(
                 "nproc_per_node_mismatch",

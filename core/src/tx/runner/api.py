@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tx.specs.status import AppStatus
 
 DEFAULT_SESSION = "tx"
+# the names live in tx.schedulers.env (the replica environment contract)
 ENV_JOB_ID = "TX_JOB_ID"
 ENV_PARENT_RUN_ID = "TX_PARENT_RUN_ID"
 ENV_TRACKERS = "TX_TRACKERS"
@@ -91,6 +92,11 @@ class Runner:
 
         reg = self.registry.get("schedulers", scheduler)
         if reg is None:
+            from tx.plugins import not_installed_hint
+
+            hint = not_installed_hint("schedulers", scheduler)
+            if hint:
+                raise UnknownSchedulerException(f"scheduler {scheduler!r} is not installed: {hint}")
             names = self.scheduler_backends()
             if not names:
                 from tx.plugins import install_hint
@@ -112,6 +118,15 @@ class Runner:
         sched = reg.load()(self._name, **self._scheduler_params)
         self._schedulers[scheduler] = sched
         return sched
+
+    def scheduler_runs_on_host(self, scheduler: str) -> bool:
+        """Whether ``scheduler`` runs replicas on this host
+        (:attr:`tx.schedulers.Scheduler.runs_on_host`).
+
+        Raises:
+            UnknownSchedulerException: no such scheduler installed.
+        """
+        return bool(getattr(self._scheduler(scheduler), "runs_on_host", False))
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """The run options ``scheduler`` accepts.
@@ -135,10 +150,18 @@ class Runner:
         The app is not modified: the runner works on a copy to which it adds
         ``TX_JOB_ID`` (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS``) to every role's env.
 
+        With ``workspace`` (a local directory), the scheduler's workspace kind
+        (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
+        image build, a job directory copy) before the dryrun; schedulers without a kind
+        ignore it.
+
         Raises:
-            ValueError: the app has no roles or a role has no entrypoint.
+            ValueError: the app has no roles or a role has no entrypoint, or the app cannot
+                run on this scheduler.
             UnknownSchedulerException: no such scheduler.
+            tx.plugins.PluginError: the scheduler's plugin cannot be loaded.
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
+            tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
         import attrs
 
@@ -154,20 +177,26 @@ class Runner:
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
+            from tx.schedulers.env import with_torchx_names
+
             extra_env = {ENV_JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
-            parent = os.environ.get(ENV_PARENT_RUN_ID) or parent_run_id
+            # an explicit argument wins over the submitter's environment (as in TorchX)
+            parent = parent_run_id or os.environ.get(ENV_PARENT_RUN_ID)
             if parent:
                 extra_env[ENV_PARENT_RUN_ID] = parent
             trackers = os.environ.get(ENV_TRACKERS)
             if trackers:
                 extra_env[ENV_TRACKERS] = trackers
+            extra_env = with_torchx_names(extra_env)
             app = attrs.evolve(
                 app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
             )
             cfg = dict(cfg or {})
             if workspace:
                 resolved = sched.run_opts().resolve(cfg)
-                sched.build_workspace(app.roles[0], workspace, resolved)
+                role = sched.build_workspace(app.roles[0], workspace, resolved)
+                if role is not None:
+                    app = attrs.evolve(app, roles=[role, *app.roles[1:]])
             return sched.submit_dryrun(app, cfg)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
@@ -186,7 +215,7 @@ class Runner:
         handle = make_app_handle(scheduler, self._name, app_id)
         if dryrun_info._app is not None:
             self._apps[handle] = dryrun_info._app
-        from tx._log import get_logger
+        from tx.log import get_logger
 
         get_logger(__name__).info("launched", app_handle=handle)
         return handle

@@ -7,7 +7,7 @@ it and returns the app id, and ``describe``/``list``/``log_iter``/``cancel`` act
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar
 
 import attrs
 
@@ -76,15 +76,30 @@ class Scheduler(abc.ABC, Generic[T]):
     :meth:`log_iter`; it declares its options in :meth:`_run_opts`.
     """
 
+    #: the workspace kind this scheduler uses (``"dir"``, ``"docker"``; see
+    #: :mod:`tx.workspace`), looked up in the plugin registry; None: no workspace support
+    workspace_kind: ClassVar[Optional[str]] = None
+
+    #: True for schedulers whose replicas run on the submitting host (local_cwd,
+    #: local_dir, local_docker): ``tx run`` then waits and relays logs by default, as
+    #: TorchX does for its local schedulers
+    runs_on_host: ClassVar[bool] = False
+
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name
 
     # -- submission --------------------------------------------------------------------
     def submit(self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: Optional[str] = None) -> str:
-        """Dry-run then schedule ``app``; returns the app id (a convenience for tests)."""
+        """Dry-run then schedule ``app``; returns the app id (a convenience for tests).
+
+        Raises:
+            what :meth:`submit_dryrun`, :meth:`build_workspace` and :meth:`schedule` raise.
+        """
         if workspace:
-            self.build_workspace(app.roles[0], workspace, self.run_opts().resolve(cfg))
+            role = self.build_workspace(app.roles[0], workspace, self.run_opts().resolve(cfg))
+            if role is not None:
+                app = attrs.evolve(app, roles=[role, *app.roles[1:]])
         return self.schedule(self.submit_dryrun(app, cfg))
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
@@ -106,30 +121,57 @@ class Scheduler(abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
-        """Submit the request and return the app id."""
+        """Submit the request and return the app id.
+
+        Raises:
+            SchedulerError: the backend refused the request or cannot be reached (one line
+                for users). A failed submit leaves nothing behind on the backend.
+        """
 
     @abc.abstractmethod
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
-        """Build the backend request for ``app`` with the resolved ``cfg``."""
+        """Build the backend request for ``app`` with the resolved ``cfg`` (no side effects)."""
 
     def run_opts(self) -> runopts:
-        """The options this scheduler accepts (its own plus its workspace's)."""
+        """The options this scheduler accepts: its own, then its workspace kind's (an option
+        both declare is the scheduler's)."""
         opts = self._run_opts()
         ws = self.workspace_opts()
         if ws is not None:
-            opts.update(ws)
+            for key, opt in ws._opts.items():
+                opts._opts.setdefault(key, opt)
         return opts
 
     def _run_opts(self) -> runopts:
         return runopts()
 
     def workspace_opts(self) -> Optional[runopts]:
-        """Options of the workspace this scheduler builds, if it has one."""
-        return None
+        """Options of this scheduler's workspace kind (None without one, or while the kind
+        is not installed)."""
+        if self.workspace_kind is None:
+            return None
+        from tx.workspace.api import find_workspace
 
-    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
-        """Patch ``workspace`` (a local directory) into ``role`` (usually its image).
-        Schedulers without workspace support ignore it."""
+        ws = find_workspace(self.workspace_kind)
+        return ws.run_opts() if ws is not None else None
+
+    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
+        """Put ``workspace`` (a local directory) into ``role`` through the scheduler's
+        :attr:`workspace_kind` and return the patched role (``role`` is not modified).
+
+        Returns:
+            the new role; None where this scheduler has no workspace support (the
+            workspace is ignored, as TorchX ignores it).
+
+        Raises:
+            tx.workspace.WorkspaceError: the kind is not installed (the message names the
+                distribution to install) or the build failed.
+        """
+        if self.workspace_kind is None:
+            return None
+        from tx.workspace.api import get_workspace
+
+        return get_workspace(self.workspace_kind).build(role, workspace, cfg)
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Reject apps this scheduler cannot run. The default rejects roles without a
@@ -253,11 +295,14 @@ def get_scheduler_factories() -> Dict[str, Any]:
     return {name: _LazyFactory(name) for name in reg.names("schedulers")}
 
 
-def get_default_scheduler_name() -> Optional[str]:
-    """``local_cwd`` when installed, else the first registered scheduler, else None."""
-    from tx.plugins import get_registry
+def get_default_scheduler_name(names: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The scheduler used when none is named: ``local_cwd`` when installed, else the first
+    registered scheduler, else None. ``names``: the installed scheduler names (default:
+    the registry's). The CLI's ``[cli:run] scheduler`` setting comes before this rule."""
+    if names is None:
+        from tx.plugins import get_registry
 
-    names = get_registry().names("schedulers")
+        names = get_registry().names("schedulers")
     if "local_cwd" in names:
         return "local_cwd"
     return names[0] if names else None

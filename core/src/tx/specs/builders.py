@@ -244,7 +244,7 @@ def _var_default(params: Mapping[str, inspect.Parameter], defaults: Mapping[str,
 def _warn_unknown_defaults(params: Mapping[str, inspect.Parameter], defaults: Mapping[str, Any], cname: str) -> None:
     unknown = sorted(set(defaults) - set(params))
     if unknown:
-        from tx._log import get_logger
+        from tx.log import get_logger
 
         get_logger(__name__).warning(
             "unknown_component_defaults", component=cname, ignored=unknown, known=sorted(params)

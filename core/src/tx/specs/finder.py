@@ -89,7 +89,7 @@ _index: Optional[_Index] = None
 
 
 def _log() -> Any:
-    from tx._log import get_logger
+    from tx.log import get_logger
 
     return get_logger(__name__)
 

@@ -1,11 +1,93 @@
-"""Walking a workspace while honouring its ignore file."""
+"""The workspace contract, and walking a workspace while honouring its ignore file.
+
+A *workspace* is a local directory (``tx run --workspace DIR``) that tx puts into what the
+first role runs. A *workspace kind* says how: ``dir`` (built in) copies it into a job
+directory that the replicas run from; ``docker`` (tx-scheduler-docker) builds an image with
+it on top of the role's image. A scheduler names the kind it uses
+(:attr:`tx.schedulers.Scheduler.workspace_kind`); the Runner looks the kind up in the
+plugin registry (``tx_register_workspaces``), so a scheduler never imports the plugin that
+implements its kind, and calls :meth:`Workspace.build` before the dryrun.
+"""
 from __future__ import annotations
 
 import os
-from typing import Iterator, List
+from typing import TYPE_CHECKING, Iterator, List, Mapping, Optional
+
+if TYPE_CHECKING:
+    from tx.specs.api import Role
+    from tx.specs.runopts import CfgVal, runopts
 
 #: ignore file at the workspace root; gitignore syntax (``#`` comments, ``!`` negation)
 IGNORE_FILE = ".txignore"
+
+
+class Workspace:
+    """Base class of workspace kinds (what a ``tx_register_workspaces`` factory returns).
+
+    A kind is created with no arguments, once per use, and must be cheap to create (import
+    heavy SDKs inside :meth:`build`).
+    """
+
+    #: the registered kind name (``dir``, ``docker`` ...)
+    kind: str = ""
+
+    def run_opts(self) -> "runopts":
+        """The run options this kind adds to the scheduler's (e.g. ``job_dir``,
+        ``image_repo``); they are resolved with the scheduler's own and passed to
+        :meth:`build` as ``cfg``. Default: none."""
+        from tx.specs.runopts import runopts
+
+        return runopts()
+
+    def build(self, role: "Role", workspace: str, cfg: Mapping[str, "CfgVal"]) -> "Role":
+        """Put ``workspace`` into what ``role`` runs and return the patched role (a new
+        :class:`tx.specs.Role`, e.g. ``attrs.evolve(role, image=new_image)``); ``role``
+        itself must not be modified.
+
+        Args:
+            role: the first role of the app.
+            workspace: path of a local directory.
+            cfg: the scheduler's resolved run options (with this kind's).
+
+        Raises:
+            tx.workspace.WorkspaceError: the workspace cannot be built (one line for users).
+        """
+        raise NotImplementedError
+
+
+class WorkspaceError(Exception):
+    """A workspace could not be built, or its kind is not installed. The message is one
+    line written for users."""
+
+
+def get_workspace(kind: str) -> Workspace:
+    """The workspace kind ``kind`` from the plugin registry, created.
+
+    Raises:
+        WorkspaceError: no installed plugin registers ``kind`` (the message names the
+            distribution to install when tx knows it).
+    """
+    from tx.plugins import PluginError, get_registry, not_installed_hint
+
+    reg = get_registry().get("workspaces", kind)
+    if reg is None:
+        hint = not_installed_hint("workspaces", kind)
+        raise WorkspaceError(
+            f"workspace kind {kind!r} is not installed" + (f": {hint}" if hint else "")
+        )
+    try:
+        factory = reg.load()
+    except PluginError as e:
+        raise WorkspaceError(str(e)) from None
+    return factory()
+
+
+def find_workspace(kind: str) -> Optional[Workspace]:
+    """Like :func:`get_workspace`, but None where the kind is not installed."""
+    try:
+        return get_workspace(kind)
+    except WorkspaceError:
+        return None
 
 
 def _patterns(root: str, ignore_name: str) -> List[str]:

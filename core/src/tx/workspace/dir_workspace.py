@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING, Mapping
 
-from tx.workspace.api import IGNORE_FILE, walk_workspace
+from tx.workspace.api import IGNORE_FILE, Workspace, WorkspaceError, walk_workspace
+
+if TYPE_CHECKING:
+    from tx.specs.api import Role
+    from tx.specs.runopts import CfgVal, runopts
 
 
 def copy_workspace(workspace: str, job_dir: str, ignore_name: str = IGNORE_FILE) -> int:
@@ -31,9 +36,36 @@ def copy_workspace(workspace: str, job_dir: str, ignore_name: str = IGNORE_FILE)
     return len(files)
 
 
-class DirWorkspace:
-    """Workspace kind ``dir``: ``build(workspace, job_dir)`` copies and returns ``job_dir``."""
+class DirWorkspace(Workspace):
+    """Workspace kind ``dir``: with run option ``job_dir`` set, copy the workspace into it
+    (it must not exist) and make it the role's image (the directory replicas run in);
+    without ``job_dir`` the role is returned unchanged and runs where the scheduler runs
+    it (TorchX's ``DirWorkspaceMixin``)."""
 
-    def build(self, workspace: str, job_dir: str) -> str:
-        copy_workspace(workspace, job_dir)
-        return job_dir
+    kind = "dir"
+
+    def run_opts(self) -> "runopts":
+        from tx.specs.runopts import runopts
+
+        opts = runopts()
+        opts.add(
+            "job_dir", type_=str, default=None,
+            help="directory to copy the workspace into and run the job from; it must not "
+                 "exist and is created",
+        )
+        return opts
+
+    def build(self, role: "Role", workspace: str, cfg: Mapping[str, "CfgVal"]) -> "Role":
+        """Raises:
+            WorkspaceError: ``job_dir`` exists or ``workspace`` is not a directory."""
+        import attrs
+
+        job_dir = cfg.get("job_dir")
+        if not job_dir:
+            return role
+        job_dir = os.path.abspath(str(job_dir))
+        try:
+            copy_workspace(workspace, job_dir)
+        except (FileExistsError, NotADirectoryError) as e:
+            raise WorkspaceError(str(e)) from None
+        return attrs.evolve(role, image=job_dir)

@@ -13,12 +13,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import attrs
 
+from tx.schedulers.env import RANK0_HOST, replica_env
 from tx.schedulers.ids import make_unique
 from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
 from tx.specs.runopts import CfgVal
 from tx_scheduler_local import _cuda
 
-RANK0_ENV = "TX_RANK0_HOST"
+RANK0_ENV = RANK0_HOST
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
@@ -250,12 +251,10 @@ def build_request(
             rdir = os.path.join(app_dir, role.name, str(k))
             env = {"PYTHONUNBUFFERED": "x"}
             env.update({n: sub(v) if "$" in v else v for n, v in role.env.items()})
+            env.update(replica_env(app_id=app_id, role_name=role.name, replica_id=str(k),
+                                   rank0_host="localhost", role_idx=idx, num_replicas=role.num_replicas))
             env.update({
                 "PATH": path,
-                RANK0_ENV: "localhost",
-                "TX_APP_ID": app_id,
-                "TX_ROLE_NAME": role.name,
-                "TX_REPLICA_ID": str(k),
                 "TORCHELASTIC_ERROR_FILE": os.path.join(rdir, "error.json"),
                 "PET_LOG_DIR": os.path.join(app_dir, "torchelastic", role.name),
             })

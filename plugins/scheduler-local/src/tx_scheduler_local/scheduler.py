@@ -30,7 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
-from tx._log import get_logger
+from tx.log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.streams import Stream
 from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
@@ -62,6 +62,8 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         supervisor: how supervisors start: ``auto`` (fork when this process has a single
             thread, else a fresh interpreter), ``fork`` or ``exec``.
     """
+
+    runs_on_host = True
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ from typing import Dict, Optional, Tuple
 
 import attrs
 
-from tx._log import get_logger
+from tx.log import get_logger
 from tx_scheduler_slurm import _cmd
 from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_version
 

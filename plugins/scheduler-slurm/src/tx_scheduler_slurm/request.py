@@ -34,12 +34,14 @@ from typing import Dict, List, Mapping, Optional
 
 import attrs
 
+from tx.schedulers import env as env_contract
 from tx.specs import AppDef, Role, macros
 
 from tx_scheduler_slurm.version import __version__
 
 #: the environment variable that holds the rank-0 replica's address (``${rank0_env}``)
-RANK0_ENV = "TX_RANK0_HOST"
+RANK0_ENV = env_contract.RANK0_HOST
+TORCHX_RANK0_ENV = env_contract.TORCHX_NAMES[RANK0_ENV]
 
 #: what ``${app_id}`` becomes in the batch script: the shell expands it to the job id
 APP_ID_SHELL = '"$SLURM_JOB_ID"'
@@ -176,6 +178,7 @@ export TX_MAX_RETRIES={self.max_retries}
 tx_rank0_node=$(timeout 60 scontrol show hostnames "${{SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}}" | head -n 1)
 tx_rank0_addr=$(timeout 60 scontrol show node "$tx_rank0_node" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2-)
 export {RANK0_ENV}="${{tx_rank0_addr:-$tx_rank0_node}}"
+export {TORCHX_RANK0_ENV}="${RANK0_ENV}"
 echo "[tx] job $SLURM_JOB_ID attempt ${{SLURM_RESTART_COUNT:-0}}: rank 0 on $tx_rank0_node ({RANK0_ENV}=${RANK0_ENV})"
 
 TX_LAUNCHER={shlex.quote(LAUNCHER)}
@@ -233,15 +236,15 @@ def validate_app(app: AppDef) -> None:
             )
 
 
-def replica_env(role: Role, replica_id: int) -> Dict[str, str]:
-    """The environment of one replica: the role's, then ``TX_ROLE_NAME``, ``TX_REPLICA_ID``
-    and ``TX_APP_ID`` (``TX_RANK0_HOST`` is exported by the batch script)."""
+def replica_env(role: Role, replica_id: int, role_idx: Optional[int] = None) -> Dict[str, str]:
+    """The environment of one replica: the role's, then the replica environment contract
+    (:func:`tx.schedulers.env.replica_env`: ``TX_ROLE_NAME``, ``TX_REPLICA_ID``, ``TX_APP_ID``
+    and their TorchX names; ``TX_RANK0_HOST`` is exported by the batch script)."""
     env = dict(role.env)
-    env.update({
-        "TX_ROLE_NAME": role.name,
-        "TX_REPLICA_ID": str(replica_id),
-        "TX_APP_ID": macros.app_id,
-    })
+    env.update(env_contract.replica_env(
+        app_id=macros.app_id, role_name=role.name, replica_id=str(replica_id),
+        role_idx=role_idx, num_replicas=role.num_replicas,
+    ))
     return env
 
 
@@ -268,7 +271,7 @@ def build_request(
     """
     validate_app(app)
     replicas: Dict[str, SlurmReplicaRequest] = {}
-    for role in app.roles:
+    for role_idx, role in enumerate(app.roles):
         for replica_id in range(role.num_replicas):
             values = macros.Values(
                 img_root=role.image,
@@ -284,7 +287,7 @@ def build_request(
                 replica_id=replica_id,
                 entrypoint=r.entrypoint,
                 args=list(r.args),
-                env=replica_env(r, replica_id),
+                env=replica_env(r, replica_id, role_idx),
                 sbatch_opts=_group_opts(role, cfg, nomem, gpus_per_node),
                 srun_opts={
                     "output": log_file(macros.app_id, role.name, replica_id, "out"),

@@ -22,9 +22,9 @@ import os
 import re
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from tx._log import get_logger
+from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines
-from tx.specs import AppDef, AppDryRunInfo, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
+from tx.specs import AppDef, AppDryRunInfo, CfgVal, InvalidRunConfigException, is_terminal, runopts
 
 from tx_scheduler_slurm import _cmd
 from tx_scheduler_slurm._cmd import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
@@ -62,6 +62,10 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
     Jobs run in ``job_dir`` or in the directory tx runs in, with the submitter's
     environment (sbatch's default ``--export=ALL``), so an activated virtualenv carries over.
     """
+
+    #: ``--workspace DIR`` with run option ``job_dir``: the workspace is copied into the new
+    #: job directory (core's ``dir`` kind, :class:`tx.workspace.dir_workspace.DirWorkspace`)
+    workspace_kind = "dir"
 
     def __init__(self, session_name: str, cluster: Optional[ClusterInfo] = None,
                  timeout: Optional[float] = None) -> None:
@@ -124,23 +128,6 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
                 f"{largest.name!r} has {largest.nodes}: each replica is a component of a "
                 "heterogeneous job and Slurm never puts two components on one node"
             )
-
-    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
-        """With ``job_dir`` set, copy ``workspace`` into it (it must not exist) and make it the
-        role's image; without, the job runs in the current directory and this does nothing.
-
-        Raises:
-            FileExistsError: ``job_dir`` exists.
-            NotADirectoryError: ``workspace`` is not a directory.
-        """
-        job_dir = cfg.get("job_dir")
-        if not job_dir:
-            return
-        from tx.workspace.dir_workspace import copy_workspace
-
-        job_dir = os.path.abspath(str(job_dir))
-        copy_workspace(workspace, job_dir)
-        role.image = job_dir
 
     # -- submit ---------------------------------------------------------------------------
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:

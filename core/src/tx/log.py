@@ -1,4 +1,4 @@
-"""Library logging through structlog, configured lazily.
+"""tx.log: library logging through structlog, configured lazily (public: plugins log through it).
 
 Library code calls ``get_logger(__name__).info("event", key=value)``. structlog costs
 about 100-150 ms to import (it pulls in asyncio), so the level check happens first, here,

@@ -1,0 +1,112 @@
+"""The replica environment contract: the variables every scheduler sets inside a replica.
+
+Every scheduler plugin builds a replica's environment with :func:`replica_env` (or, where
+the backend itself provides a value at run time, passes a shell expression or a backend
+variable as the value), so that a training script reads the same names on every backend.
+Each ``TX_*`` variable is also set under TorchX's name (:data:`TORCHX_NAMES`) so that
+scripts written for TorchX keep working.
+
+========================  ==========================  ==============================================
+tx name                   TorchX name                 value
+========================  ==========================  ==============================================
+``TX_APP_ID``             (``TORCHX_APP_ID``)         the scheduler's app id
+``TX_JOB_ID``             ``TORCHX_JOB_ID``           the app handle ``{scheduler}://{session}/{app_id}``
+                                                      (set by the Runner for every role)
+``TX_ROLE_NAME``          ``TORCHX_ROLE_NAME``        the role's name
+``TX_ROLE_IDX``           ``TORCHX_ROLE_IDX``         the role's index in ``AppDef.roles``
+``TX_REPLICA_ID``         ``TORCHX_REPLICA_IDX``      the replica's index in its role (0-based)
+``TX_NUM_REPLICAS``       (``TORCHX_NUM_REPLICAS``)   the role's replica count
+``TX_RANK0_HOST``         ``TORCHX_RANK0_HOST``       host name or address of replica 0 of role 0
+``TX_PARENT_RUN_ID``      ``TORCHX_PARENT_RUN_ID``    the tracker parent run id (Runner)
+``TX_TRACKERS``           ``TORCHX_TRACKERS``         configured tracker names, comma-separated (Runner)
+``TX_TRACKER_<N>_CONFIG`` ``TORCHX_TRACKER_<N>_CONFIG`` a tracker's config (Runner)
+========================  ==========================  ==============================================
+
+Names in parentheses do not exist in TorchX 0.7.0; tx sets them for symmetry.
+``${rank0_env}`` (the :data:`tx.specs.macros.rank0_env` macro) is :data:`RANK0_HOST`.
+"""
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional
+
+APP_ID = "TX_APP_ID"
+JOB_ID = "TX_JOB_ID"
+ROLE_NAME = "TX_ROLE_NAME"
+ROLE_IDX = "TX_ROLE_IDX"
+REPLICA_ID = "TX_REPLICA_ID"
+NUM_REPLICAS = "TX_NUM_REPLICAS"
+RANK0_HOST = "TX_RANK0_HOST"
+PARENT_RUN_ID = "TX_PARENT_RUN_ID"
+TRACKERS = "TX_TRACKERS"
+
+#: tx name -> TorchX name, for every variable of the contract with a fixed name
+TORCHX_NAMES: Dict[str, str] = {
+    APP_ID: "TORCHX_APP_ID",
+    JOB_ID: "TORCHX_JOB_ID",
+    ROLE_NAME: "TORCHX_ROLE_NAME",
+    ROLE_IDX: "TORCHX_ROLE_IDX",
+    REPLICA_ID: "TORCHX_REPLICA_IDX",
+    NUM_REPLICAS: "TORCHX_NUM_REPLICAS",
+    RANK0_HOST: "TORCHX_RANK0_HOST",
+    PARENT_RUN_ID: "TORCHX_PARENT_RUN_ID",
+    TRACKERS: "TORCHX_TRACKERS",
+}
+
+#: the variables every replica must have (the conformance kit checks them)
+REQUIRED = (APP_ID, ROLE_NAME, REPLICA_ID, RANK0_HOST)
+
+
+def tracker_config_var(name: str) -> str:
+    """``TX_TRACKER_<NAME>_CONFIG``: the variable that holds tracker ``name``'s config."""
+    return f"TX_TRACKER_{name.upper()}_CONFIG"
+
+
+def torchx_name(tx_name: str) -> Optional[str]:
+    """TorchX's name of a ``TX_*`` contract variable (``TX_REPLICA_ID`` ->
+    ``TORCHX_REPLICA_IDX``, ``TX_TRACKER_X_CONFIG`` -> ``TORCHX_TRACKER_X_CONFIG``), or None
+    for a variable outside the contract."""
+    if tx_name in TORCHX_NAMES:
+        return TORCHX_NAMES[tx_name]
+    if tx_name.startswith("TX_TRACKER_") and tx_name.endswith("_CONFIG"):
+        return "TORCHX_" + tx_name[len("TX_"):]
+    return None
+
+
+def with_torchx_names(env: Mapping[str, str]) -> Dict[str, str]:
+    """A copy of ``env`` where every contract variable is also set under its TorchX name
+    (an alias already present in ``env`` is kept: a user's explicit value wins)."""
+    out = dict(env)
+    for key, value in env.items():
+        alias = torchx_name(key)
+        if alias is not None and alias not in env:
+            out[alias] = value
+    return out
+
+
+def replica_env(
+    *,
+    app_id: str,
+    role_name: str,
+    replica_id: str,
+    rank0_host: Optional[str] = None,
+    role_idx: Optional[int] = None,
+    num_replicas: Optional[int] = None,
+) -> Dict[str, str]:
+    """The contract variables of one replica, under tx's and TorchX's names.
+
+    Values are strings as the replica sees them; a scheduler whose backend supplies a value
+    at run time passes what the backend expands there (``"$AWS_BATCH_JOB_NODE_INDEX"``, a
+    macro such as ``"${app_id}"``). ``rank0_host=None`` leaves ``TX_RANK0_HOST`` out, for
+    backends that export it from their launch script.
+
+    Returns:
+        ``{"TX_APP_ID": ..., "TORCHX_APP_ID": ..., "TX_ROLE_NAME": ..., ...}``
+    """
+    env = {APP_ID: app_id, ROLE_NAME: role_name, REPLICA_ID: str(replica_id)}
+    if role_idx is not None:
+        env[ROLE_IDX] = str(role_idx)
+    if num_replicas is not None:
+        env[NUM_REPLICAS] = str(num_replicas)
+    if rank0_host is not None:
+        env[RANK0_HOST] = rank0_host
+    return with_torchx_names(env)

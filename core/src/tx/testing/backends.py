@@ -1,0 +1,164 @@
+"""Helpers for tests that run against a real backend the test session starts itself.
+
+The pattern every scheduler and tracker plugin of this repository follows:
+
+* The backend is started by a **session-scoped fixture** of the plugin's ``conftest.py``
+  in a private configuration: its own free ports on 127.0.0.1 (:func:`free_port`), its own
+  state, config and temp directories (under pytest's ``tmp_path_factory``), never a
+  user's cluster, server or engine, and it is stopped at the end of the session (only
+  what the fixture started: :class:`ServiceProcess` kills its own process group).
+* Where the machine cannot run the backend (a missing package or binary, no root), the
+  fixture calls :func:`backend_unavailable` with the reason and the fix. That is a skip
+  with the reason in pytest's summary, except when ``TX_TEST_REQUIRE_BACKENDS=1`` is set
+  (``.ci/run`` sets it): then it is a failure, so CI always runs every backend for real.
+
+Example::
+
+    @pytest.fixture(scope="session")
+    def moto_endpoint(tmp_path_factory):
+        exe = shutil.which("moto_server")
+        if exe is None:
+            backend_unavailable("moto", "moto_server not found: pip install 'moto[server]'")
+        port = free_port()
+        svc = ServiceProcess.start([exe, "-H", "127.0.0.1", "-p", str(port)],
+                                   log=tmp_path_factory.mktemp("moto") / "moto.log")
+        try:
+            wait_for(lambda: port_open(port), timeout=30, what="moto_server to listen", service=svc)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            svc.stop()
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Mapping, NoReturn, Optional, Sequence, Union
+
+#: set to ``1`` to turn every :func:`backend_unavailable` skip into a failure (CI)
+REQUIRE_BACKENDS_ENV = "TX_TEST_REQUIRE_BACKENDS"
+
+
+def backends_required() -> bool:
+    """True when ``TX_TEST_REQUIRE_BACKENDS`` is set to a true value (``1``, ``true``, ``yes``)."""
+    return os.environ.get(REQUIRE_BACKENDS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def backend_unavailable(backend: str, reason: str) -> NoReturn:
+    """Skip the test because ``backend`` cannot run on this machine, saying why (``reason``
+    should name the fix); with ``TX_TEST_REQUIRE_BACKENDS=1``, fail instead.
+
+    Raises:
+        pytest.skip.Exception or pytest.fail.Exception (always).
+    """
+    import pytest
+
+    text = f"{backend} cannot run here: {reason}"
+    if backends_required():
+        pytest.fail(f"{text} ({REQUIRE_BACKENDS_ENV}=1: every backend must run)", pytrace=False)
+    pytest.skip(text)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    """True if something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class ServiceProcess:
+    """A backend process started in its own session (process group), with its output in
+    a log file; :meth:`stop` ends that process group and nothing else."""
+
+    def __init__(self, proc: "subprocess.Popen[bytes]", log: Path) -> None:
+        self.proc = proc
+        self.log = log
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        log: Union[str, Path],
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[Union[str, Path]] = None,
+    ) -> "ServiceProcess":
+        """Start ``argv`` with stdout and stderr appended to ``log``; ``env`` replaces the
+        environment (default: this process's).
+
+        Raises:
+            OSError: the program cannot be started.
+        """
+        log = Path(log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=dict(env) if env is not None else None, cwd=str(cwd) if cwd else None,
+                start_new_session=True,
+            )
+        return cls(proc, log)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the log, for error messages."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL it after ``grace`` seconds; idempotent."""
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=grace)
+
+
+def wait_for(
+    check: Callable[[], object],
+    timeout: float,
+    what: str,
+    interval: float = 0.2,
+    service: Optional[ServiceProcess] = None,
+) -> object:
+    """Call ``check`` until it returns a true value (returned) or ``timeout`` seconds pass.
+
+    Raises:
+        RuntimeError: timed out, or ``service`` exited first (with its log's last lines).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if service is not None and not service.alive():
+            raise RuntimeError(f"{what}: the process exited ({service.proc.returncode}):\n{service.log_tail()}")
+        if time.monotonic() >= deadline:
+            tail = f":\n{service.log_tail()}" if service is not None else ""
+            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}{tail}")
+        time.sleep(interval)

@@ -1,0 +1,48 @@
+"""tx.testing.backends: skip-or-fail for missing backends, and service processes."""
+import sys
+
+import pytest
+
+from tx.testing.backends import (
+    REQUIRE_BACKENDS_ENV,
+    ServiceProcess,
+    backend_unavailable,
+    free_port,
+    port_open,
+    wait_for,
+)
+
+
+def test_missing_backend_skips_with_its_reason(monkeypatch):
+    monkeypatch.delenv(REQUIRE_BACKENDS_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="podman cannot run here: not installed"):
+        backend_unavailable("podman", "not installed")
+
+
+def test_missing_backend_fails_when_backends_are_required(monkeypatch):
+    monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="podman cannot run here: not installed.*must run"):
+        backend_unavailable("podman", "not installed")
+
+
+def test_service_process_listens_then_stops_with_its_group(tmp_path):
+    port = free_port()
+    assert not port_open(port)
+    svc = ServiceProcess.start([sys.executable, "-m", "http.server", "-b", "127.0.0.1", str(port)],
+                               log=tmp_path / "http.log")
+    try:
+        wait_for(lambda: port_open(port), timeout=30, what="http.server", service=svc)
+        assert svc.alive()
+    finally:
+        svc.stop()
+    assert not svc.alive() and not port_open(port)
+    svc.stop()  # idempotent
+
+
+def test_wait_for_reports_an_exited_service_with_its_log(tmp_path):
+    svc = ServiceProcess.start([sys.executable, "-c", "print('boom: bad config'); raise SystemExit(3)"],
+                               log=tmp_path / "x.log")
+    with pytest.raises(RuntimeError, match=r"(?s)exited \(3\).*boom: bad config"):
+        wait_for(lambda: False, timeout=30, what="x", service=svc)
+    with pytest.raises(RuntimeError, match="timed out after 0.2 s waiting for nothing"):
+        wait_for(lambda: False, timeout=0.2, what="nothing")
