@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stop the podman API service that start-podman.sh started under $PODMAN_BASE (default /tmp/tx-podman),
+# by its recorded PID only. Containers keep running unless PURGE=1, which also removes every container,
+# network and image of that base and deletes the directory.
+#
+#   scripts/stop-podman.sh            # PURGE=1 scripts/stop-podman.sh
+B=${PODMAN_BASE:-/tmp/tx-podman}
+export CONTAINERS_CONF=$B/conf/containers.conf CONTAINERS_STORAGE_CONF=$B/conf/storage.conf
+if [ -f "$B/service.pid" ]; then
+  p=$(cat "$B/service.pid")
+  kill "$p" 2>/dev/null
+  for _ in $(seq 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
+  kill -9 "$p" 2>/dev/null
+  rm -f "$B/service.pid" "$B/podman.sock"
+fi
+if [ "${PURGE:-0}" = 1 ] && [ -f "$CONTAINERS_CONF" ]; then
+  timeout 120 podman rm -a -f -t 0 >/dev/null 2>&1
+  timeout 60 podman network prune -f >/dev/null 2>&1
+  timeout 120 podman system reset -f >/dev/null 2>&1
+  umount "$B/storage/overlay" 2>/dev/null
+  rm -rf "$B"
+fi
+echo "[stop-podman] stopped ($B)" >&2
