@@ -1,11 +1,16 @@
 """``SchedulerConformance``: the tests every scheduler runs against its real backend."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pytest
 
+from tx.schedulers import env as env_contract
 from tx.schedulers.api import DescribeAppResponse, Scheduler
 from tx.schedulers.streams import Stream
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role, is_terminal
@@ -65,6 +70,9 @@ class SchedulerConformance:
     reports_replica_statuses: bool = True
     reports_exit_codes: bool = True
     lines_per_stream: int = 20
+    #: dotted path of the factory a fresh process creates the scheduler with (None: by
+    #: name through the plugin registry, as the ``tx`` CLI does)
+    fresh_factory: Optional[str] = None
 
     # -- fixtures a subclass provides ------------------------------------------------------
     @pytest.fixture
@@ -110,6 +118,27 @@ class SchedulerConformance:
     def read_log(self, scheduler: Scheduler[Any], app_id: str, role: str, k: int, stream: Stream) -> List[str]:
         """The lines of one replica's stream, once the app is terminal."""
         return list(scheduler.log_iter(app_id, role, k, streams=stream))
+
+    def fresh_env(self) -> Dict[str, str]:
+        """The environment of the fresh processes (default: this process's, so that a
+        backend located through environment variables is found the same way)."""
+        return dict(os.environ)
+
+    def check_app_id_env(self, app_id: str, value: str) -> None:
+        """``TX_APP_ID`` as a replica saw it agrees with the scheduler's app id (default:
+        it is non-empty and part of the app id, which may add a namespace or queue)."""
+        assert value and value in app_id, f"TX_APP_ID={value!r} does not match app id {app_id!r}"
+
+    def fresh_call(self, scheduler: Scheduler[Any], op: str, app_id: str, *args: str) -> Any:
+        """Run ``op`` (describe, log, cancel, list) on ``app_id`` in a fresh interpreter
+        through a scheduler created there (:mod:`tx.testing._fresh`); its JSON answer."""
+        env = self.fresh_env()
+        if self.fresh_factory:
+            env["TX_KIT_FACTORY"] = self.fresh_factory
+        cmd = [sys.executable, "-m", "tx.testing._fresh", op, scheduler.backend, scheduler.session_name, app_id, *args]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=self.timeout)
+        assert p.returncode == 0, f"fresh process {' '.join(cmd[3:])} failed ({p.returncode}): {p.stderr[-3000:]}"
+        return json.loads(p.stdout.strip().splitlines()[-1])
 
     # -- helpers ------------------------------------------------------------------------------
     def app(self, name: str, image: str, roles: Sequence[Tuple[str, str, int]]) -> AppDef:
@@ -241,6 +270,7 @@ class SchedulerConformance:
         self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str
     ) -> None:
         app = self.app("txconfdry", image, [("alpha", "echo a", 2), ("beta", "echo b", 1)])
+        before = sorted(a.app_id for a in scheduler.list())
         texts = []
         for _ in range(2):
             info = scheduler.submit_dryrun(app, cfg)
@@ -252,6 +282,8 @@ class SchedulerConformance:
                 assert scheduler.describe(app_id) is None, f"dryrun created {app_id}"
                 assert app_id not in [a.app_id for a in scheduler.list()], f"dryrun listed {app_id}"
             texts.append(text)
+        after = sorted(a.app_id for a in scheduler.list())
+        assert after == before, f"dryrun submitted something: list() went from {before} to {after}"
         assert texts[0] == texts[1], "two dryruns of one app differ (beyond the app id)"
 
     def test_bad_cfg_wrong_type(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
@@ -279,3 +311,56 @@ class SchedulerConformance:
         self.check_states(self.wait_terminal(scheduler, app_id))
         for a in scheduler.list():
             assert isinstance(a.state, AppState)
+
+    def test_replica_environment(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
+        """Every replica has the replica environment contract (:mod:`tx.schedulers.env`):
+        ``TX_APP_ID``, ``TX_ROLE_NAME``, ``TX_REPLICA_ID``, ``TX_RANK0_HOST`` and their
+        TorchX names, with values that match the replica."""
+        if not self.log_streams:
+            pytest.skip("the scheduler keeps no logs to read the environment from")
+        names = [*env_contract.REQUIRED, *(env_contract.TORCHX_NAMES[n] for n in env_contract.REQUIRED)]
+        script = "; ".join(f"printf 'env {n}=%s\\n' \"${{{n}-UNSET}}\"" for n in names)
+        app_id = self.submit(scheduler, self.app("txconfenv", image, [("alpha", script, 2), ("beta", script, 1)]), cfg)
+        desc = self.wait_terminal(scheduler, app_id)
+        assert desc.state == AppState.SUCCEEDED, f"{app_id}: {desc.state!r} {desc.msg}"
+        stream = self.log_streams[0]
+        for role, k in (("alpha", 0), ("alpha", 1), ("beta", 0)):
+            lines = self.read_log(scheduler, app_id, role, k, stream)
+            got = dict(ln[len("env "):].rstrip("\n").split("=", 1) for ln in lines if ln.startswith("env "))
+            where = f"{app_id} {role}/{k}"
+            missing = [n for n in names if got.get(n, "UNSET") == "UNSET"]
+            assert not missing, f"{where}: not set in the replica: {missing} (got {got})"
+            assert got["TX_ROLE_NAME"] == got["TORCHX_ROLE_NAME"] == role, f"{where}: {got}"
+            assert got["TX_REPLICA_ID"] == got["TORCHX_REPLICA_IDX"] == str(k), f"{where}: {got}"
+            assert got["TX_RANK0_HOST"] and got["TX_RANK0_HOST"] == got["TORCHX_RANK0_HOST"], f"{where}: {got}"
+            assert got["TX_APP_ID"] == got["TORCHX_APP_ID"], f"{where}: {got}"
+            self.check_app_id_env(app_id, got["TX_APP_ID"])
+
+    def test_fresh_process_sees_the_app(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
+        """A scheduler created in a fresh process (as ``tx status``, ``tx log`` and ``tx
+        cancel`` from another shell create it) describes, lists, reads the logs of and
+        cancels apps this one submitted: no state lives only in memory."""
+        done = self.submit(scheduler, self.app("txconffresh", image, [("alpha", self._printing_script("alpha"), 2)]), cfg)
+        running = self.submit(scheduler, self.app("txconffresh", image, [("sleeper", "echo started; sleep 600", 1)]), cfg)
+        desc = self.wait_terminal(scheduler, done)
+        assert desc.state == AppState.SUCCEEDED, f"{done}: {desc.state!r} {desc.msg}"
+        got = self.fresh_call(scheduler, "describe", done)
+        assert got["found"], f"a fresh process does not know {done}"
+        assert got["state"] == "SUCCEEDED", f"a fresh process sees {done} as {got}"
+        if self.reports_replica_statuses:
+            assert sorted(got["replicas"].get("alpha", {})) == ["0", "1"], f"fresh describe of {done}: {got}"
+        for k in (0, 1):
+            for stream in self.log_streams:
+                lines = self.fresh_call(scheduler, "log", done, "alpha", str(k), stream.value)["lines"]
+                want = self._expected("alpha", k, "err" if stream == Stream.STDERR else "out")
+                assert is_subsequence(want, lines), f"fresh log of {done} alpha/{k} {stream}: {lines}"
+        listed = self.fresh_call(scheduler, "list", done)["app_ids"]
+        assert done in listed and running in listed, f"a fresh list() lacks {done} or {running}: {listed}"
+        self.wait_started(scheduler, running)
+        got = self.fresh_call(scheduler, "describe", running)
+        assert got["found"] and got["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"), (
+            f"a fresh process sees the running app {running} as {got}"
+        )
+        self.fresh_call(scheduler, "cancel", running)
+        desc = self.wait_terminal(scheduler, running)
+        assert desc.state == AppState.CANCELLED, f"cancel from a fresh process: {running} is {desc.state!r} {desc.msg}"
