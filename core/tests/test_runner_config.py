@@ -97,3 +97,55 @@ def test_dump_template(opts):
     config.dump(buf, {"sched": opts}, required_only=False)
     text = buf.getvalue()
     assert "prepend_cwd = False\n" in text and "log_dir = None\n" in text
+
+
+def test_search_walks_up_from_cwd_then_home(tmp_path):
+    home = tmp_path / "home"
+    sub = tmp_path / "proj" / "a" / "b"
+    sub.mkdir(parents=True)
+    home.mkdir()
+    dirs = config.search_dirs(cwd=str(sub), home=str(home))
+    assert dirs[:4] == [str(sub), str(sub.parent), str(tmp_path / "proj"), str(tmp_path)]
+    assert dirs[-2:] == ["/", str(home)]
+    # a home that is a parent of the working directory is searched once, where the walk finds it
+    dirs = config.search_dirs(cwd=str(sub), home=str(tmp_path / "proj"))
+    assert dirs.count(str(tmp_path / "proj")) == 1 and dirs[-1] == "/"
+
+
+def test_nearest_file_wins_from_a_subdirectory(tmp_path, monkeypatch, opts):
+    """A project's .txconfig applies from its subdirectories; the nearest file wins key by
+    key, and the home file fills what no project file sets."""
+    home = tmp_path / "home"
+    proj = tmp_path / "proj"
+    sub = proj / "src" / "pkg"
+    sub.mkdir(parents=True)
+    home.mkdir()
+    (home / ".txconfig").write_text("[local_cwd]\nlog_dir = /home-logs\nqueue = home-q\ntags = h\n")
+    (proj / ".txconfig").write_text("[local_cwd]\nlog_dir = /proj-logs\nqueue = proj-q\n")
+    (proj / "src" / ".txconfig").write_text("[local_cwd]\nlog_dir = /src-logs\n")
+    monkeypatch.delenv(config.ENV_TXCONFIG, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(sub)
+    assert config.find_configs() == [
+        str(home / ".txconfig"), str(proj / ".txconfig"), str(proj / "src" / ".txconfig")
+    ]
+    cfg = config.apply("local_cwd", {}, opts)
+    assert cfg == {"log_dir": "/src-logs", "queue": "proj-q", "tags": ["h"]}
+    # outside the project only the home file applies
+    monkeypatch.chdir(tmp_path)
+    assert config.find_configs() == [str(home / ".txconfig")]
+    assert config.apply("local_cwd", {}, opts)["log_dir"] == "/home-logs"
+
+
+def test_home_inside_the_walk_keeps_its_place(tmp_path, monkeypatch):
+    """When home is a parent of the working directory, a project file below it still wins."""
+    home = tmp_path / "home"
+    proj = home / "proj"
+    proj.mkdir(parents=True)
+    (home / ".txconfig").write_text("[cli:run]\nscheduler = from-home\ncomponent = c\n")
+    (proj / ".txconfig").write_text("[cli:run]\nscheduler = from-proj\n")
+    monkeypatch.delenv(config.ENV_TXCONFIG, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(proj)
+    assert config.find_configs() == [str(home / ".txconfig"), str(proj / ".txconfig")]
+    assert config.get_configs("cli", "run") == {"scheduler": "from-proj", "component": "c"}

@@ -12,13 +12,17 @@ The format is TorchX's ``.torchxconfig`` (https://pytorch.org/torchx/latest/runn
     [component:dist.ddp]      # default component arguments
     j = 1x2
 
-    [tx:tracker]              # trackers, name = factory
-    [tracker:mlflow]          # a tracker's config
+    [tx:tracker]              # the trackers jobs record to: one `name =` line each
+    file =
+    [tracker:file]            # a tracker's config (see tracker_configs)
+    config = /shared/tx-runs
 
-Files searched: ``$TXCONFIG`` alone when set (it must exist), else ``~/.txconfig`` then
-``./.txconfig``. Where both set a key, the project file (``./.txconfig``) wins over the
-user's (TorchX lets the home file win; tx follows git and tox here). Keys are
-case-sensitive. Explicit ``-cfg`` values win over both.
+Files searched: ``$TXCONFIG`` alone when set (it must exist); else every ``.txconfig`` in
+the working directory and its parents up to the filesystem root (as git finds its
+repository), then ``~/.txconfig``. Where several set a key, the nearest file wins: the
+working directory's over its parents', a project's over the user's (TorchX lets the home
+file win; tx follows git and tox here). So a project's ``.txconfig`` at its root applies
+from every subdirectory. Keys are case-sensitive. Explicit ``-cfg`` values win over all.
 """
 from __future__ import annotations
 
@@ -35,13 +39,46 @@ class ConfigError(Exception):
     """A ``.txconfig`` file cannot be read or has a bad value."""
 
 
+def search_dirs(cwd: Optional[str] = None, home: Optional[str] = None) -> List[str]:
+    """The directories searched for config files, nearest (highest precedence) first:
+    ``cwd`` (default: the working directory) and each of its parents up to the filesystem
+    root, then ``home`` (default ``~``) unless it was already on that path. Absolute paths,
+    each once."""
+    d = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    out: List[str] = []
+    while True:
+        out.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    h = os.path.abspath(home if home is not None else os.path.expanduser("~"))
+    if h not in out:
+        out.append(h)
+    return out
+
+
 def default_config_dirs() -> List[str]:
-    """``[$HOME, $CWD]``, later entries winning."""
-    return [os.path.expanduser("~"), os.getcwd()]
+    """The directories searched, lowest precedence first (``search_dirs()`` reversed):
+    ``~``, then ``/`` down to the working directory."""
+    return search_dirs()[::-1]
+
+
+def find_files(name: str, dirs: Optional[Iterable[str]] = None) -> List[str]:
+    """Files called ``name`` in ``dirs`` (default: ``default_config_dirs()``), lowest
+    precedence first, each once. Used for ``.txconfig`` and other INI files found the same way."""
+    found: List[str] = []
+    for d in dirs if dirs is not None else default_config_dirs():
+        path = os.path.abspath(os.path.join(d, name))
+        if path not in found and os.path.isfile(path):
+            found.append(path)
+    return found
 
 
 def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
-    """The config files in effect, lowest precedence first.
+    """The ``.txconfig`` files in effect, lowest precedence first (later files win key by
+    key): ``$TXCONFIG`` alone when set, else those of ``dirs`` (default:
+    ``default_config_dirs()``: home, then the filesystem root down to the working directory).
 
     Raises:
         ConfigError: ``$TXCONFIG`` names a file that does not exist.
@@ -51,12 +88,7 @@ def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
         if not os.path.isfile(env):
             raise ConfigError(f"{ENV_TXCONFIG}={env}: no such file")
         return [env]
-    found: List[str] = []
-    for d in dirs if dirs is not None else default_config_dirs():
-        path = os.path.join(d, CONFIG_FILE)
-        if os.path.isfile(path) and os.path.abspath(path) not in map(os.path.abspath, found):
-            found.append(path)
-    return found
+    return find_files(CONFIG_FILE, dirs)
 
 
 class _NoConfig:
@@ -175,3 +207,63 @@ def dump(
                 lines.append(f"{key} = {d}")
         if lines or not required_only:
             f.write(f"[{name}]\n" + "".join(line + "\n" for line in lines) + "\n")
+
+
+def tracker_configs(dirs: Optional[Iterable[str]] = None) -> Dict[str, Optional[str]]:
+    """The trackers ``.txconfig`` configures, as TorchX's ``[torchx:tracker]`` does::
+
+        [tx:tracker]
+        file =                      # names of the trackers to use (values are not used)
+        mlflow =
+
+        [tracker:file]
+        config = /shared/tx-runs    # passed to the tracker's factory (meaning is its own)
+
+    Returns:
+        ``{name: config or None}`` in the order of ``[tx:tracker]``; ``{}`` without it.
+
+    Raises:
+        ConfigError: a config file cannot be read.
+    """
+    names = get_configs("tx", "tracker", dirs)
+    sections = load_sections("tracker", dirs) if names else {}
+    return {name: (sections.get(name, {}).get("config") or None) for name in names}
+
+
+def configured_trackers(
+    dirs: Optional[Iterable[str]] = None, environ: Optional[Mapping[str, str]] = None
+) -> Dict[str, Optional[str]]:
+    """The trackers in effect (:func:`tx.tracker.get_configured_trackers`): names from
+    ``TX_TRACKERS`` (comma separated; set but empty means none) when set, else from
+    :func:`tracker_configs`; each config from ``TX_TRACKER_<NAME>_CONFIG`` when set, else
+    the file's. TorchX's ``TORCHX_TRACKERS`` / ``TORCHX_TRACKER_<NAME>_CONFIG`` are read
+    where the ``TX_*`` variables are unset.
+
+    Returns:
+        ``{name: config or None}``, in order.
+
+    Raises:
+        ConfigError: a config file cannot be read.
+    """
+    from tx.schedulers.env import TRACKERS, torchx_name, tracker_config_var
+
+    env = os.environ if environ is None else environ
+
+    def get(var: str) -> Optional[str]:
+        if var in env:
+            return env[var]
+        alias = torchx_name(var)
+        return env.get(alias) if alias else None
+
+    names_env = get(TRACKERS)
+    if names_env is not None:
+        names = [n.strip() for n in names_env.split(",") if n.strip()]
+        sections = load_sections("tracker", dirs) if names else {}
+        out = {n: (sections.get(n, {}).get("config") or None) for n in names}
+    else:
+        out = tracker_configs(dirs)
+    for name in out:
+        value = get(tracker_config_var(name))
+        if value:
+            out[name] = value
+    return out
