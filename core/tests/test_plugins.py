@@ -1,12 +1,15 @@
 """tx.plugins: isolated registries built from fake entry points (modules under tmp_path)."""
+import os
 import itertools
 import sys
 import textwrap
 
 import pytest
 
+from tx import hookimpl
 from tx.plugins import (
     CORE_PLUGIN,
+    PluginInfo,
     KINDS,
     PluginConflictError,
     PluginError,
@@ -389,3 +392,64 @@ def test_set_registry_and_get_registry():
         assert built is not mine and get_registry() is built
     finally:
         set_registry(old)
+
+
+# -- the typed register objects, pluggy calls, tracing -------------------------------------
+def module_level_factory(session_name, **kwargs):  # registered as an object: kept as a dotted path
+    return None
+
+
+class TypedPlugin:
+    seen = []
+
+    @hookimpl
+    def tx_register_schedulers(self, register):
+        TypedPlugin.seen.append(type(register).__name__)
+        register("typed-dotted", module_level_factory, description="by object")
+        register("typed-lambda", lambda session_name: None)
+
+    @hookimpl
+    def tx_register_named_resources(self, register):
+        TypedPlugin.seen.append(type(register).__name__)
+
+    @hookimpl(hookwrapper=True)
+    def tx_register_components(self, register):
+        TypedPlugin.seen.append("wrapper-before")
+        yield
+        TypedPlugin.seen.append("wrapper-after")
+
+
+def test_hooks_get_typed_register_objects_through_pluggy():
+    from tx.plugins import NamedResourceRegister, SchedulerRegister
+
+    TypedPlugin.seen = []
+    reg = PluginRegistry(entry_points=[])
+    info = reg.add_plugin(TypedPlugin(), "typed", "tx-typed", "1")
+    assert info.error is None
+    assert TypedPlugin.seen == [SchedulerRegister.__name__, NamedResourceRegister.__name__,
+                                "wrapper-before", "wrapper-after"]
+    assert reg.get("schedulers", "typed-dotted").target == f"{__name__}:module_level_factory"
+    assert callable(reg.get("schedulers", "typed-lambda").target)
+    # a snapshot of a plugin that registered an object without a dotted path re-runs it
+    snap = reg._snapshot([("typed", "m", "tx-typed", "1")])
+    (plugin,) = snap["plugins"]
+    assert plugin["live"] is True
+    assert [r[1] for r in plugin["registrations"]] == ["typed-dotted"]
+
+
+def test_register_rejects_a_missing_factory_in_one_line():
+    reg = PluginRegistry(entry_points=[], builtins=False)
+    register = reg._register_callback("schedulers", PluginInfo("p", "m", "d", "1"))
+    with pytest.raises(ValueError, match="^scheduler 'x': the factory is None$"):
+        register("x", None)
+
+
+def test_trace_plugins_prints_hook_calls(tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TX_TRACE_PLUGINS="1", XDG_CACHE_HOME=str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", "from tx.plugins import get_registry; get_registry()"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "tx_register_named_resources" in p.stderr and "tx_register_schedulers" in p.stderr, p.stderr

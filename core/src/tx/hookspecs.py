@@ -95,13 +95,6 @@ def tx_on_event(event: "TxEvent") -> None:
     """
 
 
-#: names of every hook, for docs checks and the plugin manager
-HOOK_NAMES = (
-    "tx_register_schedulers",
-    "tx_register_workspaces",
-    "tx_register_named_resources",
-    "tx_register_trackers",
-    "tx_register_components",
-    "tx_register_commands",
-    "tx_on_event",
-)
+#: names of every hook (the table lives in :data:`tx.plugins.REGISTER_HOOKS`)
+
+from tx.plugins import HOOK_NAMES  # noqa: E402, F401 - re-exported

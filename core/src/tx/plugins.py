@@ -13,6 +13,8 @@ Environment knobs (as tox and datasette have):
 
 * ``TX_PLUGINS=a,b``: load only these entry points (by entry point name).
 * ``TX_DISABLE_PLUGINS=a,b``: skip these entry points.
+* ``TX_TRACE_PLUGINS=1``: trace every hook call on stderr (pluggy's tracing); the plugin
+  snapshot cache is bypassed so that the registration hooks really run.
 """
 from __future__ import annotations
 
@@ -27,8 +29,22 @@ import attrs
 from tx.version import PLUGIN_API_VERSION, __version__
 
 ENTRY_POINT_GROUP = "tx"
-KINDS = ("schedulers", "workspaces", "named_resources", "trackers", "components", "commands")
-_HOOK_OF_KIND = {kind: f"tx_register_{kind}" for kind in KINDS}
+
+#: the hooks of the plugin contract, in one table: registry kind -> registration hook
+#: (the hook specifications and their documentation are in :mod:`tx.hookspecs`)
+REGISTER_HOOKS: Dict[str, str] = {
+    "schedulers": "tx_register_schedulers",
+    "workspaces": "tx_register_workspaces",
+    "named_resources": "tx_register_named_resources",
+    "trackers": "tx_register_trackers",
+    "components": "tx_register_components",
+    "commands": "tx_register_commands",
+}
+#: the event hook, called for every runner lifecycle event
+EVENT_HOOK = "tx_on_event"
+#: every hook name
+HOOK_NAMES: Tuple[str, ...] = (*REGISTER_HOOKS.values(), EVENT_HOOK)
+KINDS: Tuple[str, ...] = tuple(REGISTER_HOOKS)
 CORE_PLUGIN = "tx-core"
 
 
@@ -109,6 +125,121 @@ class Registration:
         import importlib.util
 
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+
+def _dotted_path(obj: Any) -> Optional[str]:
+    """``"module:qualname"`` of a module-level function or class that can be imported
+    back as the same object, else None (lambdas, local functions, instances)."""
+    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(mod, str) or not isinstance(qual, str) or "<" in qual:
+        return None
+    found: Any = sys.modules.get(mod)
+    for part in qual.split("."):
+        found = getattr(found, part, None)
+    return f"{mod}:{qual}" if found is obj else None
+
+
+class Register:
+    """The ``register`` object a ``tx_register_*`` hook receives (as tox's
+    ``ToxEnvRegister``): call it once per name. The subclasses document, per hook, what
+    ``factory`` must be.
+
+    A factory is given as a dotted path ``"pkg.module:attr"`` (imported on first use) or as
+    the object itself. A module-level function or class is recorded by its dotted path, so
+    the plugin snapshot cache keeps working; other objects (lambdas, local functions) are
+    supported too, but make tx import that plugin in every process.
+    """
+
+    kind: str = ""
+
+    def __init__(self, add: Callable[["Registration"], None], plugin: "PluginInfo") -> None:
+        self._add = add
+        self._plugin = plugin
+
+    def _register(self, name: str, target: Any, description: str, requires: Sequence[str], install: str) -> None:
+        if not isinstance(name, str) or (not name and self.kind != "components"):
+            raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
+        if not isinstance(target, str):
+            if target is None:
+                raise ValueError(f"{self.kind[:-1].replace('_', ' ')} {name!r}: the factory is None")
+            target = _dotted_path(target) or target
+        if isinstance(requires, str):
+            requires = (requires,)
+        info = self._plugin
+        self._add(Registration(
+            self.kind, name, target, info.name, info.distribution, info.version,
+            description, tuple(requires), install,
+        ))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of plugin {self._plugin.name!r}>"
+
+    def __call__(self, name: str, factory: Any, *, description: str = "", requires: Sequence[str] = (),
+                 install: str = "", help: str = "") -> None:
+        """Register ``name``; see the subclass of the hook for what ``factory`` is."""
+        self._register(name, factory, description or help, requires, install)
+
+
+class SchedulerRegister(Register):
+    """``register(name, factory, *, description="", requires=(), install="")`` in
+    ``tx_register_schedulers``.
+
+    Args:
+        name: the scheduler name (``-s NAME``; ``NAME://session/app_id`` handles).
+        factory: dotted path (preferred) of ``(session_name: str, **kwargs) -> Scheduler``.
+        description: one line for ``tx plugins`` and ``tx runopts``.
+        requires: import names of the backend SDKs the factory needs (``("boto3",)``),
+            checked before the factory is imported.
+        install: what fixes a missing requirement (``"pip install tx-scheduler-ray"``).
+    """
+
+    kind = "schedulers"
+
+
+class WorkspaceRegister(Register):
+    """``register(kind, factory, *, description="", requires=(), install="")`` in
+    ``tx_register_workspaces``: ``factory`` is a zero-argument callable (usually a class)
+    returning a :class:`tx.workspace.Workspace`."""
+
+    kind = "workspaces"
+
+
+class NamedResourceRegister(Register):
+    """``register(name, factory, *, description="")`` in ``tx_register_named_resources``:
+    ``factory`` is a zero-argument callable returning a fresh :class:`tx.specs.Resource`."""
+
+    kind = "named_resources"
+
+
+class TrackerRegister(Register):
+    """``register(name, factory, *, description="", requires=(), install="")`` in
+    ``tx_register_trackers``: ``factory`` is called as ``factory(config: Optional[str])``
+    and returns a ``tx.tracker.TrackerBase``."""
+
+    kind = "trackers"
+
+
+class ComponentRegister(Register):
+    """``register(namespace, module, *, description="")`` in ``tx_register_components``:
+    every component function of ``module`` (a dotted module path) and its submodules
+    becomes ``namespace.<submodule>.<fn>``; an empty namespace means top level."""
+
+    kind = "components"
+
+
+class CommandRegister(Register):
+    """``register(name, command, *, help="")`` in ``tx_register_commands``: ``command`` is
+    a dotted path to (or a class with) ``add_arguments(parser)`` and ``run(args) -> int``."""
+
+    kind = "commands"
+
+
+#: registry kind -> the register class its hook receives
+REGISTER_CLASSES: Dict[str, type] = {
+    cls.kind: cls
+    for cls in (SchedulerRegister, WorkspaceRegister, NamedResourceRegister, TrackerRegister,
+                ComponentRegister, CommandRegister)
+}
 
 
 @attrs.define
@@ -255,6 +386,14 @@ def _write_snapshot(key: str, snapshot: Optional[Dict[str, Any]]) -> None:
         pass
 
 
+def _tracing() -> bool:
+    return os.environ.get("TX_TRACE_PLUGINS", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _trace_writer(text: str) -> None:
+    sys.stderr.write(f"tx-plugins: {text}" if not text.startswith("tx-plugins") else text)
+
+
 def _env_list(name: str) -> Optional[List[str]]:
     val = os.environ.get(name)
     if val is None:
@@ -301,7 +440,7 @@ class PluginRegistry:
             return
         key = _fingerprint()
         eps = selected(cached_entry_points(key))
-        snapshot = _read_snapshot(key)
+        snapshot = None if _tracing() else _read_snapshot(key)
         if snapshot is not None and _snapshot_valid(snapshot, eps):
             self._load_snapshot(snapshot)
             return
@@ -320,6 +459,9 @@ class PluginRegistry:
 
             self._pm = pluggy.PluginManager(hookspecs.PROJECT)
             self._pm.add_hookspecs(hookspecs)
+            if _tracing():
+                self._pm.trace.root.setwriter(_trace_writer)
+                self._pm.enable_tracing()
         for name, obj in list(self._objects.items()):
             if self._pm.has_plugin(name):
                 continue
@@ -334,13 +476,21 @@ class PluginRegistry:
         return self._pm
 
     def _add_builtins(self) -> None:
-        """tx-core's own registrations: plain functions, called without pluggy."""
+        """tx-core's own registrations (:mod:`tx._builtin_plugin`): an ordinary plugin with
+        the same hooks and register objects as any other. Its hooks are called directly
+        (pluggy costs ~25 ms to import and a normal run never needs it), or through pluggy
+        when hook calls are traced (``TX_TRACE_PLUGINS=1``)."""
         from tx import _builtin_plugin
 
+        if _tracing():
+            self.add_plugin(_builtin_plugin.as_pluggy_plugin(), CORE_PLUGIN, CORE_PLUGIN, __version__)
+            return
         info = PluginInfo(CORE_PLUGIN, _builtin_plugin.__name__, CORE_PLUGIN, __version__)
         self.plugins[CORE_PLUGIN] = info
-        for kind, fn in _builtin_plugin.REGISTER_HOOKS.items():
-            fn(register=self._register_callback(kind, info))
+        for kind, hook in REGISTER_HOOKS.items():
+            fn = getattr(_builtin_plugin, hook, None)
+            if fn is not None:
+                fn(register=self._register_callback(kind, info))
 
     def _load_entry_point(self, name: str, module: str, dist: str, version: str) -> None:
         try:
@@ -379,15 +529,18 @@ class PluginRegistry:
                 pm.unregister(obj)
             return info
         self._objects[name] = obj
-        for kind, hook in _HOOK_OF_KIND.items():
-            for impl in getattr(pm.hook, hook).get_hookimpls():
-                if impl.plugin_name != name:
-                    continue
-                try:
-                    impl.function(register=self._register_callback(kind, info))
-                except Exception as e:  # noqa: BLE001
-                    info.error = f"{hook} failed: {type(e).__name__}: {e}"
-        if any(impl.plugin_name == name for impl in pm.hook.tx_on_event.get_hookimpls()):
+        others = [p for p in pm.get_plugins() if p is not obj]
+        for kind, hook in REGISTER_HOOKS.items():
+            if not any(impl.plugin_name == name for impl in getattr(pm.hook, hook).get_hookimpls()):
+                continue
+            # through pluggy (wrappers, ordering and tracing apply), for this plugin only, so
+            # that what it registers is recorded as its own
+            caller = pm.subset_hook_caller(hook, remove_plugins=others)
+            try:
+                caller(register=self._register_callback(kind, info))
+            except Exception as e:  # noqa: BLE001
+                info.error = f"{hook} failed: {type(e).__name__}: {e}"
+        if any(impl.plugin_name == name for impl in getattr(pm.hook, EVENT_HOOK).get_hookimpls()):
             self._event_plugins.append(name)
         return info
 
@@ -411,13 +564,15 @@ class PluginRegistry:
             if info is None:
                 return None
             regs = []
+            live = False  # registered an object that has no dotted path: run its hooks every time
             for kind, names in info.registered.items():
                 for n in names:
                     for r in [self.registrations[kind].get(n), *self.conflicts[kind].get(n, [])]:
                         if r is None or r.plugin != name:
                             continue
                         if not isinstance(r.target, str):
-                            return None
+                            live = True
+                            continue
                         regs.append([r.kind, r.name, r.target, r.description, list(r.requires), r.install])
             obj = self._objects.get(name)
             path = getattr(obj, "__file__", None) if obj is not None else None
@@ -425,11 +580,15 @@ class PluginRegistry:
                 "name": name, "module": module, "distribution": info.distribution,
                 "version": info.version, "error": info.error, "registrations": regs,
                 "events": name in self._event_plugins, "file": path, "mtime": _mtime(path),
+                "live": live,
             })
         return {"selected": [ep[0] for ep in eps], "plugins": plugins}
 
     def _load_snapshot(self, snapshot: Dict[str, Any]) -> None:
         for p in snapshot["plugins"]:
+            if p.get("live"):
+                self._load_entry_point(p["name"], p["module"], p["distribution"], p["version"])
+                continue
             info = PluginInfo(p["name"], p["module"], p["distribution"], p["version"], error=p["error"])
             self.plugins[info.name] = info
             if p["error"] is None or p["file"]:
@@ -441,23 +600,12 @@ class PluginRegistry:
             if p["events"]:
                 self._event_plugins.append(info.name)
 
-    def _register_callback(self, kind: str, info: PluginInfo) -> Callable[..., None]:
-        def register(
-            name: str,
-            target: Any,
-            *,
-            description: str = "",
-            help: str = "",
-            requires: Sequence[str] = (),
-            install: str = "",
-        ) -> None:
-            if not isinstance(name, str) or (not name and kind != "components"):
-                raise ValueError(f"{kind} names must be non-empty strings, got {name!r}")
-            reg = Registration(
-                kind, name, target, info.name, info.distribution, info.version,
-                description or help, tuple(requires), install,
-            )
+    def _register_callback(self, kind: str, info: PluginInfo) -> Register:
+        """The typed ``register`` object (:data:`REGISTER_CLASSES`) for ``info``'s hook of ``kind``."""
+
+        def add(reg: Registration) -> None:
             table = self.registrations[kind]
+            name = reg.name
             if name in table or name in self.conflicts[kind]:
                 clash = self.conflicts[kind].setdefault(name, [table.pop(name)] if name in table else [])
                 clash.append(reg)
@@ -465,7 +613,7 @@ class PluginRegistry:
                 table[name] = reg
             info.registered.setdefault(kind, []).append(name)
 
-        return register
+        return REGISTER_CLASSES[kind](add, info)
 
     # -- lookups -----------------------------------------------------------------------
     def names(self, kind: str) -> List[str]:
@@ -489,7 +637,7 @@ class PluginRegistry:
 
     def call_event(self, event: Any) -> None:
         """Call every ``tx_on_event`` implementation; one that raises is logged and skipped."""
-        for impl in self.pm.hook.tx_on_event.get_hookimpls():
+        for impl in getattr(self.pm.hook, EVENT_HOOK).get_hookimpls():
             try:
                 impl.function(event=event)
             except Exception as e:  # noqa: BLE001

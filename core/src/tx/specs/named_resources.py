@@ -6,34 +6,11 @@ their own through the ``tx_register_named_resources`` hook (AWS instance types, 
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Dict, Optional
+from typing import Optional
 
-from tx.specs.api import NULL_RESOURCE, Resource
+from tx.specs.api import Resource
 
-GiB = 1024
-
-#: name -> (cpu, gpu, memMB)
-GENERIC: Dict[str, tuple] = {
-    "gpu.small": (8, 1, 32 * GiB),
-    "gpu.medium": (16, 2, 64 * GiB),
-    "gpu.large": (32, 4, 128 * GiB),
-    "gpu.xlarge": (64, 8, 256 * GiB),
-    "cpu.nano": (1, 0, 512),
-    "cpu.micro": (1, 0, 1 * GiB),
-    "cpu.small": (1, 0, 2 * GiB),
-    "cpu.medium": (2, 0, 4 * GiB),
-    "cpu.large": (2, 0, 8 * GiB),
-    "cpu.xlarge": (8, 0, 32 * GiB),
-}
-
-
-def generic_factory(name: str) -> Callable[[], Resource]:
-    cpu, gpu, mem = GENERIC[name]
-    return lambda: Resource(cpu=cpu, gpu=gpu, memMB=mem)
-
-
-def null_resource() -> Resource:
-    return Resource(cpu=NULL_RESOURCE.cpu, gpu=NULL_RESOURCE.gpu, memMB=NULL_RESOURCE.memMB)
+from tx.specs._generic_resources import GENERIC, GiB, generic_factory, null_resource  # noqa: F401 - re-exported
 
 
 class _NamedResources:
