@@ -1,0 +1,52 @@
+"""The Docker client, made from the environment as the ``docker`` CLI makes it.
+
+The location of the engine comes from ``DOCKER_HOST`` (``unix:///var/run/docker.sock`` when
+unset; ``tcp://host:2376`` with ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``), as documented in
+https://docs.docker.com/engine/reference/commandline/cli/#environment-variables and read by
+``docker.DockerClient.from_env``. Podman's Docker-compatible service works the same way
+(``DOCKER_HOST=unix:///run/podman/podman.sock``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tx.schedulers.api import SchedulerError
+
+#: seconds one API call may take (image builds and pulls stream, so this bounds silence)
+DEFAULT_TIMEOUT = 120
+
+START_HINT = (
+    "start one (Docker: `sudo systemctl start docker`; podman: `podman system service --time=0 "
+    "unix:///run/podman/podman.sock &` or this repository's `eval \"$(scripts/start-podman.sh)\"`) "
+    "and point DOCKER_HOST at its socket"
+)
+
+
+def engine_location() -> str:
+    """Where the engine is expected: ``DOCKER_HOST`` or Docker's default socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def make_client(timeout: int = DEFAULT_TIMEOUT) -> Any:
+    """A ``docker.DockerClient`` for the engine at :func:`engine_location`, checked with a ping.
+
+    Raises:
+        SchedulerError: the ``docker`` SDK is missing, or no engine answers (one line that
+            says how to start one).
+    """
+    try:
+        import docker
+    except ImportError:
+        raise SchedulerError(
+            "the docker Python SDK is not installed: pip install tx-scheduler-docker"
+        ) from None
+    try:
+        client = docker.DockerClient.from_env(timeout=timeout)
+        client.ping()
+    except docker.errors.DockerException as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SchedulerError(
+            f"no Docker engine answers at {engine_location()} ({reason[:200]}); {START_HINT}"
+        ) from None
+    return client

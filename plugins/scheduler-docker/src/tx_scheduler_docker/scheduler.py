@@ -1,0 +1,690 @@
+"""``local_docker``: one container per replica on a Docker engine (or podman's Docker API).
+
+Each app gets a bridge network ``tx-<app_id>``; each replica a container named
+``<app_id>-<role>-<replica_id>`` with that name as its host name on the network, so that
+replicas reach each other by name (``TX_RANK0_HOST`` is role 0's replica 0). Everything tx
+needs later (describe, list, logs, cancel from another process) lives in the engine, in the
+containers' labels: no state is kept on the submitting host.
+
+API reference: https://docs.docker.com/reference/api/engine/ (through the official SDK,
+https://docker-py.readthedocs.io/). TorchX 0.7.0's ``local_docker`` is the model for names
+and run options.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import threading
+from datetime import datetime
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import attrs
+
+from tx.log import get_logger
+from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
+from tx.schedulers.env import RANK0_HOST, replica_env
+from tx.schedulers.ids import make_unique
+from tx.schedulers.streams import Stream, filter_regex
+from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role, is_terminal, macros
+from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
+from tx.specs.runopts import CfgVal, runopts
+from tx.specs.status import ReplicaStatus, RoleStatus
+from tx_scheduler_docker import states
+from tx_scheduler_docker.version import __version__
+
+__all__ = ["DockerContainer", "DockerJob", "DockerScheduler", "create_scheduler", "LABEL_APP_ID"]
+
+log = get_logger(__name__)
+
+LABEL_VERSION = "tx.version"
+LABEL_APP_ID = "tx.app-id"
+LABEL_APP_NAME = "tx.app-name"
+LABEL_SESSION = "tx.session"
+LABEL_ROLE_NAME = "tx.role-name"
+LABEL_ROLE_IDX = "tx.role-idx"
+LABEL_REPLICA_ID = "tx.replica-id"
+LABEL_NUM_REPLICAS = "tx.num-replicas"
+LABEL_MEM_MB = "tx.mem-mb"
+#: suffix cancel adds to a container's name: the engine then records the cancel for every
+#: client (labels cannot change after creation; names can)
+CANCELLED_SUFFIX = ".cancelled"
+#: seconds a cancelled container has to exit after SIGTERM before SIGKILL
+STOP_TIMEOUT = 5
+#: lines of a failed replica's output quoted in ``structured_error_msg``
+ERROR_TAIL_LINES = 5
+
+#: named devices of ``Resource.devices`` -> the host device files one unit stands for
+#: (as TorchX maps them for Docker and AWS Batch)
+_DEVICE_PATHS = {
+    "vpc.amazonaws.com/efa": "/dev/infiniband/uverbs{}",
+    "aws.amazon.com/neurondevice": "/dev/neuron{}",
+}
+
+
+@attrs.define
+class DockerContainer:
+    """One replica: ``image``, ``command`` (argv) and the keyword arguments of
+    ``docker.models.containers.ContainerCollection.create`` (plain data: the SDK's types are
+    made when the container is created)."""
+
+    image: str
+    command: List[str]
+    kwargs: Dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define
+class DockerJob:
+    """The request of one app: its id, its network and one container per replica."""
+
+    app_id: str
+    network: str
+    containers: List[DockerContainer] = attrs.field(factory=list)
+
+    def __str__(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(
+            {"app_id": self.app_id, "network": self.network,
+             "containers": [attrs.asdict(c) for c in self.containers]},
+            sort_keys=False, default_flow_style=False,
+        )
+
+    __repr__ = __str__
+
+
+def _dns_name(text: str) -> str:
+    """``text`` lower-cased with every character outside ``[a-z0-9-]`` made ``-``."""
+    out = "".join(c if c.isalnum() and c.isascii() else "-" for c in text.lower()).strip("-")
+    return out or "x"
+
+
+def container_name(app_id: str, role: str, replica_id: int) -> str:
+    """``<app_id>-<role>-<k>``: the container's name and its host name on the app's network."""
+    return f"{app_id}-{_dns_name(role)}-{replica_id}"
+
+
+def _copy_env(patterns: Iterable[str]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for pat in patterns:
+        for k, v in os.environ.items():
+            if fnmatch.fnmatchcase(k, pat):
+                out[k] = v
+    return out
+
+
+def _resources(role: Role) -> Dict[str, Any]:
+    """Container kwargs from ``role.resource``: memMB -> memory limit and /dev/shm size, cpu
+    -> CPU quota (nano CPUs), gpu -> a device request of that many GPUs, named devices ->
+    device files."""
+    res = role.resource
+    kw: Dict[str, Any] = {}
+    if res == NULL_RESOURCE:
+        return kw
+    if res.memMB and res.memMB > 0:
+        kw["mem_limit"] = f"{int(res.memMB)}m"
+        kw["memswap_limit"] = f"{int(res.memMB)}m"
+        kw["shm_size"] = f"{int(res.memMB)}m"
+    if res.cpu and res.cpu > 0:
+        kw["nano_cpus"] = int(res.cpu * 1e9)
+    if res.gpu and res.gpu > 0:
+        kw["device_requests"] = [{"Driver": "", "Count": int(res.gpu), "Capabilities": [["gpu"]]}]
+    devices: List[str] = []
+    for name, count in (res.devices or {}).items():
+        pattern = _DEVICE_PATHS.get(name)
+        if pattern is None:
+            log.warning("unknown device; not mounted", device=name, known=sorted(_DEVICE_PATHS))
+            continue
+        devices += [f"{pattern.format(i)}:{pattern.format(i)}:rwm" for i in range(int(count))]
+    if devices:
+        kw["devices"] = devices
+    return kw
+
+
+def _mounts(role: Role) -> Dict[str, Any]:
+    """Container kwargs from ``role.mounts``: bind and named-volume mounts, device files."""
+    volumes: Dict[str, Dict[str, str]] = {}
+    devices: List[str] = []
+    for m in role.mounts:
+        if isinstance(m, BindMount):
+            volumes[m.src_path] = {"bind": m.dst_path, "mode": "ro" if m.read_only else "rw"}
+        elif isinstance(m, VolumeMount):
+            volumes[m.src] = {"bind": m.dst_path, "mode": "ro" if m.read_only else "rw"}
+        elif isinstance(m, DeviceMount):
+            devices.append(f"{m.src_path}:{m.dst_path}:{m.permissions}")
+        else:  # pragma: no cover - Role's type forbids it
+            raise ValueError(f"role {role.name!r}: unsupported mount {m!r}")
+    kw: Dict[str, Any] = {}
+    if volumes:
+        kw["volumes"] = volumes
+    if devices:
+        kw["devices"] = devices
+    return kw
+
+
+def local_docker_runopts() -> runopts:
+    """The run options of ``local_docker`` (TorchX 0.7.0's names and meaning)."""
+    opts = runopts()
+    opts.add("copy_env", type_=List[str], default=None,
+             help="list of glob patterns of environment variables to copy into the containers "
+                  "from the submitter's environment, e.g. [FOO_*, BAR]")
+    opts.add("env", type_=Dict[str, str], default=None,
+             help="environment variables to set in every container (K:V;K2:V2); these win over copy_env")
+    opts.add("privileged", type_=bool, default=False,
+             help="give the containers extended privileges (docker run --privileged)")
+    return opts
+
+
+class DockerScheduler(Scheduler[DockerJob]):
+    """Runs each replica as a container on the engine at ``DOCKER_HOST`` (see
+    :func:`tx_scheduler_docker._client.make_client`).
+
+    Args:
+        session_name: the session part of app handles.
+        client: a ``docker.DockerClient`` to use (default: one made from the environment
+            when first needed).
+
+    Replica states come from container states and exit codes
+    (:mod:`tx_scheduler_docker.states`); an app is SUCCEEDED when every container exited
+    with 0, FAILED when every container ended and one did not, CANCELLED after
+    :meth:`cancel`, otherwise the state of its first replica that has not ended.
+    Containers stay after they end (``docker ps -a``), so that describe and logs work
+    later; ``docker rm`` them by label ``tx.app-id=<app_id>``.
+    """
+
+    workspace_kind = "docker"
+    runs_on_host = True
+
+    def __init__(self, session_name: str, client: Optional[Any] = None) -> None:
+        super().__init__("local_docker", session_name)
+        self._client = client
+
+    # -- the client ------------------------------------------------------------------------------
+    def _docker(self) -> Any:
+        if self._client is None:
+            from tx_scheduler_docker._client import make_client
+
+            self._client = make_client()
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+            self._client = None
+
+    # -- submission ------------------------------------------------------------------------------
+    def _run_opts(self) -> runopts:
+        return local_docker_runopts()
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Roles without resources run without limits; a role without an image cannot run.
+
+        Raises:
+            ValueError: a role has no image.
+        """
+        for role in app.roles:
+            if not role.image:
+                raise ValueError(f"role {role.name!r} has no image; local_docker runs role.image as a container")
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
+        app_id = make_unique(_dns_name(app.name)[:40])
+        network = f"tx-{app_id}"
+        base_env: Dict[str, str] = {}
+        copy_env = cfg.get("copy_env")
+        if copy_env:
+            base_env.update(_copy_env(copy_env))  # type: ignore[arg-type]
+        base_env.update(cfg.get("env") or {})  # type: ignore[arg-type]
+        rank0 = container_name(app_id, app.roles[0].name, 0)
+        job = DockerJob(app_id=app_id, network=network)
+        for idx, role in enumerate(app.roles):
+            for k in range(role.num_replicas):
+                values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=RANK0_HOST)
+                r = values.apply(role)
+                name = container_name(app_id, role.name, k)
+                env = dict(base_env)
+                env.update(r.env)
+                env.update(replica_env(app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0,
+                                       role_idx=idx, num_replicas=role.num_replicas))
+                labels = {
+                    LABEL_VERSION: __version__,
+                    LABEL_APP_ID: app_id,
+                    LABEL_APP_NAME: app.name,
+                    LABEL_SESSION: self.session_name,
+                    LABEL_ROLE_NAME: role.name,
+                    LABEL_ROLE_IDX: str(idx),
+                    LABEL_REPLICA_ID: str(k),
+                    LABEL_NUM_REPLICAS: str(role.num_replicas),
+                }
+                if role.resource != NULL_RESOURCE and role.resource.memMB > 0:
+                    labels[LABEL_MEM_MB] = str(role.resource.memMB)
+                kwargs: Dict[str, Any] = {
+                    "name": name,
+                    "hostname": name[:63],
+                    "labels": labels,
+                    "environment": env,
+                    "network": network,
+                    # an init process as PID 1 forwards SIGTERM (cancel) to the program and
+                    # reaps zombies: without it `sh -c` ignores SIGTERM until SIGKILL
+                    "init": True,
+                    "privileged": bool(cfg.get("privileged")),
+                    "stop_signal": "SIGTERM",
+                }
+                kwargs.update(_resources(role))
+                mounts = _mounts(role)
+                if "devices" in mounts and "devices" in kwargs:
+                    mounts["devices"] = kwargs.pop("devices") + mounts["devices"]
+                kwargs.update(mounts)
+                if role.port_map:
+                    kwargs["ports"] = {f"{int(p)}/tcp": None for p in role.port_map.values()}
+                if role.max_retries > 0:
+                    kwargs["restart_policy"] = {"Name": "on-failure", "MaximumRetryCount": int(role.max_retries)}
+                job.containers.append(DockerContainer(image=role.image, command=[r.entrypoint, *r.args], kwargs=kwargs))
+        return AppDryRunInfo(job, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
+        """Create the app's network and containers, then start them.
+
+        Raises:
+            SchedulerError: no engine, an image that is neither local nor pullable, or the
+                engine refused a container; whatever was created is removed first.
+        """
+        import docker
+
+        job = dryrun_info.request
+        client = self._docker()
+        self._collect_networks(client)
+        for image in dict.fromkeys(c.image for c in job.containers):
+            self._ensure_image(client, image)
+        created: List[Any] = []
+        network = None
+        try:
+            network = client.networks.create(job.network, driver="bridge", labels={LABEL_APP_ID: job.app_id,
+                                                                                   LABEL_VERSION: __version__})
+            for c in job.containers:
+                kw = dict(c.kwargs)
+                if "device_requests" in kw:
+                    kw["device_requests"] = [docker.types.DeviceRequest(
+                        driver=d["Driver"], count=d["Count"], capabilities=d["Capabilities"]) for d in kw["device_requests"]]
+                created.append(client.containers.create(c.image, c.command, detach=True, **kw))
+            for ct in created:
+                ct.start()
+        except docker.errors.APIError as e:
+            self._remove_quietly(created, network)
+            raise SchedulerError(f"{job.app_id}: the engine refused the app: {_api_reason(e)}") from None
+        except BaseException:
+            self._remove_quietly(created, network)
+            raise
+        log.info("submitted", app_id=job.app_id, containers=len(created))
+        return job.app_id
+
+    @staticmethod
+    def _remove_quietly(containers: List[Any], network: Optional[Any]) -> None:
+        for ct in containers:
+            try:
+                ct.remove(force=True)
+            except Exception:  # noqa: BLE001 - clean-up after a failed submit
+                pass
+        if network is not None:
+            try:
+                network.remove()
+            except Exception:  # noqa: BLE001
+                pass
+
+    @staticmethod
+    def _ensure_image(client: Any, image: str) -> None:
+        """Pull ``image`` when the engine does not have it.
+
+        Raises:
+            SchedulerError: it is not there and cannot be pulled.
+        """
+        import docker
+
+        try:
+            client.images.get(image)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as e:
+            log.warning("cannot inspect image; trying to pull it", image=image, error=_api_reason(e))
+        try:
+            log.info("pulling image", image=image)
+            client.images.pull(image)
+        except docker.errors.DockerException as e:
+            raise SchedulerError(
+                f"image {image!r} is not on the engine at {_location()} and cannot be pulled: {_api_reason(e)}"
+            ) from None
+
+    def _collect_networks(self, client: Any) -> None:
+        """Remove the networks of tx apps whose containers have all ended (each app makes
+        one; ended apps keep their containers but need no network)."""
+        try:
+            nets = client.api.networks(filters={"label": LABEL_APP_ID})
+        except Exception:  # noqa: BLE001 - housekeeping never fails a submit
+            return
+        for net in nets:
+            app_id = (net.get("Labels") or {}).get(LABEL_APP_ID)
+            if not app_id:
+                continue
+            try:
+                summaries = client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+                if any((s.get("State") or "").lower() in ("running", "created", "restarting", "paused", "configured",
+                                                          "initialized", "stopping") for s in summaries):
+                    continue
+                self._remove_network(client, net.get("Name") or net.get("Id"), [s["Id"] for s in summaries])
+            except Exception:  # noqa: BLE001
+                continue
+
+    @staticmethod
+    def _remove_network(client: Any, name: str, container_ids: List[str]) -> None:
+        for cid in container_ids:
+            try:
+                client.api.disconnect_container_from_network(cid, name, force=True)
+            except Exception:  # noqa: BLE001 - not connected (any more)
+                pass
+        try:
+            client.api.remove_network(name)
+        except Exception as e:  # noqa: BLE001
+            log.debug("network not removed", network=name, error=str(e))
+
+    # -- queries ----------------------------------------------------------------------------------
+    def _inspect_app(self, app_id: str) -> List[Dict[str, Any]]:
+        client = self._docker()
+        import docker
+
+        out = []
+        for s in client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"}):
+            try:
+                out.append(client.api.inspect_container(s["Id"]))
+            except docker.errors.NotFound:
+                continue  # removed meanwhile
+        return out
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's state from its containers (None: no container has its label).
+
+        ``roles_statuses`` has one replica per container with its exit code; for a failed
+        app, ``structured_error_msg`` names the first replica that failed, how it ended
+        (exit code, signal, out of memory) and its last lines of output.
+
+        Raises:
+            SchedulerError: no engine answers.
+        """
+        infos = self._inspect_app(app_id)
+        if not infos:
+            return None
+        roles: Dict[str, List[ReplicaStatus]] = {}
+        role_order: Dict[str, int] = {}
+        role_defs: Dict[str, Role] = {}
+        replica_info: Dict[Tuple[str, int], Dict[str, Any]] = {}
+        cancelled = False
+        restarts = 0
+        unknown: List[str] = []
+        for info in infos:
+            labels = info.get("Config", {}).get("Labels") or {}
+            role = labels.get(LABEL_ROLE_NAME, "unknown")
+            k = _int(labels.get(LABEL_REPLICA_ID), 0)
+            st = info.get("State") or {}
+            status = st.get("Status")
+            code = st.get("ExitCode")
+            state = states.container_state(status, code)
+            if not states.known_state(status):
+                unknown.append(f"{info.get('Name', '').lstrip('/')}: {status!r}")
+            name = (info.get("Name") or "").lstrip("/")
+            if name.endswith(CANCELLED_SUFFIX):
+                cancelled = True
+                if state == AppState.FAILED:
+                    state = AppState.CANCELLED
+            restarts += int(info.get("RestartCount") or 0)
+            ended = state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED)
+            roles.setdefault(role, []).append(ReplicaStatus(
+                id=k, state=state, role=role, hostname=(info.get("Config") or {}).get("Hostname", ""),
+                exit_code=int(code) if ended and code is not None else None,
+            ))
+            role_order[role] = _int(labels.get(LABEL_ROLE_IDX), 0)
+            replica_info[(role, k)] = info
+            if role not in role_defs:
+                cfg = info.get("Config") or {}
+                cmd = list(cfg.get("Cmd") or [])
+                role_defs[role] = Role(
+                    name=role, image=cfg.get("Image") or "", entrypoint=cmd[0] if cmd else "",
+                    args=cmd[1:], num_replicas=_int(labels.get(LABEL_NUM_REPLICAS), 1),
+                )
+        if unknown:
+            log.warning("unknown container states reported as UNKNOWN", app_id=app_id, states=unknown)
+        ordered = sorted(roles, key=lambda r: (role_order[r], r))
+        role_statuses = [RoleStatus(r, sorted(roles[r], key=lambda x: x.id)) for r in ordered]
+        replicas = [x for rs in role_statuses for x in rs.replicas]
+        app_state, msg = _app_state(replicas, cancelled)
+        desc = DescribeAppResponse(
+            app_id=app_id, state=app_state, num_restarts=restarts, msg=msg,
+            roles_statuses=role_statuses, roles=[role_defs[r] for r in ordered],
+            metadata={"network": f"tx-{app_id}", "engine": _location()},
+        )
+        if unknown:
+            desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "unknown container states: " + ", ".join(unknown)
+        if app_state == AppState.FAILED:
+            desc.structured_error_msg = self._failure(replicas, replica_info)
+        return desc
+
+    def _failure(self, replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str, Any]]) -> str:
+        failed = [r for r in replicas if r.state == AppState.FAILED]
+        if not failed:
+            return NONE
+        first = min(failed, key=lambda r: (infos[(r.role, r.id)].get("State") or {}).get("FinishedAt") or "")
+        info = infos[(first.role, first.id)]
+        st = info.get("State") or {}
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        mem = _int(labels.get(LABEL_MEM_MB), 0) or None
+        code = int(st.get("ExitCode") or 0)
+        how = states.describe_exit(code, bool(st.get("OOMKilled")), mem)
+        name = (info.get("Name") or "").lstrip("/")
+        text = f"{first.role}[{first.id}] (container {name}) failed first: {how}"
+        if st.get("Error"):
+            text += f"; engine: {st['Error']}"
+        try:
+            raw = self._docker().api.logs(info["Id"], stdout=True, stderr=True, tail=ERROR_TAIL_LINES)
+            tail = raw.decode("utf-8", "replace").strip()
+        except Exception:  # noqa: BLE001 - the message is still useful without the tail
+            tail = ""
+        if tail:
+            text += "; last lines: " + " | ".join(tail.splitlines()[-ERROR_TAIL_LINES:])
+        if len(failed) > 1:
+            text += f" ({len(failed)} replicas failed)"
+        return text
+
+    def list(self) -> List[ListAppResponse]:
+        """Every app that has containers with tx's labels on this engine (any session).
+
+        Raises:
+            SchedulerError: no engine answers.
+        """
+        client = self._docker()
+        apps: Dict[str, List[ReplicaStatus]] = {}
+        names: Dict[str, str] = {}
+        cancelled: Dict[str, bool] = {}
+        for s in client.api.containers(all=True, filters={"label": LABEL_APP_ID}):
+            labels = s.get("Labels") or {}
+            app_id = labels.get(LABEL_APP_ID)
+            if not app_id:
+                continue
+            status = s.get("State")
+            code = states.exit_code_from_status_text(s.get("Status") or "")
+            state = states.container_state(status, code)
+            cname = ((s.get("Names") or [""])[0]).lstrip("/")
+            if cname.endswith(CANCELLED_SUFFIX):
+                cancelled[app_id] = True
+                if state == AppState.FAILED:
+                    state = AppState.CANCELLED
+            apps.setdefault(app_id, []).append(ReplicaStatus(id=0, state=state, role=labels.get(LABEL_ROLE_NAME, "")))
+            names[app_id] = labels.get(LABEL_APP_NAME, "")
+        return [ListAppResponse(app_id=a, state=_app_state(r, cancelled.get(a, False))[0], name=names[a])
+                for a, r in sorted(apps.items())]
+
+    # -- cancel -------------------------------------------------------------------------------------
+    def _cancel_existing(self, app_id: str) -> None:
+        """Mark every container of the app cancelled (its name gets ``.cancelled``), stop
+        them (SIGTERM, SIGKILL after :data:`STOP_TIMEOUT` seconds; in parallel, so this
+        takes at most about that long) and remove the app's network. The containers stay,
+        with their logs. An app that has already ended is left as it is."""
+        client = self._docker()
+        import docker
+
+        summaries = client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+        live = [s for s in summaries if (s.get("State") or "").lower() not in ("exited", "stopped", "dead")]
+        if not live and not any(((s.get("Names") or [""])[0]).endswith(CANCELLED_SUFFIX) for s in summaries):
+            self._remove_network(client, f"tx-{app_id}", [s["Id"] for s in summaries])
+            return
+        for s in summaries:
+            name = ((s.get("Names") or [""])[0]).lstrip("/")
+            if not name.endswith(CANCELLED_SUFFIX):
+                try:
+                    client.api.rename(s["Id"], name + CANCELLED_SUFFIX)
+                except docker.errors.APIError as e:
+                    log.warning("cannot mark container cancelled", container=name, error=_api_reason(e))
+
+        def stop(cid: str) -> None:
+            try:
+                client.api.stop(cid, timeout=STOP_TIMEOUT)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                log.warning("cannot stop container", container=cid[:12], error=_api_reason(e))
+
+        threads = [threading.Thread(target=stop, args=(s["Id"],), daemon=True) for s in live]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(STOP_TIMEOUT + 30)
+        self._remove_network(client, f"tx-{app_id}", [s["Id"] for s in summaries])
+        log.info("cancelled", app_id=app_id, stopped=len(live))
+
+    # -- logs -----------------------------------------------------------------------------------------
+    def _container_id(self, app_id: str, role_name: str, k: int) -> str:
+        client = self._docker()
+        found = client.api.containers(all=True, filters={"label": [f"{LABEL_APP_ID}={app_id}",
+                                                                   f"{LABEL_ROLE_NAME}={role_name}",
+                                                                   f"{LABEL_REPLICA_ID}={k}"]})
+        if not found:
+            raise ValueError(f"{app_id} has no replica {role_name}/{k}")
+        return str(found[0]["Id"])
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name`` from the engine's log of its container
+        (``docker logs``), each with its ``\\n`` (``\\r`` kept inside lines).
+
+        Args:
+            regex: keep the lines where it is found.
+            since, until: the engine's time window (``docker logs --since/--until``).
+            should_tail: follow the container's output until it exits.
+            streams: ``stdout``, ``stderr`` or ``combined`` (default: combined, in the order
+                the engine recorded the lines).
+
+        Raises:
+            ValueError: no such replica, or an unknown stream.
+            SchedulerError: no engine answers.
+        """
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        cid = self._container_id(app_id, role_name, k)
+        lines = self._lines(cid, stream, since, until, should_tail)
+        return filter_regex(regex, lines)
+
+    def _lines(self, cid: str, stream: Stream, since: Optional[datetime], until: Optional[datetime],
+               follow: bool) -> Iterator[str]:
+        import codecs
+
+        client = self._docker()
+        kw: Dict[str, Any] = {
+            "stdout": stream in (Stream.STDOUT, Stream.COMBINED),
+            "stderr": stream in (Stream.STDERR, Stream.COMBINED),
+            "timestamps": False,
+        }
+        if since is not None:
+            kw["since"] = since
+        if until is not None:
+            kw["until"] = until
+        if follow:
+            chunks: Iterable[bytes] = client.api.logs(cid, stream=True, follow=True, **kw)
+        else:
+            chunks = [client.api.logs(cid, stream=False, **kw)]
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        buf = ""
+        for chunk in chunks:
+            buf += decoder.decode(chunk)
+            if "\n" not in buf:
+                continue
+            *whole, buf = buf.split("\n")
+            for line in whole:
+                yield line + "\n"
+        buf += decoder.decode(b"", final=True)
+        if buf:
+            yield buf
+
+
+def _app_state(replicas: List[ReplicaStatus], cancelled: bool) -> Tuple[AppState, str]:
+    """The app's state and message from its replicas' states."""
+    states_ = [r.state for r in replicas]
+    if cancelled and all(is_terminal(s) for s in states_):
+        return AppState.CANCELLED, "cancelled"
+    if states_ and all(is_terminal(s) for s in states_):
+        if all(s == AppState.SUCCEEDED for s in states_):
+            return AppState.SUCCEEDED, NONE
+        failed = [f"{r.role}[{r.id}]" for r in replicas if r.state != AppState.SUCCEEDED]
+        return AppState.FAILED, f"failed: {', '.join(failed)}"
+    if cancelled:
+        return AppState.RUNNING, "cancelling: waiting for the containers to stop"
+    for r in replicas:
+        if not is_terminal(r.state):
+            msg = NONE
+            if r.state == AppState.SUBMITTED:
+                msg = f"{r.role}[{r.id}]: container created, not started yet"
+            elif r.state == AppState.PENDING:
+                msg = f"{r.role}[{r.id}]: container restarting or paused"
+            elif r.state == AppState.UNKNOWN:
+                msg = f"{r.role}[{r.id}]: the engine reports a state tx does not know"
+            failed = [f"{x.role}[{x.id}]" for x in replicas if x.state == AppState.FAILED]
+            if failed:
+                msg = (msg + "; " if msg != NONE else "") + f"failed: {', '.join(failed)}, others still running"
+            return r.state, msg
+    return AppState.UNKNOWN, NONE  # pragma: no cover - no replicas
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _location() -> str:
+    from tx_scheduler_docker._client import engine_location
+
+    return engine_location()
+
+
+def _api_reason(e: Exception) -> str:
+    explanation = getattr(e, "explanation", None)
+    text = str(explanation or e)
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def create_scheduler(session_name: str, client: Optional[Any] = None, **kwargs: Any) -> DockerScheduler:
+    """Factory registered as ``local_docker``.
+
+    Args:
+        session_name: the session part of app handles.
+        client: a ``docker.DockerClient`` (default: from ``DOCKER_HOST`` and Docker's
+            other environment variables, made on first use).
+    """
+    return DockerScheduler(session_name=session_name, client=client)

@@ -1,0 +1,84 @@
+"""Container states of Docker and of engines that speak its API, mapped to tx states.
+
+Docker's states are those of ``GET /containers/{id}/json`` ``State.Status``
+(https://docs.docker.com/reference/api/engine/version/v1.43/#tag/Container/operation/ContainerInspect):
+``created``, ``restarting``, ``running``, ``removing``, ``paused``, ``exited``, ``dead``.
+Podman's compatible API reports its own names in some cases (``configured``, ``initialized``,
+``stopping``, ``stopped`` where Docker says ``exited``). A state tx does not know is
+``UNKNOWN``: never an error (TorchX 0.7.0 raises ``KeyError`` on podman's ``stopped``).
+"""
+from __future__ import annotations
+
+import re
+import signal
+from typing import Optional
+
+from tx.specs.api import AppState
+
+#: container state -> tx state for states that say nothing about the exit code
+_STATES = {
+    "created": AppState.SUBMITTED,
+    "configured": AppState.SUBMITTED,    # podman: created, not yet initialized
+    "initialized": AppState.SUBMITTED,   # podman: ready to start
+    "restarting": AppState.PENDING,
+    "paused": AppState.PENDING,
+    "running": AppState.RUNNING,
+    "stopping": AppState.RUNNING,        # podman: being stopped, still running
+    "removing": AppState.PENDING,
+    "dead": AppState.FAILED,
+}
+#: states after which the exit code decides: 0 SUCCEEDED, else FAILED
+_ENDED = ("exited", "stopped")
+
+
+def container_state(status: Optional[str], exit_code: Optional[int]) -> AppState:
+    """The tx state of one container from its engine ``status`` string and ``exit_code``.
+
+    Returns:
+        an :class:`AppState`; ``UNKNOWN`` for a status this table does not know (logged by
+        the caller), never an exception.
+    """
+    s = (status or "").strip().lower()
+    if s in _ENDED:
+        if exit_code is None:
+            return AppState.UNKNOWN
+        return AppState.SUCCEEDED if exit_code == 0 else AppState.FAILED
+    return _STATES.get(s, AppState.UNKNOWN)
+
+
+def known_state(status: Optional[str]) -> bool:
+    """True for a container status this module maps (False: it became ``UNKNOWN``)."""
+    s = (status or "").strip().lower()
+    return s in _STATES or s in _ENDED
+
+
+_EXITED = re.compile(r"^\s*(?:exited|stopped)\s*\((-?\d+)\)", re.IGNORECASE)
+
+
+def exit_code_from_status_text(text: str) -> Optional[int]:
+    """The exit code in a container list's ``Status`` text (``"Exited (3) 2 seconds ago"``),
+    or None."""
+    m = _EXITED.match(text or "")
+    return int(m.group(1)) if m else None
+
+
+def describe_exit(exit_code: int, oom_killed: bool = False, mem_mb: Optional[int] = None) -> str:
+    """Words for how a container ended: ``exit code 3``, ``killed by SIGKILL (exit code 137)``,
+    ``killed: out of memory (memory limit 16 MB, exit code 137)``.
+
+    Exit codes above 128 are ``128 + signal number`` (a shell's and Docker's convention), so
+    they are named as signals; a program that calls ``exit(137)`` itself reads the same.
+    """
+    if oom_killed:
+        limit = f"memory limit {mem_mb} MB, " if mem_mb else ""
+        return f"killed: out of memory ({limit}exit code {exit_code})"
+    if 128 < exit_code < 128 + 65:
+        try:
+            name = signal.Signals(exit_code - 128).name
+        except ValueError:
+            name = f"signal {exit_code - 128}"
+        text = f"killed by {name} (exit code {exit_code})"
+        if exit_code == 137 and mem_mb:
+            text += f"; out of memory? the container's memory limit is {mem_mb} MB"
+        return text
+    return f"exit code {exit_code}"

@@ -1,0 +1,116 @@
+"""Fixtures of the tx-scheduler-docker tests.
+
+The tests run against a real Docker-compatible engine that this session starts itself:
+podman's Docker API service, started by ``scripts/start-podman.sh`` with its own
+``PODMAN_BASE`` under pytest's temporary directory (own socket, storage, run state,
+networks, events; runc, cgroupfs) and the image ``localhost/busybox:tx`` imported there from
+Debian's busybox-static without any registry. The session sets ``DOCKER_HOST`` (and podman's
+``CONTAINERS_CONF``/``CONTAINERS_STORAGE_CONF``) to it, so that a user's engine is never
+touched and fresh processes (``tx status`` from another shell) find the same engine, and at
+the end stops the service it started and removes everything it made (``PURGE=1``).
+
+Where podman is not installed (``scripts/install-podman.sh`` installs it) or the tests do
+not run as root, the tests are skipped with the fix
+(``tx.testing.backends.backend_unavailable``; a failure with ``TX_TEST_REQUIRE_BACKENDS=1``).
+
+Jobs that need Python and torch bind-mount the host's ``/usr``, this interpreter's base
+prefix and its environment (``sys.prefix``, where torch==2.13.0 is installed) read-only at
+the same paths, as ``../shared/env/start-podman.sh``'s recipe does.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from tx.testing.backends import backend_unavailable
+
+REPO = Path(__file__).resolve().parents[3]
+SCRIPTS = REPO / "scripts"
+IMAGE = "localhost/busybox:tx"
+_ENV_KEYS = ("DOCKER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
+
+
+def _parse_exports(text: str) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("export "):
+            for item in line[len("export "):].split():
+                k, _, v = item.partition("=")
+                out[k] = v
+    return out
+
+
+@pytest.fixture(scope="session")
+def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, str]]:
+    """A private podman Docker API service for the session; yields its environment
+    (``DOCKER_HOST`` ...), which is also set in ``os.environ`` while the session runs."""
+    if shutil.which("podman") is None or shutil.which("runc") is None or not os.path.exists("/bin/busybox"):
+        backend_unavailable("podman", "podman, runc or busybox-static missing: run scripts/install-podman.sh (root)")
+    if os.geteuid() != 0:
+        backend_unavailable("podman", "the tests run podman as root (private storage, runc, bridge networks)")
+    base = tmp_path_factory.mktemp("podman")
+    env = {**os.environ, "PODMAN_BASE": str(base)}
+    for k in _ENV_KEYS:
+        env.pop(k, None)
+    p = subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], env=env, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, "PURGE": "1"}, capture_output=True, timeout=300)
+        pytest.fail(f"scripts/start-podman.sh failed ({p.returncode}): {p.stderr[-2000:]}", pytrace=False)
+    exports = _parse_exports(p.stdout)
+    saved = {k: os.environ.get(k) for k in _ENV_KEYS}
+    for k in _ENV_KEYS:
+        os.environ.pop(k, None)
+    os.environ.update(exports)
+    try:
+        yield exports
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, **exports, "PURGE": "1"},
+                       capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def docker_client(podman_engine: Dict[str, str]) -> Iterator[Any]:
+    """A ``docker.DockerClient`` on the session's engine."""
+    import docker
+
+    client = docker.DockerClient(base_url=podman_engine["DOCKER_HOST"], timeout=120)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def scheduler(podman_engine: Dict[str, str]) -> Iterator[Any]:
+    """``local_docker`` created by name through the plugin registry, as ``tx`` creates it."""
+    from tx.schedulers import get_scheduler_factories
+
+    sched = get_scheduler_factories()["local_docker"]("txtest")
+    yield sched
+    sched.close()
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The test image: busybox, imported by scripts/start-podman.sh."""
+    return IMAGE
+
+
+@pytest.fixture(scope="session")
+def host_python_mounts() -> List[str]:
+    """``--mounts`` entries (``tx.specs.parse_mounts`` syntax) that make this interpreter and
+    its packages (torch) usable inside the busybox image: /usr, the base prefix and the
+    environment, read-only, at the same paths."""
+    paths = ["/usr", sys.base_prefix, sys.prefix]
+    out = []
+    for p in dict.fromkeys(os.path.realpath(x) for x in paths):
+        if p == "/usr" or not p.startswith("/usr/"):
+            out.append(f"type=bind,src={p},dst={p},readonly")
+    return out
