@@ -18,6 +18,8 @@ Environment knobs (as tox and datasette have):
 """
 from __future__ import annotations
 
+from tx.errors import UserError
+
 import importlib
 import os
 import sys
@@ -48,7 +50,7 @@ KINDS: Tuple[str, ...] = tuple(REGISTER_HOOKS)
 CORE_PLUGIN = "tx-core"
 
 
-class PluginError(Exception):
+class PluginError(UserError):
     """A plugin could not be loaded or used."""
 
 

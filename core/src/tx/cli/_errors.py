@@ -1,7 +1,10 @@
 """Turning exceptions into the one-line messages the CLI prints."""
 from __future__ import annotations
 
-#: exception class names whose message is already written for users
+from tx.errors import UserError
+
+#: exception class names whose message is written for users, besides :class:`UserError`
+#: subclasses (TorchX's exception names, raised by code written against TorchX)
 _USER_ERRORS = {
     "MalformedAppHandleException", "UnknownSchedulerException", "UnknownAppException",
     "InvalidRunConfigException", "AppDefFormatError", "ComponentNotFoundException",
@@ -23,7 +26,7 @@ def describe_error(e: BaseException) -> str:
     else:
         msg = str(e)
     msg = " ".join(msg.split()) if "\n" in msg else msg
-    if name in _USER_ERRORS or any(c.__name__ in _USER_ERRORS for c in type(e).__mro__):
+    if isinstance(e, UserError) or any(c.__name__ in _USER_ERRORS for c in type(e).__mro__):
         return msg + _HINTS.get(name, "")
     if isinstance(e, (ValueError, TypeError, KeyError, FileNotFoundError, PermissionError,
                       NotADirectoryError, IsADirectoryError, FileExistsError)):

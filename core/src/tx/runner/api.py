@@ -32,22 +32,45 @@ class Runner:
 
     Args:
         name: the session name (the middle part of app handles).
+        scheduler_factories: scheduler name -> factory ``(session_name, **kwargs) ->
+            Scheduler``, as TorchX's ``Runner`` takes them; None (the default): the
+            schedulers of the plugin registry.
         component_defaults: component name -> {argument: value string}, as in the
             ``[component:<name>]`` sections of ``.txconfig``.
         scheduler_params: keyword arguments for every scheduler factory.
         registry: the plugin registry (default: the process-wide one).
 
+    The positional order is TorchX 0.7's ``Runner(name, scheduler_factories,
+    component_defaults, scheduler_params)``.
+
     Use it as a context manager (or call :meth:`close`) so schedulers release their
     clients.
+
+    Raises:
+        TypeError: ``scheduler_factories`` is not a mapping of callables (e.g. component
+            defaults passed in its place).
     """
 
     def __init__(
         self,
         name: str = DEFAULT_SESSION,
+        scheduler_factories: Optional[Mapping[str, Any]] = None,
         component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
         scheduler_params: Optional[Mapping[str, Any]] = None,
         registry: Any = None,
     ) -> None:
+        if scheduler_factories is not None:
+            from collections.abc import Mapping as _Mapping
+
+            if not isinstance(scheduler_factories, _Mapping) or not all(
+                callable(f) for f in scheduler_factories.values()
+            ):
+                raise TypeError(
+                    "Runner(name, scheduler_factories, component_defaults, scheduler_params): "
+                    "scheduler_factories must map scheduler names to factories; pass "
+                    "component_defaults= and scheduler_params= by keyword"
+                )
+        self._scheduler_factories = dict(scheduler_factories) if scheduler_factories is not None else None
         self._name = name
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
         self._scheduler_params = dict(scheduler_params or {})
@@ -80,7 +103,9 @@ class Runner:
 
     # -- schedulers ------------------------------------------------------------------
     def scheduler_backends(self) -> List[str]:
-        """Names of the installed schedulers."""
+        """Names of the installed schedulers (or of the ``scheduler_factories`` given)."""
+        if self._scheduler_factories is not None:
+            return list(self._scheduler_factories)
         return self.registry.names("schedulers")
 
     def _scheduler(self, scheduler: str) -> Scheduler[Any]:
@@ -90,6 +115,16 @@ class Runner:
         from tx.plugins import PluginError
         from tx.specs.api import UnknownSchedulerException
 
+        if self._scheduler_factories is not None:
+            factory = self._scheduler_factories.get(scheduler)
+            if factory is None:
+                raise UnknownSchedulerException(
+                    f"unknown scheduler {scheduler!r}: this runner has "
+                    f"{', '.join(self._scheduler_factories) or 'no schedulers'}"
+                )
+            sched = factory(self._name, **self._scheduler_params)
+            self._schedulers[scheduler] = sched
+            return sched
         reg = self.registry.get("schedulers", scheduler)
         if reg is None:
             from tx.plugins import not_installed_hint
@@ -148,7 +183,15 @@ class Runner:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
         The app is not modified: the runner works on a copy to which it adds
-        ``TX_JOB_ID`` (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS``) to every role's env.
+        ``TX_JOB_ID`` (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
+        ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
+        :func:`tx.tracker.get_configured_trackers`) to every role's env.
+
+        Run options missing from ``cfg`` are taken from the environment, as TorchX
+        does: ``TX_<KEY>``, else ``TORCHX_<KEY>`` (``KEY`` the option name upper-cased,
+        ``-`` as ``_``) sets option ``key``; values in ``cfg`` (``-cfg``, config files)
+        win. A value that does not parse raises InvalidRunConfigException naming the
+        variable.
 
         With ``workspace`` (a local directory), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
@@ -184,14 +227,21 @@ class Runner:
             parent = parent_run_id or os.environ.get(ENV_PARENT_RUN_ID)
             if parent:
                 extra_env[ENV_PARENT_RUN_ID] = parent
-            trackers = os.environ.get(ENV_TRACKERS)
+            # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
+            from tx.runner.config import configured_trackers
+            from tx.schedulers.env import tracker_config_var
+
+            trackers = configured_trackers()
             if trackers:
-                extra_env[ENV_TRACKERS] = trackers
+                extra_env[ENV_TRACKERS] = ",".join(trackers)
+                for tracker_name, tracker_config in trackers.items():
+                    if tracker_config:
+                        extra_env[tracker_config_var(tracker_name)] = tracker_config
             extra_env = with_torchx_names(extra_env)
             app = attrs.evolve(
                 app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
             )
-            cfg = dict(cfg or {})
+            cfg = _with_env_run_opts(scheduler, sched.run_opts(), dict(cfg or {}))
             if workspace:
                 resolved = sched.run_opts().resolve(cfg)
                 role = sched.build_workspace(app.roles[0], workspace, resolved)
@@ -200,7 +250,15 @@ class Runner:
             return sched.submit_dryrun(app, cfg)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
-        """Submit what :meth:`dryrun` returned; returns the app handle."""
+        """Submit what :meth:`dryrun` returned; returns the app handle
+        ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            ValueError: ``dryrun_info`` was not made by a scheduler's dryrun.
+            UnknownSchedulerException: its scheduler is not installed.
+            tx.schedulers.SchedulerError: the backend refused the request or cannot be
+                reached (nothing is left half-created on it).
+        """
         from tx.runner.events import log_event
         from tx.specs.handles import make_app_handle
 
@@ -283,7 +341,9 @@ class Runner:
         """The app's status, or None if its scheduler does not know it.
 
         Raises:
-            MalformedAppHandleException, UnknownSchedulerException.
+            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
+            UnknownSchedulerException: the handle's scheduler is not installed.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
         from tx.runner.events import log_event
 
@@ -301,7 +361,13 @@ class Runner:
     ) -> Optional[AppStatus]:
         """Block until the app is terminal (or ``timeout`` seconds pass) and return its
         status; None if the app does not exist. ``wait_interval`` (seconds) bounds the
-        polling period of schedulers that cannot be notified."""
+        polling period of schedulers that cannot be notified.
+
+        Raises:
+            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
+            UnknownSchedulerException: the handle's scheduler is not installed.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        """
         from tx.runner.events import log_event
 
         sched, scheduler, app_id = self._resolve(app_handle)
@@ -311,7 +377,13 @@ class Runner:
         return None if desc is None else _status_of(desc)
 
     def cancel(self, app_handle: AppHandle) -> None:
-        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps)."""
+        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps).
+
+        Raises:
+            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
+            UnknownSchedulerException: the handle's scheduler is not installed.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        """
         from tx.runner.events import log_event
 
         sched, scheduler, app_id = self._resolve(app_handle)
@@ -321,9 +393,24 @@ class Runner:
             if desc is not None and not _is_terminal(desc.state):
                 sched.cancel(app_id)
 
+    def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel` (TorchX's name); warns with
+        PendingDeprecationWarning."""
+        import warnings
+
+        warnings.warn("Runner.stop is deprecated, use Runner.cancel", PendingDeprecationWarning,
+                      stacklevel=2)
+        self.cancel(app_handle)
+
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
         """The AppDef of the app: as submitted when this runner launched it, else as the
-        scheduler can rebuild it; None if the app does not exist."""
+        scheduler can rebuild it; None if the app does not exist.
+
+        Raises:
+            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
+            UnknownSchedulerException: the handle's scheduler is not installed.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        """
         from tx.runner.events import log_event
         from tx.specs.api import AppDef
 
@@ -353,6 +440,11 @@ class Runner:
 
         Raises:
             UnknownAppException: the app does not exist.
+            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
+            UnknownSchedulerException: the handle's scheduler is not installed.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+            ValueError: a stream the scheduler does not keep.
+            NotImplementedError: the scheduler keeps no logs.
         """
         from tx.runner.events import log_event
         from tx.specs.api import UnknownAppException
@@ -378,7 +470,12 @@ class Runner:
 
     def list(self, scheduler: str) -> List[ListAppResponse]:
         """The apps ``scheduler`` can see, with their handles (a handle the scheduler set
-        itself, e.g. for another session, is kept)."""
+        itself, e.g. for another session, is kept).
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not installed.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        """
         import attrs
 
         from tx.runner.events import log_event
@@ -392,6 +489,38 @@ class Runner:
             else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
             for a in apps
         ]
+
+
+#: prefixes of environment variables that set run options, highest precedence first
+ENV_RUN_OPT_PREFIXES = ("TX_", "TORCHX_")
+
+
+def _with_env_run_opts(scheduler: str, opts: runopts, cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """``cfg`` plus the options of ``opts`` it lacks that ``TX_<KEY>`` or
+    ``TORCHX_<KEY>`` sets (:meth:`Runner.dryrun`). Returns ``cfg`` (modified).
+
+    Raises:
+        tx.specs.InvalidRunConfigException: a variable's value is not of its option's type.
+    """
+    env = os.environ
+    for key, opt in opts:
+        if key in cfg:
+            continue
+        suffix = key.upper().replace("-", "_")
+        for prefix in ENV_RUN_OPT_PREFIXES:
+            raw = env.get(prefix + suffix)
+            if raw is None:
+                continue
+            try:
+                cfg[key] = opt.cast_to_type(raw)
+            except ValueError as e:
+                from tx.specs.api import InvalidRunConfigException
+
+                raise InvalidRunConfigException(
+                    f"{prefix}{suffix}={raw!r}: run option {key!r} of {scheduler}: {e}", key, cfg
+                ) from None
+            break
+    return cfg
 
 
 def _is_terminal(state: Any) -> bool:
@@ -420,5 +549,6 @@ def get_runner(
 ) -> Runner:
     """A :class:`Runner` for session ``name`` (default ``tx``); ``scheduler_params`` go to
     every scheduler factory."""
-    return Runner(name or DEFAULT_SESSION, component_defaults, scheduler_params)
+    return Runner(name or DEFAULT_SESSION, component_defaults=component_defaults,
+                  scheduler_params=scheduler_params)
 

@@ -26,6 +26,8 @@ from every subdirectory. Keys are case-sensitive. Explicit ``-cfg`` values win o
 """
 from __future__ import annotations
 
+from tx.errors import UserError
+
 import os
 from typing import IO, Any, Dict, Iterable, List, Mapping, MutableMapping, Optional
 
@@ -35,7 +37,7 @@ CONFIG_FILE = ".txconfig"
 ENV_TXCONFIG = "TXCONFIG"
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A ``.txconfig`` file cannot be read or has a bad value."""
 
 

@@ -6,8 +6,10 @@ it and returns the app id, and ``describe``/``list``/``log_iter``/``cancel`` act
 """
 from __future__ import annotations
 
+from tx.errors import UserError
+
 import abc
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Generic, Iterable, List, Mapping, Optional, Protocol, Sequence, TypeVar
 
 import attrs
 
@@ -21,10 +23,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class SchedulerError(RuntimeError):
+class SchedulerError(UserError, RuntimeError):
     """A backend refused or failed a request (sbatch rejected the job, a client command is
-    missing, the API answered with an error). The message is written for users: the CLI
-    prints it as one line."""
+    missing, the API answered with an error, the backend cannot be reached). The message is
+    written for users: the CLI prints it as one line. Scheduler methods raise this (or a
+    subclass), not bare ValueError/KeyError, for backend conditions."""
 
 
 @attrs.define
@@ -71,9 +74,17 @@ class Scheduler(abc.ABC, Generic[T]):
         backend: the scheduler's registered name (``local_cwd``, ``slurm`` ...).
         session_name: the session part of app handles (``tx`` by default).
 
-    A subclass implements :meth:`schedule`, :meth:`_submit_dryrun`, :meth:`describe`,
-    :meth:`list`, :meth:`_cancel_existing` and, where the backend keeps logs,
-    :meth:`log_iter`; it declares its options in :meth:`_run_opts`.
+    Required in a subclass: :meth:`_submit_dryrun`, :meth:`schedule`, :meth:`describe`,
+    :meth:`list` and :meth:`_cancel_existing`. Optional: :meth:`_run_opts` (default: no
+    options), :meth:`_validate` (default: every role has a resource), :meth:`log_iter`
+    (default: NotImplementedError, "keeps no logs"), :meth:`log_iter_blocks`, :meth:`wait`
+    (default: polls :meth:`describe`), :meth:`close`, and the class attributes
+    :attr:`workspace_kind` and :attr:`runs_on_host`.
+
+    Errors: a backend that refuses or cannot be reached raises :class:`SchedulerError`;
+    input that cannot run on the backend raises ``ValueError`` (from :meth:`_validate`) or
+    :class:`tx.specs.InvalidRunConfigException` (run options). Times are seconds, memory
+    is MB (``Resource.memMB``), as in TorchX.
     """
 
     #: the workspace kind this scheduler uses (``"dir"``, ``"docker"``; see
@@ -110,7 +121,10 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: the app cannot run on this scheduler (see :meth:`_validate`).
         """
         resolved = self.run_opts().resolve(cfg)
-        self._validate(app, self.backend, resolved)
+        if _validate_takes_cfg(type(self)._validate):
+            self._validate(app, self.backend, resolved)
+        else:  # a TorchX 0.7 override: _validate(self, app, scheduler)
+            self._validate(app, self.backend)  # type: ignore[call-arg]
         info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
@@ -167,15 +181,23 @@ class Scheduler(abc.ABC, Generic[T]):
             tx.workspace.WorkspaceError: the kind is not installed (the message names the
                 distribution to install) or the build failed.
         """
+        if isinstance(self, WorkspaceMixin):
+            import copy
+
+            patched = copy.deepcopy(role)
+            self.build_workspace_and_update_role(patched, workspace, cfg)
+            return patched
         if self.workspace_kind is None:
             return None
         from tx.workspace.api import get_workspace
 
         return get_workspace(self.workspace_kind).build(role, workspace, cfg)
 
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:
         """Reject apps this scheduler cannot run. The default rejects roles without a
         resource (NULL_RESOURCE); schedulers that ignore resources override it.
+        Overrides written for TorchX 0.7 (``_validate(self, app, scheduler)``, no ``cfg``)
+        are called that way.
 
         Raises:
             ValueError: with the role named.
@@ -189,23 +211,49 @@ class Scheduler(abc.ABC, Generic[T]):
     # -- queries -------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        """The app's state, or None if the scheduler does not know it."""
+        """What the backend knows of ``app_id`` now: its state, per-replica statuses, and
+        for a pending app why it waits (``msg``), for a failed one why it failed
+        (``structured_error_msg``: first failed replica, exit code or signal, the backend's
+        reason, last lines). Must work from any process (no state only in memory).
+
+        Returns:
+            the description, or None if the backend does not know the app (never raises
+            for an unknown app id).
+
+        Raises:
+            SchedulerError: the backend cannot be reached or answered with an error.
+        """
 
     @abc.abstractmethod
     def list(self) -> List[ListAppResponse]:
-        """Apps this scheduler can see (the backend's own notion of 'all')."""
+        """The apps of this scheduler that tx submitted and the backend still knows (its
+        own notion of "all": a queue, a namespace, a state directory).
+
+        Raises:
+            SchedulerError: the backend cannot be reached or answered with an error.
+        """
 
     def exists(self, app_id: str) -> bool:
+        """True if the backend knows ``app_id`` (see :meth:`describe`)."""
         return self.describe(app_id) is not None
 
     def cancel(self, app_id: str) -> None:
-        """Cancel the app if it exists; idempotent and non-blocking."""
+        """Cancel the app if it exists; idempotent and non-blocking (the app reaches
+        CANCELLED later; :meth:`wait` for it). An unknown app id is not an error.
+
+        Raises:
+            SchedulerError: the backend cannot be reached or refused.
+        """
         if self.exists(app_id):
             self._cancel_existing(app_id)
 
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:
-        """Cancel an app known to exist."""
+        """Cancel an app known to exist (called by :meth:`cancel`).
+
+        Raises:
+            SchedulerError: the backend refused.
+        """
 
     def log_iter(
         self,
@@ -222,12 +270,20 @@ class Scheduler(abc.ABC, Generic[T]):
 
         Args:
             regex: keep only lines where it is found (``re.search``).
-            since, until: time window, where the backend records times.
+            since, until: time window (timezone-aware or naive local datetimes), where the
+                backend records times.
             should_tail: follow until the app is terminal.
             streams: a :class:`tx.schedulers.Stream` (None: the scheduler's default).
 
+        Returns:
+            an iterable of lines, each ending with ``\\n`` (the last one may not, when the
+            replica's output does not); lazy where the backend allows, so that tailing
+            yields lines as they arrive.
+
         Raises:
-            ValueError: a stream this scheduler does not keep.
+            ValueError: a stream this scheduler does not keep, or a replica that the app
+                does not have.
+            SchedulerError: the backend cannot be reached, or the logs are gone.
             NotImplementedError: the scheduler keeps no logs.
         """
         raise NotImplementedError(f"{self.backend} does not support logs")
@@ -278,13 +334,72 @@ class Scheduler(abc.ABC, Generic[T]):
             time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic())))
 
     def close(self) -> None:
-        """Release clients and resources; idempotent."""
+        """Release clients and resources (connections, threads); idempotent. Optional."""
 
     def __enter__(self) -> "Scheduler[T]":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _validate_takes_cfg(fn: Any) -> bool:
+    """Whether a ``_validate`` implementation accepts the ``cfg`` argument (tx's and
+    TorchX HEAD's signature) rather than TorchX 0.7's ``(self, app, scheduler)``."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return True
+    return len(params) >= 4  # self, app, scheduler, cfg
+
+
+class WorkspaceMixin(Generic[T]):
+    """TorchX 0.7's workspace mix-in (``torchx.workspace.api.WorkspaceMixin``), for
+    schedulers written against it: a :class:`Scheduler` subclass that also derives from
+    it builds workspaces by :meth:`build_workspace_and_update_role` instead of through a
+    registered workspace kind (:attr:`Scheduler.workspace_kind`, tx's way), and adds
+    :meth:`workspace_opts` to its run options.
+
+    tx calls :meth:`build_workspace_and_update_role` on a deep copy of the first role,
+    so the caller's AppDef is never modified.
+    """
+
+    def workspace_opts(self) -> runopts:
+        """Run options the workspace adds (default: none)."""
+        return runopts()
+
+    @abc.abstractmethod
+    def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Build ``workspace`` (a local directory or fsspec URL) into ``role``, modifying
+        ``role`` in place (usually its ``image``)."""
+
+    def dryrun_push_images(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> T:
+        """The images to push for ``app`` (remote schedulers); not implemented by default.
+
+        Raises:
+            NotImplementedError: always, unless overridden.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not push images")
+
+    def push_images(self, images_to_push: T) -> None:
+        """Push what :meth:`dryrun_push_images` returned; not implemented by default.
+
+        Raises:
+            NotImplementedError: always, unless overridden.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not push images")
+
+
+class SchedulerFactory(Protocol):
+    """What a scheduler plugin registers (TorchX's ``torchx.schedulers.SchedulerFactory``):
+    ``factory(session_name, **kwargs) -> Scheduler``."""
+
+    def __call__(self, session_name: str, **kwargs: Any) -> "Scheduler[Any]":
+        ...
 
 
 def get_scheduler_factories() -> Dict[str, Any]:

@@ -2,6 +2,8 @@
 ``tx.specs.builders``). Every message is one line, so the CLI prints it as is."""
 from __future__ import annotations
 
+from tx.errors import UserError
+
 import re
 
 
@@ -10,7 +12,7 @@ def one_line(message: object) -> str:
     return re.sub(r"\s*[\r\n]+\s*", " ", str(message)).strip()
 
 
-class ComponentError(Exception):
+class ComponentError(UserError):
     """Base class: a component could not be found, validated, or called with its args."""
 
 

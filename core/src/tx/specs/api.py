@@ -6,6 +6,8 @@ validated when set, so a bad value fails where it is written, not in a scheduler
 """
 from __future__ import annotations
 
+from tx.errors import UserError
+
 import copy
 import enum
 import string
@@ -20,6 +22,22 @@ NONE: str = "<NONE>"
 ALL: str = "all"
 
 T = TypeVar("T")
+
+
+def _replace(self: Any, **changes: Any) -> Any:
+    """A copy with ``changes`` applied (``attrs.evolve``); what ``dataclasses.replace``
+    did for TorchX's dataclasses. Validators and converters run on the changed fields.
+
+    Raises:
+        TypeError: a name that is not a field.
+    """
+    return attrs.evolve(self, **changes)
+
+
+def _asdict(self: Any) -> Dict[str, Any]:
+    """The fields as a dict, nested attrs classes included (``attrs.asdict``); what
+    ``dataclasses.asdict`` did for TorchX's dataclasses."""
+    return attrs.asdict(self, recurse=True)
 
 
 def _positive(name: str) -> Callable[[Any, Any, Any], None]:
@@ -60,6 +78,9 @@ class Resource:
     capabilities: Dict[str, Any] = attrs.field(factory=dict)
     devices: Dict[str, int] = attrs.field(factory=dict)
     tags: Dict[str, object] = attrs.field(factory=dict)
+
+    replace = _replace
+    asdict = _asdict
 
     @staticmethod
     def copy(original: "Resource", **capabilities: Any) -> "Resource":
@@ -168,6 +189,9 @@ class Role:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"min_replicas must be an integer >= 0, got {value!r}")
 
+    replace = _replace
+    asdict = _asdict
+
     def pre_proc(self, scheduler: str, dryrun_info: "AppDryRunInfo[Any]") -> "AppDryRunInfo[Any]":
         """Hook for role subclasses to modify a scheduler request; returns it unchanged."""
         return dryrun_info
@@ -203,6 +227,9 @@ class AppDef:
             if role.name in seen:
                 raise ValueError(f"roles[{i}]: duplicate role name {role.name!r}")
             seen.add(role.name)
+
+    replace = _replace
+    asdict = _asdict
 
     @classmethod
     def from_file(cls, path: str) -> "AppDef":
@@ -260,6 +287,9 @@ class macros:
         replica_id: str
         rank0_env: str
         base_img_root: str = "DEPRECATED"
+
+        replace = _replace
+        asdict = _asdict
 
         def _mapping(self) -> Dict[str, str]:
             return {
@@ -354,11 +384,11 @@ class AppDryRunInfo(Generic[T]):
     __str__ = __repr__
 
 
-class AppDefFormatError(ValueError):
+class AppDefFormatError(UserError, ValueError):
     """An AppDef document (dict, JSON or YAML) is invalid; the message names the field path."""
 
 
-class InvalidRunConfigException(Exception):
+class InvalidRunConfigException(UserError):
     """A run config (``cfg``) is invalid for a scheduler: a missing required option, a wrong
     type or an unknown key. ``cfg_key`` names the offending option."""
 
@@ -368,21 +398,22 @@ class InvalidRunConfigException(Exception):
         self.cfg = cfg
 
 
-class MalformedAppHandleException(Exception):
+class MalformedAppHandleException(UserError):
     """An app handle is not of the form ``{scheduler}://{session_name}/{app_id}``."""
 
-    def __init__(self, app_handle: str) -> None:
+    def __init__(self, app_handle: str, reason: str = "") -> None:
         super().__init__(
-            f"malformed app handle {app_handle!r}: expected {{scheduler}}://{{session_name}}/{{app_id}}"
+            f"malformed app handle {app_handle!r}: {reason + '; ' if reason else ''}"
+            "expected {scheduler}://{session_name}/{app_id}"
         )
         self.app_handle = app_handle
 
 
-class UnknownSchedulerException(Exception):
+class UnknownSchedulerException(UserError):
     """No installed plugin registers the scheduler name."""
 
 
-class UnknownAppException(Exception):
+class UnknownAppException(UserError):
     """The app does not exist (or no longer exists) on its scheduler."""
 
     def __init__(self, app_handle: str) -> None:
@@ -392,9 +423,14 @@ class UnknownAppException(Exception):
         self.app_handle = app_handle
 
 
-class AppStatusError(Exception):
+class AppStatusError(UserError):
     """Raised by :meth:`AppStatus.raise_for_status` for an app that did not succeed."""
 
     def __init__(self, app_status: Any, *args: Any) -> None:
         super().__init__(*args or (app_status.format(),))
         self.app_status = app_status
+
+    @property
+    def status(self) -> Any:
+        """The :class:`AppStatus` (TorchX's attribute name; same as ``app_status``)."""
+        return self.app_status

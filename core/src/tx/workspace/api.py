@@ -10,6 +10,8 @@ implements its kind, and calls :meth:`Workspace.build` before the dryrun.
 """
 from __future__ import annotations
 
+from tx.errors import UserError
+
 import os
 from typing import TYPE_CHECKING, Iterator, List, Mapping, Optional
 
@@ -55,7 +57,7 @@ class Workspace:
         raise NotImplementedError
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(UserError):
     """A workspace could not be built, or its kind is not installed. The message is one
     line written for users."""
 

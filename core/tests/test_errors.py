@@ -1,0 +1,67 @@
+"""UserError: every error written for users derives from it and is one line in the CLI;
+other exceptions are 'unexpected'. The console exit runs atexit handlers."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tx.cli._errors import describe_error
+from tx.errors import UserError
+
+
+def _user_error_classes():
+    from tx.cli.main import CLIError
+    from tx.plugins import PluginConflictError, PluginError
+    from tx.runner.config import ConfigError
+    from tx.schedulers import SchedulerError
+    from tx.specs import (
+        AppDefFormatError,
+        AppStatusError,
+        InvalidRunConfigException,
+        MalformedAppHandleException,
+        UnknownAppException,
+        UnknownSchedulerException,
+    )
+    from tx.specs._component_errors import ComponentArgumentError, ComponentNotFoundException
+    from tx.workspace import WorkspaceError
+
+    return [CLIError, PluginError, PluginConflictError, ConfigError, SchedulerError, AppDefFormatError,
+            AppStatusError, InvalidRunConfigException, MalformedAppHandleException, UnknownAppException,
+            UnknownSchedulerException, ComponentArgumentError, ComponentNotFoundException, WorkspaceError]
+
+
+@pytest.mark.parametrize("cls", _user_error_classes(), ids=lambda c: c.__name__)
+def test_user_errors_derive_from_user_error(cls):
+    assert issubclass(cls, UserError)
+
+
+def test_describe_error_user_vs_unexpected():
+    from tx.schedulers import SchedulerError
+
+    assert describe_error(SchedulerError("queue 'q' does not exist")) == "queue 'q' does not exist"
+    assert describe_error(ValueError("bad value")) == "bad value"
+    msg = describe_error(ZeroDivisionError("division by zero"))
+    assert msg.startswith("ZeroDivisionError: division by zero (unexpected;"), msg
+
+
+def test_console_exit_runs_atexit_handlers(tmp_path):
+    """`tx` ends with os._exit for speed, but plugins' atexit handlers still run."""
+    site = tmp_path / "site"
+    dist = site / "exitplug-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: exitplug\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[tx]\nexitplug = exit_hooks\n")
+    marker = tmp_path / "flushed.txt"
+    (site / "exit_hooks.py").write_text(
+        "import atexit\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('buffered records'))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(site), TX_NO_CACHE="1", XDG_CACHE_HOME=str(tmp_path / "c"))
+    tx = os.path.join(os.path.dirname(sys.executable), "tx")
+    p = subprocess.run([tx, "plugins"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "exitplug" in p.stdout
+    assert marker.read_text() == "buffered records"
