@@ -52,12 +52,18 @@ def _split_component(args: argparse.Namespace) -> tuple:
 
 def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
     from tx.runner import config
+    from tx.specs.api import InvalidRunConfigException
 
     opts = runner.scheduler_run_opts(scheduler)
     cfg: Dict[str, Any] = {}
     for text in texts:
-        cfg.update(opts.cfg_from_str(text))
-    config.apply(scheduler, cfg, opts)
+        parsed = opts.cfg_from_str(text)
+        twice = sorted(set(parsed) & set(cfg))
+        if twice:
+            raise InvalidRunConfigException(
+                f"bad run config: {twice[0]!r} is given twice in -cfg", twice[0], text)
+        cfg.update(parsed)
+    config.apply(scheduler, cfg, opts=opts)
     return cfg
 
 

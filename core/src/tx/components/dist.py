@@ -17,7 +17,7 @@ Environment given to the job: ``TX_TRACKING_EXPERIMENT_NAME`` and ``TX_TRACKING_
 """
 import os
 import shlex
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
@@ -35,6 +35,21 @@ TORCH_DEBUG_FLAGS: Dict[str, str] = {
 
 class _Unquoted(str):
     """A command word the shell must expand (not passed through ``shlex.quote``)."""
+
+
+def parse_nnodes(j: str) -> Tuple[int, int, int, str]:
+    """Split ``-j`` (``PROCS``, ``NODESxPROCS`` or ``MIN:MAXxPROCS``) as TorchX's
+    ``dist.parse_nnodes`` does.
+
+    Returns:
+        ``(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)``, ``nnodes_rep`` being
+        torchrun's ``--nnodes`` text (``"2"`` or ``"1:4"``).
+
+    Raises:
+        ValueError: a malformed ``j``, a zero count, or MIN > MAX.
+    """
+    parsed = StructuredJArgument.parse(j)
+    return parsed.min_nnodes, parsed.nnodes, parsed.nproc_per_node, parsed.nnodes_rep
 
 
 def _shell_join(words: Iterable[str]) -> str:

@@ -110,7 +110,7 @@ def _split(value: str) -> List[str]:
     return [p.strip() for p in value.replace(";", ",").split(",")]
 
 
-def to_dict(arg: str) -> Dict[str, str]:
+def to_dict(arg: str, unique: bool = False) -> Dict[str, str]:
     """Split ``k1=v1,k2=v2`` into a dict of strings, TorchX's way.
 
     A value may itself hold ``,`` or ``;`` (lists: ``FOO=a,b,BAR=c`` gives
@@ -118,7 +118,7 @@ def to_dict(arg: str) -> Dict[str, str]:
     or ``;`` before the next ``key=``. ``''`` and ``""`` are empty strings.
 
     Raises:
-        ValueError: a pair without ``=``.
+        ValueError: a pair without ``=``; with ``unique``, a key given twice (else the last wins).
     """
     arg = arg.strip()
     if not arg:
@@ -138,6 +138,8 @@ def to_dict(arg: str) -> Dict[str, str]:
             val, nxt = part[:cut], part[cut + 1 :]
         if not key:
             raise ValueError(f"empty key in {arg!r}")
+        if unique and key in out:
+            raise ValueError(f"{key!r} is given twice")
         val = val.strip()
         if val in ("''", '""'):
             val = ""
@@ -157,6 +159,12 @@ class runopts:
 
     def __init__(self) -> None:
         self._opts: Dict[str, runopt] = {}
+
+    @staticmethod
+    def is_type(obj: CfgVal, tp: Any) -> bool:
+        """TorchX's ``runopts.is_type``: True if ``obj`` is a value of option type ``tp``
+        (see the module-level :func:`is_type`)."""
+        return is_type(obj, tp)
 
     def __iter__(self) -> Iterator[Tuple[str, runopt]]:
         return iter(self._opts.items())
@@ -244,7 +252,7 @@ class runopts:
                 a value that does not parse as its option's type.
         """
         try:
-            pairs = to_dict(cfg_str)
+            pairs = to_dict(cfg_str, unique=True)
         except ValueError as e:
             raise InvalidRunConfigException(f"bad run config {cfg_str!r}: {e}", "", cfg_str) from None
         cfg: Dict[str, CfgVal] = {}
