@@ -1,0 +1,1 @@
+"""``torchx.cli``: the command line (``torchx.cli.main.main``)."""

@@ -1,0 +1,2 @@
+"""``torchx.components.utils``: :mod:`tx.components.utils`."""
+from tx.components.utils import *  # noqa: F401,F403

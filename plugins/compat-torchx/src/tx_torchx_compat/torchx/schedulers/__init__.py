@@ -1,0 +1,9 @@
+"""``torchx.schedulers``: the Scheduler base and the registry of installed schedulers."""
+from tx.schedulers.api import (  # noqa: F401
+    Scheduler,
+    SchedulerFactory,
+    get_default_scheduler_name,
+    get_scheduler_factories,
+)
+
+__all__ = ["Scheduler", "SchedulerFactory", "get_default_scheduler_name", "get_scheduler_factories"]

@@ -1,0 +1,2 @@
+"""``torchx.schedulers.ids``: :mod:`tx.schedulers.ids`."""
+from tx.schedulers.ids import *  # noqa: F401,F403
