@@ -393,7 +393,10 @@ def _tracing() -> bool:
 
 
 def _trace_writer(text: str) -> None:
-    sys.stderr.write(f"tx-plugins: {text}" if not text.startswith("tx-plugins") else text)
+    try:
+        sys.stderr.write(f"tx-plugins: {text}")
+    except (OSError, ValueError):  # a closed stderr (`... 2>&1 | head`) must not fail a hook
+        pass
 
 
 def _env_list(name: str) -> Optional[List[str]]:
@@ -448,7 +451,8 @@ class PluginRegistry:
             return
         for ep in eps:
             self._load_entry_point(*ep)
-        _write_snapshot(key, self._snapshot(eps))
+        if not _tracing():  # a traced run may fail in the tracer (a closed stderr): cache nothing
+            _write_snapshot(key, self._snapshot(eps))
 
     # -- loading -----------------------------------------------------------------------
     @property
@@ -563,7 +567,9 @@ class PluginRegistry:
         plugins = []
         for name, module, _dist, _version in eps:
             info = self.plugins.get(name)
-            if info is None:
+            if info is None or (info.error is not None and "failed" in info.error):
+                # a registration hook that raised may succeed next time (a fixed plugin, a
+                # transient error): run the hooks again rather than cache the failure
                 return None
             regs = []
             live = False  # registered an object that has no dotted path: run its hooks every time

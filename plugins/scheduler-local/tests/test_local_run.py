@@ -152,6 +152,38 @@ def test_describe_rebuilds_roles_and_list_is_newest_first(sched: Any, cfg: Dict[
     assert other.describe(ids[0]).state == AppState.SUCCEEDED
 
 
+def test_describe_from_another_process_gives_back_the_whole_appdef(state_dir: Any, cfg: Dict[str, Any], h: Any) -> None:
+    """Stored through core's converter: mounts, base_image, resource tags and devices,
+    retry settings, metadata and the app's own name and metadata all come back."""
+    import subprocess
+    import sys
+
+    from tx.runner import get_runner
+    from tx.specs import BindMount, DeviceMount, VolumeMount
+
+    app = AppDef("whole", metadata={"team": "ml", "n": "3"}, roles=[
+        h.sh("a", "true", 2, max_retries=1, retry_policy=RetryPolicy.REPLICA, env={"K": "v"}, min_replicas=1,
+             base_image="base:1",
+             resource=Resource(cpu=2, gpu=0, memMB=128, capabilities={"node.kubernetes.io/instance-type": "m5"},
+                               devices={"vpc.amazonaws.com/efa": 1}, tags={"x": "y"}),
+             port_map={"p": 29500}, metadata={"local/k": [1, "two"]},
+             mounts=[BindMount("/data", "/mnt/data", read_only=True), VolumeMount("vol", "/vol"),
+                     DeviceMount("/dev/fuse", "/dev/fuse", permissions="rw")]),
+        h.sh("b", "true"),
+    ])
+    with get_runner() as runner:
+        handle = runner.run(app, "local_cwd", cfg)
+        runner.wait(handle, wait_interval=0.1)
+        submitted = runner.describe(handle)  # what this runner submitted (TX_JOB_ID added)
+    code = ("import json, sys\nfrom tx.runner import get_runner\n"
+            "with get_runner() as r: print(json.dumps(r.describe(sys.argv[1]).to_dict()))")
+    p = subprocess.run([sys.executable, "-c", code, handle], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    assert AppDef.from_dict(json.loads(p.stdout)) == submitted
+    assert submitted.roles[0].mounts == app.roles[0].mounts and submitted.metadata == app.metadata
+
+
 def test_unknown_app_ids(sched: Any) -> None:
     for app_id in ("nope-123", "../etc", "a/b", "", ".hidden"):
         assert sched.describe(app_id) is None

@@ -422,6 +422,8 @@ class Runner:
             return None
         if app_handle in self._apps:
             return self._apps[app_handle]
+        if desc.app is not None:
+            return desc.app
         return AppDef(name=app_id, roles=list(desc.roles), metadata={
             k: str(v) for k, v in desc.metadata.items()})
 

@@ -44,6 +44,8 @@ class DescribeAppResponse:
         roles_statuses: per-role replica states.
         roles: the roles, rebuilt from the backend as far as it allows.
         metadata: scheduler-specific extras.
+        app: the whole AppDef as submitted, where the backend stores it (name, metadata
+            and every role field); :meth:`tx.runner.Runner.describe` returns it.
     """
 
     app_id: str = "<NOT_SET>"
@@ -55,6 +57,7 @@ class DescribeAppResponse:
     roles_statuses: List[RoleStatus] = attrs.field(factory=list)
     roles: List[Role] = attrs.field(factory=list)
     metadata: Dict[str, Any] = attrs.field(factory=dict)
+    app: Optional[AppDef] = None
 
 
 @attrs.define(frozen=True)

@@ -275,27 +275,29 @@ def build_request(
     )
 
 
-def role_to_json(role: Role) -> Dict[str, Any]:
-    """A role as JSON (for describe, which rebuilds the roles from the stored request)."""
-    res = role.resource
-    return {
-        "name": role.name, "image": role.image, "entrypoint": role.entrypoint,
-        "args": list(role.args), "env": dict(role.env), "num_replicas": role.num_replicas,
-        "min_replicas": role.min_replicas, "max_retries": role.max_retries,
-        "retry_policy": str(role.retry_policy),
-        "resource": {"cpu": res.cpu, "gpu": res.gpu, "memMB": res.memMB,
-                     "capabilities": res.capabilities, "devices": res.devices},
-        "port_map": dict(role.port_map), "metadata": role.metadata,
-    }
+def app_from_json(data: Dict[str, Any]) -> Optional[AppDef]:
+    """The AppDef stored in a request (``AppDef.to_dict()``, core's converter); a request
+    written by tx-scheduler-local 0.1 (its own role layout) is read as far as it goes;
+    None when there is none or it cannot be read."""
+    from tx.specs.api import AppDefFormatError, Resource, RetryPolicy
 
-
-def role_from_json(data: Dict[str, Any]) -> Role:
-    """The inverse of :func:`role_to_json`."""
-    from tx.specs.api import Resource
-
-    data = dict(data)
-    data["resource"] = Resource(**data["resource"])
-    return Role(**data)
+    if not data.get("roles"):
+        return None
+    try:
+        return AppDef.from_dict(data)
+    except AppDefFormatError:
+        if any("mounts" in r for r in data["roles"]):
+            return None  # written by the converter, yet unreadable: nothing to rebuild
+    try:  # 0.1 layout: retry_policy as "RetryPolicy.X", resource without tags
+        roles = []
+        for r in data["roles"]:
+            r = dict(r)
+            r["resource"] = Resource(**r["resource"])
+            r["retry_policy"] = RetryPolicy[str(r.get("retry_policy", "APPLICATION")).rsplit(".", 1)[-1]]
+            roles.append(Role(**r))
+        return AppDef(data.get("name", ""), roles=roles, metadata=data.get("metadata") or {})
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def dumps_default(obj: Any) -> str:

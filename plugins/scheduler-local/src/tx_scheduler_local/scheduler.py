@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 from tx.log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.streams import Stream
-from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
+from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, UnknownAppException, is_terminal
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _logs, _procs, _request, _store
@@ -85,7 +85,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         self._method = supervisor
         self._terminal: Dict[str, DescribeAppResponse] = {}
         self._requests: Dict[str, Dict[str, Any]] = {}
-        self._roles: Dict[str, List[Role]] = {}
+        self._roles: Dict[str, Optional[AppDef]] = {}  # app id -> the stored AppDef
         self._launched: Set[str] = set()
         self._waiting: Dict[str, int] = {}
         self._lock = threading.Lock()
@@ -152,11 +152,8 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         os.mkdir(app_dir)
         data = req.to_json()
         data["submitted"] = time.time()
-        data["app"] = {
-            "name": app.name if app else req.app_name,
-            "metadata": dict(app.metadata) if app else {},
-            "roles": [_request.role_to_json(r) for r in app.roles] if app else [],
-        }
+        # the whole AppDef, through core's converter: describe from any process rebuilds it
+        data["app"] = app.to_dict() if app else {"name": req.app_name, "roles": []}
         me = os.getpid()
         _store.write_json_atomic(os.path.join(app_dir, _store.STATE), {
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
@@ -183,12 +180,11 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
                 self._requests[app_id] = req
         return req
 
-    def _app_roles(self, app_id: str, request: Dict[str, Any]) -> List[Role]:
-        roles = self._roles.get(app_id)
-        if roles is None:
-            roles = [_request.role_from_json(r) for r in request.get("app", {}).get("roles", [])]
-            self._roles[app_id] = roles
-        return roles
+    def _app(self, app_id: str, request: Dict[str, Any]) -> Optional[AppDef]:
+        """The AppDef stored with the request (None for a request without one)."""
+        if app_id not in self._roles:
+            self._roles[app_id] = _request.app_from_json(request.get("app") or {})
+        return self._roles[app_id]
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state, replicas (states, exit codes, stderr tails), restarts and roles;
@@ -216,7 +212,9 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
                     f"the supervisor of {app_id} (pid {state.get('pid')}) exited without recording "
                     f"the end of the app; its remaining processes were killed (see {log_path})",
                 )
-        desc = _apps.to_describe(state, request, self._app_roles(app_id, request), app_dir)
+        app = self._app(app_id, request)
+        desc = _apps.to_describe(state, request, list(app.roles) if app else [], app_dir)
+        desc.app = app
         if is_terminal(desc.state):
             self._terminal[app_id] = desc
         return desc
