@@ -432,6 +432,11 @@ class DockerScheduler(Scheduler[DockerJob]):
             if not states.known_state(status):
                 unknown.append(f"{info.get('Name', '').lstrip('/')}: {status!r}")
             name = (info.get("Name") or "").lstrip("/")
+            policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
+            if (state == AppState.FAILED and policy.get("Name") == "on-failure"
+                    and int(info.get("RestartCount") or 0) < int(policy.get("MaximumRetryCount") or 0)
+                    and not name.endswith(CANCELLED_SUFFIX)):
+                state = AppState.PENDING  # the engine restarts it (max_retries left)
             if name.endswith(CANCELLED_SUFFIX):
                 cancelled = True
                 if state == AppState.FAILED:
@@ -650,7 +655,7 @@ def _app_state(replicas: List[ReplicaStatus], cancelled: bool) -> Tuple[AppState
             if r.state == AppState.SUBMITTED:
                 msg = f"{r.role}[{r.id}]: container created, not started yet"
             elif r.state == AppState.PENDING:
-                msg = f"{r.role}[{r.id}]: container restarting or paused"
+                msg = f"{r.role}[{r.id}]: container restarting (retries left) or paused"
             elif r.state == AppState.UNKNOWN:
                 msg = f"{r.role}[{r.id}]: the engine reports a state tx does not know"
             failed = [f"{x.role}[{x.id}]" for x in replicas if x.state == AppState.FAILED]
