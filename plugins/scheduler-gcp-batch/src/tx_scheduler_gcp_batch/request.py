@@ -1,0 +1,333 @@
+"""AppDef -> Google Cloud Batch ``Job`` (``google.cloud.batch_v1.Job``), and back.
+
+Batch runs one task group per job ("Only one TaskGroup is supported now", Job.task_groups in
+https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs), so an app
+is one task group whose tasks are all the replicas of all roles, in role order:
+
+* task ``i`` is replica ``k`` of role ``r``; ``task_environments[i]`` holds the role's env
+  (macros resolved for that replica) and the replica environment contract
+  (:mod:`tx.schedulers.env`: ``TX_APP_ID``, ``TX_ROLE_NAME``, ``TX_ROLE_IDX``,
+  ``TX_REPLICA_ID``, ``TX_NUM_REPLICAS`` and their TorchX names). Batch adds
+  ``BATCH_TASK_INDEX`` and ``BATCH_TASK_COUNT``.
+* one task per VM (``task_count_per_node=1``), a hosts file (``require_hosts_file``) and
+  passwordless SSH between the VMs (``permissive_ssh``), for multi-node training.
+* one container runnable per role, run through ``/bin/sh -c`` (the image must have a
+  POSIX shell): with several roles it exits 0 at once on tasks of other roles; it exports
+  ``TX_RANK0_HOST`` (and ``TORCHX_RANK0_HOST``) from ``BATCH_MAIN_NODE_HOSTNAME``, else the
+  first line of ``BATCH_HOSTS_FILE``, else ``localhost`` (task 0, replica 0 of role 0,
+  runs on the main node); then it ``exec``\\ s the role's entrypoint and args, with
+  ``${replica_id}`` read from ``TX_REPLICA_ID``.
+* the task spec's compute resource is the largest role's (``cpu`` -> ``cpu_milli``,
+  ``memMB`` -> ``memory_mib``); GPUs pick an A100 machine type (``a2-highgpu-{1,2,4,8}g``,
+  ``a2-megagpu-16g``) with driver installation, unless ``machine_type`` is given.
+* ``max_retry_count`` is the largest ``max_retries`` of the roles (Batch allows 0-10). On
+  Spot VMs, preemption (exit code 50001) is retried up to ``spot_retries`` more times:
+  with no user retries a lifecycle policy retries only that exit code; with user retries
+  the two budgets add up (Batch keeps one retry counter per task).
+* labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
+  logs go to Cloud Logging.
+
+References: https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs,
+https://cloud.google.com/batch/docs/create-run-job-multiple-vms,
+https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes (50001: Spot VM
+preempted), https://cloud.google.com/compute/docs/gpus (A100 machine types).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import attrs
+from google.cloud import batch_v1
+
+from tx.schedulers import env as envc
+from tx.schedulers.ids import make_unique
+from tx.specs import AppDef, CfgVal, Resource, Role, macros
+
+#: exit codes Batch reserves for a preempted Spot VM
+SPOT_PREEMPTED_EXIT_CODES = (50001,)
+#: GPU count -> the A100 machine type that has exactly that many GPUs
+A100_MACHINE_TYPES = {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"}
+MAX_RETRY_COUNT = 10
+SHELL = "/bin/sh"
+_REPLICA_SENTINEL = "TXREPLICAIDPLACEHOLDER"
+_REPLICA_REF = '"${' + envc.REPLICA_ID + '}"'
+_ROLE_LABEL = "tx-role"
+_JOB_ID_MAX = 63
+
+
+@attrs.define
+class GcpBatchJob:
+    """What ``gcp_batch`` submits: ``create_job(parent=f"projects/{project}/locations/{location}",
+    job=job, job_id=job_id)``.
+
+    Attributes:
+        project, location: where the job goes.
+        job_id: the Batch job id (``^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$``).
+        job: the ``google.cloud.batch_v1.Job`` message.
+        images_to_push: images a workspace build made locally that must be pushed first
+            (``{local image: remote}``; filled by the docker workspace kind where used).
+    """
+
+    project: str
+    location: str
+    job_id: str
+    job: Any
+    images_to_push: Dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}"
+
+    @property
+    def app_id(self) -> str:
+        """The app id: ``{project}:{location}:{job_id}`` (TorchX's format)."""
+        return f"{self.project}:{self.location}:{self.job_id}"
+
+    def __str__(self) -> str:
+        body = batch_v1.Job.to_json(self.job, indent=2, sort_keys=True)
+        return f"# create_job parent={self.parent} job_id={self.job_id}\n{body}\n"
+
+
+def make_job_id(app_name: str) -> str:
+    """A unique Batch job id made from ``app_name`` (lowercased; other characters -> ``-``)."""
+    base = re.sub(r"[^a-z0-9-]+", "-", app_name.lower()).strip("-") or "app"
+    if not base[0].isalpha():
+        base = "app-" + base
+    unique = make_unique(base[:40])
+    return unique[:_JOB_ID_MAX].rstrip("-")
+
+
+def label_value(value: str) -> str:
+    """``value`` as a valid GCP label value (lowercase, ``[a-z0-9_-]``, at most 63)."""
+    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+
+
+def _sh_quote(arg: str) -> str:
+    """Always single-quote (so a placeholder can be swapped for a variable reference)."""
+    return "'" + arg.replace("'", "'\"'\"'") + "'"
+
+
+def role_script(role: Role, role_idx: int, multi_role: bool, app_id: str) -> str:
+    """The ``sh -c`` script of ``role``'s container runnable (see the module docstring)."""
+    values = macros.Values(img_root="", app_id=app_id, replica_id=_REPLICA_SENTINEL, rank0_env=envc.RANK0_HOST)
+    argv = [values.substitute(role.entrypoint), *(values.substitute(a) for a in role.args)]
+    quoted = " ".join(_sh_quote(a).replace(_REPLICA_SENTINEL, "'" + _REPLICA_REF + "'") for a in argv)
+    rank0, rank0_tx = envc.RANK0_HOST, envc.torchx_name(envc.RANK0_HOST)
+    lines = []
+    if multi_role:
+        lines.append(f'[ "${{{envc.ROLE_IDX}}}" = "{role_idx}" ] || exit 0')
+    lines += [
+        f'{rank0}="${{BATCH_MAIN_NODE_HOSTNAME:-}}"',
+        f'if [ -z "${rank0}" ] && [ -r "${{BATCH_HOSTS_FILE:-}}" ]; then {rank0}="$(head -n 1 "$BATCH_HOSTS_FILE")"; fi',
+        f'{rank0}="${{{rank0}:-localhost}}"',
+        f'export {rank0} {rank0_tx}="${rank0}"',
+        f"exec {quoted}",
+    ]
+    return "\n".join(lines)
+
+
+def parse_role_script(script: str) -> Tuple[str, List[str]]:
+    """``(entrypoint, args)`` of a script made by :func:`role_script` (``${replica_id}`` back
+    in place of the ``TX_REPLICA_ID`` reference)."""
+    last = [ln for ln in script.splitlines() if ln.startswith("exec ")]
+    if not last:
+        return SHELL, ["-c", script]
+    argv = shlex.split(last[-1][len("exec "):])
+    argv = [a.replace("${" + envc.REPLICA_ID + "}", macros.replica_id) for a in argv]
+    return argv[0], argv[1:]
+
+
+def machine_type_for(gpus: int, role_names: str) -> str:
+    """The A100 machine type with ``gpus`` GPUs.
+
+    Raises:
+        ValueError: no such machine type (the message lists the counts there are).
+    """
+    if gpus not in A100_MACHINE_TYPES:
+        counts = ", ".join(str(n) for n in A100_MACHINE_TYPES)
+        raise ValueError(
+            f"gcp_batch: {role_names} asks for {gpus} GPUs per replica but A100 machine types have "
+            f"{counts}: use one of those counts, or set the run option machine_type"
+        )
+    return A100_MACHINE_TYPES[gpus]
+
+
+def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: str, version: str) -> GcpBatchJob:
+    """The Batch job for ``app`` (resolved ``cfg``: see :func:`tx_scheduler_gcp_batch.options.gcp_runopts`).
+
+    Raises:
+        ValueError: the app cannot run on Batch (mounts, a GPU count no machine type has,
+            ``max_retries`` above 10, no roles); the message is one line for users.
+    """
+    if not app.roles:
+        raise ValueError(f"gcp_batch: app {app.name!r} has no roles")
+    job_id = make_job_id(app.name)
+    multi = len(app.roles) > 1
+    runnables = []
+    task_envs = []
+    for r, role in enumerate(app.roles):
+        if role.mounts:
+            raise ValueError(f"gcp_batch: role {role.name!r} has mounts, which gcp_batch does not support yet")
+        if role.num_replicas < 1:
+            raise ValueError(f"gcp_batch: role {role.name!r} needs num_replicas >= 1")
+        script = role_script(role, r, multi, job_id)
+        runnables.append(
+            batch_v1.Runnable(
+                container=batch_v1.Runnable.Container(image_uri=role.image, entrypoint=SHELL, commands=["-c", script]),
+                display_name=role.name,
+                labels={_ROLE_LABEL: label_value(role.name)},
+            )
+        )
+        for k in range(role.num_replicas):
+            values = macros.Values(img_root="", app_id=job_id, replica_id=str(k), rank0_env=envc.RANK0_HOST)
+            env = {name: values.substitute(v) for name, v in role.env.items()}
+            env.update(
+                envc.replica_env(
+                    app_id=job_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
+                )
+            )
+            task_envs.append(batch_v1.Environment(variables=env))
+
+    res = _largest(app.roles)
+    compute = batch_v1.ComputeResource()
+    if res.cpu > 0:
+        compute.cpu_milli = int(res.cpu * 1000)
+    if res.memMB > 0:
+        compute.memory_mib = int(res.memMB)
+
+    retries = max(role.max_retries for role in app.roles)
+    if retries < 0 or retries > MAX_RETRY_COUNT:
+        raise ValueError(f"gcp_batch: max_retries must be between 0 and {MAX_RETRY_COUNT} on Batch, got {retries}")
+    spot = cfg.get("provisioning_model") == "SPOT"
+    lifecycle = []
+    if spot:
+        spot_retries = int(cfg.get("spot_retries") or 0)
+        if retries == 0 and spot_retries > 0:
+            lifecycle.append(
+                batch_v1.LifecyclePolicy(
+                    action=batch_v1.LifecyclePolicy.Action.RETRY_TASK,
+                    action_condition=batch_v1.LifecyclePolicy.ActionCondition(exit_codes=list(SPOT_PREEMPTED_EXIT_CODES)),
+                )
+            )
+        retries = min(MAX_RETRY_COUNT, retries + spot_retries)
+
+    task_spec = batch_v1.TaskSpec(
+        runnables=runnables, compute_resource=compute, max_retry_count=retries, lifecycle_policies=lifecycle
+    )
+    group = batch_v1.TaskGroup(
+        task_spec=task_spec,
+        task_environments=task_envs,
+        task_count_per_node=1,
+        require_hosts_file=True,
+        permissive_ssh=True,
+    )
+    job = batch_v1.Job(
+        task_groups=[group],
+        allocation_policy=_allocation_policy(app.roles, res, cfg),
+        labels={"tx_version": label_value(version), "tx_app_name": label_value(app.name)},
+        logs_policy=batch_v1.LogsPolicy(destination=batch_v1.LogsPolicy.Destination.CLOUD_LOGGING),
+    )
+    return GcpBatchJob(project=project, location=location, job_id=job_id, job=job)
+
+
+def _largest(roles: List[Role]) -> Resource:
+    return Resource(
+        cpu=max(max(r.resource.cpu, 0) for r in roles),
+        gpu=max(max(r.resource.gpu, 0) for r in roles),
+        memMB=max(max(r.resource.memMB, 0) for r in roles),
+    )
+
+
+def _allocation_policy(roles: List[Role], res: Resource, cfg: Mapping[str, CfgVal]) -> Any:
+    AP = batch_v1.AllocationPolicy
+    machine_type = cfg.get("machine_type") or ""
+    if res.gpu > 0 and not machine_type:
+        names = ", ".join(repr(r.name) for r in roles if r.resource.gpu == res.gpu)
+        machine_type = machine_type_for(int(res.gpu), f"role {names}")
+    model = AP.ProvisioningModel.SPOT if cfg.get("provisioning_model") == "SPOT" else AP.ProvisioningModel.STANDARD
+    policy = AP.InstancePolicy(provisioning_model=model)
+    if machine_type:
+        policy.machine_type = str(machine_type)
+    instance = AP.InstancePolicyOrTemplate(policy=policy, install_gpu_drivers=res.gpu > 0)
+    alloc = AP(instances=[instance])
+    if cfg.get("service_account"):
+        alloc.service_account = batch_v1.ServiceAccount(email=str(cfg["service_account"]))
+    if cfg.get("network") or cfg.get("subnetwork"):
+        nic = AP.NetworkInterface(network=str(cfg.get("network") or ""), subnetwork=str(cfg.get("subnetwork") or ""))
+        alloc.network = AP.NetworkPolicy(network_interfaces=[nic])
+    return alloc
+
+
+@attrs.define
+class TaskInfo:
+    """Which replica task ``index`` of a job is: from its ``task_environments`` entry."""
+
+    index: int
+    role: str
+    role_idx: int
+    replica_id: int
+
+
+def task_layout(job: Any) -> List[TaskInfo]:
+    """Replica of every task of a job this module built (``[]`` for other jobs)."""
+    if not job.task_groups:
+        return []
+    out = []
+    for i, env in enumerate(job.task_groups[0].task_environments):
+        v = env.variables
+        if envc.ROLE_NAME not in v or envc.REPLICA_ID not in v:
+            return []
+        out.append(TaskInfo(i, v[envc.ROLE_NAME], int(v.get(envc.ROLE_IDX, "0")), int(v[envc.REPLICA_ID])))
+    return out
+
+
+def roles_of(job: Any) -> List[Role]:
+    """The roles of a job this module built, as far as the job keeps them (image,
+    entrypoint, args, env of replica 0 without the contract variables, replicas,
+    resources, max_retries)."""
+    if not job.task_groups:
+        return []
+    group = job.task_groups[0]
+    spec = group.task_spec
+    layout = task_layout(job)
+    counts: Dict[str, int] = {}
+    for t in layout:
+        counts[t.role] = counts.get(t.role, 0) + 1
+    gpus = 0
+    for inst in job.allocation_policy.instances:
+        mt = inst.policy.machine_type
+        gpus = next((n for n, name in A100_MACHINE_TYPES.items() if name == mt), 0)
+    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
+    roles = []
+    for runnable in spec.runnables:
+        name = runnable.display_name
+        if not name or "container" not in runnable:
+            continue
+        entrypoint, args = parse_role_script(list(runnable.container.commands)[-1])
+        first = next((t.index for t in layout if t.role == name and t.replica_id == 0), None)
+        env: Dict[str, str] = {}
+        if first is not None:
+            env = {k: v for k, v in group.task_environments[first].variables.items() if k not in contract}
+        roles.append(
+            Role(
+                name,
+                image=runnable.container.image_uri,
+                entrypoint=entrypoint,
+                args=args,
+                env=env,
+                num_replicas=counts.get(name, 1),
+                max_retries=spec.max_retry_count,
+                resource=Resource(
+                    cpu=spec.compute_resource.cpu_milli // 1000,
+                    gpu=gpus,
+                    memMB=spec.compute_resource.memory_mib,
+                ),
+            )
+        )
+    return roles
+
+
+def optional_str(value: Optional[CfgVal]) -> Optional[str]:
+    return str(value) if value not in (None, "") else None

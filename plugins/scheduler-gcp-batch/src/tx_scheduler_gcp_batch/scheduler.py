@@ -1,0 +1,503 @@
+"""The ``gcp_batch`` scheduler: apps as Google Cloud Batch jobs.
+
+* submit: ``BatchServiceClient.create_job`` of the job :mod:`tx_scheduler_gcp_batch.request`
+  builds; the app id is ``{project}:{location}:{job_id}`` (handle
+  ``gcp_batch://<session>/<project>:<location>:<job_id>``, as in TorchX).
+* status: ``get_job`` (job state and status events) and ``list_tasks`` (one task per
+  replica: state, exit code, events).
+* logs: Cloud Logging ``entries.list`` of the log ``batch_task_logs``, by job uid and task
+  (stdout entries have severity INFO, stderr ERROR).
+* cancel: ``cancel_job`` (the job stays, CANCELLED, so ``tx status`` still answers).
+* list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``.
+
+Where the project, location, endpoints and credentials come from: :mod:`tx_scheduler_gcp_batch.config`.
+
+References: https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs,
+https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks,
+https://cloud.google.com/batch/docs/analyze-job-using-logs,
+https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from tx.log import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
+from tx.specs import is_terminal, runopts
+
+from tx_scheduler_gcp_batch import config
+from tx_scheduler_gcp_batch.request import GcpBatchJob, TaskInfo, build_job, roles_of, task_layout
+from tx_scheduler_gcp_batch.version import __version__
+
+__all__ = ["GcpBatchScheduler", "create_scheduler", "JOB_STATES", "TASK_STATES"]
+
+log = get_logger(__name__)
+
+#: Batch ``JobStatus.State`` name -> AppState
+JOB_STATES: Dict[str, AppState] = {
+    "STATE_UNSPECIFIED": AppState.UNKNOWN,
+    "QUEUED": AppState.SUBMITTED,
+    "SCHEDULED": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "FAILED": AppState.FAILED,
+    "DELETION_IN_PROGRESS": AppState.UNKNOWN,
+    "CANCELLATION_IN_PROGRESS": AppState.RUNNING,
+    "CANCELLED": AppState.CANCELLED,
+}
+#: Batch ``TaskStatus.State`` name -> AppState of the replica
+TASK_STATES: Dict[str, AppState] = {
+    "STATE_UNSPECIFIED": AppState.UNKNOWN,
+    "PENDING": AppState.PENDING,
+    "ASSIGNED": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "FAILED": AppState.FAILED,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "UNEXECUTED": AppState.PENDING,
+}
+PROVISIONING_MODELS = ("STANDARD", "SPOT")
+LOG_NAME = "batch_task_logs"
+_EPOCH = "1970-01-01T00:00:00Z"
+_TAIL_POLL_S = 2.0
+
+
+class GcpBatchScheduler(Scheduler[GcpBatchJob]):
+    """Runs apps on Google Cloud Batch through the official client libraries.
+
+    Args:
+        session_name: the session part of app handles.
+        project: default project (else the environment / credentials; see :mod:`.config`).
+        location: default location for ``list`` (else ``$CLOUDSDK_BATCH_LOCATION`` or
+            ``us-central1``).
+        batch_client: a ``google.cloud.batch_v1.BatchServiceClient`` to use (default: one
+            made on first use for ``$CLOUDSDK_API_ENDPOINT_OVERRIDES_BATCH`` or Google's
+            endpoint, over REST).
+        logging_client: a ``google.cloud.logging.Client`` to use (default: one made on first
+            use for ``$CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING`` or Google's endpoint).
+    """
+
+    workspace_kind = "docker"
+
+    def __init__(
+        self,
+        session_name: str,
+        project: Optional[str] = None,
+        location: Optional[str] = None,
+        batch_client: Any = None,
+        logging_client: Any = None,
+    ) -> None:
+        super().__init__("gcp_batch", session_name)
+        self._project = project
+        self._location = location
+        self._batch = batch_client
+        self._logging = logging_client
+        self._creds_project: Optional[str] = None
+
+    # -- clients ---------------------------------------------------------------------------
+    def _batch_client(self) -> Any:
+        if self._batch is None:
+            from google.api_core.client_options import ClientOptions
+            from google.cloud import batch_v1
+
+            endpoint = config.endpoint_from_env(config.BATCH_ENDPOINT_ENV)
+            creds, self._creds_project = config.credentials_and_project(endpoint)
+            opts = ClientOptions(api_endpoint=endpoint) if endpoint else None
+            self._batch = batch_v1.BatchServiceClient(credentials=creds, transport="rest", client_options=opts)
+        return self._batch
+
+    def _logging_client(self, project: str) -> Any:
+        if self._logging is None:
+            from google.cloud import logging as gcl
+
+            endpoint = config.endpoint_from_env(config.LOGGING_ENDPOINT_ENV)
+            creds, _ = config.credentials_and_project(endpoint)
+            opts = {"api_endpoint": endpoint} if endpoint else None
+            self._logging = gcl.Client(project=project, credentials=creds, client_options=opts, _use_grpc=False)
+        return self._logging
+
+    def _project_for(self, cfg_project: Optional[str]) -> str:
+        if cfg_project or self._project or config.env_project():
+            return config.resolve_project(cfg_project or self._project)
+        self._batch_client()  # finds the credentials and their project
+        return config.resolve_project(None, self._creds_project)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from google.api_core import exceptions as gex
+        from google.auth import exceptions as gauth
+
+        try:
+            return fn(*args, **kwargs)
+        except (gex.GoogleAPIError, gauth.GoogleAuthError, OSError) as e:
+            raise config.api_error(e, what) from None
+        except Exception as e:  # requests' ConnectionError and friends
+            if type(e).__module__.startswith(("requests", "urllib3")):
+                raise config.api_error(e, what) from None
+            raise
+
+    # -- run options -------------------------------------------------------------------------
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("project", type_=str, help="GCP project (default: $GOOGLE_CLOUD_PROJECT, "
+                 "$CLOUDSDK_CORE_PROJECT, or the project of the application default credentials)")
+        opts.add("location", type_=str, default=self._location or config.default_location(),
+                 help="Batch location (region); default $CLOUDSDK_BATCH_LOCATION or us-central1")
+        opts.add("service_account", type_=str, help="email of the service account the VMs run as")
+        opts.add("network", type_=str, help="VPC network URL (projects/P/global/networks/N)")
+        opts.add("subnetwork", type_=str, help="subnetwork URL (projects/P/regions/R/subnetworks/S)")
+        opts.add("provisioning_model", type_=str, default="STANDARD", help="VM provisioning model: STANDARD or SPOT")
+        opts.add("spot_retries", type_=int, default=3,
+                 help="with SPOT: extra task retries for preemption, beyond the roles' max_retries")
+        opts.add("machine_type", type_=str,
+                 help="Compute Engine machine type (default: chosen by Batch; a2-highgpu-Ng for N GPUs)")
+        return opts
+
+    # -- submit ------------------------------------------------------------------------------
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[GcpBatchJob]:
+        model = str(cfg.get("provisioning_model") or "STANDARD").upper()
+        if model not in PROVISIONING_MODELS:
+            raise InvalidRunConfigException(
+                f"provisioning_model must be STANDARD or SPOT, got {cfg.get('provisioning_model')!r}",
+                "provisioning_model", cfg,
+            )
+        spot_retries = cfg.get("spot_retries")
+        if isinstance(spot_retries, int) and spot_retries < 0:
+            raise InvalidRunConfigException("spot_retries must be >= 0", "spot_retries", cfg)
+        cfg = {**cfg, "provisioning_model": model}
+        project = self._project_for(cfg.get("project"))  # type: ignore[arg-type]
+        location = str(cfg.get("location") or self._location or config.default_location())
+        req = build_job(app, cfg, project, location, __version__)
+        return AppDryRunInfo(req, fmt=str)
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Roles without a resource are allowed (Batch picks a machine type)."""
+
+    def schedule(self, dryrun_info: AppDryRunInfo[GcpBatchJob]) -> str:
+        """Create the job; return its app id ``{project}:{location}:{job_id}``.
+
+        Raises:
+            SchedulerError: Batch refused the job (permission, quota, invalid request) or
+                cannot be reached; nothing is created then.
+        """
+        req = dryrun_info.request
+        if req.images_to_push:
+            raise SchedulerError(
+                "gcp_batch: the workspace image was built locally but not pushed: set the run option image_repo"
+            )
+        client = self._batch_client()
+        self._call(f"create job {req.job_id} in {req.parent}", client.create_job,
+                   parent=req.parent, job=req.job, job_id=req.job_id)
+        log.info("gcp_batch job created", app_id=req.app_id)
+        return req.app_id
+
+    # -- queries -------------------------------------------------------------------------------
+    def _job_name(self, app_id: str) -> str:
+        parts = app_id.split(":")
+        if len(parts) == 3 and all(parts):
+            project, location, job_id = parts
+        elif len(parts) == 1 and parts[0]:
+            project, location, job_id = self._project_for(None), self._location or config.default_location(), parts[0]
+        else:
+            raise ValueError(f"gcp_batch: app id {app_id!r} is not PROJECT:LOCATION:JOB_ID")
+        return f"projects/{project}/locations/{location}/jobs/{job_id}"
+
+    def _get_job(self, app_id: str) -> Optional[Any]:
+        from google.api_core import exceptions as gex
+
+        name = self._job_name(app_id)
+        client = self._batch_client()
+        try:
+            return client.get_job(name=name)
+        except gex.NotFound:
+            return None
+        except Exception as e:  # noqa: BLE001 - mapped to one line
+            raise _mapped(e, f"get job {name}") from None
+
+    def _tasks(self, job: Any) -> List[Any]:
+        group = job.task_groups[0].name if job.task_groups and job.task_groups[0].name else f"{job.name}/taskGroups/group0"
+        client = self._batch_client()
+        return list(self._call(f"list tasks of {job.name}", client.list_tasks, parent=group))
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's state from the Batch job and its tasks; None for an unknown job.
+
+        ``msg``: the job's latest status event (why it waits, or how it ended);
+        ``structured_error_msg``: the first failed replica, its exit code and event, and
+        its last stderr lines. Raises SchedulerError for API errors other than not found.
+        """
+        job = self._get_job(app_id)
+        if job is None:
+            return None
+        state_name = job.status.state.name
+        state = JOB_STATES.get(state_name, AppState.UNKNOWN)
+        layout = {t.index: t for t in task_layout(job)}
+        tasks = self._tasks(job) if layout else []
+        roles_statuses, failed = _replica_statuses(job, layout, tasks, state)
+        events = list(job.status.status_events)
+        msg = events[-1].description if events else state_name
+        if state_name == "DELETION_IN_PROGRESS":
+            msg = f"the job is being deleted ({msg})"
+        desc = DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            num_restarts=max((_retries(t) for t in tasks), default=0),
+            msg=msg,
+            roles_statuses=roles_statuses,
+            roles=roles_of(job),
+            ui_url=_console_url(job.name),
+            metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid},
+        )
+        if state == AppState.FAILED:
+            desc.structured_error_msg = self._failure(job, failed)
+        return desc
+
+    def _failure(self, job: Any, failed: Optional[Tuple[TaskInfo, Optional[int], str]]) -> str:
+        if failed is None:
+            events = list(job.status.status_events)
+            return events[-1].description if events else "the Batch job failed"
+        info, code, event = failed
+        text = f"{info.role}[{info.replica_id}] (task {info.index}) failed"
+        if code is not None:
+            text += f" with exit code {code}"
+        if event:
+            text += f": {event}"
+        try:
+            tail = self._last_lines(job, info.index, 3)
+        except SchedulerError:
+            tail = []
+        if tail:
+            text += " | last stderr: " + " / ".join(ln.rstrip("\n") for ln in tail)
+        return text
+
+    def list(self) -> List[ListAppResponse]:
+        """Apps (jobs labelled ``tx_version``) in the configured project and location."""
+        project = self._project_for(None)
+        location = self._location or config.default_location()
+        parent = f"projects/{project}/locations/{location}"
+        client = self._batch_client()
+        jobs = self._call(f"list jobs in {parent}", lambda: list(client.list_jobs(parent=parent)))
+        out = []
+        for job in jobs:
+            if "tx_version" not in job.labels:
+                continue
+            job_id = job.name.rsplit("/", 1)[-1]
+            out.append(
+                ListAppResponse(
+                    app_id=f"{project}:{location}:{job_id}",
+                    state=JOB_STATES.get(job.status.state.name, AppState.UNKNOWN),
+                    name=job.labels.get("tx_app_name", ""),
+                )
+            )
+        return out
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """``cancel_job`` unless the job already ended or is being cancelled (non-blocking)."""
+        from google.api_core import exceptions as gex
+
+        job = self._get_job(app_id)
+        if job is None or job.status.state.name in (
+            "SUCCEEDED", "FAILED", "CANCELLED", "CANCELLATION_IN_PROGRESS", "DELETION_IN_PROGRESS",
+        ):
+            return
+        client = self._batch_client()
+        try:
+            client.cancel_job(name=job.name)
+        except (gex.FailedPrecondition, gex.NotFound):
+            pass  # ended or went away meanwhile
+        except Exception as e:  # noqa: BLE001 - mapped to one line
+            raise _mapped(e, f"cancel job {job.name}") from None
+
+    # -- logs ----------------------------------------------------------------------------------
+    def _log_filter(
+        self, job: Any, task_index: int, stream: Stream, since: Optional[str], until: Optional[str]
+    ) -> str:
+        project = job.name.split("/")[1]
+        parts = [
+            f'logName="projects/{project}/logs/{LOG_NAME}"',
+            f'labels.job_uid="{job.uid}"',
+            f'labels.task_id:"task/{job.uid}-group0-{task_index}/"',
+            f'timestamp>="{since or _EPOCH}"',
+        ]
+        if until:
+            parts.append(f'timestamp<="{until}"')
+        if stream == Stream.STDOUT:
+            parts.append("severity<ERROR")
+        elif stream == Stream.STDERR:
+            parts.append("severity>=ERROR")
+        return " AND ".join(parts)
+
+    def _entries(self, job: Any, filter_: str, descending: bool = False, page_size: int = 1000) -> Iterator[Any]:
+        from google.cloud import logging as gcl
+
+        project = job.name.split("/")[1]
+        client = self._logging_client(project)
+        order = gcl.DESCENDING if descending else gcl.ASCENDING
+        it = self._call(f"read logs of {job.name}", client.list_entries,
+                        resource_names=[f"projects/{project}"], filter_=filter_, order_by=order, page_size=page_size)
+        while True:
+            try:
+                entry = self._call(f"read logs of {job.name}", next, it)
+            except StopIteration:
+                return
+            yield entry
+
+    def _last_lines(self, job: Any, task_index: int, n: int) -> List[str]:
+        entries = self._entries(job, self._log_filter(job, task_index, Stream.STDERR, None, None), descending=True, page_size=n)
+        out = []
+        for e in entries:
+            out.append(_payload(e))
+            if len(out) >= n:
+                break
+        return list(reversed(out))
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name`` from Cloud Logging, each ending in ``\\n``.
+
+        ``streams``: stdout (severity below ERROR), stderr (ERROR and above) or combined
+        (default); ``since``/``until`` filter on the entries' timestamps; ``regex`` keeps
+        lines where ``re.search`` finds it; ``should_tail`` polls until the job ends.
+
+        Raises:
+            ValueError: unknown app, role or replica.
+            SchedulerError: Cloud Logging refused the request or cannot be reached.
+        """
+        stream = Stream(streams) if streams else Stream.COMBINED
+        job = self._get_job(app_id)
+        if job is None:
+            raise ValueError(f"gcp_batch: unknown app {app_id!r}")
+        task = next((t for t in task_layout(job) if t.role == role_name and t.replica_id == k), None)
+        if task is None:
+            raise ValueError(f"gcp_batch: app {app_id!r} has no replica {role_name}/{k}")
+        lines = self._iter_lines(app_id, job, task.index, stream, _ts(since), _ts(until), should_tail)
+        return filter_regex(regex, lines) if regex else lines
+
+    def _iter_lines(
+        self, app_id: str, job: Any, index: int, stream: Stream, since: Optional[str], until: Optional[str], tail: bool
+    ) -> Iterator[str]:
+        seen: set = set()
+        last_ts = since
+        while True:
+            ended = not tail or is_terminal(JOB_STATES.get(self._state_name(app_id), AppState.UNKNOWN))
+            for entry in self._entries(job, self._log_filter(job, index, stream, last_ts, until)):
+                key = entry.insert_id or (entry.timestamp, _payload(entry))
+                if key in seen:
+                    continue
+                seen.add(key)
+                if entry.timestamp is not None:
+                    last_ts = _ts(entry.timestamp)
+                yield _payload(entry)
+            if ended:
+                return
+            time.sleep(_TAIL_POLL_S)
+
+    def _state_name(self, app_id: str) -> str:
+        job = self._get_job(app_id)
+        return job.status.state.name if job is not None else "CANCELLED"
+
+    def close(self) -> None:
+        self._batch = None
+        self._logging = None
+
+
+def _mapped(e: BaseException, what: str) -> BaseException:
+    from google.api_core import exceptions as gex
+    from google.auth import exceptions as gauth
+
+    if isinstance(e, (gex.GoogleAPIError, gauth.GoogleAuthError, OSError, SchedulerError)) or type(
+        e
+    ).__module__.startswith(("requests", "urllib3")):
+        return e if isinstance(e, SchedulerError) else config.api_error(e, what)
+    return e
+
+
+def _payload(entry: Any) -> str:
+    payload = entry.payload
+    text = payload if isinstance(payload, str) else str(payload)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _ts(value: Optional[_dt.datetime]) -> Optional[str]:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return value.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _retries(task: Any) -> int:
+    return sum(1 for e in task.status.status_events if "retry" in e.description.lower())
+
+
+def _task_index(task: Any) -> int:
+    return int(task.name.rsplit("/", 1)[-1])
+
+
+def _exit_code(task: Any) -> Tuple[Optional[int], str]:
+    for event in reversed(list(task.status.status_events)):
+        if "task_execution" in event:
+            return int(event.task_execution.exit_code), event.description
+    events = list(task.status.status_events)
+    return None, (events[-1].description if events else "")
+
+
+def _replica_statuses(
+    job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], job_state: AppState
+) -> Tuple[List[RoleStatus], Optional[Tuple[TaskInfo, Optional[int], str]]]:
+    by_role: Dict[str, RoleStatus] = {}
+    for info in layout.values():
+        by_role.setdefault(info.role, RoleStatus(info.role, []))
+    seen = set()
+    failed: Optional[Tuple[TaskInfo, Optional[int], str]] = None
+    for task in sorted(tasks, key=_task_index):
+        idx = _task_index(task)
+        info = layout.get(idx)
+        if info is None:
+            continue
+        seen.add(idx)
+        state = TASK_STATES.get(task.status.state.name, AppState.UNKNOWN)
+        code, event = _exit_code(task)
+        if job_state == AppState.CANCELLED and not is_terminal(state):
+            state = AppState.CANCELLED
+        if state == AppState.SUCCEEDED:
+            code = 0 if code is None else code
+        elif state != AppState.FAILED:
+            code = None
+        rs = ReplicaStatus(info.replica_id, state, info.role, exit_code=code)
+        if state == AppState.FAILED:
+            rs.structured_error_msg = event or "failed"
+            if failed is None:
+                failed = (info, code, event)
+        by_role[info.role].replicas.append(rs)
+    pending = AppState.CANCELLED if job_state == AppState.CANCELLED else AppState.PENDING
+    for idx, info in layout.items():
+        if idx not in seen:
+            by_role[info.role].replicas.append(ReplicaStatus(info.replica_id, pending, info.role))
+    for rs in by_role.values():
+        rs.replicas.sort(key=lambda r: r.id)
+    return list(by_role.values()), failed
+
+
+def _console_url(job_name: str) -> str:
+    parts = job_name.split("/")
+    if len(parts) == 6:
+        return f"https://console.cloud.google.com/batch/jobsDetail/regions/{parts[3]}/jobs/{parts[5]}/details?project={parts[1]}"
+    return ""
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> GcpBatchScheduler:
+    """The factory tx calls (``gcp_batch`` in the plugin registry): ``kwargs`` are
+    :class:`GcpBatchScheduler`'s (``project``, ``location``, ``batch_client``,
+    ``logging_client``)."""
+    return GcpBatchScheduler(session_name, **kwargs)
