@@ -1,0 +1,1 @@
+"""Tracker backends that ship with tx-core: :mod:`tx.tracker.backend.fsspec` (``file``)."""
