@@ -31,10 +31,20 @@
 #      CUDA_VISIBLE_DEVICES, so GPU requests can be tested; nothing can compute on them.
 #      0 (or a host where mknod is not allowed) gives nodes without GPUs;
 #      SLURM_ACCT=1 also runs a private mariadb + slurmdbd so that `sacct` works
-#      (install with SLURM_ACCT=1 scripts/install-slurm.sh).
-# Ports on 127.0.0.1: slurmctld 6817, slurmdbd 6820, mariadb 3307, slurmd 6831..683N.
+#      (install with SLURM_ACCT=1 scripts/install-slurm.sh);
+#      SLURM_CLUSTER_NAME (default txcluster).
+# Ports on 127.0.0.1: SLURM_CTLD_PORT (slurmctld, default 6817), SLURMDBD_PORT (6820),
+#      SLURM_MARIADB_PORT (3307), slurmd of node K: SLURMD_PORT_BASE + K (base 6830).
+#      The tests start their own cluster (plugins/scheduler-slurm/tests/conftest.py) with
+#      another SLURM_BASE and other ports, so it runs beside one started by hand.
+# The environment's SLURM_CONF is ignored: the clients get $SLURM_BASE/etc/slurm.conf.
 set -euo pipefail
 B=${SLURM_BASE:-/tmp/tx-slurm}
+CTLD_PORT=${SLURM_CTLD_PORT:-6817}
+DBD_PORT=${SLURMDBD_PORT:-6820}
+DB_PORT=${SLURM_MARIADB_PORT:-3307}
+SLURMD_BASE=${SLURMD_PORT_BASE:-6830}
+CLUSTER=${SLURM_CLUSTER_NAME:-txcluster}
 ACCT=${SLURM_ACCT:-0}
 NODES=${SLURM_NODES:-4}
 MIN_JOB_AGE=${SLURM_MIN_JOB_AGE:-3600}
@@ -47,6 +57,10 @@ log() { echo "[start-slurm] $*" >&2; }
 case "$FAKE_GPUS" in ''|*[!0-9]*) log "SLURM_FAKE_GPUS must be a number, got '$FAKE_GPUS'"; exit 2;; esac
 case "$NODES" in ''|*[!0-9]*) log "SLURM_NODES must be a number of nodes, got '$NODES'"; exit 2;; esac
 [ "$NODES" -ge 1 ] && [ "$NODES" -le 64 ] || { log "SLURM_NODES must be 1..64, got $NODES"; exit 2; }
+for v in CTLD_PORT DBD_PORT DB_PORT SLURMD_BASE; do
+  case "${!v}" in ''|*[!0-9]*) log "$v must be a port number, got '${!v}'"; exit 2;; esac
+done
+case "$CLUSTER" in ''|*[!a-z0-9_]*) log "SLURM_CLUSTER_NAME must be lowercase letters, digits or _, got '$CLUSTER'"; exit 2;; esac
 
 missing=()
 for b in slurmctld slurmd munged sinfo scontrol; do command -v "$b" >/dev/null || missing+=("$b"); done
@@ -94,12 +108,12 @@ write_conf() { # stdout: slurm.conf
   acct=$'AccountingStorageType=accounting_storage/none\nJobAcctGatherType=jobacct_gather/none'
   if [ "$ACCT" = 1 ]; then
     acct=$(printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
-      "AccountingStorageHost=127.0.0.1" "AccountingStoragePort=6820" \
+      "AccountingStorageHost=127.0.0.1" "AccountingStoragePort=$DBD_PORT" \
       "AccountingStoragePass=$B/run/munge.socket.2" \
       "JobAcctGatherType=jobacct_gather/linux" "JobAcctGatherFrequency=5")
   fi
   cat <<CONF
-ClusterName=txcluster
+ClusterName=$CLUSTER
 SlurmctldHost=$H(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
@@ -107,7 +121,7 @@ AuthType=auth/munge
 AuthInfo=socket=$B/run/munge.socket.2,cred_expire=$CRED_EXPIRE
 CredType=cred/munge
 CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
-SlurmctldPort=6817
+SlurmctldPort=$CTLD_PORT
 SlurmctldPidFile=$B/run/slurmctld.pid
 SlurmdPidFile=$B/run/slurmd-%n.pid
 SlurmctldLogFile=$B/log/slurmctld.log
@@ -132,7 +146,7 @@ CONF
   local gres=""
   [ "$FAKE_GPUS" -gt 0 ] && gres=" Gres=gpu:$FAKE_GPUS"
   for i in $(seq 1 "$NODES"); do
-    echo "NodeName=node$i NodeHostname=$H NodeAddr=127.0.0.1 Port=$((6830 + i)) CPUs=2 RealMemory=$NODE_MEM$gres Features=tx,node$i State=UNKNOWN"
+    echo "NodeName=node$i NodeHostname=$H NodeAddr=127.0.0.1 Port=$((SLURMD_BASE + i)) CPUs=2 RealMemory=$NODE_MEM$gres Features=tx,node$i State=UNKNOWN"
   done
   echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
 }
@@ -140,7 +154,7 @@ CONF
 start_mariadb_slurmdbd() {
   if ! alive $B/run/mariadb.pid; then
     [ -d $B/db/mysql ] || mariadb-install-db --user=root --datadir=$B/db --auth-root-authentication-method=normal >/dev/null 2>&1
-    (mariadbd --user=root --datadir=$B/db --socket=$B/run/mysql.sock --port=3307 --bind-address=127.0.0.1 \
+    (mariadbd --user=root --datadir=$B/db --socket=$B/run/mysql.sock --port=$DB_PORT --bind-address=127.0.0.1 \
        --pid-file=$B/run/mariadb.pid --log-error=$B/log/mariadb.log </dev/null >/dev/null 2>&1 &)
     for _ in $(seq 60); do mariadb -uroot -S $B/run/mysql.sock -e 'select 1' >/dev/null 2>&1 && break; sleep 0.5; done
     mariadb -uroot -S $B/run/mysql.sock -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm'; CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; GRANT ALL ON *.* TO 'slurm'@'localhost'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
@@ -150,13 +164,13 @@ AuthType=auth/munge
 AuthInfo=socket=$B/run/munge.socket.2
 DbdHost=$H
 DbdAddr=127.0.0.1
-DbdPort=6820
+DbdPort=$DBD_PORT
 SlurmUser=root
 PidFile=$B/run/slurmdbd.pid
 LogFile=$B/log/slurmdbd.log
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
-StoragePort=3307
+StoragePort=$DB_PORT
 StorageUser=slurm
 StoragePass=slurm
 StorageLoc=slurm_acct_db
@@ -164,7 +178,7 @@ CONF
   chmod 600 $B/etc/slurmdbd.conf
   if ! alive $B/run/slurmdbd.pid; then
     slurmdbd   # reads the slurmdbd.conf next to $SLURM_CONF
-    for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/6820) 2>/dev/null && break; sleep 0.5; done
+    for _ in $(seq 60); do (exec 3<>/dev/tcp/127.0.0.1/$DBD_PORT) 2>/dev/null && break; sleep 0.5; done
   fi
 }
 
@@ -224,7 +238,7 @@ start_all() {
   alive $B/run/slurmctld.pid || slurmctld -f $SLURM_CONF
   if [ "$ACCT" = 1 ]; then
     for _ in $(seq 20); do timeout 5 sinfo -h >/dev/null 2>&1 && break; sleep 0.5; done
-    timeout 20 sacctmgr -i add cluster txcluster >/dev/null 2>&1 || true
+    timeout 20 sacctmgr -i add cluster "$CLUSTER" >/dev/null 2>&1 || true
   fi
   for n in $NODE_NAMES; do alive $B/run/slurmd-$n.pid || slurmd -f $SLURM_CONF -N $n; done
   start_heartbeat

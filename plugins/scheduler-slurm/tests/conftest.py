@@ -1,43 +1,169 @@
 """Fixtures of the tx-scheduler-slurm tests.
 
-Tests marked ``slurm`` run against the local cluster of ``scripts/start-slurm.sh``. They
-are skipped only where ``sinfo`` is not installed; with Slurm installed but the cluster
-down they fail and say how to start it. When ``SLURM_CONF`` is not set, the cluster under
-``$SLURM_BASE`` (default ``/tmp/tx-slurm``) is used if it exists.
+Tests marked ``slurm`` run against a private Slurm cluster that this test session starts
+itself (fixture ``slurm_cluster``) with ``scripts/start-slurm.sh``: its own ``SLURM_BASE``
+under pytest's temporary directory (slurm.conf, munge key and socket, spool, state, logs),
+its own cluster name and its own ports on 127.0.0.1 (picked free, below the ephemeral range
+and away from the script's defaults, so a cluster started by hand keeps running beside it),
+and it is stopped at the end of the session. A ``SLURM_CONF`` (or any other ``SLURM_*`` /
+``SBATCH_*`` variable) of the user's environment is never used: while the session runs,
+the clients see only the private cluster. Where Slurm's packages are missing or the tests
+do not run as root, the tests are skipped with the fix
+(``tx.testing.backends.backend_unavailable``; a failure with ``TX_TEST_REQUIRE_BACKENDS=1``).
 """
 import os
+import random
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+import attrs
 import pytest
 
 from tx.specs import AppDef, Resource, Role, is_terminal
 from tx.testing import find_replica
+from tx.testing.backends import backend_unavailable
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 REPO = Path(__file__).resolve().parents[3]
-START = 'eval "$(scripts/start-slurm.sh)"'
+SCRIPTS = REPO / "scripts"
+#: nodes of the test cluster: the conformance kit runs 2 roles x 2 replicas, one node each
+NODES = 4
+#: the daemons and clients the cluster needs (Debian: slurmctld slurmd slurm-client munge)
+COMMANDS = ("slurmctld", "slurmd", "munged", "sinfo", "sbatch", "squeue", "scontrol", "scancel")
+#: environment variables of the user's Slurm setup that would point the clients elsewhere
+#: or change what sbatch/squeue do; removed for the session
+_USER_PREFIXES = ("SLURM_", "SBATCH_", "SQUEUE_", "SRUN_", "SALLOC_", "SINFO_", "SCONTROL_", "SACCT_")
+
+
+@attrs.define
+class SlurmCluster:
+    """The test session's private cluster: ``base`` holds everything it writes; ``conf`` is
+    its slurm.conf (``SLURM_CONF`` of the session); ports on 127.0.0.1."""
+
+    base: Path
+    conf: Path
+    ctld_port: int
+    slurmd_ports: List[int]
+    env: Dict[str, str]
+
+    def run(self, *args: str, timeout: float = 30) -> "subprocess.CompletedProcess[str]":
+        """Run a Slurm client command against this cluster."""
+        return subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
+
+
+def _ports_free(ports: List[int]) -> bool:
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def _pick_ports(n: int) -> List[int]:
+    """``n`` consecutive free ports in 20000-29999: below Linux's ephemeral range (32768+,
+    so outgoing connections do not take them meanwhile) and away from the defaults of
+    scripts/start-slurm.sh (6817, 6820, 3307, 6831+)."""
+    rng = random.Random(os.getpid())
+    for _ in range(200):
+        first = rng.randrange(20000, 30000 - n)
+        ports = list(range(first, first + n))
+        if _ports_free(ports):
+            return ports
+    raise RuntimeError(f"no {n} consecutive free ports in 20000-29999 on 127.0.0.1")
+
+
+def _base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private directory, short enough for the munge and slurmstepd unix sockets
+    (108 bytes)."""
+    base = tmp_path_factory.mktemp("slurm")
+    if len(str(base)) > 60:
+        base = Path(tempfile.mkdtemp(prefix="tx-slurm-test-"))
+    return base
+
+
+def require_slurm() -> None:
+    """Skip (``backend_unavailable``) unless this machine can run a private Slurm cluster:
+    Slurm's and munge's commands on PATH, and root."""
+    missing = [c for c in COMMANDS if shutil.which(c) is None]
+    if missing:
+        backend_unavailable("slurm", f"{', '.join(missing)} not found: run scripts/install-slurm.sh as root "
+                            "(Debian: apt-get install slurmctld slurmd slurm-client munge)")
+    if os.geteuid() != 0:
+        backend_unavailable("slurm", "the private test cluster runs slurmd as root (SlurmUser=root): "
+                            "run the slurm tests as root, e.g. in a container")
+
+
+def user_env() -> Dict[str, str]:
+    """This process's environment without the user's Slurm variables (``SLURM_CONF``...)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(_USER_PREFIXES)}
 
 
 @pytest.fixture(scope="session")
-def slurm_nodes() -> List[str]:
-    """The node names of the running test cluster (skip: no sinfo; fail: no cluster)."""
-    if shutil.which("sinfo") is None:
-        pytest.skip(f"sinfo not found: Slurm is not installed (scripts/install-slurm.sh, then {START})")
-    if "SLURM_CONF" not in os.environ:
-        conf = Path(os.environ.get("SLURM_BASE", "/tmp/tx-slurm")) / "etc" / "slurm.conf"
-        if conf.is_file():
-            os.environ["SLURM_CONF"] = str(conf)
+def slurm_support() -> Any:
+    """What tests of the cluster setup itself use (the tests are not importable modules):
+    ``NODES``, ``SCRIPTS``, ``require_slurm()``, ``user_env()``."""
+    import types
+
+    return types.SimpleNamespace(NODES=NODES, SCRIPTS=SCRIPTS, require_slurm=require_slurm, user_env=user_env)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """Start the session's private Slurm cluster (``NODES`` nodes, about 2 s), point the
+    clients of this process at it (``SLURM_CONF``) and stop it at the end."""
+    require_slurm()
+    base = _base_dir(tmp_path_factory)
+    ports = _pick_ports(NODES + 1)
+    env = user_env()
+    env.update(SLURM_BASE=str(base), SLURM_NODES=str(NODES), SLURM_CLUSTER_NAME="txtest",
+               SLURM_CTLD_PORT=str(ports[0]), SLURMD_PORT_BASE=str(ports[0]))
+    script_env = dict(env)
+    conf = base / "etc" / "slurm.conf"
+    env["SLURM_CONF"] = str(conf)
+    cluster = SlurmCluster(base, conf, ports[0], ports[1:], env)
+    saved = dict(os.environ)
     try:
-        p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N"], capture_output=True,
-                           text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"sinfo did not answer in 30 s: is slurmctld up? ({START})")
-    if p.returncode != 0 or not p.stdout.strip():
-        pytest.fail(f"no Slurm cluster answers ({p.stderr.strip()}): start it with {START}")
+        p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=script_env, capture_output=True,
+                           text=True, timeout=180)
+        if p.returncode != 0 or f"export SLURM_CONF={conf}" not in p.stdout:
+            raise RuntimeError(f"scripts/start-slurm.sh failed ({p.returncode}):\n{p.stderr[-3000:]}")
+        for k in [k for k in os.environ if k.startswith(_USER_PREFIXES)]:
+            del os.environ[k]
+        os.environ["SLURM_CONF"] = str(conf)
+        yield cluster
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        # jobs still running on the private cluster are this session's: cancel them so that no
+        # replica outlives the daemons, then stop the daemons start-slurm.sh recorded
+        try:
+            cluster.run("scancel", "--full", "--state=PENDING,RUNNING,SUSPENDED,REQUEUED", "-u", "root",
+                        timeout=30)
+            for _ in range(40):
+                q = cluster.run("squeue", "--noheader", "--states=PENDING,RUNNING,COMPLETING,SUSPENDED",
+                                "--format=%i", timeout=15)
+                if q.returncode != 0 or not q.stdout.strip():
+                    break
+                time.sleep(0.25)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=script_env, capture_output=True,
+                       timeout=120)
+
+
+@pytest.fixture(scope="session")
+def slurm_nodes(slurm_cluster: SlurmCluster) -> List[str]:
+    """The node names of the session's private test cluster."""
+    p = slurm_cluster.run("sinfo", "--noheader", "--Node", "--format=%N")
+    assert p.returncode == 0 and p.stdout.strip(), p.stderr
     return sorted(set(p.stdout.split()))
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from tx.runner import get_runner
 from tx.specs import AppDef, AppState, InvalidRunConfigException, Resource, Role
+from tx.workspace.api import WorkspaceError
 from tx_scheduler_slurm import _cmd
 from tx_scheduler_slurm._cmd import SlurmCommandError
 from tx_scheduler_slurm._parse import parse_config
@@ -243,7 +244,7 @@ def test_job_dir_workspace(apps: Any, tmp_path: Path) -> None:
     out = (job_dir / f"slurm-{app_id}-w-0.out").read_text()
     assert out == f"from-workspace\n{job_dir}\n"
     assert (job_dir / "tx-sbatch.sh").read_text().startswith("#!/bin/bash")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(WorkspaceError, match="already exists"):
         apps.sched.submit(AppDef("ws", roles=[role]), {"job_dir": str(job_dir)}, workspace=str(ws))
 
 
