@@ -1,0 +1,517 @@
+"""The ``aws_batch`` scheduler: apps as AWS Batch multi-node parallel jobs.
+
+* submit: ``register_job_definition`` (one node range per role, see
+  :mod:`tx_scheduler_aws_batch.request`) then ``submit_job``; a submit that fails after the
+  registration deregisters the job definition. App id: ``<queue>:<job name>`` (handle
+  ``aws_batch://<session>/<queue>:<job name>``, as in TorchX).
+* status: ``list_jobs`` (by job name) and ``describe_jobs`` of the job and of its nodes
+  (``<jobId>#<node>``); every state and message comes from Batch, so any process with the
+  same AWS configuration sees the same app.
+* logs: CloudWatch Logs, the log stream of node ``role start + k``.
+* cancel: ``terminate_job`` with a reason tx recognizes later (Batch has no CANCELLED
+  state: a terminated job is FAILED with that reason, reported as CANCELLED).
+
+AWS API reference: https://docs.aws.amazon.com/batch/latest/APIReference/Welcome.html and
+https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogEvents.html.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from tx.log import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex
+from tx.schedulers import env as env_contract
+from tx.schedulers.ids import make_unique
+from tx.specs import (
+    NONE, AppDef, AppDryRunInfo, AppState, CfgVal, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, runopts,
+)
+
+from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
+from tx_scheduler_aws_batch.request import (
+    DEFAULT_LOG_GROUP, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
+)
+from tx_scheduler_aws_batch.resources import K8S_ITYPE
+
+__all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch"]
+
+log = get_logger(__name__)
+
+#: the reason ``cancel`` gives ``terminate_job``; a FAILED job with it is CANCELLED
+CANCEL_REASON = "cancelled by tx (tx cancel)"
+
+_STATES = {
+    "SUBMITTED": AppState.PENDING,
+    "PENDING": AppState.PENDING,
+    "RUNNABLE": AppState.PENDING,
+    "STARTING": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "FAILED": AppState.FAILED,
+}
+
+
+def appstate_from_batch(status: str, reason: str = "") -> AppState:
+    """The :class:`AppState` of a Batch job status (SUBMITTED, PENDING, RUNNABLE and
+    STARTING are PENDING, as in TorchX); FAILED with :data:`CANCEL_REASON` is CANCELLED;
+    an unknown status is UNKNOWN."""
+    if status == "FAILED" and reason.startswith(CANCEL_REASON):
+        return AppState.CANCELLED
+    return _STATES.get(status, AppState.UNKNOWN)
+
+
+def _ms(t: Optional[_dt.datetime]) -> Optional[int]:
+    """Milliseconds since the epoch (CloudWatch's unit); naive datetimes are local time."""
+    if t is None:
+        return None
+    return int(t.timestamp() * 1000)
+
+
+def _range(target: str, num_nodes: int) -> Tuple[int, int]:
+    start, sep, end = target.partition(":")
+    if not sep:
+        return int(start), int(start)
+    return int(start or 0), int(end) if end else num_nodes - 1
+
+
+class AwsBatchScheduler(Scheduler[BatchJob]):
+    """Runs apps on AWS Batch (the account, region and endpoint that boto3 finds; see
+    :mod:`tx_scheduler_aws_batch._client`).
+
+    Args:
+        session_name: the session part of app handles.
+        region: AWS region (default: ``AWS_DEFAULT_REGION`` or the profile's).
+        endpoint_url: AWS endpoint for both services (default: ``AWS_ENDPOINT_URL``,
+            ``AWS_ENDPOINT_URL_BATCH``, ``AWS_ENDPOINT_URL_LOGS``).
+        poll_interval: seconds between polls while tailing logs.
+    """
+
+    #: ``--workspace DIR``: the ``docker`` workspace kind (tx-scheduler-docker) builds an
+    #: image with the workspace and pushes it to ``image_repo``
+    workspace_kind = "docker"
+
+    def __init__(self, session_name: str, region: Optional[str] = None, endpoint_url: Optional[str] = None,
+                 poll_interval: float = 2.0) -> None:
+        super().__init__("aws_batch", session_name)
+        self._aws = AwsClients(region, endpoint_url)
+        self.poll_interval = poll_interval
+
+    # -- options and dryrun ------------------------------------------------------------
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("queue", type_=str, required=True, help="job queue to submit the job to (name or ARN)")
+        opts.add("user", type_=str, default=None, help="user name in the job's tags (default: the current user)")
+        opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
+        opts.add("share_id", type_=str, default=None,
+                 help="fair-share identifier of the job (queues with a scheduling policy); also ends the job name")
+        opts.add("priority", type_=int, default=0,
+                 help="scheduling priority within the share (only with share_id; higher runs first)")
+        opts.add("job_role_arn", type_=str, default=None, help="IAM role the containers' AWS calls use")
+        opts.add("execution_role_arn", type_=str, default=None,
+                 help="IAM role the container agent uses (pulling images, writing logs)")
+        opts.add("image_repo", type_=str, default=None,
+                 help="(with --workspace) image repository the docker workspace pushes the built image to, "
+                      "e.g. an ECR repository URI")
+        return opts
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[BatchJob]:
+        from tx.version import __version__ as tx_version
+
+        share_id = str(cfg["share_id"]) if cfg.get("share_id") else None
+        if cfg.get("priority") and not share_id:
+            log.warning("aws_batch_priority_ignored", reason="priority only applies with share_id")
+        name = make_unique(job_name(app.name, share_id))
+        req = build_request(app, cfg, name, self.session_name, tx_version)
+        return AppDryRunInfo(req, repr)
+
+    # -- submit ---------------------------------------------------------------------------
+    def schedule(self, dryrun_info: AppDryRunInfo[BatchJob]) -> str:
+        """Register the job definition and submit the job; returns ``<queue>:<name>``.
+
+        Raises:
+            SchedulerError: AWS refused either call (unknown queue, access denied, expired
+                credentials, throttling beyond the retries ...), in one line. The job
+                definition is deregistered when the submit fails.
+        """
+        req = dryrun_info.request
+        batch = self._aws.batch
+        reg = call(f"registering job definition {req.name}", batch.register_job_definition, **req.job_def)
+        arn = reg["jobDefinitionArn"]
+        try:
+            batch.submit_job(jobDefinition=arn, **req.submit)
+        except Exception as e:
+            try:
+                batch.deregister_job_definition(jobDefinition=arn)
+            except Exception as de:  # noqa: BLE001 - report the submit error, note this one
+                log.warning("aws_batch_deregister_failed", job_definition=arn, error=str(de))
+            if type(e).__module__.startswith("botocore"):
+                raise explain(e, f"submitting job {req.name} to queue {req.queue}") from None
+            raise
+        log.info("aws_batch_submitted", app_id=req.app_id, job_definition=arn)
+        return req.app_id
+
+    # -- status ---------------------------------------------------------------------------
+    def _find_job(self, app_id: str) -> Optional[Dict[str, Any]]:
+        """The ``describe_jobs`` record of the app, None if Batch does not know it."""
+        parsed = parse_app_id(app_id)
+        if parsed is None:
+            return None
+        queue, name = parsed
+        batch = self._aws.batch
+        from botocore.exceptions import ClientError
+
+        try:
+            pages = batch.get_paginator("list_jobs").paginate(
+                jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}]
+            )
+            ids = [j["jobId"] for page in pages for j in page.get("jobSummaryList", []) if j.get("jobName") == name]
+        except ClientError as e:
+            if error_code(e) == "ClientException" and "does not exist" in str(e):
+                return None  # the queue is gone (or never was): so is the app
+            raise explain(e, f"looking up job {name} in queue {queue}") from None
+        except Exception as e:  # noqa: BLE001 - botocore errors become one line
+            raise explain(e, f"looking up job {name} in queue {queue}") from None
+        if not ids:
+            return None
+        jobs = call(f"describing job {name}", batch.describe_jobs, jobs=ids[:100])["jobs"]
+        jobs = [j for j in jobs if j.get("jobName") == name]
+        if not jobs:
+            return None
+        return max(jobs, key=lambda j: j.get("createdAt", 0))
+
+    def _nodes(self, job: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
+        """Node index -> ``describe_jobs`` record of node ``<jobId>#<index>`` (AWS creates
+        them when the job starts; empty where the backend has none, as moto)."""
+        num = int(job.get("nodeProperties", {}).get("numNodes", 0))
+        if not num or job.get("status") not in ("STARTING", "RUNNING", "SUCCEEDED", "FAILED"):
+            return {}
+        ids = [f"{job['jobId']}#{i}" for i in range(num)]
+        out: Dict[int, Dict[str, Any]] = {}
+        for i in range(0, len(ids), 100):
+            for rec in call("describing job nodes", self._aws.batch.describe_jobs, jobs=ids[i:i + 100])["jobs"]:
+                idx = rec.get("nodeDetails", {}).get("nodeIndex")
+                if idx is None:
+                    idx = int(str(rec.get("jobId", "")).rpartition("#")[2] or -1)
+                out[int(idx)] = rec
+        return out
+
+    @staticmethod
+    def _role_ranges(job: Dict[str, Any]) -> List[Tuple[str, int, int, Dict[str, Any]]]:
+        """``(role name, first node, last node, container)`` per node range."""
+        props = job.get("nodeProperties", {})
+        num = int(props.get("numNodes", 0))
+        out = []
+        for i, rng in enumerate(props.get("nodeRangeProperties", [])):
+            container = rng.get("container", {})
+            env = {e["name"]: e["value"] for e in container.get("environment", [])}
+            name = env.get(env_contract.ROLE_NAME) or env.get("TORCHX_ROLE_NAME") or f"node{i}"
+            start, end = _range(str(rng.get("targetNodes", "0")), num)
+            out.append((name, start, end, container))
+        return out
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's state, per-replica states (from the node jobs where Batch has them,
+        else the job's), why it waits or failed, its roles and its console URL; None if
+        Batch does not know it.
+
+        Raises:
+            SchedulerError: an AWS call failed (one line).
+        """
+        job = self._find_job(app_id)
+        if job is None:
+            return None
+        status = str(job.get("status", ""))
+        reason = str(job.get("statusReason", ""))
+        state = appstate_from_batch(status, reason)
+        nodes = self._nodes(job)
+        roles_statuses = []
+        roles = []
+        first_failure: Optional[str] = None
+        for name, start, end, container in self._role_ranges(job):
+            replicas = []
+            for idx in range(start, end + 1):
+                node = nodes.get(idx)
+                if node is not None:
+                    nstatus = str(node.get("status", ""))
+                    nreason = str(node.get("statusReason", ""))
+                    rstate = appstate_from_batch(nstatus, nreason or reason)
+                    exit_code = node.get("container", {}).get("exitCode")
+                    host = str(node.get("container", {}).get("networkInterfaces", [{}])[0].get("privateIpv4Address", "")) \
+                        if node.get("container", {}).get("networkInterfaces") else ""
+                    if rstate == AppState.FAILED and first_failure is None:
+                        why = node.get("container", {}).get("reason") or nreason
+                        first_failure = (
+                            f"{name}[{idx - start}] (node {idx}) failed"
+                            + (f" with exit code {exit_code}" if exit_code is not None else "")
+                            + (f": {why}" if why else "")
+                        )
+                else:
+                    rstate, exit_code, host = state, None, ""
+                replicas.append(ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code))
+            roles_statuses.append(RoleStatus(name, replicas))
+            roles.append(self._role_of(name, start, end, container))
+        msg = self._message(job, state, status, reason)
+        err = NONE
+        if state == AppState.FAILED:
+            err = self._failure(job, first_failure, reason)
+        attempts = job.get("attempts") or []
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            num_restarts=max(0, len(attempts) - 1) if attempts else 0,
+            msg=msg,
+            structured_error_msg=err,
+            ui_url=self._ui_url(job),
+            roles_statuses=roles_statuses,
+            roles=roles,
+            metadata={"job_id": job.get("jobId"), "batch_status": status},
+        )
+
+    def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str) -> str:
+        if status == "RUNNABLE":
+            why = self._compute_env_problem(job)
+            parts = [f"RUNNABLE: waiting for compute in queue {job.get('jobQueue', '?').rpartition('/')[2]}"]
+            if reason:
+                parts.append(reason)
+            if why:
+                parts.append(why)
+            return "; ".join(parts)
+        if state == AppState.CANCELLED:
+            return f"cancelled: {reason}"
+        return f"{status}: {reason}" if reason else status
+
+    def _compute_env_problem(self, job: Dict[str, Any]) -> str:
+        """Why the queue's compute environments cannot run the job, where they say so
+        (disabled, invalid, no vCPUs left), else an empty string."""
+        batch = self._aws.batch
+        try:
+            queues = batch.describe_job_queues(jobQueues=[job["jobQueue"]])["jobQueues"]
+            if not queues:
+                return ""
+            q = queues[0]
+            problems = []
+            if q.get("state") != "ENABLED":
+                problems.append(f"queue {q.get('jobQueueName')} is {q.get('state')}")
+            arns = [c["computeEnvironment"] for c in q.get("computeEnvironmentOrder", [])]
+            if arns:
+                for ce in batch.describe_compute_environments(computeEnvironments=arns)["computeEnvironments"]:
+                    name = ce.get("computeEnvironmentName")
+                    if ce.get("state") != "ENABLED":
+                        problems.append(f"compute environment {name} is {ce.get('state')}")
+                    elif ce.get("status") not in (None, "VALID"):
+                        problems.append(f"compute environment {name} is {ce.get('status')}: {ce.get('statusReason', '')}".rstrip(": "))
+                    else:
+                        res = ce.get("computeResources") or {}
+                        if res.get("maxvCpus") is not None and res.get("maxvCpus") == 0:
+                            problems.append(f"compute environment {name} has maxvCpus 0")
+            return "; ".join(problems)
+        except Exception as e:  # noqa: BLE001 - the message is a hint; never fail describe for it
+            log.debug("aws_batch_compute_env_unknown", error=str(e))
+            return ""
+
+    def _failure(self, job: Dict[str, Any], first_failure: Optional[str], reason: str) -> str:
+        """One line: the first failed node (exit code, reason) or the job's, and its last
+        log lines."""
+        name = job.get("jobName", "")
+        if first_failure is None:
+            container = job.get("container", {}) or {}
+            code = container.get("exitCode")
+            why = container.get("reason") or reason
+            first_failure = f"job {name} failed" + (f" with exit code {code}" if code is not None else "") + (
+                f": {why}" if why else "")
+        tail = self._last_lines(job, 3)
+        return first_failure + (f"; last lines: {' | '.join(tail)}" if tail else "")
+
+    def _last_lines(self, job: Dict[str, Any], n: int) -> List[str]:
+        stream = self._stream_of(job)
+        if not stream:
+            return []
+        try:
+            ev = self._aws.logs.get_log_events(
+                logGroupName=self._log_group(job), logStreamName=stream, startFromHead=False, limit=n
+            )["events"]
+        except Exception:  # noqa: BLE001 - a hint only
+            return []
+        return [" ".join(e["message"].split())[:200] for e in ev[-n:]]
+
+    def _ui_url(self, job: Dict[str, Any]) -> str:
+        region = str(job.get("jobArn", "")).split(":")[3] if job.get("jobArn", "").count(":") >= 4 else ""
+        region = region or self._aws.region
+        return f"https://console.aws.amazon.com/batch/home?region={region}#jobs/mnp-job/{job.get('jobId')}"
+
+    @staticmethod
+    def _role_of(name: str, start: int, end: int, container: Dict[str, Any]) -> Role:
+        env = {e["name"]: e["value"] for e in container.get("environment", [])}
+        env = {k: v for k, v in env.items() if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_")}
+        entrypoint, args = unwrap_command(list(container.get("command", [])))
+        reqs = {r["type"]: r["value"] for r in container.get("resourceRequirements", [])}
+        caps = {K8S_ITYPE: container["instanceType"]} if container.get("instanceType") else {}
+        resource = Resource(
+            cpu=int(float(reqs.get("VCPU", container.get("vcpus", 1)))),
+            gpu=int(reqs.get("GPU", 0)),
+            memMB=int(reqs.get("MEMORY", container.get("memory", 0))),
+            capabilities=caps,
+        )
+        return Role(name, image=str(container.get("image", "")), entrypoint=entrypoint, args=args, env=env,
+                    num_replicas=end - start + 1, resource=resource)
+
+    def list(self) -> List[ListAppResponse]:
+        """Jobs tagged by tx in every job queue of the region (one ``list_jobs`` per queue,
+        then ``describe_jobs`` to read their tags)."""
+        batch = self._aws.batch
+        out: List[ListAppResponse] = []
+        queues = [q for page in call("listing job queues", lambda: list(
+            batch.get_paginator("describe_job_queues").paginate())) for q in page.get("jobQueues", [])]
+        for q in queues:
+            qname = q["jobQueueName"]
+            summaries = call(f"listing jobs of queue {qname}", lambda: [
+                j for page in batch.get_paginator("list_jobs").paginate(
+                    jobQueue=q["jobQueueArn"], filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}])
+                for j in page.get("jobSummaryList", [])
+            ])
+            ids = [j["jobId"] for j in summaries]
+            for i in range(0, len(ids), 100):
+                for job in call("describing jobs", batch.describe_jobs, jobs=ids[i:i + 100])["jobs"]:
+                    if TAG_VERSION not in (job.get("tags") or {}):
+                        continue
+                    out.append(ListAppResponse(
+                        app_id=f"{qname}:{job['jobName']}",
+                        state=appstate_from_batch(str(job.get("status", "")), str(job.get("statusReason", ""))),
+                        name=job["jobName"],
+                    ))
+        return out
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """``terminate_job`` (Batch cancels a job that has not started and stops a running
+        one) unless it already ended."""
+        job = self._find_job(app_id)
+        if job is None or job.get("status") in ("SUCCEEDED", "FAILED"):
+            return
+        call(f"terminating job {job.get('jobName')}", self._aws.batch.terminate_job,
+             jobId=job["jobId"], reason=CANCEL_REASON)
+        log.info("aws_batch_cancelled", app_id=app_id)
+
+    # -- logs -----------------------------------------------------------------------------
+    @staticmethod
+    def _log_group(job: Dict[str, Any]) -> str:
+        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
+            opts = (rng.get("container", {}).get("logConfiguration") or {}).get("options") or {}
+            if opts.get("awslogs-group"):
+                return str(opts["awslogs-group"])
+        return DEFAULT_LOG_GROUP
+
+    @staticmethod
+    def _stream_of(job: Dict[str, Any]) -> str:
+        name = (job.get("container") or {}).get("logStreamName")
+        if not name:
+            for attempt in reversed(job.get("attempts") or []):
+                name = (attempt.get("container") or {}).get("logStreamName")
+                if name:
+                    break
+        return str(name or "")
+
+    def _node_stream(self, job: Dict[str, Any], index: int) -> str:
+        """The log stream of node ``index``: its node job's (AWS), else the job's own
+        (backends without node jobs, such as moto, keep one stream per job)."""
+        recs = call("describing job node", self._aws.batch.describe_jobs, jobs=[f"{job['jobId']}#{index}"])["jobs"]
+        if recs:
+            return self._stream_of(recs[0])
+        return self._stream_of(job)
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines (each ending in ``\\n``) that replica ``k`` of ``role_name`` wrote, from
+        CloudWatch Logs (the ``awslogs-group`` of the job definition, default
+        ``/aws/batch/job``), node index = the role's first node + ``k``.
+
+        Args:
+            since, until: only events in that window (CloudWatch times, milliseconds).
+            should_tail: keep polling until the job is terminal.
+            streams: None or ``combined`` (CloudWatch keeps stdout and stderr together).
+
+        Raises:
+            ValueError: another stream asked for, an unknown role, ``k`` out of range, an
+                unknown app.
+            SchedulerError: an AWS call failed.
+        """
+        if streams not in (None, Stream.COMBINED, "combined"):
+            raise ValueError(f"aws_batch keeps one combined log per replica (CloudWatch); got streams={streams!r}")
+        job = self._find_job(app_id)
+        if job is None:
+            raise ValueError(f"unknown app {app_id!r}")
+        ranges = self._role_ranges(job)
+        match = [(s, e) for n, s, e, _ in ranges if n == role_name]
+        if not match:
+            raise ValueError(f"app {app_id} has no role {role_name!r}; roles: {', '.join(r[0] for r in ranges)}")
+        start, end = match[0]
+        if not 0 <= k <= end - start:
+            raise ValueError(f"role {role_name!r} of {app_id} has replicas 0..{end - start}, not {k}")
+        lines = self._events(job, start + k, _ms(since), _ms(until), should_tail)
+        return filter_regex(regex, lines)
+
+    def _events(self, job: Dict[str, Any], index: int, start_ms: Optional[int], end_ms: Optional[int],
+                tail: bool) -> Iterator[str]:
+        logs = self._aws.logs
+        group = self._log_group(job)
+        token: Optional[str] = None
+        last_ts = start_ms
+        stream = ""
+        while True:
+            if not stream:
+                stream = self._node_stream(job, index)
+            finished = is_terminal(appstate_from_batch(str(job.get("status")), str(job.get("statusReason", ""))))
+            if stream:
+                kwargs: Dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
+                if token:
+                    kwargs["nextToken"] = token
+                elif last_ts is not None:
+                    kwargs["startTime"] = last_ts
+                if end_ms is not None:
+                    kwargs["endTime"] = end_ms
+                from botocore.exceptions import BotoCoreError, ClientError
+
+                while True:
+                    try:
+                        resp = logs.get_log_events(**kwargs)
+                    except (ClientError, BotoCoreError) as e:
+                        if error_code(e) == "ResourceNotFoundException":
+                            resp = None  # the stream is not created yet (or there is none)
+                            break
+                        raise explain(e, f"reading log stream {stream}") from None
+                    for ev in resp.get("events", []):
+                        yield ev["message"] if ev["message"].endswith("\n") else ev["message"] + "\n"
+                    nxt = resp.get("nextForwardToken")
+                    if not nxt or nxt == kwargs.get("nextToken"):
+                        break
+                    kwargs.pop("startTime", None)
+                    kwargs["nextToken"] = nxt
+                if resp is not None:
+                    token = kwargs.get("nextToken")
+            if not tail or finished:
+                return
+            time.sleep(self.poll_interval)
+            fresh = call("describing job", self._aws.batch.describe_jobs, jobs=[job["jobId"]])["jobs"]
+            if not fresh:
+                return
+            job = fresh[0]
+            if stream and self._node_stream(job, index) != stream:
+                stream, token = "", None  # a new attempt writes a new stream
+
+    def close(self) -> None:
+        """Nothing to release (boto3 clients close with the process)."""
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> AwsBatchScheduler:
+    """TorchX's factory: ``create_scheduler(session_name, **kwargs)``; ``kwargs`` are
+    :class:`AwsBatchScheduler`'s (region, endpoint_url, poll_interval)."""
+    return AwsBatchScheduler(session_name, **kwargs)
