@@ -62,15 +62,54 @@ GEN_SRC = (
 # the harness's own memory (the kernel carries the spawning mm's high-water
 # mark into the child at exec).  Output goes to files that the harness reads.
 SPAWNER_SRC = r"""
-import json, os, signal, sys, time
+import ctypes, json, os, signal, sys, threading, time
+# A child subreaper: processes a command detaches (a daemonized supervisor) are reparented
+# here, so that the whole tree is measured (peak RSS summed over it) and reaped.
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+PAGE = os.sysconf("SC_PAGE_SIZE")
+ME = os.getpid()
 def on_alarm(signum, frame):
-    try:
-        os.killpg(CUR[0], signal.SIGKILL)
-    except OSError:
-        pass
+    for p in [CUR[0], *descendants()]:
+        try:
+            os.killpg(p, signal.SIGKILL) if p == CUR[0] else os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
     TIMED_OUT[0] = True
 CUR, TIMED_OUT = [0], [False]
 signal.signal(signal.SIGALRM, on_alarm)
+def children(pid):
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+    except OSError:
+        pass
+    return out
+def descendants():
+    todo, seen = children(ME), []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo.extend(children(p))
+    return seen
+def tree_rss():
+    total = 0
+    for p in descendants():
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 for req in sys.stdin:
     q = json.loads(req)
     TIMED_OUT[0] = False
@@ -86,9 +125,22 @@ for req in sys.stdin:
         continue
     CUR[0] = pid
     signal.setitimer(signal.ITIMER_REAL, q["timeout"])
-    _, status, ru = os.wait4(pid, 0)
+    PEAK, done = [0], threading.Event()
+    def sample():  # the tree's RSS every 50 ms, beside the blocking wait4
+        while not done.wait(0.05):
+            PEAK[0] = max(PEAK[0], tree_rss())
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    while True:
+        try:
+            _, status, ru = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
     wall = time.perf_counter() - t0
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    done.set()
+    sampler.join()
+    peak = PEAK[0]
     left = False
     try:
         os.killpg(pid, 0)
@@ -96,10 +148,26 @@ for req in sys.stdin:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
+    # what it detached (a supervisor): give it 3 s to end, then it is a leftover
+    deadline = time.monotonic() + 3.0
+    while descendants() and time.monotonic() < deadline:
+        peak = max(peak, tree_rss())
+        reap()
+        time.sleep(0.05)
+    stray = descendants()
+    for p in stray:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.05)
+    reap()
+    signal.setitimer(signal.ITIMER_REAL, 0)
     print(json.dumps({"wall": wall, "rc": os.waitstatus_to_exitcode(status),
-                      "timed_out": TIMED_OUT[0], "leftovers": left,
+                      "timed_out": TIMED_OUT[0], "leftovers": left or bool(stray),
                       "user": ru.ru_utime, "sys": ru.ru_stime,
-                      "maxrss_mb": ru.ru_maxrss / 1024.0}), flush=True)
+                      "maxrss_mb": ru.ru_maxrss / 1024.0,
+                      "tree_rss_mb": peak / 1048576.0}), flush=True)
 """
 
 
@@ -308,6 +376,87 @@ def api_replicas(args: argparse.Namespace) -> Dict[str, Any]:
     return out
 
 
+def api_first_call(args: argparse.Namespace) -> Dict[str, Any]:
+    """A fresh interpreter's first use of the API: import the runner and specs, make a
+    runner and run one echo replica on local_cwd (import cost and first-call cost
+    together, since tx defers imports to the first call), then wait for its end."""
+    t0 = time.perf_counter()
+    specs, runner_mod = _api(args.pkg)
+    out: Dict[str, Any] = {"import_s": time.perf_counter() - t0}
+    app = specs.AppDef(name="first", roles=[specs.Role(
+        name="echo", image=args.workdir, entrypoint="echo", args=["hi"],
+        resource=specs.Resource(cpu=1, gpu=0, memMB=64))])
+    logdir = tempfile.mkdtemp(prefix="bench_first_")
+    try:
+        with runner_mod.get_runner() as runner:
+            handle = runner.run(app, "local_cwd", cfg={"log_dir": logdir})
+            out["first_call_s"] = time.perf_counter() - t0
+            st = runner.wait(handle, wait_interval=args.poll)
+            out["to_terminal_s"] = time.perf_counter() - t0
+            out["state"] = str(st.state) if st else None
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    return out
+
+
+STATUS_PROBE = (
+    "import json, sys, time\n"
+    "t0 = time.perf_counter()\n"
+    "import importlib\n"
+    "runner_mod = importlib.import_module(sys.argv[1] + '.runner')\n"
+    "with runner_mod.get_runner() as r:\n"
+    "    st = r.status(sys.argv[2])\n"
+    "    t1 = time.perf_counter()\n"
+    "    lat = []\n"
+    "    for _ in range(20):\n"
+    "        a = time.perf_counter(); r.status(sys.argv[2]); lat.append(time.perf_counter() - a)\n"
+    "lat.sort()\n"
+    "print(json.dumps({'first_s': t1 - t0, 'next_us': lat[len(lat) // 2] * 1e6,\n"
+    "                  'found': st is not None, 'state': str(st.state) if st else None}))\n"
+)
+
+
+def api_status_fresh(args: argparse.Namespace) -> Dict[str, Any]:
+    """status() of a RUNNING app from a fresh process (as `status` from another shell):
+    this process runs a sleeping app on local_cwd, then 5 fresh interpreters each make a
+    runner and call status() once (import included) and 20 more times."""
+    specs, runner_mod = _api(args.pkg)
+    out: Dict[str, Any] = {}
+    app = specs.AppDef(name="sleeper", roles=[specs.Role(
+        name="s", image=args.workdir, entrypoint="sleep", args=["60"],
+        resource=specs.Resource(cpu=1, gpu=0, memMB=64))])
+    logdir = tempfile.mkdtemp(prefix="bench_status_")
+    try:
+        with runner_mod.get_runner() as runner:
+            handle = runner.run(app, "local_cwd", cfg={"log_dir": logdir})
+            try:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    st = runner.status(handle)
+                    if st is not None and str(st.state).endswith("RUNNING"):
+                        break
+                    time.sleep(0.05)
+                probes = []
+                for _ in range(5):
+                    p = subprocess.run([sys.executable, "-c", STATUS_PROBE, args.pkg, handle],
+                                       capture_output=True, text=True, timeout=120)
+                    probes.append(last_json(p.stdout.encode()) or {"error": p.stderr[-300:]})
+            finally:
+                runner.cancel(handle)
+        ok = [p for p in probes if "first_s" in p]
+        out["found"] = sum(1 for p in ok if p.get("found"))
+        out["probes"] = len(probes)
+        if ok:
+            out["fresh_first_status_s"] = statistics.median(p["first_s"] for p in ok)
+            out["fresh_next_status_us"] = statistics.median(p["next_us"] for p in ok)
+            out["fresh_state"] = ok[0].get("state")
+        else:
+            out["error"] = probes[0].get("error", "?")
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    return out
+
+
 def api_log(args: argparse.Namespace) -> Dict[str, Any]:
     specs, runner_mod = _api(args.pkg)
     out: Dict[str, Any] = {}
@@ -359,6 +508,8 @@ def api_log(args: argparse.Namespace) -> Dict[str, Any]:
 
 API_FUNCS: Dict[str, Callable[[argparse.Namespace], Dict[str, Any]]] = {
     "dryrun": api_dryrun,
+    "first_call": api_first_call,
+    "status_fresh": api_status_fresh,
     "replicas": api_replicas,
     "log": api_log,
 }
@@ -427,6 +578,7 @@ def summarize(runs: List[Dict[str, Any]], extra_keys: List[str]) -> Dict[str, An
         "wall_max": max(walls),
         "cpu_med": statistics.median(r["user"] + r["sys"] for r in runs),
         "rss_med_mb": statistics.median(r["maxrss_mb"] for r in runs),
+        "tree_rss_med_mb": statistics.median(r.get("tree_rss_mb", 0.0) for r in runs),
         "rcs": sorted(set(r["rc"] for r in runs)),
         "leftovers": any(r["leftovers"] for r in runs),
         "timed_out": any(r["timed_out"] for r in runs),
@@ -502,6 +654,11 @@ def build_cases(args: argparse.Namespace, py: str, env: Dict[str, str]) -> List[
         ("import_specs", [py, "-c", f"import {args.pkg}.specs"], None),
         ("import_runner", [py, "-c", f"import {args.pkg}.runner"], None),
         ("run_echo", [cli, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi"], None),
+        # the same with every cache of the launcher empty (a fresh XDG_CACHE_HOME each run)
+        ("run_echo_cold", ["sh", "-c", 'XDG_CACHE_HOME=$(mktemp -d) exec "$0" "$@"', cli, "run",
+                           "-s", "local_cwd", "utils.echo", "--msg", "hi"], None),
+        ("api_first_call", api + ["--api", "first_call"], "api"),
+        ("api_status_fresh", api + ["--api", "status_fresh"], "api"),
         ("ddp_torchx_1x2", [cli, "run", "-s", "local_cwd", "dist.ddp", "-j", "1x2",
                             "--script", "train.py"], ddp_check),
         ("ddp_torchrun", [torchrun, "--nproc_per_node", "2", "train.py"], ddp_check),
@@ -583,6 +740,7 @@ def main() -> None:
         print(
             f"{name:20s} wall s min/med/max {s['wall_min']:7.3f} {s['wall_med']:7.3f} "
             f"{s['wall_max']:7.3f}  cpu {s['cpu_med']:6.2f}  rss {s['rss_med_mb']:6.1f}MB "
+            f"tree {s['tree_rss_med_mb']:6.1f}MB "
             f"rc={s['rcs']}{' LEFTOVERS' if s['leftovers'] else ''}"
             f"{' TIMEOUT' if s['timed_out'] else ''} {ex}",
             flush=True,
