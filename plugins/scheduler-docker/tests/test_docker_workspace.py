@@ -38,7 +38,7 @@ def test_workspace_is_built_then_reused(podman_engine: Any, docker_client: Any, 
     (ws / "data.txt").write_text("hello from the workspace\n")
     app = _cat_app(image, "/data.txt")
     first = _run(app, ws, {"quiet": True})
-    assert first["image"].startswith("tx-workspace:"), first["image"]
+    assert first["image"].startswith("localhost/tx-workspace:"), first["image"]
     assert "/data.txt: hello from the workspace\n" in first["lines"], first["lines"]
     n_images = len(docker_client.images.list())
     second = _run(app, ws, {"quiet": True})

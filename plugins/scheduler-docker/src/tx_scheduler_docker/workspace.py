@@ -9,13 +9,13 @@ How an image is made (``DockerWorkspace.build``):
 1. The files of the workspace that its ``.txignore`` does not exclude (gitignore syntax,
    :func:`tx.workspace.walk_workspace`) are hashed (paths, modes and contents) together with
    the Dockerfile, the role's image (its id on the engine) and ``image_repo``.
-2. The image is tagged ``<image_repo or tx-workspace>:<first 20 hex digits of the hash>``.
+2. The image is tagged ``<image_repo or localhost/tx-workspace>:<first 20 hex digits of the hash>``.
    When the engine already has that tag, it is reused: **an unchanged workspace builds
    nothing**.
 3. Otherwise the files go in a build context with the workspace's ``Dockerfile.tx`` or, when
    there is none, :data:`DEFAULT_DOCKERFILE` (``FROM $IMAGE`` / ``COPY . .``), built with the
-   build args ``IMAGE`` (the role's image) and ``WORKSPACE`` (the workspace path), as
-   TorchX's ``Dockerfile.torchx`` is.
+   build args ``IMAGE`` (the role's image) and, for an own ``Dockerfile.tx``, ``WORKSPACE``
+   (the workspace path), as TorchX's ``Dockerfile.torchx`` is.
 4. With ``image_repo`` set, the image is pushed there; the role then runs
    ``<image_repo>:<hash>``, which any node can pull.
 
@@ -42,7 +42,7 @@ DOCKERFILE = "Dockerfile.tx"
 #: the Dockerfile used when the workspace has no :data:`DOCKERFILE`
 DEFAULT_DOCKERFILE = "ARG IMAGE\nFROM $IMAGE\n\nCOPY . .\n"
 #: repository of workspace images when no ``image_repo`` is given (local to the engine)
-LOCAL_REPO = "tx-workspace"
+LOCAL_REPO = "localhost/tx-workspace"
 #: run option a scheduler sets to True (in the cfg it passes to :meth:`DockerWorkspace.build`)
 #: when its nodes cannot see the local engine's images, so that a missing ``image_repo`` is
 #: an error that says so instead of an image no node can pull
@@ -224,10 +224,13 @@ def _build(client: Any, base: str, workspace: str, files: List[Tuple[str, str]],
     from tx_scheduler_docker.version import __version__
 
     tail: List[str] = []
+    buildargs = {"IMAGE": base}
+    if dockerfile != DEFAULT_DOCKERFILE.encode():
+        buildargs["WORKSPACE"] = os.path.abspath(workspace)
     try:
         for event in client.api.build(
             fileobj=_context(files, dockerfile), custom_context=True, dockerfile=DOCKERFILE, tag=tag,
-            buildargs={"IMAGE": base, "WORKSPACE": os.path.abspath(workspace)},
+            buildargs=buildargs,
             labels={LABEL_HASH: digest, "tx.version": __version__}, rm=True, forcerm=True, pull=False,
             decode=True,
         ):
