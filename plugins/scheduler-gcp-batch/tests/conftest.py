@@ -32,7 +32,7 @@ def fake_gcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcp]:
         "GOOGLE_CLOUD_PROJECT": PROJECT,
         "CLOUDSDK_BATCH_LOCATION": LOCATION,
         "CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")),
-        "NO_GCE_CHECK": "True",
+        "NO_GCE_CHECK": "true",
     }
     saved: Dict[str, object] = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

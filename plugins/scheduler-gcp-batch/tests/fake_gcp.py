@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 import signal
@@ -129,6 +130,7 @@ class FakeGcp:
         return f"http://127.0.0.1:{self._server.server_port}"
 
     def start(self) -> "FakeGcp":
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log on stderr
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-gcp", daemon=True)
         self._thread.start()

@@ -25,6 +25,8 @@ is one task group whose tasks are all the replicas of all roles, in role order:
   with no user retries a lifecycle policy retries only that exit code; with user retries
   the two budgets add up (Batch keeps one retry counter per task).
 * labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
+  each role's runnable is labelled with its resource and ``max_retries`` (``tx-cpu``,
+  ``tx-gpu``, ``tx-memmb``, ``tx-max-retries``) so that describe gives the roles back;
   logs go to Cloud Logging.
 
 References: https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs,
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 import attrs
 from google.cloud import batch_v1
@@ -54,6 +56,10 @@ SHELL = "/bin/sh"
 _REPLICA_SENTINEL = "TXREPLICAIDPLACEHOLDER"
 _REPLICA_REF = '"${' + envc.REPLICA_ID + '}"'
 _ROLE_LABEL = "tx-role"
+_CPU_LABEL = "tx-cpu"
+_GPU_LABEL = "tx-gpu"
+_MEM_LABEL = "tx-memmb"
+_RETRIES_LABEL = "tx-max-retries"
 _JOB_ID_MAX = 63
 
 
@@ -66,15 +72,12 @@ class GcpBatchJob:
         project, location: where the job goes.
         job_id: the Batch job id (``^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$``).
         job: the ``google.cloud.batch_v1.Job`` message.
-        images_to_push: images a workspace build made locally that must be pushed first
-            (``{local image: remote}``; filled by the docker workspace kind where used).
     """
 
     project: str
     location: str
     job_id: str
     job: Any
-    images_to_push: Dict[str, str] = attrs.field(factory=dict)
 
     @property
     def parent(self) -> str:
@@ -86,7 +89,9 @@ class GcpBatchJob:
         return f"{self.project}:{self.location}:{self.job_id}"
 
     def __str__(self) -> str:
-        body = batch_v1.Job.to_json(self.job, indent=2, sort_keys=True)
+        body = batch_v1.Job.to_json(
+            self.job, indent=2, sort_keys=True, use_integers_for_enums=False, including_default_value_fields=False
+        )
         return f"# create_job parent={self.parent} job_id={self.job_id}\n{body}\n"
 
 
@@ -131,10 +136,10 @@ def role_script(role: Role, role_idx: int, multi_role: bool, app_id: str) -> str
 def parse_role_script(script: str) -> Tuple[str, List[str]]:
     """``(entrypoint, args)`` of a script made by :func:`role_script` (``${replica_id}`` back
     in place of the ``TX_REPLICA_ID`` reference)."""
-    last = [ln for ln in script.splitlines() if ln.startswith("exec ")]
-    if not last:
+    at = script.find("\nexec ")  # the last statement; an argument may span lines
+    if at < 0:
         return SHELL, ["-c", script]
-    argv = shlex.split(last[-1][len("exec "):])
+    argv = shlex.split(script[at + len("\nexec "):])
     argv = [a.replace("${" + envc.REPLICA_ID + "}", macros.replica_id) for a in argv]
     return argv[0], argv[1:]
 
@@ -173,11 +178,18 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
         if role.num_replicas < 1:
             raise ValueError(f"gcp_batch: role {role.name!r} needs num_replicas >= 1")
         script = role_script(role, r, multi, job_id)
+        labels = {
+            _ROLE_LABEL: label_value(role.name),
+            _CPU_LABEL: str(max(role.resource.cpu, 0)),
+            _GPU_LABEL: str(max(role.resource.gpu, 0)),
+            _MEM_LABEL: str(max(role.resource.memMB, 0)),
+            _RETRIES_LABEL: str(role.max_retries),
+        }
         runnables.append(
             batch_v1.Runnable(
                 container=batch_v1.Runnable.Container(image_uri=role.image, entrypoint=SHELL, commands=["-c", script]),
                 display_name=role.name,
-                labels={_ROLE_LABEL: label_value(role.name)},
+                labels=labels,
             )
         )
         for k in range(role.num_replicas):
@@ -286,7 +298,7 @@ def task_layout(job: Any) -> List[TaskInfo]:
 def roles_of(job: Any) -> List[Role]:
     """The roles of a job this module built, as far as the job keeps them (image,
     entrypoint, args, env of replica 0 without the contract variables, replicas,
-    resources, max_retries)."""
+    resources and max_retries per role, from the runnables' ``tx-*`` labels)."""
     if not job.task_groups:
         return []
     group = job.task_groups[0]
@@ -295,10 +307,6 @@ def roles_of(job: Any) -> List[Role]:
     counts: Dict[str, int] = {}
     for t in layout:
         counts[t.role] = counts.get(t.role, 0) + 1
-    gpus = 0
-    for inst in job.allocation_policy.instances:
-        mt = inst.policy.machine_type
-        gpus = next((n for n, name in A100_MACHINE_TYPES.items() if name == mt), 0)
     contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
     roles = []
     for runnable in spec.runnables:
@@ -310,6 +318,12 @@ def roles_of(job: Any) -> List[Role]:
         env: Dict[str, str] = {}
         if first is not None:
             env = {k: v for k, v in group.task_environments[first].variables.items() if k not in contract}
+        labels = runnable.labels
+
+        def num(key: str, default: int) -> int:
+            value = labels.get(key, "")
+            return int(value) if value.isdigit() else default
+
         roles.append(
             Role(
                 name,
@@ -318,16 +332,13 @@ def roles_of(job: Any) -> List[Role]:
                 args=args,
                 env=env,
                 num_replicas=counts.get(name, 1),
-                max_retries=spec.max_retry_count,
+                max_retries=num(_RETRIES_LABEL, spec.max_retry_count),
                 resource=Resource(
-                    cpu=spec.compute_resource.cpu_milli // 1000,
-                    gpu=gpus,
-                    memMB=spec.compute_resource.memory_mib,
+                    cpu=num(_CPU_LABEL, spec.compute_resource.cpu_milli // 1000),
+                    gpu=num(_GPU_LABEL, 0),
+                    memMB=num(_MEM_LABEL, spec.compute_resource.memory_mib),
                 ),
             )
         )
     return roles
 
-
-def optional_str(value: Optional[CfgVal]) -> Optional[str]:
-    return str(value) if value not in (None, "") else None
