@@ -19,7 +19,15 @@ from tx.specs import (
     macros,
 )
 from tx.specs._convert import get_converter, structure, structure_appdef, unstructure_appdef
-from tx.specs.files import appdef_to_json, appdef_to_yaml, dump_appdef, load_appdef, parse_appdef
+from tx.specs.files import (
+    appdef_from_dict,
+    appdef_to_dict,
+    appdef_to_json,
+    appdef_to_yaml,
+    dump_appdef,
+    load_appdef,
+    parse_appdef,
+)
 
 
 def full_app() -> AppDef:
@@ -58,7 +66,7 @@ def full_app() -> AppDef:
 
 # -- dicts ---------------------------------------------------------------------------------
 def test_to_dict_writes_every_field_with_tags_and_enum_values():
-    d = full_app().to_dict()
+    d = appdef_to_dict(full_app())
     assert list(d) == ["name", "roles", "metadata"]
     worker = d["roles"][0]
     assert list(worker) == [
@@ -84,18 +92,18 @@ def test_to_dict_writes_every_field_with_tags_and_enum_values():
 
 def test_dict_round_trip():
     app = full_app()
-    assert AppDef.from_dict(app.to_dict()) == app
+    assert appdef_from_dict(appdef_to_dict(app)) == app
     assert structure_appdef(unstructure_appdef(app)) == app
 
 
 def test_minimal_dict_fills_defaults():
-    app = AppDef.from_dict({"name": "a", "roles": [{"name": "r"}]})
+    app = appdef_from_dict({"name": "a", "roles": [{"name": "r"}]})
     assert app == AppDef("a", [Role("r")])
-    assert AppDef.from_dict({"name": "a"}) == AppDef("a")
+    assert appdef_from_dict({"name": "a"}) == AppDef("a")
 
 
 def test_retry_policy_any_case_on_input():
-    app = AppDef.from_dict({"name": "a", "roles": [{"name": "r", "retry_policy": "replica"}]})
+    app = appdef_from_dict({"name": "a", "roles": [{"name": "r", "retry_policy": "replica"}]})
     assert app.roles[0].retry_policy is RetryPolicy.REPLICA
 
 
@@ -124,7 +132,7 @@ def test_unstructure_rejects_non_appdef():
 
 def _err(data) -> str:
     with pytest.raises(AppDefFormatError) as ei:
-        AppDef.from_dict(data)
+        appdef_from_dict(data)
     msg = str(ei.value)
     assert "\n" not in msg
     return msg
@@ -188,7 +196,7 @@ def test_format_errors(data, msg):
 def test_errors_listed_and_capped():
     roles = [{"name": f"r{i}", "num_replicas": "x"} for i in range(8)]
     with pytest.raises(AppDefFormatError) as ei:
-        AppDef.from_dict({"name": "a", "roles": roles})
+        appdef_from_dict({"name": "a", "roles": roles})
     assert len(ei.value.errors) == 8
     assert ei.value.errors[0] == ("roles[0].num_replicas", "expected int, got 'x'")
     assert str(ei.value).endswith("roles[4].num_replicas: expected int, got 'x'; and 3 more")
@@ -208,15 +216,15 @@ def test_file_round_trip(tmp_path, fname):
     dump_appdef(app, path)
     assert load_appdef(path) == app
     assert load_appdef(str(path)) == app
-    assert AppDef.from_file(str(path)) == app
+    assert load_appdef(str(path)) == app
 
 
 def test_dump_format_follows_extension(tmp_path):
     app = full_app()
     dump_appdef(app, tmp_path / "a.json")
-    assert json.loads((tmp_path / "a.json").read_text()) == app.to_dict()
+    assert json.loads((tmp_path / "a.json").read_text()) == appdef_to_dict(app)
     dump_appdef(app, tmp_path / "a.yaml")
-    assert yaml.safe_load((tmp_path / "a.yaml").read_text()) == app.to_dict()
+    assert yaml.safe_load((tmp_path / "a.yaml").read_text()) == appdef_to_dict(app)
     dump_appdef(app, tmp_path / "forced.yaml", fmt="json")
     assert (tmp_path / "forced.yaml").read_text().startswith("{")
     assert load_appdef(tmp_path / "forced.yaml") == app  # YAML reads JSON

@@ -160,6 +160,7 @@ def test_describe_from_another_process_gives_back_the_whole_appdef(state_dir: An
 
     from tx.runner import get_runner
     from tx.specs import BindMount, DeviceMount, VolumeMount
+    from tx.specs.files import appdef_from_dict
 
     app = AppDef("whole", metadata={"team": "ml", "n": "3"}, roles=[
         h.sh("a", "true", 2, max_retries=1, retry_policy=RetryPolicy.REPLICA, env={"K": "v"}, min_replicas=1,
@@ -176,11 +177,12 @@ def test_describe_from_another_process_gives_back_the_whole_appdef(state_dir: An
         runner.wait(handle, wait_interval=0.1)
         submitted = runner.describe(handle)  # what this runner submitted (TX_JOB_ID added)
     code = ("import json, sys\nfrom tx.runner import get_runner\n"
-            "with get_runner() as r: print(json.dumps(r.describe(sys.argv[1]).to_dict()))")
+            "from tx.specs.files import appdef_to_dict\n"
+            "with get_runner() as r: print(json.dumps(appdef_to_dict(r.describe(sys.argv[1]))))")
     p = subprocess.run([sys.executable, "-c", code, handle], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ))
     assert p.returncode == 0, p.stderr
-    assert AppDef.from_dict(json.loads(p.stdout)) == submitted
+    assert appdef_from_dict(json.loads(p.stdout)) == submitted
     assert submitted.roles[0].mounts == app.roles[0].mounts and submitted.metadata == app.metadata
 
 

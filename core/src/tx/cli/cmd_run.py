@@ -73,9 +73,9 @@ def _load_app(runner: Any, component: str, comp_args: List[str]) -> Any:
     if component.endswith(_APPDEF_EXTS) and ":" not in component:
         if comp_args:
             raise CLIError(f"an AppDef file takes no arguments, got {' '.join(comp_args)}", 2)
-        from tx.specs.api import AppDef
+        from tx.specs.files import load_appdef
 
-        return AppDef.from_file(component)
+        return load_appdef(component)
     return runner.component_app(component, comp_args)
 
 

@@ -1,8 +1,7 @@
 """The one cattrs converter of tx: AppDef <-> plain dicts (JSON/YAML-ready).
 
-Private: imported only when an AppDef is read or written (``AppDef.to_dict``,
-``AppDef.from_dict``, :mod:`tx.specs.files`), so that ``import tx.specs`` stays free of
-cattrs. The converter is built on first use and is strict:
+Private: imported only when an AppDef is read or written (through :mod:`tx.specs.files`,
+the public layer), so that ``import tx.specs`` stays free of cattrs. The converter is built on first use and is strict:
 
 * unknown keys are rejected (``roles[0]: unknown key 'entrypiont'``);
 * scalars are not coerced: ``"2"`` is not an int, ``true`` is not an int, ``1`` is not a

@@ -231,35 +231,6 @@ class AppDef:
     replace = _replace
     asdict = _asdict
 
-    @classmethod
-    def from_file(cls, path: str) -> "AppDef":
-        """Load an AppDef from a ``.yaml``/``.yml``/``.json`` file (see :mod:`tx.specs.files`).
-
-        Raises:
-            tx.specs.AppDefFormatError: unreadable file or a bad document, with the path of
-                the bad field in the message.
-        """
-        from tx.specs.files import load_appdef
-
-        return load_appdef(path)
-
-    def to_dict(self) -> Dict[str, Any]:
-        """Return a JSON-ready dict of this AppDef (cattrs unstructure)."""
-        from tx.specs._convert import unstructure_appdef
-
-        return unstructure_appdef(self)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "AppDef":
-        """Build an AppDef from a dict as produced by :meth:`to_dict`.
-
-        Raises:
-            tx.specs.AppDefFormatError: a bad field, named by its path (``roles[1].num_replicas``).
-        """
-        from tx.specs._convert import structure_appdef
-
-        return structure_appdef(data)
-
 
 class macros:
     """Placeholders in ``Role.args``, ``Role.env`` values and ``Role.metadata`` strings,

@@ -1,6 +1,8 @@
 """AppDefs in files: load and dump YAML and JSON documents.
 
-The document is the dict of :meth:`tx.specs.AppDef.to_dict`::
+The document is the dict of :func:`appdef_to_dict` (the one cattrs converter of tx,
+:mod:`tx.specs._convert`); this module is the serialization layer above the model
+(:mod:`tx.specs.api` never imports it)::
 
     name: trainer
     roles:
@@ -19,7 +21,7 @@ such a file. PyYAML, cattrs and json are imported only when a function here is c
 from __future__ import annotations
 
 import os
-from typing import IO, Any, Optional, Union
+from typing import IO, Any, Dict, Optional, Union
 
 from tx.specs.api import AppDef, AppDefFormatError
 
@@ -91,6 +93,31 @@ def parse_appdef(text: str, fmt: str = "yaml", name: str = "<string>") -> AppDef
         err = AppDefFormatError(f"{name}: {e}")
         err.errors = getattr(e, "errors", [])  # type: ignore[attr-defined]
         raise err from None
+
+
+def appdef_to_dict(app: AppDef) -> Dict[str, Any]:
+    """``app`` as a dict of plain JSON/YAML types, every field written (mounts tagged by
+    ``type``, enums by name). Imports cattrs on first use.
+
+    Raises:
+        TypeError: ``app`` is not an AppDef.
+    """
+    from tx.specs._convert import unstructure_appdef
+
+    return unstructure_appdef(app)
+
+
+def appdef_from_dict(data: Any) -> AppDef:
+    """The AppDef of a dict as :func:`appdef_to_dict` writes it (fields left out take their
+    defaults; unknown keys and wrong types are errors).
+
+    Raises:
+        tx.specs.AppDefFormatError: every bad field, named by its path
+            (``roles[1].num_replicas: expected int, got 'two'``), in one line.
+    """
+    from tx.specs._convert import structure_appdef
+
+    return structure_appdef(data)
 
 
 def load_appdef(path: Union[str, "os.PathLike[str]"]) -> AppDef:

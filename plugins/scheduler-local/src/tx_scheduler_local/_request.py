@@ -276,15 +276,16 @@ def build_request(
 
 
 def app_from_json(data: Dict[str, Any]) -> Optional[AppDef]:
-    """The AppDef stored in a request (``AppDef.to_dict()``, core's converter); a request
+    """The AppDef stored in a request (:func:`tx.specs.files.appdef_to_dict`); a request
     written by tx-scheduler-local 0.1 (its own role layout) is read as far as it goes;
     None when there is none or it cannot be read."""
     from tx.specs.api import AppDefFormatError, Resource, RetryPolicy
+    from tx.specs.files import appdef_from_dict
 
     if not data.get("roles"):
         return None
     try:
-        return AppDef.from_dict(data)
+        return appdef_from_dict(data)
     except AppDefFormatError:
         if any("mounts" in r for r in data["roles"]):
             return None  # written by the converter, yet unreadable: nothing to rebuild

@@ -34,6 +34,7 @@ from tx.log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.streams import Stream
 from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, UnknownAppException, is_terminal
+from tx.specs.files import appdef_to_dict
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _logs, _procs, _request, _store
@@ -153,7 +154,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         data = req.to_json()
         data["submitted"] = time.time()
         # the whole AppDef, through core's converter: describe from any process rebuilds it
-        data["app"] = app.to_dict() if app else {"name": req.app_name, "roles": []}
+        data["app"] = appdef_to_dict(app) if app else {"name": req.app_name, "roles": []}
         me = os.getpid()
         _store.write_json_atomic(os.path.join(app_dir, _store.STATE), {
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
