@@ -338,3 +338,14 @@ def test_filter_regex():
 
 def test_stream_values():
     assert [str(s) for s in Stream] == ["stdout", "stderr", "combined"]
+
+
+@pytest.mark.parametrize("name,want", [
+    ("Über-run", "Uber-run"), ("(exp)", "exp"), ("日本語", "app"), ("@team", "team"),
+    ("-leading", "leading"), ("a b/c", "a-b-c"), ("..x..", "x"), ("ok_name.v2", "ok_name.v2"),
+])
+def test_clean_name_never_starts_with_a_dash(name, want):
+    from tx.schedulers.ids import clean_name, make_unique
+
+    assert clean_name(name) == want
+    assert not make_unique(clean_name(name)).startswith("-")

@@ -210,3 +210,23 @@ def test_deleted_registry_entry_is_unknown(sched: Any, cfg: Dict[str, Any], stat
     other = create_cwd_scheduler("tx", state_dir=str(state_dir))
     assert other.describe(app_id) is None
     assert other.list() == []
+
+
+@pytest.mark.parametrize("name", ["Über-run", "(exp)", "日本語", "@team"])
+def test_any_app_name_gives_an_id_every_command_reaches(state_dir: Any, cfg: Dict[str, Any], name: str) -> None:
+    import subprocess
+    import sys
+
+    from tx.runner import get_runner
+
+    app = AppDef(name, [Role("r", image="", entrypoint="sh", args=["-c", "sleep 30"])])
+    with get_runner() as runner:
+        handle = runner.run(app, "local_cwd", cfg)
+        app_id = handle.rsplit("/", 1)[1]
+        assert not app_id.startswith("-") and app_id.isascii(), app_id
+        tx = os.path.join(os.path.dirname(sys.executable), "tx")
+        for cmd in (["status", handle], ["cancel", handle]):
+            p = subprocess.run([tx, *cmd], capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, (cmd, p.stderr)
+        st = runner.wait(handle, wait_interval=0.1, timeout=30)
+        assert st is not None and st.state == AppState.CANCELLED

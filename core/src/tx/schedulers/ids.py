@@ -32,3 +32,21 @@ def make_unique(name: str, string_length: int = 0) -> str:
     """``name-<random id>``; with ``string_length`` the id has that many characters."""
     rid = get_len_random_id(string_length) if string_length else random_id()
     return f"{name}-{rid}"
+
+
+def clean_name(name: str, unsafe: str = r"[^A-Za-z0-9_.-]+", fallback: str = "app") -> str:
+    """The part of an app id that comes from a user's app name: accents folded to ASCII
+    (``Über`` -> ``Uber``), each run of characters matching ``unsafe`` replaced by one
+    ``-``, and leading or trailing ``-``, ``.`` and ``_`` removed, so that the id never
+    starts with ``-`` (which no command could then address). ``fallback`` when nothing is
+    left (``日本語``, ``@@``).
+
+    >>> clean_name("Über-run"), clean_name("(exp)"), clean_name("日本語"), clean_name("@team")
+    ('Uber-run', 'exp', 'app', 'team')
+    """
+    import re
+    import unicodedata
+
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    out = re.sub(unsafe, "-", ascii_name).strip("-._")
+    return out or fallback

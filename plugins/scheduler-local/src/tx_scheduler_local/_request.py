@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import attrs
 
 from tx.schedulers.env import RANK0_HOST, replica_env
-from tx.schedulers.ids import make_unique
+from tx.schedulers.ids import clean_name, make_unique
 from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
 from tx.specs.runopts import CfgVal
 from tx_scheduler_local import _cuda
 
 RANK0_ENV = RANK0_HOST
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 @attrs.define
@@ -218,7 +216,7 @@ def build_request(
         raise ValueError(f"app {app.name!r} has no roles")
     for role in app.roles:
         _check_name("role name", role.name)
-    app_id = make_unique(_UNSAFE.sub("-", app.name).strip(".") or "app")
+    app_id = make_unique(clean_name(app.name))
     root = _log_root(cfg)
     app_dir = os.path.join(root, session, app_id)
     specs = [(r.name, r.resource.gpu, r.num_replicas) for r in app.roles]
