@@ -24,6 +24,10 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         p.add_argument("-a", "--all", dest="all_opts", action="store_true",
                        help="include optional run options with their defaults")
         p.add_argument("--force", action="store_true", help="overwrite an existing ./.txconfig")
+        p.add_argument("--from-torchx", "--from_torchx", dest="from_torchx", nargs="?", const="",
+                       default=None, metavar="PATH",
+                       help="convert TorchX's .torchxconfig (PATH, else $TORCHXCONFIG, else the "
+                            "nearest one from here up, then ~) into ./.txconfig")
     elif name == "plugins":
         p.add_argument("--json", action="store_true", help="print JSON")
     elif name == "lint":
@@ -99,13 +103,19 @@ def _configure(args: argparse.Namespace) -> int:
     from tx.plugins import install_hint
     from tx.runner import config
 
-    with make_runner() as runner:
-        names = [s for s in (args.schedulers or "").split(",") if s] or runner.scheduler_backends()
-        if not names:
-            raise CLIError(install_hint())
-        opts = {n: runner.scheduler_run_opts(n) for n in names}
     buf = io.StringIO()
-    config.dump(buf, opts, required_only=not args.all_opts)
+    if args.from_torchx is not None:
+        src = config.find_torchx_config(args.from_torchx or None)
+        with open(src) as f:
+            buf.write(config.convert_torchx_config(f.read()))
+        print(f"converted {src}", file=sys.stderr)
+    else:
+        with make_runner() as runner:
+            names = [s for s in (args.schedulers or "").split(",") if s] or runner.scheduler_backends()
+            if not names:
+                raise CLIError(install_hint())
+            opts = {n: runner.scheduler_run_opts(n) for n in names}
+        config.dump(buf, opts, required_only=not args.all_opts)
     if args.print_only:
         sys.stdout.write(buf.getvalue())
         return 0

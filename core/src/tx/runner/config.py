@@ -23,6 +23,12 @@ repository), then ``~/.txconfig``. Where several set a key, the nearest file win
 working directory's over its parents', a project's over the user's (TorchX lets the home
 file win; tx follows git and tox here). So a project's ``.txconfig`` at its root applies
 from every subdirectory. Keys are case-sensitive. Explicit ``-cfg`` values win over all.
+
+TorchX's files: ``$TORCHXCONFIG`` (after ``$TXCONFIG``) is honoured as ``$TXCONFIG`` is;
+where no ``.txconfig`` is found, ``.torchxconfig`` files are found and merged the same way
+(nearest wins, unlike TorchX, where ``~/.torchxconfig`` wins over the project's), and a
+one-line notice says so. ``[torchx:tracker]`` is read as ``[tx:tracker]``.
+``tx configure --from-torchx`` converts one (:func:`convert_torchx_config`).
 """
 from __future__ import annotations
 
@@ -35,6 +41,10 @@ from tx.specs.runopts import CfgVal, runopts
 
 CONFIG_FILE = ".txconfig"
 ENV_TXCONFIG = "TXCONFIG"
+#: TorchX's config file, read where no ``.txconfig`` is found (same sections and keys)
+TORCHX_CONFIG_FILE = ".torchxconfig"
+#: TorchX's variable naming its config file, honoured as ``TXCONFIG`` is (after it)
+ENV_TORCHXCONFIG = "TORCHXCONFIG"
 
 
 class ConfigError(UserError):
@@ -90,7 +100,33 @@ def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
         if not os.path.isfile(env):
             raise ConfigError(f"{ENV_TXCONFIG}={env}: no such file")
         return [env]
-    return find_files(CONFIG_FILE, dirs)
+    env = os.environ.get(ENV_TORCHXCONFIG)
+    if env:
+        if not os.path.isfile(env):
+            raise ConfigError(f"{ENV_TORCHXCONFIG}={env}: no such file")
+        _notice_torchx([env])
+        return [env]
+    found = find_files(CONFIG_FILE, dirs)
+    if not found:
+        found = find_files(TORCHX_CONFIG_FILE, dirs)
+        if found:
+            _notice_torchx(found)
+    return found
+
+
+_noticed: set = set()
+
+
+def _notice_torchx(paths: List[str]) -> None:
+    """Say once per process, in one line on stderr, that TorchX config files are read."""
+    key = tuple(paths)
+    if key in _noticed:
+        return
+    _noticed.add(key)
+    import sys
+
+    print(f"tx: no {CONFIG_FILE} found; reading TorchX's {', '.join(paths)} "
+          "(`tx configure --from-torchx` converts it)", file=sys.stderr)
 
 
 class _NoConfig:
@@ -116,6 +152,11 @@ def _read(paths: List[str]) -> Any:
                 parser.read_file(f, source=p)
         except (OSError, configparser.Error) as e:
             raise ConfigError(f"{p}: {str(e).splitlines()[0]}") from None
+    # TorchX's tracker section, as tx names it (a [tx:tracker] of the same files wins)
+    if parser.has_section("torchx:tracker") and not parser.has_section("tx:tracker"):
+        parser.add_section("tx:tracker")
+        for key, value in parser.items("torchx:tracker"):
+            parser.set("tx:tracker", key, value)
     return parser
 
 
@@ -157,44 +198,125 @@ def scheduler_section(scheduler: str, dirs: Optional[Iterable[str]] = None) -> D
     return dict(parser.items(scheduler)) if parser.has_section(scheduler) else {}
 
 
-def apply(
-    scheduler: str,
-    cfg: MutableMapping[str, CfgVal],
-    opts: runopts,
-    dirs: Optional[Iterable[str]] = None,
-) -> MutableMapping[str, CfgVal]:
-    """Fill keys missing from ``cfg`` from the ``[<scheduler>]`` section, typed by ``opts``;
-    ``None`` in the file means unset. Returns ``cfg`` (modified in place).
+def _run_opts_of(scheduler: str) -> runopts:
+    """The run options of installed scheduler ``scheduler`` (the scheduler is created, as
+    TorchX's config functions create it).
 
     Raises:
-        ConfigError: a value that does not parse as its option's type, or an unknown key.
+        UnknownSchedulerException: no such scheduler installed.
     """
-    for key, raw in scheduler_section(scheduler, dirs).items():
+    from tx.runner.api import Runner
+
+    with Runner() as runner:
+        return runner.scheduler_run_opts(scheduler)
+
+
+def _apply_section(
+    scheduler: str, section: Mapping[str, str], cfg: MutableMapping[str, CfgVal], opts: runopts, where: str
+) -> None:
+    for key, raw in section.items():
         if key in cfg:
             continue
         opt = opts.get(key)
         if opt is None:
             raise ConfigError(
-                f"[{scheduler}] in {CONFIG_FILE}: unknown run option {key!r}{opts.suggest(key)}"
+                f"[{scheduler}] in {where}: unknown run option {key!r}{opts.suggest(key)}"
             )
         if raw.strip() == "None":
             continue
         try:
             cfg[key] = opt.cast_to_type(raw)
         except ValueError as e:
-            raise ConfigError(f"[{scheduler}] {key} in {CONFIG_FILE}: {e}") from None
+            raise ConfigError(f"[{scheduler}] {key} in {where}: {e}") from None
+
+
+def apply(
+    scheduler: str,
+    cfg: MutableMapping[str, CfgVal],
+    dirs_or_opts: Any = None,
+    dirs: Optional[Iterable[str]] = None,
+    *,
+    opts: Optional[runopts] = None,
+) -> MutableMapping[str, CfgVal]:
+    """Fill keys missing from ``cfg`` from the ``[<scheduler>]`` section of the config
+    files in effect (:func:`find_configs`), typed by the scheduler's run options; ``None``
+    in the file means unset. Returns ``cfg`` (modified in place).
+
+    TorchX's signature: ``apply(scheduler, cfg, dirs=None)``, ``dirs`` positional or by
+    keyword. ``opts`` (keyword) gives the run options; without it the scheduler is created
+    to ask for them. A :class:`runopts` in third position is taken as ``opts`` (the order
+    of tx before 0.1.0's TorchX signatures).
+
+    Raises:
+        ConfigError: a value that does not parse as its option's type, or an unknown key.
+        UnknownSchedulerException: without ``opts``, no such scheduler is installed.
+        TypeError: directories given both positionally and by keyword.
+    """
+    if isinstance(dirs_or_opts, runopts):
+        opts = dirs_or_opts
+    elif dirs_or_opts is not None:
+        if dirs is not None:
+            raise TypeError("apply() got dirs both positionally and by keyword")
+        dirs = dirs_or_opts
+    section = scheduler_section(scheduler, dirs)
+    if section:
+        _apply_section(scheduler, section, cfg, opts if opts is not None else _run_opts_of(scheduler),
+                       CONFIG_FILE)
+    return cfg
+
+
+def load(
+    scheduler: str, f: IO[str], cfg: MutableMapping[str, CfgVal], *, opts: Optional[runopts] = None
+) -> MutableMapping[str, CfgVal]:
+    """TorchX's ``load(scheduler, f, cfg)``: fill keys missing from ``cfg`` from the
+    ``[<scheduler>]`` section of the INI text in file object ``f``. Returns ``cfg``.
+
+    Raises:
+        ConfigError: unreadable INI text, a value of the wrong type, or an unknown key.
+        UnknownSchedulerException: without ``opts``, no such scheduler is installed.
+    """
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment, method-assign]
+    where = getattr(f, "name", "<config>")
+    try:
+        parser.read_file(f, source=str(where))
+    except configparser.Error as e:
+        raise ConfigError(f"{where}: {str(e).splitlines()[0]}") from None
+    if parser.has_section(scheduler):
+        _apply_section(scheduler, dict(parser.items(scheduler)), cfg,
+                       opts if opts is not None else _run_opts_of(scheduler), str(where))
     return cfg
 
 
 def dump(
     f: IO[str],
-    scheduler_opts: Mapping[str, runopts],
+    schedulers: Any = None,
     required_only: bool = False,
 ) -> None:
     """Write a ``.txconfig`` template: one section per scheduler; required options as
-    ``#FIXME`` placeholders, optional ones (unless ``required_only``) with their defaults."""
+    ``#FIXME`` placeholders, optional ones (unless ``required_only``) with their defaults.
+
+    Args:
+        f: where to write.
+        schedulers: TorchX's ``schedulers``: scheduler names (None: every installed
+            scheduler), or a mapping of name -> :class:`runopts`.
+        required_only: only the required options.
+
+    Raises:
+        UnknownSchedulerException: a name that is not installed.
+    """
     from tx.specs.runopts import get_type_name
 
+    if isinstance(schedulers, Mapping):
+        scheduler_opts: Mapping[str, runopts] = schedulers
+    else:
+        from tx.runner.api import Runner
+
+        with Runner() as runner:
+            names = list(schedulers) if schedulers is not None else runner.scheduler_backends()
+            scheduler_opts = {n: runner.scheduler_run_opts(n) for n in names}
     for name, opts in scheduler_opts.items():
         lines = []
         for key, opt in opts:
@@ -209,6 +331,57 @@ def dump(
                 lines.append(f"{key} = {d}")
         if lines or not required_only:
             f.write(f"[{name}]\n" + "".join(line + "\n" for line in lines) + "\n")
+
+
+def find_torchx_config(path: Optional[str] = None) -> str:
+    """The TorchX config file ``tx configure --from-torchx`` converts: ``path``, else
+    ``$TORCHXCONFIG``, else the nearest ``.torchxconfig`` (the working directory, its
+    parents, then home).
+
+    Raises:
+        ConfigError: the file does not exist, or none is found.
+    """
+    path = path or os.environ.get(ENV_TORCHXCONFIG)
+    if path:
+        if not os.path.isfile(path):
+            raise ConfigError(f"{path}: no such file")
+        return path
+    for d in search_dirs():
+        candidate = os.path.join(d, TORCHX_CONFIG_FILE)
+        if os.path.isfile(candidate):
+            return candidate
+    raise ConfigError(f"no {TORCHX_CONFIG_FILE} in the working directory, its parents or ~")
+
+
+def convert_torchx_config(text: str) -> str:
+    """A ``.txconfig`` from the text of a TorchX ``.torchxconfig``, line by line (comments
+    and layout kept): ``[torchx:tracker]`` becomes ``[tx:tracker]``; a ``[component:]``
+    section with an empty component name (meaningless to both) is dropped with its keys;
+    every other section and key is the same in both formats.
+
+    Raises:
+        ConfigError: the text is not valid INI.
+    """
+    import configparser
+
+    check = configparser.ConfigParser(interpolation=None)
+    try:
+        check.read_string(text)
+    except configparser.Error as e:
+        raise ConfigError(f"{TORCHX_CONFIG_FILE}: {str(e).splitlines()[0]}") from None
+    out: List[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("[") and "]" in stripped:
+            name = stripped[1:stripped.index("]")].strip()
+            prefix, sep, rest = name.partition(":")
+            skipping = prefix == "component" and sep and not rest.strip()
+            if name == "torchx:tracker":
+                line = line.replace("torchx:tracker", "tx:tracker", 1)
+        if not skipping:
+            out.append(line)
+    return "".join(out)
 
 
 def tracker_configs(dirs: Optional[Iterable[str]] = None) -> Dict[str, Optional[str]]:
