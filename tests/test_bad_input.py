@@ -112,6 +112,13 @@ CORPUS = [
     (["run", "utils.python"], "exactly one of -m, -c and --script", 2),
     (["run", "utils.sh", "--num_replicas", "two", "echo"], "invalid int value: 'two'", 2),
     (["run", "utils.sh", "--num_replicas", "0", "echo"], "num_replicas must be an integer >= 1", 2),
+    # absurd sizes and durations: refused before anything expands or starts
+    (["run", "--dryrun", "utils.sh", "--num_replicas", "100000000", "echo"], "num_replicas must be at most 65536", 2),
+    (["run", "utils.sh", "--num_replicas", "100000000", "echo"], "num_replicas must be at most 65536", 2),
+    (["run", "--dryrun", "dist.ddp", "-j", "100000000x8", "--script", "t.py"], "at most 65536", 2),
+    (["run", "-cfg", "cancel_timeout=nan", "utils.echo"], "'cancel_timeout' must be a finite number, got nan", 1),
+    (["run", "-cfg", "cancel_timeout=inf", "utils.echo"], "must be a finite number, got inf", 1),
+    (["run", "-cfg", "cancel_timeout=-1", "utils.echo"], "'cancel_timeout' must be >= 0 seconds", 1),
     (["run", "dist.ddp", "-j", "1x2"], "exactly one of --script and -m", 2),
     (["run", "dist.ddp", "-j", "abc", "--script", "t.py"], "invalid -j 'abc'", 2),
     (["run", "dist.ddp", "-j", "0x2", "--script", "t.py"], "at least 1", 2),

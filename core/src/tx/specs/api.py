@@ -40,10 +40,18 @@ def _asdict(self: Any) -> Dict[str, Any]:
     return attrs.asdict(self, recurse=True)
 
 
+#: the most replicas one role may ask for: far above any cluster's node count, far below
+#: what would exhaust memory while a scheduler expands per-replica requests (each replica
+#: gets its own environment and argv; 100,000,000 used 24 GB before the kernel killed tx)
+MAX_REPLICAS = 65536
+
+
 def _positive(name: str) -> Callable[[Any, Any, Any], None]:
     def check(_inst: Any, _attr: Any, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if value > MAX_REPLICAS:
+            raise ValueError(f"{name} must be at most {MAX_REPLICAS}, got {value}")
 
     return check
 

@@ -6,6 +6,8 @@ checks a config against them; :meth:`runopts.cfg_from_str` parses the ``-cfg`` s
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import attrs
@@ -237,6 +239,11 @@ class runopts:
                     f"{type(val).__name__} {val!r}",
                     key,
                     cfg,
+                )
+            elif opt.opt_type is float and not math.isfinite(float(val)):  # type: ignore[arg-type]
+                # nan and inf are never a duration, size or rate a backend can honour
+                raise InvalidRunConfigException(
+                    f"run option {key!r} must be a finite number, got {val!r}", key, cfg
                 )
         return resolved
 
