@@ -1,0 +1,1 @@
+"""``torchx.util``: the helpers TorchX code imports (``torchx.util.types``)."""
