@@ -179,3 +179,12 @@ def test_bad_txconfig(tx, tx_env, workdir, one_line_error):
     env = dict(tx_env, TXCONFIG=str(workdir / "missing.ini"))
     (workdir / ".txconfig").unlink()
     one_line_error(tx("run", "utils.echo", cwd=workdir, env=env), "no such file", 1)
+
+
+@pytest.mark.parametrize("handle", ["local_cwd://tx/a\nFORGED: b", "local_cwd://tx/a\x1b[2Jx", "local_cwd://tx/a\rX"])
+def test_echoed_text_cannot_forge_lines(tx, handle):
+    for cmd in (["status", handle], ["cancel", handle], ["log", handle + "/r/0"], ["describe", handle]):
+        p = tx(*cmd)
+        assert p.returncode != 0
+        assert len(p.stderr.splitlines()) == 1 and "\x1b" not in p.stderr and "\r" not in p.stderr, repr(p.stderr)
+        assert "FORGED" not in p.stderr or "\\nFORGED" in p.stderr, repr(p.stderr)

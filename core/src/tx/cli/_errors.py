@@ -17,6 +17,21 @@ _HINTS = {
 }
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\r``, ``\\t``, ``\\x1b`` ...):
+    text that tx echoes (a handle, a name, a path) cannot forge lines in its output or
+    send terminal escape sequences. Other characters (``日本語``) are kept."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c == " " else _ESCAPES.get(c, f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        for c in text
+    )
+
+
 def describe_error(e: BaseException) -> str:
     """One line describing ``e``: the message alone for user errors, the message with the
     exception type for others (a ValueError from a component, an OSError ...)."""
@@ -25,7 +40,7 @@ def describe_error(e: BaseException) -> str:
         msg = str(e.args[0])
     else:
         msg = str(e)
-    msg = " ".join(msg.split()) if "\n" in msg else msg
+    msg = escape_controls(msg)
     if isinstance(e, UserError) or any(c.__name__ in _USER_ERRORS for c in type(e).__mro__):
         return msg + _HINTS.get(name, "")
     if isinstance(e, (ValueError, TypeError, KeyError, FileNotFoundError, PermissionError,

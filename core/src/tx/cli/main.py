@@ -217,7 +217,9 @@ def _main(argv: List[str]) -> int:
             rc = _import(COMMANDS[args.command][0]).run(args)
         return int(rc or 0)
     except CLIError as e:
-        print(f"tx {args.command}: error: {e}", file=sys.stderr)
+        from tx.cli._errors import escape_controls
+
+        print(f"tx {args.command}: error: {escape_controls(str(e))}", file=sys.stderr)
         return e.code
     except (SystemExit, BrokenPipeError):
         raise
