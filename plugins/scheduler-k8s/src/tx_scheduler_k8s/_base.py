@@ -1,0 +1,428 @@
+"""What the three Kubernetes schedulers share: the dryrun request, run options, pods as
+replicas (states, exit codes, why an app waits or failed), logs, list and the client.
+
+A subclass says how an AppDef becomes its object (``_submit_dryrun``), how to create it
+(``schedule``), how its object's status reads (``_app_state``), which roles it holds
+(``_roles``) and how to cancel it.
+"""
+from __future__ import annotations
+
+import codecs
+import datetime as _dt
+import math
+import re
+import time
+from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import attrs
+
+from tx.log import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines_iterator
+from tx.specs import AppDef, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
+from tx.specs.status import ReplicaStatus, RoleStatus
+
+from tx_scheduler_k8s import _names, _pod
+from tx_scheduler_k8s._client import Kube, KubeError
+
+log = get_logger(__name__)
+
+DEFAULT_NAMESPACE = "default"
+_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
+
+POD_STATES = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+
+
+def _yaml_dump(obj: Any) -> str:
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(obj, Dumper=dumper, default_flow_style=False, sort_keys=False, width=120)
+
+
+@attrs.define
+class KubernetesJob:
+    """A dryrun request: the object to create (``resource``, a dict in the API's JSON
+    shape), its namespace, and the images a workspace build would push.
+
+    ``str()`` is the object as YAML, as ``kubectl create -f`` reads it.
+    """
+
+    resource: Dict[str, Any]
+    namespace: str
+    images_to_push: Dict[str, Tuple[str, str]] = attrs.field(factory=dict)
+
+    @property
+    def app_id(self) -> str:
+        """The object's name (the app id without its namespace)."""
+        return str(self.resource["metadata"]["name"])
+
+    def __str__(self) -> str:
+        return _yaml_dump(self.resource)
+
+    __repr__ = __str__
+
+
+def common_runopts(opts: runopts) -> runopts:
+    """Options every Kubernetes scheduler has (TorchX's names)."""
+    opts.add("namespace", type_=str, default=DEFAULT_NAMESPACE, help="Kubernetes namespace to create the app in")
+    opts.add("service_account", type_=str, help="service account the pods run as")
+    opts.add("image_repo", type_=str, help="(with a workspace) image repository to push the built image to")
+    opts.add("image_secret", type_=str, help="name of the Secret pods pull their images with (imagePullSecrets)")
+    opts.add("quiet", type_=bool, default=False, help="(with a workspace) do not print the image build log")
+    return opts
+
+
+def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
+    """The ``namespace`` option, checked as a DNS label.
+
+    Raises:
+        InvalidRunConfigException: not a valid namespace name.
+    """
+    ns = str(cfg.get("namespace") or DEFAULT_NAMESPACE)
+    if not _names.is_label(ns):
+        raise InvalidRunConfigException(
+            f"run option 'namespace': {ns!r} is not a Kubernetes namespace name "
+            "(at most 63 lowercase letters, digits and '-')", "namespace", cfg,
+        )
+    for key in ("service_account", "image_secret", "priority_class"):
+        val = cfg.get(key)
+        if val and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", str(val)):
+            raise InvalidRunConfigException(
+                f"run option {key!r}: {val!r} is not a Kubernetes object name", key, cfg,
+            )
+    return ns
+
+
+def _ts(value: Optional[str]) -> float:
+    if not value:
+        return math.inf
+    try:
+        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return math.inf
+
+
+def _terminated(pod: Mapping[str, Any]) -> Dict[str, Any]:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated")
+        if term:
+            return term
+    return {}
+
+
+class KubernetesBase(Scheduler[KubernetesJob]):
+    """Shared behaviour of ``kubernetes``, ``kubernetes_jobset`` and ``kubernetes_mcad``.
+
+    Args:
+        backend: the scheduler name.
+        session_name: the session part of app handles.
+        client: a ``kubernetes.client.ApiClient`` (None: from ``$KUBECONFIG``, else
+            in-cluster; see :class:`tx_scheduler_k8s._client.Kube`).
+        context: kubeconfig context to use (None: the current one).
+    """
+
+    #: ``--workspace`` builds an image (tx-scheduler-docker's ``docker`` kind)
+    workspace_kind = "docker"
+    #: (group, version, plural, kind) of the object each app is
+    GVK: ClassVar[Tuple[str, str, str, str]] = ("", "", "", "")
+
+    def __init__(self, backend: str, session_name: str, client: Any = None, context: Optional[str] = None) -> None:
+        super().__init__(backend, session_name)
+        self.kube = Kube(client, context)
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Roles without resources are allowed (the cluster's defaults apply); names and
+        options are checked by the dryrun."""
+        if not app.roles:
+            raise ValueError(f"app {app.name!r} has no roles")
+
+    # -- object access ----------------------------------------------------------------------
+    def _group(self, cfg: Optional[Mapping[str, CfgVal]] = None) -> Tuple[str, str, str, str]:
+        return self.GVK
+
+    def _get(self, namespace: str, name: str) -> Optional[Dict[str, Any]]:
+        g, v, plural, _ = self._group()
+        return self.kube.get_object(g, v, plural, namespace, name)
+
+    def _namespace_of_context(self) -> str:
+        try:
+            from kubernetes import config
+
+            _, active = config.list_kube_config_contexts()
+            return str((active or {}).get("context", {}).get("namespace") or DEFAULT_NAMESPACE)
+        except Exception:  # noqa: BLE001 - no kubeconfig: in-cluster or default
+            return DEFAULT_NAMESPACE
+
+    def _create(self, req: KubernetesJob) -> Dict[str, Any]:
+        g, v, plural, _ = self._group()
+        return self.kube.create_object(g, v, plural, req.namespace, req.resource)
+
+    def schedule(self, dryrun_info: Any) -> str:
+        """Create the app's object; returns ``<namespace>:<name>``.
+
+        Raises:
+            KubeError: the API server refused it (409: the name exists; 403: no permission;
+                404: no such namespace) or cannot be reached; nothing is left behind.
+        """
+        req: KubernetesJob = dryrun_info.request
+        self._create(req)
+        log.info("k8s_submitted", scheduler=self.backend, namespace=req.namespace, name=req.app_id)
+        return f"{req.namespace}:{req.app_id}"
+
+    # -- subclass hooks -----------------------------------------------------------------------
+    def _app_state(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Tuple[AppState, str, int]:
+        """``(state, backend message, restarts)`` of the app's object."""
+        raise NotImplementedError
+
+    def _roles(self, obj: Dict[str, Any]) -> List[Role]:
+        """The app's roles, in order, rebuilt from its object."""
+        raise NotImplementedError
+
+    # -- describe ---------------------------------------------------------------------------
+    def _pods(self, namespace: str, name: str, extra: str = "") -> List[Dict[str, Any]]:
+        sel = f"{_pod.LABEL_INSTANCE}={name}" + (f",{extra}" if extra else "")
+        return self.kube.list_pods(namespace, sel)
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """State, per-replica states (exit codes, host names), why a pending app waits
+        (``msg``), why a failed one failed (``structured_error_msg``) and the rebuilt
+        roles; None if the object does not exist.
+
+        Raises:
+            KubeError: the API server refused the request or cannot be reached.
+        """
+        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+        if not _names.is_label(name) or not _names.is_label(ns):
+            return None
+        obj = self._get(ns, name)
+        if obj is None:
+            return None
+        pods = self._pods(ns, name)
+        state, msg, restarts = self._app_state(obj, pods)
+        roles = self._roles(obj)
+        statuses, failed = self._replicas(roles, pods, state)
+        resp = DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg, roles=roles,
+                                   roles_statuses=statuses)
+        if state == AppState.PENDING:
+            why = self._pending_reason(pods, roles)
+            if why:
+                resp.msg = why if not msg else f"{msg}: {why}"
+        if state == AppState.FAILED:
+            resp.structured_error_msg = self._failure(ns, failed, msg)
+        return resp
+
+    def _replicas(
+        self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState
+    ) -> Tuple[List[RoleStatus], List[Tuple[float, str, int, Dict[str, Any]]]]:
+        by_key: Dict[Tuple[int, int], Dict[str, Any]] = {}
+        for pod in pods:
+            labels = pod["metadata"].get("labels") or {}
+            try:
+                key = (int(labels[_pod.LABEL_ROLE_INDEX]), int(labels[_pod.LABEL_REPLICA_ID]))
+            except (KeyError, ValueError):
+                continue
+            old = by_key.get(key)
+            if old is None or _ts(old["metadata"].get("creationTimestamp")) <= _ts(pod["metadata"].get("creationTimestamp")):
+                by_key[key] = pod
+        statuses, failed = [], []
+        for idx, role in enumerate(roles):
+            rs = RoleStatus(role.name)
+            for k in range(role.num_replicas):
+                pod = by_key.get((idx, k))
+                if pod is None:
+                    rstate = state if is_terminal(state) else AppState.PENDING
+                    rs.replicas.append(ReplicaStatus(id=k, state=rstate, role=role.name))
+                    continue
+                phase = (pod.get("status") or {}).get("phase", "Unknown")
+                rstate = POD_STATES.get(phase, AppState.UNKNOWN)
+                if state == AppState.CANCELLED and not is_terminal(rstate):
+                    rstate = AppState.CANCELLED
+                term = _terminated(pod)
+                spec = pod.get("spec") or {}
+                host = spec.get("hostname") or pod["metadata"]["name"]
+                if spec.get("subdomain"):
+                    host = f"{host}.{spec['subdomain']}"
+                rep = ReplicaStatus(id=k, state=rstate, role=role.name, hostname=host,
+                                    exit_code=term.get("exitCode") if term else None)
+                if rstate == AppState.FAILED:
+                    failed.append((_ts(term.get("finishedAt")), role.name, k, pod))
+                    rep.structured_error_msg = self._pod_error(pod)
+                rs.replicas.append(rep)
+            statuses.append(rs)
+        failed.sort(key=lambda f: (f[0], f[1], f[2]))
+        return statuses, failed
+
+    @staticmethod
+    def _pod_error(pod: Dict[str, Any]) -> str:
+        term = _terminated(pod)
+        st = pod.get("status") or {}
+        parts = []
+        if term:
+            parts.append(f"exit code {term.get('exitCode')}")
+            if term.get("signal"):
+                parts.append(f"signal {term['signal']}")
+        reason = term.get("reason") or st.get("reason")
+        if reason:
+            parts.append(str(reason))
+        message = term.get("message") or st.get("message")
+        if message:
+            parts.append(" ".join(str(message).split()))
+        return ", ".join(parts) or "failed"
+
+    def _failure(self, ns: str, failed: List[Tuple[float, str, int, Dict[str, Any]]], msg: str) -> str:
+        if not failed:
+            return msg or "the app failed"
+        _, role, k, pod = failed[0]
+        text = f"{role}/{k} (pod {pod['metadata']['name']}) failed first: {self._pod_error(pod)}"
+        try:
+            tail = b"".join(self.kube.pod_log(ns, pod["metadata"]["name"], tail_lines=3)).decode("utf-8", "replace")
+        except KubeError:
+            tail = ""
+        lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+        if lines:
+            text += "; last lines: " + " | ".join(lines)
+        return text
+
+    @staticmethod
+    def _pending_reason(pods: List[Dict[str, Any]], roles: List[Role]) -> str:
+        for pod in pods:
+            st = pod.get("status") or {}
+            if st.get("phase") != "Pending":
+                continue
+            for cond in st.get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("message"):
+                    return f"pod {pod['metadata']['name']} unschedulable: {cond['message']}"
+            for cs in st.get("containerStatuses") or []:
+                waiting = (cs.get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") and waiting["reason"] != "ContainerCreating":
+                    return f"pod {pod['metadata']['name']} waiting: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+        return ""
+
+    # -- list and cancel ----------------------------------------------------------------------
+    def list(self) -> List[ListAppResponse]:
+        """Apps tx created in the kubeconfig context's namespace (label
+        ``app.kubernetes.io/managed-by=tx``), ids ``<namespace>:<name>``."""
+        ns = self._namespace_of_context()
+        g, v, plural, _ = self._group()
+        out = []
+        for obj in self.kube.list_objects(g, v, plural, ns, f"{_pod.LABEL_MANAGED_BY}={_pod.MANAGED_BY}"):
+            meta = obj["metadata"]
+            state, _, _ = self._app_state(obj, [])
+            out.append(ListAppResponse(app_id=f"{ns}:{meta['name']}", state=state,
+                                       name=(meta.get("labels") or {}).get(_pod.LABEL_APP_NAME, "")))
+        return out
+
+    def cancel(self, app_id: str) -> None:
+        """Cancel the app if it exists and has not ended (idempotent)."""
+        desc = self.describe(app_id)
+        if desc is not None and not is_terminal(desc.state):
+            self._cancel_existing(app_id)
+
+    # -- logs ---------------------------------------------------------------------------------
+    def _find_pod(self, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
+        sel = f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{_pod.LABEL_REPLICA_ID}={k}"
+        pods = self._pods(ns, name, sel)
+        if not pods:
+            return None
+        return max(pods, key=lambda p: _ts(p["metadata"].get("creationTimestamp")) if p["metadata"].get("creationTimestamp") else 0)
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines (each with its ``\\n``) of the log of replica ``k`` of ``role_name``: its
+        pod's container log (``GET .../pods/NAME/log``), followed until the container ends
+        with ``should_tail`` (waiting for the pod to start first).
+
+        Args:
+            regex: keep lines where it is found.
+            since, until: time window (the API server's timestamps; ``since`` is also sent
+                as ``sinceSeconds``).
+            streams: ``combined`` (default: what Kubernetes keeps), ``stdout`` or ``stderr``
+                (sent as the log ``stream`` parameter, Kubernetes 1.32+ with the
+                ``PodLogsQuerySplitStreams`` feature).
+
+        Raises:
+            ValueError: the app has no such replica, or an unknown stream.
+            KubeError: the API server refused the request.
+        """
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+        pod = self._find_pod(ns, name, role_name, k)
+        if pod is None and should_tail:
+            pod = self._wait_pod(app_id, ns, name, role_name, k)
+        if pod is None:
+            raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
+        pod_name = pod["metadata"]["name"]
+        if should_tail:
+            self._wait_started(ns, name, role_name, k, app_id)
+        since_seconds = None
+        if since is not None:
+            since_seconds = max(1, int(math.ceil(time.time() - since.timestamp())))
+        api_stream = {Stream.STDOUT: "Stdout", Stream.STDERR: "Stderr"}.get(stream)
+        chunks = self.kube.pod_log(ns, pod_name, follow=should_tail, stream=api_stream,
+                                   timestamps=since is not None or until is not None, since_seconds=since_seconds)
+        lines = split_lines_iterator(_decode(chunks))
+        if since is not None or until is not None:
+            lines = _window(lines, since, until)
+        return filter_regex(regex, lines)
+
+    def _wait_pod(self, app_id: str, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
+        while True:
+            pod = self._find_pod(ns, name, role_name, k)
+            if pod is not None:
+                return pod
+            desc = self.describe(app_id)
+            if desc is None or is_terminal(desc.state):
+                return None
+            time.sleep(0.5)
+
+    def _wait_started(self, ns: str, name: str, role_name: str, k: int, app_id: str) -> None:
+        while True:
+            pod = self._find_pod(ns, name, role_name, k)
+            if pod is None or (pod.get("status") or {}).get("phase") != "Pending":
+                return
+            desc = self.describe(app_id)
+            if desc is None or is_terminal(desc.state):
+                return
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        self.kube.close()
+
+
+def _decode(chunks: Iterable[bytes]) -> Iterator[str]:
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    for chunk in chunks:
+        text = dec.decode(chunk)
+        if text:
+            yield text
+    tail = dec.decode(b"", final=True)
+    if tail:
+        yield tail
+
+
+def _window(lines: Iterable[str], since: Optional[_dt.datetime], until: Optional[_dt.datetime]) -> Iterator[str]:
+    lo = since.timestamp() if since is not None else -math.inf
+    hi = until.timestamp() if until is not None else math.inf
+    for line in lines:
+        m = _TIMESTAMP.match(line)
+        if not m:
+            yield line
+            continue
+        t = _ts(m.group(1))
+        if lo <= t <= hi:
+            yield line[m.end():]

@@ -1,0 +1,258 @@
+"""The official ``kubernetes`` client, imported lazily, and its errors as one-line
+:class:`tx.schedulers.SchedulerError` messages.
+
+The cluster is found as ``kubectl`` finds it: ``$KUBECONFIG`` (or ``~/.kube/config``) and
+its current context, else the in-cluster service account
+(https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/).
+Objects are exchanged as plain dicts: custom objects through ``CustomObjectsApi``, pods and
+services through ``CoreV1Api`` with ``_preload_content=False`` (the JSON as the API server
+sent it, without building client models).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterator, List, Optional
+
+from tx.schedulers import SchedulerError
+
+#: seconds a request may take (connect, read); log streams with follow have no read timeout
+REQUEST_TIMEOUT = (10.0, 60.0)
+
+
+class KubeError(SchedulerError):
+    """The API server refused a request, or cannot be reached (one line for users).
+
+    Attributes:
+        status: the HTTP status (0 when the server was not reached).
+        reason: the Status ``reason`` (``NotFound``, ``AlreadyExists``, ``Forbidden`` ...).
+    """
+
+    def __init__(self, msg: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(msg)
+        self.status = status
+        self.reason = reason
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def translate(exc: BaseException, what: str, host: str = "") -> BaseException:
+    """``exc`` raised by the client while doing ``what`` -> a :class:`KubeError` (other
+    exceptions are returned unchanged)."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        status, reason, message = exc.status or 0, exc.reason or "", ""
+        try:
+            body = json.loads(exc.body or "{}")
+            message, reason = body.get("message", ""), body.get("reason", reason)
+        except (TypeError, ValueError):
+            message = str(exc.body or "")
+        if status == 0:  # the client wraps connection errors in ApiException(status=0)
+            return KubeError(f"cannot reach the Kubernetes API server {host}: {_one_line(exc.reason or exc)}")
+        return KubeError(f"{what}: {_one_line(message) or reason} (HTTP {status} {reason})", status, reason)
+    if isinstance(exc, HTTPError):
+        cause = getattr(exc, "reason", None) or exc
+        return KubeError(f"cannot reach the Kubernetes API server {host}: {_one_line(str(cause))}")
+    return exc
+
+
+class Kube:
+    """A lazily configured API client.
+
+    Args:
+        api_client: a ``kubernetes.client.ApiClient`` to use (TorchX's ``client`` factory
+            argument); None: one configured from ``$KUBECONFIG``/``~/.kube/config`` (its
+            ``context``), else in-cluster.
+        context: the kubeconfig context (None: the current one).
+    """
+
+    def __init__(self, api_client: Any = None, context: Optional[str] = None) -> None:
+        self._api = api_client
+        self._context = context
+        self._custom: Any = None
+        self._core: Any = None
+
+    @property
+    def api(self) -> Any:
+        """The ``ApiClient``.
+
+        Raises:
+            KubeError: no kubeconfig and not in a cluster.
+        """
+        if self._api is None:
+            from kubernetes import client, config
+
+            import os
+
+            cfg = client.Configuration()
+            # read $KUBECONFIG now: the client reads it once, when first imported
+            path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+            try:
+                config.load_kube_config(config_file=path, context=self._context, client_configuration=cfg,
+                                        persist_config=False)
+            except Exception as kube_err:  # noqa: BLE001 - ConfigException, file and YAML errors
+                try:
+                    config.load_incluster_config(client_configuration=cfg)
+                except Exception:  # noqa: BLE001
+                    raise KubeError(
+                        "no Kubernetes cluster configured: set KUBECONFIG or write ~/.kube/config "
+                        f"({_one_line(str(kube_err))})"
+                    ) from None
+            cfg.retries = 1
+            self._api = client.ApiClient(cfg)
+        return self._api
+
+    @property
+    def host(self) -> str:
+        try:
+            return str(self.api.configuration.host)
+        except KubeError:
+            return ""
+
+    @property
+    def custom(self) -> Any:
+        if self._custom is None:
+            from kubernetes import client
+
+            self._custom = client.CustomObjectsApi(self.api)
+        return self._custom
+
+    @property
+    def core(self) -> Any:
+        if self._core is None:
+            from kubernetes import client
+
+            self._core = client.CoreV1Api(self.api)
+        return self._core
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - translated below
+            err = translate(e, what, self.host)
+            if err is e:
+                raise
+            raise err from None
+
+    # -- custom objects -------------------------------------------------------------------
+    def create_object(self, group: str, version: str, plural: str, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        """POST a custom object; returns it as stored."""
+        name = body.get("metadata", {}).get("name", "")
+        return self._call(
+            f"cannot create {plural}.{group} {name!r} in namespace {namespace!r}",
+            self.custom.create_namespaced_custom_object, group, version, namespace, plural, body,
+        )
+
+    def get_object(self, group: str, version: str, plural: str, namespace: str, name: str) -> Optional[Dict[str, Any]]:
+        """GET a custom object; None if it does not exist."""
+        try:
+            return self._call(
+                f"cannot read {plural}.{group} {name!r} in namespace {namespace!r}",
+                self.custom.get_namespaced_custom_object, group, version, namespace, plural, name,
+            )
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list_objects(self, group: str, version: str, plural: str, namespace: str, selector: str) -> List[Dict[str, Any]]:
+        """LIST custom objects matching a label selector."""
+        out = self._call(
+            f"cannot list {plural}.{group} in namespace {namespace!r}",
+            self.custom.list_namespaced_custom_object, group, version, namespace, plural, label_selector=selector,
+        )
+        return list(out.get("items") or [])
+
+    def delete_object(self, group: str, version: str, plural: str, namespace: str, name: str,
+                      propagation: str = "Foreground") -> bool:
+        """DELETE a custom object (dependents deleted as ``propagation`` says); False if it
+        did not exist."""
+        try:
+            self._call(
+                f"cannot delete {plural}.{group} {name!r} in namespace {namespace!r}",
+                self.custom.delete_namespaced_custom_object, group, version, namespace, plural, name,
+                propagation_policy=propagation,
+            )
+            return True
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def patch_object(self, group: str, version: str, plural: str, namespace: str, name: str,
+                     patch: Dict[str, Any]) -> Dict[str, Any]:
+        """Merge-patch a custom object."""
+        return self._call(
+            f"cannot update {plural}.{group} {name!r} in namespace {namespace!r}",
+            self.custom.patch_namespaced_custom_object, group, version, namespace, plural, name, patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    # -- core objects -------------------------------------------------------------------------
+    def _json(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        resp = self._call(what, fn, *args, _preload_content=False, **kwargs)
+        return json.loads(resp.data)
+
+    def list_pods(self, namespace: str, selector: str) -> List[Dict[str, Any]]:
+        """Pods matching a label selector, as dicts."""
+        out = self._json(f"cannot list pods in namespace {namespace!r}", self.core.list_namespaced_pod,
+                         namespace, label_selector=selector)
+        return list(out.get("items") or [])
+
+    def create_service(self, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        name = body.get("metadata", {}).get("name", "")
+        return self._json(f"cannot create service {name!r} in namespace {namespace!r}",
+                          self.core.create_namespaced_service, namespace, body)
+
+    def delete_service(self, namespace: str, name: str) -> bool:
+        try:
+            self._json(f"cannot delete service {name!r} in namespace {namespace!r}",
+                       self.core.delete_namespaced_service, name, namespace)
+            return True
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def pod_log(self, namespace: str, pod: str, *, follow: bool = False, stream: Optional[str] = None,
+                timestamps: bool = False, since_seconds: Optional[int] = None,
+                tail_lines: Optional[int] = None) -> Iterator[bytes]:
+        """The raw bytes of a pod's log, as they arrive (``follow``: until the container ends).
+
+        Args:
+            stream: ``Stdout``, ``Stderr`` or None (both, interleaved); see the
+                ``PodLogsQuerySplitStreams`` feature of Kubernetes 1.32+.
+        """
+        kwargs: Dict[str, Any] = {"follow": follow, "timestamps": timestamps}
+        if stream:
+            kwargs["stream"] = stream
+        if since_seconds is not None:
+            kwargs["since_seconds"] = since_seconds
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        timeout = None if follow else REQUEST_TIMEOUT
+        resp = self._call(f"cannot read the log of pod {pod!r} in namespace {namespace!r}",
+                          self.core.read_namespaced_pod_log, pod, namespace, _preload_content=False,
+                          _request_timeout=timeout, **kwargs)
+        try:
+            for chunk in resp.stream(65536, decode_content=True):
+                if chunk:
+                    yield chunk
+        except Exception as e:  # noqa: BLE001
+            err = translate(e, f"log of pod {pod!r} broke off", self.host)
+            if err is e:
+                raise
+            raise err from None
+        finally:
+            resp.release_conn()
+
+    def close(self) -> None:
+        if self._api is not None and hasattr(self._api, "close"):
+            try:
+                self._api.close()
+            except Exception:  # noqa: BLE001 - best effort
+                pass

@@ -1,0 +1,72 @@
+"""Fixtures of the tx-scheduler-k8s tests.
+
+No Kubernetes API server can run on the test machines, so the client path is tested
+against ``fakekube`` (beside this file): a local HTTP server speaking the Kubernetes REST
+API for the calls the plugin makes, whose fake cluster runs each pod's command as a local
+process. The session fixture ``fake_cluster`` starts it on a free port of 127.0.0.1 with
+its own work directory, writes a kubeconfig for it (contexts ``tx-test``: an admin user;
+``tx-viewer``: a user who may only get and list) and points ``KUBECONFIG`` at it for the
+whole session, so the schedulers, and fresh processes, find it as they find any cluster.
+"""
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+import yaml
+
+from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
+
+HERE = Path(__file__).resolve().parent
+# helpers beside the tests (k8s_apps, fakekube/schemas): pytest runs with --import-mode=importlib
+sys.path[:0] = [str(HERE), str(HERE / "fakekube")]
+SCHEMAS = HERE / "data" / "schemas"
+ADMIN_TOKEN = "tx-test-admin-token"
+VIEWER_TOKEN = "tx-test-viewer-token"
+
+
+def kubeconfig(server: str) -> Dict[str, Any]:
+    """A kubeconfig (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}},
+                  {"name": "viewer", "user": {"token": VIEWER_TOKEN}}],
+        "contexts": [{"name": "tx-test", "context": {"cluster": "fake", "user": "admin", "namespace": "default"}},
+                     {"name": "tx-viewer", "context": {"cluster": "fake", "user": "viewer", "namespace": "default"}}],
+        "current-context": "tx-test",
+    }
+
+
+@pytest.fixture(scope="session")
+def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Any]]:
+    """``{"url", "kubeconfig", "port"}`` of the running fake API server (KUBECONFIG set)."""
+    try:
+        import jsonschema  # noqa: F401
+        import kubernetes  # noqa: F401
+    except ImportError as e:
+        backend_unavailable("kubernetes (fake API server)", f"{e.name} is not installed: pip install kubernetes jsonschema")
+    base = tmp_path_factory.mktemp("fakekube")
+    port = free_port()
+    argv = [sys.executable, str(HERE / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
+            "--schemas", str(SCHEMAS), "--token", f"admin={ADMIN_TOKEN}", "--token", f"viewer={VIEWER_TOKEN}:get,list",
+            "--namespace", "team-a", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi"]
+    svc = ServiceProcess.start(argv, log=base / "server.log")
+    try:
+        wait_for(lambda: port_open(port), timeout=30, what="the fake API server to listen", service=svc)
+        url = f"http://127.0.0.1:{port}"
+        path = base / "kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig(url)))
+        old = os.environ.get("KUBECONFIG")
+        os.environ["KUBECONFIG"] = str(path)
+        try:
+            yield {"url": url, "kubeconfig": str(path), "port": port, "log": svc.log}
+        finally:
+            if old is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = old
+    finally:
+        svc.stop()

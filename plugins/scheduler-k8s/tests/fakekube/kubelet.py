@@ -1,0 +1,271 @@
+"""The fake cluster's nodes, scheduler and kubelet.
+
+* Nodes have a capacity (cpu millicores, memory MiB, ``nvidia.com/gpu``); the scheduler
+  binds a pod to the first node where its requests fit, and otherwise leaves it Pending with
+  the ``PodScheduled=False`` condition and kube-scheduler's message
+  (``0/2 nodes are available: 2 Insufficient nvidia.com/gpu.``). Gangs (a Volcano job, a
+  JobSet) are bound all at once or not at all.
+* The kubelet runs a bound pod's container as a local process: the container's
+  ``command`` + ``args`` with its ``env`` (the image is not pulled: tests use commands that
+  exist on the host, such as ``sh``), stdout and stderr captured line by line with their
+  times, so pod logs, exit codes and phases are real. Deleting a pod sends SIGTERM to its
+  process group, then SIGKILL after the grace period.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from store import Store, now
+
+GPU = "nvidia.com/gpu"
+
+
+def _milli(q: str) -> int:
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def _mib(q: str) -> int:
+    for suffix, mult in (("Ki", 1 / 1024), ("Mi", 1), ("Gi", 1024), ("Ti", 1 << 20), ("M", 1e6 / 2 ** 20),
+                         ("G", 1e9 / 2 ** 20)):
+        if q.endswith(suffix):
+            return int(float(q[: -len(suffix)]) * mult)
+    return int(int(q) / 2 ** 20)
+
+
+def requests_of(pod: Dict[str, Any]) -> Dict[str, int]:
+    """cpu (millicores), memory (MiB) and extended resources a pod asks for."""
+    out: Dict[str, int] = {"cpu": 0, "memory": 0}
+    for c in pod["spec"].get("containers") or []:
+        res = c.get("resources") or {}
+        req = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for k, v in req.items():
+            if k == "cpu":
+                out["cpu"] += _milli(str(v))
+            elif k == "memory":
+                out["memory"] += _mib(str(v))
+            else:
+                out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+class Node:
+    def __init__(self, name: str, capacity: Dict[str, int]) -> None:
+        self.name = name
+        self.capacity = capacity
+        self.used: Dict[str, int] = {}
+
+    def fits(self, req: Dict[str, int]) -> List[str]:
+        """Resources that do not fit ([] if the pod fits)."""
+        return [k for k, v in req.items() if v and self.used.get(k, 0) + v > self.capacity.get(k, 0)]
+
+    def add(self, req: Dict[str, int], sign: int = 1) -> None:
+        for k, v in req.items():
+            self.used[k] = self.used.get(k, 0) + sign * v
+
+
+class Container:
+    """One running container: its process and its log records ``(time, stream, bytes)``."""
+
+    def __init__(self, pod: Dict[str, Any], workdir: str) -> None:
+        c = pod["spec"]["containers"][0]
+        argv = list(c.get("command") or []) + list(c.get("args") or [])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": workdir,
+               "HOSTNAME": pod["spec"].get("hostname") or pod["metadata"]["name"]}
+        for e in c.get("env") or []:
+            if "value" in e:
+                env[e["name"]] = e["value"]
+            elif (e.get("valueFrom") or {}).get("fieldRef"):
+                path = e["valueFrom"]["fieldRef"]["fieldPath"]
+                env[e["name"]] = {"metadata.name": pod["metadata"]["name"],
+                                  "metadata.namespace": pod["metadata"]["namespace"]}.get(path, "")
+        self.records: List[Tuple[str, str, bytes]] = []
+        self.cond = threading.Condition()
+        self.started = now()
+        self.exit_code: Optional[int] = None
+        self.signal: Optional[int] = None
+        self.finished = ""
+        self.proc = subprocess.Popen(argv, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, "Stdout"), daemon=True),
+                         threading.Thread(target=self._read, args=(self.proc.stderr, "Stderr"), daemon=True)]
+        for t in self._readers:
+            t.start()
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _read(self, pipe: Any, stream: str) -> None:
+        for line in iter(pipe.readline, b""):
+            with self.cond:
+                self.records.append((now(), stream, line))
+                self.cond.notify_all()
+        pipe.close()
+
+    def _wait(self) -> None:
+        rc = self.proc.wait()
+        for t in self._readers:
+            t.join()
+        with self.cond:
+            if rc < 0:
+                self.signal = -rc
+                self.exit_code = 128 - rc
+            else:
+                self.exit_code = rc
+            self.finished = now()
+            self.cond.notify_all()
+
+    def kill(self, grace: float) -> None:
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+
+        def hard() -> None:
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+        threading.Thread(target=hard, daemon=True).start()
+
+
+class Kubelet:
+    """Schedules and runs the pods of the store (see the module docstring)."""
+
+    def __init__(self, store: Store, nodes: List[Node], workdir: str, grace: float = 2.0) -> None:
+        self.store = store
+        self.nodes = nodes
+        self.workdir = workdir
+        self.grace = grace
+        self.containers: Dict[str, Container] = {}  # pod uid -> container
+        self.released: set = set()  # pod uids whose resources went back to their node
+        store.on_delete.append(self._deleted)
+
+    # -- scheduling ---------------------------------------------------------------------------
+    def schedule_gang(self, pods: List[Dict[str, Any]]) -> bool:
+        """Bind all ``pods`` (stored objects, lock held) or none; unbound pods get the
+        PodScheduled=False condition with the reason."""
+        plan: List[Tuple[Dict[str, Any], Node, Dict[str, int]]] = []
+        short: Dict[str, int] = {}
+        for pod in pods:
+            req = requests_of(pod)
+            sel = pod["spec"].get("nodeSelector") or {}
+            placed = False
+            for node in self.nodes:
+                if any(node_label(node, k) != v for k, v in sel.items()):
+                    short["didn't match Pod's node affinity/selector"] = short.get("didn't match Pod's node affinity/selector", 0) + 1
+                    continue
+                missing = node.fits(req)
+                if not missing:
+                    node.add(req)
+                    plan.append((pod, node, req))
+                    placed = True
+                    break
+                for m in missing:
+                    short[f"Insufficient {m}"] = short.get(f"Insufficient {m}", 0) + 1
+            if not placed:
+                for _, node, r in plan:
+                    node.add(r, -1)
+                reasons = ", ".join(f"{min(n, len(self.nodes))} {why}" for why, n in sorted(short.items()))
+                msg = f"0/{len(self.nodes)} nodes are available: {reasons}."
+                for p in pods:
+                    set_condition(p, "PodScheduled", "False", "Unschedulable", msg)
+                    self.store.touch(p)
+                return False
+        for pod, node, _ in plan:
+            pod["spec"]["nodeName"] = node.name
+            set_condition(pod, "PodScheduled", "True", "", "")
+            self.store.touch(pod)
+        return True
+
+    # -- running ------------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Start bound pods, record ended containers (lock held by the caller)."""
+        for pod in self.store.items("v1/pods"):
+            st = pod.setdefault("status", {})
+            uid = pod["metadata"]["uid"]
+            if pod["spec"].get("nodeName") and uid not in self.containers and st.get("phase") == "Pending":
+                d = tempfile.mkdtemp(prefix=pod["metadata"]["name"][:40] + "-", dir=self.workdir)
+                name = pod["spec"]["containers"][0]["name"]
+                try:
+                    self.containers[uid] = Container(pod, d)
+                except OSError as e:
+                    st.update(phase="Failed", containerStatuses=[{"name": name, "ready": False, "restartCount": 0, "state": {
+                        "terminated": {"exitCode": 128, "reason": "StartError", "message": str(e),
+                                       "startedAt": now(), "finishedAt": now()}}}])
+                    self.store.touch(pod)
+                    continue
+                st.update(phase="Running", startTime=now(), hostIP="127.0.0.1", podIP="127.0.0.1",
+                          containerStatuses=[{"name": name, "ready": True, "restartCount": 0, "image": "",
+                                              "state": {"running": {"startedAt": self.containers[uid].started}}}])
+                set_condition(pod, "Ready", "True", "", "")
+                self.store.touch(pod)
+            elif st.get("phase") == "Running" and uid in self.containers:
+                c = self.containers[uid]
+                if c.exit_code is None:
+                    continue
+                term = {"exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
+                        "startedAt": c.started, "finishedAt": c.finished}
+                if c.signal:
+                    term["signal"] = c.signal
+                cs = st["containerStatuses"][0]
+                cs.update(ready=False, state={"terminated": term})
+                st["phase"] = "Succeeded" if c.exit_code == 0 else "Failed"
+                set_condition(pod, "Ready", "False", "PodCompleted", "")
+                self._release(pod)
+                self.store.touch(pod)
+
+    def _release(self, pod: Dict[str, Any]) -> None:
+        node = next((n for n in self.nodes if n.name == pod["spec"].get("nodeName")), None)
+        uid = pod["metadata"]["uid"]
+        if node is not None and uid not in self.released:
+            node.add(requests_of(pod), -1)
+            self.released.add(uid)
+
+    def _deleted(self, resource: str, obj: Dict[str, Any]) -> None:
+        if resource != "v1/pods":
+            return
+        c = self.containers.get(obj["metadata"]["uid"])
+        if c is not None:
+            c.kill(self.grace)
+        if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            self._release(obj)
+
+    def stop(self) -> None:
+        """SIGKILL every container's process group (the server is going away)."""
+        for c in self.containers.values():
+            if c.proc.poll() is None:
+                try:
+                    os.killpg(c.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def node_label(node: Node, key: str) -> str:
+    return {"kubernetes.io/hostname": node.name, "node.kubernetes.io/instance-type": "fake.large"}.get(key, "")
+
+
+def set_condition(obj: Dict[str, Any], type_: str, status: str, reason: str, message: str) -> None:
+    """Set a condition of ``obj.status.conditions`` (lastTransitionTime moves on change)."""
+    conds = obj.setdefault("status", {}).setdefault("conditions", [])
+    new = {"type": type_, "status": status, "lastTransitionTime": now()}
+    if reason:
+        new["reason"] = reason
+    if message:
+        new["message"] = message
+    for i, c in enumerate(conds):
+        if c["type"] == type_:
+            if c["status"] == status:
+                new["lastTransitionTime"] = c["lastTransitionTime"]
+            conds[i] = new
+            return
+    conds.append(new)

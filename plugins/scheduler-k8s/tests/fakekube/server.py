@@ -1,0 +1,388 @@
+"""A fake Kubernetes API server for the tx-scheduler-k8s tests.
+
+    python -m fakekube.server --port 0 --workdir DIR --schemas DIR --token admin=SECRET \
+        [--token viewer=SECRET2:get,list] [--nodes 2 --node-cpu 8 --node-memory 16Gi --node-gpu 0]
+
+It speaks the REST API for the calls the plugin makes, with the documented request and
+response shapes (https://kubernetes.io/docs/reference/using-api/api-concepts/):
+
+* ``/api/v1/namespaces/{ns}``: GET;
+* ``/api/v1/namespaces/{ns}/{pods,services}[/{name}]``: POST, GET (one, or a list with
+  ``labelSelector``), DELETE; ``/pods/{name}/log`` with ``follow``, ``timestamps``,
+  ``sinceSeconds``, ``tailLines``, ``stream`` (Stdout/Stderr/All), streamed chunked;
+* ``/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}]``: POST, GET, LIST, DELETE
+  (``propagationPolicy``: dependents go too) and PATCH (``application/merge-patch+json``)
+  of the custom resources whose CRDs are in ``--schemas`` (Volcano, JobSet, Kueue, MCAD)
+  and of ``bus.volcano.sh`` Commands and ``batch/v1`` Jobs.
+
+Errors are ``Status`` objects with the API server's codes and reasons: 401 without a
+token, 403 ``Forbidden`` for a verb the token's user may not use, 404 ``NotFound`` (also
+for an unknown namespace), 409 ``AlreadyExists``, 422 ``Invalid`` for a bad name or an
+object that its CRD's schema rejects (unknown fields are rejected, as with
+``fieldValidation=Strict``).
+
+Behind it, a fake cluster (:mod:`kubelet`, :mod:`volcano`) schedules and runs the pods as
+local processes, so phases, exit codes and logs are real. It prints ``PORT <n>`` once it
+listens. Nothing is persisted: the cluster lives as long as the process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qs, urlparse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from kubelet import Kubelet, Node, _mib  # noqa: E402
+from schemas import load_crds  # noqa: E402
+from store import Store, now  # noqa: E402
+from volcano import VolcanoController  # noqa: E402
+
+#: resource -> kind of the resources served besides the CRDs
+BUILTIN = {
+    "v1/pods": "Pod",
+    "v1/services": "Service",
+    "bus.volcano.sh/v1alpha1/commands": "Command",
+    "batch/v1/jobs": "Job",
+}
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_PATH = re.compile(
+    r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/namespaces/(?P<ns>[^/]+)"
+    r"(?:/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>log|status))?)?)?$"
+)
+
+
+class Cluster:
+    """The store, the kubelet and the controllers, reconciled by one background thread."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.store = Store()
+        self.store.namespaces.update(args.namespace or [])
+        cap = {"cpu": int(args.node_cpu * 1000), "memory": _mib(args.node_memory), "nvidia.com/gpu": args.node_gpu,
+               "pods": 110}
+        self.kubelet = Kubelet(self.store, [Node(f"node{i + 1}", dict(cap)) for i in range(args.nodes)], args.workdir)
+        self.controllers = [VolcanoController(self.store, self.kubelet)]
+        self.crds = load_crds(args.schemas)
+        self.users: Dict[str, Tuple[str, Optional[set]]] = {}
+        for spec in args.token or []:
+            user, _, rest = spec.partition("=")
+            token, _, verbs = rest.partition(":")
+            self.users[token] = (user, set(verbs.split(",")) if verbs else None)
+        self._stop = threading.Event()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self.store.lock:
+                    self.kubelet.sync()
+                    for c in self.controllers:
+                        c.sync()
+                    self.kubelet.sync()
+            except Exception:  # noqa: BLE001 - a controller bug must show, not stop the cluster
+                traceback.print_exc()
+            time.sleep(0.05)
+
+    def kind(self, resource: str) -> Optional[str]:
+        if resource in BUILTIN:
+            return BUILTIN[resource]
+        crd = self.crds.get(resource)
+        return crd[0] if crd else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.kubelet.stop()
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+
+
+def status(code: int, reason: str, message: str, details: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure" if code >= 400 else "Success",
+            "message": message, "reason": reason, "details": details or {}, "code": code}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    cluster: Cluster
+
+    def log_message(self, fmt: str, *args: Any) -> None:  # one line per request on stderr
+        sys.stderr.write(f"{now()} {self.command} {self.path} {fmt % args}\n")
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _send(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            raise ApiError(400, "BadRequest", "the request body is not JSON") from None
+
+    def _auth(self, verb: str, resource: str, ns: str) -> None:
+        header = self.headers.get("Authorization", "")
+        token = header[len("Bearer "):] if header.startswith("Bearer ") else ""
+        if token not in self.cluster.users:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        user, verbs = self.cluster.users[token]
+        if verbs is not None and verb not in verbs:
+            group, _, plural = resource.rpartition("/")
+            group = group.rsplit("/", 1)[0] if "/" in group else ""
+            raise ApiError(403, "Forbidden",
+                           f'{plural}{"." + group if group else ""} is forbidden: User "{user}" cannot {verb} '
+                           f'resource "{plural}" in API group "{group}" in the namespace "{ns}"',
+                           {"kind": plural, "group": group})
+
+    def _route(self) -> Tuple[str, str, Optional[str], Optional[str], Dict[str, List[str]]]:
+        url = urlparse(self.path)
+        m = _PATH.match(url.path)
+        if not m:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        ns = m["ns"]
+        if m["plural"] is None:
+            return "v1/namespaces", ns, None, None, parse_qs(url.query)
+        resource = f"v1/{m['plural']}" if m["cv"] else f"{m['g']}/{m['v']}/{m['plural']}"
+        if self.cluster.kind(resource) is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return resource, ns, m["name"], m["sub"], parse_qs(url.query)
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            resource, ns, name, sub, query = self._route()
+            if resource == "v1/namespaces":
+                self._auth("get", resource, ns)
+                if ns not in self.cluster.store.namespaces:
+                    raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+                return self._send(200, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                                        "status": {"phase": "Active"}})
+            verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method, "get" if name else "list")
+            if sub == "log":
+                verb = "get"
+                resource = "v1/pods/log"
+            self._auth(verb, resource, ns)
+            if sub == "log":
+                return self._log(ns, name or "", query)
+            if method == "POST":
+                return self._create(resource, ns, self._body())
+            if method == "GET" and name is None:
+                sel = (query.get("labelSelector") or [""])[0]
+                items = self.cluster.store.list(resource, ns, sel)
+                kind = self.cluster.kind(resource)
+                api_version = resource.rsplit("/", 1)[0]
+                return self._send(200, {"apiVersion": api_version, "kind": f"{kind}List",
+                                        "metadata": {"resourceVersion": now()}, "items": items})
+            obj = self.cluster.store.get(resource, ns, name or "")
+            if obj is None:
+                raise self._not_found(resource, name or "")
+            if method == "GET":
+                return self._send(200, obj)
+            if method == "DELETE":
+                self.cluster.store.delete(resource, ns, name or "")
+                if resource.startswith("v1/"):
+                    return self._send(200, obj)
+                return self._send(200, status(200, "", "", {"name": name, "kind": resource.rsplit("/", 1)[1]}))
+            if method == "PATCH":
+                return self._patch(resource, ns, name or "", self._body())
+            raise ApiError(405, "MethodNotAllowed", f"method {method} is not allowed")
+        except ApiError as e:
+            self._send(e.code, status(e.code, e.reason, e.message, e.details))
+
+    def _not_found(self, resource: str, name: str) -> ApiError:
+        group, _, plural = resource.rpartition("/")
+        g = group.rsplit("/", 1)[0] if "/" in group else ""
+        return ApiError(404, "NotFound", f'{plural}{"." + g if g else ""} "{name}" not found',
+                        {"name": name, "group": g, "kind": plural})
+
+    def _validate(self, resource: str, obj: Dict[str, Any]) -> None:
+        crd = self.cluster.crds.get(resource)
+        if crd is None:
+            return
+        errors = sorted(crd[1].iter_errors(obj), key=lambda e: list(e.absolute_path))
+        if errors:
+            e = errors[0]
+            path = ".".join(str(p) for p in e.absolute_path) or "<root>"
+            raise ApiError(422, "Invalid", f'{crd[0]}.{resource.split("/")[0]} "{obj["metadata"].get("name", "")}" '
+                                           f"is invalid: {path}: {e.message}")
+
+    def _create(self, resource: str, ns: str, obj: Dict[str, Any]) -> None:
+        store = self.cluster.store
+        kind = self.cluster.kind(resource) or ""
+        if ns not in store.namespaces:
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + os.urandom(3).hex()[:5]
+        name = meta.get("name", "")
+        pattern = _LABEL1035 if resource == "v1/services" else _SUBDOMAIN
+        limit = 63 if resource == "v1/services" else 253
+        if not name or len(name) > limit or not pattern.match(name):
+            raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: metadata.name: Invalid value: "{name}": '
+                                           "a lowercase RFC 1123 name must consist of lower case alphanumeric "
+                                           "characters or '-', and must start and end with an alphanumeric character")
+        self._validate(resource, obj)
+        with store.lock:
+            if store.exists(resource, ns, name):
+                group, _, plural = resource.rpartition("/")
+                g = group.rsplit("/", 1)[0] if "/" in group else ""
+                raise ApiError(409, "AlreadyExists", f'{plural}{"." + g if g else ""} "{name}" already exists',
+                               {"name": name, "group": g, "kind": plural})
+            obj.pop("status", None) if resource != "v1/pods" else None
+            created = store.create(resource, ns, obj)
+        self._send(201, created)
+
+    def _patch(self, resource: str, ns: str, name: str, patch: Dict[str, Any]) -> None:
+        store = self.cluster.store
+        with store.lock:
+            obj = store.live(resource, ns, name)
+            if obj is None:
+                raise self._not_found(resource, name)
+            new = merge_patch(obj, patch)
+            self._validate(resource, {k: v for k, v in new.items() if k != "status"})
+            obj.clear()
+            obj.update(new)
+            store.touch(obj)
+            out = json.loads(json.dumps(obj))
+        self._send(200, out)
+
+    def _log(self, ns: str, name: str, query: Dict[str, List[str]]) -> None:
+        q = {k: v[0] for k, v in query.items()}
+        pod = self.cluster.store.get("v1/pods", ns, name)
+        if pod is None:
+            raise self._not_found("v1/pods", name)
+        c = self.cluster.kubelet.containers.get(pod["metadata"]["uid"])
+        cname = pod["spec"]["containers"][0]["name"]
+        if c is None:
+            raise ApiError(400, "BadRequest", f'container "{cname}" in pod "{name}" is waiting to start: ContainerCreating')
+        stream = q.get("stream", "All")
+        if stream not in ("All", "Stdout", "Stderr"):
+            raise ApiError(422, "Invalid", f"stream: Unsupported value: {stream!r}")
+        follow = q.get("follow") == "true"
+        stamps = q.get("timestamps") == "true"
+        since = None
+        if q.get("sinceSeconds"):
+            since = time.time() - int(q["sinceSeconds"])
+        tail = int(q["tailLines"]) if q.get("tailLines") else None
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def pick(records: List[Tuple[str, str, bytes]]) -> bytes:
+            out = []
+            for ts, s, line in records:
+                if stream != "All" and s != stream:
+                    continue
+                if since is not None and _epoch(ts) < since:
+                    continue
+                out.append((ts.encode() + b" " if stamps else b"") + line)
+            return b"".join(out)
+
+        def chunk(data: bytes) -> None:
+            if data:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+        with c.cond:
+            records = list(c.records)
+        if tail is not None:
+            records = records[-tail:] if tail else []
+        chunk(pick(records))
+        sent = len(c.records) if tail is None else len(c.records)
+        while follow:
+            with c.cond:
+                while len(c.records) == sent and c.exit_code is None:
+                    c.cond.wait(0.5)
+                new = c.records[sent:]
+                sent += len(new)
+                done = c.exit_code is not None and sent == len(c.records)
+            chunk(pick(new))
+            if done:
+                break
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._dispatch("DELETE")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._dispatch("PATCH")
+
+
+def _epoch(ts: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--workdir", required=True, help="where the pods' processes run")
+    ap.add_argument("--schemas", required=True, help="directory of CRD YAML files")
+    ap.add_argument("--token", action="append", help="USER=TOKEN[:verb,verb]: a user (all verbs if none listed)")
+    ap.add_argument("--namespace", action="append", help="an extra namespace (default and kube-system exist)")
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--node-cpu", type=float, default=8)
+    ap.add_argument("--node-memory", default="16Gi")
+    ap.add_argument("--node-gpu", type=int, default=0)
+    args = ap.parse_args(argv)
+    cluster = Cluster(args)
+    Handler.cluster = cluster
+    srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    srv.daemon_threads = True
+    def terminate(*_: Any) -> None:
+        cluster.stop()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    print(f"PORT {srv.server_address[1]}", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

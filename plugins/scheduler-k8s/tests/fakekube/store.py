@@ -1,0 +1,103 @@
+"""The fake cluster's object store: what etcd and the API machinery keep.
+
+Objects are plain dicts in the API's JSON shape, keyed by (resource, namespace, name),
+where a resource is ``"<group>/<version>/<plural>"`` (``"v1/pods"`` for the core group).
+Every write bumps ``metadata.resourceVersion``; deleting an object deletes its dependents
+(``metadata.ownerReferences``), as the garbage collector does.
+"""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+import threading
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+Key = Tuple[str, str, str]
+
+
+def now() -> str:
+    """RFC 3339 time with microseconds, as the API server writes it."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def match_selector(labels: Dict[str, str], selector: str) -> bool:
+    """Equality-based label selectors: ``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``, comma-joined
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k) != v:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class Store:
+    """Thread-safe objects with resource versions, owner-based cascading deletion and
+    callbacks on delete (the kubelet stops a deleted pod's process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.objects: Dict[Key, Dict[str, Any]] = {}
+        self._rv = itertools.count(1)
+        self.namespaces = {"default", "kube-system"}
+        self.on_delete: List[Callable[[str, Dict[str, Any]], None]] = []
+
+    def create(self, resource: str, ns: str, obj: Dict[str, Any]) -> Dict[str, Any]:
+        with self.lock:
+            meta = obj.setdefault("metadata", {})
+            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now(),
+                        resourceVersion=str(next(self._rv)))
+            self.objects[(resource, ns, meta["name"])] = obj
+            return copy.deepcopy(obj)
+
+    def exists(self, resource: str, ns: str, name: str) -> bool:
+        return (resource, ns, name) in self.objects
+
+    def get(self, resource: str, ns: str, name: str) -> Optional[Dict[str, Any]]:
+        with self.lock:
+            obj = self.objects.get((resource, ns, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def live(self, resource: str, ns: str, name: str) -> Optional[Dict[str, Any]]:
+        """The stored object itself (callers hold :attr:`lock` and call :meth:`touch`)."""
+        return self.objects.get((resource, ns, name))
+
+    def touch(self, obj: Dict[str, Any]) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+
+    def items(self, resource: str, ns: Optional[str] = None, selector: str = "") -> Iterator[Dict[str, Any]]:
+        """The stored objects themselves (hold :attr:`lock`)."""
+        for (res, ons, _), obj in list(self.objects.items()):
+            if res == resource and (ns is None or ons == ns):
+                if not selector or match_selector(obj["metadata"].get("labels") or {}, selector):
+                    yield obj
+
+    def list(self, resource: str, ns: Optional[str], selector: str = "") -> List[Dict[str, Any]]:
+        with self.lock:
+            return [copy.deepcopy(o) for o in self.items(resource, ns, selector)]
+
+    def delete(self, resource: str, ns: str, name: str) -> Optional[Dict[str, Any]]:
+        """Delete an object and, recursively, the objects it owns."""
+        with self.lock:
+            obj = self.objects.pop((resource, ns, name), None)
+            if obj is None:
+                return None
+            uid = obj["metadata"]["uid"]
+            for (res, ons, oname), other in list(self.objects.items()):
+                owners = other["metadata"].get("ownerReferences") or []
+                if ons == ns and any(o.get("uid") == uid for o in owners):
+                    self.delete(res, ons, oname)
+        for cb in self.on_delete:
+            cb(resource, obj)
+        return obj

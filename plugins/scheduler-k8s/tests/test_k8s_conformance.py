@@ -1,0 +1,28 @@
+"""tx's scheduler conformance kit through the official ``kubernetes`` client, against the
+fake API server of conftest.py (KUBECONFIG points at it, in fresh processes too)."""
+from typing import Any, Dict
+
+import pytest
+
+from tx.testing import SchedulerConformance
+from tx_scheduler_k8s.kubernetes_scheduler import KubernetesScheduler, create_scheduler
+
+
+class TestVolcanoConformance(SchedulerConformance):
+    timeout = 90.0
+    poll_interval = 0.2
+
+    @pytest.fixture
+    def scheduler(self, fake_cluster: Dict[str, Any]) -> KubernetesScheduler:
+        return create_scheduler("tx")
+
+    @pytest.fixture
+    def cfg(self) -> Dict[str, Any]:
+        return {"queue": "default"}
+
+    @pytest.fixture
+    def image(self) -> str:
+        return "busybox:1.36"
+
+    def unknown_app_id(self) -> str:
+        return "default:tx-conformance-unknown-0000"

@@ -1,0 +1,171 @@
+"""Volcano dryruns validated against the published Volcano Job CRD (strict: unknown
+fields rejected) and every pod template against Kubernetes' own schema
+(kubernetes-validate, strict); plus the mapping rules the module docstring promises."""
+import copy
+import subprocess
+import sys
+from typing import Any, Dict
+
+import pytest
+
+from k8s_apps import K8S_VERSION, SCHEMAS, apps, role
+from tx.specs import AppDef, InvalidRunConfigException, Resource
+from tx_scheduler_k8s.kubernetes_scheduler import create_scheduler, pod_name
+
+CFG = {"queue": "default", "namespace": "team-a", "service_account": "trainer", "priority_class": "high",
+       "image_secret": "regcred"}
+APPS = apps()
+
+
+@pytest.fixture(scope="module")
+def crds() -> Dict[str, Any]:
+    pytest.importorskip("jsonschema")
+    from schemas import load_crds
+
+    return load_crds(str(SCHEMAS / "volcano"))
+
+
+def check_pod_template(template: Dict[str, Any]) -> None:
+    kv = pytest.importorskip("kubernetes_validate")
+    kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template},
+                K8S_VERSION, strict=True)
+
+
+def dryrun(app: AppDef, **cfg: Any) -> Dict[str, Any]:
+    return create_scheduler("test").submit_dryrun(app, {**CFG, **cfg}).request.resource
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_dryrun_validates_against_the_crd_and_pod_schema(name: str, crds: Dict[str, Any]) -> None:
+    job = dryrun(APPS[name])
+    errors = list(crds["batch.volcano.sh/v1alpha1/jobs"][1].iter_errors(job))
+    assert not errors, errors[0].message
+    for task in job["spec"]["tasks"]:
+        check_pod_template(task["template"])
+        pod = pod_name(job["metadata"]["name"], task["name"].rsplit("-", 1)[0], int(task["name"].rsplit("-", 1)[1]))
+        assert len(pod) <= 63, pod
+
+
+def test_the_validators_catch_mistakes(crds: Dict[str, Any]) -> None:
+    job = dryrun(APPS["one_role"])
+    bad = copy.deepcopy(job)
+    bad["spec"]["minAvaliable"] = 1
+    assert list(crds["batch.volcano.sh/v1alpha1/jobs"][1].iter_errors(bad))
+    bad = copy.deepcopy(job)
+    bad["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resource"] = {}
+    kv = pytest.importorskip("kubernetes_validate")
+    with pytest.raises(kv.ValidationError):
+        check_pod_template(bad["spec"]["tasks"][0]["template"])
+
+
+def test_one_task_per_replica_with_rank0_dns_name() -> None:
+    job = dryrun(AppDef("ddp", roles=[role("trainer", replicas=3), role("ps", replicas=2)]))
+    name = job["metadata"]["name"]
+    assert [t["name"] for t in job["spec"]["tasks"]] == ["trainer-0", "trainer-1", "trainer-2", "ps-0", "ps-1"]
+    assert job["spec"]["minAvailable"] == 5 and job["spec"]["queue"] == "default"
+    assert job["spec"]["plugins"]["svc"] == ["--publish-not-ready-addresses"]
+    for task in job["spec"]["tasks"]:
+        c = task["template"]["spec"]["containers"][0]
+        env = {e["name"]: e["value"] for e in c["env"]}
+        k = task["name"].rsplit("-", 1)[1]
+        assert env["TX_RANK0_HOST"] == env["TORCHX_RANK0_HOST"] == f"{name}-trainer-0-0.{name}"
+        assert env["TX_REPLICA_ID"] == env["TORCHX_REPLICA_IDX"] == k
+        assert env["TX_APP_ID"] == name and env["ID"] == name
+        assert c["command"][-3:] == [k, "--app", name]
+        spec = task["template"]["spec"]
+        assert spec["serviceAccountName"] == "trainer" and spec["priorityClassName"] == "high"
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}] and spec["restartPolicy"] == "Never"
+    assert job["metadata"]["namespace"] == "team-a"
+
+
+def test_elastic_min_available() -> None:
+    job = dryrun(APPS["elastic"])
+    assert job["spec"]["minAvailable"] == 3  # 2 of the elastic role + 1 ps
+    assert [t.get("minAvailable") for t in job["spec"]["tasks"]] == [1, 1, 0, 0, None]
+
+
+def test_retry_policies() -> None:
+    spec = dryrun(APPS["retries_mixed"])["spec"]
+    assert spec["maxRetry"] == 1
+    assert {t["policies"][0]["action"] for t in spec["tasks"]} == {"RestartJob"}
+    spec = dryrun(APPS["retries_replica"])["spec"]
+    assert spec["maxRetry"] == 0
+    assert all(t["policies"][0]["action"] == "RestartTask" and t["maxRetry"] == 2 for t in spec["tasks"])
+    spec = dryrun(APPS["one_role"])["spec"]
+    assert spec["tasks"][0]["policies"] == [{"event": "PodFailed", "action": "TerminateJob"},
+                                            {"event": "PodEvicted", "action": "TerminateJob"}]
+
+
+def test_resources_mounts_and_node_selectors() -> None:
+    spec = dryrun(APPS["named_resource"])["spec"]["tasks"][0]["template"]["spec"]
+    res = spec["containers"][0]["resources"]
+    assert res["limits"] == {"cpu": "96000m", "memory": "1100000Mi", "nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4"}
+    assert res["requests"] == {"cpu": "96000m", "memory": "1100000Mi"}
+    assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    spec = dryrun(APPS["all_mounts"])["spec"]["tasks"][0]["template"]["spec"]
+    assert [v.get("hostPath") or v.get("persistentVolumeClaim") or v.get("emptyDir") for v in spec["volumes"]] == [
+        {"medium": "Memory"}, {"path": "/a"}, {"claimName": "v", "readOnly": True}, {"path": "/dev/infiniband"}]
+    c = spec["containers"][0]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/dev/shm", "/a", "/v", "/dev/infiniband"]
+    assert c["securityContext"] == {"privileged": True}
+    ports = dryrun(APPS["ports"])["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["ports"]
+    assert ports == [{"containerPort": 8080, "name": "http"}, {"containerPort": 9090, "name": "metrics-port"},
+                     {"containerPort": 7000}]
+
+
+def test_long_app_name_is_cut_to_fit() -> None:
+    job = dryrun(APPS["long_app_name"])
+    name = job["metadata"]["name"]
+    assert name.startswith("aaaa") and len(pod_name(name, "worker", 11)) == 63
+
+
+def test_role_names_that_cannot_be_kubernetes_names() -> None:
+    with pytest.raises(ValueError, match="at least one letter or digit"):
+        dryrun(AppDef("x", roles=[role("__")]))
+    with pytest.raises(ValueError, match="too long"):
+        dryrun(AppDef("x", roles=[role("r" * 60)]))
+    with pytest.raises(ValueError, match="same Kubernetes name"):
+        dryrun(AppDef("x", roles=[role("a_b"), role("a.b")]))
+
+
+@pytest.mark.parametrize("key,value", [("namespace", "Team_A"), ("queue", "Bad Queue"), ("service_account", "x y")])
+def test_bad_run_options(key: str, value: str) -> None:
+    with pytest.raises(InvalidRunConfigException, match=key):
+        dryrun(APPS["one_role"], **{key: value})
+
+
+def test_dryrun_imports_no_kubernetes_client(tmp_path: Any) -> None:
+    code = (
+        "import sys; from tx.specs import AppDef, Role, Resource\n"
+        "from tx_scheduler_k8s.kubernetes_scheduler import create_scheduler\n"
+        "app = AppDef('a', roles=[Role('r', image='i', entrypoint='e', resource=Resource(cpu=1, gpu=0, memMB=1))])\n"
+        "str(create_scheduler('s').submit_dryrun(app, {'queue': 'q'}))\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'kubernetes'], 'kubernetes imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, env={"KUBECONFIG": "/nonexistent",
+                                                                                   "PATH": "/usr/bin:/bin"})
+
+
+def test_workspace_needs_the_docker_kind() -> None:
+    from tx.workspace import WorkspaceError
+
+    sched = create_scheduler("test")
+    assert sched.workspace_kind == "docker"
+    try:
+        from tx.plugins import get_registry
+
+        installed = get_registry().get("workspaces", "docker") is not None
+    except Exception:  # noqa: BLE001
+        installed = False
+    if installed:
+        pytest.skip("tx-scheduler-docker is installed here")
+    with pytest.raises(WorkspaceError, match="pip install tx-scheduler-docker"):
+        sched.submit(APPS["one_role"], CFG, workspace="/tmp")
+
+
+def test_1000_roles_dryrun_is_valid_yaml() -> None:
+    import yaml
+
+    app = AppDef("big", roles=[role(f"role{i}", replicas=4, resource=Resource(cpu=1, gpu=0, memMB=256)) for i in range(50)])
+    info = create_scheduler("test").submit_dryrun(app, CFG)
+    assert yaml.safe_load(str(info)) == info.request.resource
