@@ -23,6 +23,7 @@ fields are an error), so a request the real service would not parse fails here t
   ``logName``, ``labels.*``, ``timestamp``, ``severity``, joined by ``AND``), ordering and
   paging.
 
+Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001).
 Failure injection, by project name: ``denied-project`` answers 403 PERMISSION_DENIED to
 everything; ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create``.
 """
@@ -45,6 +46,7 @@ from google.cloud import batch_v1
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+PREEMPTED_EXIT_CODE = 50001  # https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes
 DENIED_PROJECT = "denied-project"
 QUOTA_PROJECT = "quota-project"
 _JOB_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -95,6 +97,7 @@ class _Job:
         self.procs: Dict[int, subprocess.Popen] = {}
         self.cancelled = threading.Event()
         self.deleted = False
+        self.preempted: set = set()
 
 
 class FakeGcp:
@@ -385,6 +388,8 @@ class FakeGcp:
             else:
                 continue
             code = self._exec(rec, i, attempt, argv, {**env, **runnable.environment.variables})
+            if code == PREEMPTED_EXIT_CODE:
+                return code
             if code != 0 and not runnable.ignore_exit_status:
                 return code
         return 0
@@ -407,7 +412,21 @@ class FakeGcp:
             t.join()
         with self.lock:
             rec.procs.pop(i, None)
+            if i in rec.preempted:
+                rec.preempted.discard(i)
+                return PREEMPTED_EXIT_CODE
         return code if code >= 0 else 128 - code
+
+    def preempt(self, job_name: str, index: int) -> None:
+        """Reclaim the Spot VM of task ``index``: its process is killed and the task ends
+        with Batch's reserved exit code 50001, as when Compute Engine preempts a Spot VM."""
+        with self.lock:
+            rec = self.jobs[job_name]
+            proc = rec.procs.get(index)
+            if proc is None:
+                raise RuntimeError(f"task {index} of {job_name} is not running")
+            rec.preempted.add(index)
+            os.killpg(proc.pid, signal.SIGKILL)
 
     def _pump(self, rec: _Job, i: int, attempt: int, pipe: Any, severity: str) -> None:
         for raw in iter(pipe.readline, b""):

@@ -126,29 +126,31 @@ def api_error(e: BaseException, what: str) -> SchedulerError:
     """A one-line :class:`SchedulerError` for a Google API error ``e`` raised while doing
     ``what`` (e.g. ``"create job projects/p/locations/l/jobs/j"``), saying what to do.
 
-    Handles ``google.api_core.exceptions`` (PermissionDenied, Unauthenticated,
-    ResourceExhausted, NotFound, InvalidArgument, ...), credential errors and transport
-    errors (connection refused)."""
+    Handles ``google.api_core.exceptions`` by HTTP status, as the REST transport raises
+    them (403 Forbidden / PermissionDenied, 401 Unauthorized / Unauthenticated, 429
+    TooManyRequests / ResourceExhausted, 404 NotFound, 400 BadRequest / InvalidArgument /
+    FailedPrecondition), credential errors and transport errors (connection refused)."""
     from google.api_core import exceptions as gex
     from google.auth import exceptions as gauth
 
     msg = _first_line(getattr(e, "message", None) or str(e))
-    if isinstance(e, gex.PermissionDenied):
+    msg = re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", msg)  # the REST transport's "METHOD URL: "
+    if isinstance(e, gex.Forbidden):
         hint = (
             "check the project and that your account has the Batch Job Editor role "
             "(roles/batch.jobsEditor) and Logs Viewer for logs; " + _SET_PROJECT
         )
         return SchedulerError(f"gcp_batch: permission denied to {what}: {msg} ({hint})")
-    if isinstance(e, gex.Unauthenticated) or isinstance(e, gauth.GoogleAuthError):
+    if isinstance(e, (gex.Unauthorized, gauth.GoogleAuthError)):
         return SchedulerError(f"gcp_batch: not authenticated to {what}: {msg} ({_SET_CREDENTIALS})")
-    if isinstance(e, gex.ResourceExhausted):
+    if isinstance(e, gex.TooManyRequests):
         return SchedulerError(
             f"gcp_batch: quota exceeded to {what}: {msg} (request a higher quota at "
             "https://console.cloud.google.com/iam-admin/quotas, or use another location= or fewer resources)"
         )
     if isinstance(e, gex.NotFound):
         return SchedulerError(f"gcp_batch: not found: {what}: {msg} (check project= and location=)")
-    if isinstance(e, gex.InvalidArgument):
+    if isinstance(e, gex.BadRequest):
         return SchedulerError(f"gcp_batch: Batch rejected the request to {what}: {msg}")
     if isinstance(e, gex.GoogleAPICallError):
         return SchedulerError(f"gcp_batch: {what} failed: {type(e).__name__}: {msg}")

@@ -89,9 +89,7 @@ class GcpBatchJob:
         return f"{self.project}:{self.location}:{self.job_id}"
 
     def __str__(self) -> str:
-        body = batch_v1.Job.to_json(
-            self.job, indent=2, sort_keys=True, use_integers_for_enums=False, including_default_value_fields=False
-        )
+        body = batch_v1.Job.to_json(self.job, indent=2, sort_keys=True, use_integers_for_enums=False)
         return f"# create_job parent={self.parent} job_id={self.job_id}\n{body}\n"
 
 

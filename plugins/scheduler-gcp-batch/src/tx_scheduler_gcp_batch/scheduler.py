@@ -313,8 +313,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         client = self._batch_client()
         try:
             client.cancel_job(name=job.name)
-        except (gex.FailedPrecondition, gex.NotFound):
-            pass  # ended or went away meanwhile
+        except (gex.BadRequest, gex.NotFound):
+            pass  # ended (FAILED_PRECONDITION, HTTP 400) or went away meanwhile
         except Exception as e:  # noqa: BLE001 - mapped to one line
             raise _mapped(e, f"cancel job {job.name}") from None
 
@@ -446,7 +446,11 @@ def _ts(value: Optional[_dt.datetime]) -> Optional[str]:
 
 
 def _retries(task: Any) -> int:
-    return sum(1 for e in task.status.status_events if "retry" in e.description.lower())
+    """Restarts of a task: its executions (status events with a ``task_execution``) that
+    ended, except the last one of a task that has ended."""
+    runs = sum(1 for e in task.status.status_events if "task_execution" in e)
+    ended = task.status.state.name in ("SUCCEEDED", "FAILED")
+    return max(runs - 1, 0) if ended else runs
 
 
 def _task_index(task: Any) -> int:
