@@ -93,3 +93,46 @@ def test_a_new_distribution_is_seen(site, tmp_path):
     )
     out = _probe(site, tmp_path)
     assert out["dists"]["zz_other"] == "otherplug" and out["dists"]["fake"] == "fakeplug"
+
+
+EXITING = {
+    "exits": "import sys\nsys.exit(3)\n",
+    "argparses": "import argparse\np = argparse.ArgumentParser()\np.add_argument('--mine', required=True)\np.parse_args()\n",
+    "raises": "raise RuntimeError('boom at import')\n",
+    "hook_exits": "from tx import hookimpl\nimport sys\n@hookimpl\ndef tx_register_schedulers(register):\n    sys.exit(1)\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXITING))
+def test_a_plugin_that_exits_or_raises_is_reported_and_skipped(tmp_path, kind):
+    site = tmp_path / "site"
+    dist = site / "badplug-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: badplug\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[tx]\nbad = bad_hooks\n")
+    (site / "bad_hooks.py").write_text(EXITING[kind])
+    env = dict(os.environ, PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    tx = os.path.join(os.path.dirname(sys.executable), "tx")
+    p = subprocess.run([tx, "plugins"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "bad" in p.stdout and ("sys.exit" in p.stdout or "boom at import" in p.stdout), p.stdout
+    assert "usage:" not in p.stderr, p.stderr
+    for _ in range(2):  # and again, from the cache: other commands work
+        q = subprocess.run([tx, "run", "--dryrun", "-s", "local_cwd", "utils.echo"], env=env,
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert q.returncode == 0 and "=== SCHEDULER REQUEST ===" in q.stdout, q.stderr
+
+
+def test_a_cache_file_of_another_layout_is_ignored(site, tmp_path):
+    first = _probe(site, tmp_path)
+    assert "fake" in first["schedulers"]
+    for f in (tmp_path / "cache" / "tx").iterdir():  # as an older tx wrote them: no layout
+        data = json.loads(f.read_text())
+        data.pop("layout", None)
+        if "entry_points" in data:
+            data["entry_points"] = []
+        else:
+            data["plugins"] = []
+        f.write_text(json.dumps(data))
+    again = _probe(site, tmp_path)
+    assert "fake" in again["schedulers"], again

@@ -48,6 +48,9 @@ EVENT_HOOK = "tx_on_event"
 HOOK_NAMES: Tuple[str, ...] = (*REGISTER_HOOKS.values(), EVENT_HOOK)
 KINDS: Tuple[str, ...] = tuple(REGISTER_HOOKS)
 CORE_PLUGIN = "tx-core"
+#: the layout of the cache files (entry points, plugin snapshot); a file of another
+#: layout, written by another tx version, is ignored and rewritten
+CACHE_LAYOUT = 2
 
 
 class PluginError(UserError):
@@ -313,7 +316,7 @@ def cached_entry_points(key: Optional[str] = None) -> List[Tuple[str, str, str, 
         try:
             with open(path) as f:
                 data = json.load(f)
-            if data.get("key") == key:
+            if data.get("key") == key and data.get("layout") == CACHE_LAYOUT:
                 return [tuple(ep) for ep in data["entry_points"]]  # type: ignore[misc]
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -322,17 +325,46 @@ def cached_entry_points(key: Optional[str] = None) -> List[Tuple[str, str, str, 
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
-            json.dump({"key": key, "entry_points": eps}, f)
+            json.dump({"key": key, "layout": CACHE_LAYOUT, "entry_points": eps}, f)
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only home: scan every time
     return eps
 
 
+class _PluginExit(Exception):
+    """A plugin called ``sys.exit`` (or argparse did, parsing ``sys.argv``) while tx
+    imported it or ran its hook."""
+
+
+def _guarded(fn: Callable[[], Any]) -> Any:
+    """Run plugin code: ``SystemExit`` becomes :class:`_PluginExit` (a plugin never ends
+    tx; what it wrote to stderr on the way out, such as argparse's usage, is dropped and
+    its last line kept in the error), and ``sys.argv`` is restored if the plugin changed it."""
+    import io
+
+    argv, err = list(sys.argv), sys.stderr
+    buf = sys.stderr = io.StringIO()
+    try:
+        result = fn()
+    except SystemExit as e:
+        said = buf.getvalue().strip().splitlines()
+        why = f": {said[-1]}" if said else ""
+        raise _PluginExit(
+            f"the plugin called sys.exit({e.code!r}) while tx loaded it{why} (does it parse sys.argv at import?)"
+        ) from None
+    finally:
+        sys.stderr = err
+        sys.argv[:] = argv
+    if buf.getvalue():
+        err.write(buf.getvalue())  # a plugin's warnings are kept
+    return result
+
+
 def _import_plugin(module: str) -> Any:
     """Import an entry point's target: ``pkg.hooks`` or ``pkg.hooks:object``."""
     mod_name, _, attr = module.partition(":")
-    mod = importlib.import_module(mod_name)
+    mod = _guarded(lambda: importlib.import_module(mod_name))
     return getattr(mod, attr) if attr else mod
 
 
@@ -357,7 +389,7 @@ def _read_snapshot(key: str) -> Optional[Dict[str, Any]]:
     try:
         with open(_snapshot_path(key)) as f:
             data = json.load(f)
-        return data if data.get("key") == key else None
+        return data if data.get("key") == key and data.get("layout") == CACHE_LAYOUT else None
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -382,7 +414,7 @@ def _write_snapshot(key: str, snapshot: Optional[Dict[str, Any]]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
-            json.dump({"key": key, **snapshot}, f)
+            json.dump({"key": key, "layout": CACHE_LAYOUT, **snapshot}, f)
         os.replace(tmp, path)
     except OSError:
         pass
@@ -542,8 +574,9 @@ class PluginRegistry:
             # through pluggy (wrappers, ordering and tracing apply), for this plugin only, so
             # that what it registers is recorded as its own
             caller = pm.subset_hook_caller(hook, remove_plugins=others)
+            register = self._register_callback(kind, info)
             try:
-                caller(register=self._register_callback(kind, info))
+                _guarded(lambda: caller(register=register))
             except Exception as e:  # noqa: BLE001
                 info.error = f"{hook} failed: {type(e).__name__}: {e}"
         if any(impl.plugin_name == name for impl in getattr(pm.hook, EVENT_HOOK).get_hookimpls()):
@@ -567,9 +600,10 @@ class PluginRegistry:
         plugins = []
         for name, module, _dist, _version in eps:
             info = self.plugins.get(name)
-            if info is None or (info.error is not None and "failed" in info.error):
-                # a registration hook that raised may succeed next time (a fixed plugin, a
-                # transient error): run the hooks again rather than cache the failure
+            if info is None or info.error is not None:
+                # a broken plugin may be fixed without any file tx watches changing (an
+                # editable install, a transient error): load it again next time rather
+                # than cache the failure
                 return None
             regs = []
             live = False  # registered an object that has no dotted path: run its hooks every time
