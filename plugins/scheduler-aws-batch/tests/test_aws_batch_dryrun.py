@@ -131,3 +131,14 @@ def test_hooks_do_not_import_boto3() -> None:
             "print('boto3' in sys.modules, 'botocore' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout.split() == ["False", "False"], p.stderr
+
+
+def test_workspace_needs_the_docker_kind(tx_registry: PluginRegistry, tmp_path: Any) -> None:
+    """``--workspace`` goes through the ``docker`` workspace kind of the registry; where no
+    plugin provides it, one line says what to install."""
+    from tx.workspace import WorkspaceError
+
+    sched = create_scheduler("tx")
+    assert sched.workspace_kind == "docker"
+    with pytest.raises(WorkspaceError, match="workspace kind 'docker' is not installed: pip install tx-scheduler-docker"):
+        sched.submit(AppDef("a", roles=[role()]), {"queue": "q"}, workspace=str(tmp_path))

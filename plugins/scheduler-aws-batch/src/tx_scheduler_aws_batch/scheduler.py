@@ -165,7 +165,8 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             pages = batch.get_paginator("list_jobs").paginate(
                 jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}]
             )
-            ids = [j["jobId"] for page in pages for j in page.get("jobSummaryList", []) if j.get("jobName") == name]
+            summaries = {j["jobId"]: j for page in pages for j in page.get("jobSummaryList", []) if j.get("jobName") == name}
+            ids = list(summaries)
         except ClientError as e:
             if error_code(e) == "ClientException" and "does not exist" in str(e):
                 return None  # the queue is gone (or never was): so is the app
@@ -178,7 +179,17 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         jobs = [j for j in jobs if j.get("jobName") == name]
         if not jobs:
             return None
-        return max(jobs, key=lambda j: j.get("createdAt", 0))
+        job = max(jobs, key=lambda j: j.get("createdAt", 0))
+        # the job summary's container (exitCode, reason) where describe_jobs has none
+        # (a multi-node parent job; moto drops it there too)
+        summary = summaries.get(job["jobId"], {}).get("container") or {}
+        container = dict(job.get("container") or {})
+        for key in ("exitCode", "reason"):
+            if key in summary and key not in container:
+                container[key] = summary[key]
+        if container:
+            job["container"] = container
+        return job
 
     def _nodes(self, job: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
         """Node index -> ``describe_jobs`` record of node ``<jobId>#<index>`` (AWS creates
@@ -464,18 +475,18 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         logs = self._aws.logs
         group = self._log_group(job)
         token: Optional[str] = None
-        last_ts = start_ms
         stream = ""
         while True:
             if not stream:
                 stream = self._node_stream(job, index)
             finished = is_terminal(appstate_from_batch(str(job.get("status")), str(job.get("statusReason", ""))))
             if stream:
+                # the window goes with every page: a token continues the same query
                 kwargs: Dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
                 if token:
                     kwargs["nextToken"] = token
-                elif last_ts is not None:
-                    kwargs["startTime"] = last_ts
+                if start_ms is not None:
+                    kwargs["startTime"] = start_ms
                 if end_ms is not None:
                     kwargs["endTime"] = end_ms
                 from botocore.exceptions import BotoCoreError, ClientError
@@ -493,7 +504,6 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                     nxt = resp.get("nextForwardToken")
                     if not nxt or nxt == kwargs.get("nextToken"):
                         break
-                    kwargs.pop("startTime", None)
                     kwargs["nextToken"] = nxt
                 if resp is not None:
                     token = kwargs.get("nextToken")

@@ -1,0 +1,125 @@
+"""aws_batch against moto's Batch in Docker mode: nodes run as real containers (podman),
+their output lands in CloudWatch Logs."""
+from __future__ import annotations
+
+import datetime
+import json
+import time
+import urllib.request
+from typing import Any, List
+
+
+from tx.specs import AppDef, AppState, Resource, Role
+from tx.testing import find_replica
+from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
+
+IMAGE = "localhost/busybox:tx"
+Moto = Any  # a conftest fixture type (conftest is not importable with --import-mode=importlib)
+
+
+def sh_role(name: str, script: str, **kw: Any) -> Role:
+    kw.setdefault("resource", Resource(cpu=1, gpu=0, memMB=64))
+    return Role(name, image=IMAGE, entrypoint="sh", args=["-c", script], **kw)
+
+
+def wait(sched: AwsBatchScheduler, app_id: str, timeout: float = 120) -> Any:
+    desc = sched.wait(app_id, timeout=timeout, poll_interval=0.5)
+    assert desc is not None and desc.state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED), desc
+    return desc
+
+
+def test_two_role_app_runs_in_containers_with_logs(aws_docker: Moto) -> None:
+    sched = create_scheduler("tx", poll_interval=0.5)
+    script = 'echo "role=$TX_ROLE_NAME idx=$TX_ROLE_IDX replica=$TX_REPLICA_ID rank0=$TX_RANK0_HOST app=$TX_APP_ID"; sleep 2'
+    app = AppDef("tworole", roles=[sh_role("trainer", script), sh_role("reader", script)])
+    app_id = sched.submit(app, {"queue": aws_docker.queue})
+    seen: List[AppState] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        d = sched.describe(app_id)
+        if not seen or seen[-1] != d.state:
+            seen.append(d.state)
+        if d.state in (AppState.SUCCEEDED, AppState.FAILED):
+            break
+        time.sleep(0.3)
+    assert AppState.RUNNING in seen and seen[-1] == AppState.SUCCEEDED, seen
+    lines = list(sched.log_iter(app_id, "reader", 0))
+    assert any(ln.startswith("role=reader idx=1 replica=0 rank0=10.") for ln in lines), lines
+    assert f"role=trainer idx=0 replica=0 rank0=localhost app={app_id}\n" in lines, lines
+    desc = sched.describe(app_id)
+    assert {rs.role: [(r.id, r.state) for r in rs.replicas] for rs in desc.roles_statuses} == {
+        "trainer": [(0, AppState.SUCCEEDED)], "reader": [(0, AppState.SUCCEEDED)]}
+    assert desc.structured_error_msg == "<NONE>" and desc.num_restarts == 0
+
+
+def test_failing_node(aws_docker: Moto) -> None:
+    sched = create_scheduler("tx", poll_interval=0.5)
+    app = AppDef("failnode", roles=[
+        sh_role("ok", "echo fine; sleep 1"),
+        sh_role("bad", 'echo "about to fail" ; echo "boom on $TX_ROLE_NAME" >&2; exit 3'),
+    ])
+    app_id = sched.submit(app, {"queue": aws_docker.queue})
+    desc = wait(sched, app_id)
+    assert desc.state == AppState.FAILED, desc
+    # moto has no node jobs: the job's exit code (from its job summary) and last log lines, in one line
+    assert desc.structured_error_msg.startswith(f"job {app_id.split(':')[1]} failed with exit code 3"), desc.structured_error_msg
+    assert "boom on bad" in desc.structured_error_msg and "\n" not in desc.structured_error_msg
+    assert find_replica(desc, "bad", 0).state == AppState.FAILED
+    assert "boom on bad\n" in list(sched.log_iter(app_id, "bad", 0))
+
+
+def test_log_window_regex_and_tail(aws_docker: Moto) -> None:
+    sched = create_scheduler("tx", poll_interval=0.5)
+    app = AppDef("logs", roles=[sh_role("w", "for i in 1 2 3 4 5; do echo line $i; sleep 0.3; done")])
+    app_id = sched.submit(app, {"queue": aws_docker.queue})
+    started = datetime.datetime.now()
+    # tailing from submission re-polls until the job ends, and returns every line once
+    tailed = list(sched.log_iter(app_id, "w", 0, should_tail=True))
+    assert tailed == [f"line {i}\n" for i in range(1, 6)], tailed
+    assert sched.describe(app_id).state == AppState.SUCCEEDED
+    assert list(sched.log_iter(app_id, "w", 0, regex=r"line [24]")) == ["line 2\n", "line 4\n"]
+    hour = datetime.timedelta(hours=1)
+    assert list(sched.log_iter(app_id, "w", 0, since=started + hour)) == []
+    assert list(sched.log_iter(app_id, "w", 0, until=started - hour)) == []
+    assert list(sched.log_iter(app_id, "w", 0, since=started - hour, until=started + hour)) == tailed
+
+
+def _transition(endpoint: str, seconds: float = 0) -> None:
+    """moto's state manager: Batch jobs move to their next state every ``seconds``
+    (0: back to moto's default)."""
+    if seconds:
+        path, body = "set-transition", {"model_name": "batch::job", "transition": {"progression": "time", "seconds": seconds}}
+    else:
+        path, body = "unset-transition", {"model_name": "batch::job"}
+    req = urllib.request.Request(f"{endpoint}/moto-api/state-manager/{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def test_runnable_job_says_why_it_waits_and_cancel_before_start(aws_docker: Moto) -> None:
+    batch = aws_docker.client("batch")
+    role = aws_docker.client("iam").create_role(RoleName="tx-batch-off", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    ce = batch.create_compute_environment(computeEnvironmentName="tx-ce-off", type="UNMANAGED", state="DISABLED",
+                                          serviceRole=role)
+    batch.create_job_queue(jobQueueName="tx-q-off", state="ENABLED", priority=1,
+                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": ce["computeEnvironmentArn"]}])
+    sched = create_scheduler("tx", poll_interval=0.5)
+    _transition(aws_docker.endpoint, 1.5)
+    try:
+        app_id = sched.submit(AppDef("waits", roles=[sh_role("w", "echo never")]), {"queue": "tx-q-off"})
+        deadline = time.monotonic() + 60
+        msgs = []
+        while time.monotonic() < deadline:
+            d = sched.describe(app_id)
+            msgs.append(d.msg)
+            if d.msg.startswith("RUNNABLE"):
+                break
+            assert d.state == AppState.PENDING, d
+            time.sleep(0.2)
+        assert d.state == AppState.PENDING, msgs
+        assert d.msg == "RUNNABLE: waiting for compute in queue tx-q-off; compute environment tx-ce-off is DISABLED", msgs
+        sched.cancel(app_id)
+        desc = wait(sched, app_id)
+        assert desc.state == AppState.CANCELLED, desc
+    finally:
+        _transition(aws_docker.endpoint)
