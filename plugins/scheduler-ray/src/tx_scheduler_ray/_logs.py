@@ -1,0 +1,134 @@
+"""Reading files under a node's Ray log directory through the dashboard's log API.
+
+The API (https://docs.ray.io/en/latest/ray-observability/reference/api.html, ``ray logs``;
+HTTP ``GET /api/v0/logs/file`` and ``/api/v0/logs/stream`` with ``node_id``, ``filename``
+relative to the log directory, ``lines``) returns a file's bytes unchanged; ``stream``
+follows the file as it grows and never ends by itself.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, Optional
+
+#: seconds for connecting and for each read of a one-shot request
+TIMEOUT_S = 30.0
+_NOT_FOUND = "not found"
+
+
+class LogAPIError(RuntimeError):
+    """The dashboard answered a log request with an error."""
+
+
+def _params(node_id: str, filename: str, **extra: Any) -> Dict[str, Any]:
+    return {"node_id": node_id, "filename": filename, "lines": -1, **extra}
+
+
+def read_file(address: str, node_id: str, filename: str, session: Any = None) -> Optional[bytes]:
+    """The whole file, or None where it does not exist (yet).
+
+    Raises:
+        LogAPIError: another error of the log API.
+        requests.RequestException: the dashboard cannot be reached.
+    """
+    import requests
+
+    get = session.get if session is not None else requests.get
+    r = get(f"{address}/api/v0/logs/file", params=_params(node_id, filename), timeout=TIMEOUT_S)
+    if r.status_code == 200:
+        return r.content
+    if _NOT_FOUND in r.text.lower():
+        return None
+    raise LogAPIError(f"log API {r.status_code} for {filename}: {r.text.strip()[:300]}")
+
+
+def follow(
+    address: str,
+    node_id: str,
+    filename: str,
+    final_size: Callable[[], Optional[int]],
+    check_every: float = 1.0,
+    settle_s: float = 5.0,
+) -> Iterator[bytes]:
+    """The file's bytes from its start, as they are written, until it is complete.
+
+    ``final_size()`` is called about every ``check_every`` seconds: None while the file may
+    still grow; once it returns a size (bytes; -1: unknown) the stream ends when that many
+    bytes have been read, or, where they do not come within ``settle_s`` seconds (an unknown
+    size, a file written on a node that died), after one last read of the whole file.
+
+    Raises:
+        LogAPIError, requests.RequestException: as :func:`read_file`.
+    """
+    import requests
+
+    resp = requests.get(
+        f"{address}/api/v0/logs/stream", params=_params(node_id, filename, interval=0.2),
+        stream=True, timeout=(TIMEOUT_S, None),
+    )
+    if resp.status_code != 200:
+        text = resp.text
+        resp.close()
+        raise LogAPIError(f"log API {resp.status_code} for {filename}: {text.strip()[:300]}")
+    chunks: "queue.Queue[Any]" = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for chunk in resp.iter_content(chunk_size=None):
+                chunks.put(chunk)
+        except Exception as e:  # noqa: BLE001 - closed under us, or the dashboard went away
+            chunks.put(e)
+        chunks.put(None)
+
+    threading.Thread(target=pump, name=f"tx-ray-follow-{filename}", daemon=True).start()
+    delivered = 0
+    next_check = time.monotonic() + check_every
+    final: Optional[int] = None
+    final_at = 0.0
+    ended = False
+    try:
+        while True:
+            try:
+                item = chunks.get(timeout=0.2)
+            except queue.Empty:
+                item = b""
+            if item is None or isinstance(item, Exception):
+                ended = True
+            elif item:
+                delivered += len(item)
+                yield item
+            now = time.monotonic()
+            if final is None and (now >= next_check or ended):
+                next_check = now + check_every
+                final = final_size()
+                final_at = now
+            if final is not None:
+                if 0 <= final <= delivered:
+                    return
+                if ended or now - final_at >= settle_s:
+                    break
+            elif ended:
+                # the stream broke while the file may still grow: wait for the end, then read
+                while final is None:
+                    time.sleep(check_every)
+                    final = final_size()
+                break
+    finally:
+        resp.close()
+    data = read_file(address, node_id, filename)
+    if data is not None and len(data) > delivered:
+        yield data[delivered:]
+
+
+def whole_lines(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """Re-cut ``blocks`` so that each ends on a line boundary (the last may not)."""
+    buf = b""
+    for block in blocks:
+        buf += block
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            yield buf[:cut]
+            buf = buf[cut:]
+    if buf:
+        yield buf

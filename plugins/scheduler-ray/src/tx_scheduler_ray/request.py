@@ -1,0 +1,259 @@
+"""The request the ray scheduler submits: a Ray job running tx's driver.
+
+An AppDef becomes one Ray job (https://docs.ray.io/en/latest/cluster/running-applications/job-submission/sdk.html):
+
+* ``entrypoint``: ``python -m tx_ray_driver`` (:mod:`tx_scheduler_ray.tx_ray_driver`);
+* ``runtime_env`` (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html#api-reference):
+  ``working_dir`` (the job's code, see :func:`working_dir_of`) with the workspace's
+  ``.txignore`` patterns as ``excludes``, ``py_modules`` (the driver package), ``pip`` (the
+  lines of the requirements file, when there is one) and ``env_vars``: the driver's spec
+  (:data:`tx_scheduler_ray.tx_ray_driver.SPEC_ENV`) and ``RAY_JOB_STOP_WAIT_TIME_S`` (how long
+  ``ray job stop`` lets the driver stop its replicas before killing it);
+* ``metadata``: ``tx_app``, ``tx_session``, ``tx_version``;
+* ``submission_id``: ``<app name>-<random id>``; tx's app id is ``<host>:<port>-<submission_id>``
+  (TorchX's format), so that a handle names the cluster it runs on.
+
+The driver spec holds, per role, the command, the environment (with tx's replica variables,
+:func:`tx.schedulers.env.replica_env`, ``${replica_id}`` expanded by the driver), the replica
+counts, the retry policy and the bundle each replica reserves (``CPU`` = max(1, cpu), ``GPU``,
+``memory`` = memMB * 2**20 bytes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, List, Mapping, Optional
+
+import attrs
+
+from tx.schedulers import env as env_contract
+from tx.specs import NULL_RESOURCE, AppDef, CfgVal, InvalidRunConfigException, Role, macros
+from tx.workspace import IGNORE_FILE
+
+from tx_scheduler_ray import tx_ray_driver
+from tx_scheduler_ray.version import __version__
+
+#: the environment variable that holds the rank-0 replica's address (``${rank0_env}``)
+RANK0_ENV = env_contract.RANK0_HOST
+#: seconds a replica gets between SIGTERM and SIGKILL when the app stops or restarts
+STOP_GRACE_S = 5.0
+#: the driver's entrypoint
+ENTRYPOINT = "python -m tx_ray_driver"
+
+_NAME_BAD = re.compile(r"[^a-z0-9-]+")
+_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+_MB = 1 << 20
+
+
+def driver_dir() -> str:
+    """The local directory of the driver package (uploaded as a ``py_modules`` entry)."""
+    return os.path.dirname(os.path.abspath(tx_ray_driver.__file__))
+
+
+def submission_name(app_name: str) -> str:
+    """The app name as a submission id prefix: lower case letters, digits and ``-``."""
+    name = _NAME_BAD.sub("-", app_name.lower()).strip("-")
+    return name[:40] or "app"
+
+
+def ignore_patterns(directory: str) -> List[str]:
+    """The gitignore-style patterns of ``<directory>/.txignore`` (Ray's ``excludes`` use
+    the same syntax)."""
+    path = os.path.join(directory, IGNORE_FILE)
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [ln.rstrip("\n") for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def read_requirements(path: str, cfg: Mapping[str, CfgVal]) -> List[str]:
+    """The requirement lines of a pip requirements file (comments and blanks dropped).
+
+    Raises:
+        InvalidRunConfigException: the file cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [ln.strip() for ln in f]
+    except OSError as e:
+        raise InvalidRunConfigException(
+            f"run option 'requirements': cannot read {path!r}: {e.strerror}", "requirements", cfg
+        ) from None
+    return [ln for ln in lines if ln and not ln.startswith("#")]
+
+
+def working_dir_of(app: AppDef) -> str:
+    """The directory uploaded as the job's ``working_dir``: the first role's image when it
+    is a local directory (``--workspace`` puts it there, as TorchX's ray scheduler did), else
+    the current directory (TorchX's default workspace)."""
+    image = app.roles[0].image if app.roles else ""
+    if image and os.path.isdir(image):
+        return os.path.abspath(image)
+    return os.getcwd()
+
+
+def bundle_of(role: Role) -> Dict[str, float]:
+    """What each replica of ``role`` reserves: ``{"CPU": n, "GPU": n, "memory": bytes}``
+    (Ray's resource names; a role without a resource asks for 1 CPU)."""
+    res = role.resource
+    if res == NULL_RESOURCE:
+        return {"CPU": 1.0}
+    out: Dict[str, float] = {"CPU": float(max(1, res.cpu))}
+    if res.gpu > 0:
+        out["GPU"] = float(res.gpu)
+    if res.memMB > 0:
+        out["memory"] = float(res.memMB * _MB)
+    return out
+
+
+def validate_app(app: AppDef) -> None:
+    """Raises ValueError for what the driver cannot run: no roles, a role name unusable
+    in file names, ``min_replicas`` above ``num_replicas``, a missing entrypoint."""
+    if not app.roles:
+        raise ValueError(f"app {app.name!r} has no roles")
+    seen = set()
+    for role in app.roles:
+        if not _ROLE_NAME.match(role.name):
+            raise ValueError(f"role name {role.name!r}: use letters, digits, '_', '.' and '-'")
+        if role.name in seen:
+            raise ValueError(f"two roles are named {role.name!r}")
+        seen.add(role.name)
+        if role.min_replicas is not None and role.min_replicas > role.num_replicas:
+            raise ValueError(
+                f"role {role.name!r}: min_replicas ({role.min_replicas}) > num_replicas ({role.num_replicas})"
+            )
+        if not role.entrypoint or role.entrypoint == "<MISSING>":
+            raise ValueError(f"role {role.name!r} has no entrypoint")
+
+
+@attrs.define
+class RayJob:
+    """What ``schedule`` submits.
+
+    Attributes:
+        address: the dashboard's URL (``http://host:port``).
+        submission_id: the Ray job's submission id (``<app name>-<random id>``).
+        entrypoint: the job's shell command.
+        runtime_env: the job's runtime environment (``working_dir`` a local path until
+            the client uploads it).
+        metadata: the job's metadata.
+        spec: the driver's spec (also in ``runtime_env["env_vars"]``, as JSON).
+        cluster_config_file, cluster_name: how the address was found, where it came from a
+            Ray cluster launcher config.
+    """
+
+    address: str
+    submission_id: str
+    entrypoint: str
+    runtime_env: Dict[str, Any]
+    metadata: Dict[str, str]
+    spec: Dict[str, Any]
+    cluster_config_file: Optional[str] = None
+    cluster_name: Optional[str] = None
+
+    @property
+    def app_id(self) -> str:
+        """tx's app id: ``<host>:<port>-<submission_id>``."""
+        return f"{hostport(self.address)}-{self.submission_id}"
+
+    def __repr__(self) -> str:
+        env = {k: v for k, v in self.runtime_env.get("env_vars", {}).items() if k != tx_ray_driver.SPEC_ENV}
+        shown = {**self.runtime_env, "env_vars": {**env, tx_ray_driver.SPEC_ENV: "<the spec below, as JSON>"}}
+        lines = [
+            f"# Ray job of tx-scheduler-ray {__version__}",
+            f"app_id: {self.app_id}",
+            f"dashboard: {self.address}",
+            f"entrypoint: {self.entrypoint}",
+            "runtime_env: " + json.dumps(shown, indent=2, sort_keys=True),
+            "metadata: " + json.dumps(self.metadata, sort_keys=True),
+            "spec: " + json.dumps(self.spec, indent=2, sort_keys=True),
+        ]
+        if self.cluster_config_file:
+            lines.insert(3, f"cluster_config_file: {self.cluster_config_file} (cluster_name: {self.cluster_name})")
+        return "\n".join(lines) + "\n"
+
+
+def hostport(address: str) -> str:
+    """``host:port`` of a dashboard URL (``http://127.0.0.1:8265`` -> ``127.0.0.1:8265``)."""
+    from urllib.parse import urlparse
+
+    u = urlparse(address if "://" in address else f"http://{address}")
+    return u.netloc
+
+
+def build_spec(app: AppDef, app_id: str, address: str) -> Dict[str, Any]:
+    """The driver's spec (JSON-able) for ``app`` with id ``app_id``."""
+    roles = []
+    for i, role in enumerate(app.roles):
+        contract = env_contract.replica_env(
+            app_id=app_id, role_name=role.name, replica_id=macros.replica_id,
+            role_idx=i, num_replicas=role.num_replicas,
+        )
+        roles.append({
+            "name": role.name,
+            "entrypoint": role.entrypoint,
+            "args": list(role.args),
+            "env": {**role.env, **contract},
+            "num_replicas": role.num_replicas,
+            "min_replicas": role.min_replicas,
+            "max_retries": role.max_retries,
+            "retry_policy": str(role.retry_policy),
+            "resources": bundle_of(role),
+            "image": role.image,
+        })
+    rank0 = [RANK0_ENV, env_contract.TORCHX_NAMES[RANK0_ENV]]
+    return {
+        "version": tx_ray_driver.FORMAT_VERSION,
+        "app_id": app_id,
+        "address": hostport(address),
+        "rank0_env": rank0,
+        "drop_env": [tx_ray_driver.SPEC_ENV],
+        "stop_grace_s": STOP_GRACE_S,
+        "placement_strategy": "SPREAD",
+        "roles": roles,
+    }
+
+
+def build_request(
+    app: AppDef, cfg: Mapping[str, CfgVal], address: str, submission_id: str, session: str
+) -> RayJob:
+    """The Ray job for ``app``.
+
+    Args:
+        address: the dashboard URL the job goes to.
+        submission_id: the job's submission id.
+        session: the tx session name (recorded in the job's metadata).
+
+    Raises:
+        InvalidRunConfigException: the requirements file cannot be read.
+    """
+    working_dir = working_dir_of(app)
+    app_id = f"{hostport(address)}-{submission_id}"
+    spec = build_spec(app, app_id, address)
+    runtime_env: Dict[str, Any] = {
+        "working_dir": working_dir,
+        "py_modules": [driver_dir()],
+        "env_vars": {
+            tx_ray_driver.SPEC_ENV: json.dumps(spec, sort_keys=True),
+            # ray job stop: SIGTERM to the driver, SIGKILL after this many seconds
+            "RAY_JOB_STOP_WAIT_TIME_S": str(int(STOP_GRACE_S + 25)),
+        },
+    }
+    excludes = ignore_patterns(working_dir)
+    if excludes:
+        runtime_env["excludes"] = excludes
+    req_path = cfg.get("requirements")
+    if req_path is None and os.path.isfile(os.path.join(working_dir, "requirements.txt")):
+        req_path = os.path.join(working_dir, "requirements.txt")
+    if req_path:
+        pip = read_requirements(str(req_path), cfg)
+        if pip:
+            runtime_env["pip"] = pip
+    metadata = {"tx_app": app.name, "tx_session": session, "tx_version": __version__}
+    return RayJob(
+        address=address, submission_id=submission_id, entrypoint=ENTRYPOINT, runtime_env=runtime_env,
+        metadata=metadata, spec=spec,
+        cluster_config_file=str(cfg["cluster_config_file"]) if cfg.get("cluster_config_file") else None,
+        cluster_name=str(cfg["cluster_name"]) if cfg.get("cluster_name") else None,
+    )

@@ -1,0 +1,549 @@
+"""The ``ray`` scheduler: apps as Ray jobs that run tx's driver.
+
+* submit: :class:`ray.job_submission.JobSubmissionClient` ``submit_job`` of the request
+  :mod:`tx_scheduler_ray.request` builds, to the dashboard at run option
+  ``dashboard_address``, else the head of ``cluster_config_file``, else ``$RAY_ADDRESS``,
+  else ``127.0.0.1:8265``. The app id is ``<host>:<port>-<submission_id>`` (TorchX's format),
+  so ``tx status/log/cancel`` find the cluster from the handle alone.
+* status: the Ray job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED -> CANCELLED)
+  and the driver's ``state.json`` (per-replica state, host, exit code; why the app waits;
+  its first failure), read through the dashboard's log API.
+* logs: each replica's own ``stdout``, ``stderr`` and line-merged ``combined`` files, never
+  the job's mixed output; regex, streams and following (``should_tail``).
+* cancel: ``stop_job``: the driver stops every replica (SIGTERM, then SIGKILL after 5 s),
+  kills their actors and removes its placement groups.
+
+Ray docs: https://docs.ray.io/en/latest/cluster/running-applications/job-submission/sdk.html,
+https://docs.ray.io/en/latest/cluster/running-applications/job-submission/jobs-package-ref.html,
+https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+import re
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from tx.log import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex, split_lines
+from tx.schedulers.ids import make_unique
+from tx.specs import (
+    NONE, AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Resource, RetryPolicy, Role,
+    is_terminal, runopts,
+)
+from tx.specs.status import ReplicaStatus, RoleStatus
+
+from tx_scheduler_ray import _logs, tx_ray_driver
+from tx_scheduler_ray.request import RayJob, build_request, hostport, submission_name, validate_app
+
+__all__ = ["DEFAULT_DASHBOARD", "RayScheduler", "create_scheduler", "ray_runopts"]
+
+log = get_logger(__name__)
+
+#: the dashboard address when neither the run options nor RAY_ADDRESS give one (TorchX's)
+DEFAULT_DASHBOARD = "127.0.0.1:8265"
+_APP_ID = re.compile(r"^(?P<addr>[^/\s]+?:\d+)-(?P<sid>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+_SID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_JOB_STATES = {
+    "PENDING": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "FAILED": AppState.FAILED,
+    "STOPPED": AppState.CANCELLED,
+}
+_MB = 1 << 20
+
+
+def ray_runopts() -> runopts:
+    """The ray scheduler's run options (TorchX's names and meaning)."""
+    opts = runopts()
+    opts.add("cluster_config_file", type_=str, default=None,
+             help="Ray cluster launcher config (YAML) of the cluster to submit to; its head's "
+                  "dashboard (port 8265) is used when dashboard_address is not set")
+    opts.add("cluster_name", type_=str, default=None,
+             help="overrides the cluster name of cluster_config_file")
+    opts.add("dashboard_address", type_=str, default=None,
+             help=f"the Ray dashboard (Job Submission API) to submit to, host:port or URL "
+                  f"(default: $RAY_ADDRESS, else {DEFAULT_DASHBOARD})")
+    opts.add("requirements", type_=str, default=None,
+             help="pip requirements file installed into the job's runtime env (default: "
+                  "requirements.txt of the working directory, if there is one)")
+    return opts
+
+
+def _url(address: str) -> str:
+    address = address.strip().rstrip("/")
+    return address if "://" in address else f"http://{address}"
+
+
+class RayScheduler(Scheduler[RayJob]):
+    """Runs apps on the Ray cluster whose dashboard is at ``dashboard_address``.
+
+    Args:
+        session_name: the session part of app handles.
+        dashboard_address: the default dashboard for submit and list (run option
+            ``dashboard_address`` and ``$RAY_ADDRESS`` come first).
+    """
+
+    #: ``--workspace DIR``: with run option ``job_dir`` the workspace is copied there by
+    #: core's ``dir`` kind first; the directory (job_dir or DIR) becomes the first role's
+    #: image and is uploaded as the job's runtime-env ``working_dir``
+    workspace_kind = "dir"
+
+    def __init__(self, session_name: str, dashboard_address: Optional[str] = None) -> None:
+        super().__init__("ray", session_name)
+        self._default_address = dashboard_address
+        self._clients: Dict[str, Any] = {}
+        self._http: Any = None
+
+    # -- addresses and clients -------------------------------------------------------------
+    def _default_url(self) -> str:
+        env = os.environ.get("RAY_ADDRESS", "").strip()
+        if self._default_address:
+            return _url(self._default_address)
+        if env and env != "auto" and not env.startswith("ray://"):
+            return _url(env)
+        return _url(DEFAULT_DASHBOARD)
+
+    def _submit_url(self, cfg: Mapping[str, CfgVal]) -> str:
+        if cfg.get("dashboard_address"):
+            return _url(str(cfg["dashboard_address"]))
+        if cfg.get("cluster_config_file"):
+            return _url(f"{self._head_ip(cfg)}:8265")
+        return self._default_url()
+
+    @staticmethod
+    def _head_ip(cfg: Mapping[str, CfgVal]) -> str:
+        path = str(cfg["cluster_config_file"])
+        if not os.path.isfile(path):
+            raise InvalidRunConfigException(
+                f"run option 'cluster_config_file': no file {path!r}", "cluster_config_file", cfg)
+        from ray.autoscaler.sdk import get_head_node_ip
+
+        try:
+            return str(get_head_node_ip(path, override_cluster_name=cfg.get("cluster_name")))
+        except Exception as e:  # noqa: BLE001 - the launcher's errors are varied
+            raise SchedulerError(f"cannot find the head node of the cluster in {path}: {e}") from None
+
+    def _url_of(self, addr: str) -> str:
+        """The dashboard URL of an app id's ``host:port`` (https where RAY_ADDRESS says so)."""
+        for candidate in (os.environ.get("RAY_ADDRESS", ""), self._default_address or ""):
+            if candidate.startswith("https://") and hostport(candidate) == addr:
+                return _url(candidate)
+        return f"http://{addr}"
+
+    def _client(self, url: str) -> Any:
+        client = self._clients.get(url)
+        if client is None:
+            from ray.job_submission import JobSubmissionClient
+
+            try:
+                client = JobSubmissionClient(url)
+            except ConnectionError as e:
+                raise SchedulerError(f"no Ray dashboard answers at {url}: {_one_line(e)} "
+                                     "(set dashboard_address or RAY_ADDRESS)") from None
+            self._clients[url] = client
+        return client
+
+    def _session(self) -> Any:
+        if self._http is None:
+            import requests
+
+            self._http = requests.Session()
+        return self._http
+
+    def _parse(self, app_id: str) -> Tuple[str, str]:
+        """``(dashboard URL, submission id)`` of an app id; ``("", "")`` if malformed."""
+        m = _APP_ID.match(app_id)
+        if m:
+            return self._url_of(m.group("addr")), m.group("sid")
+        if _SID.match(app_id):  # a bare submission id: the default dashboard
+            return self._default_url(), app_id
+        return "", ""
+
+    # -- options and dryrun ------------------------------------------------------------------
+    def _run_opts(self) -> runopts:
+        return ray_runopts()
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Roles without a resource run with 1 CPU; see
+        :func:`tx_scheduler_ray.request.validate_app` for what is rejected."""
+        validate_app(app)
+        for role in app.roles:
+            if role.resource.capabilities or role.resource.devices:
+                log.warning("ray_resource_extras_ignored", role=role.name)
+
+    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
+        """The ``dir`` kind puts the workspace into ``job_dir`` when that is set; without it
+        the workspace directory itself becomes the role's image (uploaded as is, minus what
+        its ``.txignore`` excludes).
+
+        Raises:
+            tx.workspace.WorkspaceError: as the ``dir`` kind.
+        """
+        import attrs
+
+        new = super().build_workspace(role, workspace, cfg)
+        if new is None or not cfg.get("job_dir"):
+            if not os.path.isdir(workspace):
+                from tx.workspace import WorkspaceError
+
+                raise WorkspaceError(f"workspace {workspace!r} is not a directory")
+            return attrs.evolve(role, image=os.path.abspath(workspace))
+        return new
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[RayJob]:
+        url = self._submit_url(cfg)
+        sid = make_unique(submission_name(app.name))
+        req = build_request(app, cfg, url, sid, self.session_name)
+        return AppDryRunInfo(req, repr)
+
+    # -- submit ---------------------------------------------------------------------------------
+    def schedule(self, dryrun_info: AppDryRunInfo[RayJob]) -> str:
+        """Submit the Ray job; returns the app id ``<host>:<port>-<submission_id>``.
+
+        Raises:
+            SchedulerError: the dashboard cannot be reached or refused the job.
+        """
+        req = dryrun_info.request
+        client = self._client(req.address)
+        try:
+            with _quiet_sdk():
+                client.submit_job(
+                    entrypoint=req.entrypoint, submission_id=req.submission_id,
+                    runtime_env=req.runtime_env, metadata=req.metadata,
+                )
+        except Exception as e:  # noqa: BLE001 - the SDK raises RuntimeError, ValueError, OSError...
+            raise SchedulerError(f"Ray refused job {req.submission_id} at {req.address}: {_one_line(e)}") from None
+        log.info("ray_submitted", app_id=req.app_id, replicas=sum(r["num_replicas"] for r in req.spec["roles"]))
+        return req.app_id
+
+    # -- status ---------------------------------------------------------------------------------
+    def _job(self, app_id: str) -> Tuple[str, str, Any]:
+        url, sid = self._parse(app_id)
+        if not url:
+            return "", "", None
+        client = self._client(url)
+        try:
+            info = client.get_job_info(sid)
+        except RuntimeError as e:
+            if "404" in str(e) or "does not exist" in str(e):
+                return url, sid, None
+            raise SchedulerError(f"Ray dashboard {url}: {_one_line(e)}") from None
+        return url, sid, info
+
+    def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
+        node = getattr(info, "driver_node_id", None)
+        if not node:
+            return None
+        try:
+            data = _logs.read_file(url, node, f"{tx_ray_driver.state_dir(sid)}/{tx_ray_driver.STATE_FILE}", self._session())
+        except _logs.LogAPIError as e:
+            log.debug("ray_state_unreadable", error=str(e))
+            return None
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:  # written atomically, so this is not a partial write
+            return None
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's state, replicas (state, host, exit code) and roles; None if the cluster
+        does not know the job (or ``app_id`` is malformed).
+
+        Raises:
+            SchedulerError: the dashboard cannot be reached.
+        """
+        url, sid, info = self._job(app_id)
+        if info is None:
+            return None
+        state = self._state(url, sid, info)
+        return _describe(app_id, url, sid, info, state)
+
+    def list(self) -> List[ListAppResponse]:
+        """The tx apps of the default dashboard (``$RAY_ADDRESS`` or 127.0.0.1:8265),
+        oldest first; Ray jobs not submitted by tx are left out."""
+        url = self._default_url()
+        try:
+            jobs = self._client(url).list_jobs()
+        except RuntimeError as e:
+            raise SchedulerError(f"Ray dashboard {url}: {_one_line(e)}") from None
+        out = []
+        for job in sorted(jobs, key=lambda j: j.start_time or 0):
+            meta = job.metadata or {}
+            if "tx_app" not in meta or not job.submission_id:
+                continue
+            out.append(ListAppResponse(
+                app_id=f"{hostport(url)}-{job.submission_id}",
+                state=_JOB_STATES.get(str(job.status), AppState.UNKNOWN), name=meta["tx_app"],
+            ))
+        return out
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """``stop_job``: the driver stops the replicas; a job that already ended is left."""
+        url, sid = self._parse(app_id)
+        try:
+            self._client(url).stop_job(sid)
+        except RuntimeError as e:
+            raise SchedulerError(f"Ray dashboard {url}: cannot stop {sid}: {_one_line(e)}") from None
+        log.info("ray_cancelled", app_id=app_id)
+
+    # -- logs -------------------------------------------------------------------------------------
+    def _replica(self, app_id: str, role_name: str, k: int) -> Tuple[str, str, Any, Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
+        url, sid, info = self._job(app_id)
+        if info is None:
+            raise ValueError(f"Ray does not know app {app_id}")
+        state = self._state(url, sid, info)
+        roles = _roles_of(info, state)
+        known = [f"{r}/{i}" for r, n in roles for i in range(n)]
+        if f"{role_name}/{k}" not in known:
+            raise ValueError(f"app {app_id} has no replica {role_name}/{k}; replicas: {', '.join(known)}")
+        return url, sid, info, state, _replica_record(state, role_name, k)
+
+    def log_iter_blocks(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[bytes]:
+        """The replica's stream as byte blocks of whole lines; with ``should_tail``, followed
+        until the app is terminal (restarts append to the same stream).
+
+        Args:
+            streams: ``combined`` (default: stdout and stderr, merged line by line),
+                ``stdout`` or ``stderr``.
+
+        Raises:
+            ValueError: the app or the replica does not exist.
+            SchedulerError: the dashboard cannot be reached.
+        """
+        stream = str(Stream(streams)) if streams is not None else str(Stream.COMBINED)
+        url, sid, info, _state, rec = self._replica(app_id, role_name, k)
+        name = tx_ray_driver.log_name(sid, role_name, k, stream)
+        return self._blocks(app_id, url, name, rec, stream, role_name, k, should_tail)
+
+    def _blocks(self, app_id: str, url: str, name: str, rec: Optional[Dict[str, Any]], stream: str,
+                role_name: str, k: int, should_tail: bool) -> Iterator[bytes]:
+        import time
+
+        if not should_tail:
+            if rec is None or not rec.get("node_id"):
+                return
+            data = _logs.read_file(url, rec["node_id"], name, self._session())
+            if data:
+                yield data
+            return
+        # wait until the replica has a node (its actor made the files), or the app ends
+        while rec is None or not rec.get("node_id"):
+            desc_url, sid, info = self._job(app_id)
+            state = self._state(desc_url, sid, info) if info is not None else None
+            rec = _replica_record(state, role_name, k)
+            if rec is not None and rec.get("node_id"):
+                break
+            if info is None or str(info.status) in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return
+            time.sleep(0.5)
+        node = rec["node_id"]
+
+        def final_size() -> Optional[int]:
+            _u, sid2, info2 = self._job(app_id)
+            if info2 is None:
+                return -1
+            if str(info2.status) not in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return None
+            st = self._state(url, sid2, info2)
+            r = _replica_record(st, role_name, k)
+            if r is None or r.get("node_id") != node or stream not in (r.get("sizes") or {}):
+                return -1
+            return int(r["sizes"][stream])
+
+        yield from _logs.whole_lines(_logs.follow(url, node, name, final_size))
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Any] = None,
+    ) -> Iterable[str]:
+        """Lines (each with its ``\\n``) of replica ``k`` of ``role_name``.
+
+        Args:
+            regex: keep only lines where it is found (``re.search``).
+            since, until: ignored: the replica files carry no times (logged at debug level).
+            should_tail: follow until the app is terminal.
+            streams: ``combined`` (default), ``stdout`` or ``stderr``.
+
+        Raises:
+            ValueError: the app or the replica does not exist; an unknown stream.
+            SchedulerError: the dashboard cannot be reached.
+        """
+        if since or until:
+            log.debug("ray_log_times_ignored", app_id=app_id)
+        blocks = self.log_iter_blocks(app_id, role_name, k, should_tail, streams)
+        return filter_regex(regex, _lines(blocks))
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        self._clients.clear()
+
+
+@contextlib.contextmanager
+def _quiet_sdk() -> Iterator[None]:
+    """The SDK logs each package upload at INFO on the console; keep that at debug level."""
+    names = ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging")
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _lines(blocks: Iterable[bytes]) -> Iterator[str]:
+    for block in blocks:
+        yield from split_lines(block.decode("utf-8", "replace"))
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:400] if text else type(e).__name__
+
+
+def _spec_of(info: Any) -> Dict[str, Any]:
+    env = ((getattr(info, "runtime_env", None) or {}).get("env_vars") or {})
+    try:
+        return json.loads(env.get(tx_ray_driver.SPEC_ENV, "{}"))
+    except ValueError:
+        return {}
+
+
+def _roles_of(info: Any, state: Optional[Dict[str, Any]]) -> List[Tuple[str, int]]:
+    if state and state.get("roles"):
+        return [(r["name"], len(r["replicas"])) for r in state["roles"]]
+    return [(r["name"], int(r["num_replicas"])) for r in _spec_of(info).get("roles", [])]
+
+
+def _replica_record(state: Optional[Dict[str, Any]], role: str, k: int) -> Optional[Dict[str, Any]]:
+    if not state:
+        return None
+    for r in state.get("roles", []):
+        if r["name"] == role:
+            for rep in r["replicas"]:
+                if rep["id"] == k:
+                    return rep
+    return None
+
+
+def _appstate(name: Optional[str]) -> AppState:
+    try:
+        return AppState[str(name)]
+    except KeyError:
+        return AppState.UNKNOWN
+
+
+def _failure_text(f: Dict[str, Any]) -> str:
+    """One line: which replica failed, how, where, and its last stderr lines."""
+    code = f.get("exit_code")
+    how = (f"exited with code {code}" if code is not None and code >= 0
+           else f"was killed by signal {-code}" if code is not None else (f.get("msg") or "failed"))
+    where = f" on {f['hostname']}" + (f" ({f['node_ip']})" if f.get("node_ip") else "") if f.get("hostname") else ""
+    tail = " | ".join(ln.strip() for ln in (f.get("stderr_tail") or "").splitlines()[-3:] if ln.strip())
+    text = f"{f['role']}/{f['replica']} {how}{where}"
+    if f.get("attempt"):
+        text += f" (attempt {f['attempt'] + 1})"
+    if tail:
+        text += f": {tail}"
+    return text[:800]
+
+
+def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[str, Any]]) -> DescribeAppResponse:
+    job_status = str(info.status)
+    app_state = _JOB_STATES.get(job_status, AppState.UNKNOWN)
+    msg = info.message or job_status
+    spec = _spec_of(info)
+    if app_state == AppState.RUNNING:
+        if state is None:
+            app_state, msg = AppState.PENDING, "tx's Ray driver is starting"
+        elif state.get("state") == "PENDING":
+            app_state, msg = AppState.PENDING, state.get("msg") or "reserving resources"
+        else:
+            msg = state.get("msg") or "running"
+    elif app_state == AppState.PENDING:
+        msg = f"Ray job pending: {info.message}" if info.message else "Ray job pending"
+    elif state is not None and state.get("msg"):
+        msg = state["msg"]
+    error = NONE
+    if state and state.get("failure"):
+        error = _failure_text(state["failure"])
+    elif app_state == AppState.FAILED:
+        error = _one_line(Exception(info.message or "the Ray job failed"))
+    roles_statuses = []
+    if state and state.get("roles"):
+        for r in state["roles"]:
+            reps = []
+            for rep in r["replicas"]:
+                st = _appstate(rep.get("state"))
+                if is_terminal(app_state) and not is_terminal(st):
+                    st = {AppState.CANCELLED: AppState.CANCELLED, AppState.FAILED: AppState.FAILED}.get(app_state, AppState.UNKNOWN)
+                err = NONE
+                if st == AppState.FAILED:
+                    err = (rep.get("stderr_tail") or rep.get("msg") or NONE)
+                reps.append(ReplicaStatus(id=rep["id"], state=st, role=r["name"], hostname=rep.get("hostname") or "",
+                                          structured_error_msg=err, exit_code=rep.get("exit_code")))
+            roles_statuses.append(RoleStatus(r["name"], reps))
+    else:
+        rep_state = app_state if is_terminal(app_state) else AppState.PENDING
+        for r in spec.get("roles", []):
+            roles_statuses.append(RoleStatus(r["name"], [
+                ReplicaStatus(id=i, state=rep_state, role=r["name"]) for i in range(int(r["num_replicas"]))]))
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=app_state,
+        num_restarts=int(state.get("num_restarts", 0)) if state else 0,
+        msg=_one_line(Exception(msg)) if msg else NONE,
+        structured_error_msg=error,
+        ui_url=f"{url}/#/jobs/{sid}",
+        roles_statuses=roles_statuses,
+        roles=[_role(r) for r in spec.get("roles", [])],
+        metadata={
+            "submission_id": sid, "job_id": getattr(info, "job_id", None),
+            "driver_node_id": getattr(info, "driver_node_id", None), "dashboard": url,
+            "rank0": (state or {}).get("rank0") or {}, "ray_status": job_status,
+        },
+    )
+
+
+def _role(r: Dict[str, Any]) -> Role:
+    res = r.get("resources") or {}
+    env = {k: v for k, v in (r.get("env") or {}).items() if not (k.startswith("TX_") or k.startswith("TORCHX_"))}
+    return Role(
+        r["name"], image=r.get("image", ""), entrypoint=r["entrypoint"], args=r.get("args", []), env=env,
+        num_replicas=int(r["num_replicas"]), min_replicas=r.get("min_replicas"),
+        max_retries=int(r.get("max_retries", 0)), retry_policy=RetryPolicy(r.get("retry_policy", "APPLICATION")),
+        resource=Resource(cpu=int(res.get("CPU", 1)), gpu=int(res.get("GPU", 0)),
+                          memMB=int(res.get("memory", 0)) // _MB),
+    )
+
+
+def create_scheduler(session_name: str, dashboard_address: Optional[str] = None, **kwargs: Any) -> RayScheduler:
+    """Factory registered as ``ray`` (see :class:`RayScheduler` for the arguments). Other
+    keyword arguments (scheduler parameters meant for other schedulers) are ignored."""
+    if kwargs:
+        log.debug("ray_ignored_scheduler_params", params=sorted(kwargs))
+    return RayScheduler(session_name, dashboard_address=dashboard_address)

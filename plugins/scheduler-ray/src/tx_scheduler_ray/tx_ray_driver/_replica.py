@@ -1,0 +1,275 @@
+"""The process side of one replica: runs the role's command and keeps its output.
+
+:class:`ReplicaProcess` is plain Python (tested without Ray); :func:`actor_class` wraps it
+into a threaded Ray actor so that ``stop`` can run while ``wait`` blocks.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import string
+import subprocess
+import threading
+import time
+from typing import IO, Any, Dict, List, Mapping, Optional
+
+from . import STREAMS
+
+#: bytes a partial line may reach before it is written to ``combined`` without its end
+_PARTIAL_LIMIT = 1 << 20
+_TAIL_BYTES = 8192
+
+
+def substitute(text: str, values: Mapping[str, str]) -> str:
+    """tx's macros (``${app_id}``, ``${replica_id}``, ``${img_root}``, ``${rank0_env}``) in
+    ``text``; unknown ``$names`` stay as written, ``$$`` is ``$`` (``string.Template``)."""
+    return string.Template(text).safe_substitute(values) if "$" in text else text
+
+
+class _Pump(threading.Thread):
+    """Copies one pipe to its stream file as it comes, and whole lines to ``combined``."""
+
+    def __init__(self, fd: int, out: IO[bytes], combined: IO[bytes], lock: threading.Lock) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.out, self.combined, self.lock = fd, out, combined, lock
+
+    def run(self) -> None:
+        partial = b""
+        try:
+            while True:
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    break
+                self.out.write(chunk)
+                self.out.flush()
+                data = partial + chunk
+                cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) < _PARTIAL_LIMIT:
+                    partial = data
+                    continue
+                if cut == 0:
+                    cut = len(data)
+                whole, partial = data[:cut], data[cut:]
+                with self.lock:
+                    self.combined.write(whole)
+                    self.combined.flush()
+        except OSError:
+            pass  # the descriptor was closed by stop(): a child kept the pipe open
+        finally:
+            if partial:
+                with self.lock:
+                    self.combined.write(partial)
+                    self.combined.flush()
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+class ReplicaProcess:
+    """Runs one replica's command as a child process in its own process group, with
+    stdout and stderr written to ``<logs_dir>/<log_names[stream]>`` (appended).
+
+    Args:
+        logs_dir: the node's Ray log directory.
+        log_names: stream (``stdout``, ``stderr``, ``combined``) -> path relative to it.
+    """
+
+    def __init__(self, logs_dir: str, log_names: Mapping[str, str]) -> None:
+        self.logs_dir = logs_dir
+        self.paths = {s: os.path.join(logs_dir, log_names[s]) for s in STREAMS}
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.watchdog: Optional[subprocess.Popen[bytes]] = None
+        self.pumps: List[_Pump] = []
+        self.files: List[IO[bytes]] = []
+        self.result: Optional[Dict[str, Any]] = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.stopping = False
+        for path in self.paths.values():
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "ab").close()  # exists from the start: readers never see "not found"
+
+    def start(self, argv: List[str], env: Dict[str, str], cwd: str) -> Dict[str, Any]:
+        """Start the command; returns ``{"pid": int, "started": epoch seconds}``.
+
+        Raises:
+            OSError: the program cannot be started (not found, not executable).
+        """
+        self.done.clear()
+        self.result = None
+        self.stopping = False
+        files = {s: open(p, "ab", buffering=0) for s, p in self.paths.items()}
+        self.files = list(files.values())
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, cwd=cwd, env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            for f in self.files:
+                f.close()
+            raise
+        os.close(out_w)
+        os.close(err_w)
+        lock = threading.Lock()
+        self.pumps = [_Pump(out_r, files["stdout"], files["combined"], lock),
+                      _Pump(err_r, files["stderr"], files["combined"], lock)]
+        for p in self.pumps:
+            p.start()
+        # if this actor's process dies without stopping the replica (SIGKILL, node trouble),
+        # the watchdog kills the replica's process group within a second
+        self.watchdog = subprocess.Popen(
+            ["sh", "-c", 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -KILL -- "-$2" 2>/dev/null',
+             "tx-watchdog", str(os.getpid()), str(self.proc.pid)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return {"pid": self.proc.pid, "started": time.time()}
+
+    def _finish(self, rc: int) -> Dict[str, Any]:
+        with self.lock:
+            if self.result is not None:
+                return self.result
+            assert self.proc is not None
+            _killpg(self.proc.pid, signal.SIGKILL)  # what the command left behind in its group
+            for p in self.pumps:
+                p.join(5.0)
+            for p in self.pumps:
+                if p.is_alive():  # a process outside the group holds the pipe open
+                    try:
+                        os.close(p.fd)
+                    except OSError:
+                        pass
+                    p.join(2.0)
+            for f in self.files:
+                f.close()
+            if self.watchdog is not None and self.watchdog.poll() is None:
+                self.watchdog.kill()
+                self.watchdog.wait()
+            self.result = {
+                "exit_code": rc,
+                "ended": time.time(),
+                "sizes": {s: _size(p) for s, p in self.paths.items()},
+                "stderr_tail": _tail(self.paths["stderr"]),
+                "stopped": self.stopping,
+            }
+            self.done.set()
+            return self.result
+
+    def wait(self) -> Dict[str, Any]:
+        """Block until the command exits; returns ``{"exit_code": int (negative: signal),
+        "ended": epoch s, "sizes": {stream: bytes}, "stderr_tail": str, "stopped": bool}``."""
+        assert self.proc is not None
+        rc = self.proc.wait()
+        return self._finish(rc)
+
+    def stop(self, grace: float) -> Dict[str, Any]:
+        """SIGTERM the replica's process group, SIGKILL it after ``grace`` seconds; returns
+        what :meth:`wait` returns."""
+        if self.proc is None:
+            return {"exit_code": None, "ended": time.time(), "sizes": {}, "stderr_tail": "", "stopped": True}
+        self.stopping = True
+        if self.proc.poll() is None:
+            _killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                _killpg(self.proc.pid, signal.SIGKILL)
+        rc = self.proc.wait()
+        return self._finish(rc)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tail(path: str, lines: int = 10) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, _size(path) - _TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return "\n".join([ln for ln in text.splitlines() if ln.strip()][-lines:])
+
+
+def free_port() -> int:
+    """A TCP port that was free on this node a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def logs_dir() -> str:
+    """This node's Ray log directory (served by the dashboard's log API).
+
+    Ray has no public call for it; ``ray._private.worker._global_node`` is the node this
+    worker belongs to (Ray 2.9 to 2.60 at least)."""
+    import ray
+
+    node = ray._private.worker._global_node  # noqa: SLF001 - no public equivalent
+    return str(node.get_logs_dir_path())
+
+
+class ReplicaActor:
+    """The body of the per-replica Ray actor (see :func:`actor_class`)."""
+
+    def __init__(self, log_names: Mapping[str, str]) -> None:
+        self.logs_dir = logs_dir()
+        self.rp = ReplicaProcess(self.logs_dir, log_names)
+
+    def info(self) -> Dict[str, Any]:
+        """Where this replica runs: node id and address, host name, working directory."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "hostname": socket.gethostname(),
+            "cwd": os.getcwd(),
+            "actor_pid": os.getpid(),
+        }
+
+    def free_port(self) -> int:
+        return free_port()
+
+    def start(self, argv: List[str], env_add: Dict[str, str], drop: List[str], macro_values: Dict[str, str]) -> Dict[str, Any]:
+        """Substitute macros (``img_root`` is this actor's working directory), build the
+        environment (the actor's, minus ``drop``, plus ``env_add``) and start the command."""
+        values = {**macro_values, "img_root": os.getcwd()}
+        argv = [substitute(a, values) for a in argv]
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        env.update({k: substitute(v, values) for k, v in env_add.items()})
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return self.rp.start(argv, env, os.getcwd())
+
+    def wait(self) -> Dict[str, Any]:
+        return self.rp.wait()
+
+    def stop(self, grace: float) -> Dict[str, Any]:
+        return self.rp.stop(grace)
+
+
+def actor_class() -> Any:
+    """:class:`ReplicaActor` as a threaded Ray actor class (``stop`` runs beside ``wait``)."""
+    import ray
+
+    return ray.remote(max_concurrency=4)(ReplicaActor)
