@@ -1,10 +1,4 @@
-"""``torchx.specs.named_resources_aws``: the AWS instance types, registered by
-tx-scheduler-aws-batch (``aws_p4d.24xlarge`` ...)."""
-try:
-    from tx_scheduler_aws_batch.resources import *  # noqa: F401,F403
-except ModuleNotFoundError as _e:
-    if _e.name is None or not _e.name.startswith("tx_scheduler_aws_batch"):
-        raise
-    from tx_torchx_compat._missing import require
+"""``torchx.specs.named_resources_aws``: the AWS instance types of tx-scheduler-aws-batch."""
+from tx_torchx_compat._missing import reexport
 
-    require("tx_scheduler_aws_batch", "tx-scheduler-aws-batch", __name__.replace("tx_torchx_compat.", ""))
+reexport(globals(), "tx_scheduler_aws_batch.resources", "tx-scheduler-aws-batch")
