@@ -5,7 +5,7 @@ keep working; ``__tx_version__`` is tx-core's version. ``IMAGE`` is the default 
 the built-in components, as in TorchX.
 """
 from tx.components import DEFAULT_IMAGE as IMAGE
-from tx.version import __version__ as __tx_version__
+from tx.version import __version__ as __tx_version__  # noqa: F401 - public: the tx-core version
 
 #: marks this package as tx's shim (the import finder checks it)
 __tx_compat__ = True
