@@ -142,3 +142,10 @@ def test_workspace_needs_the_docker_kind(tx_registry: PluginRegistry, tmp_path: 
     assert sched.workspace_kind == "docker"
     with pytest.raises(WorkspaceError, match="workspace kind 'docker' is not installed: pip install tx-scheduler-docker"):
         sched.submit(AppDef("a", roles=[role()]), {"queue": "q"}, workspace=str(tmp_path))
+
+
+def test_app_id_macro_is_the_whole_app_id() -> None:
+    req = dryrun(AppDef("a", roles=[role(args=["-c", "echo ${app_id}"], env={"OUT": "s3://b/${app_id}"})]))
+    c = req.job_def["nodeProperties"]["nodeRangeProperties"][0]["container"]
+    assert c["command"][-1] == f"echo {req.app_id}"
+    assert {"name": "OUT", "value": f"s3://b/{req.app_id}"} in c["environment"]

@@ -75,7 +75,7 @@ def test_job_definition_and_tags_as_moto_returns_them(aws_simple: Moto) -> None:
     trainer_role = desc.roles[0]
     assert (trainer_role.name, trainer_role.image, trainer_role.entrypoint) == ("trainer", "repo/img:1", "python")
     assert trainer_role.args == ["-m", "train", "--rank", "${replica_id}"]
-    assert trainer_role.env == {"LR": "0.1", "TAG": "n@@TX_REPLICA_ID@@"}
+    assert trainer_role.env == {"LR": "0.1", "TAG": "n${replica_id}"}
     assert (trainer_role.num_replicas, trainer_role.resource.cpu, trainer_role.resource.gpu,
             trainer_role.resource.memMB) == (2, 4, 1, 2048)
     assert trainer_role.resource.capabilities == {"node.kubernetes.io/instance-type": "g5.xlarge"}
@@ -227,3 +227,21 @@ def test_unreachable_endpoint(aws_simple: Moto, monkeypatch: pytest.MonkeyPatch)
 
 def _cfg(moto: Moto) -> Dict[str, Any]:
     return {"queue": moto.queue}
+
+
+def test_tx_cli_end_to_end(aws_simple: Moto, tmp_path: Any) -> None:
+    """`tx run`, then `tx status`, `tx describe` and `tx list` as separate processes,
+    located only through the environment."""
+    tx = [sys.executable, "-m", "tx.cli.main"]
+
+    def run(*args: str) -> str:
+        p = subprocess.run([*tx, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+        return p.stdout
+
+    out = run("run", "-s", "aws_batch", "-cfg", f"queue={aws_simple.queue}", "utils.echo", "--msg", "hi")
+    handle = next(w for w in out.split() if w.startswith("aws_batch://"))
+    assert handle.startswith(f"aws_batch://tx/{aws_simple.queue}:echo-"), out
+    assert "SUCCEEDED" in run("status", handle)
+    assert "echo" in run("describe", handle)
+    assert handle.rsplit("/", 1)[1] in run("list", "-s", "aws_batch")

@@ -87,18 +87,21 @@ class AwsClients:
 
     @property
     def batch(self) -> Any:
+        """The ``batch`` client (created on first use)."""
         if self._batch is None:
             self._batch = self._make("batch")
         return self._batch
 
     @property
     def logs(self) -> Any:
+        """The CloudWatch Logs client (created on first use)."""
         if self._logs is None:
             self._logs = self._make("logs")
         return self._logs
 
     @property
     def region(self) -> str:
+        """The region the clients use."""
         return str(self.batch.meta.region_name)
 
 

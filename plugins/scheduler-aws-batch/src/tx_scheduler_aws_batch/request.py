@@ -230,7 +230,9 @@ def build_request(
         )
     queue = str(cfg["queue"])
     app_id = make_app_id(queue, name)
-    values = macros.Values(img_root="", app_id=name, replica_id=REPLICA_ID_TOKEN, rank0_env=env_contract.RANK0_HOST)
+    # ${app_id} is the whole app id (TorchX put the job name alone), so that the Runner's
+    # TX_JOB_ID (`aws_batch://<session>/${app_id}`) is a handle tx can resolve
+    values = macros.Values(img_root="", app_id=app_id, replica_id=REPLICA_ID_TOKEN, rank0_env=env_contract.RANK0_HOST)
     ranges = []
     start = 0
     for role_idx, role in enumerate(app.roles):

@@ -25,12 +25,13 @@ from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Strea
 from tx.schedulers import env as env_contract
 from tx.schedulers.ids import make_unique
 from tx.specs import (
-    NONE, AppDef, AppDryRunInfo, AppState, CfgVal, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, runopts,
+    NONE, AppDef, AppDryRunInfo, AppState, CfgVal, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
+    runopts,
 )
 
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch.request import (
-    DEFAULT_LOG_GROUP, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
+    DEFAULT_LOG_GROUP, REPLICA_ID_TOKEN, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
 )
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
@@ -247,11 +248,12 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                     nstatus = str(node.get("status", ""))
                     nreason = str(node.get("statusReason", ""))
                     rstate = appstate_from_batch(nstatus, nreason or reason)
-                    exit_code = node.get("container", {}).get("exitCode")
-                    host = str(node.get("container", {}).get("networkInterfaces", [{}])[0].get("privateIpv4Address", "")) \
-                        if node.get("container", {}).get("networkInterfaces") else ""
+                    ncontainer = node.get("container") or {}
+                    exit_code = ncontainer.get("exitCode")
+                    nics = ncontainer.get("networkInterfaces") or [{}]
+                    host = str(nics[0].get("privateIpv4Address", ""))
                     if rstate == AppState.FAILED and first_failure is None:
-                        why = node.get("container", {}).get("reason") or nreason
+                        why = ncontainer.get("reason") or nreason
                         first_failure = (
                             f"{name}[{idx - start}] (node {idx}) failed"
                             + (f" with exit code {exit_code}" if exit_code is not None else "")
@@ -354,7 +356,10 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
     @staticmethod
     def _role_of(name: str, start: int, end: int, container: Dict[str, Any]) -> Role:
         env = {e["name"]: e["value"] for e in container.get("environment", [])}
-        env = {k: v for k, v in env.items() if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_")}
+        env = {
+            k: v.replace(REPLICA_ID_TOKEN, macros.replica_id) for k, v in env.items()
+            if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_")
+        }
         entrypoint, args = unwrap_command(list(container.get("command", [])))
         reqs = {r["type"]: r["value"] for r in container.get("resourceRequirements", [])}
         caps = {K8S_ITYPE: container["instanceType"]} if container.get("instanceType") else {}
