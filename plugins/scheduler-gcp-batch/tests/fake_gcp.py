@@ -25,7 +25,8 @@ fields are an error), so a request the real service would not parse fails here t
 
 Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001).
 Failure injection, by project name: ``denied-project`` answers 403 PERMISSION_DENIED to
-everything; ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create``.
+everything; ``unauthenticated-project`` 401 UNAUTHENTICATED (expired or revoked
+credentials); ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create``.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from werkzeug.wrappers import Request, Response
 
 PREEMPTED_EXIT_CODE = 50001  # https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes
 DENIED_PROJECT = "denied-project"
+UNAUTHENTICATED_PROJECT = "unauthenticated-project"
 QUOTA_PROJECT = "quota-project"
 _JOB_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 _PARENT = r"/v1/projects/(?P<project>[^/:]+)/locations/(?P<location>[^/:]+)"
@@ -154,6 +156,9 @@ class FakeGcp:
             for method, pattern, fn in self._routes:
                 m = pattern.match(req.path)
                 if m and req.method == method:
+                    if m.groupdict().get("project") == UNAUTHENTICATED_PROJECT:
+                        raise ApiError(401, "UNAUTHENTICATED",
+                                       "Request had invalid authentication credentials. Expected OAuth 2 access token")
                     if m.groupdict().get("project") == DENIED_PROJECT:
                         raise ApiError(403, "PERMISSION_DENIED",
                                        f"Permission 'batch.jobs.{fn.__name__}' denied on resource '{req.path}'")

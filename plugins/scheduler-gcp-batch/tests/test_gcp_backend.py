@@ -12,7 +12,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import batch_v1
 
-from fake_gcp import DENIED_PROJECT, QUOTA_PROJECT, FakeGcp
+from fake_gcp import DENIED_PROJECT, QUOTA_PROJECT, UNAUTHENTICATED_PROJECT, FakeGcp
 from tx.schedulers import SchedulerError
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing import find_replica
@@ -246,6 +246,27 @@ def test_permission_denied_says_what_to_set(sched: GcpBatchScheduler) -> None:
     assert "project=" in text and "GOOGLE_CLOUD_PROJECT" in text
     with pytest.raises(SchedulerError, match="permission denied to get job"):
         sched.describe(f"{DENIED_PROJECT}:{LOCATION}:some-job")
+
+
+def test_rejected_credentials_say_how_to_log_in(sched: GcpBatchScheduler) -> None:
+    with pytest.raises(SchedulerError) as e:
+        sched.submit(AppDef("unauth", roles=[sh("w", "true")]), {"project": UNAUTHENTICATED_PROJECT})
+    text = one_line(e.value)
+    assert "not authenticated" in text and "gcloud auth application-default login" in text
+
+
+def test_replicas_see_their_app_handle_through_the_runner(fake_gcp: FakeGcp) -> None:
+    """Through the Runner (as ``tx run``): TX_JOB_ID is the app handle, TX_APP_ID its app id."""
+    from tx.runner import get_runner
+
+    app = AppDef("handle", roles=[sh("w", 'echo "$TX_JOB_ID|$TX_APP_ID|$TORCHX_JOB_ID"')])
+    with get_runner() as runner:
+        handle = runner.run(app, "gcp_batch")
+        assert runner.wait(handle, wait_interval=0.2).state == AppState.SUCCEEDED
+        (line,) = runner.log_lines(handle, "w", 0)
+    app_id = handle.split("/", 3)[3]
+    assert handle == f"gcp_batch://tx/{app_id}" and app_id.startswith(f"{PROJECT}:{LOCATION}:handle-")
+    assert line == f"{handle}|{app_id}|{handle}\n"
 
 
 def test_quota_exceeded_is_one_line(sched: GcpBatchScheduler) -> None:

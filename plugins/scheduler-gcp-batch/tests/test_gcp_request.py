@@ -75,7 +75,7 @@ def test_roles_come_back_from_the_job(sched: GcpBatchScheduler) -> None:
     assert back["trainer"].args[5] == "${TX_RANK0_HOST}:29500"
     assert back["trainer"].args[-1] == "it's a \"test\" $HOME"
     assert back["trainer"].env == {"LR": "0.1", "SHARD": "shard-0"}
-    assert back["reader"].args[-1].startswith("big-train-v2-")  # ${app_id} is the job id
+    assert back["reader"].args[-1].startswith("offline-project:europe-west4:big-train-v2-")  # ${app_id}
     assert job_id.startswith("big-train-v2-")
 
 
@@ -91,7 +91,7 @@ def test_one_task_group_holds_every_replica(sched: GcpBatchScheduler) -> None:
         role, k = layout[i]
         assert v[envc.ROLE_NAME] == v["TORCHX_ROLE_NAME"] == role
         assert v[envc.REPLICA_ID] == v["TORCHX_REPLICA_IDX"] == str(k)
-        assert v[envc.APP_ID] == v["TORCHX_APP_ID"] == info.request.job_id
+        assert v[envc.APP_ID] == v["TORCHX_APP_ID"] == info.request.app_id
         assert v[envc.NUM_REPLICAS] == ("3" if role == "trainer" else "2")
         if role == "trainer":
             assert v["SHARD"] == f"shard-{k}"

@@ -5,7 +5,8 @@ https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs), 
 is one task group whose tasks are all the replicas of all roles, in role order:
 
 * task ``i`` is replica ``k`` of role ``r``; ``task_environments[i]`` holds the role's env
-  (macros resolved for that replica) and the replica environment contract
+  (macros resolved for that replica; ``${app_id}`` is the app id
+  ``{project}:{location}:{job_id}``) and the replica environment contract
   (:mod:`tx.schedulers.env`: ``TX_APP_ID``, ``TX_ROLE_NAME``, ``TX_ROLE_IDX``,
   ``TX_REPLICA_ID``, ``TX_NUM_REPLICAS`` and their TorchX names). Batch adds
   ``BATCH_TASK_INDEX`` and ``BATCH_TASK_COUNT``.
@@ -167,6 +168,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
     if not app.roles:
         raise ValueError(f"gcp_batch: app {app.name!r} has no roles")
     job_id = make_job_id(app.name)
+    app_id = f"{project}:{location}:{job_id}"  # the ${app_id} macro and TX_APP_ID, as tx handles name it
     multi = len(app.roles) > 1
     runnables = []
     task_envs = []
@@ -175,7 +177,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
             raise ValueError(f"gcp_batch: role {role.name!r} has mounts, which gcp_batch does not support yet")
         if role.num_replicas < 1:
             raise ValueError(f"gcp_batch: role {role.name!r} needs num_replicas >= 1")
-        script = role_script(role, r, multi, job_id)
+        script = role_script(role, r, multi, app_id)
         labels = {
             _ROLE_LABEL: label_value(role.name),
             _CPU_LABEL: str(max(role.resource.cpu, 0)),
@@ -191,11 +193,11 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
             )
         )
         for k in range(role.num_replicas):
-            values = macros.Values(img_root="", app_id=job_id, replica_id=str(k), rank0_env=envc.RANK0_HOST)
+            values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=envc.RANK0_HOST)
             env = {name: values.substitute(v) for name, v in role.env.items()}
             env.update(
                 envc.replica_env(
-                    app_id=job_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
+                    app_id=app_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
                 )
             )
             task_envs.append(batch_v1.Environment(variables=env))
