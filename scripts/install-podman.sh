@@ -2,7 +2,7 @@
 # Install the Debian packages of a Docker-compatible engine: podman (its Docker API service),
 # runc (crun fails on hybrid cgroup v1/v2 hosts), busybox-static (the tiny test image),
 # netavark/aardvark-dns/iptables/containernetworking-plugins (bridge networks with DNS),
-# uidmap and catatonit. About 10 s and 105 MB. Idempotent: installs nothing when every
+# uidmap and catatonit, and docker-registry (a private registry to push to). About 10 s and 125 MB. Idempotent: installs nothing when every
 # command is present. Needs root (apt-get).
 #
 #   scripts/install-podman.sh && eval "$(scripts/start-podman.sh)"
@@ -13,9 +13,11 @@ set -euo pipefail
 log() { echo "[install-podman] $*" >&2; }
 version() { podman --version 2>/dev/null || echo unknown; }
 
-packages=(podman runc busybox-static uidmap netavark aardvark-dns iptables containernetworking-plugins catatonit)
+# docker-registry (Distribution 2.8, 20 MB): a private registry for the tests that push images
+packages=(podman runc busybox-static uidmap netavark aardvark-dns iptables containernetworking-plugins catatonit
+          docker-registry)
 missing=()
-for b in podman runc iptables newuidmap; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
+for b in podman runc iptables newuidmap docker-registry; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
 [ -x /bin/busybox ] || missing+=(/bin/busybox)
 [ -x /usr/lib/podman/netavark ] || command -v netavark >/dev/null 2>&1 || missing+=(netavark)
 if [ ${#missing[@]} -eq 0 ]; then

@@ -5,7 +5,10 @@
 # system's podman or docker is touched. Also imports a 2 MB busybox image, localhost/busybox:tx, made
 # from Debian's busybox-static without any registry. Idempotent: a second call only prints the exports.
 #
-#   scripts/install-podman.sh && eval "$(scripts/start-podman.sh)"   # exports DOCKER_HOST, CONTAINERS_CONF, CONTAINERS_STORAGE_CONF
+#   scripts/install-podman.sh && eval "$(scripts/start-podman.sh)"   # exports DOCKER_HOST, CONTAINERS_CONF, CONTAINERS_STORAGE_CONF, CONTAINERS_REGISTRIES_CONF
+#
+# Env: PODMAN_BASE (default /tmp/tx-podman); PODMAN_INSECURE_REGISTRIES=host:port,... registries
+#      reached over plain HTTP (read when the service starts).
 #
 # Settings (all needed on this kind of host, see scripts/README.md): runc (crun fails on hybrid
 # cgroup v1/v2), cgroupfs, ulimits within the host's hard limits (no CAP_SYS_RESOURCE), netavark
@@ -32,6 +35,14 @@ network_backend = "netavark"
 network_config_dir = "$B/networks"
 EOC
 mv "$B/conf/containers.conf.new" "$B/conf/containers.conf"
+# registries: Docker's search order for short names; PODMAN_INSECURE_REGISTRIES (host:port,...)
+# are reached over plain HTTP (a private test registry)
+{
+  echo 'unqualified-search-registries = ["docker.io"]'
+  for r in $(echo "${PODMAN_INSECURE_REGISTRIES:-}" | tr ',' ' '); do
+    printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$r"
+  done
+} > "$B/conf/registries.conf"
 cat > "$B/conf/storage.conf" <<EOC
 [storage]
 driver = "overlay"
@@ -39,6 +50,7 @@ graphroot = "$B/storage"
 runroot = "$B/run"
 EOC
 export CONTAINERS_CONF=$B/conf/containers.conf CONTAINERS_STORAGE_CONF=$B/conf/storage.conf
+export CONTAINERS_REGISTRIES_CONF=$B/conf/registries.conf
 if ! timeout 60 podman image exists localhost/busybox:tx 2>/dev/null; then
   r=$B/rootfs
   rm -rf "$r"; mkdir -p "$r/bin" "$r/tmp" "$r/usr" "$r/etc" "$r/root"
@@ -61,4 +73,4 @@ fi
 for _ in $(seq 80); do ping && break; sleep 0.25; done
 ping || { log "service did not answer on $B/podman.sock"; tail "$B/service.log" >&2; exit 1; }
 log "up on unix://$B/podman.sock: $(timeout 5 curl -s --unix-socket "$B/podman.sock" http://d/version | head -c 100)"
-echo "export DOCKER_HOST=unix://$B/podman.sock CONTAINERS_CONF=$CONTAINERS_CONF CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF"
+echo "export DOCKER_HOST=unix://$B/podman.sock CONTAINERS_CONF=$CONTAINERS_CONF CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF CONTAINERS_REGISTRIES_CONF=$CONTAINERS_REGISTRIES_CONF"

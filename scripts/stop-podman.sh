@@ -6,6 +6,7 @@
 #   scripts/stop-podman.sh            # PURGE=1 scripts/stop-podman.sh
 B=${PODMAN_BASE:-/tmp/tx-podman}
 export CONTAINERS_CONF=$B/conf/containers.conf CONTAINERS_STORAGE_CONF=$B/conf/storage.conf
+export CONTAINERS_REGISTRIES_CONF=$B/conf/registries.conf
 if [ -f "$B/service.pid" ]; then
   p=$(cat "$B/service.pid")
   kill "$p" 2>/dev/null

@@ -26,12 +26,13 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from tx.testing.backends import backend_unavailable
+from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = REPO / "scripts"
 IMAGE = "localhost/busybox:tx"
-_ENV_KEYS = ("DOCKER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
+_ENV_KEYS = ("DOCKER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF",
+             "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_API_VERSION")
 
 
 def _parse_exports(text: str) -> Dict[str, str]:
@@ -53,7 +54,8 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
     if os.geteuid() != 0:
         backend_unavailable("podman", "the tests run podman as root (private storage, runc, bridge networks)")
     base = tmp_path_factory.mktemp("podman")
-    env = {**os.environ, "PODMAN_BASE": str(base)}
+    registry = f"127.0.0.1:{free_port()}"  # the private registry's address (fixture `registry`)
+    env = {**os.environ, "PODMAN_BASE": str(base), "PODMAN_INSECURE_REGISTRIES": registry}
     for k in _ENV_KEYS:
         env.pop(k, None)
     p = subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], env=env, capture_output=True, text=True, timeout=300)
@@ -66,7 +68,7 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
         os.environ.pop(k, None)
     os.environ.update(exports)
     try:
-        yield exports
+        yield {**exports, "TX_TEST_REGISTRY": registry}
     finally:
         for k, v in saved.items():
             if v is None:
@@ -75,6 +77,27 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
                 os.environ[k] = v
         subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, **exports, "PURGE": "1"},
                        capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def registry(podman_engine: Dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private image registry (Distribution's ``docker-registry``) on 127.0.0.1, plain HTTP,
+    storage under pytest's temporary directory; the session's engine trusts it. Yields
+    ``host:port``."""
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        backend_unavailable("docker-registry", "no docker-registry binary: run scripts/install-podman.sh (root)")
+    addr = podman_engine["TX_TEST_REGISTRY"]
+    d = tmp_path_factory.mktemp("registry")
+    conf = d / "config.yml"
+    conf.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {d}/data\n"
+                    f"http:\n  addr: {addr}\n")
+    svc = ServiceProcess.start([exe, "serve", str(conf)], log=d / "registry.log")
+    try:
+        wait_for(lambda: port_open(int(addr.rsplit(":", 1)[1])), timeout=30, what="docker-registry to listen", service=svc)
+        yield addr
+    finally:
+        svc.stop()
 
 
 @pytest.fixture(scope="session")

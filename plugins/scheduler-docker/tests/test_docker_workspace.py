@@ -102,3 +102,40 @@ def test_bad_workspace_and_bad_dockerfile(podman_engine: Any, tmp_path: Path, im
     (tmp_path / "Dockerfile.tx").write_text("ARG IMAGE\nFROM $IMAGE\nRUN exit 7\n")
     with pytest.raises(WorkspaceError, match="failed"):
         DockerWorkspace().build(Role("r", image=image), str(tmp_path), {"quiet": True})
+
+
+def test_push_to_image_repo_then_pull(
+    registry: str, docker_client: Any, scheduler: Any, image: str, tmp_path: Path
+) -> None:
+    """With image_repo the image is pushed there, and a node without it (here: this engine
+    after the image is removed) pulls it when the app runs."""
+    import json
+    import urllib.request
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "data.txt").write_text("pushed\n")
+    repo = f"{registry}/tx/ws"
+    role = get_workspace("docker").build(Role("reader", image=image), str(ws), {"image_repo": repo, "quiet": True,
+                                                                                REQUIRE_REPO_KEY: True})
+    assert role.image.startswith(repo + ":"), role.image
+    with urllib.request.urlopen(f"http://{registry}/v2/tx/ws/tags/list", timeout=10) as r:
+        tags = json.load(r)["tags"]
+    assert role.image.rsplit(":", 1)[1] in tags, tags
+    docker_client.images.remove(role.image, force=True)
+    app = _cat_app(role.image, "/data.txt")
+    app_id = scheduler.submit(app, {})
+    try:
+        desc = scheduler.wait(app_id, timeout=120, poll_interval=0.3)
+        assert desc is not None and desc.state == AppState.SUCCEEDED, desc
+        assert list(scheduler.log_iter(app_id, "reader", 0)) == ["/data.txt: pushed\n"]
+    finally:
+        scheduler.cancel(app_id)
+
+
+def test_push_failure_is_one_line(podman_engine: Any, image: str, tmp_path: Path) -> None:
+    (tmp_path / "x.txt").write_text("x\n")
+    with pytest.raises(WorkspaceError, match="pushing .* failed") as e:
+        DockerWorkspace().build(Role("r", image=image), str(tmp_path), {"image_repo": "127.0.0.1:9/nowhere/ws",
+                                                                        "quiet": True})
+    assert "\n" not in str(e.value)
