@@ -59,19 +59,35 @@ def test_per_replica_states_and_stderr_tail(sched: Any, cfg: Dict[str, Any], h: 
     assert states[2] == (AppState.FAILED, 5)
     assert states[1] == (AppState.CANCELLED, -15)  # stopped because replica 2 failed
     assert states[0] in ((AppState.SUCCEEDED, 0), (AppState.CANCELLED, -15))
-    tail = h.replica(desc, "w", 2).structured_error_msg
-    assert tail.splitlines() == [f"err line {i}" for i in range(11, 31)]
-    assert desc.structured_error_msg == tail
+    # why it failed, in one line: the replica, its exit code, its last stderr line
+    assert h.replica(desc, "w", 2).structured_error_msg == "replica w/2 exited with code 5: err line 30"
+    assert desc.structured_error_msg == "replica w/2 exited with code 5: err line 30"
+    tail = "\n".join(f"err line {i}" for i in range(11, 31))
     assert desc.msg == "replica w/2 exited with code 5; last lines of stderr:\n" + tail
-    assert "replica w/2" in desc.msg and "err line 30" in desc.msg
 
 
 def test_torchelastic_error_file_is_the_structured_error(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
-    err = '{"message": {"message": "RuntimeError: boom", "extraInfo": {"timestamp": "1"}}}'
-    _, desc = h.run(sched, [h.sh("w", f"echo '{err}' > $TORCHELASTIC_ERROR_FILE; echo failing >&2; exit 1")], cfg)
-    assert h.replica(desc, "w", 0).structured_error_msg.strip() == err
-    assert desc.structured_error_msg.strip() == err
+    stack = 'Traceback (most recent call last):\\n  File \\"/x/train.py\\", line 42, in main\\n'
+    err = ('{"message": {"message": "RuntimeError: boom\\nmore", "extraInfo": {"py_callstack": "'
+           + stack + '", "timestamp": "1"}}}')
+    _, desc = h.run(sched, [h.sh("w", f"printf '%s' '{err}' > $TORCHELASTIC_ERROR_FILE; echo failing >&2; exit 1")], cfg)
+    want = "replica w/0 exited with code 1: RuntimeError: boom (train.py:42)"
+    assert h.replica(desc, "w", 0).structured_error_msg == want
+    assert desc.structured_error_msg == want
     assert "failing" in desc.msg
+
+
+@pytest.mark.parametrize("script,want", [
+    ("kill -SEGV $$$$", "replica w/0 was killed by signal SIGSEGV (11)"),
+    ("echo about to die >&2; kill -KILL $$$$", "replica w/0 was killed by signal SIGKILL (9) (SIGKILL is also "
+     "what the kernel's OOM killer sends: check the replica's memory): about to die"),
+    ("sh -c 'kill -ABRT $$$$'; exit $$?", "replica w/0 exited with code 134 (128+6: a process it ran was killed by SIGABRT): Aborted"),
+])
+def test_why_a_replica_failed_names_the_signal(sched: Any, cfg: Dict[str, Any], h: Any, script: str, want: str) -> None:
+    _, desc = h.run(sched, [h.sh("w", script)], cfg)
+    assert desc.state == AppState.FAILED
+    assert desc.structured_error_msg == want
+    assert "\n" not in desc.structured_error_msg
 
 
 def test_entrypoint_that_cannot_execute_fails_127(sched: Any, cfg: Dict[str, Any], tmp_path: Path, h: Any) -> None:

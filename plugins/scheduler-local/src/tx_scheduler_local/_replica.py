@@ -13,15 +13,62 @@ _PIPE_SIZE = 1 << 18
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
-def exit_reason(code: int) -> str:
-    """``exited with code 3`` or ``was killed by signal SIGKILL (9)``."""
-    if code >= 0:
-        return f"exited with code {code}"
+def _signal_name(num: int) -> str:
     try:
-        name = signal.Signals(-code).name
+        return signal.Signals(num).name
     except ValueError:
-        name = "signal"
-    return f"was killed by signal {name} ({-code})"
+        return "signal"
+
+
+def exit_reason(code: int) -> str:
+    """``exited with code 3``, ``was killed by signal SIGKILL (9)``, or for a shell's
+    ``128+n`` status ``exited with code 139 (128+11: a process it ran was killed by SIGSEGV)``."""
+    if code >= 0:
+        if 128 < code < 128 + 65:
+            return f"exited with code {code} (128+{code - 128}: a process it ran was killed by {_signal_name(code - 128)})"
+        return f"exited with code {code}"
+    return f"was killed by signal {_signal_name(-code)} ({-code})"
+
+
+def _error_file_line(replica_dir: str) -> str:
+    """The TorchElastic error file's message and where it was raised, as one line
+    (``RuntimeError: boom (train.py:42)``); its raw first line if it is not the JSON
+    TorchElastic writes; ``""`` without one."""
+    import json
+    import re
+
+    text = error_file(replica_dir).strip()
+    if not text:
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.splitlines()[0][:300]
+    msg = data.get("message") if isinstance(data, dict) else None
+    where = ""
+    if isinstance(msg, dict):
+        stack = (msg.get("extraInfo") or {}).get("py_callstack") or ""
+        frames = re.findall(r'File "([^"]+)", line (\d+)', str(stack))
+        if frames:
+            where = f" ({os.path.basename(frames[-1][0])}:{frames[-1][1]})"
+        msg = msg.get("message")
+    first = str(msg).strip().splitlines()[0] if msg else text.splitlines()[0]
+    return first[:300] + where
+
+
+def failure_line(name: str, why: str, code: int, replica_dir: str, stderr_tail: str) -> str:
+    """Why replica ``name`` (``role/k``) failed, in one line a user can act on: ``why``
+    (its exit code or signal by name, :func:`exit_reason`), then the TorchElastic error
+    file's message and location when it wrote one (TorchX sets
+    ``TORCHELASTIC_ERROR_FILE``), else its last stderr line."""
+    head = f"replica {name} {why}"
+    if code == -signal.SIGKILL or code == 128 + signal.SIGKILL:
+        head += " (SIGKILL is also what the kernel's OOM killer sends: check the replica's memory)"
+    detail = _error_file_line(replica_dir)
+    if not detail:
+        lines = [ln.strip() for ln in stderr_tail.splitlines() if ln.strip()]
+        detail = lines[-1][:300] if lines else ""
+    return f"{head}: {detail}" if detail else head
 
 
 class Role:

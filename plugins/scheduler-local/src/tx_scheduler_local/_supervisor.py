@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional
 from tx_scheduler_local import _procs, _store
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
-    Replica, Role, Spawner, error_file, exit_reason, raise_fd_limit, set_aside_error_file,
+    Replica, Role, Spawner, exit_reason, failure_line, raise_fd_limit, set_aside_error_file,
 )
 
 _READ = 1 << 20
@@ -263,7 +263,7 @@ class Supervisor:
         assert r.logs is not None
         tail = r.logs.tail_text()
         r.state, r.reason = "FAILED", why
-        r.error = error_file(r.dir) or tail or why
+        r.error = failure_line(r.name, why, code, r.dir, tail)
         if self.cancelled or self.failed is not None:
             return
         role = r.role
