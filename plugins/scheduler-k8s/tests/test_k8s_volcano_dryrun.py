@@ -9,7 +9,7 @@ from typing import Any, Dict
 import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, role
-from tx.specs import AppDef, InvalidRunConfigException, Resource
+from tx.specs import AppDef, InvalidRunConfigException, Resource, Role
 from tx_scheduler_k8s.kubernetes_scheduler import create_scheduler, pod_name
 
 CFG = {"queue": "default", "namespace": "team-a", "service_account": "trainer", "priority_class": "high",
@@ -163,9 +163,13 @@ def test_workspace_needs_the_docker_kind() -> None:
         sched.submit(APPS["one_role"], CFG, workspace="/tmp")
 
 
-def test_1000_roles_dryrun_is_valid_yaml() -> None:
+def test_dryrun_text_is_the_object_as_yaml() -> None:
+    """tx writes the YAML itself (fast); YAML readers get the object back, odd strings too."""
     import yaml
 
-    app = AppDef("big", roles=[role(f"role{i}", replicas=4, resource=Resource(cpu=1, gpu=0, memMB=256)) for i in range(50)])
-    info = create_scheduler("test").submit_dryrun(app, CFG)
+    odd = ["yes", "No", "on", "null", "~", "1.0", "0x1F", "1e3", "a: b", "- x", "#c", "multi\nline", "tab\there",
+           "ünï", "'q'", '"dq"', "", " lead", "trail ", "*star", "&a", "!t", "%p", "@at", "`b`", "{x}", "[y]", "x,y", "?"]
+    roles = [role(f"role{i}", replicas=2, resource=Resource(cpu=1, gpu=0, memMB=256)) for i in range(20)]
+    roles.append(Role("odd", image="i", entrypoint="echo", args=odd, env={o or "E": o for o in odd}))
+    info = create_scheduler("test").submit_dryrun(AppDef("big", roles=roles), CFG)
     assert yaml.safe_load(str(info)) == info.request.resource

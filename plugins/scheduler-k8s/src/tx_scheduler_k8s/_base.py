@@ -39,10 +39,9 @@ POD_STATES = {
 
 
 def _yaml_dump(obj: Any) -> str:
-    import yaml
+    from tx_scheduler_k8s import _yaml
 
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(obj, Dumper=dumper, default_flow_style=False, sort_keys=False, width=120)
+    return _yaml.dump(obj)
 
 
 @attrs.define

@@ -21,6 +21,7 @@ reference: PodTemplateSpec, PodSpec, Container, ResourceRequirements, Volume
 from __future__ import annotations
 
 import json
+import string
 from typing import Any, Dict, List, Mapping, Optional
 
 from tx.schedulers import env as envc
@@ -113,6 +114,10 @@ def volumes(role: Role) -> tuple:
     return vols, mounts, privileged
 
 
+def _sub(values: Mapping[str, str], text: str) -> str:
+    return string.Template(text).safe_substitute(values) if "$" in text else text
+
+
 def replica_role(role: Role, app_id: str, k: int) -> Role:
     """``role`` with the macros of replica ``k`` substituted."""
     values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=envc.RANK0_HOST)
@@ -125,14 +130,15 @@ def container(
     env: Mapping[str, str],
     mounts: List[Dict[str, Any]],
     privileged: bool,
+    args: Optional[List[str]] = None,
 ) -> Dict[str, Any]:
-    """The Container of one replica (``role`` already has its macros substituted)."""
+    """The Container of one replica (``args``: the role's, macros substituted)."""
     if role.entrypoint == MISSING or not role.entrypoint:
         raise ValueError(f"role {role.name!r} has no entrypoint")
     c: Dict[str, Any] = {
         "name": name,
         "image": role.image,
-        "command": [role.entrypoint, *role.args],
+        "command": [role.entrypoint, *(role.args if args is None else args)],
         "env": [{"name": k, "value": str(v)} for k, v in env.items()],
         "volumeMounts": mounts,
     }
@@ -184,18 +190,21 @@ def pod_template(
     The replica's environment is the role's (macros substituted) over the contract of
     :mod:`tx.schedulers.env` (``TX_*`` and ``TORCHX_*``) and ``extra_env``.
     """
-    rr = replica_role(role, app_id, k)
+    values = {"img_root": "", "app_id": app_id, "replica_id": str(k), "rank0_env": envc.RANK0_HOST,
+              "base_img_root": "DEPRECATED"}
     env = envc.replica_env(
         app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0_host,
         role_idx=role_idx, num_replicas=role.num_replicas,
     )
     if extra_env:
         env.update(extra_env)
-    env.update(rr.env)
+    for key, val in role.env.items():
+        env[key] = _sub(values, val)
     vols, mounts, privileged = volumes(role)
+    args = [_sub(values, a) for a in role.args]
     spec: Dict[str, Any] = {
         "restartPolicy": "Never",
-        "containers": [container(rr, container_name, env, mounts, privileged)],
+        "containers": [container(role, container_name, env, mounts, privileged, args)],
         "volumes": vols,
     }
     sel = node_selector(role.resource)
