@@ -47,9 +47,10 @@ _NAME_BAD = re.compile(r"[^A-Za-z0-9_-]+")
 
 def job_name(app_name: str, share_id: Optional[str] = None) -> str:
     """A valid Batch job (and job definition) name stem for ``app_name``: letters, digits,
-    ``-`` and ``_`` (other characters become ``-``), with ``-<share_id>`` appended, short
-    enough for the unique suffix (Batch allows 128 characters)."""
-    stem = _NAME_BAD.sub("-", app_name).strip("-") or "app"
+    ``-`` and ``_`` (other characters become ``-``), starting with a letter or digit, with
+    ``-<share_id>`` appended, short enough for the unique suffix (Batch allows 128
+    characters)."""
+    stem = _NAME_BAD.sub("-", app_name).strip("-_") or "app"  # must start with a letter or digit
     if share_id:
         stem = f"{stem}-{_NAME_BAD.sub('-', share_id)}"
     return stem[:100]
