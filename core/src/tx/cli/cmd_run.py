@@ -99,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
             print(runner.schedule(info), flush=True)
             return 0
         relay = args.log or is_local(runner, scheduler)
+        import time
+
         with _CancelOnSignal(runner) as guard:
+            started = time.monotonic()
             handle = guard.handle = runner.schedule(info)
             print(handle, flush=True)
             guard.check()
@@ -107,10 +110,47 @@ def run(args: argparse.Namespace) -> int:
             guard.check()
         if status is None:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
-        if status.state.name != "SUCCEEDED":
-            print(status.format(), file=sys.stderr, end="")
-            return 1
-        return 0
+        sys.stdout.flush()
+        sys.stderr.write(summary(handle, status, time.monotonic() - started, logs_shown=relay))
+        sys.stderr.flush()
+        return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def format_duration(seconds: float) -> str:
+    """``0.4 s``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    s = int(round(seconds))
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def summary(handle: str, status: Any, seconds: float, logs_shown: bool) -> str:
+    """What ``tx run`` prints (to stderr) when a waited-for app ends: one line with the final
+    state, how long it ran, the handle and where its logs are; for an app that did not
+    succeed, the reason in that line, and before it, once, the failed replica's last
+    stderr lines unless they were relayed already (``logs_shown``)."""
+    from tx.specs.api import NONE
+
+    state = status.state.name
+    url = status.ui_url or ""
+    logs = url[len("file://"):] if url.startswith("file://") else f"`tx log {handle}`"
+    out = ""
+    reason = ""
+    if state != "SUCCEEDED":
+        err = status.structured_error_msg if status.structured_error_msg not in (NONE, None) else ""
+        msg = status.msg if status.msg not in (NONE, None) else ""
+        err_lines = [ln for ln in str(err).splitlines() if ln.strip()]
+        msg_lines = [ln for ln in str(msg).splitlines() if ln.strip()]
+        first = (err_lines or msg_lines or [""])[0]
+        if first:
+            reason = f" ({first if len(first) <= 160 else first[:157] + '...'})"
+        if not logs_shown:  # the failed replica's last stderr lines, once
+            tail = err_lines[1:] or msg_lines[1:]
+            out += "".join(f"  {ln}\n" for ln in tail)
+    out += f"tx run: {state} after {format_duration(seconds)}: {handle}{reason}; logs: {logs}\n"
+    return out
 
 
 def _print_dryrun(info: Any) -> None:

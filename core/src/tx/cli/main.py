@@ -79,10 +79,13 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Opti
     commands_text = "commands:\n" + "".join(
         f"  {name:<12}{help_text}\n" for name, (_m, help_text) in COMMANDS.items()
     )
+    description = "tx: run PyTorch apps on the schedulers of the installed plugins"
+    if command == "":  # `tx --help`: say what is installed (plugin snapshot; no plugin import)
+        description += f" ({_installed_schedulers()})"
     parser = _parser_class()(
         prog="tx",
         usage="tx [-h] [--version] [--log_level LOG_LEVEL] [--log_json] COMMAND ...",
-        description="tx: run PyTorch apps on local processes, Slurm, Kubernetes, clouds ...",
+        description=description,
         epilog=commands_text + "\nSchedulers and extra commands come from plugins: see `tx plugins`.\n"
         "Each command has its own --help (`tx run --help`, `tx run dist.ddp --help`).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -110,6 +113,17 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Opti
         cmd.add_arguments(p)
         p.set_defaults(_plugin_command=cmd)
     return parser
+
+
+def _installed_schedulers() -> str:
+    """``installed: local_cwd, local_dir, slurm`` or how to install one; never raises."""
+    try:
+        from tx.plugins import get_registry, install_hint
+
+        names = get_registry().names("schedulers")
+    except Exception as e:  # noqa: BLE001 - help must print even with a broken plugin
+        return f"plugins could not be listed: {type(e).__name__}; see `tx plugins`"
+    return f"installed: {', '.join(names)}" if names else install_hint()
 
 
 def _import(module: str) -> Any:
