@@ -429,14 +429,19 @@ def _install_sigterm() -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-#: :class:`LocalScheduler`'s own keyword arguments; other factory kwargs are ignored, as
-#: TorchX's factories ignore what they do not know (a Runner passes its
-#: ``scheduler_params`` to every scheduler)
-_OWN_KWARGS = ("state_dir", "cuda_device_count", "supervisor")
+def _own_kwargs() -> Set[str]:
+    """:class:`LocalScheduler`'s keyword-only arguments; other factory kwargs are ignored,
+    as TorchX's factories ignore what they do not know (a Runner passes its
+    ``scheduler_params`` to every scheduler)."""
+    import inspect
+
+    params = inspect.signature(LocalScheduler.__init__).parameters.values()
+    return {p.name for p in params if p.kind == p.KEYWORD_ONLY} - {"image_is_dir"}
 
 
 def _torchx_kwargs(cache_size: int, extra_paths: Optional[List[str]], kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """Check TorchX 0.7's factory arguments and keep :data:`_OWN_KWARGS` of ``kwargs``.
+    """Check TorchX 0.7's factory arguments and keep :class:`LocalScheduler`'s own of
+    ``kwargs`` (:func:`_own_kwargs`).
 
     Raises:
         ValueError: ``cache_size`` < 1, or ``extra_paths`` given (tx's local scheduler does
@@ -449,7 +454,8 @@ def _torchx_kwargs(cache_size: int, extra_paths: Optional[List[str]], kwargs: Di
             "extra_paths is not supported by tx's local scheduler: set PATH in the role's env "
             "(e.g. env={'PATH': '/opt/tools/bin'}; the submitter's PATH is appended)"
         )
-    return {k: v for k, v in kwargs.items() if k in _OWN_KWARGS}
+    own = _own_kwargs()
+    return {k: v for k, v in kwargs.items() if k in own}
 
 
 def create_cwd_scheduler(
