@@ -525,6 +525,10 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
             "submission_id": sid, "job_id": getattr(info, "job_id", None),
             "driver_node_id": getattr(info, "driver_node_id", None), "dashboard": url,
             "rank0": (state or {}).get("rank0") or {}, "ray_status": job_status,
+            "replicas": {
+                f"{r['name']}/{rep['id']}": {k: rep.get(k) for k in ("pid", "node_ip", "node_id", "attempt", "msg")}
+                for r in (state or {}).get("roles", []) for rep in r["replicas"]
+            },
         },
     )
 

@@ -264,8 +264,11 @@ class App:
             argv = [r.role["entrypoint"], *r.role["args"]]
             try:
                 started = self.ray.get(r.actor.start.remote(argv, env, self.spec.get("drop_env", []), values))
-            except Exception as e:  # noqa: BLE001 - e.g. the program does not exist
+            except Exception as e:  # noqa: BLE001 - the actor died
                 self._failed_to_start(r, _short(e))
+                continue
+            if "error" in started:  # e.g. the program does not exist
+                self._failed_to_start(r, started["error"])
                 continue
             r.pid, r.started = started["pid"], started["started"]
             r.state, r.msg = RUNNING, ""
@@ -441,7 +444,14 @@ class App:
 
 
 def _short(e: BaseException) -> str:
-    text = " ".join(str(e).split())
+    """One line for an exception; for Ray's task and actor errors, the error they carry."""
+    import re
+
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException):
+        e = cause
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    text = " ".join(text.split())
     return text[:500] if text else type(e).__name__
 
 

@@ -259,7 +259,10 @@ class ReplicaActor:
         env = {k: v for k, v in os.environ.items() if k not in drop}
         env.update({k: substitute(v, values) for k, v in env_add.items()})
         env.setdefault("PYTHONUNBUFFERED", "1")
-        return self.rp.start(argv, env, os.getcwd())
+        try:
+            return self.rp.start(argv, env, os.getcwd())
+        except OSError as e:
+            return {"error": f"cannot run {argv[0]!r}: {e.strerror or e}"}
 
     def wait(self) -> Dict[str, Any]:
         return self.rp.wait()
