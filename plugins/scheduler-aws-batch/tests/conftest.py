@@ -21,7 +21,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import attrs
 import pytest
@@ -187,6 +187,7 @@ class FaultProxy:
         self.code, self.status, self.times = "", 400, 0
         self.injected = 0
         self.forwarded = 0
+        self.bodies: List[bytes] = []  # every request body, in order
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -201,6 +202,7 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.bodies.append(body)
                 if proxy.times != 0:
                     proxy.times -= 1 if proxy.times > 0 else 0
                     proxy.injected += 1

@@ -123,3 +123,26 @@ def test_runnable_job_says_why_it_waits_and_cancel_before_start(aws_docker: Moto
         assert desc.state == AppState.CANCELLED, desc
     finally:
         _transition(aws_docker.endpoint)
+
+
+def test_wrapper_in_the_image_shell_with_aws_node_variables(aws_docker: Moto) -> None:
+    """The node command in the container image's own shell (busybox), with the variables
+    AWS sets on node 3 of a job (and moto does not): replica 1 of the role starting at 2."""
+    import docker
+
+    app = AppDef("wrap", roles=[
+        sh_role("first", "true", num_replicas=2),
+        sh_role("second", 'printf "%s|%s|%s|%s|" "$TX_REPLICA_ID" "$TORCHX_REPLICA_IDX" "$TX_RANK0_HOST" "$1"; '
+                          'echo "$TAG"', num_replicas=2, env={"TAG": "t${replica_id}"}),
+    ])
+    app.roles[1].args += ["x", "arg${replica_id}"]
+    req = create_scheduler("tx").submit_dryrun(app, {"queue": aws_docker.queue}).request
+    c = req.job_def["nodeProperties"]["nodeRangeProperties"][1]["container"]
+    env = {e["name"]: e["value"] for e in c["environment"]}
+    env.update(AWS_BATCH_JOB_NODE_INDEX="3", AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS="10.1.2.3")
+    client = docker.DockerClient(base_url=aws_docker.extra_env["DOCKER_HOST"])
+    try:
+        out = client.containers.run(IMAGE, c["command"], environment=env, remove=True, stdout=True, stderr=True)
+    finally:
+        client.close()
+    assert out.decode() == "1|1|10.1.2.3|arg1|t1\n"

@@ -82,12 +82,18 @@ def test_job_definition_and_tags_as_moto_returns_them(aws_simple: Moto) -> None:
 
 
 def test_share_id_and_priority_reach_submit_job(aws_simple: Moto) -> None:
+    """botocore validates the parameters against the Batch API model and moto accepts them;
+    moto does not return them (no fair-share scheduling), so the request is checked."""
     sched = create_scheduler("tx")
-    app_id = sched.submit(two_role_app(), {"queue": aws_simple.queue, "share_id": "teamA", "priority": 7})
-    name = app_id.rsplit(":", 1)[1]
-    assert name.startswith("train-app-teamA-")
-    (jd,) = aws_simple.client("batch").describe_job_definitions(jobDefinitionName=name)["jobDefinitions"]
-    assert jd.get("schedulingPriority", 7) == 7
+    info = sched.submit_dryrun(two_role_app(), {"queue": aws_simple.queue, "share_id": "teamA", "priority": 7})
+    req = info.request
+    assert req.submit["shareIdentifier"] == "teamA" and req.submit["schedulingPriorityOverride"] == 7
+    assert req.job_def["schedulingPriority"] == 7
+    app_id = sched.schedule(info)
+    assert app_id.rsplit(":", 1)[1].startswith("train-app-teamA-")
+    assert sched.describe(app_id).state == AppState.SUCCEEDED
+    plain = sched.submit_dryrun(two_role_app(), {"queue": aws_simple.queue, "priority": 7}).request
+    assert "shareIdentifier" not in plain.submit and "schedulingPriority" not in plain.job_def
 
 
 def test_list_keeps_only_tx_jobs_and_fresh_process_sees_them(aws_simple: Moto) -> None:
@@ -134,6 +140,20 @@ def test_simple_mode_keeps_no_logs(aws_simple: Moto) -> None:
         list(sched.log_iter(app_id, "nope", 0))
     with pytest.raises(ValueError, match="one combined log"):
         list(sched.log_iter(app_id, "ps", 0, streams="stderr"))
+
+
+def test_log_of_replica_k_reads_node_role_start_plus_k(fault_proxy: FaultProxy, aws_simple: Moto) -> None:
+    """TorchX's 2023 fix: the k-th replica of a role is node ``role start + k``."""
+    sched = create_scheduler("tx")
+    app_id = sched.submit(two_role_app(), {"queue": aws_simple.queue})  # trainer: nodes 0-1, ps: node 2
+    job_id = sched.describe(app_id).metadata["job_id"]
+    fault_proxy.bodies.clear()
+    assert list(sched.log_iter(app_id, "ps", 0)) == []
+    asked = [b for b in fault_proxy.bodies if f"{job_id}#".encode() in b]
+    assert asked and all(f'"{job_id}#2"'.encode() in b for b in asked), asked
+    fault_proxy.bodies.clear()
+    list(sched.log_iter(app_id, "trainer", 1))
+    assert any(f'"{job_id}#1"'.encode() in b for b in fault_proxy.bodies)
 
 
 # -- error paths: one line each, nothing left behind ------------------------------------
