@@ -10,6 +10,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.api import DescribeAppResponse
+from tx.schedulers.env import APP_ID
 from tx.specs.api import NONE, AppState, Role
 from tx.specs.status import ReplicaStatus, RoleStatus
 from tx_scheduler_local import _procs, _store
@@ -38,7 +39,7 @@ def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str)
         state = _store.read_json(path) or {}
         if state.get("state") in _store.TERMINAL or (state and is_running(state)):
             return state
-        needle = [f"TX_APP_ID={request['app_id']}".encode()]
+        needle = [f"{APP_ID}={request['app_id']}".encode()]
         for role in state.get("roles", []):
             for r in role["replicas"]:
                 # a replica's process group, if its leader is still that replica's

@@ -34,6 +34,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional
 
+from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
 from tx_scheduler_local import _procs, _store
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
@@ -374,7 +375,7 @@ class Supervisor:
         for r in replicas:
             if r.attempts and r.attempts[-1]["pid"]:
                 _procs.killpg(r.attempts[-1]["pid"], signal.SIGKILL)
-            wanted.append([f"{k}={r.env.get(k, '')}".encode() for k in ("TX_APP_ID", "TX_ROLE_NAME", "TX_REPLICA_ID")])
+            wanted.append([f"{k}={r.env.get(k, '')}".encode() for k in (APP_ID, ROLE_NAME, REPLICA_ID)])
         for pid in _procs.descendants(self.pid):
             if any(_procs.environ_matches(pid, needles) for needles in wanted):
                 _procs.kill(pid, signal.SIGKILL)
