@@ -94,6 +94,10 @@ class TestAcmeConformance(SchedulerConformance):
     def scheduler(self, acme: Scheduler[Any]) -> Scheduler[Any]:
         return acme
 
+    @pytest.fixture
+    def cfg(self) -> Dict[str, Any]:
+        return {"queue": "dev"}
+
 
 def test_registered_with_its_distribution(acme_installed: Dict[str, str]) -> None:
     reg = get_registry()
@@ -125,7 +129,7 @@ def test_tx_plugins_shows_where_it_came_from(acme_installed: Dict[str, str]) -> 
 def test_tx_run_and_status_from_the_cli(acme_installed: Dict[str, str], tmp_path: Path) -> None:
     env = {**acme_installed, "HOME": str(tmp_path)}
     run = subprocess.run(
-        [str(BIN / "tx"), "run", "-s", "acme_local", "-cfg", "priority=3", "utils.sh", "echo", "hello from acme"],
+        [str(BIN / "tx"), "run", "-s", "acme_local", "-cfg", "queue=dev,priority=3", "utils.sh", "echo", "hello from acme"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )
     assert run.returncode == 0, run.stderr
@@ -140,14 +144,17 @@ def test_tx_run_and_status_from_the_cli(acme_installed: Dict[str, str], tmp_path
 
 
 def test_env_run_option_reaches_the_scheduler(acme: Scheduler[Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """TORCHX_PRIORITY sets run option ``priority``; an explicit cfg value wins."""
+    """TORCHX_PRIORITY / TX_QUEUE set run options ``priority`` and ``queue`` (a required
+    one); an explicit cfg value wins."""
     from tx.runner import Runner
     from tx.specs import AppDef, Role
 
     app = AppDef("envopt", [Role("one", entrypoint="echo", args=["x"])])
     monkeypatch.setenv("TORCHX_PRIORITY", "7")
+    monkeypatch.setenv("TX_QUEUE", "from-env")
     with Runner("compat", {"acme_local": lambda session, **kw: acme}) as runner:
         assert runner.dryrun(app, "acme_local").request.priority == 7
+        assert runner.dryrun(app, "acme_local").request.queue == "from-env"
         assert runner.dryrun(app, "acme_local", {"priority": 2}).request.priority == 2
         monkeypatch.setenv("TX_PRIORITY", "9")
         assert runner.dryrun(app, "acme_local").request.priority == 9

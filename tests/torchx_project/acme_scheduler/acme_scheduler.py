@@ -52,6 +52,7 @@ class AcmeJob:
     roles: Dict[str, int]
     replicas: List[ReplicaRequest] = field(default_factory=list)
     priority: int = 0
+    queue: str = ""
 
     def __str__(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -67,6 +68,7 @@ class AcmeScheduler(Scheduler):
 
     def _run_opts(self) -> runopts:
         opts = runopts()
+        opts.add("queue", type_=str, required=True, help="the ACME queue to run in")
         opts.add("priority", type_=int, default=0, help="queue priority (higher runs first)")
         opts.add("cwd", type_=str, default=None, help="working directory of the replicas")
         return opts
@@ -80,7 +82,7 @@ class AcmeScheduler(Scheduler):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[AcmeJob]:
         app_id = make_unique(app.name)
         job = AcmeJob(app_id=app_id, roles={r.name: r.num_replicas for r in app.roles},
-                      priority=int(cfg.get("priority") or 0))
+                      priority=int(cfg.get("priority") or 0), queue=str(cfg["queue"]))
         cwd = str(cfg.get("cwd") or os.getcwd())
         for role in app.roles:
             for k in range(role.num_replicas):
