@@ -193,7 +193,7 @@ def test_info_commands(tx):
     names = {p["distribution"] for p in json.loads(pl.stdout)["plugins"]}
     assert {"tx-core", "tx-scheduler-local"} <= names
     c = tx("configure", "--print", "-s", "local_cwd", "-a")
-    assert c.stdout.startswith("[local_cwd]\n")
+    assert c.stdout.startswith("# tx configuration") and "\n[local_cwd]\n# log_dir (str, default: unset): " in c.stdout
     h = tx("run", "dist.ddp", "--help")
     assert h.returncode == 0 and "--script" in h.stdout and "(default: 1x2)" in " ".join(h.stdout.split())
 

@@ -149,3 +149,34 @@ def test_home_inside_the_walk_keeps_its_place(tmp_path, monkeypatch):
     monkeypatch.chdir(proj)
     assert config.find_configs() == [str(home / ".txconfig"), str(proj / ".txconfig")]
     assert config.get_configs("cli", "run") == {"scheduler": "from-proj", "component": "c"}
+
+
+def test_template_has_every_option_commented_and_parses(opts, tmp_path, monkeypatch):
+    buf = io.StringIO()
+    config.template(buf, {"sched": opts, "other": runopts()})
+    text = buf.getvalue()
+    assert "# prepend_cwd (bool, default: False): cwd first\n# prepend_cwd = False\n" in text
+    assert "# queue (str, required): queue\n# queue =\n" in text
+    assert "# tags (List[str], default: unset): tags\n# tags =\n" in text
+    assert "[cli:run]\n" in text and "[cli:gc]\n" in text and "[other]\n" in text
+    path = tmp_path / ".txconfig"
+    path.write_text(text)
+    monkeypatch.delenv(config.ENV_TXCONFIG, raising=False)
+    # as written it sets nothing; uncommenting a line sets that option
+    assert config.apply("sched", {}, opts, dirs=[str(tmp_path)]) == {}
+    path.write_text(text.replace("# prepend_cwd = False", "prepend_cwd = True"))
+    assert config.apply("sched", {}, opts, dirs=[str(tmp_path)]) == {"prepend_cwd": True}
+    path.write_text(text.replace("# keep = 7d", "keep = 2d"))
+    assert config.parse_duration(config.get_config(*config.GC_SECTION, config.GC_KEEP, dirs=[str(tmp_path)])) == 172800
+
+
+@pytest.mark.parametrize("text,seconds", [("90", 90), ("90s", 90), ("30m", 1800), ("1.5h", 5400),
+                                          ("7d", 604800), ("2w", 1209600), (" 0 ", 0)])
+def test_parse_duration(text, seconds):
+    assert config.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7 days", "-1d", "d", "1y"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError, match="bad duration"):
+        config.parse_duration(text)

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         p.add_argument("--print", dest="print_only", action="store_true",
                        help="print to stdout instead of writing ./.txconfig")
         p.add_argument("-a", "--all", dest="all_opts", action="store_true",
-                       help="include optional run options with their defaults")
+                       help="accepted for TorchX's `configure -a`: the template always has every run option")
         p.add_argument("--force", action="store_true", help="overwrite an existing ./.txconfig")
         p.add_argument("--from-torchx", "--from_torchx", dest="from_torchx", nargs="?", const="",
                        default=None, metavar="PATH",
@@ -115,7 +115,7 @@ def _configure(args: argparse.Namespace) -> int:
             if not names:
                 raise CLIError(install_hint())
             opts = {n: runner.scheduler_run_opts(n) for n in names}
-        config.dump(buf, opts, required_only=not args.all_opts)
+        config.template(buf, opts)
     if args.print_only:
         sys.stdout.write(buf.getvalue())
         return 0

@@ -333,6 +333,73 @@ def dump(
             f.write(f"[{name}]\n" + "".join(line + "\n" for line in lines) + "\n")
 
 
+#: ``[cli:gc] keep``: how long ``tx gc`` (and ``tx run`` on the local schedulers) keep
+#: finished apps' state and logs, e.g. ``7d``, ``12h``, ``30m``, ``3600`` (seconds)
+GC_SECTION = ("cli", "gc")
+GC_KEEP = "keep"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``: a number with an optional unit ``s``, ``m``, ``h``, ``d`` or
+    ``w`` (``90``, ``90s``, ``30m``, ``12h``, ``7d``, ``2w``).
+
+    Raises:
+        ValueError: not a non-negative number with one of those units (message for users).
+    """
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(text))
+    if not m:
+        raise ValueError(f"bad duration {text!r}: use a number and a unit s, m, h, d or w (e.g. 7d, 12h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+
+
+def _default_text(d: Any) -> str:
+    if isinstance(d, list):
+        return ";".join(map(str, d))
+    if isinstance(d, dict):
+        return ";".join(f"{k}:{v}" for k, v in d.items())
+    return "" if d is None else str(d)
+
+
+def template(f: IO[str], scheduler_opts: Mapping[str, runopts]) -> None:
+    """Write a commented ``.txconfig`` template (``tx configure``): where tx looks for the
+    file, the ``[cli:run]``, ``[cli:gc]`` and ``[component:*]`` sections, then one section
+    per scheduler with every run option commented out: its type, whether it is required,
+    its help and its default. Uncommenting a line sets the option; the file parses as is."""
+    from tx.specs.runopts import get_type_name
+
+    f.write(
+        "# tx configuration, written by `tx configure`. tx reads .txconfig in the working\n"
+        "# directory and in each parent directory (the nearest file wins, key by key), then\n"
+        "# ~/.txconfig; $TXCONFIG names one file instead. -cfg on the command line wins over all.\n"
+        "# Lines starting with # are comments: uncomment a line to set it.\n\n"
+        "[cli:run]\n"
+        "# scheduler of `tx run` and `tx list` when -s is not given\n"
+        "# scheduler = local_cwd\n"
+        "# component of `tx run` when none is named\n"
+        "# component = dist.ddp\n"
+        "# directory patched into the first role's image (--workspace)\n"
+        "# workspace = .\n\n"
+        "[cli:gc]\n"
+        "# how long finished apps' state and logs are kept (`tx gc`; the local schedulers also\n"
+        "# prune when `tx run` ends): a number and a unit s, m, h, d or w\n"
+        f"# {GC_KEEP} = 7d\n\n"
+        "# default arguments of a component, as on the command line (without --):\n"
+        "# [component:dist.ddp]\n"
+        "# j = 1x2\n\n"
+    )
+    for name, opts in scheduler_opts.items():
+        f.write(f"[{name}]\n")
+        for key, opt in opts:
+            kind = get_type_name(opt.opt_type)
+            req = "required" if opt.is_required else f"default: {_default_text(opt.default) or 'unset'}"
+            help_text = " ".join(str(opt.help).split())
+            f.write(f"# {key} ({kind}, {req}): {help_text}\n")
+            f.write(f"# {key} = {_default_text(opt.default)}".rstrip() + "\n")
+        f.write("\n")
+
+
 def find_torchx_config(path: Optional[str] = None) -> str:
     """The TorchX config file ``tx configure --from-torchx`` converts: ``path``, else
     ``$TORCHXCONFIG``, else the nearest ``.torchxconfig`` (the working directory, its
