@@ -5,5 +5,6 @@ from tx.schedulers.api import (  # noqa: F401
     get_default_scheduler_name,
     get_scheduler_factories,
 )
+from tx_torchx_compat.torchx.util.entrypoints import load_group  # noqa: F401
 
 __all__ = ["Scheduler", "SchedulerFactory", "get_default_scheduler_name", "get_scheduler_factories"]

@@ -5,3 +5,6 @@ from tx.schedulers.streams import Stream, filter_regex, split_lines, split_lines
 from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role  # noqa: F401
 from tx.specs.runopts import CfgVal, runopts  # noqa: F401
 from tx.specs.status import RoleStatus  # noqa: F401
+
+#: TorchX's default look-back for ``log_iter(since=...)`` helpers, in days
+DAYS_IN_2_WEEKS = 14

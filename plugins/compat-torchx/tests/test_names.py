@@ -1,0 +1,74 @@
+"""The public names TorchX 0.7.0 code imports, at TorchX's module paths (the list is
+TorchX 0.7.0's public API surface; TorchX's private helpers, CLI command classes and local
+scheduler internals are not provided)."""
+import importlib
+
+import pytest
+
+NAMES = {
+    "torchx": ["IMAGE", "__version__"],
+    "torchx.version": ["TORCHX_IMAGE", "__version__", "load"],
+    "torchx.specs": [
+        "ALL", "MISSING", "NONE", "NULL_RESOURCE", "AppDef", "AppDryRunInfo", "AppHandle", "AppState",
+        "AppStatus", "BindMount", "CfgVal", "DeviceMount", "GENERIC_NAMED_RESOURCES", "GiB",
+        "InvalidRunConfigException", "MalformedAppHandleException", "ReplicaState", "ReplicaStatus",
+        "Resource", "RetryPolicy", "Role", "RoleStatus", "UnknownAppException", "UnknownSchedulerException",
+        "VolumeMount", "get_named_resources", "get_type_name", "is_terminal", "load_group", "macros",
+        "make_app_handle", "materialize_appdef", "named_resources", "parse_app_handle", "parse_mounts",
+        "resource", "runopt", "runopts",
+    ],
+    "torchx.specs.api": [
+        "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus", "AppStatusError", "CfgVal",
+        "MountType", "ParsedAppHandle", "Role", "RoleStatus", "ReplicaStatus", "is_started", "is_terminal",
+        "macros", "parse_app_handle", "runopt", "runopts", "to_dict",
+    ],
+    "torchx.specs.builders": ["materialize_appdef", "make_app_handle", "parse_mounts", "decode", "is_bool"],
+    "torchx.specs.finder": [
+        "ComponentNotFoundException", "ComponentValidationException", "get_builtin_source", "get_component",
+        "get_components",
+    ],
+    "torchx.specs.file_linter": ["LinterMessage", "get_fn_docstring", "validate"],
+    "torchx.specs.named_resources_generic": ["NAMED_RESOURCES", "GiB", "Resource"],
+    "torchx.runner": ["Runner", "get_runner"],
+    "torchx.runner.api": [
+        "ENV_TORCHX_JOB_ID", "ENV_TORCHX_PARENT_RUN_ID", "ENV_TORCHX_TRACKERS", "Runner", "SchedulerFactory",
+        "WorkspaceMixin", "get_configured_trackers", "get_runner", "get_scheduler_factories", "log_event",
+        "tracker_config_env_var_name",
+    ],
+    "torchx.runner.config": [
+        "CONFIG_FILE", "CONFIG_PREFIX_DELIM", "DEFAULT_CONFIG_DIRS", "apply", "dump", "find_configs",
+        "get_config", "get_configs", "load", "load_sections",
+    ],
+    "torchx.runner.events": ["TorchxEvent", "log_event"],
+    "torchx.schedulers": ["Scheduler", "SchedulerFactory", "get_default_scheduler_name",
+                          "get_scheduler_factories", "load_group"],
+    "torchx.schedulers.api": [
+        "DAYS_IN_2_WEEKS", "DescribeAppResponse", "ListAppResponse", "Scheduler", "Stream", "WorkspaceMixin",
+        "filter_regex", "split_lines", "split_lines_iterator",
+    ],
+    "torchx.schedulers.ids": ["get_len_random_id", "make_unique", "random_id", "random_uint64"],
+    "torchx.schedulers.local_scheduler": ["CWDImageProvider", "LocalDirectoryImageProvider", "LocalScheduler",
+                                          "create_scheduler"],
+    "torchx.components.dist": ["ddp", "spmd", "parse_nnodes", "macros"],
+    "torchx.components.utils": ["binary", "booth", "copy", "echo", "python", "sh", "touch"],
+    "torchx.components.serve": ["torchserve"],
+    "torchx.components.metrics": ["tensorboard"],
+    "torchx.components.structured_arg": ["StructuredJArgument", "StructuredNameArgument"],
+    "torchx.tracker": ["AppRun", "app_run_from_env"],
+    "torchx.tracker.api": ["AppRun", "TrackerBase", "TrackerArtifact", "TrackerSource", "build_trackers",
+                           "trackers_from_environ", "ENV_TORCHX_JOB_ID"],
+    "torchx.workspace": ["WorkspaceMixin"],
+    "torchx.workspace.api": ["WorkspaceMixin"],
+    "torchx.cli.main": ["main"],
+    "torchx.distributed": ["init_pg", "local_rank", "local_device", "on_rank0_first", "rank", "world_size",
+                           "is_rank0", "is_local_rank0", "on_local_rank0_first", "local_cuda_device"],
+    "torchx.util.types": ["decode", "decode_optional", "is_bool", "none_throws", "to_dict", "to_list"],
+    "torchx.util.entrypoints": ["load", "load_group"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(NAMES))
+def test_public_names(module: str) -> None:
+    mod = importlib.import_module(module)
+    missing = [n for n in NAMES[module] if not hasattr(mod, n)]
+    assert not missing, f"{module} lacks {missing}"
