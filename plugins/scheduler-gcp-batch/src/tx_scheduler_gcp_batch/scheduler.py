@@ -97,6 +97,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         self._batch = batch_client
         self._logging = logging_client
         self._creds_project: Optional[str] = None
+        self._given = (batch_client, logging_client)  # the caller's clients: never closed here
 
     # -- clients ---------------------------------------------------------------------------
     def _batch_client(self) -> Any:
@@ -224,10 +225,18 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         except Exception as e:  # noqa: BLE001 - mapped to one line
             raise _mapped(e, f"get job {name}") from None
 
-    def _tasks(self, job: Any) -> List[Any]:
+    def _tasks(self, job: Any) -> Optional[List[Any]]:
+        """The job's tasks; None where the job went away meanwhile (deleted)."""
+        from google.api_core import exceptions as gex
+
         group = job.task_groups[0].name if job.task_groups and job.task_groups[0].name else f"{job.name}/taskGroups/group0"
         client = self._batch_client()
-        return list(self._call(f"list tasks of {job.name}", client.list_tasks, parent=group))
+        try:
+            return list(client.list_tasks(parent=group))
+        except gex.NotFound:
+            return None
+        except Exception as e:  # noqa: BLE001 - mapped to one line
+            raise _mapped(e, f"list tasks of {job.name}") from None
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state from the Batch job and its tasks; None for an unknown job.
@@ -243,6 +252,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         state = JOB_STATES.get(state_name, AppState.UNKNOWN)
         layout = {t.index: t for t in task_layout(job)}
         tasks = self._tasks(job) if layout else []
+        if tasks is None:
+            return None
         roles_statuses, failed = _replica_statuses(job, layout, tasks, state)
         events = list(job.status.status_events)
         msg = events[-1].description if events else state_name
@@ -416,8 +427,17 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         return job.status.state.name if job is not None else "CANCELLED"
 
     def close(self) -> None:
-        self._batch = None
-        self._logging = None
+        """Close the HTTP sessions of the clients this scheduler made (new ones are made on
+        next use); clients passed to the constructor are left open. Idempotent."""
+        batch, self._batch = self._batch, self._given[0]
+        logging_client, self._logging = self._logging, self._given[1]
+        for client, closer in ((batch, getattr(getattr(batch, "transport", None), "close", None)),
+                               (logging_client, getattr(getattr(logging_client, "_http", None), "close", None))):
+            if closer is not None and client not in self._given:
+                try:
+                    closer()
+                except Exception:  # noqa: BLE001 - best effort on shutdown
+                    pass
 
 
 def _mapped(e: BaseException, what: str) -> BaseException:
