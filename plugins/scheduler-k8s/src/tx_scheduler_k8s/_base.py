@@ -130,6 +130,8 @@ class KubernetesBase(Scheduler[KubernetesJob]):
     workspace_kind = "docker"
     #: (group, version, plural, kind) of the object each app is
     GVK: ClassVar[Tuple[str, str, str, str]] = ("", "", "", "")
+    #: the pod label that holds the replica's index within its role
+    REPLICA_LABEL: ClassVar[str] = _pod.LABEL_REPLICA_ID
 
     def __init__(self, backend: str, session_name: str, client: Any = None, context: Optional[str] = None) -> None:
         super().__init__(backend, session_name)
@@ -223,7 +225,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         for pod in pods:
             labels = pod["metadata"].get("labels") or {}
             try:
-                key = (int(labels[_pod.LABEL_ROLE_INDEX]), int(labels[_pod.LABEL_REPLICA_ID]))
+                key = (int(labels[_pod.LABEL_ROLE_INDEX]), int(labels[self.REPLICA_LABEL]))
             except (KeyError, ValueError):
                 continue
             old = by_key.get(key)
@@ -325,7 +327,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
 
     # -- logs ---------------------------------------------------------------------------------
     def _find_pod(self, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
-        sel = f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{_pod.LABEL_REPLICA_ID}={k}"
+        sel = f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{self.REPLICA_LABEL}={k}"
         pods = self._pods(ns, name, sel)
         if not pods:
             return None

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -54,6 +55,31 @@ def requests_of(pod: Dict[str, Any]) -> Dict[str, int]:
     return out
 
 
+_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+_FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+
+
+def expand(text: str, env: Dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion in command, args and env values (``$$`` escapes;
+    an undefined reference stays as written)."""
+    def sub(m: "re.Match[str]") -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _REF.sub(sub, text)
+
+
+def field(pod: Dict[str, Any], path: str) -> str:
+    """A downward API ``fieldRef``."""
+    m = _FIELD.match(path)
+    if m:
+        return str((pod["metadata"].get(m.group(1)) or {}).get(m.group(2), ""))
+    return {"metadata.name": pod["metadata"]["name"], "metadata.namespace": pod["metadata"]["namespace"],
+            "metadata.uid": pod["metadata"]["uid"], "spec.nodeName": pod["spec"].get("nodeName", ""),
+            "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}.get(path, "")
+
+
 class Node:
     def __init__(self, name: str, capacity: Dict[str, int]) -> None:
         self.name = name
@@ -79,11 +105,10 @@ class Container:
                "HOSTNAME": pod["spec"].get("hostname") or pod["metadata"]["name"]}
         for e in c.get("env") or []:
             if "value" in e:
-                env[e["name"]] = e["value"]
+                env[e["name"]] = expand(e["value"], env)
             elif (e.get("valueFrom") or {}).get("fieldRef"):
-                path = e["valueFrom"]["fieldRef"]["fieldPath"]
-                env[e["name"]] = {"metadata.name": pod["metadata"]["name"],
-                                  "metadata.namespace": pod["metadata"]["namespace"]}.get(path, "")
+                env[e["name"]] = field(pod, e["valueFrom"]["fieldRef"]["fieldPath"])
+        argv = [expand(a, env) for a in argv]
         self.records: List[Tuple[str, str, bytes]] = []
         self.cond = threading.Condition()
         self.started = now()

@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kubelet import Kubelet, Node, _mib  # noqa: E402
 from schemas import load_crds  # noqa: E402
 from store import Store, now  # noqa: E402
+from jobset import JobController, JobSetController, KueueController  # noqa: E402
 from volcano import VolcanoController  # noqa: E402
 
 #: resource -> kind of the resources served besides the CRDs
@@ -71,7 +72,13 @@ class Cluster:
         cap = {"cpu": int(args.node_cpu * 1000), "memory": _mib(args.node_memory), "nvidia.com/gpu": args.node_gpu,
                "pods": 110}
         self.kubelet = Kubelet(self.store, [Node(f"node{i + 1}", dict(cap)) for i in range(args.nodes)], args.workdir)
-        self.controllers = [VolcanoController(self.store, self.kubelet)]
+        self.controllers = [VolcanoController(self.store, self.kubelet), KueueController(self.store, self.kubelet),
+                            JobSetController(self.store, self.kubelet), JobController(self.store, self.kubelet)]
+        for spec in args.localqueue or []:
+            ns, _, name = spec.partition("/")
+            self.store.create("kueue.x-k8s.io/v1beta1/localqueues", ns, {
+                "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name},
+                "spec": {"clusterQueue": "cluster-queue"}})
         self.crds = load_crds(args.schemas)
         self.users: Dict[str, Tuple[str, Optional[set]]] = {}
         for spec in args.token or []:
@@ -360,6 +367,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--schemas", required=True, help="directory of CRD YAML files")
     ap.add_argument("--token", action="append", help="USER=TOKEN[:verb,verb]: a user (all verbs if none listed)")
     ap.add_argument("--namespace", action="append", help="an extra namespace (default and kube-system exist)")
+    ap.add_argument("--localqueue", action="append", help="NAMESPACE/NAME: a Kueue LocalQueue that exists")
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--node-cpu", type=float, default=8)
     ap.add_argument("--node-memory", default="16Gi")

@@ -1,0 +1,278 @@
+"""Fake controllers for JobSet (jobset.x-k8s.io/v1alpha2), Indexed Jobs (batch/v1) and
+Kueue (kueue.x-k8s.io/v1beta1 Workloads of queued JobSets), following their documented
+behaviour:
+
+* JobSet (https://jobset.sigs.k8s.io/docs/overview/): a Job ``<jobset>-<rjob>-<i>`` per
+  replica of each replicated job, a headless Service named after ``network.subdomain``;
+  while ``spec.suspend`` its Jobs are suspended (their running pods deleted); a failed Job
+  restarts the JobSet (Jobs recreated, ``status.restarts`` + 1) while restarts <
+  ``failurePolicy.maxRestarts``, else the JobSet fails (condition ``Failed``, ``terminalState``);
+  all Jobs complete -> condition ``Completed``.
+* Job (https://kubernetes.io/docs/concepts/workloads/controllers/job/), Indexed mode: pod
+  ``<job>-<index>-<random>`` per index, labelled and annotated
+  ``batch.kubernetes.io/job-completion-index``, host name ``<job>-<index>``, env
+  ``JOB_COMPLETION_INDEX``; a failed index is re-run while its failures <=
+  ``backoffLimitPerIndex``; the Job fails when failures exceed ``backoffLimit`` (or an index
+  exceeds its limit with ``maxFailedIndexes: 0``).
+* Kueue (https://kueue.sigs.k8s.io/docs/concepts/workload/): a suspended JobSet labelled
+  ``kueue.x-k8s.io/queue-name`` gets a Workload (label ``kueue.x-k8s.io/job-uid``); it is
+  admitted when the LocalQueue exists and the pods fit the cluster's free capacity
+  (conditions ``QuotaReserved``/``Admitted``, the JobSet unsuspended), else
+  ``QuotaReserved=False`` says why; a Workload with ``spec.active: false`` is evicted
+  (the JobSet suspended).
+"""
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Dict, List
+
+from kubelet import Kubelet, requests_of, set_condition
+from store import Store
+
+JOBSETS = "jobset.x-k8s.io/v1alpha2/jobsets"
+JOBS = "batch/v1/jobs"
+PODS = "v1/pods"
+SERVICES = "v1/services"
+WORKLOADS = "kueue.x-k8s.io/v1beta1/workloads"
+LOCALQUEUES = "kueue.x-k8s.io/v1beta1/localqueues"
+INDEX = "batch.kubernetes.io/job-completion-index"
+QUEUE = "kueue.x-k8s.io/queue-name"
+
+
+def owner(obj: Dict[str, Any], api_version: str, kind: str) -> Dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _cond_true(obj: Dict[str, Any], type_: str) -> bool:
+    return any(c["type"] == type_ and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+class JobController:
+    def __init__(self, store: Store, kubelet: Kubelet) -> None:
+        self.store = store
+        self.kubelet = kubelet
+        self.failures: Dict[tuple, int] = {}  # (job uid, index) -> failed pods
+        self.seen: set = set()  # uids of failed pods counted
+
+    def _pods(self, job: Dict[str, Any]) -> List[Dict[str, Any]]:
+        uid = job["metadata"]["uid"]
+        return [p for p in self.store.items(PODS, job["metadata"]["namespace"])
+                if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
+
+    def _new_pod(self, job: Dict[str, Any], idx: int) -> None:
+        tmpl = copy.deepcopy(job["spec"]["template"])
+        meta = tmpl.get("metadata") or {}
+        jname = job["metadata"]["name"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"{jname}-{idx}-{os.urandom(3).hex()[:5]}",
+            "labels": {**(meta.get("labels") or {}), INDEX: str(idx), "batch.kubernetes.io/job-name": jname},
+            "annotations": {**(meta.get("annotations") or {}), INDEX: str(idx)},
+            "ownerReferences": [owner(job, "batch/v1", "Job")]},
+            "spec": tmpl["spec"], "status": {"phase": "Pending"}}
+        pod["spec"]["hostname"] = f"{jname}-{idx}"
+        for c in pod["spec"].get("containers") or []:
+            c.setdefault("env", []).append({"name": "JOB_COMPLETION_INDEX", "value": str(idx)})
+        self.store.create(PODS, job["metadata"]["namespace"], pod)
+
+    def sync(self) -> None:
+        for job in list(self.store.items(JOBS)):
+            self._sync(job)
+
+    def _sync(self, job: Dict[str, Any]) -> None:
+        st = job.setdefault("status", {})
+        if _cond_true(job, "Complete") or _cond_true(job, "Failed"):
+            return
+        spec, uid, ns = job["spec"], job["metadata"]["uid"], job["metadata"]["namespace"]
+        pods = self._pods(job)
+        if spec.get("suspend"):
+            for p in pods:
+                if p["status"].get("phase") not in ("Succeeded", "Failed"):
+                    self.store.delete(PODS, ns, p["metadata"]["name"])
+            st.update(active=0)
+            return
+        n = int(spec.get("completions", 1))
+        by_idx: Dict[int, List[Dict[str, Any]]] = {}
+        for p in pods:
+            by_idx.setdefault(int(p["metadata"]["labels"][INDEX]), []).append(p)
+        per_index = spec.get("backoffLimitPerIndex")
+        failed_job = ""
+        for p in pods:
+            if p["status"].get("phase") == "Failed" and p["metadata"]["uid"] not in self.seen:
+                self.seen.add(p["metadata"]["uid"])
+                key = (uid, int(p["metadata"]["labels"][INDEX]))
+                self.failures[key] = self.failures.get(key, 0) + 1
+        total_failed = sum(v for (u, _), v in self.failures.items() if u == uid)
+        for idx in range(n):
+            ps = by_idx.get(idx, [])
+            if any(p["status"].get("phase") == "Succeeded" for p in ps):
+                continue
+            if any(p["status"].get("phase") not in ("Failed",) for p in ps):
+                continue
+            fails = self.failures.get((uid, idx), 0)
+            if per_index is not None:
+                if fails > int(per_index):
+                    failed_job = f"index {idx} failed {fails} times (backoffLimitPerIndex {per_index})"
+                    continue
+            elif total_failed > int(spec.get("backoffLimit", 6)):
+                failed_job = f"Job has reached the specified backoff limit ({spec.get('backoffLimit', 6)})"
+                continue
+            self._new_pod(job, idx)
+        pods = self._pods(job)
+        phases = [p["status"].get("phase") for p in pods]
+        unbound = [p for p in pods if not p["spec"].get("nodeName") and p["status"].get("phase") == "Pending"]
+        if unbound:
+            self.kubelet.schedule_gang(unbound)
+        st.update(active=sum(ph in ("Pending", "Running") for ph in phases),
+                  succeeded=sum(ph == "Succeeded" for ph in phases), failed=total_failed)
+        done = {int(p["metadata"]["labels"][INDEX]) for p in pods if p["status"].get("phase") == "Succeeded"}
+        if failed_job:
+            for p in pods:
+                if p["status"].get("phase") not in ("Succeeded", "Failed"):
+                    self.store.delete(PODS, ns, p["metadata"]["name"])
+            set_condition(job, "Failed", "True", "BackoffLimitExceeded", failed_job)
+        elif len(done) == n:
+            set_condition(job, "Complete", "True", "", "")
+        self.store.touch(job)
+
+
+class JobSetController:
+    def __init__(self, store: Store, kubelet: Kubelet) -> None:
+        self.store = store
+        self.kubelet = kubelet
+
+    def _jobs(self, js: Dict[str, Any]) -> List[Dict[str, Any]]:
+        uid = js["metadata"]["uid"]
+        return [j for j in self.store.items(JOBS, js["metadata"]["namespace"])
+                if any(o.get("uid") == uid for o in j["metadata"].get("ownerReferences") or [])]
+
+    def _create_jobs(self, js: Dict[str, Any]) -> None:
+        ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
+        sub = (js["spec"].get("network") or {}).get("subdomain") or name
+        for rj in js["spec"]["replicatedJobs"]:
+            for i in range(int(rj.get("replicas", 1))):
+                tmpl = copy.deepcopy(rj["template"])
+                spec = tmpl["spec"]
+                spec["template"]["spec"]["subdomain"] = sub
+                spec["suspend"] = bool(js["spec"].get("suspend"))
+                labels = {**((tmpl.get("metadata") or {}).get("labels") or {}), "jobset.sigs.k8s.io/jobset-name": name,
+                          "jobset.sigs.k8s.io/replicatedjob-name": rj["name"], "jobset.sigs.k8s.io/job-index": str(i)}
+                pl = spec["template"].setdefault("metadata", {}).setdefault("labels", {})
+                pl.update({k: v for k, v in labels.items() if k.startswith("jobset.sigs.k8s.io/")})
+                self.store.create(JOBS, ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+                    "name": f"{name}-{rj['name']}-{i}", "labels": labels,
+                    "ownerReferences": [owner(js, "jobset.x-k8s.io/v1alpha2", "JobSet")]}, "spec": spec})
+
+    def sync(self) -> None:
+        for js in list(self.store.items(JOBSETS)):
+            self._sync(js)
+
+    def _sync(self, js: Dict[str, Any]) -> None:
+        st = js.setdefault("status", {})
+        ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
+        if st.get("terminalState"):
+            return
+        jobs = self._jobs(js)
+        if "restarts" not in st:
+            st["restarts"] = 0
+            net = js["spec"].get("network") or {}
+            if net.get("enableDNSHostnames"):
+                self.store.create(SERVICES, ns, {"apiVersion": "v1", "kind": "Service", "metadata": {
+                    "name": net.get("subdomain") or name, "ownerReferences": [owner(js, "jobset.x-k8s.io/v1alpha2", "JobSet")]},
+                    "spec": {"clusterIP": "None", "publishNotReadyAddresses": net.get("publishNotReadyAddresses", True),
+                             "selector": {"jobset.sigs.k8s.io/jobset-name": name}}})
+            self._create_jobs(js)
+            jobs = self._jobs(js)
+        suspend = bool(js["spec"].get("suspend"))
+        for j in jobs:
+            if bool(j["spec"].get("suspend")) != suspend:
+                j["spec"]["suspend"] = suspend
+                self.store.touch(j)
+        set_condition(js, "Suspended", "True" if suspend else "False", "SuspendedJobs" if suspend else "ResumeJobs", "")
+        failed = [j for j in jobs if _cond_true(j, "Failed")]
+        if failed:
+            maxr = int((js["spec"].get("failurePolicy") or {}).get("maxRestarts", 0))
+            if st["restarts"] < maxr:
+                st["restarts"] += 1
+                for j in jobs:
+                    self.store.delete(JOBS, ns, j["metadata"]["name"])
+                self._create_jobs(js)
+            else:
+                msg = f"job {failed[0]['metadata']['name']} failed: " + next(
+                    (c.get("message", "") for c in failed[0]["status"].get("conditions", []) if c["type"] == "Failed"), "")
+                for j in jobs:
+                    j["spec"]["suspend"] = True  # stops the other Jobs' pods
+                set_condition(js, "Failed", "True", "FailedJobs", msg)
+                st["terminalState"] = "Failed"
+        elif jobs and all(_cond_true(j, "Complete") for j in jobs):
+            set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully")
+            st["terminalState"] = "Completed"
+        st["replicatedJobsStatus"] = [
+            {"name": rj["name"], "ready": 0, "suspended": sum(1 for j in jobs if j["spec"].get("suspend")),
+             "active": sum(1 for j in jobs if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == rj["name"]
+                           and (j.get("status") or {}).get("active")),
+             "succeeded": sum(1 for j in jobs if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == rj["name"]
+                              and _cond_true(j, "Complete")),
+             "failed": sum(1 for j in jobs if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == rj["name"]
+                           and _cond_true(j, "Failed"))}
+            for rj in js["spec"]["replicatedJobs"]]
+        self.store.touch(js)
+
+
+class KueueController:
+    def __init__(self, store: Store, kubelet: Kubelet) -> None:
+        self.store = store
+        self.kubelet = kubelet
+
+    def sync(self) -> None:
+        for js in list(self.store.items(JOBSETS)):
+            queue = (js["metadata"].get("labels") or {}).get(QUEUE)
+            if not queue or (js.get("status") or {}).get("terminalState"):
+                continue
+            ns, uid = js["metadata"]["namespace"], js["metadata"]["uid"]
+            wls = list(self.store.items(WORKLOADS, ns, f"kueue.x-k8s.io/job-uid={uid}"))
+            if not wls:
+                pod_sets = [{"name": rj["name"], "count": int(rj["template"]["spec"].get("parallelism", 1)) * int(rj.get("replicas", 1)),
+                             "template": rj["template"]["spec"]["template"]} for rj in js["spec"]["replicatedJobs"]]
+                self.store.create(WORKLOADS, ns, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {
+                    "name": f"jobset-{js['metadata']['name'][:40]}-{os.urandom(3).hex()[:5]}",
+                    "labels": {"kueue.x-k8s.io/job-uid": uid},
+                    "ownerReferences": [owner(js, "jobset.x-k8s.io/v1alpha2", "JobSet")]},
+                    "spec": {"queueName": queue, "podSets": pod_sets, "active": True}})
+                continue
+            wl = wls[0]
+            if wl["spec"].get("active") is False:
+                if not js["spec"].get("suspend"):
+                    js["spec"]["suspend"] = True
+                    self.store.touch(js)
+                set_condition(wl, "Evicted", "True", "Deactivated", "The workload is deactivated")
+                set_condition(wl, "QuotaReserved", "False", "Pending", "The workload is deactivated")
+                continue
+            if _cond_true(wl, "Admitted"):
+                continue
+            if not self.store.exists(LOCALQUEUES, ns, queue):
+                set_condition(wl, "QuotaReserved", "False", "Inadmissible", f"LocalQueue {queue} doesn't exist")
+                self.store.touch(wl)
+                continue
+            need: Dict[str, int] = {}
+            for ps in wl["spec"]["podSets"]:
+                for k, v in requests_of({"spec": ps["template"]["spec"]}).items():
+                    need[k] = need.get(k, 0) + v * ps["count"]
+            free: Dict[str, int] = {}
+            for node in self.kubelet.nodes:
+                for k, v in node.capacity.items():
+                    free[k] = free.get(k, 0) + v - node.used.get(k, 0)
+            short = [k for k, v in need.items() if v > free.get(k, 0)]
+            if short:
+                k = short[0]
+                set_condition(wl, "QuotaReserved", "False", "Pending",
+                              f"couldn't assign flavors to pod set {wl['spec']['podSets'][0]['name']}: insufficient "
+                              f"unused quota for {k} in flavor default-flavor, {need[k] - free.get(k, 0)} more needed")
+                self.store.touch(wl)
+                continue
+            set_condition(wl, "QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-queue")
+            set_condition(wl, "Admitted", "True", "Admitted", "The workload is admitted")
+            js["spec"]["suspend"] = False
+            self.store.touch(wl)
+            self.store.touch(js)
