@@ -120,10 +120,14 @@ def test_scheduler_class_is_the_authors(acme: Scheduler[Any]) -> None:
 
 
 def test_tx_plugins_shows_where_it_came_from(acme_installed: Dict[str, str]) -> None:
-    p = subprocess.run([str(BIN / "tx"), "plugins"], env=acme_installed, capture_output=True, text=True,
+    p = subprocess.run([str(BIN / "tx"), "plugins", "-v"], env=acme_installed, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
-    assert "acme_local" in p.stdout and "torchx_compat" in p.stdout, p.stdout
+    assert "torchx_compat (tx-torchx-compat " in p.stdout, p.stdout
+    assert ("    scheduler acme_local: acme-torchx-scheduler 1.0.0, TorchX entry point torchx.schedulers\n"
+            in p.stdout), p.stdout
+    assert ("    named resource acme_gpu: acme-torchx-scheduler 1.0.0, TorchX entry point torchx.named_resources\n"
+            in p.stdout), p.stdout
 
 
 def test_tx_run_and_status_from_the_cli(acme_installed: Dict[str, str], tmp_path: Path) -> None:

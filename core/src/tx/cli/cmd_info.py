@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
                             "nearest one from here up, then ~) into ./.txconfig")
     elif name == "plugins":
         p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("-v", "--verbose", action="store_true",
+                       help="one line per registered name, with its description (where it came from)")
     elif name == "lint":
         p.add_argument("path", metavar="FILE[:FUNCTION]", help="a Python file of component functions")
 
@@ -141,9 +143,15 @@ def _plugins(args: argparse.Namespace) -> int:
                 if r is not None and r.missing_requirements():
                     missing[n] = {"needs": r.missing_requirements(),
                                   "fix": r.install or f"pip install {r.distribution}"}
+        descriptions = {
+            kind: {n: r.description for n in names
+                   for r in [reg.registrations[kind].get(n)] if r is not None and r.description}
+            for kind, names in info.registered.items()
+        }
         rows.append({
             "plugin": info.name, "distribution": info.distribution, "version": info.version,
             "registered": info.registered, "error": info.error, "unavailable": missing,
+            "descriptions": {k: v for k, v in descriptions.items() if v},
         })
     conflicts = {k: {n: [r.distribution for r in regs] for n, regs in v.items()}
                  for k, v in reg.conflicts.items() if v}
@@ -154,7 +162,13 @@ def _plugins(args: argparse.Namespace) -> int:
         status = "unavailable" if row["error"] else "ok"
         print(f"{row['plugin']} ({row['distribution']} {row['version']}): {status}")
         for kind, names in row["registered"].items():
-            print(f"    {kind}: {', '.join(n or '(top level)' for n in names)}")
+            if getattr(args, "verbose", False):
+                described = row["descriptions"].get(kind, {})
+                for n in names:
+                    text = described.get(n)
+                    print(f"    {kind[:-1].replace('_', ' ')} {n or '(top level)'}" + (f": {text}" if text else ""))
+            else:
+                print(f"    {kind}: {', '.join(n or '(top level)' for n in names)}")
         if row["error"]:
             print(f"    error: {row['error']}")
         for n, m in row["unavailable"].items():
