@@ -173,3 +173,28 @@ def test_concurrent_launches_from_several_processes(sched: Any, launcher: Any, h
         assert sched.wait(app_id, timeout=30).state == AppState.SUCCEEDED
         assert h.text(sched, app_id, "r") == f"hello {app_id}\n"
     assert sorted(a.app_id for a in sched.list()) == sorted(ids)
+
+
+def test_sigkill_of_tx_run_while_it_launches_leaves_no_unexplained_app(tmp_path: Path) -> None:
+    """`tx run` killed with SIGKILL at any moment of its launch: every app that reached the
+    registry runs to its end (the supervisor outlives its launcher, as a detached app
+    does), and no half-written registry entry is ever listed."""
+    import random
+
+    tx = os.path.join(os.path.dirname(sys.executable), "tx")
+    env = dict(os.environ, TX_STATE_DIR=str(tmp_path / "state"))
+    rng = random.Random(7)
+    for _ in range(16):
+        p = subprocess.Popen([tx, "run", "-s", "local_cwd", "-cfg", f"log_dir={tmp_path / 'logs'}",
+                              "utils.sh", "sleep", "1"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.05, 1.2))
+        p.kill()
+        p.wait()
+    sched = create_cwd_scheduler("tx", state_dir=str(tmp_path / "state"))
+    apps_dir = tmp_path / "state" / "local" / "apps"
+    entries = [d for d in apps_dir.iterdir() if not d.name.startswith(".")] if apps_dir.exists() else []
+    for d in entries:
+        desc = sched.wait(d.name, timeout=60)
+        assert desc is not None, f"{d.name}: an entry the scheduler cannot describe"
+        assert desc.state == AppState.SUCCEEDED, f"{d.name}: {desc.state} {desc.msg}"

@@ -486,7 +486,12 @@ def supervise(request: Dict[str, Any], app_dir: str, ack_fd: int) -> int:
         os.write(ack_fd, f"error {type(e).__name__}: {e}\n".encode())
         os.close(ack_fd)
         raise
-    os.write(ack_fd, f"ok {os.getpid()}\n".encode())
+    try:
+        os.write(ack_fd, f"ok {os.getpid()}\n".encode())
+    except BrokenPipeError:
+        # the launcher is gone (`tx run` killed with SIGKILL while it launched): the app is
+        # recorded and its supervisor is up, so it runs on, as a detached app would
+        sup._log("the launcher exited before the supervisor started; the app runs on")
     os.close(ack_fd)
     try:
         sup.run()

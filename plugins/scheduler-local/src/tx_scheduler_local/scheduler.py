@@ -37,7 +37,7 @@ from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Unkno
 from tx.specs.files import appdef_to_dict
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
-from tx_scheduler_local import _apps, _launch, _logs, _procs, _request, _store
+from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _request, _store
 from tx_scheduler_local._cuda import nvidia_smi_device_count
 from tx_scheduler_local._relay import FILES, TIMES
 
@@ -150,17 +150,23 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             raise FileExistsError(f"app {req.app_id} was already scheduled (log directory {req.log_dir} exists)") from None
         os.makedirs(self.apps_dir, exist_ok=True)
         app_dir = os.path.join(self.apps_dir, req.app_id)
-        os.mkdir(app_dir)
+        # the app's registry entry is made whole in a hidden directory, then renamed into
+        # place: a launcher killed half-way leaves no entry without a state (``.``-names
+        # are never apps; `tx gc` removes them)
+        tmp_dir = os.path.join(self.apps_dir, f".new-{req.app_id}-{os.getpid()}")
+        os.mkdir(tmp_dir)
         data = req.to_json()
         data["submitted"] = time.time()
         # the whole AppDef, through core's converter: describe from any process rebuilds it
         data["app"] = appdef_to_dict(app) if app else {"name": req.app_name, "roles": []}
         me = os.getpid()
-        _store.write_json_atomic(os.path.join(app_dir, _store.STATE), {
+        _store.write_json_atomic(os.path.join(tmp_dir, _store.STATE), {
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
             "launcher_start": _procs.start_time(me), "num_restarts": 0,
         })
-        _store.write_json_atomic(os.path.join(app_dir, _store.REQUEST), data, default=_request.dumps_default)
+        _store.write_json_atomic(os.path.join(tmp_dir, _store.REQUEST), data, default=_request.dumps_default)
+        _listing.write_summary(tmp_dir, data)
+        os.rename(tmp_dir, app_dir)
         try:
             pid = _launch.start_supervisor(data, app_dir, self._method)
         except BaseException as e:
@@ -208,11 +214,13 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             state = _store.read_json(state_path) or {}
             if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
                 log_path = os.path.join(app_dir, _store.SUPERVISOR_LOG)
-                state = _apps.finalize_orphan(
-                    app_dir, request, "FAILED",
-                    f"the supervisor of {app_id} (pid {state.get('pid')}) exited without recording "
-                    f"the end of the app; its remaining processes were killed (see {log_path})",
-                )
+                if state.get("pid"):
+                    why = (f"the supervisor of {app_id} (pid {state['pid']}) exited without recording "
+                           f"the end of the app; its remaining processes were killed (see {log_path})")
+                else:
+                    why = (f"the process that launched {app_id} (pid {state.get('launcher_pid')}) ended "
+                           "before the app's supervisor started (was it killed?): no replica ran")
+                state = _apps.finalize_orphan(app_dir, request, "FAILED", why)
         app = self._app(app_id, request)
         desc = _apps.to_describe(state, request, list(app.roles) if app else [], app_dir)
         desc.app = app
@@ -222,21 +230,25 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
 
     def list(self) -> List[ListAppResponse]:
         """Every app of the state directory (both local schedulers, every session), newest
-        first; ``app_handle`` is filled with each app's own scheduler and session."""
-        try:
-            names = os.listdir(self.apps_dir)
-        except FileNotFoundError:
-            return []
-        found: List[Tuple[float, ListAppResponse]] = []
-        for app_id in names:
-            desc = self.describe(app_id) if _store.valid_app_id(app_id) else None
-            if desc is None:
-                continue
-            req = self._requests[app_id]
-            handle = make_app_handle(req["scheduler"], req["session"], app_id)
-            found.append((req.get("submitted", 0.0), ListAppResponse(app_id, desc.state, handle, req["app_name"])))
-        found.sort(key=lambda x: x[0], reverse=True)
-        return [x[1] for x in found]
+        first; ``app_handle`` is filled with each app's own scheduler and session. Each entry
+        is a :class:`~tx_scheduler_local._listing.LocalListAppResponse` (``submitted``,
+        ``ended``: epoch seconds). Reads each app's small summary and state files only."""
+        return list(_listing.list_apps(self.apps_dir, self.describe))
+
+    def prune(self, keep: float, dry_run: bool = False) -> List[ListAppResponse]:
+        """Delete the state and logs of every app of the state directory (both local
+        schedulers, every session) that ended more than ``keep`` seconds ago; apps that are
+        not finished are never touched. Returns the apps deleted (``dry_run``: that would be),
+        oldest first. Used by ``tx gc``."""
+        if keep < 0:
+            raise ValueError(f"keep must be >= 0 seconds, got {keep}")
+        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run)
+        if not dry_run:
+            for a in gone:
+                self._terminal.pop(a.app_id, None)
+                self._requests.pop(a.app_id, None)
+                self._roles.pop(a.app_id, None)
+        return list(gone)
 
     # -- cancel -----------------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:
