@@ -125,12 +125,22 @@ CASES = [
 
 
 def _run_kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variant: str, test: str, timeout: float):
+    from tx_scheduler_local.scheduler import create_cwd_scheduler
+
     pytester.makepyfile(broken_scheds=textwrap.dedent(BROKEN), test_kit=textwrap.dedent(KIT))
-    monkeypatch.setenv("TX_STATE_DIR", str(pytester.path / "state"))
+    state = pytester.path / "state"
+    monkeypatch.setenv("TX_STATE_DIR", str(state))
     monkeypatch.setenv("KIT_VARIANT", variant)
     monkeypatch.setenv("KIT_TIMEOUT", str(timeout))
     monkeypatch.syspath_prepend(str(pytester.path))
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "tx.testing", "-k", test, "-q")
+    try:
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "tx.testing", "-k", test, "-q")
+    finally:  # what a broken variant left running (its cancel did nothing) is stopped here
+        good = create_cwd_scheduler("tx", state_dir=str(state))
+        for app in good.list():
+            good.cancel(app.app_id)
+        for app in good.list():
+            good.wait(app.app_id, timeout=30)
 
 
 @pytest.mark.parametrize("variant,test,timeout,says", CASES, ids=[c[0] for c in CASES])
