@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         wait = args.wait or args.log or (is_local(runner, scheduler) and not args.detach)
         if args.detach or not wait:
             print(runner.schedule(info), flush=True)
+            _auto_gc(runner, scheduler)
             return 0
         relay = args.log or is_local(runner, scheduler)
         import time
@@ -113,7 +114,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stderr.write(summary(handle, status, time.monotonic() - started, logs_shown=relay))
         sys.stderr.flush()
+        _auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def _auto_gc(runner: Any, scheduler: str) -> None:
+    from tx.cli.cmd_apps import auto_gc
+
+    auto_gc(runner, scheduler)
 
 
 def format_duration(seconds: float) -> str:

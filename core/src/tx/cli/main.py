@@ -25,6 +25,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "log": ("tx.cli.cmd_log", "print or follow an app's logs"),
     "list": ("tx.cli.cmd_apps", "list the apps a scheduler knows"),
     "cancel": ("tx.cli.cmd_apps", "cancel an app"),
+    "gc": ("tx.cli.cmd_apps", "delete the state and logs of apps that finished long ago"),
     "configure": ("tx.cli.cmd_info", "write a .txconfig with the schedulers' run options"),
     "plugins": ("tx.cli.cmd_info", "list installed plugins and what they registered"),
     "lint": ("tx.cli.cmd_info", "check component functions in a Python file"),

@@ -1,0 +1,157 @@
+"""``list`` and ``prune`` over the on-disk registry, fast with thousands of apps.
+
+Each app directory holds a small ``summary.json`` written at submit time (id, name,
+scheduler, session, submit time in epoch seconds, log directory); the first ``list`` that
+sees the app finished adds its final state and end time. So listing reads one small file
+per finished app (two for the others: ``state.json`` too) instead of parsing every
+``request.json`` (which holds the whole AppDef). Apps submitted before summaries existed
+fall back to their ``request.json``. An app whose state is not terminal is listed through
+the scheduler's ``describe`` (which notices a supervisor that died), so the listed state is
+the one ``tx status`` shows.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import attrs
+
+from tx.schedulers.api import ListAppResponse
+from tx.specs.api import AppState
+from tx.specs.handles import make_app_handle
+from tx_scheduler_local import _store
+
+SUMMARY = "summary.json"
+
+
+@attrs.define
+class LocalListAppResponse(ListAppResponse):
+    """A listed local app, with ``submitted``: when it was submitted (epoch seconds) and
+    ``ended``: when it ended (epoch seconds; None while it runs or when unknown)."""
+
+    submitted: Optional[float] = None
+    ended: Optional[float] = None
+
+
+def summary_of(request: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``summary.json`` content of a request (as written by ``schedule``)."""
+    return {k: request.get(k) for k in ("app_id", "app_name", "scheduler", "session", "submitted", "log_dir")}
+
+
+def write_summary(app_dir: str, request: Dict[str, Any]) -> None:
+    _store.write_json_atomic(os.path.join(app_dir, SUMMARY), summary_of(request))
+
+
+def read_summary(app_dir: str) -> Optional[Dict[str, Any]]:
+    """The app's summary; for an app without one, built from its request (None: unknown)."""
+    try:
+        s = _store.read_json(os.path.join(app_dir, SUMMARY))
+    except ValueError:  # half-written by a crashed writer: rebuild it
+        s = None
+    if s is not None:
+        return s
+    try:
+        req = _store.read_json(os.path.join(app_dir, _store.REQUEST))
+    except ValueError:
+        return None
+    return summary_of(req) if req is not None else None
+
+
+def _entry(apps_dir: str, app_id: str, describe: Callable[[str], Any]) -> Optional[LocalListAppResponse]:
+    app_dir = os.path.join(apps_dir, app_id)
+    summary = read_summary(app_dir)
+    if summary is None:
+        return None
+    handle = make_app_handle(summary["scheduler"], summary["session"], app_id)
+    final = summary.get("final_state")
+    if final in _store.TERMINAL:  # recorded by an earlier list: one file read per app
+        return LocalListAppResponse(app_id, AppState[final], handle, summary.get("app_name") or "",
+                                    submitted=summary.get("submitted"), ended=summary.get("ended"))
+    try:
+        state = _store.read_json(os.path.join(app_dir, _store.STATE))
+    except ValueError:
+        state = None
+    if state is None:
+        return None
+    name = state.get("state")
+    ended = state.get("ended")
+    if name in _store.TERMINAL and summary.get("app_id") == app_id:
+        try:  # a finished app's state never changes again: keep it in the summary
+            _store.write_json_atomic(os.path.join(app_dir, SUMMARY), {**summary, "final_state": name, "ended": ended})
+        except OSError:
+            pass
+    if name in _store.TERMINAL:
+        app_state = AppState[name]
+    else:  # running, or a supervisor that died: as describe sees it
+        desc = describe(app_id)
+        if desc is None:
+            return None
+        app_state = desc.state
+    return LocalListAppResponse(app_id, app_state, handle, summary.get("app_name") or "",
+                                submitted=summary.get("submitted"), ended=ended)
+
+
+def list_apps(apps_dir: str, describe: Callable[[str], Any]) -> List[LocalListAppResponse]:
+    """Every app under ``apps_dir``, newest first (by submit time)."""
+    try:
+        names = os.listdir(apps_dir)
+    except FileNotFoundError:
+        return []
+    found = []
+    for app_id in names:
+        if not _store.valid_app_id(app_id):
+            continue
+        e = _entry(apps_dir, app_id, describe)
+        if e is not None:
+            found.append(e)
+    found.sort(key=lambda a: a.submitted or 0.0, reverse=True)
+    return found
+
+
+def _finished_at(app_dir: str, entry: LocalListAppResponse) -> float:
+    if entry.ended:
+        return float(entry.ended)
+    try:
+        return os.path.getmtime(os.path.join(app_dir, _store.STATE))
+    except OSError:
+        return time.time()
+
+
+def _safe_log_dir(path: Any, app_id: str) -> Optional[str]:
+    """The app's log directory if it is one tx made for it (``<log_dir>/<session>/<app_id>``)."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return None
+    path = os.path.normpath(path)
+    return path if os.path.basename(path) == app_id and os.path.isdir(path) else None
+
+
+def prune(apps_dir: str, keep: float, describe: Callable[[str], Any], dry_run: bool = False,
+          now: Optional[float] = None) -> List[LocalListAppResponse]:
+    """Delete the state and logs of apps that ended more than ``keep`` seconds ago (never an
+    app that is not in a terminal state). Returns the apps deleted (or, with ``dry_run``,
+    that would be), oldest first."""
+    now = time.time() if now is None else now
+    gone = []
+    for entry in reversed(list_apps(apps_dir, describe)):
+        if entry.state not in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
+            continue
+        app_dir = os.path.join(apps_dir, entry.app_id)
+        if now - _finished_at(app_dir, entry) < keep:
+            continue
+        gone.append(entry)
+        if dry_run:
+            continue
+        summary = read_summary(app_dir) or {}
+        log_dir = _safe_log_dir(summary.get("log_dir"), entry.app_id)
+        if log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        # the registry entry last: until it goes, the app is still listed and can be pruned again
+        trash = os.path.join(apps_dir, f".gc-{entry.app_id}-{os.getpid()}")
+        try:
+            os.rename(app_dir, trash)
+        except OSError:
+            continue
+        shutil.rmtree(trash, ignore_errors=True)
+    return gone
