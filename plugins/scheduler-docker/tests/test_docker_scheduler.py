@@ -136,8 +136,6 @@ def test_list_by_label(scheduler: DockerScheduler, submitted: List[str], docker_
         listed = {a.app_id: a for a in scheduler.list()}
         assert listed[ok].state == AppState.SUCCEEDED and listed[ok].name == "listok"
         assert listed[bad].state == AppState.FAILED
-        assert all(a.startswith(("list", "txconf", "fail", "sig", "oom", "cancel", "done", "retry", "res", "env", "logs", "ddp", "wscat", "echo", "sh", "tail", "unk"))
-                   for a in listed), listed
         assert other.id not in str(listed)
     finally:
         other.remove(force=True)

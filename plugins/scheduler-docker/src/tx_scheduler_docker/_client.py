@@ -43,6 +43,7 @@ def make_client(timeout: int = DEFAULT_TIMEOUT) -> Any:
     """
     try:
         import docker
+        import requests
     except ImportError:
         raise SchedulerError(
             "the docker Python SDK is not installed: pip install tx-scheduler-docker"
@@ -51,7 +52,7 @@ def make_client(timeout: int = DEFAULT_TIMEOUT) -> Any:
         version = os.environ.get("DOCKER_API_VERSION") or DEFAULT_API_VERSION
         client = docker.DockerClient.from_env(timeout=timeout, version=version)
         client.ping()
-    except docker.errors.DockerException as e:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise SchedulerError(
             f"no Docker engine answers at {engine_location()} ({reason[:200]}); {START_HINT}"

@@ -99,8 +99,11 @@ def _dns_name(text: str) -> str:
 
 
 def container_name(app_id: str, role: str, replica_id: int) -> str:
-    """``<app_id>-<role>-<k>``: the container's name and its host name on the app's network."""
-    return f"{app_id}-{_dns_name(role)}-{replica_id}"
+    """``<app_id>-<role>-<k>``: the container's name and its host name on the app's network
+    (the role part shortened so that the name fits a 63-character DNS label)."""
+    tail = f"-{replica_id}"
+    room = max(1, 63 - len(app_id) - 1 - len(tail))
+    return f"{app_id}-{_dns_name(role)[:room].rstrip('-') or 'r'}{tail}"
 
 
 def _copy_env(patterns: Iterable[str]) -> Dict[str, str]:
