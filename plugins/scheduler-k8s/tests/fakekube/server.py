@@ -46,6 +46,7 @@ from kubelet import Kubelet, Node, _mib  # noqa: E402
 from schemas import load_crds  # noqa: E402
 from store import Store, now  # noqa: E402
 from jobset import JobController, JobSetController, KueueController  # noqa: E402
+from mcad import MCADController  # noqa: E402
 from volcano import VolcanoController  # noqa: E402
 
 #: resource -> kind of the resources served besides the CRDs
@@ -73,7 +74,8 @@ class Cluster:
                "pods": 110}
         self.kubelet = Kubelet(self.store, [Node(f"node{i + 1}", dict(cap)) for i in range(args.nodes)], args.workdir)
         self.controllers = [VolcanoController(self.store, self.kubelet), KueueController(self.store, self.kubelet),
-                            JobSetController(self.store, self.kubelet), JobController(self.store, self.kubelet)]
+                            JobSetController(self.store, self.kubelet), JobController(self.store, self.kubelet),
+                            MCADController(self.store, self.kubelet)]
         for spec in args.localqueue or []:
             ns, _, name = spec.partition("/")
             self.store.create("kueue.x-k8s.io/v1beta1/localqueues", ns, {
