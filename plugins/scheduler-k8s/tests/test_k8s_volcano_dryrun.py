@@ -173,3 +173,17 @@ def test_dryrun_text_is_the_object_as_yaml() -> None:
     roles.append(Role("odd", image="i", entrypoint="echo", args=odd, env={o or "E": o for o in odd}))
     info = create_scheduler("test").submit_dryrun(AppDef("big", roles=roles), CFG)
     assert yaml.safe_load(str(info)) == info.request.resource
+
+
+def test_roles_rebuilt_from_the_job() -> None:
+    """describe rebuilds the roles from what the job holds: the same Role back."""
+    from tx_scheduler_k8s.kubernetes_scheduler import KubernetesScheduler
+
+    app = APPS["all_mounts"]
+    job = dryrun(app)
+    (got,) = KubernetesScheduler("t")._roles(job)
+    want = app.roles[0]
+    for field in ("name", "image", "entrypoint", "args", "env", "num_replicas", "max_retries", "retry_policy",
+                  "mounts", "port_map"):
+        assert getattr(got, field) == getattr(want, field), field
+    assert (got.resource.cpu, got.resource.gpu, got.resource.memMB) == (2, 0, 2048)

@@ -77,6 +77,17 @@ def common_runopts(opts: runopts) -> runopts:
     return opts
 
 
+def runopts_markdown(opts: runopts) -> str:
+    """Run options as the Markdown table of the README (option, type, default, help)."""
+    from tx.specs.runopts import get_type_name
+
+    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
+    for key, opt in opts:
+        req = " (required)" if opt.is_required else ""
+        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help}{req} |")
+    return "\n".join(rows) + "\n"
+
+
 def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
     """The ``namespace`` option, checked as a DNS label.
 
@@ -89,7 +100,7 @@ def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
             f"run option 'namespace': {ns!r} is not a Kubernetes namespace name "
             "(at most 63 lowercase letters, digits and '-')", "namespace", cfg,
         )
-    for key in ("service_account", "image_secret", "priority_class"):
+    for key in ("service_account", "image_secret", "priority_class", "priority_class_name"):
         val = cfg.get(key)
         if val and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", str(val)):
             raise InvalidRunConfigException(
@@ -98,11 +109,17 @@ def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
     return ns
 
 
+_FRACTION = re.compile(r"(\.\d{1,6})\d*")
+
+
 def _ts(value: Optional[str]) -> float:
+    """An RFC 3339 time of the API server (``Z``, nanoseconds) as epoch seconds (inf if
+    unreadable)."""
     if not value:
         return math.inf
+    text = _FRACTION.sub(r"\1", value.replace("Z", "+00:00"), count=1)
     try:
-        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return _dt.datetime.fromisoformat(text).timestamp()
     except ValueError:
         return math.inf
 

@@ -160,7 +160,8 @@ def container(
 
 
 def role_annotation(role: Role) -> str:
-    """JSON that :func:`role_from_template` reads back: what the pod itself does not say."""
+    """JSON that :func:`role_from_template` reads back: what the pod itself does not say
+    (any role name, the replica counts, retries, and args and env before macros)."""
     return json.dumps({
         "name": role.name,
         "num_replicas": role.num_replicas,
@@ -168,6 +169,7 @@ def role_annotation(role: Role) -> str:
         "max_retries": role.max_retries,
         "retry_policy": role.retry_policy.value,
         "args": list(role.args),
+        "env": dict(role.env),
     }, separators=(",", ":"))
 
 
@@ -241,6 +243,24 @@ def _quantity_mib(q: str) -> int:
     return int(int(q) / 2 ** 20)
 
 
+def mounts_from_spec(spec: Mapping[str, Any], c: Mapping[str, Any]) -> List[Any]:
+    """The role's mounts back from the pod's volumes (see :func:`volumes`; ``/dev/shm`` is
+    not a role mount)."""
+    vols = {v["name"]: v for v in spec.get("volumes") or []}
+    privileged = bool((c.get("securityContext") or {}).get("privileged"))
+    out: List[Any] = []
+    for m in c.get("volumeMounts") or []:
+        v = vols.get(m["name"]) or {}
+        ro = bool(m.get("readOnly"))
+        if "hostPath" in v and privileged and m["mountPath"].startswith("/dev/"):
+            out.append(DeviceMount(v["hostPath"]["path"], m["mountPath"], "r" if ro else "rwm"))
+        elif "hostPath" in v:
+            out.append(BindMount(v["hostPath"]["path"], m["mountPath"], ro))
+        elif "persistentVolumeClaim" in v:
+            out.append(VolumeMount(v["persistentVolumeClaim"]["claimName"], m["mountPath"], ro))
+    return out
+
+
 def role_from_template(template: Mapping[str, Any], replicas: int) -> Role:
     """Rebuild a Role from the PodTemplateSpec of its replica 0 (see :func:`pod_template`).
 
@@ -266,11 +286,12 @@ def role_from_template(template: Mapping[str, Any], replicas: int) -> Role:
         res = NULL_RESOURCE
     ports = {p.get("name") or str(p["containerPort"]): int(p["containerPort"]) for p in c.get("ports") or []}
     return Role(
+        mounts=mounts_from_spec(spec, c),
         name=info.get("name") or (meta.get("labels") or {}).get(LABEL_ROLE_NAME, "role"),
         image=c.get("image", ""),
         entrypoint=command[0] if command else MISSING,
         args=info.get("args", command[1:]),
-        env=env,
+        env=info["env"] if isinstance(info.get("env"), dict) else env,
         num_replicas=int(info.get("num_replicas") or replicas or 1),
         min_replicas=info.get("min_replicas"),
         max_retries=int(info.get("max_retries") or 0),

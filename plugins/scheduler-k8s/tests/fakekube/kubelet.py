@@ -19,7 +19,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from store import Store, now
