@@ -14,6 +14,19 @@ sys.path.insert(0, str(HERE / "fakekube"))
 K8S_VERSION = "1.37.0"
 
 
+def need(module: str) -> Any:
+    """Import a schema validator the tests need, or skip (fail under
+    TX_TEST_REQUIRE_BACKENDS=1) saying what to install."""
+    import importlib
+
+    from tx.testing.backends import backend_unavailable
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        backend_unavailable("schema validation", f"{module} is not installed: pip install jsonschema kubernetes-validate")
+
+
 def role(name: str = "trainer", replicas: int = 2, **kw: Any) -> Role:
     kw.setdefault("resource", Resource(cpu=2, gpu=0, memMB=2048))
     return Role(name, image="ghcr.io/example/train:1", entrypoint="python",

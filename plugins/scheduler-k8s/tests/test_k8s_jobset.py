@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from k8s_apps import K8S_VERSION, SCHEMAS, apps, role
+from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_jobset_scheduler import (
@@ -22,7 +22,7 @@ SMALL = Resource(cpu=1, gpu=0, memMB=64)
 
 @pytest.fixture(scope="module")
 def crds() -> Dict[str, Any]:
-    pytest.importorskip("jsonschema")
+    need("jsonschema")
     from schemas import load_crds
 
     return load_crds(str(SCHEMAS / "jobset"))
@@ -34,7 +34,7 @@ def dryrun(app: AppDef, **cfg: Any) -> Dict[str, Any]:
 
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_dryrun_validates_against_the_crd_and_pod_schema(name: str, crds: Dict[str, Any]) -> None:
-    kv = pytest.importorskip("kubernetes_validate")
+    kv = need("kubernetes_validate")
     js = dryrun(APPS[name])
     errors = list(crds["jobset.x-k8s.io/v1alpha2/jobsets"][1].iter_errors(js))
     assert not errors, errors[0].message

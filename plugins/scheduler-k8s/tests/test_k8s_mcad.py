@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from k8s_apps import K8S_VERSION, SCHEMAS, apps, role
+from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
 from tx.specs import AppDef, AppState, InvalidRunConfigException, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_mcad_scheduler import GROUPS, KubernetesMCADScheduler, create_scheduler
@@ -24,7 +24,7 @@ SMALL = Resource(cpu=1, gpu=0, memMB=64)
 
 @pytest.fixture(scope="module")
 def crds() -> Dict[str, Any]:
-    pytest.importorskip("jsonschema")
+    need("jsonschema")
     from schemas import load_crds
 
     return load_crds(str(SCHEMAS / "mcad"))
@@ -37,7 +37,7 @@ def dryrun(app: AppDef, **cfg: Any) -> Dict[str, Any]:
 @pytest.mark.parametrize("group", GROUPS)
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_dryrun_validates_against_the_crd_and_item_schemas(name: str, group: str, crds: Dict[str, Any]) -> None:
-    kv = pytest.importorskip("kubernetes_validate")
+    kv = need("kubernetes_validate")
     aw = dryrun(APPS[name], api_group=group)
     assert aw["apiVersion"] == f"{group}/v1beta1"
     errors = list(crds[f"{group}/v1beta1/appwrappers"][1].iter_errors(aw))

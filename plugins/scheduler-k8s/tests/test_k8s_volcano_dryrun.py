@@ -8,7 +8,7 @@ from typing import Any, Dict
 
 import pytest
 
-from k8s_apps import K8S_VERSION, SCHEMAS, apps, role
+from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role
 from tx_scheduler_k8s.kubernetes_scheduler import create_scheduler, pod_name
 
@@ -19,14 +19,14 @@ APPS = apps()
 
 @pytest.fixture(scope="module")
 def crds() -> Dict[str, Any]:
-    pytest.importorskip("jsonschema")
+    need("jsonschema")
     from schemas import load_crds
 
     return load_crds(str(SCHEMAS / "volcano"))
 
 
 def check_pod_template(template: Dict[str, Any]) -> None:
-    kv = pytest.importorskip("kubernetes_validate")
+    kv = need("kubernetes_validate")
     kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template},
                 K8S_VERSION, strict=True)
 
@@ -53,7 +53,7 @@ def test_the_validators_catch_mistakes(crds: Dict[str, Any]) -> None:
     assert list(crds["batch.volcano.sh/v1alpha1/jobs"][1].iter_errors(bad))
     bad = copy.deepcopy(job)
     bad["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resource"] = {}
-    kv = pytest.importorskip("kubernetes_validate")
+    kv = need("kubernetes_validate")
     with pytest.raises(kv.ValidationError):
         check_pod_template(bad["spec"]["tasks"][0]["template"])
 
@@ -187,3 +187,16 @@ def test_roles_rebuilt_from_the_job() -> None:
                   "mounts", "port_map"):
         assert getattr(got, field) == getattr(want, field), field
     assert (got.resource.cpu, got.resource.gpu, got.resource.memMB) == (2, 0, 2048)
+
+
+def test_replica_errors_name_the_reason() -> None:
+    """What ``describe`` says of a failed pod: exit code, signal, the kubelet's reason
+    (OOMKilled) or the pod's (Evicted), and the message (pod shapes of the v1 API)."""
+    from tx_scheduler_k8s._base import KubernetesBase
+
+    oom = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {
+        "exitCode": 137, "signal": 9, "reason": "OOMKilled", "finishedAt": "2026-01-01T00:00:00Z"}}}]}}
+    assert KubernetesBase._pod_error(oom) == "exit code 137, signal 9, OOMKilled"
+    evicted = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted",
+                                                      "message": "The node was low on resource: memory."}}
+    assert KubernetesBase._pod_error(evicted) == "Evicted, The node was low on resource: memory."
