@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import IO, Any, Callable, Iterable, List, Optional, Tuple
+from typing import IO, Callable, Iterable, List, Optional, Tuple
 
 _COLORS = [b"\x1b[32m", b"\x1b[34m", b"\x1b[35m", b"\x1b[36m", b"\x1b[33m", b"\x1b[31m"]
 _RESET = b"\x1b[0m"
@@ -38,12 +38,17 @@ class Relay:
 
     Args:
         out: where to write (``sys.stderr.buffer`` for ``tx run``, stdout for ``tx log``).
-        color: color the prefixes (when ``out`` is a terminal).
+        color: color the prefixes (default: when ``out`` is a terminal and ``NO_COLOR``
+            is not set; :func:`tx.cli._text.use_color`).
     """
 
     def __init__(self, out: Optional[IO[bytes]] = None, color: Optional[bool] = None) -> None:
         self.out = out if out is not None else sys.stderr.buffer
-        self.color = color if color is not None else _isatty(self.out)
+        if color is None:
+            from tx.cli._text import use_color
+
+            color = use_color(self.out)
+        self.color = color
         self.lock = threading.Lock()
         self.threads: List[threading.Thread] = []
         self.errors: List[BaseException] = []
@@ -85,10 +90,3 @@ class Relay:
             t.join(timeout)
         if self.errors:
             raise self.errors[0]
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False

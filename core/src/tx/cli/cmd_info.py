@@ -12,6 +12,7 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     if name == "builtins":
         p.add_argument("--print", dest="print_name", default=None, metavar="NAME",
                        help="print the source of component NAME")
+        p.add_argument("--json", action="store_true", help="print JSON lines (name, description, fn_name, source, distribution)")
     elif name == "runopts":
         p.add_argument("scheduler", nargs="?", default=None, help="one scheduler (default: all)")
         p.add_argument("--format", choices=["text", "markdown", "json"], default="text",
@@ -46,11 +47,19 @@ def _builtins(args: argparse.Namespace) -> int:
     if args.print_name:
         sys.stdout.write(finder.get_builtin_source(args.print_name))
         return 0
+    from tx.cli._text import plain
+
     comps = finder.get_components()
+    if args.json:
+        for name, comp in sorted(comps.items()):
+            print(json.dumps({"name": name, "description": plain(comp.description or "").strip(),
+                              "fn_name": comp.fn_name, "source": comp.source,
+                              "distribution": comp.distribution}))
+        return 0
     print(f"Found {len(comps)} components:")
     width = max((len(n) for n in comps), default=0)
     for i, (name, comp) in enumerate(sorted(comps.items()), start=1):
-        print(f"{i:3d}. {name.ljust(width)}  {comp.description.splitlines()[0] if comp.description else ''}")
+        print(f"{i:3d}. {name.ljust(width)}  {plain(comp.description.splitlines()[0]) if comp.description else ''}")
     return 0
 
 

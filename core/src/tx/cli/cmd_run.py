@@ -76,7 +76,26 @@ def _load_app(runner: Any, component: str, comp_args: List[str]) -> Any:
         from tx.specs.files import load_appdef
 
         return load_appdef(component)
+    own = comp_args[:comp_args.index("--")] if "--" in comp_args else comp_args
+    if "--help" in own:
+        _component_help(runner, component, comp_args)
     return runner.component_app(component, comp_args)
+
+
+def _component_help(runner: Any, component: str, comp_args: List[str]) -> None:
+    """Print ``tx run COMPONENT --help`` as plain text (docstrings are reStructuredText)."""
+    import contextlib
+    import io
+
+    from tx.cli._text import plain
+
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            runner.component_app(component, comp_args)
+    finally:
+        sys.stdout.write(plain(buf.getvalue()))
+        sys.stdout.flush()
 
 
 def run(args: argparse.Namespace) -> int:

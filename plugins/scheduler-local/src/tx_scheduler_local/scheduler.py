@@ -37,7 +37,7 @@ from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Unkno
 from tx.specs.files import appdef_to_dict
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
-from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _request, _store
+from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _request, _scripts, _store
 from tx_scheduler_local._cuda import nvidia_smi_device_count
 from tx_scheduler_local._relay import FILES, TIMES
 
@@ -142,6 +142,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         """
         req = dryrun_info.request
         app = dryrun_info._app
+        _scripts.check_scripts(app, req)  # a missing script fails before anything starts
         _request.ensure_log_root(req.log_root, is_default=not dryrun_info._cfg.get("log_dir"))
         os.makedirs(os.path.join(req.log_root, req.session), exist_ok=True)
         try:
