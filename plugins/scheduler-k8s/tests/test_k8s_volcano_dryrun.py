@@ -200,3 +200,11 @@ def test_replica_errors_name_the_reason() -> None:
     evicted = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted",
                                                       "message": "The node was low on resource: memory."}}
     assert KubernetesBase._pod_error(evicted) == "Evicted, The node was low on resource: memory."
+
+
+def test_torchx_app_to_resource() -> None:
+    from tx_scheduler_k8s.kubernetes_scheduler import app_to_resource
+
+    job = app_to_resource(APPS["one_role"], "gpu-queue", "sa")
+    assert job["kind"] == "Job" and job["spec"]["queue"] == "gpu-queue"
+    assert job["spec"]["tasks"][0]["template"]["spec"]["serviceAccountName"] == "sa"

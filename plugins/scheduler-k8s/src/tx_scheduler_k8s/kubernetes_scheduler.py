@@ -154,6 +154,18 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
     return KubernetesJob(resource=resource, namespace=ns)
 
 
+def app_to_resource(
+    app: AppDef,
+    queue: str,
+    service_account: Optional[str] = None,
+    priority_class: Optional[str] = None,
+) -> Dict[str, Any]:
+    """TorchX's ``app_to_resource``: the Volcano Job of ``app`` as a dict (namespace
+    ``default``); see :func:`app_to_job`."""
+    cfg = {"queue": queue, "service_account": service_account, "priority_class": priority_class}
+    return app_to_job(app, cfg).resource
+
+
 class KubernetesScheduler(KubernetesBase):
     """Runs apps as Volcano Jobs on the cluster of ``$KUBECONFIG`` (see the module
     docstring and :class:`tx_scheduler_k8s._base.KubernetesBase` for the arguments)."""
@@ -226,4 +238,4 @@ def create_scheduler(session_name: str, client: Any = None, context: Optional[st
     return KubernetesScheduler(session_name, client=client, context=context)
 
 
-__all__ = ["KubernetesScheduler", "app_to_job", "create_scheduler", "pod_name"]
+__all__ = ["KubernetesJob", "KubernetesScheduler", "app_to_job", "app_to_resource", "create_scheduler", "pod_name"]
