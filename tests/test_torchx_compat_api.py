@@ -184,8 +184,11 @@ def test_local_create_scheduler_takes_torchx_kwargs() -> None:
         d.close()
     with pytest.raises(ValueError, match="cache_size"):
         create_scheduler("sess", cache_size=0)
-    with pytest.raises(ValueError, match="extra_paths"):
-        create_scheduler("sess", extra_paths=["/opt/bin"])
+    # extra_paths go first on every replica's PATH, as in TorchX
+    tools = create_scheduler("sess", extra_paths=["/opt/tools/bin"])
+    app = specs.AppDef("p", [specs.Role("r", image="", entrypoint="true")])
+    (role,) = tools.submit_dryrun(app, {}).request.roles
+    assert role.replicas[0].env["PATH"].split(":")[0] == "/opt/tools/bin"
 
 
 def test_small_helpers() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import attrs
 
@@ -171,15 +171,15 @@ def _venv_bin() -> Optional[str]:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
-def _path(role: Role, cwd: str, prepend_cwd: bool) -> str:
-    """PATH of a replica: the role's PATH, then tx's own venv ``bin`` (when tx runs from an
-    inactive venv), then the submitter's PATH; the working directory last (first with
-    ``prepend_cwd``)."""
+def _path(role: Role, cwd: str, prepend_cwd: bool, extra_paths: Sequence[str] = ()) -> str:
+    """PATH of a replica: the scheduler's ``extra_paths`` (TorchX's), the role's PATH,
+    then tx's own venv ``bin`` (when tx runs from an inactive venv), then the submitter's
+    PATH; the working directory last (first with ``prepend_cwd``)."""
     submitter = os.environ.get("PATH", "")
     venv = _venv_bin()
     if venv and venv in submitter.split(os.pathsep):
         venv = None
-    parts = [p for p in (role.env.get("PATH"), venv, submitter) if p]
+    parts = [p for p in (*extra_paths, role.env.get("PATH"), venv, submitter) if p]
     parts.insert(0, cwd) if prepend_cwd else parts.append(cwd)
     return os.pathsep.join(parts)
 
@@ -193,6 +193,7 @@ def build_request(
     image_is_dir: bool,
     device_count: Callable[[], int],
     warn: Callable[[str], None],
+    extra_paths: Sequence[str] = (),
 ) -> LocalRequest:
     """Build the request for ``app``.
 
@@ -205,6 +206,7 @@ def build_request(
         device_count: returns the host's GPU count (only called when GPUs are requested
             and ``auto_set_cuda_visible_devices`` is on).
         warn: receives warnings (GPU sharing, too few GPUs).
+        extra_paths: directories put first on every replica's PATH.
 
     Raises:
         ValueError: a role or session name that cannot be a directory name, an image that
@@ -238,7 +240,7 @@ def build_request(
                 cwd = os.getcwd()
             except FileNotFoundError:
                 raise ValueError("the current directory no longer exists (local_cwd runs replicas in it)") from None
-        path = _path(role, cwd, bool(cfg.get("prepend_cwd")))
+        path = _path(role, cwd, bool(cfg.get("prepend_cwd")), extra_paths)
         key = (role.entrypoint, cwd, path)
         if key not in found:
             found[key] = _resolve_entrypoint(role, cwd, path, image_is_dir)

@@ -75,8 +75,10 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         state_dir: Optional[str] = None,
         cuda_device_count: Optional[Callable[[], int]] = None,
         supervisor: str = "auto",
+        extra_paths: Optional[List[str]] = None,
     ) -> None:
         super().__init__(backend, session_name)
+        self.extra_paths = [os.path.abspath(p) for p in (extra_paths or [])]
         if supervisor not in _launch.METHODS:
             raise ValueError(f"supervisor must be one of {', '.join(_launch.METHODS)}, got {supervisor!r}")
         self.image_is_dir = image_is_dir
@@ -126,7 +128,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         req = _request.build_request(
             app, cfg, scheduler=self.backend, session=self.session_name,
             image_is_dir=self.image_is_dir, device_count=self._device_count,
-            warn=lambda text: log.warning(text, app=app.name),
+            warn=lambda text: log.warning(text, app=app.name), extra_paths=self.extra_paths,
         )
         return AppDryRunInfo(req, fmt=str)
 
@@ -457,18 +459,15 @@ def _torchx_kwargs(cache_size: int, extra_paths: Optional[List[str]], kwargs: Di
     ``kwargs`` (:func:`_own_kwargs`).
 
     Raises:
-        ValueError: ``cache_size`` < 1, or ``extra_paths`` given (tx's local scheduler does
-            not prepend paths: set ``PATH`` in the role's env instead).
+        ValueError: ``cache_size`` < 1.
     """
     if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
         raise ValueError(f"cache_size must be an integer >= 1, got {cache_size!r}")
-    if extra_paths:
-        raise ValueError(
-            "extra_paths is not supported by tx's local scheduler: set PATH in the role's env "
-            "(e.g. env={'PATH': '/opt/tools/bin'}; the submitter's PATH is appended)"
-        )
     own = _own_kwargs()
-    return {k: v for k, v in kwargs.items() if k in own}
+    out = {k: v for k, v in kwargs.items() if k in own}
+    if extra_paths:
+        out["extra_paths"] = list(extra_paths)
+    return out
 
 
 def create_cwd_scheduler(
@@ -514,7 +513,7 @@ def create_scheduler(
         session_name: the session part of app handles.
         cache_size: TorchX's bound on finished apps kept in memory (>= 1); tx keeps every
             app on disk under ``state_dir``, so the value is checked and otherwise unused.
-        extra_paths: must be empty (see :func:`_torchx_kwargs`).
+        extra_paths: directories put first on every replica's PATH (as TorchX's).
         image_provider_class: None, ``CWDImageProvider`` or ``LocalDirectoryImageProvider``
             (matched by class name, so TorchX's own classes work too).
         kwargs: as :func:`create_cwd_scheduler`.
