@@ -114,9 +114,11 @@ def test_app_id_may_hold_colons():
     )
 
 
-def test_session_may_be_empty_and_app_id_is_after_last_slash():
-    assert parse_app_handle("kubernetes:///ns:job") == ParsedAppHandle("kubernetes", "", "ns:job")
+def test_app_id_is_after_last_slash_and_the_session_is_not_empty():
+    assert parse_app_handle("kubernetes://s/ns:job") == ParsedAppHandle("kubernetes", "s", "ns:job")
     assert parse_app_handle("slurm://a/b/1234") == ParsedAppHandle("slurm", "a/b", "1234")
+    with pytest.raises(MalformedAppHandleException, match="the session name is empty"):
+        parse_app_handle("kubernetes:///ns:job")
 
 
 @pytest.mark.parametrize("bad", [

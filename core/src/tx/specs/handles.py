@@ -28,9 +28,12 @@ def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     """Split an app handle into scheduler, session name and app id.
 
     Raises:
-        MalformedAppHandleException: the text is not ``{scheduler}://{session}/{app_id}``.
+        MalformedAppHandleException: the text is not ``{scheduler}://{session}/{app_id}``,
+            or the session is empty (``local_cwd:///app``), as in TorchX 0.7.
     """
     m = _HANDLE.match(app_handle or "")
     if not m:
         raise MalformedAppHandleException(app_handle)
+    if not m.group("session"):
+        raise MalformedAppHandleException(app_handle, "the session name is empty")
     return ParsedAppHandle(m.group("scheduler"), m.group("session"), m.group("app_id"))
