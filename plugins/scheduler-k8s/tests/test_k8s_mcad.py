@@ -156,3 +156,11 @@ def test_a_fresh_process_sees_the_app(sched: KubernetesMCADScheduler, tmp_path: 
     assert p.returncode == 0 and "SUCCEEDED" in p.stdout, p.stdout + p.stderr
     p = subprocess.run([tx, "log", f"{handle}/w/1"], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and re.search(r"hello 1", p.stdout), p.stdout + p.stderr
+
+
+def test_list_reads_the_pods(sched: KubernetesMCADScheduler) -> None:
+    """MCAD leaves a finished app Running: list() reads its pods, as describe does."""
+    app_id = submit(sched, sh("w", "true"))
+    assert wait(sched, app_id).state == AppState.SUCCEEDED
+    (listed,) = [a for a in sched.list() if a.app_id == app_id]
+    assert listed.state == AppState.SUCCEEDED

@@ -329,9 +329,15 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         ns = self._namespace_of_context()
         g, v, plural, _ = self._group()
         out = []
-        for obj in self.kube.list_objects(g, v, plural, ns, f"{_pod.LABEL_MANAGED_BY}={_pod.MANAGED_BY}"):
+        selector = f"{_pod.LABEL_MANAGED_BY}={_pod.MANAGED_BY}"
+        objs = self.kube.list_objects(g, v, plural, ns, selector)
+        pods: Dict[str, List[Dict[str, Any]]] = {}
+        if objs:
+            for pod in self.kube.list_pods(ns, selector):
+                pods.setdefault((pod["metadata"].get("labels") or {}).get(_pod.LABEL_INSTANCE, ""), []).append(pod)
+        for obj in objs:
             meta = obj["metadata"]
-            state, _, _ = self._app_state(obj, [])
+            state, _, _ = self._app_state(obj, pods.get(meta["name"], []))
             out.append(ListAppResponse(app_id=f"{ns}:{meta['name']}", state=state,
                                        name=(meta.get("labels") or {}).get(_pod.LABEL_APP_NAME, "")))
         return out

@@ -212,7 +212,7 @@ class Handler(BaseHTTPRequestHandler):
                 kind = self.cluster.kind(resource)
                 api_version = resource.rsplit("/", 1)[0]
                 return self._send(200, {"apiVersion": api_version, "kind": f"{kind}List",
-                                        "metadata": {"resourceVersion": now()}, "items": items})
+                                        "metadata": {"resourceVersion": self.cluster.store.version}, "items": items})
             obj = self.cluster.store.get(resource, ns, name or "")
             if obj is None:
                 raise self._not_found(resource, name or "")

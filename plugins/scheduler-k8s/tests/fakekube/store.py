@@ -50,14 +50,15 @@ class Store:
         self.lock = threading.RLock()
         self.objects: Dict[Key, Dict[str, Any]] = {}
         self._rv = itertools.count(1)
+        self.version = "0"  # the latest resourceVersion (of lists)
         self.namespaces = {"default", "kube-system"}
         self.on_delete: List[Callable[[str, Dict[str, Any]], None]] = []
 
     def create(self, resource: str, ns: str, obj: Dict[str, Any]) -> Dict[str, Any]:
         with self.lock:
             meta = obj.setdefault("metadata", {})
-            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now(),
-                        resourceVersion=str(next(self._rv)))
+            self.version = str(next(self._rv))
+            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now(), resourceVersion=self.version)
             self.objects[(resource, ns, meta["name"])] = obj
             return copy.deepcopy(obj)
 
@@ -74,7 +75,7 @@ class Store:
         return self.objects.get((resource, ns, name))
 
     def touch(self, obj: Dict[str, Any]) -> None:
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        obj["metadata"]["resourceVersion"] = self.version = str(next(self._rv))
 
     def items(self, resource: str, ns: Optional[str] = None, selector: str = "") -> Iterator[Dict[str, Any]]:
         """The stored objects themselves (hold :attr:`lock`)."""
