@@ -11,6 +11,7 @@ sent it, without building client models).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Dict, Iterator, List, Optional
 
 from tx.schedulers import SchedulerError
@@ -54,8 +55,9 @@ def translate(exc: BaseException, what: str, host: str = "") -> BaseException:
             return KubeError(f"cannot reach the Kubernetes API server {host}: {_one_line(exc.reason or exc)}")
         return KubeError(f"{what}: {_one_line(message) or reason} (HTTP {status} {reason})", status, reason)
     if isinstance(exc, HTTPError):
-        cause = getattr(exc, "reason", None) or exc
-        return KubeError(f"cannot reach the Kubernetes API server {host}: {_one_line(str(cause))}")
+        cause = _one_line(str(getattr(exc, "reason", None) or exc))
+        cause = re.sub(r"^<?\w+(?: object at 0x[0-9a-f]+>)?(?:\([^)]*\))?: ", "", cause)  # urllib3's connection repr
+        return KubeError(f"cannot reach the Kubernetes API server {host}: {cause}")
     return exc
 
 
