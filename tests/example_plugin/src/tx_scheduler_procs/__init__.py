@@ -1,0 +1,1 @@
+"""tx-scheduler-procs: the example scheduler plugin of docs/hooks.md."""
