@@ -166,3 +166,26 @@ def test_cli_run_log_status_describe_cancel(fake_cluster: Dict[str, Any], tmp_pa
     assert p.returncode == 0, p.stderr
     desc = create_scheduler("tx").wait(sleeper.split("/")[-1], timeout=30, poll_interval=0.2)
     assert desc is not None and desc.state == AppState.CANCELLED
+
+
+def test_list_uses_the_namespace_of_the_context(fake_cluster: Dict[str, Any], tmp_path: Path) -> None:
+    """``tx list`` lists the namespace of the kubeconfig's current context, read from
+    ``$KUBECONFIG`` as it is when the scheduler is used."""
+    import yaml
+
+    from conftest import kubeconfig
+
+    sched = create_scheduler("tx")
+    app_id = sched.submit(AppDef("ns", roles=[sh("r", "true")]), {**CFG, "namespace": "team-a"})
+    assert app_id.startswith("team-a:") and app_id not in [a.app_id for a in sched.list()]
+    cfg = kubeconfig(fake_cluster["url"])
+    cfg["contexts"][0]["context"]["namespace"] = "team-a"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    old = os.environ["KUBECONFIG"]
+    os.environ["KUBECONFIG"] = str(path)
+    try:
+        assert app_id in [a.app_id for a in create_scheduler("tx").list()]
+    finally:
+        os.environ["KUBECONFIG"] = old
+    assert wait(sched, app_id).state == AppState.SUCCEEDED

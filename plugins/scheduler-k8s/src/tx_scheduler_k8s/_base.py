@@ -169,10 +169,15 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         return self.kube.get_object(g, v, plural, namespace, name)
 
     def _namespace_of_context(self) -> str:
+        """The namespace of the kubeconfig context in use (``default`` without one)."""
         try:
             from kubernetes import config
 
-            _, active = config.list_kube_config_contexts()
+            from tx_scheduler_k8s._client import kubeconfig_path
+
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
+            if self.kube._context:
+                active = next((c for c in contexts if c.get("name") == self.kube._context), active)
             return str((active or {}).get("context", {}).get("namespace") or DEFAULT_NAMESPACE)
         except Exception:  # noqa: BLE001 - no kubeconfig: in-cluster or default
             return DEFAULT_NAMESPACE

@@ -61,6 +61,14 @@ def translate(exc: BaseException, what: str, host: str = "") -> BaseException:
     return exc
 
 
+def kubeconfig_path() -> str:
+    """``$KUBECONFIG`` (``:``-separated files allowed), else ``~/.kube/config``: read at
+    each call (the client reads ``$KUBECONFIG`` once, when it is first imported)."""
+    import os
+
+    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+
+
 class Kube:
     """A lazily configured API client.
 
@@ -87,13 +95,9 @@ class Kube:
         if self._api is None:
             from kubernetes import client, config
 
-            import os
-
             cfg = client.Configuration()
-            # read $KUBECONFIG now: the client reads it once, when first imported
-            path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
             try:
-                config.load_kube_config(config_file=path, context=self._context, client_configuration=cfg,
+                config.load_kube_config(config_file=kubeconfig_path(), context=self._context, client_configuration=cfg,
                                         persist_config=False)
             except Exception as kube_err:  # noqa: BLE001 - ConfigException, file and YAML errors
                 try:
