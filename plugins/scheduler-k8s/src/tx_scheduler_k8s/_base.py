@@ -180,7 +180,11 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                 active = next((c for c in contexts if c.get("name") == self.kube._context), active)
             return str((active or {}).get("context", {}).get("namespace") or DEFAULT_NAMESPACE)
         except Exception:  # noqa: BLE001 - no kubeconfig: in-cluster or default
-            return DEFAULT_NAMESPACE
+            try:  # a pod's own namespace (https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/)
+                with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+                    return f.read().strip() or DEFAULT_NAMESPACE
+            except OSError:
+                return DEFAULT_NAMESPACE
 
     def _create(self, req: KubernetesJob) -> Dict[str, Any]:
         g, v, plural, _ = self._group()
