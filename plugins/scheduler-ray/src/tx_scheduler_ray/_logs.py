@@ -8,6 +8,7 @@ follows the file as it grows and never ends by itself.
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, Optional
@@ -115,10 +116,23 @@ def follow(
                     final = final_size()
                 break
     finally:
-        resp.close()
+        _abandon(resp)
     data = read_file(address, node_id, filename)
     if data is not None and len(data) > delivered:
         yield data[delivered:]
+
+
+def _abandon(resp: Any) -> None:
+    """End a streaming response whose body another thread is blocked reading: shut the
+    socket down (wakes the reader), then close the response in the background (closing
+    waits for the reader's lock)."""
+    sock = getattr(getattr(getattr(resp, "raw", None), "connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    threading.Thread(target=resp.close, name="tx-ray-follow-close", daemon=True).start()
 
 
 def whole_lines(blocks: Iterator[bytes]) -> Iterator[bytes]:

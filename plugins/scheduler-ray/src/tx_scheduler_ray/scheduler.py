@@ -326,6 +326,8 @@ class RayScheduler(Scheduler[RayJob]):
         stream = str(Stream(streams)) if streams is not None else str(Stream.COMBINED)
         url, sid, info, _state, rec = self._replica(app_id, role_name, k)
         name = tx_ray_driver.log_name(sid, role_name, k, stream)
+        if str(info.status) in ("SUCCEEDED", "FAILED", "STOPPED"):
+            should_tail = False  # the files are complete: one read
         return self._blocks(app_id, url, name, rec, stream, role_name, k, should_tail)
 
     def _blocks(self, app_id: str, url: str, name: str, rec: Optional[Dict[str, Any]], stream: str,

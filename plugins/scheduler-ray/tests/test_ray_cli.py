@@ -1,0 +1,82 @@
+"""The ``tx`` CLI on the private Ray head, each command in its own process: a real
+two-replica gloo DDP job (``tx run --log -s ray dist.ddp -j 2x1 --script train.py``) with each
+rank's lines under its own prefix, then ``tx status``, ``tx log``, ``tx list`` and
+``tx describe`` from fresh processes that know only the handle."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def env(ray_head: str, tmp_path: Path) -> Dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
+    e["PATH"] = f"{BIN}{os.pathsep}{e['PATH']}"
+    e["HOME"] = str(tmp_path / "home")  # no ~/.txconfig of the developer
+    e["RAY_ADDRESS"] = ray_head
+    return e
+
+
+def tx(env: Dict[str, str], cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "tx"), *args], cwd=str(cwd), env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_ddp_2x1_relays_each_rank_under_its_prefix(env: Dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    p = tx(env, tmp_path, "run", "--log", "-s", "ray", "--workspace", str(REPO / "examples"),
+           "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "1024", "--script", "train.py",
+           "--", "--epochs", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    handle = p.stdout.strip()
+    assert re.fullmatch(r"ray://tx/127\.0\.0\.1:\d+-train-[a-z0-9]+", handle), p.stdout
+    lines = p.stderr.splitlines()
+    for rank in (0, 1):
+        # torchrun's --tee prefixes the worker's lines with [0]: (one worker per replica)
+        done = [ln for ln in lines if re.search(rf"\[0\]:rank {rank}: done, \d+ training samples", ln)]
+        assert len(done) == 1 and done[0].startswith(f"train/{rank} "), (rank, p.stderr)
+    acc = [ln for ln in lines if "world_size=2 test_accuracy=" in ln]
+    assert len(acc) == 1 and acc[0].startswith("train/0 "), p.stderr
+    assert not [ln for ln in lines if "tx-ray-driver" in ln], "the driver's own output was relayed"
+
+    # fresh processes, without RAY_ADDRESS: the handle names the cluster
+    bare = {k: v for k, v in env.items() if k != "RAY_ADDRESS"}
+    st = tx(bare, tmp_path, "status", handle)
+    assert st.returncode == 0 and "State: SUCCEEDED" in st.stdout, st.stdout + st.stderr
+    assert re.search(r"\*train\[0\]:SUCCEEDED on vm|\*train\[0\]:SUCCEEDED on \S+", st.stdout), st.stdout
+    lg = tx(bare, tmp_path, "log", f"{handle}/train/1")
+    assert lg.returncode == 0, lg.stderr
+    assert re.search(r"\[0\]:rank 1: done", lg.stdout) and "rank 0: done" not in lg.stdout, lg.stdout
+    lg = tx(bare, tmp_path, "log", "--regex", "test_accuracy", f"{handle}/train/0")
+    assert lg.returncode == 0 and lg.stdout.count("\n") == 1 and "world_size=2" in lg.stdout, lg.stdout
+    ls = tx(env, tmp_path, "list", "-s", "ray")
+    assert ls.returncode == 0 and handle in ls.stdout, ls.stdout + ls.stderr
+    de = tx(bare, tmp_path, "describe", handle)
+    assert de.returncode == 0 and "torchrun" in de.stdout, de.stdout + de.stderr
+
+
+def test_cancel_from_another_process(env: Dict[str, str], tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    p = tx(env, tmp_path, "run", "-s", "ray", "--workspace", str(ws), "utils.sh", "--num_replicas", "2",
+           "sleep", "600")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    c = tx(env, tmp_path, "cancel", handle)
+    assert c.returncode == 0, c.stderr
+    st = tx(env, tmp_path, "status", handle)
+    for _ in range(60):
+        if "State: CANCELLED" in st.stdout:
+            break
+        st = tx(env, tmp_path, "status", handle)
+    assert "State: CANCELLED" in st.stdout, st.stdout + st.stderr
