@@ -326,10 +326,10 @@ class Handler(BaseHTTPRequestHandler):
 
         with c.cond:
             records = list(c.records)
+        sent = len(records)  # what follows starts after the snapshot: no line lost or repeated
         if tail is not None:
             records = records[-tail:] if tail else []
         chunk(pick(records))
-        sent = len(c.records) if tail is None else len(c.records)
         while follow:
             with c.cond:
                 while len(c.records) == sent and c.exit_code is None:
