@@ -41,6 +41,12 @@ def is_label(name: str) -> bool:
     return len(name) <= MAX_LABEL and bool(_LABEL.match(name))
 
 
+def is_subdomain(name: str) -> bool:
+    """True for a valid DNS subdomain (RFC 1123: dot-separated labels, 253 characters at
+    most), the form of most object names."""
+    return 0 < len(name) <= 253 and all(is_label(p) for p in name.split("."))
+
+
 def is_label_value(value: str) -> bool:
     """True for a valid label value."""
     return len(value) <= MAX_LABEL and bool(_LABEL_VALUE.match(value))

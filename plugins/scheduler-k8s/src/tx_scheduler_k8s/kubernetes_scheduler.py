@@ -91,7 +91,7 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
     """
     ns = check_namespace(cfg)
     queue = str(cfg.get("queue") or "")
-    if not _names.is_label(queue) and not (queue and len(queue) <= 253 and all(_names.is_label(p) for p in queue.split("."))):
+    if not _names.is_subdomain(queue):
         raise InvalidRunConfigException(f"run option 'queue': {queue!r} is not a Volcano queue name", "queue", cfg)
     # pod name <job>-<role>-<k>-0 must be a DNS label: leave room for the longest role
     suffix = max(len(str(r.num_replicas - 1)) for r in app.roles) + 3  # "-<k>-0"
