@@ -28,6 +28,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "gc": ("tx.cli.cmd_apps", "delete the state and logs of apps that finished long ago"),
     "configure": ("tx.cli.cmd_info", "write a .txconfig with the schedulers' run options"),
     "plugins": ("tx.cli.cmd_info", "list installed plugins and what they registered"),
+    "completion": ("tx.cli.cmd_completion", "print a bash or zsh completion script"),
     "lint": ("tx.cli.cmd_info", "check component functions in a Python file"),
     "tracker": ("tx.cli.cmd_tracker", "list runs, metadata, artifacts and lineage that trackers recorded"),
 }
