@@ -164,3 +164,16 @@ def test_list_reads_the_pods(sched: KubernetesMCADScheduler) -> None:
     assert wait(sched, app_id).state == AppState.SUCCEEDED
     (listed,) = [a for a in sched.list() if a.app_id == app_id]
     assert listed.state == AppState.SUCCEEDED
+
+
+def test_a_fresh_process_lists_and_cancels(sched: KubernetesMCADScheduler, tmp_path: Path) -> None:
+    sleeper = submit(sched, sh("s", "sleep 600"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
+    env["HOME"] = str(tmp_path)
+    tx = str(Path(sys.executable).parent / "tx")
+    p = subprocess.run([tx, "list", "-s", "kubernetes_mcad"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and sleeper in p.stdout, p.stdout + p.stderr
+    p = subprocess.run([tx, "cancel", f"kubernetes_mcad://tx/{sleeper}"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert sched.describe(sleeper) is None
