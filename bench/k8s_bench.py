@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCHX_VENV = os.path.join(HERE, ".work", "torchx-venv")
