@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
@@ -75,6 +76,8 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except ImportError as e:
         backend_unavailable("ray", f"{e}: pip install 'ray[default]'")
     temp = tmp_path_factory.mktemp("ray")
+    if len(str(temp)) > 48:  # Ray's unix socket paths under it must stay below 108 bytes
+        temp = Path(tempfile.mkdtemp(prefix="txray-", dir="/tmp"))
     ports = {name: free_port() for name in (
         "port", "dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
         "node-manager-port", "object-manager-port", "metrics-export-port", "runtime-env-agent-port",
