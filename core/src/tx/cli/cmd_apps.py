@@ -12,8 +12,9 @@ def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
         p.add_argument("-s", "--scheduler", default=None,
                        help="scheduler whose apps to list (default: as for `tx run`)")
         p.add_argument("--json", action="store_true", help="print JSON lines")
-        p.add_argument("-n", "--limit", type=_positive_int, default=DEFAULT_LIST_LIMIT,
-                       help=f"show at most this many apps, newest first (default: {DEFAULT_LIST_LIMIT})")
+        p.add_argument("-n", "--limit", type=_positive_int, default=None,
+                       help=f"show at most this many apps, newest first (default: {DEFAULT_LIST_LIMIT} where the "
+                            "scheduler tells the age of its apps, else all)")
         p.add_argument("--all", dest="all_apps", action="store_true", help="show every app (no limit)")
         p.add_argument("--state", action="append", default=[], metavar="STATE",
                        help="only apps in these states (repeat or comma-separate; e.g. RUNNING,FAILED; "
@@ -113,14 +114,15 @@ def _submitted(app: Any) -> Any:
 
 
 def newest_first(apps: Any) -> Any:
-    """Apps newest first: by submit time where the scheduler gives one, else by numeric id
-    (Slurm, batch systems), else in the scheduler's order."""
+    """``(apps, ordered)``: apps newest first by submit time where the scheduler gives one,
+    else by numeric id (Slurm, batch systems); else in the scheduler's order, with
+    ``ordered`` False."""
     apps = list(apps)
     if any(_submitted(a) is not None for a in apps):
-        return sorted(apps, key=lambda a: _submitted(a) or 0.0, reverse=True)
+        return sorted(apps, key=lambda a: _submitted(a) or 0.0, reverse=True), True
     if apps and all(str(a.app_id).isdigit() for a in apps):
-        return sorted(apps, key=lambda a: int(a.app_id), reverse=True)
-    return apps
+        return sorted(apps, key=lambda a: int(a.app_id), reverse=True), True
+    return apps, False
 
 
 def table(headers: Any, rows: Any) -> str:
@@ -154,12 +156,14 @@ def _list(runner: Any, args: argparse.Namespace) -> int:
 
     wanted = _state_filter(args.state)
     scheduler = args.scheduler or default_scheduler(runner)
-    apps = newest_first(runner.list(scheduler))
+    apps, ordered = newest_first(runner.list(scheduler))
     if wanted is not None:
         apps = [a for a in apps if a.state.name in wanted]
     total = len(apps)
-    if not args.all_apps:
-        apps = apps[:args.limit]
+    # without ages the newest apps are unknown: bound only when asked, never hide the newest
+    limit = args.limit or (DEFAULT_LIST_LIMIT if ordered else None)
+    if not args.all_apps and limit is not None:
+        apps = apps[:limit]
     now = time.time()
     if args.json:
         for a in apps:
