@@ -81,7 +81,7 @@ def test_cli_runs_the_example_plugin(procs_installed: Dict[str, str], tmp_path: 
     handle = run.stdout.strip()
     assert handle.startswith("procs://tx/echo-")
     assert "echo/0 hello from procs" in run.stderr
-    assert run.stderr.splitlines()[-1].startswith(f"tx run: SUCCEEDED after ")
+    assert run.stderr.splitlines()[-1].startswith("tx run: SUCCEEDED after ")
     status = tx("status", handle)
     assert "State: SUCCEEDED" in status.stdout, status.stdout + status.stderr
     assert tx("log", f"{handle}/echo/0").stdout == "echo/0 hello from procs\n"
