@@ -41,6 +41,7 @@ def test_bash_completes_commands_schedulers_components_runopts_handles(tx, tx_en
         '_shtab_tx tx "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"; echo "${COMPREPLY[*]}"; }\n'
         "c tx ru\nc tx run -s ''\nc tx run -s local_cwd dist.\nc tx run -cfg log_\nc tx list --sta\n"
         "c tx status ''\nc tx com\n"
+        f"c tx cancel {handle[:-3]}\n"
     )
     out = subprocess.run(["bash", str(driver)], env=tx_env, cwd=str(tmp_path), capture_output=True,
                          text=True, timeout=120)
@@ -53,6 +54,7 @@ def test_bash_completes_commands_schedulers_components_runopts_handles(tx, tx_en
     assert lines[4].split() == ["--state"]
     assert lines[5].split() == [handle]
     assert lines[6].split() == ["completion"]
+    assert lines[7].split() == [handle]  # with ':' out of COMP_WORDBREAKS (see tx.cli.cmd_completion)
 
 
 def test_zsh_script_parses_and_completes_the_same_things(tx, tmp_path, shtab_installed):

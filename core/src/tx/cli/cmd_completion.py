@@ -8,6 +8,10 @@ regenerating the script)::
 
     tx completion bash > ~/.local/share/bash-completion/completions/tx
     tx completion zsh > "${fpath[1]}/_tx"          # then: compinit
+
+bash splits words at ``:`` (``COMP_WORDBREAKS``), which cuts app handles
+(``local_cwd://...``) in two; to complete handles in bash, remove it:
+``COMP_WORDBREAKS=${COMP_WORDBREAKS//:}`` in ``~/.bashrc``. zsh needs nothing.
 """
 from __future__ import annotations
 
@@ -40,13 +44,8 @@ def run(args: argparse.Namespace) -> int:
 def _dynamic(kind: str) -> Dict[str, Any]:
     """A shtab ``complete`` value that asks ``tx completion --list KIND`` at TAB time."""
     fn = f"_tx_complete_{kind}"
-    return {
-        "bash": fn,
-        "zsh": f"($(tx completion --list {kind} 2>/dev/null))",
-        "preamble": {
-            "bash": f'{fn}() {{\n  compgen -W "$(tx completion --list {kind} 2>/dev/null)" -- "$1"\n}}\n',
-        },
-    }
+    bash = f'{fn}() {{\n  compgen -W "$(tx completion --list {kind} 2>/dev/null)" -- "$1"\n}}\n'
+    return {"bash": fn, "zsh": f"($(tx completion --list {kind} 2>/dev/null))", "preamble": {"bash": bash}}
 
 
 def _mark(parser: argparse.ArgumentParser) -> None:
