@@ -93,7 +93,7 @@ class FsspecTracker(TrackerBase):
         return f"{self.root_dir}/{kind}/{encode_run_id(run_id)}"
 
     def _write(self, directory: str, record: Dict[str, Any]) -> None:
-        data = json.dumps(record, default=str, sort_keys=True).encode()
+        data = json.dumps(record, default=str).encode()
         unique = uuid.uuid4().hex
         path = f"{directory}/{time.time_ns():020d}-{os.getpid()}-{unique}.json"
         if directory not in self._made:
