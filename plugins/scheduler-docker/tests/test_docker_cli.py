@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Dict, List
 
 TX = [os.path.join(os.path.dirname(sys.executable), "tx")]
 

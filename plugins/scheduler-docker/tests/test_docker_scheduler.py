@@ -9,7 +9,7 @@ from typing import Any, List
 import pytest
 
 from tx.schedulers import SchedulerError, Stream
-from tx.specs import AppDef, AppState, BindMount, Resource, Role, VolumeMount
+from tx.specs import AppDef, AppState, BindMount, DeviceMount, Resource, Role, VolumeMount
 from tx.testing import find_replica
 from tx_scheduler_docker.scheduler import CANCELLED_SUFFIX, LABEL_APP_ID, DockerScheduler
 
@@ -167,9 +167,11 @@ def test_resources_mounts_ports_and_dryrun(
     vol = docker_client.volumes.create(f"txvol-{os.getpid()}")
     try:
         role = _sh(
-            "res", image, "cat /in/f.txt; echo vol > /vol/x && cat /vol/x; touch /in/ro 2>/dev/null || echo read-only",
+            "res", image, "cat /in/f.txt; echo vol > /vol/x && cat /vol/x; touch /in/ro 2>/dev/null || echo read-only; "
+                          "[ -c /dev/txnull ] && echo device",
             resource=Resource(cpu=1, gpu=0, memMB=64), port_map={"http": 8080},
-            mounts=[BindMount(str(host), "/in", read_only=True), VolumeMount(vol.name, "/vol")],
+            mounts=[BindMount(str(host), "/in", read_only=True), VolumeMount(vol.name, "/vol"),
+                    DeviceMount("/dev/null", "/dev/txnull", "rw")],
         )
         app = _app(image, "res", [role])
         info = scheduler.submit_dryrun(app, {})
@@ -177,10 +179,11 @@ def test_resources_mounts_ports_and_dryrun(
         assert "mem_limit: 64m" in text and "nano_cpus: 1000000000" in text and "8080/tcp" in text, text
         app_id = _submit(scheduler, submitted, app)
         desc = scheduler.wait(app_id, timeout=60, poll_interval=0.2)
-        assert desc is not None and desc.state == AppState.SUCCEEDED, desc
-        assert list(scheduler.log_iter(app_id, "res", 0)) == ["from the host\n", "vol\n", "read-only\n"]
+        assert desc is not None and desc.state == AppState.SUCCEEDED, desc.structured_error_msg
+        assert list(scheduler.log_iter(app_id, "res", 0)) == ["from the host\n", "vol\n", "read-only\n", "device\n"]
         (ct,) = _containers(docker_client, app_id)
         hc = ct.attrs["HostConfig"]
+        assert hc["Privileged"] is False
         assert hc["Memory"] == 64 * 2**20 and hc["ShmSize"] == 64 * 2**20
         assert hc["NanoCpus"] == 10**9 or hc.get("CpuQuota") == 100000, hc
         assert "8080/tcp" in (ct.attrs["NetworkSettings"]["Ports"] or {})
@@ -190,16 +193,17 @@ def test_resources_mounts_ports_and_dryrun(
         vol.remove(force=True)
 
 
-def test_env_copy_env_and_macros(scheduler: DockerScheduler, submitted: List[str], image: str,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_copy_env_privileged_and_macros(scheduler: DockerScheduler, submitted: List[str], image: str,
+                                            docker_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TXTEST_COPY_ME", "copied")
     monkeypatch.setenv("TXTEST_OTHER", "not-copied")
     role = _sh("e", image, 'echo "$TXTEST_COPY_ME $TXTEST_OTHER $FROM_CFG $FROM_ROLE $TX_RANK0_HOST $(hostname)"',
                n=2, env={"FROM_ROLE": "role-${replica_id}-${app_id}"})
-    cfg = {"copy_env": ["TXTEST_COPY_*"], "env": {"FROM_CFG": "cfg", "TXTEST_OTHER": "cfg-wins"}}
+    cfg = {"copy_env": ["TXTEST_COPY_*"], "env": {"FROM_CFG": "cfg", "TXTEST_OTHER": "cfg-wins"}, "privileged": True}
     app_id = _submit(scheduler, submitted, _app(image, "env", [role]), cfg)
     desc = scheduler.wait(app_id, timeout=60, poll_interval=0.2)
     assert desc is not None and desc.state == AppState.SUCCEEDED, desc
+    assert all(c.attrs["HostConfig"]["Privileged"] is True for c in _containers(docker_client, app_id))
     rank0 = f"{app_id}-e-0"
     for k in (0, 1):
         assert list(scheduler.log_iter(app_id, "e", k)) == [
@@ -229,6 +233,9 @@ def test_logs_streams_regex_window_and_follow(scheduler: DockerScheduler, submit
 
     future = datetime.now(timezone.utc) + timedelta(hours=1)
     assert list(scheduler.log_iter(app_id, "l", 0, since=future)) == []
+    past = datetime.now(timezone.utc) - timedelta(hours=1)
+    assert list(scheduler.log_iter(app_id, "l", 0, until=past)) == []
+    assert len(list(scheduler.log_iter(app_id, "l", 0, since=past))) == 4
     with pytest.raises(ValueError):
         list(scheduler.log_iter(app_id, "l", 5))
     with pytest.raises(ValueError):
@@ -255,3 +262,18 @@ def test_no_engine_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, 
 def test_role_without_image(scheduler: DockerScheduler) -> None:
     with pytest.raises(ValueError, match="has no image"):
         scheduler.submit_dryrun(AppDef("x", roles=[Role("a", entrypoint="true")]), {})
+
+
+def test_networks_of_ended_apps_are_collected(
+    scheduler: DockerScheduler, submitted: List[str], docker_client: Any, image: str
+) -> None:
+    """Each app makes a network; once its containers have ended, the next submit removes it
+    (the containers and their logs stay)."""
+    first = _submit(scheduler, submitted, _app(image, "gc", [_sh("a", image, "echo one", n=2)]))
+    assert scheduler.wait(first, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+    assert docker_client.networks.list(names=[f"tx-{first}"])
+    second = _submit(scheduler, submitted, _app(image, "gc", [_sh("a", image, "sleep 30")]))
+    assert not docker_client.networks.list(names=[f"tx-{first}"]), "the ended app's network is still there"
+    assert docker_client.networks.list(names=[f"tx-{second}"]), "the running app lost its network"
+    assert list(scheduler.log_iter(first, "a", 1)) == ["one\n"]
+    assert scheduler.describe(first).state == AppState.SUCCEEDED  # type: ignore[union-attr]
