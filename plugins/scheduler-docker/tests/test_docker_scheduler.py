@@ -259,6 +259,20 @@ def test_no_engine_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, 
     assert "\n" not in msg and f"unix://{tmp_path}/none.sock" in msg and "start-podman.sh" in msg, msg
 
 
+def test_engine_lost_later_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A scheduler whose engine goes away after it was made: describe, list, cancel and logs
+    raise a one-line SchedulerError, not the HTTP library's exception."""
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/gone.sock")
+    sched = DockerScheduler("t", client=docker.DockerClient(base_url=f"unix://{tmp_path}/gone.sock", version="1.41"))
+    for call in (lambda: sched.describe("a-1"), sched.list, lambda: sched.cancel("a-1"),
+                 lambda: list(sched.log_iter("a-1", "r", 0))):
+        with pytest.raises(SchedulerError, match="no Docker engine answers") as e:
+            call()
+        assert "\n" not in str(e.value)
+
+
 def test_role_without_image(scheduler: DockerScheduler) -> None:
     with pytest.raises(ValueError, match="has no image"):
         scheduler.submit_dryrun(AppDef("x", roles=[Role("a", entrypoint="true")]), {})

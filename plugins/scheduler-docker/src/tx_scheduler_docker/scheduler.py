@@ -13,10 +13,11 @@ and run options.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import threading
 from datetime import datetime
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 import attrs
 
@@ -59,6 +60,31 @@ _DEVICE_PATHS = {
     "vpc.amazonaws.com/efa": "/dev/infiniband/uverbs{}",
     "aws.amazon.com/neurondevice": "/dev/neuron{}",
 }
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _engine_call(fn: F) -> F:
+    """Turn a lost connection or an engine error during ``fn`` into a one-line
+    :class:`SchedulerError` (what the CLI prints)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import docker
+        import requests
+
+        try:
+            return fn(*args, **kwargs)
+        except requests.exceptions.RequestException as e:
+            from tx_scheduler_docker._client import START_HINT
+
+            reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            raise SchedulerError(f"no Docker engine answers at {_location()} ({reason}); {START_HINT}") from None
+        except docker.errors.APIError as e:
+            raise SchedulerError(f"the Docker engine at {_location()} refused the request: {_api_reason(e)}") from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 @attrs.define
@@ -404,6 +430,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 continue  # removed meanwhile
         return out
 
+    @_engine_call
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state from its containers (None: no container has its label).
 
@@ -502,6 +529,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             text += f" ({len(failed)} replicas failed)"
         return text
 
+    @_engine_call
     def list(self) -> List[ListAppResponse]:
         """Every app that has containers with tx's labels on this engine (any session).
 
@@ -531,6 +559,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 for a, r in sorted(apps.items())]
 
     # -- cancel -------------------------------------------------------------------------------------
+    @_engine_call
     def _cancel_existing(self, app_id: str) -> None:
         """Mark every container of the app cancelled (its name gets ``.cancelled``), stop
         them (SIGTERM, SIGKILL after :data:`STOP_TIMEOUT` seconds; in parallel, so this
@@ -569,6 +598,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         log.info("cancelled", app_id=app_id, stopped=len(live))
 
     # -- logs -----------------------------------------------------------------------------------------
+    @_engine_call
     def _container_id(self, app_id: str, role_name: str, k: int) -> str:
         client = self._docker()
         found = client.api.containers(all=True, filters={"label": [f"{LABEL_APP_ID}={app_id}",
