@@ -122,3 +122,12 @@ def test_usage_errors(store, capsys):
         main(["tracker"])
     assert e.value.code == 2
     assert "tx tracker: error: the following arguments are required" in capsys.readouterr().err
+
+
+def test_tracker_option_picks_one_not_in_the_config(store, capsys, monkeypatch, tmp_path):
+    (tmp_path / "work" / ".txconfig").write_text("[tx:tracker]\nnosuch =\n")
+    monkeypatch.setenv("TX_TRACKER_FILE_CONFIG", str(store))
+    assert json.loads(tx(capsys, "tracker", "list", "jobs", "--json", "--tracker", "file")[1]) == [EVAL, PREP, TRAIN]
+    monkeypatch.delenv("TX_TRACKER_FILE_CONFIG")
+    (tmp_path / "work" / ".txconfig").write_text(f"[tracker:file]\nconfig = {store}\n")
+    assert json.loads(tx(capsys, "tracker", "list", "jobs", "--json", "--tracker", "file")[1]) == [EVAL, PREP, TRAIN]

@@ -61,8 +61,13 @@ def tx_register_named_resources(register: Callable[..., None]) -> None:
 def tx_register_trackers(register: Callable[..., None]) -> None:
     """Register experiment trackers.
 
-    Call ``register(name, factory)`` where ``factory`` (dotted path or callable) is called as
-    ``factory(config: Optional[str]) -> tx.tracker.TrackerBase``.
+    Call ``register(name, factory, *, description="", requires=(), install="")`` where
+    ``factory`` (dotted path or callable) is called as
+    ``factory(config: Optional[str]) -> tx.tracker.TrackerBase``; ``config`` is the
+    tracker's config string (``[tracker:NAME] config`` in ``.txconfig``, or
+    ``TX_TRACKER_<NAME>_CONFIG``) or None. tx-core registers ``file``
+    (:mod:`tx.tracker.backend.fsspec`). Jobs use the trackers ``[tx:tracker]`` or
+    ``TX_TRACKERS`` name (:func:`tx.tracker.get_configured_trackers`).
     """
 
 

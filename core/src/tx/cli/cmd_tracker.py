@@ -65,11 +65,12 @@ def _select(name: Optional[str]) -> Tuple[str, Any]:
         if not configured:
             raise CLIError(NO_TRACKER)
         name = next(iter(configured))
-    config = configured.get(name)
-    if name not in configured:
-        from tx.runner.config import load_sections
+    if name in configured:
+        config = configured[name]
+    else:  # a tracker not in [tx:tracker]: its TX_TRACKER_<NAME>_CONFIG, else [tracker:NAME] config
+        import os
 
-        config = load_sections("tracker").get(name, {}).get("config") or None
+        config = configured_trackers(environ={**os.environ, "TX_TRACKERS": name}).get(name)
     registry = get_registry()
     if registry.get("trackers", name) is None and ":" not in name:
         hint = not_installed_hint("trackers", name)
