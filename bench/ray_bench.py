@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / ".work"

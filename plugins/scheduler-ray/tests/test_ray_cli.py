@@ -13,6 +13,8 @@ from typing import Dict
 
 import pytest
 
+from tx.testing.backends import free_port
+
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
@@ -35,7 +37,8 @@ def test_ddp_2x1_relays_each_rank_under_its_prefix(env: Dict[str, str], tmp_path
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
     p = tx(env, tmp_path, "run", "--log", "-s", "ray", "--workspace", str(REPO / "examples"),
-           "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "1024", "--script", "train.py",
+           "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "1024", "--rdzv_port", str(free_port()),
+           "--script", "train.py",
            "--", "--epochs", "2")
     assert p.returncode == 0, p.stdout + p.stderr
     handle = p.stdout.strip()
