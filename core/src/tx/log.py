@@ -71,7 +71,9 @@ def _setup_structlog() -> None:
     if _state["json"]:
         processors.append(structlog.processors.JSONRenderer())
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), pad_event_to=0))
+        # colours only on a terminal, and never with NO_COLOR set (https://no-color.org)
+        colors = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        processors.append(structlog.dev.ConsoleRenderer(colors=colors, pad_event_to=0))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level()),

@@ -224,7 +224,7 @@ def prune(runner: Any, scheduler: str, keep: float, dry_run: bool = False) -> An
     """The apps ``scheduler`` deleted (state and logs of apps that ended more than ``keep``
     seconds ago), or None when the scheduler cannot prune (it has no ``prune(keep,
     dry_run)`` method, as the local schedulers have)."""
-    sched = runner._scheduler(scheduler)  # the Runner exposes no scheduler object yet
+    sched = runner.scheduler(scheduler)
     fn = getattr(sched, "prune", None)
     if fn is None:
         return None

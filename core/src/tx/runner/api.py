@@ -154,6 +154,18 @@ class Runner:
         self._schedulers[scheduler] = sched
         return sched
 
+    def scheduler(self, scheduler: str) -> Scheduler[Any]:
+        """The scheduler object named ``scheduler``, created on first use and closed by
+        :meth:`close` (for scheduler-specific calls, such as the local schedulers'
+        ``prune``).
+
+        Raises:
+            UnknownSchedulerException: no such scheduler installed (a known one names the
+                distribution to install).
+            tx.plugins.PluginError: its plugin cannot be loaded.
+        """
+        return self._scheduler(scheduler)
+
     def scheduler_runs_on_host(self, scheduler: str) -> bool:
         """Whether ``scheduler`` runs replicas on this host
         (:attr:`tx.schedulers.Scheduler.runs_on_host`).

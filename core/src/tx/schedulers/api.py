@@ -62,12 +62,18 @@ class DescribeAppResponse:
 
 @attrs.define(frozen=True)
 class ListAppResponse:
-    """One app as listed by ``Scheduler.list``; ``app_handle`` is filled by the Runner."""
+    """One app as listed by ``Scheduler.list``; ``app_handle`` is filled by the Runner.
+
+    Attributes:
+        submitted: when the app was submitted (seconds since the epoch), where the backend
+            says; ``tx list`` sorts and ages apps by it.
+    """
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
     name: str = ""
+    submitted: Optional[float] = None
 
 
 class Scheduler(abc.ABC, Generic[T]):

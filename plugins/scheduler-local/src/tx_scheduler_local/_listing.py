@@ -28,10 +28,9 @@ SUMMARY = "summary.json"
 
 @attrs.define
 class LocalListAppResponse(ListAppResponse):
-    """A listed local app, with ``submitted``: when it was submitted (epoch seconds) and
-    ``ended``: when it ended (epoch seconds; None while it runs or when unknown)."""
+    """A listed local app, with ``ended``: when it ended (epoch seconds; None while it
+    runs or when unknown); ``submitted`` is core's :class:`ListAppResponse` field."""
 
-    submitted: Optional[float] = None
     ended: Optional[float] = None
 
 
