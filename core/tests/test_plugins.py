@@ -105,7 +105,7 @@ def test_entry_point_with_attribute(make_module):
         """)
     reg = PluginRegistry(entry_points=[ep("t", f"{mod}:Hooks")])
     assert reg.plugins["t"].error is None
-    assert reg.names("trackers") == ["mytracker"]
+    assert reg.names("trackers") == ["file", "mytracker"]  # tx-core's file tracker first
 
 
 def test_broken_plugin_is_recorded_and_others_load(make_module):
@@ -145,7 +145,7 @@ def test_hook_that_raises_is_recorded(make_module):
         """)
     reg = PluginRegistry(entry_points=[ep("p", mod)])
     assert reg.plugins["p"].error == "tx_register_schedulers failed: RuntimeError: half done"
-    assert reg.names("schedulers") == ["ok"] and reg.names("trackers") == ["t"]
+    assert reg.names("schedulers") == ["ok"] and reg.names("trackers") == ["file", "t"]
 
 
 def test_empty_name_is_an_error_of_the_plugin(make_module):

@@ -61,6 +61,17 @@ def configure(level_name: Optional[str] = None, json: bool = False) -> None:
     _state["structlog"] = False
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of each write (a test's capture or
+    a redirect set after the first event must not leave tx writing to a closed file)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def _setup_structlog() -> None:
     import structlog
 
@@ -77,7 +88,7 @@ def _setup_structlog() -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level()),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),
         cache_logger_on_first_use=False,
     )
     _state["structlog"] = True
