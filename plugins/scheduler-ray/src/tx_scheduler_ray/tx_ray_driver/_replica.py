@@ -57,9 +57,9 @@ class _Pump(threading.Thread):
         except OSError:
             pass  # the descriptor was closed by stop(): a child kept the pipe open
         finally:
-            if partial:
+            if partial:  # ended within a line: end it in combined, so the other stream's next line stays whole
                 with self.lock:
-                    self.combined.write(partial)
+                    self.combined.write(partial + b"\n")
                     self.combined.flush()
             try:
                 os.close(self.fd)
