@@ -183,3 +183,21 @@ def test_elastic_roles_start_with_min_replicas(apps: Any) -> None:
                       ("b", 0): AppState.SUCCEEDED, ("b", 1): AppState.SUCCEEDED}, states
     assert desc.metadata["replicas"]["a/1"]["msg"] == "not placed before the app ended"
     assert apps.text(app_id, "b", 1, "stdout") == "b 1\n"
+
+
+def test_retried_role_role_policy(apps: Any, tmp_path: Path) -> None:
+    """ROLE policy: a failure restarts every replica of the failed replica's role only."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    fail_once = (f'echo "run ${{replica_id}}"; if [ "${{replica_id}}" = 1 ] && [ ! -e {marks}/once ]; then '
+                 f'touch {marks}/once; exit 9; fi; sleep 3')
+    a = apps.role("a", fail_once, replicas=2, max_retries=1, retry_policy=RetryPolicy.ROLE)
+    b = apps.role("b", 'echo "run b"; sleep 6')
+    app_id = apps.submit([a, b], name="roleretry")
+    desc = apps.wait(app_id)
+    assert desc.state == AppState.SUCCEEDED, desc
+    assert desc.num_restarts == 1
+    assert apps.text(app_id, "a", 0, "stdout") == "run 0\nrun 0\n"
+    assert apps.text(app_id, "a", 1, "stdout") == "run 1\nrun 1\n"
+    assert apps.text(app_id, "b", 0, "stdout") == "run b\n"
+    assert desc.metadata["replicas"]["b/0"]["attempt"] == 0
