@@ -115,7 +115,7 @@ def test_gc_of_a_scheduler_that_cannot_prune_is_one_line(tx, one_line_error):
 
 
 def test_newest_first_orders_by_time_then_numeric_id():
-    from tx.cli.cmd_apps import newest_first
+    from tx.cli.cmd_list import newest_first
     from tx.schedulers.api import ListAppResponse
     from tx.specs import AppState
 

@@ -107,3 +107,13 @@ def _words(kind: str) -> Iterable[str]:
             return [a.app_handle for a in apps[:200]]
     except Exception:  # noqa: BLE001 - completion prints nothing rather than a traceback
         return []
+
+
+class CompletionCommand:
+    """``tx completion``: print a bash or zsh completion script."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_arguments(p, "completion")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)

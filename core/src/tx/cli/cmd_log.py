@@ -120,3 +120,13 @@ def run(args: argparse.Namespace) -> int:
             relay.add(f"{r}/{k}", blocks)
         relay.join()
     return 0
+
+
+class LogCommand:
+    """``tx log``: print or follow an app's logs."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_arguments(p, "log")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)

@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _auto_gc(runner: Any, scheduler: str) -> None:
-    from tx.cli.cmd_apps import auto_gc
+    from tx.cli.cmd_gc import auto_gc
 
     auto_gc(runner, scheduler)
 
@@ -250,3 +250,13 @@ def _wait(runner: Any, handle: str, info: Any, relay_logs: bool) -> Optional[Any
     if relay is not None:
         relay.join()
     return status
+
+
+class RunCommand:
+    """``tx run``: run a component or an AppDef file on a scheduler."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_arguments(p, "run")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)

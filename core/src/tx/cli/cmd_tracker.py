@@ -174,3 +174,13 @@ def _print_lineage(lin: Any) -> None:
 
     links("parents (runs it consumed)", lin.parents, "ARTIFACT USED")
     links("children (runs that consumed it)", lin.children, "ARTIFACT USED")
+
+
+class TrackerCommand:
+    """``tx tracker``: list runs, metadata, artifacts and lineage that trackers recorded."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_arguments(p, "tracker")
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)

@@ -7,31 +7,18 @@ one line on stderr and a non-zero exit, without a traceback.
 """
 from __future__ import annotations
 
-from tx.errors import UserError
-
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+# tx's own commands, name -> (command class as "module:Class", one-line help); they are
+# registered through the ``tx_register_commands`` hook as plugin commands are (see
+# :mod:`tx._builtin_plugin`), and a command is a class with ``add_arguments(parser)`` and
+# ``run(args) -> int`` either way
+from tx._builtin_plugin import COMMANDS
+from tx.errors import UserError
 
 if TYPE_CHECKING:
     from typing import NoReturn
-
-#: subcommand -> (module, one-line help); modules define add_arguments(parser) and run(args)
-COMMANDS: Dict[str, Tuple[str, str]] = {
-    "run": ("tx.cli.cmd_run", "run a component or an AppDef file on a scheduler"),
-    "builtins": ("tx.cli.cmd_info", "list the components tx can find"),
-    "runopts": ("tx.cli.cmd_info", "show a scheduler's run options"),
-    "status": ("tx.cli.cmd_apps", "show an app's status"),
-    "describe": ("tx.cli.cmd_apps", "show an app's definition"),
-    "log": ("tx.cli.cmd_log", "print or follow an app's logs"),
-    "list": ("tx.cli.cmd_apps", "list the apps a scheduler knows"),
-    "cancel": ("tx.cli.cmd_apps", "cancel an app"),
-    "gc": ("tx.cli.cmd_apps", "delete the state and logs of apps that finished long ago"),
-    "configure": ("tx.cli.cmd_info", "write a .txconfig with the schedulers' run options"),
-    "plugins": ("tx.cli.cmd_info", "list installed plugins and what they registered"),
-    "completion": ("tx.cli.cmd_completion", "print a bash or zsh completion script"),
-    "lint": ("tx.cli.cmd_info", "check component functions in a Python file"),
-    "tracker": ("tx.cli.cmd_tracker", "list runs, metadata, artifacts and lineage that trackers recorded"),
-}
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -103,18 +90,28 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Opti
         parser.set_defaults(command=None)
         return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_parser_class())
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (target, help_text) in COMMANDS.items():
         if command in COMMANDS and name != command:
             continue  # only the command that runs needs a parser
-        p = sub.add_parser(name, prog=f"tx {name}", help=help_text, description=help_text)
-        _import(module).add_arguments(p, name)
+        _add_command(sub, name, _load_command(target), help_text)
     for name, reg in (plugin_commands or {}).items():
-        cmd = reg.load()
-        cmd = cmd() if isinstance(cmd, type) else cmd
-        p = sub.add_parser(name, prog=f"tx {name}", help=reg.description, description=reg.description)
-        cmd.add_arguments(p)
-        p.set_defaults(_plugin_command=cmd)
+        if name not in COMMANDS:  # a plugin cannot replace a built-in (`tx plugins` shows the clash)
+            _add_command(sub, name, reg.load(), reg.description)
     return parser
+
+
+def _load_command(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(_import(module), attr)
+
+
+def _add_command(sub: Any, name: str, command: Any, help_text: str) -> None:
+    """A subparser for ``command`` (a class, or an object, with ``add_arguments(parser)``
+    and ``run(args)``), which ``_main`` runs."""
+    cmd = command() if isinstance(command, type) else command
+    p = sub.add_parser(name, prog=f"tx {name}", help=help_text, description=help_text)
+    cmd.add_arguments(p)
+    p.set_defaults(_command=cmd)
 
 
 def _installed_schedulers() -> str:
@@ -156,7 +153,7 @@ def _plugin_commands(argv: List[str]) -> Dict[str, Any]:
     from tx.plugins import get_registry
 
     reg = get_registry()
-    return {n: reg.get("commands", n) for n in reg.names("commands")}
+    return {n: reg.get("commands", n) for n in reg.names("commands") if n not in COMMANDS}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -227,11 +224,7 @@ def _main(argv: List[str]) -> int:
 
     os.environ.setdefault("TX_CONTEXT_NAME", f"cli_{args.command}")
     try:
-        if getattr(args, "_plugin_command", None) is not None:
-            rc = args._plugin_command.run(args)
-        else:
-            rc = _import(COMMANDS[args.command][0]).run(args)
-        return int(rc or 0)
+        return int(args._command.run(args) or 0)
     except CLIError as e:
         from tx.cli._errors import escape_controls
 

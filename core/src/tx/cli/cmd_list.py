@@ -1,0 +1,145 @@
+"""``tx list``: a scheduler's apps, newest first, bounded, filtered by state."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-s", "--scheduler", default=None,
+                   help="scheduler whose apps to list (default: as for `tx run`)")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.add_argument("-n", "--limit", type=_positive_int, default=None,
+                   help=f"show at most this many apps, newest first (default: {DEFAULT_LIST_LIMIT} where the "
+                        "scheduler tells the age of its apps, else all)")
+    p.add_argument("--all", dest="all_apps", action="store_true", help="show every app (no limit)")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help="only apps in these states (repeat or comma-separate; e.g. RUNNING,FAILED; "
+                        "`active`: not finished)")
+
+
+#: ``tx list`` shows this many apps unless ``--limit``/``--all`` say otherwise
+DEFAULT_LIST_LIMIT = 20
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return n
+
+
+def _state_filter(texts: Any) -> Any:
+    """The set of state names ``--state`` asks for (None: all).
+
+    Raises:
+        CLIError: an unknown state name.
+    """
+    from tx.cli.main import CLIError
+    from tx.specs.api import AppState
+
+    names = {t.strip().upper() for text in texts for t in text.split(",") if t.strip()}
+    if not names:
+        return None
+    if "ACTIVE" in names:
+        names.discard("ACTIVE")
+        names |= {"SUBMITTED", "PENDING", "RUNNING", "UNSUBMITTED"}
+    bad = sorted(names - set(AppState.__members__))
+    if bad:
+        raise CLIError(f"unknown state {bad[0]!r} in --state; states: {', '.join(AppState.__members__)}, active", 2)
+    return names
+
+
+def _submitted(app: Any) -> Any:
+    """When a listed app was submitted (epoch seconds), where its scheduler says."""
+    t = getattr(app, "submitted", None)
+    return float(t) if isinstance(t, (int, float)) else None
+
+
+def newest_first(apps: Any) -> Any:
+    """``(apps, ordered)``: apps newest first by submit time where the scheduler gives one,
+    else by numeric id (Slurm, batch systems); else in the scheduler's order, with
+    ``ordered`` False."""
+    apps = list(apps)
+    if any(_submitted(a) is not None for a in apps):
+        return sorted(apps, key=lambda a: _submitted(a) or 0.0, reverse=True), True
+    if apps and all(str(a.app_id).isdigit() for a in apps):
+        return sorted(apps, key=lambda a: int(a.app_id), reverse=True), True
+    return apps, False
+
+
+def table(headers: Any, rows: Any) -> str:
+    """Columns padded to their widest cell, two spaces apart, headers underlined with
+    dashes (the look of ``tabulate``'s "simple" format, without its cost on thousands of rows)."""
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(str(c))) for w, c in zip(widths, r)]
+
+    def line(cells: Any) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip() + "\n"
+
+    return line(headers) + line("-" * w for w in widths) + "".join(line(r) for r in rows)
+
+
+def format_age(seconds: Any) -> str:
+    """``42s``, ``5m``, ``3h``, ``12d``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def run(args: argparse.Namespace) -> int:
+    from tx.cli._common import make_runner
+
+    with make_runner() as runner:
+        return _list(runner, args)
+
+
+def _list(runner: Any, args: argparse.Namespace) -> int:
+    import time
+
+    from tx.cli._common import default_scheduler
+
+    wanted = _state_filter(args.state)
+    scheduler = args.scheduler or default_scheduler(runner)
+    apps, ordered = newest_first(runner.list(scheduler))
+    if wanted is not None:
+        apps = [a for a in apps if a.state.name in wanted]
+    total = len(apps)
+    # without ages the newest apps are unknown: bound only when asked, never hide the newest
+    limit = args.limit or (DEFAULT_LIST_LIMIT if ordered else None)
+    if not args.all_apps and limit is not None:
+        apps = apps[:limit]
+    now = time.time()
+    if args.json:
+        for a in apps:
+            t = _submitted(a)
+            print(json.dumps({"app_handle": a.app_handle, "state": str(a.state), "name": a.name,
+                              "submitted": t, "age_s": None if t is None else round(now - t, 3)}))
+    else:
+        rows = [(a.app_handle, str(a.state), format_age(None if _submitted(a) is None else now - _submitted(a)),
+                 a.name) for a in apps]
+        sys.stdout.write(table(["APP HANDLE", "APP STATUS", "AGE", "APP NAME"], rows))
+    if len(apps) < total:
+        print(f"tx list: showing the newest {len(apps)} of {total} apps (--limit N or --all for more)",
+              file=sys.stderr)
+    return 0
+
+
+class ListCommand:
+    """``tx list``: list the apps a scheduler knows."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_arguments(p)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)

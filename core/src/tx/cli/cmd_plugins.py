@@ -1,0 +1,77 @@
+"""``tx plugins``: installed plugins, what they registered, what is broken."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Dict
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="one line per registered name, with its description (where it came from)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return _plugins(args)
+
+
+def _plugins(args: argparse.Namespace) -> int:
+    from tx.plugins import CORE_PLUGIN, get_registry, install_hint
+
+    reg = get_registry()
+    rows = []
+    for info in reg.plugins.values():
+        missing: Dict[str, Any] = {}
+        for kind, names in info.registered.items():
+            for n in names:
+                r = reg.registrations[kind].get(n)
+                if r is not None and r.missing_requirements():
+                    missing[n] = {"needs": r.missing_requirements(),
+                                  "fix": r.install or f"pip install {r.distribution}"}
+        descriptions = {
+            kind: {n: r.description for n in names
+                   for r in [reg.registrations[kind].get(n)] if r is not None and r.description}
+            for kind, names in info.registered.items()
+        }
+        rows.append({
+            "plugin": info.name, "distribution": info.distribution, "version": info.version,
+            "registered": info.registered, "error": info.error, "unavailable": missing,
+            "descriptions": {k: v for k, v in descriptions.items() if v},
+        })
+    conflicts = {k: {n: [r.distribution for r in regs] for n, regs in v.items()}
+                 for k, v in reg.conflicts.items() if v}
+    if args.json:
+        print(json.dumps({"plugins": rows, "conflicts": conflicts}, indent=2))
+        return 0
+    for row in rows:
+        status = "unavailable" if row["error"] else "ok"
+        print(f"{row['plugin']} ({row['distribution']} {row['version']}): {status}")
+        for kind, names in row["registered"].items():
+            if getattr(args, "verbose", False):
+                described = row["descriptions"].get(kind, {})
+                for n in names:
+                    text = described.get(n)
+                    print(f"    {kind[:-1].replace('_', ' ')} {n or '(top level)'}" + (f": {text}" if text else ""))
+            else:
+                print(f"    {kind}: {', '.join(n or '(top level)' for n in names)}")
+        if row["error"]:
+            print(f"    error: {row['error']}")
+        for n, m in row["unavailable"].items():
+            print(f"    {n}: needs {', '.join(m['needs'])}; fix: {m['fix']}")
+    for kind, names in conflicts.items():
+        for n, dists in names.items():
+            print(f"conflict: {kind} {n!r} registered by {' and '.join(dists)}")
+    if not [r for r in rows if r["plugin"] != CORE_PLUGIN] or not reg.names("schedulers"):
+        print(install_hint())
+    return 0
+
+
+class PluginsCommand:
+    """``tx plugins``: list installed plugins and what they registered."""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_arguments(p)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return run(args)
