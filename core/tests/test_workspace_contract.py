@@ -30,6 +30,7 @@ class StampWorkspace(Workspace):
 
     def build(self, role: Role, workspace: str, cfg: Mapping[str, Any]) -> Role:
         self.built.append(workspace)
+        StampWorkspace.cfg = dict(cfg)
         return attrs.evolve(role, image=f"{role.image}+{os.path.basename(workspace)}@{cfg['tag']}")
 
 
@@ -94,6 +95,8 @@ def test_runner_builds_the_schedulers_kind_and_patches_only_the_first_role(tx_re
         assert [r.image for r in info.request.roles] == [f"base+{tmp_path.name}@v1", "other"]
         assert app.roles[0].image == "base"  # the caller's app is unchanged
         assert StampWorkspace.built == [str(tmp_path)]
+        # replicas of a scheduler that does not run on this host pull the image: push it
+        assert StampWorkspace.cfg["image_repo_required"] is True and StampWorkspace.cfg["tag"] == "v1"
         # the kind's options are the scheduler's, after its own
         assert [k for k, _ in runner.scheduler_run_opts("kinded")] == ["queue", "tag"]
         # without a workspace nothing is built

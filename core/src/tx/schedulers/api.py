@@ -198,8 +198,10 @@ class Scheduler(abc.ABC, Generic[T]):
             return patched
         if self.workspace_kind is None:
             return None
-        from tx.workspace.api import get_workspace
+        from tx.workspace.api import IMAGE_REPO_REQUIRED, get_workspace
 
+        # replicas that run elsewhere pull the image from a registry: the kind must push it
+        cfg = {IMAGE_REPO_REQUIRED: not self.runs_on_host, **cfg}
         return get_workspace(self.workspace_kind).build(role, workspace, cfg)
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:

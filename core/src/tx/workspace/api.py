@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 #: ignore file at the workspace root; gitignore syntax (``#`` comments, ``!`` negation)
 IGNORE_FILE = ".txignore"
 
+#: the ``cfg`` key, set by ``Scheduler.build_workspace``, that tells an image-building kind
+#: whether the scheduler's replicas pull the image from a registry (True: they run
+#: elsewhere, so the image must be pushed to ``image_repo``; False: ``runs_on_host``)
+IMAGE_REPO_REQUIRED = "image_repo_required"
+
 
 class Workspace:
     """Base class of workspace kinds (what a ``tx_register_workspaces`` factory returns).
@@ -49,7 +54,8 @@ class Workspace:
         Args:
             role: the first role of the app.
             workspace: path of a local directory.
-            cfg: the scheduler's resolved run options (with this kind's).
+            cfg: the scheduler's resolved run options (with this kind's), and
+                :data:`IMAGE_REPO_REQUIRED` (bool).
 
         Raises:
             tx.workspace.WorkspaceError: the workspace cannot be built (one line for users).
