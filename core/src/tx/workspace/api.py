@@ -13,7 +13,7 @@ from __future__ import annotations
 from tx.errors import UserError
 
 import os
-from typing import TYPE_CHECKING, Iterator, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional
 
 if TYPE_CHECKING:
     from tx.specs.api import Role
@@ -106,6 +106,15 @@ def _patterns(root: str, ignore_name: str) -> List[str]:
         return [ln.rstrip("\n") for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
 
 
+def _spec(pathspec: Any, lines: List[str]) -> Any:
+    """A gitignore-style spec: pathspec's ``gitignore`` style where it has one (the
+    ``gitwildmatch`` name is deprecated in newer releases), else ``gitwildmatch``."""
+    try:
+        return pathspec.PathSpec.from_lines("gitignore", lines)
+    except (KeyError, LookupError):
+        return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
 def walk_workspace(root: str, ignore_name: str = IGNORE_FILE) -> Iterator[str]:
     """Yield the paths (relative to ``root``, ``/``-separated) of the files in the
     workspace that ``<root>/<ignore_name>`` does not exclude. The ignore file itself is kept.
@@ -117,7 +126,7 @@ def walk_workspace(root: str, ignore_name: str = IGNORE_FILE) -> Iterator[str]:
         raise NotADirectoryError(f"workspace {root!r} is not a directory")
     import pathspec
 
-    spec = pathspec.PathSpec.from_lines("gitwildmatch", _patterns(root, ignore_name))
+    spec = _spec(pathspec, _patterns(root, ignore_name))
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
