@@ -208,6 +208,27 @@ def test_workspace_image_is_built_pushed_and_named_by_the_request(
         assert engine.images.get(tag).id == image_id
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_cli_dryrun_builds_and_pushes_through_the_engine_of_docker_host(
+    scheduler: str, registry: str, tx: Any, tmp_path: Path,
+) -> None:
+    """``tx run --dryrun --workspace`` as a fresh process finds the engine as users point
+    at it (``DOCKER_HOST``), pushes to ``-cfg image_repo`` and prints a request naming the image."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / FILE).write_text(f"from the {scheduler} command line\n")
+    cfg = ",".join(f"{k}={v}" for k, v in {**CFGS[scheduler], "image_repo": f"{registry}/tx"}.items())
+    proc = tx("run", "--dryrun", "-s", scheduler, "-cfg", cfg, "--workspace", str(ws),
+              "utils.echo", "--image", BASE_IMAGE, "--msg", "hi")
+    assert proc.returncode == 0, proc.stderr
+    tags = set(re.findall(re.escape(registry) + r"/tx:[0-9a-f]{20}", proc.stdout))
+    assert len(tags) == 1, proc.stdout
+    tag = tags.pop()
+    assert f"pushing {tag}" in proc.stderr, proc.stderr
+    assert tag.rsplit(":", 1)[1] in registry_tags(registry, "tx")
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_missing_image_repo_is_one_line_error(scheduler: str, tx: Any, one_line_error: Any, tmp_path: Path) -> None:
     """These schedulers' nodes pull images from a registry: ``--workspace`` without
