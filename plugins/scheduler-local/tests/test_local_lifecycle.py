@@ -197,4 +197,7 @@ def test_sigkill_of_tx_run_while_it_launches_leaves_no_unexplained_app(tmp_path:
     for d in entries:
         desc = sched.wait(d.name, timeout=60)
         assert desc is not None, f"{d.name}: an entry the scheduler cannot describe"
-        assert desc.state == AppState.SUCCEEDED, f"{d.name}: {desc.state} {desc.msg}"
+        # killed in the few milliseconds between the entry's rename and the supervisor's
+        # start: FAILED, and explained
+        explained = desc.state == AppState.FAILED and "ended before the app's supervisor started" in desc.msg
+        assert desc.state == AppState.SUCCEEDED or explained, f"{d.name}: {desc.state} {desc.msg}"

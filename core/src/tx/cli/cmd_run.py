@@ -124,17 +124,32 @@ def run(args: argparse.Namespace) -> int:
         with _CancelOnSignal(runner) as guard:
             started = time.monotonic()
             handle = guard.handle = runner.schedule(info)
-            print(handle, flush=True)
+            _say(sys.stdout, handle + "\n")
             guard.check()
             status = _wait(runner, handle, info, relay)
             guard.check()
         if status is None:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
-        sys.stdout.flush()
-        sys.stderr.write(summary(handle, status, time.monotonic() - started, logs_shown=relay))
-        sys.stderr.flush()
+        _say(sys.stdout, "")
+        _say(sys.stderr, summary(handle, status, time.monotonic() - started, logs_shown=relay))
         _auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def _say(stream: Any, text: str) -> None:
+    """Write ``text`` to ``stream`` and flush; a reader that went away (``tx run | head``)
+    is not an error: the app is waited for and its result is the exit status."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        import os
+
+        # later writes and the final flush go nowhere instead of failing
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
 
 
 def _auto_gc(runner: Any, scheduler: str) -> None:

@@ -148,8 +148,14 @@ def _read(paths: List[str]) -> Any:
     parser.optionxform = str  # type: ignore[assignment, method-assign]  # case-sensitive keys
     for p in paths:
         try:
-            with open(p) as f:
-                parser.read_file(f, source=p)
+            with open(p, "rb") as fb:
+                data = fb.read()
+            parser.read_string(data.decode("utf-8"), source=p)
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            raise ConfigError(
+                f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}, offset {e.start}); save it as UTF-8"
+            ) from None
         except (OSError, configparser.Error) as e:
             raise ConfigError(f"{p}: {str(e).splitlines()[0]}") from None
     # TorchX's tracker section, as tx names it (a [tx:tracker] of the same files wins)

@@ -13,12 +13,16 @@ from tx.schedulers.api import DescribeAppResponse
 from tx.schedulers.env import APP_ID
 from tx.specs.api import NONE, AppState, Role
 from tx.specs.status import ReplicaStatus, RoleStatus
-from tx_scheduler_local import _procs, _store
+from tx_scheduler_local import _procs, _store, _where
 
 
 def is_running(state: Dict[str, Any]) -> bool:
     """True if the process in charge of a non-terminal app is alive: its supervisor, or
-    before the supervisor recorded itself, the launching process."""
+    before the supervisor recorded itself, the launching process. A process recorded on
+    another host, boot or PID namespace (:func:`tx_scheduler_local._where.elsewhere`)
+    cannot be checked from here and counts as alive."""
+    if _where.elsewhere(state) is not None:
+        return True
     if state.get("pid"):
         return _procs.is_alive(state["pid"], state.get("pid_start"))
     return _procs.is_alive(state.get("launcher_pid"), state.get("launcher_start"))
@@ -47,6 +51,11 @@ def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str)
                     _procs.killpg(r["pid"], signal.SIGKILL)
         for pid in _procs.pids_with_env(needle):
             _procs.kill(pid, signal.SIGKILL)
+        scope = state.get("cgroup")
+        if isinstance(scope, str) and os.path.basename(scope) == f"tx-{request['app_id']}":
+            # the app's cgroup: what escaped with setsid and a cleared environment too
+            _where.kill_scope(scope)
+            _where.remove_scope(scope)
         state.setdefault("app_id", request["app_id"])
         state.setdefault("num_restarts", 0)
         state.setdefault("roles", [
@@ -115,5 +124,68 @@ def to_describe(
 
 
 def read_request(app_dir: str) -> Optional[Dict[str, Any]]:
-    """The app's request.json (None if the app is unknown)."""
-    return _store.read_json(os.path.join(app_dir, _store.REQUEST))
+    """The app's request.json (None if the app is unknown).
+
+    Raises:
+        tx_scheduler_local._store.BadStateFile: the file cannot be read, is not JSON, or is
+            not a request tx wrote for this app (a ``{}``, a request of another app).
+    """
+    path = os.path.join(app_dir, _store.REQUEST)
+    req = _store.read_json(path)
+    if req is not None:
+        check_request(req, path, os.path.basename(app_dir))
+    return req
+
+
+def _fields(obj: Dict[str, Any], types: Dict[str, type]) -> Optional[str]:
+    for key, typ in types.items():
+        if not isinstance(obj.get(key), typ):
+            return f"{key!r} ({typ.__name__})"
+    return None
+
+
+def check_request(req: Dict[str, Any], path: str, app_id: str) -> None:
+    """Check that ``req`` (read from ``path``) has the fields of a request tx wrote for
+    ``app_id``: ``app_id``, ``scheduler``, ``session``, ``log_dir``, and ``roles`` of
+    ``{"name", "replicas": [{"id", "dir"}, ...]}``.
+
+    Raises:
+        tx_scheduler_local._store.BadStateFile: a field is missing or of the wrong type.
+    """
+    bad = _fields(req, {"app_id": str, "scheduler": str, "session": str, "log_dir": str, "roles": list})
+    if bad is None:
+        for role in req["roles"]:
+            if not isinstance(role, dict) or _fields(role, {"name": str, "replicas": list}):
+                bad = "'roles' (a list of {name, replicas})"
+                break
+            if not all(isinstance(r, dict) and _fields(r, {"id": int, "dir": str}) is None for r in role["replicas"]):
+                bad = f"'replicas' of role {role['name']!r} (a list of {{id, dir}})"
+                break
+    if bad is not None:
+        raise _store.BadStateFile(path, f"is not a request written by tx: it lacks {bad}")
+    if req["app_id"] != app_id:
+        raise _store.BadStateFile(path, f"is the request of app {req['app_id']!r}, not of {app_id!r} (copied?)")
+
+
+def check_state(state: Dict[str, Any], path: str) -> None:
+    """Check that ``state`` (read from ``path``) is an app state tx wrote: a ``state``
+    naming an AppState and, when present, ``roles`` of ``{"name", "replicas": [{"id",
+    "state"}, ...]}``.
+
+    Raises:
+        tx_scheduler_local._store.BadStateFile: it is not.
+    """
+    name = state.get("state")
+    if not isinstance(name, str) or name not in AppState.__members__:
+        raise _store.BadStateFile(path, f"is not an app state written by tx: 'state' is {name!r}")
+    roles = state.get("roles")
+    if roles is None:
+        return
+    ok = isinstance(roles, list) and all(
+        isinstance(role, dict) and isinstance(role.get("name"), str) and isinstance(role.get("replicas"), list)
+        and all(isinstance(r, dict) and isinstance(r.get("id"), int) and r.get("state") in AppState.__members__
+                for r in role["replicas"])
+        for role in roles
+    )
+    if not ok:
+        raise _store.BadStateFile(path, "is not an app state written by tx: bad 'roles'")

@@ -20,8 +20,11 @@ import attrs
 
 from tx.schedulers.api import ListAppResponse
 from tx.specs.api import AppState
+from tx.log import get_logger
 from tx.specs.handles import make_app_handle
-from tx_scheduler_local import _store
+from tx_scheduler_local import _apps, _procs, _store
+
+log = get_logger(__name__)
 
 SUMMARY = "summary.json"
 
@@ -44,17 +47,23 @@ def write_summary(app_dir: str, request: Dict[str, Any]) -> None:
 
 
 def read_summary(app_dir: str) -> Optional[Dict[str, Any]]:
-    """The app's summary; for an app without one, built from its request (None: unknown)."""
+    """The app's summary; for an app without one (or with a damaged one), built from its
+    request (None: unknown).
+
+    Raises:
+        tx_scheduler_local._store.BadStateFile: the request is damaged too, or the
+            directory cannot be read.
+    """
     try:
         s = _store.read_json(os.path.join(app_dir, SUMMARY))
-    except ValueError:  # half-written by a crashed writer: rebuild it
-        s = None
-    if s is not None:
+    except _store.BadStateFile as e:
+        if e.path != os.path.join(app_dir, SUMMARY):  # the directory itself is at fault
+            raise
+        s = None  # half-written by a crashed writer: rebuild it
+    if (s is not None and isinstance(s.get("scheduler"), str) and isinstance(s.get("session"), str)
+            and s.get("app_id") == os.path.basename(app_dir)):
         return s
-    try:
-        req = _store.read_json(os.path.join(app_dir, _store.REQUEST))
-    except ValueError:
-        return None
+    req = _apps.read_request(app_dir)
     return summary_of(req) if req is not None else None
 
 
@@ -62,18 +71,19 @@ def _entry(apps_dir: str, app_id: str, describe: Callable[[str], Any]) -> Option
     app_dir = os.path.join(apps_dir, app_id)
     summary = read_summary(app_dir)
     if summary is None:
-        return None
+        if os.path.isdir(app_dir):
+            raise _store.BadStateFile(app_dir, f"holds no {_store.REQUEST}: not an app of tx")
+        raise _store.BadStateFile(app_dir, "is not a directory: not an app of tx")
     handle = make_app_handle(summary["scheduler"], summary["session"], app_id)
     final = summary.get("final_state")
     if final in _store.TERMINAL:  # recorded by an earlier list: one file read per app
         return LocalListAppResponse(app_id, AppState[final], handle, summary.get("app_name") or "",
                                     submitted=summary.get("submitted"), ended=summary.get("ended"))
-    try:
-        state = _store.read_json(os.path.join(app_dir, _store.STATE))
-    except ValueError:
-        state = None
+    state_path = os.path.join(app_dir, _store.STATE)
+    state = _store.read_json(state_path)
     if state is None:
-        return None
+        raise _store.BadStateFile(state_path, "is missing (the app's state was deleted?)")
+    _apps.check_state(state, state_path)
     name = state.get("state")
     ended = state.get("ended")
     if name in _store.TERMINAL and summary.get("app_id") == app_id:
@@ -92,17 +102,34 @@ def _entry(apps_dir: str, app_id: str, describe: Callable[[str], Any]) -> Option
                                 submitted=summary.get("submitted"), ended=ended)
 
 
-def list_apps(apps_dir: str, describe: Callable[[str], Any]) -> List[LocalListAppResponse]:
-    """Every app under ``apps_dir``, newest first (by submit time)."""
+def _warn(text: str) -> None:
+    log.warning(text)
+
+
+def list_apps(apps_dir: str, describe: Callable[[str], Any],
+              warn: Callable[[str], None] = _warn) -> List[LocalListAppResponse]:
+    """Every app under ``apps_dir``, newest first (by submit time). An entry that is not a
+    readable app of tx (an empty or truncated state file, a ``{}`` request, a stray file,
+    a directory this user cannot read) is skipped with one ``warn(text)`` naming the file
+    and what is wrong; names starting with ``.`` (tx's own work directories) are skipped
+    silently."""
     try:
         names = os.listdir(apps_dir)
     except FileNotFoundError:
         return []
     found = []
     for app_id in names:
-        if not _store.valid_app_id(app_id):
+        if app_id.startswith("."):
             continue
-        e = _entry(apps_dir, app_id, describe)
+        if not _store.valid_app_id(app_id):
+            warn(f"skipped {os.path.join(apps_dir, app_id)}: not an app of tx (app ids are letters, "
+                 "digits, '_', '.', '-')")
+            continue
+        try:
+            e = _entry(apps_dir, app_id, describe)
+        except _store.BadStateFile as err:
+            warn(f"skipped app {app_id}: {err}")
+            continue
         if e is not None:
             found.append(e)
     found.sort(key=lambda a: a.submitted or 0.0, reverse=True)
@@ -132,6 +159,8 @@ def prune(apps_dir: str, keep: float, describe: Callable[[str], Any], dry_run: b
     app that is not in a terminal state). Returns the apps deleted (or, with ``dry_run``,
     that would be), oldest first."""
     now = time.time() if now is None else now
+    if not dry_run:
+        remove_stale_work_dirs(apps_dir, now)
     gone = []
     for entry in reversed(list_apps(apps_dir, describe)):
         if entry.state not in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
@@ -154,3 +183,36 @@ def prune(apps_dir: str, keep: float, describe: Callable[[str], Any], dry_run: b
             continue
         shutil.rmtree(trash, ignore_errors=True)
     return gone
+
+
+#: work directories younger than this (seconds) are never removed: their writer may still run
+STALE_AFTER = 60.0
+
+
+def remove_stale_work_dirs(apps_dir: str, now: Optional[float] = None) -> List[str]:
+    """Remove the hidden work directories a killed process left in ``apps_dir``: a
+    launcher's ``.new-<app_id>-<pid>`` (killed while writing the app's entry) and a
+    ``gc``'s ``.gc-<app_id>-<pid>``, once older than :data:`STALE_AFTER` seconds and their
+    process is gone. Returns the paths removed."""
+    now = time.time() if now is None else now
+    try:
+        names = os.listdir(apps_dir)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if not name.startswith((".new-", ".gc-")):
+            continue
+        pid = name.rsplit("-", 1)[-1]
+        path = os.path.join(apps_dir, name)
+        try:
+            if now - os.lstat(path).st_mtime < STALE_AFTER:
+                continue
+        except OSError:
+            continue
+        if pid.isdigit() and _procs.is_alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed

@@ -7,7 +7,9 @@ In ``<log_dir>/<session>/<app_id>/<role>/<k>/``:
 * ``combined.log``: both streams, written by the supervisor alone and only in whole lines
   (everything up to the last ``\\n`` of what was read), so a line of one stream is never
   cut by a line of the other. When a stream closes, its unterminated last line is written
-  followed by a ``\\n``. A line longer than 8 MiB without ``\\n`` is written in pieces.
+  followed by a ``\\n``. A line longer than 8 MiB without ``\\n`` is written in pieces as
+  it comes; meanwhile the other stream's lines wait (up to 64 MiB of them) so that they
+  are written after it ends, never inside it.
 * ``times.bin``: when each block of output arrived: records ``(time, stream, offset)``
   (``struct`` ``<dBQ``: seconds since the epoch, 0/1/2 for stdout/stderr/combined, byte
   offset of the block in that stream's file), at most one per stream and millisecond.
@@ -18,16 +20,19 @@ the previous attempt ended mid-line. ``state.json`` records each attempt's start
 """
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import time
-from typing import List
+from typing import List, Optional
 
 OUT, ERR, COMBINED = 0, 1, 2
 FILES = ("stdout.log", "stderr.log", "combined.log")
 TIMES = "times.bin"
 TIME_RECORD = struct.Struct("<dBQ")
 _MAX_PARTIAL = 8 << 20
+_MAX_HELD = 64 << 20  # the other stream's lines held back while a long line is written
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 _TAIL_BYTES = 8192
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
@@ -42,7 +47,7 @@ def write_all(fd: int, data: bytes) -> None:
 class ReplicaLogs:
     """The open log files of one replica (see the module docstring for the format)."""
 
-    __slots__ = ("dir", "fds", "sizes", "times_fd", "last_t", "partial", "ends_nl", "tail")
+    __slots__ = ("dir", "fds", "sizes", "times_fd", "last_t", "partial", "ends_nl", "tail", "owner", "full")
 
     def __init__(self, directory: str) -> None:
         try:
@@ -59,14 +64,27 @@ class ReplicaLogs:
         self.partial = [b"", b""]
         self.ends_nl = [True, True]
         self.tail = b""
+        #: the stream whose over-long line is being written to combined.log in pieces
+        self.owner: Optional[int] = None
+        #: set when a write failed for lack of space (ENOSPC, EDQUOT): the mount point of
+        #: the log directory; output is dropped from then on
+        self.full: Optional[str] = None
 
     def _raw(self, stream: int, data: bytes, now: float) -> None:
-        if now - self.last_t[stream] >= 0.001:
-            if self.times_fd < 0:
-                self.times_fd = os.open(os.path.join(self.dir, TIMES), _FLAGS, 0o644)
-            write_all(self.times_fd, TIME_RECORD.pack(now, stream, self.sizes[stream]))
-            self.last_t[stream] = now
-        write_all(self.fds[stream], data)
+        if self.full is not None:
+            return
+        try:
+            if now - self.last_t[stream] >= 0.001:
+                if self.times_fd < 0:
+                    self.times_fd = os.open(os.path.join(self.dir, TIMES), _FLAGS, 0o644)
+                write_all(self.times_fd, TIME_RECORD.pack(now, stream, self.sizes[stream]))
+                self.last_t[stream] = now
+            write_all(self.fds[stream], data)
+        except OSError as e:
+            if e.errno not in _FULL:
+                raise
+            self.full = mount_point(self.dir)
+            return
         self.sizes[stream] += len(data)
 
     def write(self, stream: int, data: bytes, now: float) -> None:
@@ -77,22 +95,44 @@ class ReplicaLogs:
         if stream == ERR:
             self.tail = (self.tail + data)[-_TAIL_BYTES:]
         buf = self.partial[stream] + data if self.partial[stream] else data
+        if self.owner == 1 - stream and len(buf) <= _MAX_HELD:
+            self.partial[stream] = buf  # after the other stream's long line
+            return
+        self._combine(stream, buf, now)
+
+    def _combine(self, stream: int, buf: bytes, now: float) -> None:
         cut = buf.rfind(b"\n") + 1
         if cut:
             self._raw(COMBINED, buf[:cut] if cut < len(buf) else buf, now)
             self.partial[stream] = buf[cut:]
+            if self.owner == stream:  # its long line ended: the other stream's lines now
+                self._release(now)
         elif len(buf) > _MAX_PARTIAL:
             self._raw(COMBINED, buf, now)
             self.partial[stream] = b""
+            self.owner = stream
         else:
             self.partial[stream] = buf
+
+    def _release(self, now: float) -> None:
+        held = 1 - self.owner if self.owner is not None else None
+        self.owner = None
+        if held is not None and self.partial[held]:
+            buf, self.partial[held] = self.partial[held], b""
+            self._combine(held, buf, now)
 
     def close_stream(self, stream: int) -> None:
         """The stream's pipe closed: write its unterminated last line (plus ``\\n``) to
         combined.log."""
+        if self.owner == 1 - stream:  # written after the other stream's long line
+            if self.partial[stream]:
+                self.partial[stream] += b"\n"
+            return
         if self.partial[stream]:
             self._raw(COMBINED, self.partial[stream] + b"\n", time.time())
             self.partial[stream] = b""
+        if self.owner == stream:
+            self._release(time.time())
 
     def note(self, text: str) -> None:
         """Write a line from tx itself (e.g. why a replica could not start) to the replica's
@@ -119,3 +159,18 @@ class ReplicaLogs:
         for fd in self.fds + ([self.times_fd] if self.times_fd >= 0 else []):
             os.close(fd)
         self.fds, self.times_fd = [], -1
+
+
+def mount_point(path: str) -> str:
+    """The mount point of the file system holding ``path`` (``path`` itself if unknown)."""
+    try:
+        path = os.path.realpath(path)
+        dev = os.stat(path).st_dev
+        while path != "/":
+            parent = os.path.dirname(path)
+            if os.stat(parent).st_dev != dev:
+                break
+            path = parent
+    except OSError:
+        pass
+    return path

@@ -200,6 +200,24 @@ def error_file(replica_dir: str) -> str:
         return ""
 
 
+def os_error_text(e: OSError) -> str:
+    """What an OSError means for a user: the open-file limits named ("too many open files:
+    ulimit -n is 1024"), else its strerror."""
+    import errno
+
+    if e.errno == errno.EMFILE:
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            return f"too many open files: ulimit -n is {soft}"
+        except (ImportError, OSError, ValueError):
+            return "too many open files (ulimit -n)"
+    if e.errno == errno.ENFILE:
+        return "too many open files in the system (sysctl fs.file-max)"
+    return str(e.strerror or e)
+
+
 def raise_fd_limit(needed: int) -> None:
     """Raise the soft limit of open files to ``needed`` (at most the hard limit): the
     supervisor holds 6 descriptors per replica (4 log files, 2 pipes)."""

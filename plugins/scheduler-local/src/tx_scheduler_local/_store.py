@@ -64,11 +64,43 @@ def write_json_atomic(path: str, obj: Any, default: Optional[Callable[[Any], Any
     os.replace(tmp, path)
 
 
+class BadStateFile(ValueError):
+    """A file of the registry that tx cannot use: unreadable, empty, not JSON, or not the
+    JSON object tx wrote. The message names the file and what is wrong with it (a
+    ValueError, so the CLI prints it as one line)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
 def read_json(path: str) -> Optional[Dict[str, Any]]:
-    """The JSON object in ``path``, or None if the file does not exist."""
+    """The JSON object in ``path``, or None if the file does not exist.
+
+    Raises:
+        BadStateFile: the file cannot be read (permissions, not a regular file), is empty,
+            is not UTF-8 JSON (a truncated write), or holds something other than an object.
+    """
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return None
-    return json.loads(data)
+    except PermissionError:
+        raise BadStateFile(path, f"cannot be read by uid {os.getuid()} (permission denied)") from None
+    except IsADirectoryError:
+        raise BadStateFile(path, "is a directory, not a file") from None
+    except NotADirectoryError:
+        raise BadStateFile(os.path.dirname(path), "is a file, not an app directory") from None
+    except OSError as e:
+        raise BadStateFile(path, f"cannot be read: {e.strerror or e}") from None
+    if not data.strip():
+        raise BadStateFile(path, "is empty (written by a process that was killed?)")
+    try:
+        obj = json.loads(data)
+    except ValueError as e:
+        raise BadStateFile(path, f"is not valid JSON ({e}; truncated?)") from None
+    if not isinstance(obj, dict):
+        raise BadStateFile(path, f"holds a JSON {type(obj).__name__}, not an object")
+    return obj

@@ -24,6 +24,7 @@ It is started by :mod:`._launch`: forked from the launching process (fast), or a
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -35,10 +36,10 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
-from tx_scheduler_local import _procs, _store
+from tx_scheduler_local import _procs, _store, _where
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
-    Replica, Role, Spawner, exit_reason, failure_line, raise_fd_limit, set_aside_error_file,
+    Replica, Role, Spawner, exit_reason, failure_line, os_error_text, raise_fd_limit, set_aside_error_file,
 )
 
 _READ = 1 << 20
@@ -80,6 +81,8 @@ class Supervisor:
         self.dirty = True
         self.pid = os.getpid()
         self.pid_start = _procs.start_time(self.pid)
+        self.where = _where.here()
+        self.scope: Optional[str] = None
         self.spawner = Spawner()
         self._wake_r, self._wake_w = os.pipe()
 
@@ -103,6 +106,8 @@ class Supervisor:
             current = _store.read_json(self.state_path) or {}
             if current.get("state") in _store.TERMINAL:  # finalized: its launcher died
                 raise RuntimeError(f"app already ended {current['state']}: {current.get('msg', '')}")
+            # a cgroup of the app's own where cgroup v2 allows: escapees cannot leave it
+            self.scope = _where.make_scope(self.request["app_id"])
             self.write_state()
 
     # -- main loop ---------------------------------------------------------------------------
@@ -173,7 +178,7 @@ class Supervisor:
         except OSError as e:
             code = 127 if isinstance(e, FileNotFoundError) else 126
             where = "" if self.spawner.in_cwd == r.role.cwd else f" (working directory {r.role.cwd})"
-            why = f"could not be started: {r.role.entrypoint}{where}: {e.strerror or e} (exit code {code})"
+            why = f"could not be started: {r.role.entrypoint}{where}: {os_error_text(e)} (exit code {code})"
             r.logs.note(f"tx: {r.name} {why}")
             attempt["end"], attempt["exit_code"] = time.time(), code
             r.exit_code = code
@@ -203,6 +208,8 @@ class Supervisor:
         assert r.logs is not None
         if data:
             r.logs.write(stream, data, time.time())
+            if r.logs.full is not None:
+                self._no_space(r)
             return len(data)
         self._close_pipe(fd, r)
         return 0
@@ -229,6 +236,8 @@ class Supervisor:
                     break
                 assert r.logs is not None
                 r.logs.write(r.pipes[fd], data, time.time())
+                if r.logs.full is not None:
+                    self._no_space(r)
 
     def _reap(self) -> None:
         while True:
@@ -252,6 +261,8 @@ class Supervisor:
         reason, r.stop_reason, r.stop_deadline = r.stop_reason, None, None
         if reason == "restart":
             r.state = "PENDING"
+        elif reason == "no space":  # the replica whose logs filled the disk
+            r.state = "FAILED"
         elif reason is not None:
             r.state = "CANCELLED"
             r.reason = exit_reason(code)
@@ -333,6 +344,26 @@ class Supervisor:
                 if not self.cancelled and self.failed is None:
                     self._spawn(x)
 
+    def _no_space(self, r: Replica) -> None:
+        """A log file of ``r`` could not be written for lack of space: the app fails and
+        every replica is stopped (their output could not be kept anyway)."""
+        if self.failed is not None or self.cancelled:
+            return
+        assert r.logs is not None
+        why = f"no space left on device on {r.logs.full} (writing the logs in {r.dir})"
+        self._log(f"{r.name}: {why}: stopping the app")
+        self.failed = r
+        self.msg = f"replica {r.name}: {why}; replicas stopped"
+        self.error = r.error = f"{r.name}: {why}"
+        r.reason = why
+        for x in self.replicas:
+            if x.pid is not None:
+                self._stop(x, "no space" if x is r else "failed")
+            elif x is r:
+                r.state = "FAILED"
+        self._drop_restarts()
+        self.dirty = True
+
     # -- stopping -------------------------------------------------------------------------
     def cancel(self) -> None:
         """Stop every replica (SIGTERM now, SIGKILL after the grace period); the app ends
@@ -392,6 +423,10 @@ class Supervisor:
                 continue
             for p in _procs.descendants(self.pid):
                 _procs.kill(p, signal.SIGKILL)
+            if self.scope:  # also what left this process's tree (a reparenting race)
+                for p in _where.members(self.scope):
+                    if p != self.pid:
+                        _procs.kill(p, signal.SIGKILL)
             time.sleep(0.001)
 
     def _finish(self) -> None:
@@ -420,6 +455,9 @@ class Supervisor:
         self.ended = time.time()
         self._write_success_file()  # first: a reader that sees the final state finds it
         self.write_state()
+        if self.scope:
+            _where.kill_scope(self.scope, spare=self.pid)
+            _where.leave_scope(self.scope)
 
     # -- records ------------------------------------------------------------------------------
     def to_json(self) -> Dict[str, Any]:
@@ -427,7 +465,7 @@ class Supervisor:
         return {
             "app_id": self.request["app_id"], "state": self.state, "num_restarts": self.num_restarts,
             "msg": self.msg, "error": self.error, "pid": self.pid, "pid_start": self.pid_start,
-            "started": self.started, "ended": self.ended,
+            "started": self.started, "ended": self.ended, "cgroup": self.scope, **self.where,
             "roles": [{"name": role.name, "replicas": [r.to_json() for r in role.replicas]} for role in self.roles],
         }
 
@@ -467,9 +505,23 @@ class Supervisor:
             self._kill_all_descendants()
         finally:
             self.state = "FAILED"
-            self.msg = f"tx supervisor failed: {type(exc).__name__}: {exc}"
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT):
+                self.msg = f"tx supervisor failed: {os_error_text(exc)}" + (f" ({exc.filename})" if exc.filename else "")
+            else:
+                self.msg = f"tx supervisor failed: {type(exc).__name__}: {exc}"
+            for r in self.replicas:  # free descriptors for the state file
+                if r.logs is not None:
+                    try:
+                        r.logs.close()
+                    except OSError:
+                        pass
+                if r.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                    r.state, r.pid = "FAILED", None
             self.ended = time.time()
             self.write_state()
+            if self.scope:
+                _where.kill_scope(self.scope, spare=self.pid)
+                _where.leave_scope(self.scope)
 
 
 def _noop(_sig: int, _frame: Any) -> None:

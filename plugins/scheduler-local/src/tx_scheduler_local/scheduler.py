@@ -37,7 +37,7 @@ from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Unkno
 from tx.specs.files import appdef_to_dict
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
-from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _request, _scripts, _store
+from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _request, _scripts, _store, _where
 from tx_scheduler_local._cuda import nvidia_smi_device_count
 from tx_scheduler_local._relay import FILES, TIMES
 
@@ -145,6 +145,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         req = dryrun_info.request
         app = dryrun_info._app
         _scripts.check_scripts(app, req)  # a missing script fails before anything starts
+        _check_fd_limit(sum(len(r.replicas) for r in req.roles))
         _request.ensure_log_root(req.log_root, is_default=not dryrun_info._cfg.get("log_dir"))
         os.makedirs(os.path.join(req.log_root, req.session), exist_ok=True)
         try:
@@ -165,7 +166,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         me = os.getpid()
         _store.write_json_atomic(os.path.join(tmp_dir, _store.STATE), {
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
-            "launcher_start": _procs.start_time(me), "num_restarts": 0,
+            "launcher_start": _procs.start_time(me), "num_restarts": 0, **_where.here(),
         })
         _store.write_json_atomic(os.path.join(tmp_dir, _store.REQUEST), data, default=_request.dumps_default)
         _listing.write_summary(tmp_dir, data)
@@ -209,10 +210,14 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         app_dir = os.path.join(self.apps_dir, app_id)
         state_path = os.path.join(app_dir, _store.STATE)
         state = _store.read_json(state_path)
-        if state is None:  # its registry entry was deleted
+        if state is None:
+            if os.path.exists(os.path.join(app_dir, _store.REQUEST)):  # damaged, not deleted
+                raise _store.BadStateFile(state_path, "is missing (the app's state was deleted?)")
+            # its registry entry was deleted (tx gc)
             self._requests.pop(app_id, None)
             self._roles.pop(app_id, None)
             return None
+        _apps.check_state(state, state_path)
         if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
             state = _store.read_json(state_path) or {}
             if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
@@ -224,9 +229,16 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
                     why = (f"the process that launched {app_id} (pid {state.get('launcher_pid')}) ended "
                            "before the app's supervisor started (was it killed?): no replica ran")
                 state = _apps.finalize_orphan(app_dir, request, "FAILED", why)
+        where = _where.elsewhere(state) if state.get("state") not in _store.TERMINAL else None
+        if where is not None:
+            who = f"its supervisor (pid {state['pid']})" if state.get("pid") else "its launcher"
+            state = {**state, "msg": f"last recorded state {state.get('state')}; {who} runs {where}, "
+                     "cannot be checked from here"}
         app = self._app(app_id, request)
         desc = _apps.to_describe(state, request, list(app.roles) if app else [], app_dir)
         desc.app = app
+        if where is not None:
+            desc.metadata["elsewhere"] = where
         if is_terminal(desc.state):
             self._terminal[app_id] = desc
         return desc
@@ -266,6 +278,10 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
             if state.get("state") in _store.TERMINAL:
                 return
+            where = _where.elsewhere(state)
+            if where is not None:
+                raise ValueError(f"app {app_id} runs {where}: its processes cannot be reached from here; "
+                                 "cancel it there")
             if state.get("pid"):
                 if _procs.signal_process(state["pid"], state.get("pid_start"), signal.SIGTERM):
                     log.debug("cancel", app_id=app_id, supervisor_pid=state["pid"])
@@ -294,9 +310,29 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
                         f"role {role_name!r} of {app_id} has replicas 0..{len(role['replicas']) - 1}, not {k!r}"
                     )
                 rdir = role["replicas"][k]["dir"]
-                return os.path.join(rdir, FILES[_STREAM_CODE[stream]]), stream, request
+                path = os.path.join(rdir, FILES[_STREAM_CODE[stream]])
+                if not os.path.exists(path):
+                    self._check_logs_exist(app_id, request, role_name, k, path)
+                return path, stream, request
         names = ", ".join(r["name"] for r in request["roles"])
         raise ValueError(f"app {app_id} has no role {role_name!r} (roles: {names})")
+
+    def _check_logs_exist(self, app_id: str, request: Dict[str, Any], role_name: str, k: int, path: str) -> None:
+        """Raise FileNotFoundError if the log file ``path`` of a replica is gone: the app's
+        log directory was deleted, or the replica ran (it has attempts) and its file is
+        missing. A replica that has not started yet has no files and is not an error."""
+        log_dir = request["log_dir"]
+        if not os.path.isdir(log_dir):
+            raise FileNotFoundError(
+                f"the logs of {app_id} are gone: {log_dir} does not exist (deleted by hand or by a cleaner of "
+                "the temporary directory?)"
+            )
+        state = _store.read_json(os.path.join(self.apps_dir, app_id, _store.STATE)) or {}
+        for role in state.get("roles") or []:
+            if role.get("name") == role_name:
+                for r in role.get("replicas", []):
+                    if r.get("id") == k and r.get("attempts"):
+                        raise FileNotFoundError(f"the log of {role_name}/{k} of {app_id} is gone: {path} does not exist")
 
     def _blocks(self, app_id: str, path: str, should_tail: bool) -> Iterator[Tuple[int, bytes]]:
         app_dir = os.path.join(self.apps_dir, app_id)
@@ -306,7 +342,8 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             return desc is None or is_terminal(desc.state)
 
         state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
-        with _logs.open_notifier(app_dir, state.get("pid") if should_tail else None) as n:
+        pid = state.get("pid") if should_tail and _where.elsewhere(state) is None else None
+        with _logs.open_notifier(app_dir, pid) as n:
             yield from _logs.iter_blocks(path, done, should_tail, n)
 
     def log_iter(
@@ -382,7 +419,8 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             self._waiting[app_id] = self._waiting.get(app_id, 0) + 1
         try:
             restore = _install_sigterm()
-            with _logs.open_notifier(app_dir, desc.metadata.get("supervisor_pid")) as n:
+            pid = None if desc.metadata.get("elsewhere") else desc.metadata.get("supervisor_pid")
+            with _logs.open_notifier(app_dir, pid) as n:
                 while True:
                     desc = self.describe(app_id)
                     if desc is None or is_terminal(desc.state):
@@ -411,6 +449,23 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             waited = [a for a in self._waiting if a in self._launched]
         for app_id in waited:
             self.cancel(app_id)
+
+
+def _check_fd_limit(replicas: int) -> None:
+    """Raise ValueError if the supervisor of an app of ``replicas`` replicas could not open
+    its files (6 per replica, see :func:`tx_scheduler_local._replica.raise_fd_limit`): the
+    hard limit of open files is below what it needs."""
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 6 * replicas + 64
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise ValueError(
+            f"too many open files: ulimit -n is {soft} (at most {hard}); the supervisor of {replicas} "
+            f"replica(s) needs {needed}: raise it (ulimit -n {needed}) or run fewer replicas"
+        )
 
 
 def _epoch(value: Any) -> Optional[float]:
