@@ -152,3 +152,20 @@ def test_tx_log_of_deleted_logs_says_so(tx, tmp_path, one_line_error):
     shutil.rmtree(tmp_path / "logs" / "tx" / _app_id(handle))
     for args in (["log", handle], ["log", f"{handle}/echo/0"]):
         one_line_error(tx(*args), f"the logs of {_app_id(handle)} are gone: {tmp_path / 'logs' / 'tx' / _app_id(handle)} does not exist")
+
+
+def test_combined_log_holds_lines_of_the_other_stream_until_a_long_line_ends(tmp_path):
+    """ReplicaLogs alone: the held stream closes (its last line unterminated) while the
+    long line is still being written; it comes after the long line, with its \\n."""
+    from tx_scheduler_local import _relay
+
+    logs = _relay.ReplicaLogs(str(tmp_path / "r"))
+    big = b"y" * (_relay._MAX_PARTIAL + 5)
+    logs.write(_relay.OUT, big, 1.0)
+    logs.write(_relay.ERR, b"e1\ne2", 1.0)
+    logs.close_stream(_relay.ERR)
+    logs.write(_relay.OUT, b"tail\nnext", 1.0)
+    logs.close_stream(_relay.OUT)
+    logs.close()
+    combined = (tmp_path / "r" / "combined.log").read_bytes()
+    assert combined == big + b"tail\n" + b"e1\ne2\n" + b"next\n"

@@ -126,3 +126,16 @@ def test_tx_run_as_pid_1(tx_env, tmp_path):
                         "exec tx run -s local_cwd utils.echo --msg ok"],
                        env=tx_env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "SUCCEEDED" in p.stderr, p.stderr
+
+
+def test_an_app_recorded_before_a_reboot_of_this_host_is_failed_with_the_reason(tx, tx_env, tmp_path):
+    handle, escapee = _escaping_app(tx, tmp_path)
+    st = _state(tx_env, handle)
+    os.kill(st["pid"], 9)  # the supervisor's processes end as a reboot would end them
+    _wait_for(lambda: not _procs.is_alive(st["pid"]))
+    path = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / handle.rsplit("/", 1)[1] / "state.json"
+    path.write_text(json.dumps({**st, "boot_id": "00000000-0000-0000-0000-000000000000"}))
+    p = tx("status", handle)
+    assert "State: FAILED" in p.stdout
+    assert f"the host rebooted while {handle.rsplit('/', 1)[1]} ran" in p.stdout
+    _wait_for(lambda: not _procs.is_alive(escapee), timeout=10)

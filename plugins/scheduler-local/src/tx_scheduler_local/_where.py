@@ -49,17 +49,25 @@ def here() -> Dict[str, str]:
 def elsewhere(state: Dict[str, Any]) -> Optional[str]:
     """None if the process recorded in ``state`` (its ``host``, ``boot_id``, ``pidns``)
     can be checked from this process; else why not, as a phrase ("on host X", "on host X in
-    another PID namespace", "on host X before a reboot"). States without a location (older
-    versions) count as checkable."""
+    another PID namespace"). A state recorded on this host before its last boot is
+    checkable (its processes are gone). States without a location (older versions) count
+    as checkable."""
     me = here()
     host = state.get("host") or "?"
     if state.get("host") and state["host"] != me["host"]:
         return f"on host {host}"
-    if state.get("boot_id") and me["boot_id"] and state["boot_id"] != me["boot_id"]:
-        return f"on host {host} before a reboot"
+    if rebooted(state):  # same host, a boot later: that process is gone
+        return None
     if state.get("pidns") and me["pidns"] and state["pidns"] != me["pidns"]:
         return f"on host {host} in another PID namespace"
     return None
+
+
+def rebooted(state: Dict[str, Any]) -> bool:
+    """True if ``state`` was recorded on this host (same name) before its last boot."""
+    me = here()
+    return bool(state.get("host") == me["host"] and state.get("boot_id") and me["boot_id"]
+                and state["boot_id"] != me["boot_id"])
 
 
 def _cgroup_root() -> Optional[str]:

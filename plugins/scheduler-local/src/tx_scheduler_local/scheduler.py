@@ -222,7 +222,9 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             state = _store.read_json(state_path) or {}
             if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
                 log_path = os.path.join(app_dir, _store.SUPERVISOR_LOG)
-                if state.get("pid"):
+                if _where.rebooted(state):
+                    why = f"the host rebooted while {app_id} ran: its supervisor and replicas ended with it"
+                elif state.get("pid"):
                     why = (f"the supervisor of {app_id} (pid {state['pid']}) exited without recording "
                            f"the end of the app; its remaining processes were killed (see {log_path})")
                 else:
