@@ -41,7 +41,7 @@ def test_open_file_limit_is_named_before_anything_starts(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, p.stderr
     assert p.stdout.strip() == ("too many open files: ulimit -n is 40 (at most 40); the supervisor of 12 replica(s) "
-                                "needs 136: raise it (ulimit -n 136) or run fewer replicas")
+                                "needs 96: raise it (ulimit -n 96) or run fewer replicas")
     assert not (tmp_path / "state" / "local" / "apps").exists() or not os.listdir(tmp_path / "state" / "local" / "apps")
 
 
