@@ -126,6 +126,11 @@ def test_tx_run_as_pid_1(tx_env, tmp_path):
                         "exec tx run -s local_cwd utils.echo --msg ok"],
                        env=tx_env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "SUCCEEDED" in p.stderr, p.stderr
+    # the app's cgroup went before tx (PID 1) saw the end and the namespace's processes died
+    state = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps"
+    for d in state.iterdir():
+        scope = json.loads((d / "state.json").read_text()).get("cgroup")
+        assert scope is None or not os.path.exists(scope), scope
 
 
 def test_an_app_recorded_before_a_reboot_of_this_host_is_failed_with_the_reason(tx, tx_env, tmp_path):

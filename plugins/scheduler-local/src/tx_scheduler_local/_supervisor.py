@@ -453,11 +453,13 @@ class Supervisor:
             self.state = "FAILED"
             self.msg = self.msg or "replicas ended without succeeding"
         self.ended = time.time()
-        self._write_success_file()  # first: a reader that sees the final state finds it
-        self.write_state()
+        # the cgroup goes before the final state: a reader that sees it may end everything
+        # at once (tx as a container's PID 1 exits, and the kernel kills this process)
         if self.scope:
             _where.kill_scope(self.scope, spare=self.pid)
             _where.leave_scope(self.scope)
+        self._write_success_file()  # first: a reader that sees the final state finds it
+        self.write_state()
 
     # -- records ------------------------------------------------------------------------------
     def to_json(self) -> Dict[str, Any]:
@@ -518,10 +520,10 @@ class Supervisor:
                 if r.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
                     r.state, r.pid = "FAILED", None
             self.ended = time.time()
-            self.write_state()
             if self.scope:
                 _where.kill_scope(self.scope, spare=self.pid)
                 _where.leave_scope(self.scope)
+            self.write_state()
 
 
 def _noop(_sig: int, _frame: Any) -> None:

@@ -111,8 +111,11 @@ def make_scope(app_id: str) -> Optional[str]:
 
 
 def members(scope: str) -> List[int]:
-    """The pids in the cgroup ``scope`` (empty if it is gone)."""
-    return [int(p) for p in _read(os.path.join(scope, "cgroup.procs")).split() if p.isdigit()]
+    """The pids in the cgroup ``scope`` and the cgroups below it (empty if it is gone)."""
+    out: List[int] = []
+    for sub, _dirs, _files in os.walk(scope):
+        out += [int(p) for p in _read(os.path.join(sub, "cgroup.procs")).split() if p.isdigit()]
+    return out
 
 
 def kill_scope(scope: str, spare: Optional[int] = None, timeout: float = 5.0) -> None:
@@ -151,7 +154,13 @@ def leave_scope(scope: str) -> None:
 
 
 def remove_scope(scope: str) -> None:
-    """Remove the (empty) cgroup ``scope``; errors are ignored."""
+    """Remove the (empty) cgroup ``scope`` and the empty cgroups below it (those of apps
+    launched from inside this one); errors are ignored."""
+    for sub, _dirs, _files in list(os.walk(scope, topdown=False))[:-1]:
+        try:
+            os.rmdir(sub)
+        except OSError:
+            pass
     for _ in range(100):
         try:
             os.rmdir(scope)
