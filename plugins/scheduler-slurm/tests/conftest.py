@@ -138,6 +138,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         for k in [k for k in os.environ if k.startswith(_USER_PREFIXES)]:
             del os.environ[k]
         os.environ["SLURM_CONF"] = str(conf)
+        os.environ["TX_STATE_DIR"] = str(base / "tx-state")  # the slurm job index, never the user's
         yield cluster
     finally:
         os.environ.clear()

@@ -102,7 +102,7 @@ def test_failing_replica_is_failed_with_its_exit_code(apps: Any) -> None:
     assert desc.state == AppState.FAILED and desc.msg.startswith("FAILED"), desc
     bad = apps.replica(desc, "worker", 1)
     assert (bad.state, bad.exit_code, bad.structured_error_msg) == (AppState.FAILED, 7, "bad input file")
-    assert desc.structured_error_msg == "bad input file"
+    assert desc.structured_error_msg == f"worker[1] (het component 1 on {bad.hostname}): exit code 7: bad input file"
     other = apps.replica(desc, "worker", 0)  # killed by srun --kill-on-bad-exit
     assert other.state == AppState.FAILED and other.exit_code == 143, other
     with get_runner() as runner:
@@ -148,7 +148,7 @@ def test_list(apps: Any) -> None:
     apps.wait(done)
     running = apps.submit([apps.role("two", "sleep", ["600"])], name="l2")
     listed = {a.app_id: a for a in apps.sched.list()}
-    assert listed[done].state == AppState.SUCCEEDED and listed[done].name == "one-0"
+    assert listed[done].state == AppState.SUCCEEDED and listed[done].name == "l1"
     assert listed[running].state in (AppState.PENDING, AppState.RUNNING)
     assert all(isinstance(a.state, AppState) for a in listed.values())
     with get_runner() as runner:
@@ -199,11 +199,13 @@ def test_describe_unknown_and_finished_jobs(apps: Any) -> None:
 
 def test_jobcomp_file_describes_a_finished_job(apps: Any) -> None:
     """Without accounting, jobs slurmctld forgot are read from the jobcomp/filetxt file."""
-    app_id = apps.submit([apps.role("w", "sh", ["-c", "exit ${replica_id}"], replicas=2)], name="jc")
+    # replica 1 fails a second after replica 0 ended, so srun kills nothing
+    app_id = apps.submit([apps.role("w", "sh", ["-c", "sleep ${replica_id}; exit ${replica_id}"], replicas=2)],
+                         name="jc")
     live = apps.wait(app_id)
     recs = apps.sched._jobcomp(app_id)
     assert [(r.name, r.state, r.work_dir) for r in recs] == [
-        ("w-0", "FAILED", str(apps.job_dir)), ("w-1", "FAILED", str(apps.job_dir))]
+        ("jc@w-0", "FAILED", str(apps.job_dir)), ("jc@w-1", "FAILED", str(apps.job_dir))]
     if not accounting_enabled():
         assert apps.sched._sacct(["--jobs", app_id], app_id) == []
     from tx_scheduler_slurm._status import build_describe
@@ -226,9 +228,8 @@ def test_cluster_facts_shape_the_request(slurm_nodes: List[str], sched: SlurmSch
 
 
 def test_sbatch_refusal_is_one_line(apps: Any) -> None:
-    huge = apps.role("huge", "true", [], resource=Resource(cpu=1, gpu=0, memMB=10**7))
     with pytest.raises(SlurmCommandError) as e:
-        apps.submit([huge], name="huge")
+        apps.submit([apps.role("g", "true", [])], name="gres", gres="nosuch:1")
     assert str(e.value).startswith("sbatch failed (exit 1): ") and "\n" not in str(e.value), str(e.value)
 
 
@@ -268,7 +269,8 @@ def test_sbatch_accepts_every_run_option(sched: SlurmScheduler, tmp_path: Path) 
     (``sbatch --test-only``: validated by slurmctld, nothing submitted)."""
     cfg = {"partition": "debug", "time": "1-0:10", "account": "ml", "comment": "nightly, v2 'x'",
            "constraint": "tx&node1|tx", "mail-user": "me@example.com", "mail-type": "END,FAIL",
-           "job_dir": str(tmp_path / "j"), "qos": "normal"}
+           "job_dir": str(tmp_path / "j"), "qos": "normal", "exclusive": True, "nodelist": "node[1-3]",
+           "exclude": "node4", "dependency": "singleton", "signal": "USR1@60", "requeue": False}
     gpus = 1 if cluster_has_gpus() else 0
     roles = [Role("a", entrypoint="true", num_replicas=2, resource=Resource(cpu=2, gpu=gpus, memMB=512)),
              Role("b", entrypoint="true", resource=Resource(cpu=1, gpu=0, memMB=256))]

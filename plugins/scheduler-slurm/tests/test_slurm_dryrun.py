@@ -60,13 +60,13 @@ def srun_groups(script: str) -> List[str]:
 
 def test_one_role_one_replica(sched: SlurmScheduler, tmp_path: Path) -> None:
     req = request(sched, AppDef("one", roles=[trainer()]), {"job_dir": str(tmp_path / "j")})
-    assert req.cmd == ["sbatch", "--parsable", f"--chdir={tmp_path / 'j'}", "--open-mode=append"]
+    assert req.cmd == ["sbatch", "--parsable", f"--chdir={tmp_path / 'j'}", "--open-mode=append", "--comment=tx-app:one"]
     assert req.job_dir == str(tmp_path / "j")
     assert req.max_retries == 0
     script = req.materialize()
     assert script.startswith("#!/bin/bash\n")
     assert sbatch_lines(script) == [
-        "#SBATCH --job-name=trainer-0 --requeue --ntasks-per-node=1 --cpus-per-task=2 --mem=1024"
+        "#SBATCH --job-name=one@trainer-0 --no-requeue --ntasks-per-node=1 --cpus-per-task=2 --mem=1024"
     ]
     (group,) = srun_groups(script)
     assert group.startswith(
@@ -97,7 +97,7 @@ def test_many_roles_and_replicas(sched: SlurmScheduler) -> None:
     lines = [ln for ln in script.splitlines() if ln.startswith("#SBATCH")]
     assert lines[1::2] == ["#SBATCH hetjob"] * 4
     names = [re.search(r"--job-name=(\S+)", ln)[1] for ln in lines[0::2]]
-    assert names == ["trainer-0", "trainer-1", "trainer-2", "reader-0", "reader-1"]
+    assert names == ["many@trainer-0", "many@trainer-1", "many@trainer-2", "many@reader-0", "many@reader-1"]
     assert all("--cpus-per-task=1 --mem=512" in ln for ln in lines[6::2])
     groups = srun_groups(script)
     assert len(groups) == 5 and script.count("\nsrun ") == 1
@@ -118,6 +118,10 @@ def test_retries_take_the_smallest_max_retries(sched: SlurmScheduler) -> None:
     assert '[ "${SLURM_RESTART_COUNT:-0}" -lt "$TX_MAX_RETRIES" ]' in script
     assert 'timeout 60 scontrol requeue "$SLURM_JOB_ID"' in script
     assert all("--requeue" in ln for ln in sbatch_lines(script) if "job-name" in ln)
+    with pytest.raises(ValueError, match="max_retries=2 but run option requeue=False"):
+        request(sched, AppDef("r", roles=[a, b]), {"requeue": False})
+    forced = request(sched, AppDef("r", roles=[trainer()]), {"requeue": True}).materialize()
+    assert "--requeue " in sbatch_lines(forced)[0]
 
 
 def test_resources(sched: SlurmScheduler) -> None:
@@ -130,7 +134,7 @@ def test_resources(sched: SlurmScheduler) -> None:
     # a role without resources (NULL_RESOURCE) leaves them to Slurm's defaults
     bare = Role("bare", entrypoint="true")
     line = sbatch_lines(request(sched, AppDef("b", roles=[bare])).materialize())[0]
-    assert line == "#SBATCH --job-name=bare-0 --requeue --ntasks-per-node=1"
+    assert line == "#SBATCH --job-name=b@bare-0 --no-requeue --ntasks-per-node=1"
 
 
 def test_mem_is_left_out_where_the_partition_reports_too_little(sched: SlurmScheduler) -> None:
@@ -144,18 +148,24 @@ def test_every_run_option(sched: SlurmScheduler, tmp_path: Path) -> None:
     cfg = {
         "partition": "debug", "time": "1-02:03:04", "account": "ml-team", "comment": "nightly run, v2",
         "constraint": "a100&ib", "mail-user": "me@example.com", "mail-type": "END,FAIL",
-        "job_dir": str(tmp_path / "jobs" / "x"), "qos": "high",
+        "job_dir": str(tmp_path / "jobs" / "x"), "qos": "high", "exclusive": True, "nodelist": "n1,n2",
+        "exclude": "n3", "gres": "nvme:1", "reservation": "maint", "dependency": "afterok:12:13,afterany:14",
+        "signal": "USR1@120", "requeue": False,
     }
     assert sorted(k for k, _ in sched.run_opts()) == sorted(cfg)
     req = request(sched, AppDef("o", roles=[trainer(2)]), cfg)
     assert req.cmd == [
         "sbatch", "--parsable", f"--chdir={tmp_path / 'jobs' / 'x'}", "--open-mode=append",
-        "--account=ml-team", "--comment=nightly run, v2", "--mail-user=me@example.com", "--mail-type=END,FAIL",
+        "--comment=tx-app:o; nightly run, v2", "--account=ml-team", "--mail-user=me@example.com",
+        "--mail-type=END,FAIL", "--dependency=afterok:12:13,afterany:14", "--signal=USR1@120",
     ]
-    for line in [ln for ln in sbatch_lines(req.materialize()) if "job-name" in ln]:
-        assert line.endswith("--partition=debug --time=1-02:03:04 --constraint=a100&ib --qos=high")
+    lines = [ln for ln in sbatch_lines(req.materialize()) if "job-name" in ln]
+    for k, line in enumerate(lines):
+        assert line.startswith(f"#SBATCH --job-name=o@trainer-{k} --no-requeue --ntasks-per-node=1 --exclusive ")
+        assert line.endswith("--partition=debug --time=1-02:03:04 --constraint=a100&ib --qos=high "
+                             f"--exclude=n3 --gres=nvme:1 --reservation=maint --nodelist=n{k + 1}")
     text = str(sched.submit_dryrun(AppDef("o", roles=[trainer(2)]), cfg))
-    assert text.startswith("sbatch --parsable") and "'--comment=nightly run, v2'" in text.splitlines()[0]
+    assert text.startswith("sbatch --parsable") and "'--comment=tx-app:o; nightly run, v2'" in text.splitlines()[0]
     assert "# SBATCH_SCRIPT" in text and "#SBATCH hetjob" in text
 
 
@@ -264,3 +274,39 @@ def test_launcher_records_failures_and_signals(tmp_path: Path) -> None:
     assert (tmp_path / "x.exitcode").read_text() == "0 143\n"
     assert launch("no-such-program-tx") == 127
     assert (tmp_path / "x.exitcode").read_text() == "0 127\n"
+
+
+def test_app_name_in_job_names_and_comment(sched: SlurmScheduler) -> None:
+    """Any app name a user types reaches Slurm: cut to safe characters in the job names,
+    whole in the comment (the marker tx list looks for)."""
+    req = request(sched, AppDef("Über run (exp)/日本語", roles=[trainer()]))
+    assert "--job-name=_ber_run__exp_____@trainer-0 " in sbatch_lines(req.materialize())[0]
+    assert "--comment=tx-app:Über run (exp)/日本語" in req.cmd
+    long = request(sched, AppDef("x" * 300, roles=[trainer()]))
+    assert f"--job-name={'x' * 64}@trainer-0 " in sbatch_lines(long.materialize())[0]
+
+
+@pytest.mark.parametrize("cfg, match", [
+    ({"signal": "USR1 now"}, "'signal' must be SIG@SECONDS"),
+    ({"dependency": "after 12"}, "'dependency' must be"),
+    ({"time": "99999999999"}, "more than 365 days"),
+    ({"time": "3-00:00:00", "partition": "short"}, "allows at most 1440 minutes"),
+    ({"nodelist": "n1"}, "names 1 node.s. but app 'f' has 2 replica"),
+])
+def test_bad_run_options_are_one_line_errors(cfg: Dict[str, Any], match: str) -> None:
+    cluster = ClusterInfo({**CLUSTER.partitions, "short": Partition("short", 4096, 8, cpus=4, max_time_min=1440,
+                                                                     max_mem_mb=4096)})
+    sched = create_scheduler("tx", cluster=cluster)
+    with pytest.raises((InvalidRunConfigException, ValueError), match=match):
+        sched.submit_dryrun(AppDef("f", roles=[trainer(2)]), cfg)
+
+
+def test_dryrun_checks_cpus_and_memory_against_the_partition() -> None:
+    cluster = ClusterInfo({"short": Partition("short", 4096, 8, default=True, cpus=4, max_time_min=1440,
+                                              max_mem_mb=8192)})
+    sched = create_scheduler("tx", cluster=cluster)
+    with pytest.raises(ValueError, match="asks for 1000 CPUs per replica but the nodes of partition short have at most 4"):
+        sched.submit_dryrun(AppDef("c", roles=[trainer(resource=res(cpu=1000))]), {})
+    with pytest.raises(ValueError, match="asks for 9000 MB per replica .* at most 8192 MB"):
+        sched.submit_dryrun(AppDef("c", roles=[trainer(resource=res(cpu=4, mem=9000))]), {})
+    sched.submit_dryrun(AppDef("c", roles=[trainer(resource=res(cpu=4, mem=8192))]), {"time": "1-00:00:00"})

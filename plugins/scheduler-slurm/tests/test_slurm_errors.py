@@ -27,7 +27,7 @@ def test_slurm_not_installed_api(no_slurm: None) -> None:
     sched = create_scheduler("tx")
     app = AppDef("a", roles=[Role("r", entrypoint="true")])
     info = sched.submit_dryrun(app, {})  # dryrun works offline, without cluster facts
-    assert "#SBATCH --job-name=r-0" in str(info)
+    assert "#SBATCH --job-name=a@r-0" in str(info)
     for call in (lambda: sched.schedule(info), lambda: sched.describe("12"), sched.list,
                  lambda: sched.cancel("12")):
         with pytest.raises(_cmd.SlurmNotInstalledError) as e:

@@ -6,7 +6,7 @@ from tx.specs import AppState
 from tx_scheduler_slurm._cluster import ClusterInfo
 from tx_scheduler_slurm._parse import (
     Partition, parse_config, parse_gpus, parse_jobcomp, parse_mem_mb, parse_sacct,
-    parse_sinfo, parse_squeue, parse_version, split_job_name,
+    is_tx_job_name, parse_sinfo, parse_squeue, parse_time_min, parse_version, split_job_name,
 )
 from tx_scheduler_slurm._states import SLURM_STATES, appstate_from_slurm, normalize_state
 
@@ -17,13 +17,13 @@ SQUEUE = "".join(
     US.join(fields) + US + "\n"
     for fields in [
         ["54", "54", "0", "trainer-0", "RUNNING", "None", "node1", "0", "2", "1024M", "N/A", "N/A", "root",
-         "debug", "(null)", "/tmp/sx"],
+         "debug", "(null)", "tx-app:x", "/tmp/sx"],
         ["55", "54", "1", "trainer-1", "RUNNING", "None", "node2", "0", "2", "1024M", "N/A", "gres:gpu:2", "root",
-         "debug", "(null)", "/tmp/sx"],
+         "debug", "(null)", "tx-app:x", "/tmp/sx"],
         ["56", "54", "2", "reader-0", "PENDING", "Resources", "", "1", "1", "1G", "gres/gpu:a100:4", "N/A", "root",
-         "debug", "/w/tx-sbatch.sh", "/tmp/dir with spaces | and pipes"],
+         "debug", "/w/tx-sbatch.sh", "(null)", "/tmp/dir with spaces | and pipes"],
         ["10", "N/A", "N/A", "wrap", "COMPLETED", "None", "node1", "0", "1", "0", "N/A", "N/A", "root", "debug",
-         "(null)", "/tmp"],
+         "(null)", "(null)", "/tmp"],
     ]
 )
 
@@ -89,7 +89,11 @@ def test_jobcomp_records_keep_the_last_attempt() -> None:
 def test_sinfo_partitions() -> None:
     text = f"debug*{US}4096{US}3\ndebug*{US}8192+{US}1\ngpu{US}1{US}2\nbroken line\n"
     parts = parse_sinfo(text)
-    assert parts == {"debug": Partition("debug", 4096, 4, True), "gpu": Partition("gpu", 1, 2, False)}
+    assert parts == {"debug": Partition("debug", 4096, 4, True, max_mem_mb=8192),
+                     "gpu": Partition("gpu", 1, 2, False, max_mem_mb=1)}
+    text = f"debug*{US}4096{US}3{US}2{US}1-00:00:00\ndebug*{US}8192{US}1{US}16+{US}1-00:00:00\nlong{US}100{US}1{US}4{US}infinite\n"
+    more = parse_sinfo(text)
+    assert (more["debug"].cpus, more["debug"].max_time_min, more["long"].max_time_min) == (16, 1440, None)
     info = ClusterInfo(parts, (22, 5))
     assert info.partition(None).name == "debug" and info.partition("nope") is None
     assert info.nomem("gpu") and not info.nomem(None) and not info.nomem("nope")
@@ -122,3 +126,22 @@ def test_small_parsers() -> None:
         "JobCompType": "jobcomp/filetxt", "JobCompLoc": "/a b"}
     assert split_job_name("trainer-12") == ("trainer", 12) and split_job_name("my-role-0") == ("my-role", 0)
     assert split_job_name("wrap") == ("wrap", None) and split_job_name("-3") == ("-3", None)
+
+
+def test_time_in_minutes() -> None:
+    assert [parse_time_min(t) for t in ("90", "1:30", "1:00:01", "2-3", "2-03:04", "1-0:0:30", "UNLIMITED", "x")] == [
+        90, 2, 61, 2 * 1440 + 180, 2 * 1440 + 184, 1441, None, None]
+
+
+def test_job_names_of_tx_and_others() -> None:
+    assert split_job_name("my.app@trainer-3") == ("trainer", 3) and is_tx_job_name("a@b-0")
+    assert not is_tx_job_name("trainer-3") and not is_tx_job_name("wrap") and not is_tx_job_name("a@b")
+
+
+def test_telling_line_of_a_stderr_tail() -> None:
+    from tx_scheduler_slurm._status import telling_line
+
+    torchrun = "[0]:Traceback (most recent call last):\n[0]:ModuleNotFoundError: No module named 'x'\n" \
+               "  raise ChildFailedError(\n=====\n  error_file: <N/A>\n=====\n"
+    assert telling_line(torchrun) == "[0]:ModuleNotFoundError: No module named 'x'"
+    assert telling_line("bad input file\n===\n") == "bad input file" and telling_line("") == ""

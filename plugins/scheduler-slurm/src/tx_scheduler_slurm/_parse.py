@@ -20,12 +20,20 @@ import attrs
 from tx_scheduler_slurm._states import normalize_state
 
 SEP = "\x1f"
+#: the comment prefix of tx's jobs (:data:`tx_scheduler_slurm.request.COMMENT_MARKER`)
+TX_COMMENT = "tx-app:"
+_TX_NAME = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.][A-Za-z0-9_.-]*-\d+$")
+
+
+def is_tx_job_name(name: str) -> bool:
+    """``<app>@<role>-<replica>``: the job name of a component tx submitted."""
+    return bool(_TX_NAME.match(name))
 
 #: squeue --Format fields, in the order :func:`parse_squeue` reads them (WorkDir last)
 SQUEUE_FIELDS = (
     "JobID", "HetJobID", "HetJobOffset", "Name", "State", "Reason", "NodeList",
     "RestartCnt", "cpus-per-task", "MinMemory", "tres-per-node", "tres-per-task",
-    "UserName", "Partition", "Command", "WorkDir",
+    "UserName", "Partition", "Command", "Comment", "WorkDir",
 )
 
 #: sacct --format fields, in the order :func:`parse_sacct` reads them (WorkDir last)
@@ -56,6 +64,7 @@ class JobRecord:
         command: the batch script path, "" if submitted on stdin.
         work_dir: the job's working directory (where tx's replica log files are).
         exit_code: Slurm's ``status:signal`` exit code of the component, if reported.
+        comment: the job's comment ("" where the source does not report it).
     """
 
     job_id: str
@@ -74,6 +83,22 @@ class JobRecord:
     command: str = ""
     work_dir: str = ""
     exit_code: Optional[str] = None
+    comment: str = ""
+
+    @property
+    def is_tx(self) -> bool:
+        """Whether tx submitted this job: its name is ``<app>@<role>-<replica>``
+        (see :func:`tx_scheduler_slurm.request.component_name`)."""
+        return is_tx_job_name(self.name)
+
+    @property
+    def app_name(self) -> str:
+        """The app's name: from the comment ``tx-app:<name>[; ...]`` where reported, else
+        the app part of the job name (as cut for Slurm), else the job name."""
+        if self.comment.startswith(TX_COMMENT):
+            return self.comment[len(TX_COMMENT):].split("; ", 1)[0]
+        app, sep, _ = self.name.rpartition("@")
+        return app if sep and self.is_tx else self.name
 
 
 def _clean(value: str) -> str:
@@ -155,6 +180,7 @@ def parse_squeue(text: str) -> List[JobRecord]:
             user=_clean(f["UserName"]),
             partition=_clean(f["Partition"]),
             command=_clean(f["Command"]),
+            comment=_clean(f["Comment"]),
             work_dir=f["WorkDir"].rstrip("\n"),
         ))
     return out
@@ -254,16 +280,44 @@ class Partition:
         mem_mb: the smallest RealMemory of its nodes in MB, None if unknown.
         nodes: how many nodes it has (any state).
         default: it is the cluster's default partition.
+        cpus: the most CPUs of one of its nodes, None if unknown.
+        max_time_min: its time limit in minutes, None if unknown or unlimited.
+        max_mem_mb: the largest RealMemory of its nodes in MB, None if unknown.
     """
 
     name: str
     mem_mb: Optional[int]
     nodes: int
     default: bool = False
+    cpus: Optional[int] = None
+    max_time_min: Optional[int] = None
+    max_mem_mb: Optional[int] = None
 
 
 #: sinfo --format matching :func:`parse_sinfo`
-SINFO_FORMAT = f"%P{SEP}%m{SEP}%D"
+SINFO_FORMAT = f"%P{SEP}%m{SEP}%D{SEP}%c{SEP}%l"
+
+
+def parse_time_min(text: str) -> Optional[int]:
+    """A Slurm time (``--time`` forms: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``,
+    ``D-H:M:S``) in whole minutes, rounded up; None for ``UNLIMITED``/``INFINITE``/empty
+    or unparseable text."""
+    text = _clean(text)
+    m = re.match(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$", text)
+    if not m:
+        return None
+    days = int(m[1]) if m[1] else 0
+    parts = [int(p) for p in m.groups()[1:] if p is not None]
+    if m[1]:  # D-H[:M[:S]]
+        h, mi, sec = (parts + [0, 0])[:3]
+    elif len(parts) == 1:  # M
+        h, mi, sec = 0, parts[0], 0
+    elif len(parts) == 2:  # M:S
+        h, mi, sec = 0, parts[0], parts[1]
+    else:  # H:M:S
+        h, mi, sec = parts
+    total = ((days * 24 + h) * 60 + mi) * 60 + sec
+    return -(-total // 60)
 
 
 def parse_sinfo(text: str) -> Dict[str, Partition]:
@@ -272,11 +326,16 @@ def parse_sinfo(text: str) -> Dict[str, Partition]:
     mem: Dict[str, Optional[int]] = {}
     nodes: Dict[str, int] = {}
     default: Dict[str, bool] = {}
+    cpus: Dict[str, Optional[int]] = {}
+    limit: Dict[str, Optional[int]] = {}
+    big: Dict[str, Optional[int]] = {}
     for line in text.splitlines():
         parts = line.split(SEP)
-        if len(parts) != 3:
+        if len(parts) == 3:
+            parts += ["", ""]
+        if len(parts) != 5:
             continue
-        raw, m, d = (p.strip() for p in parts)
+        raw, m, d, c, lim = (p.strip() for p in parts)
         name = raw.rstrip("*")
         if not name:
             continue
@@ -286,7 +345,11 @@ def parse_sinfo(text: str) -> Dict[str, Partition]:
         value = mb if mb > 0 else None
         prev = mem.get(name, value)
         mem[name] = value if prev is None else (prev if value is None else min(prev, value))
-    return {n: Partition(n, mem[n], nodes[n], default[n]) for n in nodes}
+        c_value = _int(c.rstrip("+"), 0) or None
+        cpus[name] = max(filter(None, (cpus.get(name), c_value)), default=None)
+        limit[name] = parse_time_min(lim)
+        big[name] = max(filter(None, (big.get(name), value)), default=None)
+    return {n: Partition(n, mem[n], nodes[n], default[n], cpus[n], limit[n], big[n]) for n in nodes}
 
 
 def parse_version(text: str) -> Optional[Tuple[int, int]]:
@@ -306,7 +369,10 @@ def parse_config(text: str) -> Dict[str, str]:
 
 
 def split_job_name(name: str) -> Tuple[str, Optional[int]]:
-    """``trainer-3`` -> ``("trainer", 3)``; a name without a ``-<int>`` suffix -> ``(name, None)``."""
+    """``app@trainer-3`` (tx's names) or ``trainer-3`` -> ``("trainer", 3)``; a name without
+    a ``-<int>`` suffix -> ``(name, None)``."""
+    if is_tx_job_name(name):
+        name = name.rpartition("@")[2]
     role, sep, idx = name.rpartition("-")
     if sep and role and idx.isdigit():
         return role, int(idx)

@@ -9,10 +9,11 @@ earlier attempt of a requeued job is ignored.
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, List, Optional, Tuple
 
 from tx.schedulers import DescribeAppResponse
-from tx.specs import MISSING, NONE, NULL_RESOURCE, AppState, ReplicaStatus, Resource, Role, RoleStatus
+from tx.specs import MISSING, NONE, NULL_RESOURCE, AppDef, AppState, ReplicaStatus, Resource, Role, RoleStatus
 
 from tx_scheduler_slurm._parse import JobRecord, split_job_name
 from tx_scheduler_slurm._states import appstate_from_slurm
@@ -25,25 +26,27 @@ ERROR_TAIL_LINES = 20
 
 def read_exit_code(
     work_dir: str, app_id: str, role: str, replica_id: int, restarts: int
-) -> Tuple[Optional[int], float]:
-    """The exit status the replica's launcher recorded in its current attempt and when
-    (the file's mtime, seconds since the epoch); ``(None, 0.0)`` when there is no file, it
-    is unreadable, or another attempt than ``restarts`` wrote it (``restarts`` = -1,
-    unknown: any attempt's)."""
+) -> Tuple[Optional[int], float, bool]:
+    """The exit status recorded for the replica in its current attempt, when (the file's
+    mtime, seconds since the epoch) and whether the replica's launcher recorded it itself
+    (False: the batch script recorded 143 for a replica Slurm terminated before it could,
+    see :meth:`tx_scheduler_slurm.request.SlurmBatchRequest.materialize`);
+    ``(None, 0.0, False)`` when there is no file, it is unreadable, or another attempt than
+    ``restarts`` wrote it (``restarts`` = -1, unknown: any attempt's)."""
     if not work_dir:
-        return None, 0.0
+        return None, 0.0, False
     path = os.path.join(work_dir, log_file(app_id, role, replica_id, "exitcode"))
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            attempt, _, status = f.read().strip().partition(" ")
+            words = f.read().split()
             mtime = os.fstat(f.fileno()).st_mtime
     except OSError:
-        return None, 0.0
-    if not (attempt.isdigit() and status.lstrip("-").isdigit()):
-        return None, 0.0
-    if restarts >= 0 and int(attempt) != restarts:
-        return None, 0.0
-    return int(status), mtime
+        return None, 0.0, False
+    if len(words) < 2 or not (words[0].isdigit() and words[1].lstrip("-").isdigit()):
+        return None, 0.0, False
+    if restarts >= 0 and int(words[0]) != restarts:
+        return None, 0.0, False
+    return int(words[1]), mtime, len(words) == 2
 
 
 def stderr_tail(path: str) -> str:
@@ -99,17 +102,17 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
     work_dir = leader.work_dir
     roles: List[Role] = []
     statuses: List[RoleStatus] = []
-    failures: List[Tuple[float, str]] = []  # (when, error) of failed replicas
+    failures: List[Tuple[float, str]] = []  # (when, one-line cause) of failed replicas
     for role_name, replicas in group_replicas(records).items():
         rs = RoleStatus(role_name, [])
         for idx, rec in replicas:
             rec_dir = rec.work_dir or work_dir
-            code, when = read_exit_code(rec_dir, app_id, role_name, idx, leader.restarts)
+            code, when, own = read_exit_code(rec_dir, app_id, role_name, idx, leader.restarts)
             state = replica_state(app_state, appstate_from_slurm(rec.state), code)
             error = NONE
-            if state == AppState.FAILED and code is not None:
+            if state == AppState.FAILED and code is not None and own:
                 error = stderr_tail(os.path.join(rec_dir, log_file(app_id, role_name, idx, "err")))
-                failures.append((when, error))
+                failures.append((when, replica_cause(role_name, idx, rec, code, error)))
             rs.replicas.append(ReplicaStatus(
                 id=idx, state=state, role=role_name, hostname=rec.nodes,
                 structured_error_msg=error, exit_code=code,
@@ -124,15 +127,167 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
             resource=_resource(head),
         ))
     # the replica that failed first is the cause; srun then kills the others
-    first_error = min(failures, key=lambda f: f[0])[1] if failures else NONE
-    reason = f" ({leader.reason})" if leader.reason and leader.reason != "None" else ""
+    first = min(failures, key=lambda f: f[0])[1] if failures else ""
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
         num_restarts=leader.restarts,
-        msg=f"{leader.state or 'UNKNOWN'}{reason}",
-        structured_error_msg=first_error,
+        msg=state_msg(leader, records),
+        structured_error_msg=why_failed(app_state, leader, records, first, work_dir),
         roles_statuses=statuses,
         roles=roles,
-        metadata={"work_dir": work_dir, "source": source, "partition": leader.partition},
+        metadata={"work_dir": work_dir, "source": source, "partition": leader.partition,
+                  "submitted_by_tx": leader.is_tx},
+        app=AppDef(leader.app_name, roles=list(roles)),
     )
+
+
+#: squeue's pending reasons (https://slurm.schedmd.com/job_reason_codes.html) explained
+PENDING_REASONS: Dict[str, str] = {
+    "Resources": "the nodes it needs are busy with other jobs; it starts when they are free",
+    "Priority": "jobs of higher priority wait before it in its partition",
+    "ReqNodeNotAvail": "a node it needs is down, drained or reserved",
+    "NodeDown": "a node it needs is down",
+    "Dependency": "it waits for the jobs it depends on (run option dependency)",
+    "DependencyNeverSatisfied": "the jobs it depends on ended so that it can never start: cancel it",
+    "BeginTime": "its start time has not come (a requeued job waits a while before it may start again)",
+    "JobHeldUser": "held by its user: release it with scontrol release",
+    "JobHeldAdmin": "held by an administrator",
+    "PartitionConfig": "it asks for more than its partition allows (CPUs, memory, nodes or time): it never starts",
+    "PartitionTimeLimit": "its time limit is above its partition's: it never starts",
+    "PartitionNodeLimit": "it needs more nodes than its partition allows: it never starts",
+    "PartitionDown": "its partition is down",
+    "PartitionInactive": "its partition is inactive",
+    "Reservation": "it waits for its reservation to start",
+    "BadConstraints": "no node has the features it asks for (run option constraint)",
+    "Licenses": "it waits for licenses",
+    "InvalidAccount": "its account is invalid: it never starts",
+    "InvalidQOS": "its QOS is invalid: it never starts",
+    "Cleaning": "its previous attempt is still being cleaned up",
+    "Prolog": "the prolog is running on its nodes",
+    "launch failed requeued held": "its launch failed and Slurm held it: see the slurmd log of its nodes",
+}
+#: prefixes of limit reasons: QOSMaxGRESPerUser, AssocGrpCpuLimit, ...
+_LIMITS = {"QOS": "a limit of its QOS", "Assoc": "a limit of its account (association)"}
+#: Slurm's terminal states a replica's exit code does not explain, named in why-failed
+FAILURE_STATES: Dict[str, str] = {
+    "TIMEOUT": "reached its time limit (run option time)",
+    "OUT_OF_MEMORY": "a replica used more memory than it asked for (resource memMB) and was killed",
+    "NODE_FAIL": "a node failed under it",
+    "PREEMPTED": "preempted by a job of higher priority",
+    "BOOT_FAIL": "a node failed to boot",
+    "DEADLINE": "reached its deadline",
+    "REVOKED": "revoked by a federated cluster",
+}
+
+
+def explain_reason(reason: str) -> str:
+    """squeue's reason code explained in words a user can act on; the code itself when
+    unknown. ``ReqNodeNotAvail, UnavailableNodes:node3`` names node3."""
+    code, _, detail = reason.partition(",")
+    code = code.strip()
+    text = PENDING_REASONS.get(code)
+    if text is None:
+        for prefix, what in _LIMITS.items():
+            if code.startswith(prefix) and ("Max" in code or "Grp" in code or "Min" in code):
+                limit = code[len(prefix):].replace("Grp", "group ").replace("Max", "max ").replace("Min", "min ")
+                text = f"{what} holds it ({limit.strip()}); it starts when its own or others' jobs end"
+                break
+    if text is None:
+        return reason
+    detail = detail.strip()
+    if detail.startswith("UnavailableNodes:") and detail[len("UnavailableNodes:"):]:
+        text += f" (unavailable: {detail[len('UnavailableNodes:'):]})"
+    return f"{code}: {text}"
+
+
+def state_msg(leader: JobRecord, records: List[JobRecord]) -> str:
+    """One line: Slurm's state, and why a pending job waits or where it runs."""
+    state = leader.state or "UNKNOWN"
+    reason = leader.reason if leader.reason and leader.reason != "None" else ""
+    if appstate_from_slurm(state) == AppState.PENDING:
+        why = explain_reason(reason) if reason else "waiting to be scheduled"
+        if leader.restarts > 0:
+            why += f" (requeued {leader.restarts} time(s))"
+        return f"{state}: {why}"
+    nodes = ",".join(r.nodes for r in sorted(records, key=lambda r: r.offset) if r.nodes)
+    if state in FAILURE_STATES:
+        return f"{state}: {FAILURE_STATES[state]}" + (f" (nodes {nodes})" if nodes else "")
+    if appstate_from_slurm(state) == AppState.RUNNING and nodes:
+        return f"{state} on {nodes}"
+    return f"{state} ({reason})" if reason else state
+
+
+def signal_text(code: int) -> str:
+    """``exit code 7``, or ``killed by SIGKILL (exit code 137)`` for 129..159."""
+    if 128 < code < 160:
+        try:
+            import signal as _signal
+
+            return f"killed by {_signal.Signals(code - 128).name} (exit code {code})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+def replica_cause(role: str, idx: int, rec: JobRecord, code: int, error: str) -> str:
+    """``worker[1] (het component 1 on node2): exit code 7: <last stderr line>``."""
+    where = f"het component {rec.offset}" + (f" on {rec.nodes}" if rec.nodes else "")
+    last = telling_line(error) if error and error != NONE else ""
+    return f"{role}[{idx}] ({where}): {signal_text(code)}" + (f": {last}" if last else "")
+
+
+_EXC_LINE = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b:")
+
+
+def telling_line(text: str) -> str:
+    """The line of a stderr tail that says most: the last ``SomeError: ...`` line (Python
+    exceptions, also behind torchrun's ``[rank]:`` prefix), else the last line with a
+    letter or digit (not a ``=====`` rule)."""
+    lines = [ln.strip() for ln in text.splitlines() if any(c.isalnum() for c in ln)]
+    for ln in reversed(lines):
+        if _EXC_LINE.search(ln):
+            return ln
+    return lines[-1] if lines else ""
+
+
+def _slurm_exit(code: Optional[str]) -> str:
+    """Slurm's ``status:signal`` (sacct/scontrol ExitCode) in words; "" for ``0:0``."""
+    if not code or ":" not in code:
+        return ""
+    status, _, sig = code.partition(":")
+    if sig.isdigit() and int(sig):
+        import signal as _signal
+
+        try:
+            return f"killed by {_signal.Signals(int(sig)).name}"
+        except ValueError:
+            return f"killed by signal {sig}"
+    return f"exit code {status}" if status.isdigit() and int(status) else ""
+
+
+def why_failed(app_state: AppState, leader: JobRecord, records: List[JobRecord], first: str, work_dir: str) -> str:
+    """One line saying why a failed app failed: Slurm's state where it explains more than
+    an exit code (TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, PREEMPTED, ...), the first replica
+    that failed with its exit code or signal and last stderr line, else Slurm's exit code
+    of the first failed component, else the last line of the batch script's output.
+    NONE unless the app FAILED."""
+    if app_state != AppState.FAILED:
+        return NONE
+    parts = []
+    if leader.state in FAILURE_STATES:
+        nodes = ",".join(r.nodes for r in records if r.nodes)
+        parts.append(f"{leader.state}: the job {FAILURE_STATES[leader.state]}" + (f" (nodes {nodes})" if nodes else ""))
+    if first:
+        parts.append(first)
+    else:
+        for rec in sorted(records, key=lambda r: r.offset):
+            text = _slurm_exit(rec.exit_code)
+            if text:
+                parts.append(f"het component {rec.offset} ({rec.name}): {text}")
+                break
+    if not parts:
+        tail = stderr_tail(os.path.join(work_dir, f"slurm-{leader.app_id}.out")) if work_dir else NONE
+        last = tail.splitlines()[-1].strip() if tail != NONE else ""
+        parts.append(f"{leader.state or 'FAILED'}" + (f": {last}" if last else ""))
+    return "; ".join(parts)

@@ -13,6 +13,11 @@ from typing import Mapping
 from tx.specs import InvalidRunConfigException, runopts
 from tx.specs.runopts import get_type_name
 
+from tx_scheduler_slurm._parse import parse_time_min
+
+#: the longest ``time`` accepted: 365 days (Slurm would store a larger one as nonsense)
+MAX_TIME_MIN = 365 * 24 * 60
+
 #: ``--mail-type`` values (https://slurm.schedmd.com/sbatch.html#OPT_mail-type)
 MAIL_TYPES = frozenset({
     "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
@@ -23,6 +28,11 @@ MAIL_TYPES = frozenset({
 # days-hours:minutes:seconds | UNLIMITED/INFINITE
 _TIME = re.compile(r"^(?:\d+(?::\d+){0,2}|\d+-\d+(?::\d+){0,2}|UNLIMITED|INFINITE)$", re.IGNORECASE)
 _PLAIN = re.compile(r"^[^\s'\"\\#]+$")
+# [R:|B:]SIG[@SECONDS]: a signal number or name (https://slurm.schedmd.com/sbatch.html#OPT_signal)
+_SIGNAL = re.compile(r"^(?:[RB]{1,2}:)?(?:\d{1,2}|(?:SIG)?[A-Z][A-Z0-9+]*)(?:@\d{1,5})?$")
+# after:1, afterok:1:2, afterany:1+5, afternotok, aftercorr, singleton; , or ? between
+_DEP_ITEM = r"(?:singleton|after(?:any|burstbuffer|corr|notok|ok)?:\d+(?:_\d+)?(?:\+\d+)?(?::\d+(?:_\d+)?(?:\+\d+)?)*)"
+_DEPENDENCY = re.compile(rf"^{_DEP_ITEM}(?:[,?]{_DEP_ITEM})*$")
 
 
 def slurm_runopts() -> runopts:
@@ -45,6 +55,24 @@ def slurm_runopts() -> runopts:
         "exist and receives a copy of the workspace (default: the current directory)",
     )
     opts.add("qos", type_=str, help="quality of service of the job")
+    opts.add("exclusive", type_=bool, default=False, help="nodes only for this job, shared with no other job (sbatch --exclusive)")
+    opts.add(
+        "nodelist", type_=str,
+        help="nodes to run on, one per replica in role order (node1,node2 or node[1-2]; sbatch --nodelist per component)",
+    )
+    opts.add("exclude", type_=str, help="nodes never to run on (node3,node[5-6]; sbatch --exclude)")
+    opts.add("gres", type_=str, help="generic resources per node besides GPUs from the role's resource (gpu:a100:1,nvme:1; sbatch --gres)")
+    opts.add("reservation", type_=str, help="reservation to run in (sbatch --reservation)")
+    opts.add("dependency", type_=str, help="start after other jobs: afterok:123,afterany:124 ... (sbatch --dependency)")
+    opts.add(
+        "signal", type_=str,
+        help="signal the replicas this many seconds before the time limit: SIG@SECONDS, e.g. USR1@120 (sbatch --signal)",
+    )
+    opts.add(
+        "requeue", type_=bool,
+        help="let Slurm requeue the job after a node failure or preemption (default: when max_retries > 0); "
+        "False is sbatch --no-requeue",
+    )
     return opts
 
 
@@ -63,6 +91,12 @@ def check_cfg(cfg: Mapping[str, object]) -> None:
             f"days-hours, days-hours:minutes or days-hours:minutes:seconds, got {time!r}",
             "time", cfg,
         )
+    minutes = parse_time_min(str(time)) if time is not None else None
+    if minutes is not None and minutes > MAX_TIME_MIN:
+        raise InvalidRunConfigException(
+            f"run option 'time' is {minutes} minutes, more than {MAX_TIME_MIN // (60 * 24)} days: "
+            "use UNLIMITED for no limit", "time", cfg,
+        )
     mail = cfg.get("mail-type")
     if mail is not None:
         bad = [t for t in str(mail).split(",") if t.strip().upper() not in MAIL_TYPES]
@@ -72,7 +106,20 @@ def check_cfg(cfg: Mapping[str, object]) -> None:
                 f"use {', '.join(sorted(MAIL_TYPES))}",
                 "mail-type", cfg,
             )
-    for key in ("partition", "constraint", "qos", "account"):
+    signal = cfg.get("signal")
+    if signal is not None and not _SIGNAL.match(str(signal)):
+        raise InvalidRunConfigException(
+            f"run option 'signal' must be SIG@SECONDS (USR1@120, 10@60; optional R: or B: first), got {signal!r}",
+            "signal", cfg,
+        )
+    dep = cfg.get("dependency")
+    if dep is not None and not _DEPENDENCY.match(str(dep)):
+        raise InvalidRunConfigException(
+            f"run option 'dependency' must be TYPE:JOBID[:JOBID...] joined by ',' or '?' "
+            f"(afterok:123, afterany:12:13, singleton), got {dep!r}",
+            "dependency", cfg,
+        )
+    for key in ("partition", "constraint", "qos", "account", "nodelist", "exclude", "gres", "reservation"):
         value = cfg.get(key)
         if value is not None and not _PLAIN.match(str(value)):
             raise InvalidRunConfigException(

@@ -3,9 +3,12 @@
 An AppDef becomes one heterogeneous batch job (https://slurm.schedmd.com/heterogeneous_jobs.html)
 with one component per replica of every role, in role order, separated by ``#SBATCH hetjob``.
 Component ``i`` carries the ``#SBATCH`` options of its replica
-(https://slurm.schedmd.com/sbatch.html): ``--job-name=<role>-<replica>``, ``--requeue``,
-``--ntasks-per-node=1``, ``--cpus-per-task``, ``--mem`` (MB), GPUs and the run options
-``partition``, ``time``, ``constraint`` and ``qos``. One ``srun`` runs every component
+(https://slurm.schedmd.com/sbatch.html): ``--job-name=<app>@<role>-<replica>``,
+``--requeue`` or ``--no-requeue``, ``--ntasks-per-node=1``, ``--cpus-per-task``, ``--mem``
+(MB), GPUs and the run options ``partition``, ``time``, ``constraint``, ``qos``,
+``exclude``, ``gres``, ``reservation``, ``exclusive`` and ``nodelist`` (one node each). The
+job's ``--comment`` is ``tx-app:<app name>`` (then the user's comment): with the ``@`` in
+the job names, the marker of jobs tx submitted. One ``srun`` runs every component
 (``:``-separated groups), each writing ``slurm-<jobid>-<role>-<replica>.out`` and ``.err``
 in the job's working directory.
 
@@ -20,7 +23,9 @@ to reach the node, https://slurm.schedmd.com/slurm.conf.html#OPT_NodeAddr). Node
 not resolve (``node1`` on many clusters does not), so ``TX_RANK0_HOST`` holds that address
 and the ``${rank0_env}`` macro names ``TX_RANK0_HOST``.
 
-Retries: every component is ``--requeue``-able, and when the ``srun`` fails while
+Retries: with ``max_retries`` > 0 every component is ``--requeue``-able (else
+``--no-requeue``: Slurm does not requeue it after a node failure either; run option
+``requeue`` overrides), and when the ``srun`` fails while
 ``SLURM_RESTART_COUNT`` is below the smallest ``max_retries`` of the app's roles the script
 runs ``scontrol requeue`` on its own job. Slurm lets a requeued job start again only after
 the credential lifetime (``AuthInfo=cred_expire``, 120 s by default,
@@ -49,7 +54,8 @@ APP_ID_SHELL = '"$SLURM_JOB_ID"'
 #: per-group launcher, run as ``bash -c "$TX_LAUNCHER" tx-launcher EXITFILE N K=V... PROGRAM ARGS...``.
 #: Arguments that are ``:`` (which srun would take for a het group separator) arrive with
 #: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it.
-LAUNCHER = r"""tx_exit_file=$1; tx_n=$2; shift 2
+LAUNCHER = r"""tx_sig=; trap 'tx_sig=15' TERM; trap 'tx_sig=2' INT; trap 'tx_sig=1' HUP
+tx_exit_file=$1; tx_n=$2; shift 2
 while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
 tx_argv=()
 for tx_a in "$@"; do
@@ -57,10 +63,13 @@ for tx_a in "$@"; do
   tx_argv+=("$tx_a")
 done
 unset tx_a tx_n
-trap : TERM INT HUP
-"${tx_argv[@]}"
-tx_rc=$?
-{ printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" > "$tx_exit_file.tmp" && mv -f "$tx_exit_file.tmp" "$tx_exit_file"; } 2>/dev/null
+if [ -n "$tx_sig" ]; then
+  tx_rc=$((128 + tx_sig))
+else
+  "${tx_argv[@]}"
+  tx_rc=$?
+fi
+printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" 2>/dev/null > "$tx_exit_file"
 exit "$tx_rc"
 """
 
@@ -89,6 +98,38 @@ def escape_srun_arg(arg: str) -> str:
     return "+" + arg if _COLONS.match(arg) else arg
 
 
+#: characters kept of the app name in Slurm job names (others become ``_``)
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+#: the longest app name part of a job name (Slurm job names stay readable in squeue)
+APP_NAME_MAX = 64
+#: the longest comment tx sets (the app name, then the user's comment)
+COMMENT_MAX = 1000
+#: what starts the comment of every job tx submits: the marker ``tx list`` looks for
+COMMENT_MARKER = "tx-app:"
+
+
+def job_name_app(app_name: str) -> str:
+    """The app name as it goes into Slurm job names: letters, digits, ``_``, ``.`` and
+    ``-`` kept (others become ``_``), at most :data:`APP_NAME_MAX` characters, ``app``
+    when nothing is left."""
+    name = _NAME_CHARS.sub("_", app_name)[:APP_NAME_MAX]
+    return name or "app"
+
+
+def component_name(app_name: str, role: str, replica_id: int) -> str:
+    """``<app>@<role>-<replica>``: the Slurm job name of one het job component. The ``@``
+    (never in a role name nor in :func:`job_name_app`) marks a job as tx's in ``squeue``
+    and ``sacct`` (whose records may lack the comment)."""
+    return f"{job_name_app(app_name)}@{role}-{replica_id}"
+
+
+def job_comment(app_name: str, user_comment: Optional[str]) -> str:
+    """``tx-app:<app name>`` plus ``; <user comment>``: the job's ``--comment``, cut to
+    :data:`COMMENT_MAX` characters (newlines and control characters become spaces)."""
+    text = COMMENT_MARKER + app_name + (f"; {user_comment}" if user_comment else "")
+    return "".join(c if c.isprintable() else " " for c in text)[:COMMENT_MAX]
+
+
 def log_file(app_id: str, role: str, replica_id: int, ext: str) -> str:
     """``slurm-<app_id>-<role>-<replica_id>.<ext>``: a replica's ``out``, ``err`` or
     ``exitcode`` file, relative to the job's working directory."""
@@ -104,7 +145,8 @@ class SlurmReplicaRequest:
     """One replica: a het job component and its ``srun`` group.
 
     Attributes:
-        name: ``<role>-<replica>``, the component's job name.
+        name: ``<role>-<replica>``, the component's key.
+        job_name: ``<app>@<role>-<replica>``, the component's Slurm job name.
         role: the role name.
         replica_id: the replica's index within its role.
         entrypoint: the program (looked up on PATH on the node).
@@ -117,6 +159,7 @@ class SlurmReplicaRequest:
     name: str
     role: str
     replica_id: int
+    job_name: str
     entrypoint: str
     args: List[str]
     env: Dict[str, str]
@@ -125,7 +168,7 @@ class SlurmReplicaRequest:
 
     def sbatch_line(self) -> str:
         """The component's ``#SBATCH`` line."""
-        return "#SBATCH " + " ".join([f"--job-name={self.name}", *_opts(self.sbatch_opts)])
+        return "#SBATCH " + " ".join([f"--job-name={self.job_name}", *_opts(self.sbatch_opts)])
 
     def srun_words(self) -> List[str]:
         """The group's srun words, shell-quoted."""
@@ -150,12 +193,14 @@ class SlurmBatchRequest:
         job_dir: where the job runs and its logs land (``--chdir``); the script is written
             there as ``tx-sbatch.sh`` when set, else passed to sbatch on stdin.
         max_retries: requeues allowed (the smallest ``max_retries`` of the roles).
+        workdir: the absolute directory the job runs in (``--chdir``).
     """
 
     cmd: List[str]
     replicas: Dict[str, SlurmReplicaRequest]
     job_dir: Optional[str]
     max_retries: int
+    workdir: str = ""
 
     def materialize(self) -> str:
         """The batch script text."""
@@ -186,12 +231,34 @@ TX_LAUNCHER={shlex.quote(LAUNCHER)}
 srun {srun}
 tx_rc=$?
 echo "[tx] job exited with code $tx_rc"
+{self._record_terminated()}
 if [ "$tx_rc" -ne 0 ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$TX_MAX_RETRIES" ]; then
   echo "[tx] requeueing (retry $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of $TX_MAX_RETRIES)"
   timeout 60 scontrol requeue "$SLURM_JOB_ID"
 fi
 exit "$tx_rc"
 """
+
+    def _record_terminated(self) -> str:
+        """Shell lines run after ``srun``: when a replica recorded a non-zero status in this
+        attempt (so srun's ``--kill-on-bad-exit`` terminated the others), every replica
+        without a record of this attempt (Slurm's SIGTERM reached it before its launcher
+        ran, or SIGKILL after ``KillWait`` before it wrote) gets ``<attempt> 143 slurm``:
+        terminated by Slurm, status not recorded by the replica itself."""
+        files = " ".join(shell_word(log_file(macros.app_id, r.role, r.replica_id, "exitcode"))
+                         for r in self.replicas.values())
+        return f"""tx_attempt=${{SLURM_RESTART_COUNT:-0}}
+tx_bad=
+for tx_f in {files}; do
+  read -r tx_a tx_s _ < "$tx_f" 2>/dev/null || continue
+  if [ "$tx_a" = "$tx_attempt" ] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
+done
+if [ -n "$tx_bad" ]; then
+  for tx_f in {files}; do
+    tx_a=; read -r tx_a _ < "$tx_f" 2>/dev/null
+    [ "$tx_a" = "$tx_attempt" ] || printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
+  done
+fi"""
 
     def __repr__(self) -> str:
         return (
@@ -205,9 +272,10 @@ exit "$tx_rc"
 # -- building ----------------------------------------------------------------------------
 
 #: run options that become per-component ``#SBATCH`` options
-GROUP_OPTS = ("partition", "time", "constraint", "qos")
-#: run options that become job-level sbatch arguments
-JOB_OPTS = ("account", "comment", "mail-user", "mail-type")
+GROUP_OPTS = ("partition", "time", "constraint", "qos", "exclude", "gres", "reservation")
+#: run options that become job-level sbatch arguments (``comment`` is set by tx, see
+#: :func:`job_comment`; ``signal`` goes to every step: ``--signal=SIG@SECONDS``)
+JOB_OPTS = ("account", "mail-user", "mail-type", "dependency", "signal")
 
 
 def validate_app(app: AppDef) -> None:
@@ -255,6 +323,7 @@ def build_request(
     workdir: str,
     nomem: bool = False,
     gpus_per_node: bool = False,
+    nodes: Optional[List[str]] = None,
 ) -> SlurmBatchRequest:
     """Build the batch request of ``app`` (pure: no Slurm command is run).
 
@@ -265,11 +334,28 @@ def build_request(
         nomem: leave ``--mem`` out (the partition reports too little memory to trust).
         gpus_per_node: ask GPUs with ``--gpus-per-node`` (Slurm >= 24.11) instead of
             ``--gpus-per-task`` plus ``--ntasks=1``.
+        nodes: the expanded ``nodelist`` run option, one node per replica in het-group
+            order (each component gets ``--nodelist`` of its node); None: no nodelist.
 
     Raises:
-        ValueError: see :func:`validate_app`.
+        ValueError: see :func:`validate_app`; ``nodes`` does not name one node per replica.
     """
     validate_app(app)
+    if nodes is not None and len(nodes) != total_replicas(app):
+        raise ValueError(
+            f"run option 'nodelist' names {len(nodes)} node(s) but app {app.name!r} has "
+            f"{total_replicas(app)} replica(s): each replica is a het job component on its own "
+            "node, so list one node per replica (or use 'exclude' / 'constraint')"
+        )
+    retries = min(role.max_retries for role in app.roles)
+    requeue = cfg.get("requeue")
+    if requeue is None:
+        requeue = retries > 0
+    elif not requeue and retries > 0:
+        raise ValueError(
+            f"app {app.name!r} has max_retries={retries} but run option requeue=False: tx retries "
+            "by requeueing the job; set max_retries=0 or leave requeue unset"
+        )
     replicas: Dict[str, SlurmReplicaRequest] = {}
     for role_idx, role in enumerate(app.roles):
         for replica_id in range(role.num_replicas):
@@ -281,14 +367,18 @@ def build_request(
             )
             r = values.apply(role)
             name = f"{role.name}-{replica_id}"
+            group = _group_opts(role, cfg, nomem, gpus_per_node, bool(requeue))
+            if nodes is not None:
+                group["nodelist"] = nodes[len(replicas)]
             replicas[name] = SlurmReplicaRequest(
                 name=name,
                 role=role.name,
                 replica_id=replica_id,
+                job_name=component_name(app.name, role.name, replica_id),
                 entrypoint=r.entrypoint,
                 args=list(r.args),
                 env=replica_env(r, replica_id, role_idx),
-                sbatch_opts=_group_opts(role, cfg, nomem, gpus_per_node),
+                sbatch_opts=group,
                 srun_opts={
                     "output": log_file(macros.app_id, role.name, replica_id, "out"),
                     "error": log_file(macros.app_id, role.name, replica_id, "err"),
@@ -297,7 +387,8 @@ def build_request(
                     "kill-on-bad-exit": "1",
                 },
             )
-    cmd = ["sbatch", "--parsable", f"--chdir={workdir}", "--open-mode=append"]
+    cmd = ["sbatch", "--parsable", f"--chdir={workdir}", "--open-mode=append",
+           f"--comment={job_comment(app.name, _str_or_none(cfg.get('comment')))}"]
     for key in JOB_OPTS:
         value = cfg.get(key)
         if value is not None:
@@ -306,12 +397,21 @@ def build_request(
         cmd=cmd,
         replicas=replicas,
         job_dir=str(cfg["job_dir"]) if cfg.get("job_dir") else None,
-        max_retries=min(role.max_retries for role in app.roles),
+        max_retries=retries,
+        workdir=workdir,
     )
 
 
-def _group_opts(role: Role, cfg: Mapping[str, object], nomem: bool, gpus_per_node: bool) -> Dict[str, Optional[str]]:
-    opts: Dict[str, Optional[str]] = {"requeue": None, "ntasks-per-node": "1"}
+def _str_or_none(value: object) -> Optional[str]:
+    return None if value is None else str(value)
+
+
+def _group_opts(
+    role: Role, cfg: Mapping[str, object], nomem: bool, gpus_per_node: bool, requeue: bool
+) -> Dict[str, Optional[str]]:
+    opts: Dict[str, Optional[str]] = {"requeue" if requeue else "no-requeue": None, "ntasks-per-node": "1"}
+    if cfg.get("exclusive"):
+        opts["exclusive"] = None
     res = role.resource
     if res.cpu > 0:
         opts["cpus-per-task"] = str(res.cpu)

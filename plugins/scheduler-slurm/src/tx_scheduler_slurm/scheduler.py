@@ -20,18 +20,21 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import time
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines
-from tx.specs import AppDef, AppDryRunInfo, CfgVal, InvalidRunConfigException, is_terminal, runopts
+from tx.schedulers.api import SchedulerError
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
 
-from tx_scheduler_slurm import _cmd
+from tx_scheduler_slurm import _cmd, _index
 from tx_scheduler_slurm._cmd import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
-from tx_scheduler_slurm._cluster import ClusterInfo, query_cluster
+from tx_scheduler_slurm._cluster import NOMEM_THRESHOLD_MB, ClusterInfo, query_cluster
 from tx_scheduler_slurm._logs import iter_blocks
 from tx_scheduler_slurm._parse import (
-    SACCT_FIELDS, JobRecord, parse_config, parse_jobcomp, parse_sacct, parse_squeue, squeue_format,
+    SACCT_FIELDS, JobRecord, Partition, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
+    squeue_format,
 )
 from tx_scheduler_slurm._states import appstate_from_slurm
 from tx_scheduler_slurm._status import build_describe, group_replicas
@@ -74,6 +77,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         self._timeout = timeout
         self._accounting: Optional[bool] = None  # learnt from the first sacct call
         self._jobcomp_path: Optional[str] = None  # "" once known to be unusable
+        self._acct_configured: Optional[bool] = None
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -91,13 +95,26 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         cluster = self._cluster if self._cluster is not None else query_cluster(self._timeout)
         name = str(cfg["partition"]) if cfg.get("partition") is not None else None
         self._check_partitions(app, cluster, name, cfg)
+        nodes = None
+        if cfg.get("nodelist") is not None:
+            nodes = self._hostnames(str(cfg["nodelist"]))
         req = build_request(
             app, cfg,
             workdir=workdir_of(cfg),
             nomem=cluster.nomem(name),
             gpus_per_node=cluster.gpus_per_node(),
+            nodes=nodes,
         )
         return AppDryRunInfo(req, repr)
+
+    def _hostnames(self, nodelist: str) -> List[str]:
+        """``node[1-2],gpu3`` expanded by ``scontrol show hostnames``; split at commas
+        where Slurm's commands are missing or fail here (dryrun on a laptop)."""
+        try:
+            return _cmd.run(["scontrol", "show", "hostnames", nodelist], self._timeout).stdout.split()
+        except SlurmError as e:
+            log.debug("slurm_hostnames_unavailable", error=str(e))
+            return [n for n in nodelist.split(",") if n]
 
     @staticmethod
     def _check_partitions(app: AppDef, cluster: ClusterInfo, name: Optional[str], cfg: Mapping[str, CfgVal]) -> None:
@@ -119,6 +136,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
                 parts.append(p)
         if not parts:
             return
+        _check_fits(app, parts, cfg)
         largest = max(parts, key=lambda p: p.nodes)
         needed = total_replicas(app)
         if needed > largest.nodes:
@@ -153,6 +171,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         if not _APP_ID.match(job_id):
             raise SlurmError(f"sbatch printed no job id (stdout {out.stdout.strip()!r})")
         log.info("slurm_submitted", app_id=job_id, components=len(req.replicas))
+        _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.replicas.values()])
         return job_id
 
     # -- status ---------------------------------------------------------------------------
@@ -189,13 +208,20 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             raise SlurmCommandError(argv, proc.returncode, proc.stderr)
         return parse_squeue(proc.stdout)
 
-    def _sacct(self, extra: List[str], app_id: Optional[str] = None) -> List[JobRecord]:
-        if self._accounting is False:
+    def _sacct(self, extra: List[str], app_id: Optional[str] = None, strict: bool = False) -> List[JobRecord]:
+        """``sacct`` records; none where accounting is not configured. A sacct that hangs
+        raises :class:`SlurmTimeoutError` with ``strict`` (listing), else is logged."""
+        if self._accounting is False or not self.accounting_configured():
             return []
         argv = ["sacct", "--parsable2", "--noheader", "--allocations", f"--format={','.join(SACCT_FIELDS)}", *extra]
         try:
             proc = _cmd.run(argv, self._timeout, check=False)
-        except SlurmError as e:  # sacct missing or hung: no accounting records
+        except SlurmTimeoutError as e:
+            if strict:
+                raise SlurmTimeoutError(f"{e}; finished jobs that only sacct knows cannot be listed") from None
+            log.warning("slurm_sacct_timeout", error=str(e))
+            return []
+        except SlurmError as e:  # sacct missing: no accounting records
             log.debug("slurm_sacct_unavailable", error=str(e))
             self._accounting = False
             return []
@@ -230,17 +256,58 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             return []
 
     def list(self) -> List[ListAppResponse]:
-        """The current user's jobs: those slurmctld keeps (any state) and, with accounting,
-        those in ``sacct`` since 1970; one entry per het job (its leader's job name)."""
+        """The current user's jobs that tx submitted (job names ``<app>@<role>-<k>``, see
+        :func:`tx_scheduler_slurm.request.component_name`), named by their app: those
+        slurmctld keeps (any state) and, where accounting is configured, those in ``sacct``
+        since 1970. One ``squeue`` call (and one ``sacct``) whatever the number of jobs;
+        other jobs of the user are counted in a warning.
+
+        Raises:
+            SlurmTimeoutError: squeue or sacct did not answer (finished jobs that only sacct
+                knows would be missing).
+            SlurmCommandError: squeue failed.
+        """
         user = str(os.getuid())  # squeue and sacct take a uid; no passwd lookup needed
         apps = {}
+        others = set()
         for rec in self._squeue(["--user", user]):
-            if rec.job_id == rec.app_id:
-                apps[rec.app_id] = ListAppResponse(rec.app_id, appstate_from_slurm(rec.state), name=rec.name)
-        for rec in self._sacct(["--user", user, "--starttime=1970-01-01T00:00:01"]):
-            if rec.offset == 0 and rec.app_id not in apps:
-                apps[rec.app_id] = ListAppResponse(rec.app_id, appstate_from_slurm(rec.state), name=rec.name)
+            if rec.job_id != rec.app_id:
+                continue
+            if not rec.is_tx:
+                others.add(rec.app_id)
+                continue
+            apps[rec.app_id] = ListAppResponse(rec.app_id, appstate_from_slurm(rec.state), name=rec.app_name)
+        if self.accounting_configured():
+            for rec in self._sacct(["--user", user, "--starttime=1970-01-01T00:00:01"], strict=True):
+                if rec.offset != 0 or rec.app_id in apps:
+                    continue
+                if not rec.is_tx:
+                    others.add(rec.app_id)
+                    continue
+                apps[rec.app_id] = ListAppResponse(rec.app_id, appstate_from_slurm(rec.state), name=rec.app_name)
+        if others:
+            log.warning(
+                f"slurm: {len(others)} job(s) of this user were not submitted by tx and are not listed "
+                f"(e.g. {min(others, key=int)}); see squeue or sacct",
+            )
         return [apps[k] for k in sorted(apps, key=int)]
+
+    def accounting_configured(self) -> bool:
+        """Whether the cluster has accounting (``AccountingStorageType`` other than
+        ``accounting_storage/none``): read from ``$SLURM_CONF`` (default
+        ``/etc/slurm/slurm.conf``) where readable, else from ``scontrol show config``.
+        Without accounting ``sacct`` is never run."""
+        if self._acct_configured is None:
+            self._acct_configured = _index.accounting_in_conf()
+            if self._acct_configured is None:
+                try:
+                    conf = parse_config(_cmd.run(["scontrol", "show", "config"], self._timeout).stdout)
+                    self._acct_configured = conf.get("AccountingStorageType", "accounting_storage/none") \
+                        != "accounting_storage/none"
+                except SlurmError as e:
+                    log.debug("slurm_config_unavailable", error=str(e))
+                    self._acct_configured = True  # ask sacct, which says whether it works
+        return self._acct_configured
 
     def _cancel_existing(self, app_id: str) -> None:
         """``scancel`` the job (every component); a job that just ended is not an error."""
@@ -251,25 +318,61 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
 
     # -- logs -----------------------------------------------------------------------------
     def _log_path(self, app_id: str, role_name: str, k: int, streams: Optional[Any]) -> str:
+        """The replica's log file: in the job directory from the on-disk index
+        (:mod:`tx_scheduler_slurm._index`, no Slurm call), else the current directory where
+        the file is there, else the directory squeue reports."""
         stream = Stream(streams) if streams is not None else Stream.STDOUT
         if stream == Stream.COMBINED:
             raise ValueError(
                 "the slurm scheduler keeps stdout and stderr in separate files: "
                 "use streams=stdout or streams=stderr"
             )
+        ext = "out" if stream == Stream.STDOUT else "err"
+        name = log_file(app_id, role_name, k, ext)
+        entry = _index.lookup(app_id) if _APP_ID.match(app_id) else None
+        if entry is not None:
+            work_dir, replicas = entry
+            if (role_name, k) not in replicas:
+                known = ", ".join(f"{r}/{i}" for r, i in replicas)
+                raise ValueError(f"app {app_id} has no replica {role_name}/{k}; replicas: {known}")
+            return os.path.join(work_dir, name)
+        if os.path.exists(name):
+            return os.path.abspath(name)
         records, _ = self._records(app_id)
         work_dir = os.getcwd()
+        if records and not min(records, key=lambda r: r.offset).is_tx:
+            raise SchedulerError(
+                f"job {app_id} was not submitted by tx: its output is where its own sbatch put it "
+                f"(scontrol show job {app_id}: StdOut)"
+            )
         if records:
-            replicas = group_replicas(records)
-            if not any(idx == k for idx, _ in replicas.get(role_name, [])):
-                known = ", ".join(f"{r}/{i}" for r, reps in replicas.items() for i, _ in reps)
+            by_role = group_replicas(records)
+            if not any(idx == k for idx, _ in by_role.get(role_name, [])):
+                known = ", ".join(f"{r}/{i}" for r, reps in by_role.items() for i, _ in reps)
                 raise ValueError(f"app {app_id} has no replica {role_name}/{k}; replicas: {known}")
             work_dir = min(records, key=lambda r: r.offset).work_dir or work_dir
-        ext = "out" if stream == Stream.STDOUT else "err"
-        return os.path.join(work_dir, log_file(app_id, role_name, k, ext))
+        return os.path.join(work_dir, name)
 
-    def _done(self, app_id: str) -> Callable[[], bool]:
+    def _started(self, app_id: str) -> bool:
+        """Whether the job ran (is not pending nor unknown to Slurm): one squeue call."""
+        records, _ = self._records(app_id)
+        if not records:
+            return False
+        state = appstate_from_slurm(min(records, key=lambda r: r.offset).state)
+        return state not in (AppState.PENDING, AppState.UNKNOWN, AppState.SUBMITTED)
+
+    def _done(self, app_id: str, path: str) -> Callable[[], bool]:
+        """For ``tx log -f``: the app is terminal. Asks squeue only when the replica's
+        ``.exitcode`` file changed or every :data:`FOLLOW_CHECK_S` seconds, not at each poll."""
+        exit_path = path.rsplit(".", 1)[0] + ".exitcode"
+        last = {"mtime": -1.0, "asked": 0.0}  # the first check asks squeue
+
         def done() -> bool:
+            mtime = _mtime(exit_path)
+            now = time.monotonic()
+            if mtime == last["mtime"] and now - last["asked"] < FOLLOW_CHECK_S:
+                return False
+            last["mtime"], last["asked"] = mtime, now
             records, _ = self._records(app_id)
             if not records:
                 return True
@@ -293,9 +396,15 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
 
         Raises:
             ValueError: ``streams`` is ``combined``, or the app has no such replica.
+            SchedulerError: the job ran but its log file is gone.
         """
         path = self._log_path(app_id, role_name, k, streams)
-        return iter_blocks(path, self._done(app_id) if should_tail else None)
+        if not should_tail and not os.path.exists(path) and self._started(app_id):
+            raise SchedulerError(
+                f"log file {path} of app {app_id} does not exist although the job ran: it was "
+                "deleted, or the job directory is not shared with this machine"
+            )
+        return iter_blocks(path, self._done(app_id, path) if should_tail else None)
 
     def log_iter(
         self,
@@ -323,6 +432,49 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             log.debug("slurm_log_times_ignored", app_id=app_id)
         blocks = self.log_iter_blocks(app_id, role_name, k, should_tail, streams)
         return filter_regex(regex, _lines(blocks))
+
+
+#: seconds between squeue calls while following a log whose replica has not ended
+FOLLOW_CHECK_S = 10.0
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _check_fits(app: AppDef, parts: List[Partition], cfg: Mapping[str, CfgVal]) -> None:
+    """Each role's CPUs and memory fit a node of one of the partitions, and ``time`` is
+    within the largest time limit (Slurm would otherwise keep the job pending forever as
+    ``PartitionConfig``, or store an absurd limit)."""
+    names = ", ".join(p.name for p in parts)
+    for role in app.roles:
+        res = role.resource
+        cpus = [p.cpus for p in parts if p.cpus]
+        if res.cpu > 0 and cpus and res.cpu > max(cpus):
+            raise ValueError(
+                f"role {role.name!r} asks for {res.cpu} CPUs per replica but the nodes of partition "
+                f"{names} have at most {max(cpus)}: Slurm would keep the job pending forever"
+            )
+        mems = [p.max_mem_mb for p in parts if p.max_mem_mb]
+        if res.memMB > 0 and mems and all((p.mem_mb or 0) > NOMEM_THRESHOLD_MB for p in parts) \
+                and res.memMB > max(mems):
+            raise ValueError(
+                f"role {role.name!r} asks for {res.memMB} MB per replica but the nodes of partition "
+                f"{names} have at most {max(mems)} MB: Slurm would keep the job pending forever"
+            )
+    time = cfg.get("time")
+    if time is None:
+        return
+    minutes = parse_time_min(str(time))
+    limits = [p.max_time_min for p in parts]
+    if minutes is not None and None not in limits and limits and minutes > max(limits):  # type: ignore[type-var]
+        raise InvalidRunConfigException(
+            f"run option 'time' is {minutes} minutes but partition {names} allows at most "
+            f"{max(limits)} minutes (sinfo %l)", "time", cfg,  # type: ignore[type-var]
+        )
 
 
 def _lines(blocks: Iterable[bytes]) -> Iterator[str]:

@@ -1,0 +1,215 @@
+"""What Slurm users run into (issue 18) and the exit-code race (issue 15), on the real
+private test cluster where Slurm is involved: why an app waits or failed, only tx's jobs
+listed and named by their app, the retry policy instead of always ``--requeue``, logs read
+without slurmctld, deleted logs, a hanging sacct, run options."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from tx.schedulers.api import SchedulerError
+from tx.specs import AppState
+from tx_scheduler_slurm import _cmd
+from tx_scheduler_slurm._cmd import SlurmTimeoutError
+from tx_scheduler_slurm.request import LAUNCHER
+
+BIN = Path(sys.executable).parent
+
+
+def _catches_term(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(ln.split()[1], 16) for ln in f if ln.startswith("SigCgt:"))
+    return bool(mask & (1 << (signal.SIGTERM - 1)))
+
+
+def test_launcher_records_a_sigterm_that_comes_before_the_program_starts(tmp_path: Path) -> None:
+    """The race behind ``exit_code=None`` (issue 15): srun's --kill-on-bad-exit sends
+    SIGTERM to a replica whose launcher had not yet reached the program; the launcher
+    died without recording anything. Now it traps TERM first and records 143."""
+    exit_file = tmp_path / "x.exitcode"
+    n = 20000  # exporting these takes a while: the signal lands before the program starts
+    args = ["bash", "-c", LAUNCHER, "tx-launcher", str(exit_file), str(n), *[f"V{i}=x" for i in range(n)],
+            "sh", "-c", f"touch {tmp_path / 'ran'}; sleep 30"]
+    p = subprocess.Popen(args, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _catches_term(p.pid):  # the first line of the launcher ran
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        os.killpg(p.pid, signal.SIGTERM)  # as slurmstepd signals every process of the step
+        assert p.wait(timeout=30) == 143
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert exit_file.read_text() == "0 143\n"
+
+
+slurm = pytest.mark.slurm
+
+
+def scontrol_job(job_id: str) -> str:
+    return _cmd.run(["scontrol", "show", "job", "--oneliner", job_id]).stdout
+
+
+def wait_for(pred: Any, timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+@slurm
+def test_failed_replicas_get_a_status_even_when_killed_before_recording(apps: Any) -> None:
+    """A replica that ignores SIGTERM is SIGKILLed after KillWait with its launcher, which
+    cannot record anything: the batch script records it as terminated by Slurm (143)."""
+    stubborn = 'if [ "${replica_id}" = 1 ]; then exit 3; fi; trap "" TERM; sleep 60'
+    app_id = apps.submit([apps.role("w", "sh", ["-c", stubborn], replicas=2)], name="stubborn")
+    desc = apps.wait(app_id)
+    assert [r.exit_code for r in desc.roles_statuses[0].replicas] == [143, 3], desc
+    assert (apps.job_dir / f"slurm-{app_id}-w-0.exitcode").read_text() == "0 143 slurm\n"
+    assert desc.structured_error_msg.startswith("w[1] (het component 1 on node"), desc
+    assert "exit code 3" in desc.structured_error_msg
+
+
+@slurm
+def test_pending_app_says_why_it_waits(apps: Any) -> None:
+    """A job behind another for the same node pends for Resources; one after it for its
+    dependency: both explained in AppStatus.msg."""
+    first = apps.submit([apps.role("hog", "sleep", ["600"])], name="hog", nodelist="node1", exclusive=True)
+    wait_for(lambda: apps.sched.describe(first).state == AppState.RUNNING, what="the first job to run")
+    second = apps.submit([apps.role("wait", "true", [])], name="behind", nodelist="node1")
+    desc = wait_for(lambda: (d := apps.sched.describe(second)) and "Resources" in d.msg and d, what="Resources")
+    assert desc.state == AppState.PENDING
+    assert desc.msg == "PENDING: Resources: the nodes it needs are busy with other jobs; it starts when they are free"
+    third = apps.submit([apps.role("dep", "true", [])], name="dep", dependency=f"afterok:{first}")
+    desc = wait_for(lambda: (d := apps.sched.describe(third)) and "Dependency" in d.msg and d, what="Dependency")
+    assert desc.msg == "PENDING: Dependency: it waits for the jobs it depends on (run option dependency)"
+    with _runner() as runner:  # tx status shows it
+        assert "Dependency: it waits" in runner.status(f"slurm://tx/{third}").format()
+
+
+@slurm
+def test_job_over_its_time_limit_is_named_timeout(apps: Any) -> None:
+    app_id = apps.submit([apps.role("slow", "sleep", ["600"], replicas=2)], name="slow", time="1")
+    desc = apps.wait(app_id, timeout=240)
+    assert desc.state == AppState.FAILED, desc
+    assert desc.structured_error_msg.startswith("TIMEOUT: the job reached its time limit (run option time)"), desc
+    assert "\n" not in desc.structured_error_msg
+    assert desc.msg.startswith("TIMEOUT: reached its time limit")
+
+
+@slurm
+def test_only_tx_jobs_are_listed_and_named_by_their_app(apps: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _cmd.run(["sbatch", "--parsable", "--hold", f"--output={tmp_path}/%j.out", "--job-name=sh-0",
+                      "--wrap", "true"]).stdout.strip()
+    try:
+        name = "Über-run (exp) 日本語"
+        app_id = apps.submit([apps.role("sh", "true", [])], name=name)
+        apps.wait(app_id)
+        calls = _count_calls(monkeypatch)
+        listed = {a.app_id: a for a in apps.sched.list()}
+        assert plain not in listed and listed[app_id].name == name
+        assert [c[0] for c in calls] == ["squeue"]  # one call, no sacct without accounting
+        monkeypatch.undo()
+        # the app's name from another process (tx describe), not its job id
+        p = subprocess.run([str(BIN / "tx"), "describe", f"slurm://tx/{app_id}"], capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0 and name in p.stdout, p.stdout + p.stderr
+        assert "JobName=_ber-run__exp_____@sh-0 " in scontrol_job(app_id)
+        assert f"Comment=tx-app:{name}" in scontrol_job(app_id)
+        # tx log of a job tx did not submit: an error that says so
+        _cmd.run(["scontrol", "release", plain])
+        wait_for(lambda: "JobState=COMPLETED" in scontrol_job(plain), what="the plain job")
+        with pytest.raises(SchedulerError, match=f"job {plain} was not submitted by tx"):
+            list(apps.sched.log_iter(plain, "sh", 0))
+    finally:
+        _cmd.run(["scancel", plain], check=False)
+
+
+@slurm
+def test_retry_policy_decides_requeue(apps: Any) -> None:
+    once = apps.submit([apps.role("a", "true", [])], name="norequeue")
+    retried = apps.submit([apps.role("b", "true", [], max_retries=2)], name="requeue")
+    assert "Requeue=0" in scontrol_job(once) and "Requeue=1" in scontrol_job(retried)
+
+
+@slurm
+def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps: Any, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    app_id = apps.submit([apps.role("talk", "sh", ["-c", "echo hello; echo oops >&2"])], name="logs")
+    apps.wait(app_id)
+    calls = _count_calls(monkeypatch, fail=True)  # as with slurmctld down: any Slurm call fails
+    assert list(apps.sched.log_iter(app_id, "talk", 0)) == ["hello\n"]
+    assert list(apps.sched.log_iter(app_id, "talk", 0, streams="stderr")) == ["oops\n"]
+    assert calls == []
+    monkeypatch.undo()
+    (apps.job_dir / f"slurm-{app_id}-talk-0.out").unlink()
+    with pytest.raises(SchedulerError, match="does not exist although the job ran: it was deleted"):
+        list(apps.sched.log_iter(app_id, "talk", 0))
+    env = {k: v for k, v in os.environ.items()}
+    p = subprocess.run([str(BIN / "tx"), "log", f"slurm://tx/{app_id}/talk/0"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode != 0 and "does not exist although the job ran" in p.stderr, (p.returncode, p.stderr)
+
+
+@slurm
+def test_hanging_sacct_fails_tx_list(apps: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where accounting is configured, a sacct that never answers is an error of
+    ``tx list`` (the finished jobs only sacct knows would be missing), not a quiet 0."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sacct").write_text("#!/bin/sh\nsleep 30\n")
+    (fake / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    sched = type(apps.sched)("tx", timeout=2)
+    sched._acct_configured = True  # as on a cluster with slurmdbd
+    with pytest.raises(SlurmTimeoutError, match="sacct did not answer within 2 s.*cannot be listed"):
+        sched.list()
+
+
+@slurm
+def test_run_options_reach_slurm(apps: Any) -> None:
+    app_id = apps.submit([apps.role("o", "sleep", ["600"], replicas=2)], name="opts", exclusive=True,
+                         nodelist="node[3-4]", signal="USR1@60", requeue=False)
+    text = scontrol_job(app_id)
+    assert "OverSubscribe=NO" in text and "ReqNodeList=node3" in text and "Requeue=0" in text, text
+    second = _cmd.run(["scontrol", "show", "job", "--oneliner", str(int(app_id) + 1)]).stdout
+    assert "ReqNodeList=node4" in second, second
+    apps.sched.cancel(app_id)
+    apps.wait(app_id)
+    excluded = apps.submit([apps.role("x", "true", [])], name="excl", exclude="node1,node2,node3")
+    desc = apps.wait(excluded)
+    assert apps.replica(desc, "x", 0).hostname == "node4"
+
+
+# -- counting Slurm calls ------------------------------------------------------------------
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> List[List[str]]:
+    """Record every Slurm command the scheduler runs (with ``fail``: each one fails as with
+    slurmctld down)."""
+    calls: List[List[str]] = []
+    real = _cmd.run
+
+    def run(argv: List[str], *a: Any, **kw: Any) -> Any:
+        calls.append(list(argv))
+        if fail:
+            raise SlurmTimeoutError(f"{argv[0]} did not answer (slurmctld down)")
+        return real(argv, *a, **kw)
+
+    monkeypatch.setattr(_cmd, "run", run)
+    return calls
+
+
+def _runner() -> Any:
+    from tx.runner import get_runner
+
+    return get_runner()
