@@ -18,8 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_gcp import FakeGcp  # noqa: E402
 
-PROJECT = "tx-test-project"
-LOCATION = "us-central1"
+from gcp_settings import LOCATION, PROJECT  # noqa: E402, F401 - beside this file
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
 
-from conftest import LOCATION, PROJECT
+from gcp_settings import LOCATION, PROJECT
 
 
 @pytest.fixture

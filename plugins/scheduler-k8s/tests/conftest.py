@@ -22,22 +22,7 @@ HERE = Path(__file__).resolve().parent
 # helpers beside the tests (k8s_apps, fakekube/schemas): pytest runs with --import-mode=importlib
 sys.path[:0] = [str(HERE), str(HERE / "fakekube")]
 SCHEMAS = HERE / "data" / "schemas"
-ADMIN_TOKEN = "tx-test-admin-token"
-VIEWER_TOKEN = "tx-test-viewer-token"
-
-
-def kubeconfig(server: str) -> Dict[str, Any]:
-    """A kubeconfig (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": server}}],
-        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}},
-                  {"name": "viewer", "user": {"token": VIEWER_TOKEN}}],
-        "contexts": [{"name": "tx-test", "context": {"cluster": "fake", "user": "admin", "namespace": "default"}},
-                     {"name": "tx-viewer", "context": {"cluster": "fake", "user": "viewer", "namespace": "default"}}],
-        "current-context": "tx-test",
-    }
+from k8s_kubeconfig import ADMIN_TOKEN, VIEWER_TOKEN, kubeconfig  # noqa: E402, F401 - beside this file
 
 
 @pytest.fixture(scope="session")
