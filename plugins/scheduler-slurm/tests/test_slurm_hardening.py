@@ -213,3 +213,37 @@ def _runner() -> Any:
     from tx.runner import get_runner
 
     return get_runner()
+
+
+@slurm
+def test_node_that_goes_down_is_named(apps: Any) -> None:
+    """max_retries=0 (so --no-requeue): a node taken down under the job ends it NODE_FAIL,
+    and why-failed names the nodes; the job is not requeued."""
+    app_id = apps.submit([apps.role("n", "sleep", ["600"], replicas=2)], name="nodefail", nodelist="node3,node4")
+    wait_for(lambda: apps.sched.describe(app_id).state == AppState.RUNNING, what="the job to run")
+    try:
+        _cmd.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
+        desc = apps.wait(app_id, timeout=120)
+    finally:
+        _cmd.run(["scontrol", "update", "nodename=node4", "state=resume"], check=False)
+    assert desc.state == AppState.FAILED and desc.num_restarts == 0, desc
+    assert desc.structured_error_msg.startswith("NODE_FAIL: the job lost a node that failed under it (nodes "), desc
+    assert "node4" in desc.structured_error_msg and "node4" in desc.msg
+
+
+@slurm
+def test_requeued_job_names_the_node_that_went_down(apps: Any) -> None:
+    """max_retries=1: Slurm requeues the job after the node failure; the pending app names
+    the node (squeue says only BeginTime, then ReqNodeNotAvail)."""
+    app_id = apps.submit([apps.role("n", "sleep", ["600"], replicas=2, max_retries=1)], name="requeued",
+                         nodelist="node3,node4")
+    wait_for(lambda: apps.sched.describe(app_id).state == AppState.RUNNING, what="the job to run")
+    try:
+        _cmd.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
+        # keep it out (the test node's slurmd is alive and would register again at once)
+        _cmd.run(["scontrol", "update", "nodename=node4", "state=drain", "reason=tx-test"])
+        desc = wait_for(lambda: (d := apps.sched.describe(app_id)) and d.num_restarts == 1
+                        and d.state == AppState.PENDING and d, what="the requeue")
+        assert "nodes down or drained now: node4 (tx-test)" in desc.msg, desc.msg
+    finally:
+        _cmd.run(["scontrol", "update", "nodename=node4", "state=resume"], check=False)

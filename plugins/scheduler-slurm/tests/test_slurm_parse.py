@@ -145,3 +145,49 @@ def test_telling_line_of_a_stderr_tail() -> None:
                "  raise ChildFailedError(\n=====\n  error_file: <N/A>\n=====\n"
     assert telling_line(torchrun) == "[0]:ModuleNotFoundError: No module named 'x'"
     assert telling_line("bad input file\n===\n") == "bad input file" and telling_line("") == ""
+
+
+def _rec(state: str, offset: int = 0, **kw: object) -> "JobRecord":
+    from tx_scheduler_slurm._parse import JobRecord
+
+    return JobRecord(job_id=str(6 + offset), app_id="6", offset=offset, name=f"a@w-{offset}", state=state, **kw)
+
+
+def test_pending_reasons_are_explained() -> None:
+    from tx_scheduler_slurm._status import explain_reason, state_msg
+
+    assert explain_reason("Priority") == "Priority: jobs of higher priority wait before it in its partition"
+    assert explain_reason("ReqNodeNotAvail, UnavailableNodes:node3") == (
+        "ReqNodeNotAvail: a node it needs is down, drained or reserved (unavailable: node3)")
+    assert explain_reason("QOSMaxGRESPerUser") == (
+        "QOSMaxGRESPerUser: a limit of its QOS holds it (max GRESPerUser); it starts when its own or others' jobs end")
+    assert explain_reason("AssocGrpCpuLimit").startswith("AssocGrpCpuLimit: a limit of its account (association)")
+    assert explain_reason("SomethingNew") == "SomethingNew"
+    assert state_msg(_rec("PENDING", reason="BeginTime", restarts=2), []) == (
+        "PENDING: BeginTime: its start time has not come (a requeued job waits a while before it may start "
+        "again) (requeued 2 time(s))")
+    running = [_rec("RUNNING", nodes="node1"), _rec("RUNNING", 1, nodes="node2")]
+    assert state_msg(running[0], running) == "RUNNING on node1,node2"
+
+
+@pytest.mark.parametrize("state, expected", [
+    ("NODE_FAIL", "NODE_FAIL: the job lost a node that failed under it (nodes node1,node2)"),
+    ("OUT_OF_MEMORY", "OUT_OF_MEMORY: the job was killed: a replica used more memory than it asked for "
+                      "(resource memMB) (nodes node1,node2)"),
+    ("PREEMPTED", "PREEMPTED: the job was preempted by a job of higher priority (nodes node1,node2)"),
+])
+def test_why_failed_names_slurms_state(state: str, expected: str) -> None:
+    from tx_scheduler_slurm._status import why_failed
+
+    recs = [_rec(state, nodes="node1"), _rec(state, 1, nodes="node2")]
+    assert why_failed(AppState.FAILED, recs[0], recs, "", "") == expected
+
+
+def test_why_failed_from_slurms_exit_code_without_replica_records() -> None:
+    from tx_scheduler_slurm._status import why_failed
+
+    recs = [_rec("FAILED", exit_code="0:0"), _rec("FAILED", 1, exit_code="0:9")]
+    assert why_failed(AppState.FAILED, recs[0], recs, "", "") == "het component 1 (a@w-1): killed by SIGKILL"
+    recs = [_rec("FAILED", exit_code="2:0")]
+    assert why_failed(AppState.FAILED, recs[0], recs, "", "") == "het component 0 (a@w-0): exit code 2"
+    assert why_failed(AppState.SUCCEEDED, recs[0], recs, "", "") == "<NONE>"

@@ -172,12 +172,12 @@ _LIMITS = {"QOS": "a limit of its QOS", "Assoc": "a limit of its account (associ
 #: Slurm's terminal states a replica's exit code does not explain, named in why-failed
 FAILURE_STATES: Dict[str, str] = {
     "TIMEOUT": "reached its time limit (run option time)",
-    "OUT_OF_MEMORY": "a replica used more memory than it asked for (resource memMB) and was killed",
-    "NODE_FAIL": "a node failed under it",
-    "PREEMPTED": "preempted by a job of higher priority",
-    "BOOT_FAIL": "a node failed to boot",
+    "OUT_OF_MEMORY": "was killed: a replica used more memory than it asked for (resource memMB)",
+    "NODE_FAIL": "lost a node that failed under it",
+    "PREEMPTED": "was preempted by a job of higher priority",
+    "BOOT_FAIL": "could not start: a node failed to boot",
     "DEADLINE": "reached its deadline",
-    "REVOKED": "revoked by a federated cluster",
+    "REVOKED": "was revoked by a federated cluster",
 }
 
 

@@ -185,7 +185,23 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         records, source = self._records(app_id)
         if not records:
             return None
-        return build_describe(app_id, records, source)
+        desc = build_describe(app_id, records, source)
+        if desc.state == AppState.PENDING and desc.num_restarts > 0 and "BeginTime" in desc.msg:
+            down = self._down_nodes()
+            if down:  # requeued, maybe after a node failure: Slurm does not say which node
+                desc.msg += f"; nodes down or drained now: {down}"
+        return desc
+
+    def _down_nodes(self) -> str:
+        """``node4 (Not responding), node5 (drained: maint)`` from ``sinfo -R``; "" when none
+        or sinfo fails."""
+        try:
+            out = _cmd.run(["sinfo", "--list-reasons", "--noheader", "--format=%N\x1f%E"], self._timeout).stdout
+        except SlurmError as e:
+            log.debug("slurm_sinfo_failed", error=str(e))
+            return ""
+        parts = [line.split("\x1f") for line in out.splitlines() if "\x1f" in line]
+        return ", ".join(f"{nodes.strip()} ({why.strip()})" for nodes, why in parts)
 
     def _records(self, app_id: str) -> Tuple[List[JobRecord], str]:
         if not _APP_ID.match(app_id):
