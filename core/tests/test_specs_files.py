@@ -362,3 +362,12 @@ def test_sniffing_unknown_extension(tmp_path):
     ym = tmp_path / "app"
     ym.write_text("name: a\n")
     assert load_appdef(ym) == AppDef("a")
+
+
+def test_unstructure_by_hand_is_the_converters():
+    """``unstructure_appdef`` does not build the cattrs converter; it must give what the
+    converter gives, key order included."""
+    app = full_app()
+    by_hand = unstructure_appdef(app)
+    assert by_hand == get_converter().unstructure(app, AppDef)
+    assert json.dumps(by_hand) == json.dumps(get_converter().unstructure(app, AppDef))

@@ -21,16 +21,26 @@ from __future__ import annotations
 from tx.errors import UserError
 
 import importlib
-import os
 import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import attrs
 
+from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of the registry
+    CACHE_LAYOUT,
+    ENTRY_POINT_GROUP,
+    _env_list,
+    _fingerprint,
+    _mtime,
+    _read_snapshot,
+    _snapshot_valid,
+    _tracing,
+    _write_snapshot,
+    cached_entry_points,
+)
 from tx.version import PLUGIN_API_VERSION, __version__
 
-ENTRY_POINT_GROUP = "tx"
 
 #: the hooks of the plugin contract, in one table: registry kind -> registration hook
 #: (the hook specifications and their documentation are in :mod:`tx.hookspecs`)
@@ -48,9 +58,6 @@ EVENT_HOOK = "tx_on_event"
 HOOK_NAMES: Tuple[str, ...] = (*REGISTER_HOOKS.values(), EVENT_HOOK)
 KINDS: Tuple[str, ...] = tuple(REGISTER_HOOKS)
 CORE_PLUGIN = "tx-core"
-#: the layout of the cache files (entry points, plugin snapshot); a file of another
-#: layout, written by another tx version, is ignored and rewritten
-CACHE_LAYOUT = 2
 
 
 class PluginError(UserError):
@@ -259,79 +266,6 @@ class PluginInfo:
     error: Optional[str] = None
 
 
-def _iter_entry_points() -> Iterator[Tuple[str, str, str, str]]:
-    """Yield ``(name, module, distribution, version)`` for each ``tx`` entry point."""
-    from importlib.metadata import entry_points
-
-    eps = entry_points()
-    selected = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
-    seen = set()
-    for ep in selected:
-        dist = getattr(ep, "dist", None)
-        key = (ep.name, ep.value)
-        if key in seen:  # the same distribution on sys.path twice
-            continue
-        seen.add(key)
-        yield (
-            ep.name,
-            ep.value,
-            dist.metadata["Name"] if dist is not None else "?",
-            dist.version if dist is not None else "?",
-        )
-
-
-def _cache_path(key: str) -> str:
-    """One cache file per fingerprint, so venvs and interpreters do not evict each other."""
-    import zlib
-
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tx", f"entry-points-{zlib.crc32(key.encode()):08x}.json")
-
-
-def _fingerprint() -> str:
-    """Changes whenever a distribution is installed or removed on sys.path (the
-    directories' mtimes change) or the interpreter or tx-core changes. The working
-    directory is left out."""
-    parts = [sys.version, __version__]
-    cwd = os.getcwd()
-    for p in sys.path:
-        if p in ("", ".", cwd):  # the working directory changes all the time; no dists live there
-            continue
-        try:
-            parts.append(f"{p}:{os.stat(p or '.').st_mtime_ns}")
-        except OSError:
-            parts.append(f"{p}:-")
-    return "|".join(parts)
-
-
-def cached_entry_points(key: Optional[str] = None) -> List[Tuple[str, str, str, str]]:
-    """The ``tx`` entry points, from a cache keyed by :func:`_fingerprint` when it is
-    current (skips importing importlib.metadata and scanning every distribution, ~50 ms),
-    else scanned and cached. ``TX_NO_CACHE=1`` always scans."""
-    import json
-
-    key = key or _fingerprint()
-    path = _cache_path(key)
-    if not os.environ.get("TX_NO_CACHE"):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            if data.get("key") == key and data.get("layout") == CACHE_LAYOUT:
-                return [tuple(ep) for ep in data["entry_points"]]  # type: ignore[misc]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    eps = list(_iter_entry_points())
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"key": key, "layout": CACHE_LAYOUT, "entry_points": eps}, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: scan every time
-    return eps
-
-
 class _PluginExit(Exception):
     """A plugin called ``sys.exit`` (or argparse did, parsing ``sys.argv``) while tx
     imported it or ran its hook."""
@@ -368,74 +302,11 @@ def _import_plugin(module: str) -> Any:
     return getattr(mod, attr) if attr else mod
 
 
-def _mtime(path: Optional[str]) -> Optional[int]:
-    if not path:
-        return None
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None
-
-
-def _snapshot_path(key: str) -> str:
-    return _cache_path(key)[: -len(".json")] + ".plugins.json"
-
-
-def _read_snapshot(key: str) -> Optional[Dict[str, Any]]:
-    import json
-
-    if os.environ.get("TX_NO_CACHE"):
-        return None
-    try:
-        with open(_snapshot_path(key)) as f:
-            data = json.load(f)
-        return data if data.get("key") == key and data.get("layout") == CACHE_LAYOUT else None
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _snapshot_valid(snapshot: Dict[str, Any], eps: Sequence[Tuple[str, str, str, str]]) -> bool:
-    """The snapshot is of these entry points and no plugin module changed since."""
-    try:
-        if snapshot["selected"] != [ep[0] for ep in eps]:
-            return False
-        return all(_mtime(p["file"]) == p["mtime"] for p in snapshot["plugins"] if p["file"])
-    except (KeyError, TypeError):
-        return False
-
-
-def _write_snapshot(key: str, snapshot: Optional[Dict[str, Any]]) -> None:
-    import json
-
-    if snapshot is None or os.environ.get("TX_NO_CACHE"):
-        return
-    path = _snapshot_path(key)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"key": key, "layout": CACHE_LAYOUT, **snapshot}, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def _tracing() -> bool:
-    return os.environ.get("TX_TRACE_PLUGINS", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def _trace_writer(text: str) -> None:
     try:
         sys.stderr.write(f"tx-plugins: {text}")
     except (OSError, ValueError):  # a closed stderr (`... 2>&1 | head`) must not fail a hook
         pass
-
-
-def _env_list(name: str) -> Optional[List[str]]:
-    val = os.environ.get(name)
-    if val is None:
-        return None
-    return [v.strip() for v in val.split(",") if v.strip()]
 
 
 class PluginRegistry:

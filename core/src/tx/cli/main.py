@@ -117,12 +117,20 @@ def _add_command(sub: Any, name: str, command: Any, help_text: str) -> None:
 def _installed_schedulers() -> str:
     """``installed: local_cwd, local_dir, slurm`` or how to install one; never raises."""
     try:
-        from tx.plugins import get_registry, install_hint
+        from tx._plugin_cache import snapshot_names
 
-        names = get_registry().names("schedulers")
+        names = snapshot_names("schedulers")  # no attrs, pluggy or plugin import
+        if names is None:
+            from tx.plugins import get_registry
+
+            names = get_registry().names("schedulers")
     except Exception as e:  # noqa: BLE001 - help must print even with a broken plugin
         return f"plugins could not be listed: {type(e).__name__}; see `tx plugins`"
-    return f"installed: {', '.join(names)}" if names else install_hint()
+    if names:
+        return f"installed: {', '.join(names)}"
+    from tx.plugins import install_hint
+
+    return install_hint()
 
 
 def _import(module: str) -> Any:

@@ -106,14 +106,18 @@ class Supervisor:
             current = _store.read_json(self.state_path) or {}
             if current.get("state") in _store.TERMINAL:  # finalized: its launcher died
                 raise RuntimeError(f"app already ended {current['state']}: {current.get('msg', '')}")
-            # a cgroup of the app's own where cgroup v2 allows: escapees cannot leave it
-            self.scope = _where.make_scope(self.request["app_id"])
             self.write_state()
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> None:
         """Create the log files, start the replicas and supervise them until the app is
         terminal."""
+        # a cgroup of the app's own where cgroup v2 allows, so that escapees cannot leave
+        # it: entered after the launch is acknowledged (it costs ~14 ms that `tx run` need
+        # not wait for) and before any replica starts
+        self.scope = _where.make_scope(self.request["app_id"])
+        if self.scope:
+            self.write_state()
         for r in self.replicas:
             r.logs = ReplicaLogs(r.dir)
         for r in self.replicas:
