@@ -80,7 +80,20 @@ GROUPS = [
     ["ddp_torchx_1x2", "ddp_torchrun", "ddp_torchrun_c10d"],
     ["log_direct", "log_cli", "log_cli_default"],
 ]
-EXPECT_FAIL = {"status_cli"}  # a nonexistent app: rc != 0 is the right answer
+EXPECT_FAIL = {"status_cli"}
+# why tx is slower where it is (shown in RESULTS.md beside the numbers)
+SLOWER_WHY = {
+    "api_first_call": "tx's local scheduler forks a supervisor per app and waits for its "
+                      "handshake, and imports what the first call needs then (imports are "
+                      "deferred from `import tx.runner`); TorchX starts the replica processes "
+                      "from the caller and keeps the app only in memory",
+    "api_status_fresh": "each fresh process builds a runner and reads the app's state from disk; "
+                        "TorchX's fresh processes answer faster because they do not find the app",
+    "ddp_torchrun": "the same torchrun under a supervisor; within the run-to-run noise of DDP here",
+    "ddp_torchrun_c10d": "the same torchrun under a supervisor; within the run-to-run noise of DDP here",
+    "floor_python": "the interpreter floor of each side's venv (more .pth files in tx's)",
+    "log_direct": "no tx code runs: the same generator in each side's interpreter (noise)",
+}  # a nonexistent app: rc != 0 is the right answer
 K8S_CASES = {"dryrun_k8s_64x8", "dryrun_k8s_512x8"}
 
 
@@ -561,6 +574,18 @@ def render(res: Dict[str, Any]) -> str:
     L.append("")
     L.append(f"{n_pass} of {len(real)} budgets pass (rows marked (info) are not budgets).")
     L.append("")
+    slower = [b for b in real if b["verdict"] != "PASS" and not b["verdict"].startswith("NOT RUN")]
+    cases = [n for n in tx if n in tv and tv[n]["wall_med"] and tx[n]["wall_med"] / tv[n]["wall_med"] > 1.0]
+    if slower or cases:
+        L.append("## Where tx is slower")
+        L.append("")
+        for b in slower:
+            L.append(f"- budget **{b['budget']}**: {b['measured']} (limit {b['limit']}).")
+        for n in cases:
+            r = tx[n]["wall_med"] / tv[n]["wall_med"]
+            why = SLOWER_WHY.get(n, "")
+            L.append(f"- case `{n}`: {r:.2f}x TorchX's median" + (f": {why}." if why else "."))
+        L.append("")
 
     L.append("## All cases")
     L.append("")
