@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 
@@ -151,7 +151,20 @@ def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps:
     assert list(apps.sched.log_iter(app_id, "talk", 0)) == ["hello\n"]
     assert list(apps.sched.log_iter(app_id, "talk", 0, streams="stderr")) == ["oops\n"]
     assert calls == []
-    monkeypatch.undo()
+    # following: while Slurm does not answer, the file is followed on; once it answers that
+    # the app ended, the follow ends
+    import threading
+
+    lines: List[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(apps.sched.log_iter(app_id, "talk", 0, should_tail=True)),
+                              daemon=True)
+    reader.start()
+    wait_for(lambda: calls, what="a Slurm call of the follower")
+    time.sleep(1)
+    following = reader.is_alive()
+    monkeypatch.undo()  # slurmctld is back
+    reader.join(timeout=60)
+    assert following and not reader.is_alive() and lines == ["hello\n"]
     (apps.job_dir / f"slurm-{app_id}-talk-0.out").unlink()
     with pytest.raises(SchedulerError, match="does not exist although the job ran: it was deleted"):
         list(apps.sched.log_iter(app_id, "talk", 0))

@@ -1,5 +1,7 @@
 """Parsing Slurm's output (offline): squeue and jobcomp lines as the test cluster printed
 them, sacct --parsable2 lines in its documented format, states, sizes and TRES texts."""
+from typing import Any
+
 import pytest
 
 from tx.specs import AppState
@@ -147,7 +149,7 @@ def test_telling_line_of_a_stderr_tail() -> None:
     assert telling_line("bad input file\n===\n") == "bad input file" and telling_line("") == ""
 
 
-def _rec(state: str, offset: int = 0, **kw: object) -> "JobRecord":
+def _rec(state: str, offset: int = 0, **kw: Any) -> Any:
     from tx_scheduler_slurm._parse import JobRecord
 
     return JobRecord(job_id=str(6 + offset), app_id="6", offset=offset, name=f"a@w-{offset}", state=state, **kw)

@@ -379,7 +379,8 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
 
     def _done(self, app_id: str, path: str) -> Callable[[], bool]:
         """For ``tx log -f``: the app is terminal. Asks squeue only when the replica's
-        ``.exitcode`` file changed or every :data:`FOLLOW_CHECK_S` seconds, not at each poll."""
+        ``.exitcode`` file changed or every :data:`FOLLOW_CHECK_S` seconds, not at each poll;
+        while Slurm does not answer (slurmctld down) the log is followed on."""
         exit_path = path.rsplit(".", 1)[0] + ".exitcode"
         last = {"mtime": -1.0, "asked": 0.0}  # the first check asks squeue
 
@@ -389,7 +390,11 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             if mtime == last["mtime"] and now - last["asked"] < FOLLOW_CHECK_S:
                 return False
             last["mtime"], last["asked"] = mtime, now
-            records, _ = self._records(app_id)
+            try:
+                records, _ = self._records(app_id)
+            except SlurmError as e:  # slurmctld down: keep following, ask again later
+                log.warning(f"slurm: cannot tell whether app {app_id} ended ({e}); following its log on")
+                return False
             if not records:
                 return True
             return is_terminal(appstate_from_slurm(min(records, key=lambda r: r.offset).state))
