@@ -371,3 +371,11 @@ def test_unstructure_by_hand_is_the_converters():
     by_hand = unstructure_appdef(app)
     assert by_hand == get_converter().unstructure(app, AppDef)
     assert json.dumps(by_hand) == json.dumps(get_converter().unstructure(app, AppDef))
+
+
+def test_trusted_read_of_tx_own_copies_needs_no_converter():
+    app = full_app()
+    assert appdef_from_dict(appdef_to_dict(app), trusted=True) == app
+    # anything else falls back to the checking converter and its one-line errors
+    with pytest.raises(AppDefFormatError, match="num_replicas"):
+        appdef_from_dict({"name": "a", "roles": [{"name": "r", "num_replicas": "two"}]}, trusted=True)

@@ -326,6 +326,26 @@ def unstructure_appdef(app: AppDef) -> Dict[str, Any]:
     return _plain(app)
 
 
+def trusted_appdef(data: Mapping[str, Any]) -> AppDef:
+    """The AppDef of a dict that :func:`unstructure_appdef` wrote (every field present),
+    built directly, without cattrs: for tx's own stored copies, read on every status.
+
+    Raises:
+        KeyError, TypeError, ValueError: ``data`` is not such a dict (callers then use
+            :func:`structure_appdef`, which names the bad field).
+    """
+    by_tag = {tag: cl for cl, tag in _MOUNT_TAGS.items()}
+    roles = []
+    for r in data["roles"]:
+        fields = dict(r)
+        fields["resource"] = Resource(**fields["resource"])
+        fields["retry_policy"] = RetryPolicy(fields["retry_policy"])
+        fields["mounts"] = [by_tag[m["type"]](**{k: v for k, v in m.items() if k != "type"})
+                            for m in fields["mounts"]]
+        roles.append(Role(**fields))
+    return AppDef(data["name"], roles=roles, metadata=dict(data["metadata"]))
+
+
 def _plain(value: Any) -> Any:
     """``value`` as plain types: attrs classes field by field (mounts tagged), enums by
     value, containers recursively; what the converter's unstructure gives."""

@@ -285,7 +285,7 @@ def app_from_json(data: Dict[str, Any]) -> Optional[AppDef]:
     if not data.get("roles"):
         return None
     try:
-        return appdef_from_dict(data)
+        return appdef_from_dict(data, trusted=True)
     except AppDefFormatError:
         if any("mounts" in r for r in data["roles"]):
             return None  # written by the converter, yet unreadable: nothing to rebuild
