@@ -201,7 +201,8 @@ class Scheduler(abc.ABC, Generic[T]):
         from tx.workspace.api import IMAGE_REPO_REQUIRED, get_workspace
 
         # replicas that run elsewhere pull the image from a registry: the kind must push it
-        cfg = {IMAGE_REPO_REQUIRED: not self.runs_on_host, **cfg}
+        # (the scheduler's own fact; a run option cannot change it)
+        cfg = {**cfg, IMAGE_REPO_REQUIRED: not self.runs_on_host}
         return get_workspace(self.workspace_kind).build(role, workspace, cfg)
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:

@@ -42,7 +42,6 @@ log = get_logger(__name__)
 #: the reason ``cancel`` gives ``terminate_job``; a FAILED job with it is CANCELLED
 CANCEL_REASON = "cancelled by tx (tx cancel)"
 #: the cfg key the ``docker`` workspace kind reads to require ``image_repo`` (remote nodes)
-IMAGE_REPO_REQUIRED = "image_repo_required"
 
 _STATES = {
     "SUBMITTED": AppState.PENDING,
@@ -101,19 +100,6 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         self.poll_interval = poll_interval
 
     # -- options and dryrun ------------------------------------------------------------
-    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
-        """Build ``workspace`` into ``role``'s image through the ``docker`` workspace kind
-        (tx-scheduler-docker, found in the plugin registry), telling it that Batch's
-        instances pull images from a registry (``image_repo_required``), so that the image
-        is pushed to the run option ``image_repo`` (e.g. an ECR repository) and a missing
-        ``image_repo`` is a one-line error instead of an image no instance can pull.
-
-        Raises:
-            tx.workspace.WorkspaceError: the kind is not installed (names the distribution),
-                ``image_repo`` is missing, or the build or push failed.
-        """
-        return super().build_workspace(role, workspace, {**cfg, IMAGE_REPO_REQUIRED: True})
-
     def _run_opts(self) -> runopts:
         opts = runopts()
         opts.add("queue", type_=str, required=True, help="job queue to submit the job to (name or ARN)")

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, Role, RoleStatus
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
 from tx.specs import is_terminal, runopts
 
 from tx_scheduler_gcp_batch import config
@@ -63,7 +63,6 @@ LOG_NAME = "batch_task_logs"
 _EPOCH = "1970-01-01T00:00:00Z"
 _TAIL_POLL_S = 2.0
 #: the key the ``docker`` workspace kind reads to require ``image_repo`` (remote nodes)
-IMAGE_REPO_REQUIRED = "image_repo_required"
 
 
 class GcpBatchScheduler(Scheduler[GcpBatchJob]):
@@ -176,17 +175,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:
         """Roles without a resource are allowed (Batch picks a machine type)."""
-
-    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
-        """Build ``workspace`` into ``role``'s image through the ``docker`` workspace kind
-        (tx-scheduler-docker), telling it that Batch VMs pull images from a registry, so the
-        image must be pushed to the run option ``image_repo``.
-
-        Raises:
-            tx.workspace.WorkspaceError: the kind is not installed (names the distribution),
-                ``image_repo`` is missing, or the build or push failed.
-        """
-        return super().build_workspace(role, workspace, {**cfg, IMAGE_REPO_REQUIRED: True})
 
     def schedule(self, dryrun_info: AppDryRunInfo[GcpBatchJob]) -> str:
         """Create the job; return its app id ``{project}:{location}:{job_id}``.

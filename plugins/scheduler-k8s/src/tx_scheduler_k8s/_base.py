@@ -28,7 +28,6 @@ log = get_logger(__name__)
 
 DEFAULT_NAMESPACE = "default"
 #: the cfg key the ``docker`` workspace kind reads to require ``image_repo`` (remote nodes)
-IMAGE_REPO_REQUIRED = "image_repo_required"
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
 POD_STATES = {
@@ -155,19 +154,6 @@ class KubernetesBase(Scheduler[KubernetesJob]):
     def __init__(self, backend: str, session_name: str, client: Any = None, context: Optional[str] = None) -> None:
         super().__init__(backend, session_name)
         self.kube = Kube(client, context)
-
-    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
-        """Build ``workspace`` into ``role``'s image through the ``docker`` workspace kind
-        (tx-scheduler-docker, found in the plugin registry), telling it that the cluster's
-        nodes pull images from a registry (``image_repo_required``), so that the image is
-        pushed to the run option ``image_repo`` and a missing ``image_repo`` is a one-line
-        error instead of an image no node can pull.
-
-        Raises:
-            tx.workspace.WorkspaceError: the kind is not installed (names the distribution),
-                ``image_repo`` is missing, or the build or push failed.
-        """
-        return super().build_workspace(role, workspace, {**cfg, IMAGE_REPO_REQUIRED: True})
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Roles without resources are allowed (the cluster's defaults apply); names and
