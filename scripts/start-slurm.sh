@@ -32,6 +32,12 @@
 #      0 (or a host where mknod is not allowed) gives nodes without GPUs;
 #      SLURM_ACCT=1 also runs a private mariadb + slurmdbd so that `sacct` works
 #      (install with SLURM_ACCT=1 scripts/install-slurm.sh);
+#      SLURM_ENFORCE_MEM=1 makes memory a consumable resource (CR_Core_Memory, 256 MB per
+#      CPU by default) and holds each step to its --mem: the cgroup v1 memory controller
+#      where it is writable (the step ends OUT_OF_MEMORY), else jobacct_gather's
+#      OverMemoryKill (the step is killed, "exceeded memory limit");
+#      SLURM_FIRST_JOB_ID (default 1): two clusters with memory cgroups share the host's
+#      cgroup tree (slurm_<node>/uid_<uid>/job_<id>), so give them distinct job ids;
 #      SLURM_CLUSTER_NAME (default txcluster).
 # Ports on 127.0.0.1: SLURM_CTLD_PORT (slurmctld, default 6817), SLURMDBD_PORT (6820),
 #      SLURM_MARIADB_PORT (3307), slurmd of node K: SLURMD_PORT_BASE + K (base 6830).
@@ -51,6 +57,8 @@ MIN_JOB_AGE=${SLURM_MIN_JOB_AGE:-3600}
 NODE_MEM=${SLURM_NODE_MEM_MB:-4096}
 CRED_EXPIRE=${SLURM_CRED_EXPIRE:-10}
 FAKE_GPUS=${SLURM_FAKE_GPUS:-2}
+ENFORCE_MEM=${SLURM_ENFORCE_MEM:-0}
+FIRST_JOB_ID=${SLURM_FIRST_JOB_ID:-1}
 H=$(hostname)
 log() { echo "[start-slurm] $*" >&2; }
 
@@ -105,13 +113,27 @@ all_alive() {
 
 write_conf() { # stdout: slurm.conf
   local acct i
-  acct=$'AccountingStorageType=accounting_storage/none\nJobAcctGatherType=jobacct_gather/none'
+  local select=CR_Core gather=jobacct_gather/none freq=5 task=task/none proctrack=proctrack/linuxproc
+  acct=AccountingStorageType=accounting_storage/none
   if [ "$ACCT" = 1 ]; then
+    gather=jobacct_gather/linux
     acct=$(printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
       "AccountingStorageHost=127.0.0.1" "AccountingStoragePort=$DBD_PORT" \
-      "AccountingStoragePass=$B/run/munge.socket.2" \
-      "JobAcctGatherType=jobacct_gather/linux" "JobAcctGatherFrequency=5")
+      "AccountingStoragePass=$B/run/munge.socket.2")
   fi
+  if [ "$ENFORCE_MEM" = 1 ]; then
+    # memory is a consumable resource and each step is held to its --mem: by the cgroup v1
+    # memory controller where it can be used (the step ends OUT_OF_MEMORY), else by
+    # jobacct_gather's polling (the step is killed with "exceeded memory limit")
+    select=CR_Core_Memory gather=jobacct_gather/linux freq=1
+    acct=$(printf '%s\n' "$acct" "DefMemPerCPU=256")
+    if [ "$MEM_CGROUP" = 1 ]; then
+      task=task/cgroup proctrack=proctrack/cgroup
+    else
+      acct=$(printf '%s\n' "$acct" "JobAcctGatherParams=OverMemoryKill")
+    fi
+  fi
+  acct=$(printf '%s\n' "$acct" "JobAcctGatherType=$gather" "JobAcctGatherFrequency=task=$freq")
   cat <<CONF
 ClusterName=$CLUSTER
 SlurmctldHost=$H(127.0.0.1)
@@ -128,14 +150,15 @@ SlurmctldLogFile=$B/log/slurmctld.log
 SlurmdLogFile=$B/log/slurmd-%n.log
 StateSaveLocation=$B/spool/ctld
 SlurmdSpoolDir=$B/spool/d-%n
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=$proctrack
+TaskPlugin=$task
+FirstJobId=$FIRST_JOB_ID
 JobCompType=jobcomp/filetxt
 JobCompLoc=$B/log/jobcomp.txt
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,bf_interval=1,bf_hetjob_immediate
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=$select
 GresTypes=gpu
 MpiDefault=none
 ReturnToService=2
@@ -155,7 +178,8 @@ start_mariadb_slurmdbd() {
   if ! alive $B/run/mariadb.pid; then
     [ -d $B/db/mysql ] || mariadb-install-db --user=root --datadir=$B/db --auth-root-authentication-method=normal >/dev/null 2>&1
     (mariadbd --user=root --datadir=$B/db --socket=$B/run/mysql.sock --port=$DB_PORT --bind-address=127.0.0.1 \
-       --pid-file=$B/run/mariadb.pid --log-error=$B/log/mariadb.log </dev/null >/dev/null 2>&1 &)
+       --pid-file=$B/run/mariadb.pid --log-error=$B/log/mariadb.log \
+       --innodb-buffer-pool-size=64M --innodb-log-file-size=8M </dev/null >/dev/null 2>&1 &)
     for _ in $(seq 60); do mariadb -uroot -S $B/run/mysql.sock -e 'select 1' >/dev/null 2>&1 && break; sleep 0.5; done
     mariadb -uroot -S $B/run/mysql.sock -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm'; CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; GRANT ALL ON *.* TO 'slurm'@'localhost'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
   fi
@@ -244,7 +268,25 @@ start_all() {
   start_heartbeat
 }
 
+# SLURM_ENFORCE_MEM=1: can slurmd use the cgroup v1 memory controller (cgroup.conf)?
+MEM_CGROUP=0
+write_cgroup_conf() {
+  rm -f $B/etc/cgroup.conf
+  [ "$ENFORCE_MEM" = 1 ] || return 0
+  local probe=/sys/fs/cgroup/memory/tx-slurm-probe-$$
+  if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ] && mkdir $probe 2>/dev/null; then
+    rmdir $probe
+    MEM_CGROUP=1
+    mkdir -p $B/etc
+    printf '%s\n' CgroupPlugin=cgroup/v1 CgroupMountpoint=/sys/fs/cgroup CgroupAutomount=no \
+      ConstrainRAMSpace=yes ConstrainSwapSpace=no > $B/etc/cgroup.conf
+  else
+    log "no writable cgroup v1 memory controller: memory is enforced by jobacct_gather (OverMemoryKill)"
+  fi
+}
+
 make_fake_gpus
+write_cgroup_conf
 if all_alive && [ "$(write_conf)" = "$(cat $SLURM_CONF 2>/dev/null)" ]; then
   log "already running"
 else

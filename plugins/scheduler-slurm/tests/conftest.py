@@ -11,6 +11,7 @@ the clients see only the private cluster. Where Slurm's packages are missing or 
 do not run as root, the tests are skipped with the fix
 (``tx.testing.backends.backend_unavailable``; a failure with ``TX_TEST_REQUIRE_BACKENDS=1``).
 """
+import contextlib
 import os
 import random
 import shutil
@@ -43,18 +44,44 @@ _USER_PREFIXES = ("SLURM_", "SBATCH_", "SQUEUE_", "SRUN_", "SALLOC_", "SINFO_", 
 
 @attrs.define
 class SlurmCluster:
-    """The test session's private cluster: ``base`` holds everything it writes; ``conf`` is
-    its slurm.conf (``SLURM_CONF`` of the session); ports on 127.0.0.1."""
+    """A private cluster of the test session: ``base`` holds everything it writes; ``conf``
+    is its slurm.conf; ports on 127.0.0.1; ``env`` is the clients' environment
+    (``SLURM_CONF``); ``script_env`` the environment its start and stop scripts ran with."""
 
     base: Path
     conf: Path
     ctld_port: int
     slurmd_ports: List[int]
     env: Dict[str, str]
+    script_env: Dict[str, str] = attrs.field(factory=dict)
 
     def run(self, *args: str, timeout: float = 30) -> "subprocess.CompletedProcess[str]":
         """Run a Slurm client command against this cluster."""
         return subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    @property
+    def mem_cgroup(self) -> bool:
+        """Whether slurmd holds steps to their memory with the cgroup v1 memory controller
+        (``SLURM_ENFORCE_MEM=1`` on a host where it is writable): a step over its memory
+        then ends OUT_OF_MEMORY rather than being killed by jobacct_gather's polling."""
+        return (self.base / "etc" / "cgroup.conf").exists()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator["SlurmCluster"]:
+        """Point this process's Slurm clients (``SLURM_CONF``) and tx's slurm job index
+        (``TX_STATE_DIR``) at this cluster for the ``with`` block; a scheduler created in
+        the block keeps what it learnt (accounting, jobcomp path) for this cluster only."""
+        saved = {k: os.environ.get(k) for k in ("SLURM_CONF", "TX_STATE_DIR")}
+        os.environ["SLURM_CONF"] = str(self.conf)
+        os.environ["TX_STATE_DIR"] = str(self.base / "tx-state")
+        try:
+            yield self
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def _ports_free(ports: List[int]) -> bool:
@@ -115,49 +142,94 @@ def slurm_support() -> Any:
     return types.SimpleNamespace(NODES=NODES, SCRIPTS=SCRIPTS, require_slurm=require_slurm, user_env=user_env)
 
 
+def start_cluster(tmp_path_factory: pytest.TempPathFactory, name: str, nodes: int,
+                  **settings: str) -> SlurmCluster:
+    """Start a private cluster with ``scripts/start-slurm.sh`` (about 2 s; 3 s with
+    accounting): its own base directory, cluster ``name``, ``nodes`` nodes and free ports
+    (slurmctld, one per slurmd, then slurmdbd and mariadb); ``settings`` are more of the
+    script's variables (``SLURM_ACCT="1"`` ...). Stop it with :func:`stop_cluster`.
+
+    Raises:
+        RuntimeError: the script failed (its stderr tail in the message).
+    """
+    base = _base_dir(tmp_path_factory)
+    ports = _pick_ports(nodes + 3)
+    env = user_env()
+    env.update(SLURM_BASE=str(base), SLURM_NODES=str(nodes), SLURM_CLUSTER_NAME=name,
+               SLURM_CTLD_PORT=str(ports[0]), SLURMD_PORT_BASE=str(ports[0]),
+               SLURMDBD_PORT=str(ports[nodes + 1]), SLURM_MARIADB_PORT=str(ports[nodes + 2]), **settings)
+    script_env = dict(env)
+    conf = base / "etc" / "slurm.conf"
+    env["SLURM_CONF"] = str(conf)
+    cluster = SlurmCluster(base, conf, ports[0], ports[1:nodes + 1], env, script_env)
+    p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=script_env, capture_output=True,
+                       text=True, timeout=180)
+    if p.returncode != 0 or f"export SLURM_CONF={conf}" not in p.stdout:
+        stop_cluster(cluster)
+        raise RuntimeError(f"scripts/start-slurm.sh failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return cluster
+
+
+def stop_cluster(cluster: SlurmCluster) -> None:
+    """Cancel the jobs still on ``cluster`` (they are the session's: no replica outlives
+    the daemons), then stop the daemons that start-slurm.sh recorded."""
+    try:
+        cluster.run("scancel", "--full", "--state=PENDING,RUNNING,SUSPENDED,REQUEUED", "-u", "root", timeout=30)
+        for _ in range(40):
+            q = cluster.run("squeue", "--noheader", "--states=PENDING,RUNNING,COMPLETING,SUSPENDED",
+                            "--format=%i", timeout=15)
+            if q.returncode != 0 or not q.stdout.strip():
+                break
+            time.sleep(0.25)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=cluster.script_env, capture_output=True,
+                   timeout=120)
+    shutil.rmtree(cluster.base / "db", ignore_errors=True)  # mariadb's files (accounting), 100+ MB
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """Start the session's private Slurm cluster (``NODES`` nodes, about 2 s), point the
     clients of this process at it (``SLURM_CONF``) and stop it at the end."""
     require_slurm()
-    base = _base_dir(tmp_path_factory)
-    ports = _pick_ports(NODES + 1)
-    env = user_env()
-    env.update(SLURM_BASE=str(base), SLURM_NODES=str(NODES), SLURM_CLUSTER_NAME="txtest",
-               SLURM_CTLD_PORT=str(ports[0]), SLURMD_PORT_BASE=str(ports[0]))
-    script_env = dict(env)
-    conf = base / "etc" / "slurm.conf"
-    env["SLURM_CONF"] = str(conf)
-    cluster = SlurmCluster(base, conf, ports[0], ports[1:], env)
     saved = dict(os.environ)
+    cluster = start_cluster(tmp_path_factory, "txtest", NODES)
     try:
-        p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=script_env, capture_output=True,
-                           text=True, timeout=180)
-        if p.returncode != 0 or f"export SLURM_CONF={conf}" not in p.stdout:
-            raise RuntimeError(f"scripts/start-slurm.sh failed ({p.returncode}):\n{p.stderr[-3000:]}")
         for k in [k for k in os.environ if k.startswith(_USER_PREFIXES)]:
             del os.environ[k]
-        os.environ["SLURM_CONF"] = str(conf)
-        os.environ["TX_STATE_DIR"] = str(base / "tx-state")  # the slurm job index, never the user's
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        os.environ["TX_STATE_DIR"] = str(cluster.base / "tx-state")  # the slurm job index, never the user's
         yield cluster
     finally:
         os.environ.clear()
         os.environ.update(saved)
-        # jobs still running on the private cluster are this session's: cancel them so that no
-        # replica outlives the daemons, then stop the daemons start-slurm.sh recorded
-        try:
-            cluster.run("scancel", "--full", "--state=PENDING,RUNNING,SUSPENDED,REQUEUED", "-u", "root",
-                        timeout=30)
-            for _ in range(40):
-                q = cluster.run("squeue", "--noheader", "--states=PENDING,RUNNING,COMPLETING,SUSPENDED",
-                                "--format=%i", timeout=15)
-                if q.returncode != 0 or not q.stdout.strip():
-                    break
-                time.sleep(0.25)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=script_env, capture_output=True,
-                       timeout=120)
+        stop_cluster(cluster)
+
+
+@pytest.fixture(scope="session")
+def memory_clusters(slurm_cluster: SlurmCluster,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, SlurmCluster]]:
+    """Two more private clusters of 3 nodes that hold each step to its memory
+    (``SLURM_ENFORCE_MEM=1``), for why-failed: ``"accounting"`` runs slurmdbd and mariadb
+    (sacct) and forgets finished jobs after 2 s (MinJobAge), so they are read back from
+    sacct; ``"no accounting"`` has none (sacct fails), as the session's cluster. Distinct
+    job ids (their memory cgroups share the host's tree). Use them through
+    :meth:`SlurmCluster.active`."""
+    missing = [c for c in ("slurmdbd", "mariadbd", "sacct") if shutil.which(c) is None]
+    if missing:
+        backend_unavailable("slurm", f"{', '.join(missing)} not found: run SLURM_ACCT=1 scripts/install-slurm.sh "
+                            "as root (Debian: apt-get install slurmdbd mariadb-server)")
+    clusters: Dict[str, SlurmCluster] = {}
+    try:
+        clusters["accounting"] = start_cluster(tmp_path_factory, "txacct", 3, SLURM_ACCT="1", SLURM_ENFORCE_MEM="1",
+                                               SLURM_MIN_JOB_AGE="2", SLURM_FIRST_JOB_ID="300000")
+        clusters["no accounting"] = start_cluster(tmp_path_factory, "txnoacct", 3, SLURM_ENFORCE_MEM="1",
+                                                  SLURM_FIRST_JOB_ID="600000")
+        yield clusters
+    finally:
+        for cluster in clusters.values():
+            stop_cluster(cluster)
 
 
 @pytest.fixture(scope="session")

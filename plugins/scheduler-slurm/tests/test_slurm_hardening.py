@@ -1,7 +1,8 @@
 """What Slurm users run into (issue 18) and the exit-code race (issue 15), on the real
 private test cluster where Slurm is involved: why an app waits or failed, only tx's jobs
 listed and named by their app, the retry policy instead of always ``--requeue``, logs read
-without slurmctld, deleted logs, a hanging sacct, run options."""
+without slurmctld, deleted logs, run options. Why an app failed (time limit, memory, a
+signal) and a hanging sacct, with and without accounting: test_slurm_why_failed.py."""
 import os
 import signal
 import subprocess
@@ -97,16 +98,6 @@ def test_pending_app_says_why_it_waits(apps: Any) -> None:
 
 
 @slurm
-def test_job_over_its_time_limit_is_named_timeout(apps: Any) -> None:
-    app_id = apps.submit([apps.role("slow", "sleep", ["600"], replicas=2)], name="slow", time="1")
-    desc = apps.wait(app_id, timeout=240)
-    assert desc.state == AppState.FAILED, desc
-    assert desc.structured_error_msg.startswith("TIMEOUT: the job reached its time limit (run option time)"), desc
-    assert "\n" not in desc.structured_error_msg
-    assert desc.msg.startswith("TIMEOUT: reached its time limit")
-
-
-@slurm
 def test_only_tx_jobs_are_listed_and_named_by_their_app(apps: Any, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     plain = _cmd.run(["sbatch", "--parsable", "--hold", f"--output={tmp_path}/%j.out", "--job-name=sh-0",
@@ -172,21 +163,6 @@ def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps:
     p = subprocess.run([str(BIN / "tx"), "log", f"slurm://tx/{app_id}/talk/0"], capture_output=True, text=True,
                        timeout=120, env=env)
     assert p.returncode != 0 and "does not exist although the job ran" in p.stderr, (p.returncode, p.stderr)
-
-
-@slurm
-def test_hanging_sacct_fails_tx_list(apps: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where accounting is configured, a sacct that never answers is an error of
-    ``tx list`` (the finished jobs only sacct knows would be missing), not a quiet 0."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "sacct").write_text("#!/bin/sh\nsleep 30\n")
-    (fake / "sacct").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
-    sched = type(apps.sched)("tx", timeout=2)
-    sched._acct_configured = True  # as on a cluster with slurmdbd
-    with pytest.raises(SlurmTimeoutError, match="sacct did not answer within 2 s.*cannot be listed"):
-        sched.list()
 
 
 @slurm

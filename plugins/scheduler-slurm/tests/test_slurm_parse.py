@@ -11,6 +11,7 @@ from tx_scheduler_slurm._parse import (
     is_tx_job_name, parse_sinfo, parse_squeue, parse_time_min, parse_version, split_job_name,
 )
 from tx_scheduler_slurm._states import SLURM_STATES, appstate_from_slurm, normalize_state
+from tx_scheduler_slurm._status import ran_out_of_memory
 
 US = "\x1f"
 
@@ -61,6 +62,42 @@ def test_squeue_records() -> None:
     assert third.work_dir == "/tmp/dir with spaces | and pipes" and third.command == "/w/tx-sbatch.sh"
     assert first.command == "" and first.user == "root" and first.partition == "debug"
     assert solo.mem_mb == -1 and solo.offset == 0
+
+
+# sacct of one app with its steps (no --allocations), as the accounting test cluster printed
+# it for a replica over its memory under task/cgroup: the allocation FAILED, the step OUT_OF_MEMORY
+SACCT_OOM = """\
+300008+0|trainer-0|FAILED|1:0|node1|1|100M|root|debug|/tmp/j
+300008+0.batch|batch|FAILED|1:0|node1|1||||
+300008+0.0|bash|CANCELLED by 0|0:9|node1|1||||
+300008+1|hog-0|FAILED|1:0|node2|1|100M|root|debug|/tmp/j
+300008+1.0|bash|OUT_OF_MEMORY|0:125|node2|1||||
+"""
+
+
+def test_sacct_names_a_component_whose_step_ran_out_of_memory() -> None:
+    recs = parse_sacct(SACCT_OOM)
+    assert [(r.job_id, r.state) for r in recs] == [("300008+0", "FAILED"), ("300008+1", "OUT_OF_MEMORY")]
+
+
+@pytest.mark.parametrize("lines, oom", [
+    (["srun: error: node2: task 0: Out Of Memory", "[tx] job exited with code 1"], True),
+    (["slurmstepd-node1: error: Detected 1 oom-kill event(s) in StepId=5.0. Some of your processes may have "
+      "been killed by the cgroup out-of-memory handler."], True),
+    (["slurmstepd-node1: error: StepId=1.0 exceeded memory limit (433004544 > 104857600), being killed",
+      "srun: error: node1: task 0: Killed"], True),
+    (["srun: error: node1: task 0: Exited with exit code 1", "[tx] job exited with code 1"], False),
+    (["torch.OutOfMemoryError: CUDA out of memory. Out Of Memory"], False),  # a replica's words
+    # an earlier attempt ran out of memory, the last one failed otherwise
+    (["srun: error: node2: task 0: Out Of Memory", "[tx] requeueing (retry 1 of 1)",
+      "[tx] job 5 attempt 1: rank 0 on node1 (TX_RANK0_HOST=127.0.0.1)", "srun: error: node1: task 0: Exited "
+      "with exit code 3"], False),
+], ids=["cgroup-srun", "cgroup-slurmstepd", "jobacct-gather", "exit-code", "not-slurm", "earlier-attempt"])
+def test_batch_output_says_out_of_memory(tmp_path: Any, lines: Any, oom: bool) -> None:
+    (tmp_path / "slurm-5.out").write_text("[tx] job 5 attempt 0: rank 0 on node1 (TX_RANK0_HOST=127.0.0.1)\n"
+                                          + "\n".join(lines) + "\n")
+    assert ran_out_of_memory(str(tmp_path), "5") is oom
+    assert ran_out_of_memory(str(tmp_path), "6") is False  # no output file
 
 
 def test_squeue_skips_short_and_blank_lines() -> None:

@@ -187,20 +187,34 @@ def parse_squeue(text: str) -> List[JobRecord]:
 
 
 _SACCT_ID = re.compile(r"^(\d+)(?:\+(\d+))?$")
+_SACCT_STEP = re.compile(r"^(\d+(?:\+\d+)?)\.\w+$")
+#: step states that explain why the component's allocation FAILED; sacct records them only
+#: on the step (``6.0 OUT_OF_MEMORY`` under ``6 FAILED``)
+STEP_FAILURES = ("OUT_OF_MEMORY",)
 
 
 def parse_sacct(text: str) -> List[JobRecord]:
-    """Records from ``sacct --parsable2 --noheader --allocations --format=<SACCT_FIELDS>``
-    output: one per job or het component (``6`` or ``6+1``); step rows (``6+1.0``,
-    ``6.batch``) and array rows are skipped."""
+    """Records from ``sacct --parsable2 --noheader [--allocations] --format=<SACCT_FIELDS>``
+    output: one per job or het component (``6`` or ``6+1``). Step rows (``6+1.0``,
+    ``6.batch``, present without ``--allocations``) are not records, but a component that
+    FAILED because one of its steps ran out of memory reads ``OUT_OF_MEMORY``, as the step
+    does (:data:`STEP_FAILURES`). Array rows are skipped."""
     out: List[JobRecord] = []
+    step_failures: Dict[str, str] = {}
     n = len(SACCT_FIELDS)
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < n:
             continue
         f = dict(zip(SACCT_FIELDS, parts[: n - 1] + ["|".join(parts[n - 1 :])]))
-        m = _SACCT_ID.match(f["JobID"].strip())
+        job_id = f["JobID"].strip()
+        step = _SACCT_STEP.match(job_id)
+        if step:
+            state = normalize_state(f["State"])
+            if state in STEP_FAILURES:
+                step_failures.setdefault(step[1], state)
+            continue
+        m = _SACCT_ID.match(job_id)
         if not m:
             continue
         offset = int(m[2]) if m[2] is not None else 0
@@ -219,7 +233,8 @@ def parse_sacct(text: str) -> List[JobRecord]:
             work_dir=f["WorkDir"].strip(),
             exit_code=_clean(f["ExitCode"]) or None,
         ))
-    return out
+    return [attrs.evolve(r, state=step_failures[r.job_id]) if r.state == "FAILED" and r.job_id in step_failures
+            else r for r in out]
 
 
 #: keys of a jobcomp/filetxt line, in the order Slurm writes them (values may hold spaces)

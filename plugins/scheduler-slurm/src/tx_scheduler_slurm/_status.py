@@ -12,6 +12,8 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
+import attrs
+
 from tx.schedulers import DescribeAppResponse
 from tx.specs import MISSING, NONE, NULL_RESOURCE, AppDef, AppState, ReplicaStatus, Resource, Role, RoleStatus
 
@@ -67,6 +69,32 @@ def stderr_tail(path: str) -> str:
     return text or NONE
 
 
+#: lines Slurm writes into the batch script's output (``slurm-<job>.out``) when a step ran
+#: out of memory: srun's ``task 0: Out Of Memory`` and slurmstepd's ``oom-kill event`` under
+#: task/cgroup, slurmstepd's ``exceeded memory limit`` under JobAcctGatherParams=OverMemoryKill
+_OOM_LINE = re.compile(
+    r"^(?:srun|slurmstepd)[^:]*: error: .*(?:Out Of Memory|oom-kill event|exceeded (?:job )?memory limit)",
+    re.IGNORECASE | re.MULTILINE,
+)
+#: the line the batch script writes at the start of each attempt
+_ATTEMPT_LINE = re.compile(r"^\[tx\] job \S+ attempt \d+:", re.MULTILINE)
+
+
+def ran_out_of_memory(work_dir: str, app_id: str) -> bool:
+    """Whether Slurm killed a step of the job's last attempt for its memory, as the batch
+    script's output says: a job's state stays FAILED when its batch script exits non-zero
+    after srun, and scontrol and squeue never say OUT_OF_MEMORY (sacct does, on the step)."""
+    if not work_dir:
+        return False
+    tail = stderr_tail(os.path.join(work_dir, f"slurm-{app_id}.out"))
+    if tail == NONE:
+        return False
+    starts = list(_ATTEMPT_LINE.finditer(tail))
+    if starts:
+        tail = tail[starts[-1].start():]
+    return _OOM_LINE.search(tail) is not None
+
+
 def group_replicas(records: List[JobRecord]) -> Dict[str, List[Tuple[int, JobRecord]]]:
     """Role name -> ``[(replica_id, record), ...]`` in het-group order. Components named
     ``<role>-<k>`` (tx's names) give role and replica; any other name is a role of its own
@@ -100,6 +128,8 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
     leader = min(records, key=lambda r: r.offset)
     app_state = appstate_from_slurm(leader.state)
     work_dir = leader.work_dir
+    if leader.state == "FAILED" and ran_out_of_memory(work_dir, app_id):
+        leader = attrs.evolve(leader, state="OUT_OF_MEMORY")
     roles: List[Role] = []
     statuses: List[RoleStatus] = []
     failures: List[Tuple[float, str]] = []  # (when, one-line cause) of failed replicas
@@ -201,6 +231,16 @@ def explain_reason(reason: str) -> str:
     return f"{code}: {text}"
 
 
+def failure_state(leader: JobRecord, records: List[JobRecord]) -> str:
+    """The state of :data:`FAILURE_STATES` that explains the job's end: the leader's, else
+    the first component's with one (sacct names OUT_OF_MEMORY on the component whose step
+    ran out of memory); "" when none does."""
+    for rec in [leader, *sorted(records, key=lambda r: r.offset)]:
+        if rec.state in FAILURE_STATES:
+            return rec.state
+    return ""
+
+
 def state_msg(leader: JobRecord, records: List[JobRecord]) -> str:
     """One line: Slurm's state, and why a pending job waits or where it runs."""
     state = leader.state or "UNKNOWN"
@@ -211,8 +251,9 @@ def state_msg(leader: JobRecord, records: List[JobRecord]) -> str:
             why += f" (requeued {leader.restarts} time(s))"
         return f"{state}: {why}"
     nodes = ",".join(r.nodes for r in sorted(records, key=lambda r: r.offset) if r.nodes)
-    if state in FAILURE_STATES:
-        return f"{state}: {FAILURE_STATES[state]}" + (f" (nodes {nodes})" if nodes else "")
+    failure = failure_state(leader, records)
+    if failure:
+        return f"{failure}: {FAILURE_STATES[failure]}" + (f" (nodes {nodes})" if nodes else "")
     if appstate_from_slurm(state) == AppState.RUNNING and nodes:
         return f"{state} on {nodes}"
     return f"{state} ({reason})" if reason else state
@@ -275,9 +316,10 @@ def why_failed(app_state: AppState, leader: JobRecord, records: List[JobRecord],
     if app_state != AppState.FAILED:
         return NONE
     parts = []
-    if leader.state in FAILURE_STATES:
+    failure = failure_state(leader, records)
+    if failure:
         nodes = ",".join(r.nodes for r in records if r.nodes)
-        parts.append(f"{leader.state}: the job {FAILURE_STATES[leader.state]}" + (f" (nodes {nodes})" if nodes else ""))
+        parts.append(f"{failure}: the job {FAILURE_STATES[failure]}" + (f" (nodes {nodes})" if nodes else ""))
     if first:
         parts.append(first)
     else:

@@ -250,12 +250,12 @@ exit "$tx_rc"
         return f"""tx_attempt=${{SLURM_RESTART_COUNT:-0}}
 tx_bad=
 for tx_f in {files}; do
-  read -r tx_a tx_s _ < "$tx_f" 2>/dev/null || continue
+  read -r tx_a tx_s _ 2>/dev/null < "$tx_f" || continue
   if [ "$tx_a" = "$tx_attempt" ] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
 done
 if [ -n "$tx_bad" ]; then
   for tx_f in {files}; do
-    tx_a=; read -r tx_a _ < "$tx_f" 2>/dev/null
+    tx_a=; read -r tx_a _ 2>/dev/null < "$tx_f"
     [ "$tx_a" = "$tx_attempt" ] || printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
   done
 fi"""

@@ -229,7 +229,9 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         raises :class:`SlurmTimeoutError` with ``strict`` (listing), else is logged."""
         if self._accounting is False or not self.accounting_configured():
             return []
-        argv = ["sacct", "--parsable2", "--noheader", "--allocations", f"--format={','.join(SACCT_FIELDS)}", *extra]
+        # one app: its steps too, which say OUT_OF_MEMORY where the allocation says FAILED
+        scope = [] if app_id is not None else ["--allocations"]
+        argv = ["sacct", "--parsable2", "--noheader", *scope, f"--format={','.join(SACCT_FIELDS)}", *extra]
         try:
             proc = _cmd.run(argv, self._timeout, check=False)
         except SlurmTimeoutError as e:
