@@ -1,13 +1,19 @@
 """Running apps: log layout, exit codes and signals, errors, environment, arguments."""
+import contextlib
 import json
 import os
+import signal
 import stat
+import subprocess
+import time
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Iterator
 
 import pytest
 
 from tx.specs import AppDef, AppState, Resource, RetryPolicy, Role
+from tx.testing.backends import backend_unavailable
+from tx_scheduler_local._memory import counter_file
 from tx_scheduler_local.scheduler import create_cwd_scheduler, create_dir_scheduler
 
 
@@ -77,10 +83,14 @@ def test_torchelastic_error_file_is_the_structured_error(sched: Any, cfg: Dict[s
     assert "failing" in desc.msg
 
 
+#: where the supervisor cannot read its memory cgroup's OOM-kill counter, a SIGKILL may have
+#: been the OOM killer's; where it can, the counter says (test_oom_killed_replica_is_named)
+HINT = "" if counter_file() else " (SIGKILL is also what the kernel's OOM killer sends: check the replica's memory)"
+
+
 @pytest.mark.parametrize("script,want", [
     ("kill -SEGV $$$$", "replica w/0 was killed by signal SIGSEGV (11)"),
-    ("echo about to die >&2; kill -KILL $$$$", "replica w/0 was killed by signal SIGKILL (9) (SIGKILL is also "
-     "what the kernel's OOM killer sends: check the replica's memory): about to die"),
+    ("echo about to die >&2; kill -KILL $$$$", f"replica w/0 was killed by signal SIGKILL (9){HINT}: about to die"),
     ("sh -c 'kill -ABRT $$$$'; exit $$?", "replica w/0 exited with code 134 (128+6: a process it ran was killed by SIGABRT): Aborted"),
 ])
 def test_why_a_replica_failed_names_the_signal(sched: Any, cfg: Dict[str, Any], h: Any, script: str, want: str) -> None:
@@ -246,3 +256,70 @@ def test_any_app_name_gives_an_id_every_command_reaches(state_dir: Any, cfg: Dic
             assert p.returncode == 0, (cmd, p.stderr)
         st = runner.wait(handle, wait_interval=0.1, timeout=30)
         assert st is not None and st.state == AppState.CANCELLED
+
+
+@contextlib.contextmanager
+def _memory_limited_cgroup(limit_mb: int) -> Iterator[Path]:
+    """A new memory cgroup limited to ``limit_mb`` MB (no swap), made for the test (v1
+    ``/sys/fs/cgroup/memory/<name>`` or v2 ``/sys/fs/cgroup/<name>``); yields its directory
+    and removes it, killing what is left in it."""
+    name = f"tx-test-oom-{os.getpid()}"
+    v1, v2 = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
+    if (v1 / "memory.limit_in_bytes").exists():
+        d, files = v1 / name, [("memory.limit_in_bytes", f"{limit_mb}M"), ("memory.memsw.limit_in_bytes", f"{limit_mb}M")]
+    elif "memory" in (v2 / "cgroup.subtree_control").read_text(errors="replace").split() if (
+            v2 / "cgroup.subtree_control").exists() else False:
+        d, files = v2 / name, [("memory.max", f"{limit_mb}M"), ("memory.swap.max", "0")]
+    else:
+        backend_unavailable("memory cgroup", "no cgroup memory controller (v1 /sys/fs/cgroup/memory or v2 "
+                            "/sys/fs/cgroup with +memory) to limit a replica's memory")
+    try:
+        d.mkdir()
+    except OSError as e:
+        backend_unavailable("memory cgroup", f"cannot create a memory cgroup ({e}): run the tests as root "
+                            "with a writable /sys/fs/cgroup")
+    try:
+        for f, value in files:
+            if (d / f).exists():
+                (d / f).write_text(value)
+        yield d
+    finally:
+        for _ in range(50):
+            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            if not pids:
+                break
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
+            time.sleep(0.1)
+        d.rmdir()
+
+
+def test_oom_killed_replica_is_named(state_dir: Path, log_root: Path, h: Any) -> None:
+    """A replica over its memory cgroup's limit, killed by the kernel's OOM killer, is named
+    so (the cgroup's OOM-kill counter grew while it ran), with the limit; a replica killed
+    with SIGKILL by anything else is not (test_why_a_replica_failed_names_the_signal)."""
+    hog = "b = []\nwhile True:\n    b.append(bytearray(16 * 2**20))\n    b[-1][::4096] = b'x' * (len(b[-1]) // 4096)"
+    submit = (
+        "import json, sys\n"
+        "from tx.specs import AppDef, Role\n"
+        "from tx_scheduler_local.scheduler import create_cwd_scheduler\n"
+        "s = create_cwd_scheduler('tx')\n"
+        f"role = Role('hog', image='', entrypoint=sys.executable, args=['-c', {hog!r}])\n"
+        f"app_id = s.submit(AppDef('oom', roles=[role]), {{'log_dir': {str(log_root)!r}}})\n"
+        "print(app_id, flush=True)\n"
+        "s.wait(app_id, timeout=120)\n"
+    )
+    with _memory_limited_cgroup(200) as cg:
+        # the submitter joins the cgroup first: the supervisor and the replica inherit it
+        p = subprocess.run(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$0" -c "$1"', h.py, submit],
+                           env={**os.environ, "TX_STATE_DIR": str(state_dir)}, capture_output=True, text=True,
+                           timeout=180)
+    assert p.returncode == 0, p.stderr
+    app_id = p.stdout.split()[0]
+    desc = create_cwd_scheduler("tx", state_dir=str(state_dir)).describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED, desc
+    assert desc.structured_error_msg.startswith(
+        "replica hog/0 was killed by the kernel's OOM killer (SIGKILL; its memory cgroup's limit is 200 MB)"), desc
+    assert h.replica(desc, "hog", 0).exit_code == -signal.SIGKILL
+    assert "check the replica's memory" not in desc.structured_error_msg

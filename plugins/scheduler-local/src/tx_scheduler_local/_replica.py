@@ -30,6 +30,21 @@ def exit_reason(code: int) -> str:
     return f"was killed by signal {_signal_name(-code)} ({-code})"
 
 
+def killed_by_sigkill(code: int) -> bool:
+    """Whether exit status ``code`` (negative: the signal) is SIGKILL's, directly or as a
+    shell's ``128+9``: what the kernel's OOM killer leaves."""
+    return code in (-signal.SIGKILL, 128 + signal.SIGKILL)
+
+
+def oom_reason(code: int, limit_mb: Optional[int]) -> str:
+    """:func:`exit_reason` of a replica the kernel's OOM killer killed (``code`` is SIGKILL's),
+    with its memory cgroup's limit (MB) where it has one."""
+    limit = f"; its memory cgroup's limit is {limit_mb} MB" if limit_mb else ""
+    if code < 0:
+        return f"was killed by the kernel's OOM killer (SIGKILL{limit})"
+    return f"exited with code {code} (128+9: a process it ran was killed by the kernel's OOM killer{limit})"
+
+
 def _error_file_line(replica_dir: str) -> str:
     """The TorchElastic error file's message and where it was raised, as one line
     (``RuntimeError: boom (train.py:42)``); its raw first line if it is not the JSON
@@ -56,13 +71,16 @@ def _error_file_line(replica_dir: str) -> str:
     return first[:300] + where
 
 
-def failure_line(name: str, why: str, code: int, replica_dir: str, stderr_tail: str) -> str:
+def failure_line(name: str, why: str, code: int, replica_dir: str, stderr_tail: str,
+                 oom: Optional[bool] = None) -> str:
     """Why replica ``name`` (``role/k``) failed, in one line a user can act on: ``why``
-    (its exit code or signal by name, :func:`exit_reason`), then the TorchElastic error
-    file's message and location when it wrote one (TorchX sets
-    ``TORCHELASTIC_ERROR_FILE``), else its last stderr line."""
+    (its exit code or signal by name, :func:`exit_reason` or :func:`oom_reason`), then the
+    TorchElastic error file's message and location when it wrote one (TorchX sets
+    ``TORCHELASTIC_ERROR_FILE``), else its last stderr line. ``oom``: whether the kernel's
+    OOM killer killed it (its memory cgroup's counter, :mod:`tx_scheduler_local._memory`);
+    where that is unknown (None) a SIGKILL gets a hint that it may have."""
     head = f"replica {name} {why}"
-    if code == -signal.SIGKILL or code == 128 + signal.SIGKILL:
+    if oom is None and killed_by_sigkill(code):
         head += " (SIGKILL is also what the kernel's OOM killer sends: check the replica's memory)"
     detail = _error_file_line(replica_dir)
     if not detail:
@@ -93,7 +111,7 @@ class Replica:
 
     __slots__ = (
         "role", "id", "argv", "env", "dir", "logs", "pid", "state", "exit_code", "error",
-        "reason", "attempts", "pipes", "stop_reason", "stop_deadline",
+        "reason", "attempts", "pipes", "stop_reason", "stop_deadline", "oom_base",
     )
 
     def __init__(self, role: Role, spec: Dict[str, Any]) -> None:
@@ -112,6 +130,7 @@ class Replica:
         self.pipes: Dict[int, int] = {}  # read fd -> stream
         self.stop_reason: Optional[str] = None  # "cancel", "failed" (app), "restart"
         self.stop_deadline: Optional[float] = None
+        self.oom_base: Optional[int] = None  # OOM kills of its memory cgroup when it started
 
     @property
     def name(self) -> str:

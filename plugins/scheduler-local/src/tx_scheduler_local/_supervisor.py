@@ -36,10 +36,11 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
-from tx_scheduler_local import _procs, _store, _where
+from tx_scheduler_local import _memory, _procs, _store, _where
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
-    Replica, Role, Spawner, exit_reason, failure_line, os_error_text, raise_fd_limit, set_aside_error_file,
+    Replica, Role, Spawner, exit_reason, failure_line, killed_by_sigkill, oom_reason, os_error_text, raise_fd_limit,
+    set_aside_error_file,
 )
 
 _READ = 1 << 20
@@ -83,6 +84,7 @@ class Supervisor:
         self.pid_start = _procs.start_time(self.pid)
         self.where = _where.here()
         self.scope: Optional[str] = None
+        self.oom_file: Optional[str] = None
         self.spawner = Spawner()
         self._wake_r, self._wake_w = os.pipe()
 
@@ -116,6 +118,8 @@ class Supervisor:
         # it: entered after the launch is acknowledged (it costs ~14 ms that `tx run` need
         # not wait for) and before any replica starts
         self.scope = _where.make_scope(self.request["app_id"])
+        #: the OOM-kill counter of the replicas' memory cgroup (None: unknown)
+        self.oom_file = _memory.counter_file()
         if self.scope:
             self.write_state()
         for r in self.replicas:
@@ -177,6 +181,7 @@ class Supervisor:
         r.exit_code, r.error, r.reason = None, "", ""
         env = dict(self.base_env)
         env.update(r.env)
+        r.oom_base = _memory.oom_kills(self.oom_file)
         try:
             pid, out_fd, err_fd = self.spawner.spawn(r.role.cwd, r.role.entrypoint, r.argv, env)
         except OSError as e:
@@ -273,13 +278,25 @@ class Supervisor:
         elif code == 0:
             r.state = "SUCCEEDED"
         else:
-            self._on_failure(r, code, exit_reason(code))
+            oom = self._oom_killed(r, code)
+            self._on_failure(r, code, oom_reason(code, _memory.limit_mb(self.oom_file)) if oom else exit_reason(code),
+                             oom)
 
-    def _on_failure(self, r: Replica, code: int, why: str) -> None:
+    def _oom_killed(self, r: Replica, code: int) -> Optional[bool]:
+        """Whether the kernel's OOM killer killed replica ``r`` (exit status ``code``): its
+        memory cgroup counted an OOM kill since the replica started; None where unknown."""
+        if not killed_by_sigkill(code):
+            return False
+        now = _memory.oom_kills(self.oom_file)
+        if now is None or r.oom_base is None:
+            return None
+        return now > r.oom_base
+
+    def _on_failure(self, r: Replica, code: int, why: str, oom: Optional[bool] = None) -> None:
         assert r.logs is not None
         tail = r.logs.tail_text()
         r.state, r.reason = "FAILED", why
-        r.error = failure_line(r.name, why, code, r.dir, tail)
+        r.error = failure_line(r.name, why, code, r.dir, tail, oom)
         if self.cancelled or self.failed is not None:
             return
         role = r.role
