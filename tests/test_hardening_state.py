@@ -73,6 +73,13 @@ def test_damaged_entries_are_skipped_with_one_warning_and_named_by_commands(tx, 
             assert needle in lines[0] and "unexpected" not in lines[0] and "Traceback" not in q.stderr, (cmd, q.stderr)
     q = tx("status", "local_cwd://tx/stray.txt")
     assert q.returncode == 1 and f"{d / 'stray.txt'}: is a file, not an app directory" in q.stderr
+    # a directory without a request: named once it is older than an app being launched now
+    old = time.time() - 60
+    os.utime(d / "emptydir", (old, old))
+    for cmd in ("status", "describe", "log", "cancel"):
+        q = tx(cmd, "local_cwd://tx/emptydir")
+        assert q.returncode != 0 and f"{d / 'emptydir'}: holds no request.json: not an app of tx" in q.stderr, (
+            cmd, q.stderr)
     # nothing was rewritten: the damaged files are left for the user to look at
     assert (d / aid[empty] / "state.json").read_text() == ""
     assert (d / aid[braces] / "request.json").read_text() == "{}"

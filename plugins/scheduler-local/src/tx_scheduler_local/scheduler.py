@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
+#: seconds after which a directory of the state directory without a request is not an app
+#: being launched but a stray (named by describe)
+STRAY_AGE_S = 10.0
 _STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
 
 
@@ -197,6 +200,22 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             self._roles[app_id] = _request.app_from_json(request.get("app") or {})
         return self._roles[app_id]
 
+    @staticmethod
+    def _check_stray(app_dir: str) -> None:
+        """Raise :class:`~tx_scheduler_local._store.BadStateFile` naming ``app_dir`` when an
+        app's place in the state directory holds something that is not an app: a file, or
+        a directory without a request older than :data:`STRAY_AGE_S` (a younger one may be
+        an app that another process is launching right now)."""
+        try:
+            st = os.stat(app_dir)
+        except OSError:
+            return
+        if not os.path.isdir(app_dir):
+            raise _store.BadStateFile(app_dir, "is a file, not an app directory: not an app of tx")
+        if time.time() - st.st_mtime > STRAY_AGE_S:
+            raise _store.BadStateFile(app_dir, f"holds no {_store.REQUEST}: not an app of tx (or its request "
+                                      "was deleted)")
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state, replicas (states, exit codes, stderr tails), restarts and roles;
         None for an unknown app id. A terminal description is cached: treat it as
@@ -205,9 +224,10 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         if cached is not None:
             return cached
         request = self._request(app_id)
-        if request is None:
-            return None
         app_dir = os.path.join(self.apps_dir, app_id)
+        if request is None:
+            self._check_stray(app_dir)
+            return None
         state_path = os.path.join(app_dir, _store.STATE)
         state = _store.read_json(state_path)
         if state is None:
