@@ -1,4 +1,5 @@
 """tx.testing.backends: skip-or-fail for missing backends, and service processes."""
+import os
 import sys
 
 import pytest
@@ -7,6 +8,7 @@ from tx.testing.backends import (
     REQUIRE_BACKENDS_ENV,
     ServiceProcess,
     backend_unavailable,
+    environ,
     free_port,
     port_open,
     wait_for,
@@ -46,3 +48,16 @@ def test_wait_for_reports_an_exited_service_with_its_log(tmp_path):
         wait_for(lambda: False, timeout=30, what="x", service=svc)
     with pytest.raises(RuntimeError, match="timed out after 0.2 s waiting for nothing"):
         wait_for(lambda: False, timeout=0.2, what="nothing")
+
+
+def test_environ_sets_unsets_and_restores_exactly(monkeypatch):
+    monkeypatch.setenv("TX_T_KEEP", "old")
+    monkeypatch.setenv("TX_T_GONE", "there")
+    monkeypatch.delenv("TX_T_NEW", raising=False)
+    with pytest.raises(RuntimeError):
+        with environ({"TX_T_KEEP": "new", "TX_T_NEW": "1"}, unset=["TX_T_GONE"]):
+            assert (os.environ["TX_T_KEEP"], os.environ["TX_T_NEW"]) == ("new", "1")
+            assert "TX_T_GONE" not in os.environ
+            raise RuntimeError("the block failed")
+    assert (os.environ["TX_T_KEEP"], os.environ["TX_T_GONE"]) == ("old", "there")
+    assert "TX_T_NEW" not in os.environ

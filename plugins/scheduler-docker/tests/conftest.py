@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
+from tx.testing.backends import ServiceProcess, backend_unavailable, environ, free_port, port_open, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = REPO / "scripts"
@@ -63,18 +63,10 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
         subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, "PURGE": "1"}, capture_output=True, timeout=300)
         pytest.fail(f"scripts/start-podman.sh failed ({p.returncode}): {p.stderr[-2000:]}", pytrace=False)
     exports = _parse_exports(p.stdout)
-    saved = {k: os.environ.get(k) for k in _ENV_KEYS}
-    for k in _ENV_KEYS:
-        os.environ.pop(k, None)
-    os.environ.update(exports)
     try:
-        yield {**exports, "TX_TEST_REGISTRY": registry}
+        with environ(exports, unset=_ENV_KEYS):
+            yield {**exports, "TX_TEST_REGISTRY": registry}
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, **exports, "PURGE": "1"},
                        capture_output=True, timeout=300)
 

@@ -28,7 +28,7 @@ import pytest
 
 from tx.specs import AppDef, Resource, Role, is_terminal
 from tx.testing import find_replica
-from tx.testing.backends import backend_unavailable
+from tx.testing.backends import backend_unavailable, environ
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 REPO = Path(__file__).resolve().parents[3]
@@ -71,17 +71,8 @@ class SlurmCluster:
         """Point this process's Slurm clients (``SLURM_CONF``) and tx's slurm job index
         (``TX_STATE_DIR``) at this cluster for the ``with`` block; a scheduler created in
         the block keeps what it learnt (accounting, jobcomp path) for this cluster only."""
-        saved = {k: os.environ.get(k) for k in ("SLURM_CONF", "TX_STATE_DIR")}
-        os.environ["SLURM_CONF"] = str(self.conf)
-        os.environ["TX_STATE_DIR"] = str(self.base / "tx-state")
-        try:
+        with environ({"SLURM_CONF": str(self.conf), "TX_STATE_DIR": str(self.base / "tx-state")}):
             yield self
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 def _ports_free(ports: List[int]) -> bool:

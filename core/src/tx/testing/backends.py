@@ -30,13 +30,14 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Mapping, NoReturn, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
 #: set to ``1`` to turn every :func:`backend_unavailable` skip into a failure (CI)
 REQUIRE_BACKENDS_ENV = "TX_TEST_REQUIRE_BACKENDS"
@@ -162,3 +163,23 @@ def wait_for(
             tail = f":\n{service.log_tail()}" if service is not None else ""
             raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}{tail}")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def environ(values: Mapping[str, str], unset: Iterable[str] = ()) -> Iterator[None]:
+    """Set ``values`` in ``os.environ`` and remove the names in ``unset`` for the ``with``
+    block, then put back exactly what was there (also names that were absent): how a
+    session fixture points this process's clients at its private backend."""
+    names = set(values) | set(unset)
+    saved = {k: os.environ.get(k) for k in names}
+    for k in unset:
+        os.environ.pop(k, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
