@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -37,7 +36,9 @@ from typing import Dict, Iterator
 import attrs
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, environ, free_port, port_open, wait_for
+from tx.testing.backends import (
+    ServiceProcess, backend_unavailable, environ, free_port, port_open, script_backend, wait_for,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
@@ -46,17 +47,6 @@ BASE_IMAGE = "localhost/busybox:tx"
 REGION = "us-east-1"
 _ENV_KEYS = ("DOCKER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF",
              "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_API_VERSION")
-
-
-def _exports(text: str) -> Dict[str, str]:
-    """The ``export K=V ...`` lines of a start script's stdout, as a dict."""
-    out: Dict[str, str] = {}
-    for line in text.splitlines():
-        if line.startswith("export "):
-            for item in line[len("export "):].split():
-                k, _, v = item.partition("=")
-                out[k] = v
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -74,17 +64,12 @@ def podman_engine() -> Iterator[Dict[str, str]]:
     env = {**os.environ, "PODMAN_BASE": str(base), "PODMAN_INSECURE_REGISTRIES": registry}
     for k in _ENV_KEYS:
         env.pop(k, None)
-    stop = ["bash", str(SCRIPTS / "stop-podman.sh")]
-    p = subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], env=env, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        subprocess.run(stop, env={**env, "PURGE": "1"}, capture_output=True, timeout=300)
-        pytest.fail(f"scripts/start-podman.sh failed ({p.returncode}): {p.stderr[-2000:]}", pytrace=False)
-    exports = _exports(p.stdout)
+    start, stop = ["bash", str(SCRIPTS / "start-podman.sh")], ["bash", str(SCRIPTS / "stop-podman.sh")]
     try:
-        with environ(exports, unset=_ENV_KEYS):
+        with script_backend(start, stop, {**env, "PURGE": "1"}) as exports, environ(exports, unset=_ENV_KEYS):
             yield {**exports, "TX_TEST_REGISTRY": registry}
-    finally:
-        subprocess.run(stop, env={**env, **exports, "PURGE": "1"}, capture_output=True, timeout=300)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from tx.testing.backends import (
     environ,
     free_port,
     port_open,
+    script_backend,
     wait_for,
 )
 
@@ -61,3 +62,20 @@ def test_environ_sets_unsets_and_restores_exactly(monkeypatch):
             raise RuntimeError("the block failed")
     assert (os.environ["TX_T_KEEP"], os.environ["TX_T_GONE"]) == ("old", "there")
     assert "TX_T_NEW" not in os.environ
+
+
+def test_script_backend_yields_exports_and_always_runs_stop(tmp_path):
+    start = tmp_path / "start.sh"
+    start.write_text('echo "starting" >&2\necho "export TX_T_HOST=unix:///x TX_T_CONF=$BASE/c"\necho other\n'
+                     '[ -z "$FAIL" ] || { echo "no engine" >&2; exit 3; }\n')
+    stop = tmp_path / "stop.sh"
+    stop.write_text('echo "$TX_T_HOST $PURGE" >> "$BASE/stopped"\n')
+    env = {**os.environ, "BASE": str(tmp_path), "PURGE": "1"}
+    with script_backend(["sh", str(start)], ["sh", str(stop)], env) as exports:
+        assert exports == {"TX_T_HOST": "unix:///x", "TX_T_CONF": f"{tmp_path}/c"}
+        assert not (tmp_path / "stopped").exists()
+    assert (tmp_path / "stopped").read_text() == "unix:///x 1\n"
+    with pytest.raises(RuntimeError, match=r"start.sh exited with 3:\nstarting\nno engine"):
+        with script_backend(["sh", str(start)], ["sh", str(stop)], {**env, "FAIL": "1"}):
+            pass  # pragma: no cover
+    assert (tmp_path / "stopped").read_text() == "unix:///x 1\n 1\n"  # stopped, without the exports

@@ -19,30 +19,21 @@ the same paths, as ``../shared/env/start-podman.sh``'s recipe does.
 """
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, environ, free_port, port_open, wait_for
+from tx.testing.backends import (
+    ServiceProcess, backend_unavailable, environ, free_port, port_open, script_backend, wait_for,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = REPO / "scripts"
 IMAGE = "localhost/busybox:tx"
 _ENV_KEYS = ("DOCKER_HOST", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF",
              "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_API_VERSION")
-
-
-def _parse_exports(text: str) -> Dict[str, str]:
-    out: Dict[str, str] = {}
-    for line in text.splitlines():
-        if line.startswith("export "):
-            for item in line[len("export "):].split():
-                k, _, v = item.partition("=")
-                out[k] = v
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -58,17 +49,12 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
     env = {**os.environ, "PODMAN_BASE": str(base), "PODMAN_INSECURE_REGISTRIES": registry}
     for k in _ENV_KEYS:
         env.pop(k, None)
-    p = subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], env=env, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, "PURGE": "1"}, capture_output=True, timeout=300)
-        pytest.fail(f"scripts/start-podman.sh failed ({p.returncode}): {p.stderr[-2000:]}", pytrace=False)
-    exports = _parse_exports(p.stdout)
+    start, stop = ["bash", str(SCRIPTS / "start-podman.sh")], ["bash", str(SCRIPTS / "stop-podman.sh")]
     try:
-        with environ(exports, unset=_ENV_KEYS):
+        with script_backend(start, stop, {**env, "PURGE": "1"}) as exports, environ(exports, unset=_ENV_KEYS):
             yield {**exports, "TX_TEST_REGISTRY": registry}
-    finally:
-        subprocess.run(["bash", str(SCRIPTS / "stop-podman.sh")], env={**env, **exports, "PURGE": "1"},
-                       capture_output=True, timeout=300)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")

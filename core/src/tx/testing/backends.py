@@ -7,6 +7,9 @@ The pattern every scheduler and tracker plugin of this repository follows:
   state, config and temp directories (under pytest's ``tmp_path_factory``), never a
   user's cluster, server or engine, and it is stopped at the end of the session (only
   what the fixture started: :class:`ServiceProcess` kills its own process group).
+* A backend with a start and a stop script (``scripts/start-*.sh`` print ``export K=V``
+  lines) is run by :func:`script_backend`; :func:`environ` points this process's clients
+  at it for the session and restores the environment after.
 * Where the machine cannot run the backend (a missing package or binary, no root), the
   fixture calls :func:`backend_unavailable` with the reason and the fix. That is a skip
   with the reason in pytest's summary, except when ``TX_TEST_REQUIRE_BACKENDS=1`` is set
@@ -37,7 +40,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
 #: set to ``1`` to turn every :func:`backend_unavailable` skip into a failure (CI)
 REQUIRE_BACKENDS_ENV = "TX_TEST_REQUIRE_BACKENDS"
@@ -183,3 +186,42 @@ def environ(values: Mapping[str, str], unset: Iterable[str] = ()) -> Iterator[No
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextlib.contextmanager
+def script_backend(
+    start: Sequence[str], stop: Sequence[str], env: Mapping[str, str], timeout: float = 300,
+) -> Iterator[Dict[str, str]]:
+    """Start a backend with a start script that prints ``export K=V ...`` lines on stdout
+    (as the repository's ``scripts/start-*.sh`` do) and yield those variables; at the end of
+    the block run the stop script with ``env`` plus them. A failed start runs the stop
+    script too, so nothing half-started is left.
+
+    Args:
+        start: the start command (``["bash", "scripts/start-podman.sh"]``).
+        stop: the stop command.
+        env: the environment both run with (the backend's private directories and ports).
+        timeout: seconds each script may take.
+
+    Raises:
+        RuntimeError: the start script exited non-zero or timed out (its stderr tail in the
+            message).
+    """
+    try:
+        p = subprocess.run(list(start), env=dict(env), capture_output=True, text=True, timeout=timeout)
+        failed = f"exited with {p.returncode}:\n{p.stderr[-2000:]}" if p.returncode != 0 else ""
+    except subprocess.TimeoutExpired as e:
+        p, failed = None, f"did not finish within {timeout:g} s:\n{(e.stderr or b'')[-2000:]!r}"
+    exports: Dict[str, str] = {}
+    if p is not None and not failed:
+        for line in p.stdout.splitlines():
+            if line.startswith("export "):
+                for item in line[len("export "):].split():
+                    k, _, v = item.partition("=")
+                    exports[k] = v
+    try:
+        if failed:
+            raise RuntimeError(f"{' '.join(map(str, start))} {failed}")
+        yield exports
+    finally:
+        subprocess.run(list(stop), env={**env, **exports}, capture_output=True, timeout=timeout)
