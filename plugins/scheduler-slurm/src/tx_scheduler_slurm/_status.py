@@ -251,7 +251,7 @@ def state_msg(leader: JobRecord, records: List[JobRecord]) -> str:
             why += f" (requeued {leader.restarts} time(s))"
         return f"{state}: {why}"
     nodes = ",".join(r.nodes for r in sorted(records, key=lambda r: r.offset) if r.nodes)
-    failure = failure_state(leader, records)
+    failure = failure_state(leader, records) if appstate_from_slurm(state) == AppState.FAILED else ""
     if failure:
         return f"{failure}: {FAILURE_STATES[failure]}" + (f" (nodes {nodes})" if nodes else "")
     if appstate_from_slurm(state) == AppState.RUNNING and nodes:
