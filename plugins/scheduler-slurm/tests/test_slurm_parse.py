@@ -230,3 +230,15 @@ def test_why_failed_from_slurms_exit_code_without_replica_records() -> None:
     recs = [_rec("FAILED", exit_code="2:0")]
     assert why_failed(AppState.FAILED, recs[0], recs, "", "") == "het component 0 (a@w-0): exit code 2"
     assert why_failed(AppState.SUCCEEDED, recs[0], recs, "", "") == "<NONE>"
+
+
+def test_describe_names_the_component_that_ran_out_of_memory(tmp_path: Any) -> None:
+    """sacct's records of a job whose second component's step ran out of memory: the app
+    FAILED, its msg and structured error say OUT_OF_MEMORY (no replica files here)."""
+    from tx_scheduler_slurm._status import build_describe
+
+    desc = build_describe("300008", parse_sacct(SACCT_OOM.replace("/tmp/j", str(tmp_path))), "sacct")
+    assert desc.state == AppState.FAILED
+    assert desc.msg == ("OUT_OF_MEMORY: was killed: a replica used more memory than it asked for (resource memMB) "
+                        "(nodes node1,node2)")
+    assert desc.structured_error_msg.startswith("OUT_OF_MEMORY: the job was killed"), desc.structured_error_msg
