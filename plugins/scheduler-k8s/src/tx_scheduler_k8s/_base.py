@@ -7,6 +7,7 @@ A subclass says how an AppDef becomes its object (``_submit_dryrun``), how to cr
 """
 from __future__ import annotations
 
+import abc
 import codecs
 import datetime as _dt
 import math
@@ -203,14 +204,14 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         log.info("k8s_submitted", scheduler=self.backend, namespace=req.namespace, name=req.app_id)
         return f"{req.namespace}:{req.app_id}"
 
-    # -- subclass hooks -----------------------------------------------------------------------
+    # -- subclass hooks: each backend (Volcano Job, JobSet, AppWrapper) defines both -------------
+    @abc.abstractmethod
     def _app_state(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Tuple[AppState, str, int]:
         """``(state, backend message, restarts)`` of the app's object."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _roles(self, obj: Dict[str, Any]) -> List[Role]:
         """The app's roles, in order, rebuilt from its object."""
-        raise NotImplementedError
 
     # -- describe ---------------------------------------------------------------------------
     def _pods(self, namespace: str, name: str, extra: str = "") -> List[Dict[str, Any]]:
