@@ -6,7 +6,9 @@ import pytest
 from tx import hookimpl
 from tx.plugins import PluginConflictError, PluginError, PluginRegistry, get_registry, set_registry
 from tx.specs import Resource
-from tx.testing import is_subsequence, isolated_registry, register_plugin, tx_registry  # noqa: F401 - fixture
+from tx.testing import (  # noqa: F401 - tx_registry is a fixture
+    is_subsequence, isolated_registry, recording_workspace, register_plugin, tx_registry,
+)
 from tx.testing._conformance import _wrong_value
 from tx.specs.runopts import runopts
 
@@ -147,3 +149,15 @@ def test_pytest_plugin_and_conformance_base(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "fixture or describe_unknown")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*TestForgotScheduler must define a 'scheduler' fixture*"])
+
+
+def test_recording_workspace_records_builds_for_the_block(tx_registry: PluginRegistry) -> None:
+    from tx.specs import Role
+    from tx.workspace import get_workspace
+
+    role = Role("w", image="base:1", entrypoint="true")
+    with recording_workspace("docker") as calls:
+        built = get_workspace("docker").build(role, "/ws", {"image_repo": "reg/x", "other": 1})
+    assert built.image == "reg/x:ws" and role.image == "base:1"
+    assert calls == [("/ws", {"image_repo": "reg/x", "other": 1})]
+    assert "docker" not in tx_registry.names("workspaces")  # unregistered after the block

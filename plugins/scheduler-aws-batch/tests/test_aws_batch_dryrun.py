@@ -154,29 +154,10 @@ def test_app_id_macro_is_the_whole_app_id() -> None:
 def test_workspace_kind_is_told_that_nodes_pull_from_a_registry(tx_registry: PluginRegistry, tmp_path: Any) -> None:
     """The ``docker`` kind gets ``image_repo_required=True`` (Batch instances pull images from
     a registry), with the user's ``image_repo``; only the first role is patched."""
-    import attrs
-
-    from tx import hookimpl
-    from tx.testing import register_plugin
-    from tx.workspace import Workspace
-
-    calls = []
-
-    class RecordingKind(Workspace):
-        kind = "docker"
-
-        def build(self, role: Role, workspace: str, cfg: Any) -> Role:
-            calls.append((workspace, dict(cfg)))
-            return attrs.evolve(role, image=f"{cfg.get('image_repo')}:ws")
-
-    class Plugin:
-        @staticmethod
-        @hookimpl
-        def tx_register_workspaces(register: Any) -> None:
-            register("docker", RecordingKind)
+    from tx.testing import recording_workspace
 
     sched = create_scheduler("tx")
-    with register_plugin(Plugin, name="recording-docker"):
+    with recording_workspace("docker") as calls:
         built = sched.build_workspace(role(), str(tmp_path), {"queue": "q", "image_repo": "1.dkr.ecr/x"})
     assert built is not None and built.image == "1.dkr.ecr/x:ws"
     ws, cfg = calls[-1]

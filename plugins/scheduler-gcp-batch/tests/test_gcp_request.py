@@ -9,11 +9,10 @@ from typing import Any, Dict
 import pytest
 from google.cloud import batch_v1
 
-from tx import hookimpl
 from tx.schedulers import env as envc
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role, VolumeMount, macros
-from tx.testing import register_plugin, tx_registry  # noqa: F401 - fixture
-from tx.workspace import Workspace, WorkspaceError
+from tx.testing import recording_workspace, tx_registry  # noqa: F401 - fixture
+from tx.workspace import WorkspaceError
 from tx_scheduler_gcp_batch.request import _JOB_ID_MAX, make_job_id, parse_role_script, role_script, roles_of, task_layout
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
 
@@ -205,26 +204,6 @@ def test_hooks_import_no_google_sdk() -> None:
     assert out.strip() == "True []", out
 
 
-class FakeDockerKind(Workspace):
-    """Stands in for tx-scheduler-docker's ``docker`` kind: records what it was given."""
-
-    kind = "docker"
-    calls: list = []
-
-    def build(self, role: Role, workspace: str, cfg: Any) -> Role:
-        import attrs
-
-        FakeDockerKind.calls.append((workspace, dict(cfg)))
-        return attrs.evolve(role, image=f"{cfg.get('image_repo')}:ws")
-
-
-class FakeDockerPlugin:
-    @staticmethod
-    @hookimpl
-    def tx_register_workspaces(register: Any) -> None:
-        register("docker", FakeDockerKind)
-
-
 def test_workspace_goes_through_the_docker_kind(tx_registry: Any, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "offline-project")
@@ -233,8 +212,8 @@ def test_workspace_goes_through_the_docker_kind(tx_registry: Any, tmp_path: Path
     role = Role("w", image="base:1", entrypoint="true")
     with pytest.raises(WorkspaceError, match="tx-scheduler-docker"):
         sched.build_workspace(role, str(tmp_path), {})
-    with register_plugin(FakeDockerPlugin, name="fake-docker"):
+    with recording_workspace("docker") as calls:
         built = sched.build_workspace(role, str(tmp_path), {"image_repo": "gcr.io/p/ws"})
     assert built is not None and built.image == "gcr.io/p/ws:ws" and role.image == "base:1"
-    ws, cfg = FakeDockerKind.calls[-1]
+    ws, cfg = calls[-1]
     assert ws == str(tmp_path) and cfg["image_repo_required"] is True  # Batch VMs pull from a registry

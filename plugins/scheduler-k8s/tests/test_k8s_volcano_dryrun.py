@@ -214,30 +214,11 @@ def test_torchx_app_to_resource() -> None:
 def test_workspace_kind_is_told_that_nodes_pull_from_a_registry(name: str, tmp_path: Any) -> None:
     """The ``docker`` kind gets ``image_repo_required=True`` (the cluster's nodes pull images
     from a registry), with the user's ``image_repo``."""
-    import attrs
-
-    from tx import hookimpl
     from tx.schedulers import get_scheduler_factories
-    from tx.testing import isolated_registry, register_plugin
-    from tx.workspace import Workspace
-
-    calls = []
-
-    class RecordingKind(Workspace):
-        kind = "docker"
-
-        def build(self, role: Role, workspace: str, cfg: Any) -> Role:
-            calls.append((workspace, dict(cfg)))
-            return attrs.evolve(role, image=f"{cfg.get('image_repo')}:ws")
-
-    class Plugin:
-        @staticmethod
-        @hookimpl
-        def tx_register_workspaces(register: Any) -> None:
-            register("docker", RecordingKind)
+    from tx.testing import isolated_registry, recording_workspace
 
     sched = get_scheduler_factories()[name]("test")
-    with isolated_registry(), register_plugin(Plugin, name="recording-docker"):
+    with isolated_registry(), recording_workspace("docker") as calls:
         built = sched.build_workspace(role("w", 1), str(tmp_path), {"image_repo": "reg.example/team/ws"})
     assert built is not None and built.image == "reg.example/team/ws:ws"
     ws, cfg = calls[-1]

@@ -25,6 +25,10 @@ It provides:
           with register_plugin(MyPlugin, name="mine"):
               assert "mysched" in tx_registry.names("schedulers")
 
+* ``recording_workspace(kind="docker")``: a context manager that registers a workspace kind
+  which records each ``build(role, workspace, cfg)`` call (yielded as a list) and returns
+  the role with image ``<image_repo>:ws``: what a scheduler hands its workspace kind is
+  tested without building images.
 * ``SchedulerConformance``: a base test class a scheduler plugin subclasses to run the
   conformance tests against its real backend::
 
@@ -62,10 +66,13 @@ import pytest
 
 from tx.plugins import PluginRegistry
 from tx.testing._conformance import SchedulerConformance, is_subsequence
-from tx.testing._registry import isolated_registry, register_plugin
+from tx.testing._registry import isolated_registry, recording_workspace, register_plugin
 from tx.testing._status import find_replica
 
-__all__ = ["SchedulerConformance", "find_replica", "is_subsequence", "isolated_registry", "register_plugin", "tx_registry"]
+__all__ = [
+    "SchedulerConformance", "find_replica", "is_subsequence", "isolated_registry", "recording_workspace",
+    "register_plugin", "tx_registry",
+]
 
 
 @pytest.fixture

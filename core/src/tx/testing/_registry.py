@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 from tx.plugins import PluginError, PluginInfo, PluginRegistry, Registration, get_registry, set_registry
 
@@ -60,3 +60,38 @@ def register_plugin(
         for kind, table2 in conflicts.items():
             reg.conflicts[kind].clear()
             reg.conflicts[kind].update(table2)
+
+
+@contextlib.contextmanager
+def recording_workspace(kind: str = "docker") -> Iterator[List[Tuple[str, Dict[str, Any]]]]:
+    """Register, for the block, a workspace kind ``kind`` (use an isolated registry where a
+    plugin installs that kind already: ``tx_registry``, :func:`isolated_registry`) that
+    builds nothing: it records each ``build`` call as ``(workspace, cfg)`` in the yielded
+    list and returns the role with image ``<cfg["image_repo"]>:ws``. For testing what a
+    scheduler hands its workspace kind (``image_repo_required``, the user's run options).
+
+    Raises:
+        tx.plugins.PluginError: as :func:`register_plugin`.
+    """
+    import attrs
+
+    from tx import hookimpl
+    from tx.workspace import Workspace
+
+    calls: List[Tuple[str, Dict[str, Any]]] = []
+
+    class RecordingKind(Workspace):
+        def build(self, role: Any, workspace: str, cfg: Any) -> Any:
+            calls.append((workspace, dict(cfg)))
+            return attrs.evolve(role, image=f"{cfg.get('image_repo')}:ws")
+
+    RecordingKind.kind = kind
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def tx_register_workspaces(register: Any) -> None:
+            register(kind, RecordingKind)
+
+    with register_plugin(Plugin, name=f"recording-{kind}"):
+        yield calls
