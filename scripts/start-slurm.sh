@@ -68,6 +68,10 @@ case "$NODES" in ''|*[!0-9]*) log "SLURM_NODES must be a number of nodes, got '$
 for v in CTLD_PORT DBD_PORT DB_PORT SLURMD_BASE; do
   case "${!v}" in ''|*[!0-9]*) log "$v must be a port number, got '${!v}'"; exit 2;; esac
 done
+case "$FIRST_JOB_ID" in ''|*[!0-9]*|0) log "SLURM_FIRST_JOB_ID must be a job id (1 or more), got '$FIRST_JOB_ID'"; exit 2;; esac
+for v in ACCT ENFORCE_MEM; do
+  case "${!v}" in 0|1) ;; *) log "SLURM_$v must be 0 or 1, got '${!v}'"; exit 2;; esac
+done
 case "$CLUSTER" in ''|*[!a-z0-9_]*) log "SLURM_CLUSTER_NAME must be lowercase letters, digits or _, got '$CLUSTER'"; exit 2;; esac
 
 missing=()

@@ -134,3 +134,24 @@ def test_without_slurm_the_tests_skip_with_the_fix(tmp_path: Path, required: boo
     else:
         assert p.returncode == 0 and "1 skipped" in p.stdout and "slurm cannot run here: " in p.stdout, p.stdout
         assert fix in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("SLURM_NODES", "0", "SLURM_NODES must be 1..64, got 0"),
+    ("SLURM_CTLD_PORT", "68a", "CTLD_PORT must be a port number, got '68a'"),
+    ("SLURM_FIRST_JOB_ID", "abc", "SLURM_FIRST_JOB_ID must be a job id (1 or more), got 'abc'"),
+    ("SLURM_FIRST_JOB_ID", "0", "SLURM_FIRST_JOB_ID must be a job id (1 or more), got '0'"),
+    ("SLURM_ENFORCE_MEM", "yes", "SLURM_ENFORCE_MEM must be 0 or 1, got 'yes'"),
+    ("SLURM_ACCT", "true", "SLURM_ACCT must be 0 or 1, got 'true'"),
+])
+def test_start_script_refuses_bad_settings_in_one_line(tmp_path: Path, slurm_support: Any, name: str, value: str,
+                                                      message: str) -> None:
+    """A bad setting of scripts/start-slurm.sh is one line on stderr and exit 2, before
+    anything is created or started."""
+    base = tmp_path / "base"
+    env = {**slurm_support.user_env(), "SLURM_BASE": str(base), name: value}
+    p = subprocess.run(["bash", str(slurm_support.SCRIPTS / "start-slurm.sh")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (2, ""), p.stderr
+    assert p.stderr.splitlines() == [f"[start-slurm] {message}"]
+    assert not base.exists()
