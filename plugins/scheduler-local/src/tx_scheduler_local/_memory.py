@@ -20,20 +20,13 @@ cgroup's limit). Where neither file can be read the answer is None: unknown.
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import Optional
+
+from tx_scheduler_local._where import _cgroup_root, _own_cgroup, _read
 
 _V1_ROOT = "/sys/fs/cgroup/memory"
-_V2_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
 #: limits at or above this many bytes mean "no limit" (v1 writes 2**63 rounded to pages)
 _NO_LIMIT = 1 << 62
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def _field(text: str, key: str) -> Optional[int]:
@@ -44,41 +37,36 @@ def _field(text: str, key: str) -> Optional[int]:
     return None
 
 
-def _cgroups(pid: str = "self") -> Tuple[Optional[str], Optional[str]]:
-    """``(v1 memory path, v2 path)`` of the process from ``/proc/<pid>/cgroup``."""
-    v1 = v2 = None
-    for line in _read(f"/proc/{pid}/cgroup").splitlines():
-        num, _, rest = line.partition(":")
+def _v1_memory_cgroup() -> Optional[str]:
+    """This process's path in the cgroup v1 ``memory`` hierarchy (``/proc/self/cgroup``)."""
+    for line in _read("/proc/self/cgroup").splitlines():
+        _, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
-        if num == "0" and controllers == "":
-            v2 = path
-        elif "memory" in controllers.split(","):
-            v1 = path
-    return v1, v2
+        if "memory" in controllers.split(","):
+            return path
+    return None
 
 
-def counter_file(pid: str = "self") -> Optional[str]:
-    """The file whose ``oom_kill`` line counts OOM kills in the memory cgroup of process
-    ``pid`` (v1 ``memory.oom_control``, else the nearest v2 ``memory.events``); None where
-    there is none this process can read."""
-    v1, v2 = _cgroups(pid)
+def counter_file() -> Optional[str]:
+    """The file whose ``oom_kill`` line counts OOM kills in this process's memory cgroup
+    (v1 ``memory.oom_control``, else the nearest v2 ``memory.events``); None where there is
+    none this process can read."""
+    v1 = _v1_memory_cgroup()
     if v1 is not None:
         path = os.path.join(_V1_ROOT, v1.lstrip("/"), "memory.oom_control")
         if _field(_read(path), "oom_kill") is not None:
             return path
-    if v2 is not None:
-        for root in _V2_ROOTS:
-            if not os.path.exists(os.path.join(root, "cgroup.controllers")):
-                continue
-            rel = v2.strip("/")
-            while True:
-                path = os.path.join(root, rel, "memory.events")
-                if _field(_read(path), "oom_kill") is not None:
-                    return path
-                if not rel:
-                    break
-                rel = os.path.dirname(rel)
-    return None
+    root, own = _cgroup_root(), _own_cgroup()
+    if root is None or own is None:
+        return None
+    rel = own.strip("/")
+    while True:
+        path = os.path.join(root, rel, "memory.events")
+        if _field(_read(path), "oom_kill") is not None:
+            return path
+        if not rel:
+            return None
+        rel = os.path.dirname(rel)
 
 
 def oom_kills(path: Optional[str]) -> Optional[int]:
@@ -92,8 +80,7 @@ def limit_mb(path: Optional[str]) -> Optional[int]:
     if not path:
         return None
     d = os.path.dirname(path)
-    text = (_read(os.path.join(d, "memory.limit_in_bytes")) if path.endswith("memory.oom_control")
-            else _read(os.path.join(d, "memory.max"))).strip()
+    text = _read(os.path.join(d, "memory.limit_in_bytes" if path.endswith("memory.oom_control") else "memory.max"))
     if not text.isdigit() or int(text) >= _NO_LIMIT:
         return None
     return int(text) >> 20
