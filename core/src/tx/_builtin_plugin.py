@@ -3,6 +3,8 @@ as any other. The registry calls these functions directly (no pluggy needed), or
 :func:`as_pluggy_plugin` with pluggy when hook calls are traced."""
 from typing import Any, Callable
 
+from tx.hooknames import REGISTER_HOOKS
+
 
 def tx_register_named_resources(register: Callable[..., None]) -> None:
     from tx.specs._generic_resources import GENERIC, generic_factory, null_resource
@@ -56,8 +58,7 @@ def as_pluggy_plugin() -> Any:
     """This module's hooks as a pluggy plugin object (imports pluggy)."""
     import types
 
-    from tx import hookimpl
-    from tx.plugins import REGISTER_HOOKS
+    from tx.hookspecs import hookimpl  # pluggy: only when hook calls are traced
 
     plugin = types.ModuleType(__name__)
     for name in REGISTER_HOOKS.values():

@@ -12,12 +12,17 @@ through ``register``). ``tx_on_event`` is called for every runner lifecycle even
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import pluggy
 
-if TYPE_CHECKING:
-    from tx.runner.events import TxEvent
+from tx.hooknames import EVENT_HOOK, HOOK_NAMES, REGISTER_HOOKS
+
+__all__ = [
+    "EVENT_HOOK", "HOOK_NAMES", "PROJECT", "REGISTER_HOOKS", "hookimpl", "hookspec",
+    "tx_on_event", "tx_register_commands", "tx_register_components", "tx_register_named_resources",
+    "tx_register_schedulers", "tx_register_trackers", "tx_register_workspaces",
+]
 
 PROJECT = "tx"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -92,14 +97,10 @@ def tx_register_commands(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def tx_on_event(event: "TxEvent") -> None:
+def tx_on_event(event: "tx.runner.events.TxEvent") -> None:  # noqa: F821 - the runner is above
     """Called for every runner lifecycle event (run, schedule, status, cancel, ...).
 
     ``event`` is a :class:`tx.runner.events.TxEvent`. Every implementation is called;
     an exception raised by one is logged and does not affect the runner.
     """
 
-
-#: names of every hook (the table lives in :data:`tx.plugins.REGISTER_HOOKS`)
-
-from tx.plugins import HOOK_NAMES  # noqa: E402, F401 - re-exported

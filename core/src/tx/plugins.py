@@ -39,24 +39,10 @@ from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of
     _write_snapshot,
     cached_entry_points,
 )
+from tx.hooknames import EVENT_HOOK, HOOK_NAMES, KINDS, REGISTER_HOOKS  # noqa: F401 - HOOK_NAMES re-exported
 from tx.version import PLUGIN_API_VERSION, __version__
 
 
-#: the hooks of the plugin contract, in one table: registry kind -> registration hook
-#: (the hook specifications and their documentation are in :mod:`tx.hookspecs`)
-REGISTER_HOOKS: Dict[str, str] = {
-    "schedulers": "tx_register_schedulers",
-    "workspaces": "tx_register_workspaces",
-    "named_resources": "tx_register_named_resources",
-    "trackers": "tx_register_trackers",
-    "components": "tx_register_components",
-    "commands": "tx_register_commands",
-}
-#: the event hook, called for every runner lifecycle event
-EVENT_HOOK = "tx_on_event"
-#: every hook name
-HOOK_NAMES: Tuple[str, ...] = (*REGISTER_HOOKS.values(), EVENT_HOOK)
-KINDS: Tuple[str, ...] = tuple(REGISTER_HOOKS)
 CORE_PLUGIN = "tx-core"
 
 
