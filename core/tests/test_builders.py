@@ -1,10 +1,10 @@
-"""tx.specs.builders: component function -> argparse -> AppDef."""
+"""tx.components.system.builders: component function -> argparse -> AppDef."""
 from typing import Dict, List, Optional
 
 import pytest
 
 from tx import specs
-from tx.specs.builders import (
+from tx.components.system.builders import (
     ComponentArgs,
     ComponentArgumentError,
     component_args_from_dict,
@@ -13,7 +13,7 @@ from tx.specs.builders import (
     materialize_appdef,
     materialize_appdef_from_dict,
 )
-from tx.specs.finder import ComponentValidationException
+from tx.components.system.finder import ComponentValidationException
 
 
 def _app(**values) -> specs.AppDef:

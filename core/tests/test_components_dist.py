@@ -11,7 +11,7 @@ import pytest
 from tx import specs
 from tx.components import DEFAULT_IMAGE, dist
 from tx.components.structured_arg import StructuredJArgument, StructuredNameArgument
-from tx.specs.builders import ComponentArgumentError, materialize_appdef
+from tx.components.system.builders import ComponentArgumentError, materialize_appdef
 
 
 def ddp(*args: str) -> specs.AppDef:

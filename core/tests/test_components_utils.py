@@ -8,7 +8,7 @@ import pytest
 
 from tx import specs
 from tx.components import DEFAULT_IMAGE, metrics, serve, utils
-from tx.specs.builders import ComponentArgumentError, materialize_appdef
+from tx.components.system.builders import ComponentArgumentError, materialize_appdef
 
 SMALL = specs.Resource(cpu=1, gpu=0, memMB=1024)
 

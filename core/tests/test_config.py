@@ -5,7 +5,8 @@ import io
 
 import pytest
 
-from tx.runner import config
+from tx import config
+from tx.config import run_options
 from tx.specs import runopts
 
 
@@ -33,7 +34,7 @@ def test_project_file_wins_over_home(dirs, opts):
     home, proj = dirs
     (home / ".txconfig").write_text("[local_cwd]\nlog_dir = /home-logs\nqueue = q1\n")
     (proj / ".txconfig").write_text("[local_cwd]\nlog_dir = /proj-logs\n")
-    cfg = config.apply("local_cwd", {}, opts, dirs=[str(home), str(proj)])
+    cfg = run_options.apply("local_cwd", {}, opts, dirs=[str(home), str(proj)])
     assert cfg == {"log_dir": "/proj-logs", "queue": "q1"}
 
 
@@ -42,7 +43,7 @@ def test_explicit_cfg_wins_and_values_are_typed(dirs, opts):
     (proj / ".txconfig").write_text(
         "[local_cwd]\nlog_dir = /x\nprepend_cwd = True\ntags = a;b\nenv = A:1;B:2\nqueue = None\n"
     )
-    cfg = config.apply("local_cwd", {"log_dir": "/cli"}, opts, dirs=[str(proj)])
+    cfg = run_options.apply("local_cwd", {"log_dir": "/cli"}, opts, dirs=[str(proj)])
     assert cfg == {"log_dir": "/cli", "prepend_cwd": True, "tags": ["a", "b"], "env": {"A": "1", "B": "2"}}
 
 
@@ -50,14 +51,14 @@ def test_unknown_key_is_an_error_with_suggestion(dirs, opts):
     _, proj = dirs
     (proj / ".txconfig").write_text("[local_cwd]\nlog_dri = /x\n")
     with pytest.raises(config.ConfigError, match="unknown run option 'log_dri'.*did you mean 'log_dir'"):
-        config.apply("local_cwd", {}, opts, dirs=[str(proj)])
+        run_options.apply("local_cwd", {}, opts, dirs=[str(proj)])
 
 
 def test_bad_bool_is_an_error(dirs, opts):
     _, proj = dirs
     (proj / ".txconfig").write_text("[local_cwd]\nprepend_cwd = maybe\n")
     with pytest.raises(config.ConfigError, match="prepend_cwd"):
-        config.apply("local_cwd", {}, opts, dirs=[str(proj)])
+        run_options.apply("local_cwd", {}, opts, dirs=[str(proj)])
 
 
 def test_txconfig_env_names_the_only_file(dirs, tmp_path, monkeypatch):
@@ -91,10 +92,10 @@ def test_malformed_file_is_one_line_error(dirs):
 
 def test_dump_template(opts):
     buf = io.StringIO()
-    config.dump(buf, {"sched": opts}, required_only=True)
+    run_options.dump(buf, {"sched": opts}, required_only=True)
     assert buf.getvalue() == "[sched]\nqueue = #FIXME: (str) queue\n\n"
     buf = io.StringIO()
-    config.dump(buf, {"sched": opts}, required_only=False)
+    run_options.dump(buf, {"sched": opts}, required_only=False)
     text = buf.getvalue()
     assert "prepend_cwd = False\n" in text and "log_dir = None\n" in text
 
@@ -129,12 +130,12 @@ def test_nearest_file_wins_from_a_subdirectory(tmp_path, monkeypatch, opts):
     assert config.find_configs() == [
         str(home / ".txconfig"), str(proj / ".txconfig"), str(proj / "src" / ".txconfig")
     ]
-    cfg = config.apply("local_cwd", {}, opts)
+    cfg = run_options.apply("local_cwd", {}, opts)
     assert cfg == {"log_dir": "/src-logs", "queue": "proj-q", "tags": ["h"]}
     # outside the project only the home file applies
     monkeypatch.chdir(tmp_path)
     assert config.find_configs() == [str(home / ".txconfig")]
-    assert config.apply("local_cwd", {}, opts)["log_dir"] == "/home-logs"
+    assert run_options.apply("local_cwd", {}, opts)["log_dir"] == "/home-logs"
 
 
 def test_home_inside_the_walk_keeps_its_place(tmp_path, monkeypatch):
@@ -153,7 +154,7 @@ def test_home_inside_the_walk_keeps_its_place(tmp_path, monkeypatch):
 
 def test_template_has_every_option_commented_and_parses(opts, tmp_path, monkeypatch):
     buf = io.StringIO()
-    config.template(buf, {"sched": opts, "other": runopts()})
+    run_options.template(buf, {"sched": opts, "other": runopts()})
     text = buf.getvalue()
     assert "# prepend_cwd (bool, default: False): cwd first\n# prepend_cwd = False\n" in text
     assert "# queue (str, required): queue\n# queue =\n" in text
@@ -163,9 +164,9 @@ def test_template_has_every_option_commented_and_parses(opts, tmp_path, monkeypa
     path.write_text(text)
     monkeypatch.delenv(config.ENV_TXCONFIG, raising=False)
     # as written it sets nothing; uncommenting a line sets that option
-    assert config.apply("sched", {}, opts, dirs=[str(tmp_path)]) == {}
+    assert run_options.apply("sched", {}, opts, dirs=[str(tmp_path)]) == {}
     path.write_text(text.replace("# prepend_cwd = False", "prepend_cwd = True"))
-    assert config.apply("sched", {}, opts, dirs=[str(tmp_path)]) == {"prepend_cwd": True}
+    assert run_options.apply("sched", {}, opts, dirs=[str(tmp_path)]) == {"prepend_cwd": True}
     path.write_text(text.replace("# keep = 7d", "keep = 2d"))
     assert config.parse_duration(config.get_config(*config.GC_SECTION, config.GC_KEEP, dirs=[str(tmp_path)])) == 172800
 

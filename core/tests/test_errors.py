@@ -15,7 +15,7 @@ from tx.errors import UserError
 def _user_error_classes():
     from tx.cli.main import CLIError
     from tx.plugins import PluginConflictError, PluginError
-    from tx.runner.config import ConfigError
+    from tx.config import ConfigError
     from tx.schedulers import SchedulerError
     from tx.specs import (
         AppDefFormatError,
@@ -25,7 +25,7 @@ def _user_error_classes():
         UnknownAppException,
         UnknownSchedulerException,
     )
-    from tx.specs._component_errors import ComponentArgumentError, ComponentNotFoundException
+    from tx.components.system.errors import ComponentArgumentError, ComponentNotFoundException
     from tx.workspace import WorkspaceError
 
     return [CLIError, PluginError, PluginConflictError, ConfigError, SchedulerError, AppDefFormatError,

@@ -1,8 +1,8 @@
-"""tx.specs.file_linter: static checks of component functions."""
+"""tx.components.system.file_linter: static checks of component functions."""
 import pytest
 
-from tx.specs import file_linter
-from tx.specs.file_linter import ERROR, NOT_FOUND, SYNTAX_ERROR, WARNING, get_fn_docstring, validate, validate_module
+from tx.components.system import file_linter
+from tx.components.system.file_linter import ERROR, NOT_FOUND, SYNTAX_ERROR, WARNING, get_fn_docstring, validate, validate_module
 
 SOURCE = '''
 from typing import Dict, List, Optional, Union

@@ -1,4 +1,4 @@
-"""tx.specs.finder: built-in, registered-namespace, file and module components."""
+"""tx.components.system.finder: built-in, registered-namespace, file and module components."""
 import sys
 import textwrap
 
@@ -7,9 +7,9 @@ import pytest
 from tx import hookimpl
 from tx.components import dist, utils
 from tx.plugins import PluginRegistry, set_registry
-from tx.specs import finder
-from tx.specs.builders import materialize_appdef
-from tx.specs.finder import (
+from tx.components.system import finder
+from tx.components.system.builders import materialize_appdef
+from tx.components.system.finder import (
     Component,
     ComponentNotFoundException,
     ComponentValidationException,

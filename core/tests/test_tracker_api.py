@@ -16,6 +16,7 @@ from tx.runner import Runner
 from tx.schedulers import Scheduler
 from tx.specs import AppDef, AppDryRunInfo, Resource, Role, runopts
 from tx.testing import isolated_registry, register_plugin
+from tx.config.environ import tracker_config_var
 from tx.tracker import (
     AppRun,
     TrackerBase,
@@ -24,7 +25,6 @@ from tx.tracker import (
     build_trackers,
     get_configured_trackers,
     is_rank0,
-    tracker_config_env_var_name,
     trackers_from_environ,
 )
 from tx.tracker.backend.fsspec import FsspecTracker, create
@@ -93,7 +93,7 @@ def test_torchx_names_are_read_where_tx_names_are_unset(monkeypatch):
     assert get_configured_trackers() == {"file": "/torchx/dir"}
     monkeypatch.setenv("TX_TRACKER_FILE_CONFIG", "/tx/dir")
     assert get_configured_trackers() == {"file": "/tx/dir"}
-    assert tracker_config_env_var_name("my-tracker") == "TX_TRACKER_MY-TRACKER_CONFIG"
+    assert tracker_config_var("my-tracker") == "TX_TRACKER_MY-TRACKER_CONFIG"
 
 
 # -- building trackers -----------------------------------------------------------------------
@@ -307,7 +307,7 @@ assert main(["--version"]) == 0
 from typing import Any
 from tx import hookimpl
 from tx.runner import Runner
-from tx.runner.config import configured_trackers
+from tx.config import configured_trackers
 from tx.schedulers import Scheduler
 from tx.specs import AppDef, AppDryRunInfo, Resource, Role, runopts
 from tx.testing import isolated_registry, register_plugin

@@ -10,7 +10,7 @@ def make_runner(with_component_defaults: bool = False) -> Any:
 
     defaults = None
     if with_component_defaults:
-        from tx.runner import config
+        from tx import config
 
         defaults = config.load_sections("component")
     return Runner(component_defaults=defaults)
@@ -18,7 +18,7 @@ def make_runner(with_component_defaults: bool = False) -> Any:
 
 def config_default(command: str, key: str) -> Optional[str]:
     """``[cli:<command>] <key>`` from ``.txconfig``, or None."""
-    from tx.runner import config
+    from tx import config
 
     return config.get_config("cli", command, key)
 

@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _builtins(args: argparse.Namespace) -> int:
-    from tx.specs import finder
+    from tx.components.system import finder
 
     if args.print_name:
         sys.stdout.write(finder.get_builtin_source(args.print_name))

@@ -92,7 +92,7 @@ def _words(kind: str) -> Iterable[str]:
 
             return get_registry().names("schedulers")
         if kind == "components":
-            from tx.specs import finder
+            from tx.components.system import finder
 
             return sorted(finder.get_components())
         from tx.cli._common import default_scheduler, make_runner

@@ -30,13 +30,15 @@ def _configure(args: argparse.Namespace) -> int:
     from tx.cli._common import make_runner
     from tx.cli.main import CLIError
     from tx.plugins import install_hint
-    from tx.runner import config
+    from tx import config
+    from tx.config import run_options
+    from tx.config.torchx import convert_torchx_config, find_torchx_config
 
     buf = io.StringIO()
     if args.from_torchx is not None:
-        src = config.find_torchx_config(args.from_torchx or None)
+        src = find_torchx_config(args.from_torchx or None)
         with open(src) as f:
-            buf.write(config.convert_torchx_config(f.read()))
+            buf.write(convert_torchx_config(f.read()))
         print(f"converted {src}", file=sys.stderr)
     else:
         with make_runner() as runner:
@@ -44,7 +46,7 @@ def _configure(args: argparse.Namespace) -> int:
             if not names:
                 raise CLIError(install_hint())
             opts = {n: runner.scheduler_run_opts(n) for n in names}
-        config.template(buf, opts)
+        run_options.template(buf, opts)
     if args.print_only:
         sys.stdout.write(buf.getvalue())
         return 0

@@ -27,7 +27,7 @@ def _gc(runner: Any, args: argparse.Namespace) -> int:
     """Delete the state and logs of finished apps older than the retention; never an app
     that has not finished."""
     from tx.cli.main import CLIError
-    from tx.runner import config
+    from tx import config
 
     text = args.keep if args.keep is not None else config.get_config(*config.GC_SECTION, config.GC_KEEP)
     if text is None:
@@ -73,7 +73,7 @@ def prune(runner: Any, scheduler: str, keep: float, dry_run: bool = False) -> An
 def auto_gc(runner: Any, scheduler: str) -> None:
     """After ``tx run`` on a local scheduler: prune finished apps when ``[cli:gc] keep`` is
     set in .txconfig. Never fails the run (a bad value is reported by ``tx gc``)."""
-    from tx.runner import config
+    from tx import config
 
     try:
         text = config.get_config(*config.GC_SECTION, config.GC_KEEP)

@@ -51,7 +51,7 @@ def _split_component(args: argparse.Namespace) -> tuple:
 
 
 def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
-    from tx.runner import config
+    from tx.config.run_options import apply
     from tx.specs.api import InvalidRunConfigException
 
     opts = runner.scheduler_run_opts(scheduler)
@@ -63,7 +63,7 @@ def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
             raise InvalidRunConfigException(
                 f"bad run config: {twice[0]!r} is given twice in -cfg", twice[0], text)
         cfg.update(parsed)
-    config.apply(scheduler, cfg, opts=opts)
+    apply(scheduler, cfg, opts)
     return cfg
 
 

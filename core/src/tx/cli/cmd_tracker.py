@@ -57,7 +57,7 @@ def _select(name: Optional[str]) -> Tuple[str, Any]:
     """
     from tx.cli.main import CLIError
     from tx.plugins import get_registry, not_installed_hint
-    from tx.runner.config import configured_trackers
+    from tx.config import configured_trackers
     from tx.tracker.api import build_trackers
 
     configured = configured_trackers()

@@ -13,7 +13,7 @@ and parameters are TorchX's:
 
 Components that run a helper program launch ``python -m tx.apps.<program>``, so their
 image must have tx-core installed (the local schedulers use the current environment).
-Writing your own: see :mod:`tx.specs.file_linter` for the rules a component follows.
+Writing your own: see :mod:`tx.components.system.file_linter` for the rules a component follows.
 """
 
 #: The image the built-in components use unless ``--image`` is given: TorchX's published

@@ -5,26 +5,40 @@ Schedulers are created lazily, one per name, and closed by :meth:`Runner.close`.
 """
 from __future__ import annotations
 
+import difflib
 import os
+import warnings
+from collections.abc import Mapping as _Mapping
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
-# `import tx.runner` stays cheap (no attrs, plugins or specs): what a method needs is
-# imported when it first runs. The names below are for type checkers only.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from datetime import datetime
-    from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+import attrs
 
-    from tx.schedulers.api import ListAppResponse, Scheduler
-    from tx.specs.api import AppDef, AppDryRunInfo
-    from tx.specs.handles import AppHandle
-    from tx.specs.runopts import CfgVal, runopts
-    from tx.specs.status import AppStatus
+from tx.components.system import builders, finder
+from tx.config.environ import JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
+from tx.config.run_options import env_run_opts
+from tx.config.trackers import configured_trackers
+from tx.log import get_logger
+from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
+from tx.runner.events import log_event
+from tx.schedulers.api import ListAppResponse, Scheduler
+from tx.schedulers.env import with_torchx_names
+from tx.specs.api import (
+    MISSING,
+    AppDef,
+    AppDryRunInfo,
+    UnknownAppException,
+    UnknownSchedulerException,
+    is_terminal,
+    macros,
+)
+from tx.specs.handles import AppHandle, make_app_handle, parse_app_handle
+from tx.specs.runopts import CfgVal, runopts
+from tx.specs.status import AppStatus
+
+__all__ = ["DEFAULT_SESSION", "Runner", "get_runner"]
 
 DEFAULT_SESSION = "tx"
-# the names live in tx.schedulers.env (the replica environment contract)
-ENV_JOB_ID = "TX_JOB_ID"
-ENV_PARENT_RUN_ID = "TX_PARENT_RUN_ID"
-ENV_TRACKERS = "TX_TRACKERS"
 
 
 class Runner:
@@ -60,7 +74,6 @@ class Runner:
         registry: Any = None,
     ) -> None:
         if scheduler_factories is not None:
-            from collections.abc import Mapping as _Mapping
 
             if not isinstance(scheduler_factories, _Mapping) or not all(
                 callable(f) for f in scheduler_factories.values()
@@ -81,7 +94,6 @@ class Runner:
     @property
     def registry(self) -> Any:
         if self._registry is None:
-            from tx.plugins import get_registry
 
             self._registry = get_registry()
         return self._registry
@@ -112,8 +124,6 @@ class Runner:
         sched = self._schedulers.get(scheduler)
         if sched is not None:
             return sched
-        from tx.plugins import PluginError
-        from tx.specs.api import UnknownSchedulerException
 
         if self._scheduler_factories is not None:
             factory = self._scheduler_factories.get(scheduler)
@@ -127,17 +137,14 @@ class Runner:
             return sched
         reg = self.registry.get("schedulers", scheduler)
         if reg is None:
-            from tx.plugins import not_installed_hint
 
             hint = not_installed_hint("schedulers", scheduler)
             if hint:
                 raise UnknownSchedulerException(f"scheduler {scheduler!r} is not installed: {hint}")
             names = self.scheduler_backends()
             if not names:
-                from tx.plugins import install_hint
 
                 raise UnknownSchedulerException(f"unknown scheduler {scheduler!r}: {install_hint()}")
-            import difflib
 
             close = difflib.get_close_matches(scheduler, names, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
@@ -218,11 +225,7 @@ class Runner:
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
-        import attrs
 
-        from tx.runner.events import log_event
-        from tx.specs.api import MISSING, macros
-        from tx.specs.handles import make_app_handle
 
         if not app.roles:
             raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
@@ -232,20 +235,17 @@ class Runner:
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
-            from tx.schedulers.env import with_torchx_names
 
-            extra_env = {ENV_JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+            extra_env = {JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
             # an explicit argument wins over the submitter's environment (as in TorchX)
-            parent = parent_run_id or os.environ.get(ENV_PARENT_RUN_ID)
+            parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
             if parent:
-                extra_env[ENV_PARENT_RUN_ID] = parent
+                extra_env[PARENT_RUN_ID] = parent
             # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
-            from tx.runner.config import configured_trackers
-            from tx.schedulers.env import tracker_config_var
 
             trackers = configured_trackers()
             if trackers:
-                extra_env[ENV_TRACKERS] = ",".join(trackers)
+                extra_env[TRACKERS] = ",".join(trackers)
                 for tracker_name, tracker_config in trackers.items():
                     if tracker_config:
                         extra_env[tracker_config_var(tracker_name)] = tracker_config
@@ -253,7 +253,7 @@ class Runner:
             app = attrs.evolve(
                 app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
             )
-            cfg = _with_env_run_opts(scheduler, sched.run_opts(), dict(cfg or {}))
+            cfg = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
             if workspace:
                 resolved = sched.run_opts().resolve(cfg)
                 role = sched.build_workspace(app.roles[0], workspace, resolved)
@@ -271,8 +271,6 @@ class Runner:
             tx.schedulers.SchedulerError: the backend refused the request or cannot be
                 reached (nothing is left half-created on it).
         """
-        from tx.runner.events import log_event
-        from tx.specs.handles import make_app_handle
 
         scheduler = dryrun_info._scheduler
         if scheduler is None:
@@ -285,7 +283,6 @@ class Runner:
         handle = make_app_handle(scheduler, self._name, app_id)
         if dryrun_info._app is not None:
             self._apps[handle] = dryrun_info._app
-        from tx.log import get_logger
 
         get_logger(__name__).info("launched", app_handle=handle)
         return handle
@@ -305,10 +302,9 @@ class Runner:
         """Build the AppDef of a component from CLI-style args or a dict of arguments.
 
         Raises:
-            tx.specs.finder.ComponentNotFoundException, ComponentValidationException,
-            tx.specs.builders.ComponentArgumentError.
+            tx.components.system.finder.ComponentNotFoundException, ComponentValidationException,
+            tx.components.system.builders.ComponentArgumentError.
         """
-        from tx.specs import builders, finder
 
         comp = finder.get_component(component)
         defaults = self._component_defaults.get(component)
@@ -344,7 +340,6 @@ class Runner:
 
     # -- app handles -----------------------------------------------------------------
     def _resolve(self, app_handle: AppHandle) -> tuple:
-        from tx.specs.handles import parse_app_handle
 
         scheduler, _session, app_id = parse_app_handle(app_handle)
         return self._scheduler(scheduler), scheduler, app_id
@@ -357,7 +352,6 @@ class Runner:
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
-        from tx.runner.events import log_event
 
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="status",
@@ -380,7 +374,6 @@ class Runner:
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
-        from tx.runner.events import log_event
 
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="wait",
@@ -396,19 +389,17 @@ class Runner:
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
-        from tx.runner.events import log_event
 
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="cancel",
                        app_id=app_id):
             desc = sched.describe(app_id)
-            if desc is not None and not _is_terminal(desc.state):
+            if desc is not None and not is_terminal(desc.state):
                 sched.cancel(app_id)
 
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel` (TorchX's name); warns with
         PendingDeprecationWarning."""
-        import warnings
 
         warnings.warn("Runner.stop is deprecated, use Runner.cancel", PendingDeprecationWarning,
                       stacklevel=2)
@@ -423,8 +414,6 @@ class Runner:
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
-        from tx.runner.events import log_event
-        from tx.specs.api import AppDef
 
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="describe",
@@ -460,8 +449,6 @@ class Runner:
             ValueError: a stream the scheduler does not keep.
             NotImplementedError: the scheduler keeps no logs.
         """
-        from tx.runner.events import log_event
-        from tx.specs.api import UnknownAppException
 
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
@@ -490,10 +477,7 @@ class Runner:
             UnknownSchedulerException: ``scheduler`` is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
-        import attrs
 
-        from tx.runner.events import log_event
-        from tx.specs.handles import make_app_handle
 
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="list"):
@@ -505,46 +489,7 @@ class Runner:
         ]
 
 
-#: prefixes of environment variables that set run options, highest precedence first
-ENV_RUN_OPT_PREFIXES = ("TX_", "TORCHX_")
-
-
-def _with_env_run_opts(scheduler: str, opts: runopts, cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """``cfg`` plus the options of ``opts`` it lacks that ``TX_<KEY>`` or
-    ``TORCHX_<KEY>`` sets (:meth:`Runner.dryrun`). Returns ``cfg`` (modified).
-
-    Raises:
-        tx.specs.InvalidRunConfigException: a variable's value is not of its option's type.
-    """
-    env = os.environ
-    for key, opt in opts:
-        if key in cfg:
-            continue
-        suffix = key.upper().replace("-", "_")
-        for prefix in ENV_RUN_OPT_PREFIXES:
-            raw = env.get(prefix + suffix)
-            if raw is None:
-                continue
-            try:
-                cfg[key] = opt.cast_to_type(raw)
-            except ValueError as e:
-                from tx.specs.api import InvalidRunConfigException
-
-                raise InvalidRunConfigException(
-                    f"{prefix}{suffix}={raw!r}: run option {key!r} of {scheduler}: {e}", key, cfg
-                ) from None
-            break
-    return cfg
-
-
-def _is_terminal(state: Any) -> bool:
-    from tx.specs.api import is_terminal
-
-    return is_terminal(state)
-
-
 def _status_of(desc: Any) -> AppStatus:
-    from tx.specs.status import AppStatus
 
     return AppStatus(
         state=desc.state,

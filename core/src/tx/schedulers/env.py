@@ -22,54 +22,37 @@ tx name                   TorchX name                 value
 ``TX_TRACKER_<N>_CONFIG`` ``TORCHX_TRACKER_<N>_CONFIG`` a tracker's config (Runner)
 ========================  ==========================  ==============================================
 
-Names in parentheses do not exist in TorchX 0.7.0; tx sets them for symmetry.
+Names in parentheses do not exist in TorchX 0.7.0; tx sets them for symmetry. The names
+and the table of TorchX aliases are defined once, in :mod:`tx.config.environ`.
 ``${rank0_env}`` (the :data:`tx.specs.macros.rank0_env` macro) is :data:`RANK0_HOST`.
 """
 from __future__ import annotations
 
 from typing import Dict, Mapping, Optional
 
-APP_ID = "TX_APP_ID"
-JOB_ID = "TX_JOB_ID"
-ROLE_NAME = "TX_ROLE_NAME"
-ROLE_IDX = "TX_ROLE_IDX"
-REPLICA_ID = "TX_REPLICA_ID"
-NUM_REPLICAS = "TX_NUM_REPLICAS"
-RANK0_HOST = "TX_RANK0_HOST"
-PARENT_RUN_ID = "TX_PARENT_RUN_ID"
-TRACKERS = "TX_TRACKERS"
+from tx.config.environ import (
+    APP_ID,
+    JOB_ID,
+    NUM_REPLICAS,
+    PARENT_RUN_ID,
+    RANK0_HOST,
+    REPLICA_ID,
+    ROLE_IDX,
+    ROLE_NAME,
+    TORCHX_NAMES,
+    TRACKERS,
+    torchx_name,
+    tracker_config_var,
+)
 
-#: tx name -> TorchX name, for every variable of the contract with a fixed name
-TORCHX_NAMES: Dict[str, str] = {
-    APP_ID: "TORCHX_APP_ID",
-    JOB_ID: "TORCHX_JOB_ID",
-    ROLE_NAME: "TORCHX_ROLE_NAME",
-    ROLE_IDX: "TORCHX_ROLE_IDX",
-    REPLICA_ID: "TORCHX_REPLICA_IDX",
-    NUM_REPLICAS: "TORCHX_NUM_REPLICAS",
-    RANK0_HOST: "TORCHX_RANK0_HOST",
-    PARENT_RUN_ID: "TORCHX_PARENT_RUN_ID",
-    TRACKERS: "TORCHX_TRACKERS",
-}
+__all__ = [
+    "APP_ID", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "REQUIRED",
+    "ROLE_IDX", "ROLE_NAME", "TORCHX_NAMES", "TRACKERS", "replica_env", "torchx_name",
+    "tracker_config_var", "with_torchx_names",
+]
 
 #: the variables every replica must have (the conformance kit checks them)
 REQUIRED = (APP_ID, ROLE_NAME, REPLICA_ID, RANK0_HOST)
-
-
-def tracker_config_var(name: str) -> str:
-    """``TX_TRACKER_<NAME>_CONFIG``: the variable that holds tracker ``name``'s config."""
-    return f"TX_TRACKER_{name.upper()}_CONFIG"
-
-
-def torchx_name(tx_name: str) -> Optional[str]:
-    """TorchX's name of a ``TX_*`` contract variable (``TX_REPLICA_ID`` ->
-    ``TORCHX_REPLICA_IDX``, ``TX_TRACKER_X_CONFIG`` -> ``TORCHX_TRACKER_X_CONFIG``), or None
-    for a variable outside the contract."""
-    if tx_name in TORCHX_NAMES:
-        return TORCHX_NAMES[tx_name]
-    if tx_name.startswith("TX_TRACKER_") and tx_name.endswith("_CONFIG"):
-        return "TORCHX_" + tx_name[len("TX_"):]
-    return None
 
 
 def with_torchx_names(env: Mapping[str, str]) -> Dict[str, str]:

@@ -6,9 +6,6 @@ file tracker (``file``, :mod:`tx.tracker.backend.fsspec`) is the embedded defaul
 tx-tracker-mlflow adds ``mlflow``. See :mod:`tx.tracker.api`.
 """
 from tx.tracker.api import (
-    ENV_TX_JOB_ID,
-    ENV_TX_PARENT_RUN_ID,
-    ENV_TX_TRACKERS,
     UNDEFINED_RUN_ID,
     AppRun,
     AppRunTrackableSource,
@@ -21,13 +18,12 @@ from tx.tracker.api import (
     build_trackers,
     get_configured_trackers,
     is_rank0,
-    tracker_config_env_var_name,
     trackers_from_environ,
 )
 
 __all__ = [
-    "ENV_TX_JOB_ID", "ENV_TX_PARENT_RUN_ID", "ENV_TX_TRACKERS", "UNDEFINED_RUN_ID", "AppRun",
+    "UNDEFINED_RUN_ID", "AppRun",
     "AppRunTrackableSource", "Lineage", "LineageRun", "TrackerArtifact", "TrackerBase",
     "TrackerSource", "app_run_from_env", "build_trackers", "get_configured_trackers", "is_rank0",
-    "tracker_config_env_var_name", "trackers_from_environ",
+    "trackers_from_environ",
 ]

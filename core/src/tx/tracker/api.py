@@ -34,28 +34,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import attrs
 
-from tx.schedulers import env as _env
+from tx.config import environ as _env
+from tx.config.environ import getenv as _getenv
+from tx.config.trackers import configured_trackers
 
-#: the tx names of the variables the Runner sets in every replica (tx.schedulers.env)
-ENV_TX_TRACKERS = _env.TRACKERS
-ENV_TX_PARENT_RUN_ID = _env.PARENT_RUN_ID
-ENV_TX_JOB_ID = _env.JOB_ID
 #: the run id of an :class:`AppRun` made outside a tx job (no ``TX_JOB_ID``)
 UNDEFINED_RUN_ID = "<UNDEFINED>"
-
-
-def tracker_config_env_var_name(name: str) -> str:
-    """``TX_TRACKER_<NAME>_CONFIG``: the environment variable with tracker ``name``'s config
-    (TorchX's ``TORCHX_TRACKER_<NAME>_CONFIG`` is read too)."""
-    return _env.tracker_config_var(name)
-
-
-def _getenv(tx_name: str, environ: Mapping[str, str]) -> Optional[str]:
-    """``tx_name`` from ``environ``, else its TorchX alias, else None."""
-    if tx_name in environ:
-        return environ[tx_name]
-    alias = _env.torchx_name(tx_name)
-    return environ.get(alias) if alias else None
 
 
 @attrs.frozen
@@ -239,13 +223,13 @@ class AppRun:
             tx.plugins.PluginError: a configured tracker is installed but cannot be loaded.
         """
         e = os.environ
-        trackers = _getenv(ENV_TX_TRACKERS, e) or ""
+        trackers = _getenv(_env.TRACKERS, e) or ""
         configs = tuple(
-            (n, _getenv(tracker_config_env_var_name(n), e)) for n in _split_names(trackers)
+            (n, _getenv(_env.tracker_config_var(n), e)) for n in _split_names(trackers)
         )
         return _run_from_env(
-            _getenv(ENV_TX_JOB_ID, e) or UNDEFINED_RUN_ID, configs,
-            _getenv(ENV_TX_PARENT_RUN_ID, e) or None, is_rank0(e),
+            _getenv(_env.JOB_ID, e) or UNDEFINED_RUN_ID, configs,
+            _getenv(_env.PARENT_RUN_ID, e) or None, is_rank0(e),
         )
 
     def add_metadata(self, **kwargs: object) -> None:
@@ -363,8 +347,8 @@ def trackers_from_environ(environ: Optional[Mapping[str, str]] = None) -> List[T
     """The trackers named in ``TX_TRACKERS`` (comma separated) with their
     ``TX_TRACKER_<NAME>_CONFIG``; ``[]`` when unset. See :func:`build_trackers`."""
     e = os.environ if environ is None else environ
-    names = _split_names(_getenv(ENV_TX_TRACKERS, e) or "")
-    return build_trackers({n: _getenv(tracker_config_env_var_name(n), e) for n in names})
+    names = _split_names(_getenv(_env.TRACKERS, e) or "")
+    return build_trackers({n: _getenv(_env.tracker_config_var(n), e) for n in names})
 
 
 def get_configured_trackers() -> Dict[str, Optional[str]]:
@@ -375,8 +359,6 @@ def get_configured_trackers() -> Dict[str, Optional[str]]:
     ``TORCHX_*`` variables are read where the ``TX_*`` ones are unset.
 
     Raises:
-        tx.runner.config.ConfigError: a ``.txconfig`` file cannot be read.
+        tx.config.ConfigError: a ``.txconfig`` file cannot be read.
     """
-    from tx.runner.config import configured_trackers
-
     return configured_trackers()

@@ -19,6 +19,8 @@ import os
 import re
 from typing import Any, Callable, Dict, Optional
 
+from tx.config.environ import state_dir
+
 REQUEST = "request.json"
 STATE = "state.json"
 SUPERVISOR_LOG = "supervisor.log"
@@ -31,12 +33,9 @@ _APP_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
 
 
 def default_state_dir() -> str:
-    """``$TX_STATE_DIR``, else ``${XDG_STATE_HOME:-~/.local/state}/tx``."""
-    env = os.environ.get("TX_STATE_DIR")
-    if env:
-        return os.path.abspath(os.path.expanduser(env))
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(os.path.abspath(base), "tx")
+    """tx's state directory (:func:`tx.config.environ.state_dir`: ``$TX_STATE_DIR``, else
+    ``${XDG_STATE_HOME:-~/.local/state}/tx``)."""
+    return state_dir()
 
 
 def apps_dir(state_dir: str) -> str:

@@ -15,6 +15,7 @@ import os
 import tempfile
 from typing import List, Optional, Tuple
 
+from tx.config.environ import state_dir
 from tx.log import get_logger
 
 log = get_logger(__name__)
@@ -30,12 +31,7 @@ def conf_path() -> str:
 
 def index_dir() -> str:
     """``$TX_STATE_DIR/slurm/<12 hex digits of sha1(conf_path())>``."""
-    state = os.environ.get("TX_STATE_DIR")
-    if state:
-        base = os.path.abspath(os.path.expanduser(state))
-    else:
-        xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-        base = os.path.join(xdg, "tx")
+    base = state_dir()
     key = hashlib.sha1(conf_path().encode("utf-8")).hexdigest()[:12]
     return os.path.join(base, "slurm", key)
 

@@ -48,7 +48,8 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.errors import UserError
-from tx.tracker.api import ENV_TX_JOB_ID, TrackerArtifact, TrackerBase, TrackerSource, is_rank0
+from tx.config.environ import JOB_ID, getenv
+from tx.tracker.api import TrackerArtifact, TrackerBase, TrackerSource, is_rank0
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -478,7 +479,7 @@ def create(config: Optional[str] = None) -> MLflowTracker:
         TrackingServerUnreachable: the tracking server does not answer.
     """
     tracker = MLflowTracker(**parse_config(config))
-    job_id = os.environ.get(ENV_TX_JOB_ID) or os.environ.get("TORCHX_JOB_ID")
+    job_id = getenv(JOB_ID)
     if job_id and is_rank0():
         tracker._write_run(job_id, prime=True)
     return tracker

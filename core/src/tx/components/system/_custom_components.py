@@ -1,5 +1,5 @@
 """Loading of ``path/to/file.py:fn`` and ``pkg.module:fn`` components (see
-:mod:`tx.specs.finder`)."""
+:mod:`tx.components.system.finder`)."""
 from __future__ import annotations
 
 import difflib
@@ -14,7 +14,7 @@ import threading
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Tuple
 
-from tx.specs._component_errors import (
+from tx.components.system.errors import (
     ComponentNotFoundException,
     ComponentValidationException,
     one_line,
@@ -31,7 +31,7 @@ def is_file_target(target: str) -> bool:
 
 
 def _errors(msgs: List[Any]) -> List[str]:
-    from tx.specs.file_linter import ERROR
+    from tx.components.system.file_linter import ERROR
 
     return [f"{m.description} (line {m.line})" if m.line else m.description for m in msgs if m.severity == ERROR]
 
@@ -78,7 +78,7 @@ def load_file_component(path: str, fn_name: str, name: str) -> Tuple[Callable[..
         ComponentNotFoundException: no such file or function.
         ComponentValidationException: a syntax error, or the file raised while loading.
     """
-    from tx.specs.file_linter import NOT_FOUND, SYNTAX_ERROR, validate, validate_module
+    from tx.components.system.file_linter import NOT_FOUND, SYNTAX_ERROR, validate, validate_module
 
     if not os.path.isfile(path):
         raise ComponentNotFoundException(f"component {name!r} not found: no such file {path}")
@@ -116,7 +116,7 @@ def load_module_component(modname: str, fn_name: str, name: str) -> Tuple[Callab
         ComponentValidationException: the module raised while importing, or the function
             has no Python source.
     """
-    from tx.specs.file_linter import validate, validate_module
+    from tx.components.system.file_linter import validate, validate_module
 
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:

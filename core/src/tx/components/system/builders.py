@@ -12,7 +12,7 @@ A component function's signature and Google-style docstring become an argparse p
 * help lines end with ``(required)`` or ``(default: X)``;
 * a ``bool`` option takes ``true``/``false`` or nothing (``--debug`` = ``--debug true``).
 
-Values are decoded by type (see :func:`tx.specs._decode.decode`): ``List[T]`` from
+Values are decoded by type (see :func:`tx.components.system.decode.decode`): ``List[T]`` from
 ``a,b,c``, ``Dict[K, V]`` from ``K=V,K2=V2``, ``Optional[X]`` and ``X | None`` unwrapped.
 
 Errors never exit the process: a bad command line, a bad value, or a ``ValueError`` /
@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Seque
 
 import attrs
 
-from tx.specs._component_errors import (
+from tx.components.system.errors import (
     ComponentArgumentError,
     ComponentValidationException,
     one_line,
@@ -94,7 +94,7 @@ class _Parser(argparse.ArgumentParser):
     def format_help(self) -> str:
         fn, self.component_fn = self.component_fn, None
         if fn is not None:
-            from tx.specs.file_linter import get_fn_docstring
+            from tx.components.system.file_linter import get_fn_docstring
 
             self.description, helps = get_fn_docstring(fn)
             for action in self._actions:
@@ -128,7 +128,7 @@ def _parameters(fn: Callable[..., Any], name: str) -> Mapping[str, inspect.Param
 
 
 def _metavar(tp: Any) -> str:
-    from tx.specs._decode import container_of, type_name, unwrap_optional
+    from tx.components.system.decode import container_of, type_name, unwrap_optional
 
     kind, args = container_of(unwrap_optional(tp)[0])
     if kind is list:
@@ -160,7 +160,7 @@ def create_args_parser(
     Raises:
         ComponentValidationException: ``fn`` takes ``**kwargs``.
     """
-    from tx.specs._decode import is_bool, resolve_annotations
+    from tx.components.system.decode import is_bool, resolve_annotations
 
     cname = _name_of(fn, name)
     params = _parameters(fn, cname)
@@ -201,7 +201,7 @@ def _flag(pname: str) -> str:
 
 
 def _decode_param(label: str, value: Any, tp: Any, cname: str) -> Any:
-    from tx.specs._decode import DecodeError, decode
+    from tx.components.system.decode import DecodeError, decode
 
     try:
         return decode(value, tp)
@@ -213,7 +213,7 @@ def _assemble(
     fn: Callable[..., Any], values: Mapping[str, Any], cname: str
 ) -> ComponentArgs:
     """Decode ``values`` (param -> raw value) into a :class:`ComponentArgs`."""
-    from tx.specs._decode import resolve_annotations
+    from tx.components.system.decode import resolve_annotations
 
     params = _parameters(fn, cname)
     types = resolve_annotations(fn)

@@ -1,7 +1,7 @@
 """Component argument types: a component's resolved annotations, and the decoding of CLI
 strings (or JSON values) into the values the component function expects.
 
-Supported types (the ones :mod:`tx.specs.file_linter` accepts): ``str``, ``int``,
+Supported types (the ones :mod:`tx.components.system.file_linter` accepts): ``str``, ``int``,
 ``float``, ``bool``, ``List[T]`` / ``list[T]`` and ``Dict[K, V]`` / ``dict[K, V]`` of those,
 and ``Optional[X]`` / ``X | None`` of any of them.
 """

@@ -1,5 +1,5 @@
-"""Exceptions of the component finder and builder (re-exported by ``tx.specs.finder`` and
-``tx.specs.builders``). Every message is one line, so the CLI prints it as is."""
+"""Exceptions of the component finder and builder (re-exported by ``tx.components.system.finder`` and
+``tx.components.system.builders``). Every message is one line, so the CLI prints it as is."""
 from __future__ import annotations
 
 from tx.errors import UserError
@@ -21,7 +21,7 @@ class ComponentNotFoundException(ComponentError):
 
 
 class ComponentValidationException(ComponentError):
-    """The component exists but breaks the component rules (see :mod:`tx.specs.file_linter`),
+    """The component exists but breaks the component rules (see :mod:`tx.components.system.file_linter`),
     cannot be loaded, or did not return an AppDef."""
 
 

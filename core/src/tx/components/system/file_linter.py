@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import attrs
 
-from tx.specs._decode import annotation_name as _name
+from tx.components.system.decode import annotation_name as _name
 
 ERROR = "error"
 WARNING = "warning"

@@ -11,7 +11,7 @@ A component name is one of:
    its directory importable (sibling imports work) and ``__file__`` set.
 3. ``pkg.module:fn``: the module is imported (the current directory is importable).
 
-Every candidate function is checked by :mod:`tx.specs.file_linter`; only valid ones are
+Every candidate function is checked by :mod:`tx.components.system.file_linter`; only valid ones are
 listed by :func:`get_components`, and :func:`get_component` explains why one is not valid.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import attrs
 
-from tx.specs._component_errors import (
+from tx.components.system.errors import (
     ComponentError,
     ComponentNotFoundException,
     ComponentValidationException,
@@ -52,7 +52,7 @@ class Component:
         name: the name it is run by (``dist.ddp``, ``path/to/file.py:fn``, ``pkg.mod:fn``).
         description: the docstring's description (a tip when there is no docstring).
         fn_name: the function's name.
-        fn: the function; :func:`tx.specs.builders.materialize_appdef` calls it.
+        fn: the function; :func:`tx.components.system.builders.materialize_appdef` calls it.
         validation_errors: linter errors; a component with any cannot be run.
         source: the module (registered components) or file (file components) it comes from.
         distribution: the distribution that registered its namespace (``tx-core`` for
@@ -94,12 +94,16 @@ def _log() -> Any:
     return get_logger(__name__)
 
 
+#: this package, which lives inside the built-in namespace's package but holds no components
+_SYSTEM_PACKAGE = __name__.rpartition(".")[0]
+
+
 def _walk(base: ModuleType, index: _Index, namespace: str) -> Iterator[ModuleType]:
     yield base
     if not hasattr(base, "__path__"):
         return
     for info in pkgutil.iter_modules(base.__path__, prefix=f"{base.__name__}."):
-        if info.name.rpartition(".")[2].startswith("_"):
+        if info.name.rpartition(".")[2].startswith("_") or info.name == _SYSTEM_PACKAGE:
             continue
         try:
             mod = importlib.import_module(info.name)
@@ -114,7 +118,7 @@ def _walk(base: ModuleType, index: _Index, namespace: str) -> Iterator[ModuleTyp
 
 
 def _module_components(base: ModuleType, namespace: str, distribution: str, index: _Index) -> None:
-    from tx.specs.file_linter import ERROR, get_fn_docstring, validate_module
+    from tx.components.system.file_linter import ERROR, get_fn_docstring, validate_module
 
     for mod in _walk(base, index, namespace):
         path = getattr(mod, "__file__", None)
@@ -207,8 +211,8 @@ def _not_found(name: str, index: _Index) -> ComponentNotFoundException:
 
 
 def _custom_component(name: str) -> Component:
-    from tx.specs._custom_components import is_file_target, load_file_component, load_module_component
-    from tx.specs.file_linter import get_fn_docstring
+    from tx.components.system._custom_components import is_file_target, load_file_component, load_module_component
+    from tx.components.system.file_linter import get_fn_docstring
 
     target, _, fn_name = name.rpartition(":")
     if not target or not fn_name.isidentifier():
@@ -257,7 +261,7 @@ def _direct_component(name: str) -> Optional[Component]:
         path = getattr(mod, "__file__", None)
         if not inspect.isfunction(fn) or fn.__module__ != mod.__name__ or not path:
             continue
-        from tx.specs.file_linter import ERROR, validate
+        from tx.components.system.file_linter import ERROR, validate
 
         errors = [m.description for m in validate(path, fn_name, docs=False) if m.severity == ERROR]
         found.append(Component(name, _first_paragraph(fn), fn_name, fn, errors, mod.__name__,
@@ -308,7 +312,7 @@ def get_builtin_source(name: str) -> str:
         ComponentValidationException: the component is invalid, or its source is not
             available.
     """
-    from tx.specs._component_source import function_source
+    from tx.components.system._source import function_source
 
     comp = get_component(name)
     try:

@@ -1,7 +1,7 @@
 """``torchx.util.types``: TorchX 0.7's small typing helpers, on tx's implementations."""
 from typing import Any, List, Optional, TypeVar
 
-from tx.specs._decode import decode, is_bool  # noqa: F401
+from tx.components.system.decode import decode, is_bool  # noqa: F401
 from tx.specs.runopts import to_dict  # noqa: F401
 
 T = TypeVar("T")
