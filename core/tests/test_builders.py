@@ -109,7 +109,7 @@ def test_unknown_defaults_are_ignored(monkeypatch):
         def __getattr__(self, level):
             return lambda event, **kw: events.append((level, event, kw))
 
-    monkeypatch.setattr("tx.log.get_logger", lambda name: Rec())
+    monkeypatch.setattr("tx.components.system.builders.get_logger", lambda name: Rec())
     assert build("--name", "n", defaults={"bogus": "1"})["name"] == "n"
     assert events and events[0][1] == "unknown_component_defaults" and events[0][2]["ignored"] == ["bogus"]
 

@@ -29,7 +29,7 @@ class _Recorder:
 @pytest.fixture
 def logs(monkeypatch):
     rec = _Recorder()
-    monkeypatch.setattr("tx.log.get_logger", lambda name: rec)
+    monkeypatch.setattr("tx.components.structured_arg.get_logger", lambda name: rec)
     return rec.events
 
 

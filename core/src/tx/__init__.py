@@ -2,7 +2,6 @@
 
 Describe a distributed app once (:class:`tx.specs.AppDef`) and run it on any backend a
 plugin provides. Plugin authors write::
-
     from tx import hookimpl
 
     @hookimpl
@@ -18,7 +17,7 @@ __all__ = ["__version__", "PLUGIN_API_VERSION", "hookimpl", "hookspec"]
 
 def __getattr__(name: str) -> object:
     if name in ("hookimpl", "hookspec"):
-        from tx import hookspecs
+        from tx import hookspecs  # deferred: pluggy only when tx.hookimpl is used
 
         return getattr(hookspecs, name)
     raise AttributeError(f"module 'tx' has no attribute {name!r}")

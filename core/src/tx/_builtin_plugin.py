@@ -1,13 +1,18 @@
 """tx-core's own registrations: an ordinary plugin, with the same hooks and register objects
 as any other. The registry calls these functions directly (no pluggy needed), or registers
 :func:`as_pluggy_plugin` with pluggy when hook calls are traced."""
+import types
 from typing import Any, Callable
 
 from tx.hooknames import REGISTER_HOOKS
 
 
 def tx_register_named_resources(register: Callable[..., None]) -> None:
-    from tx.specs._generic_resources import GENERIC, generic_factory, null_resource
+    from tx.specs._generic_resources import (  # deferred: the model only when resources are registered
+        GENERIC,
+        generic_factory,
+        null_resource,
+    )
 
     for name in GENERIC:
         register(name, generic_factory(name))
@@ -56,7 +61,6 @@ def tx_register_commands(register: Callable[..., None]) -> None:
 
 def as_pluggy_plugin() -> Any:
     """This module's hooks as a pluggy plugin object (imports pluggy)."""
-    import types
 
     from tx.hookspecs import hookimpl  # pluggy: only when hook calls are traced
 

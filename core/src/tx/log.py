@@ -73,7 +73,7 @@ class _CurrentStderr:
 
 
 def _setup_structlog() -> None:
-    import structlog
+    import structlog  # deferred: structlog only when a log line is written
 
     processors: list = [
         structlog.processors.add_log_level,
@@ -112,7 +112,7 @@ class _LazyLogger:
             return _noop
         if not _state["structlog"]:
             _setup_structlog()
-        import structlog
+        import structlog  # deferred: structlog only when a log line is written
 
         return getattr(structlog.get_logger(), method)
 

@@ -18,15 +18,16 @@ Environment knobs (as tox and datasette have):
 """
 from __future__ import annotations
 
-from tx.errors import UserError
-
 import importlib
+import importlib.util
+import io
 import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import attrs
 
+from tx import _builtin_plugin
 from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of the registry
     CACHE_LAYOUT,
     ENTRY_POINT_GROUP,
@@ -39,9 +40,11 @@ from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of
     _write_snapshot,
     cached_entry_points,
 )
+from tx.errors import UserError
 from tx.hooknames import EVENT_HOOK, HOOK_NAMES, KINDS, REGISTER_HOOKS  # noqa: F401 - HOOK_NAMES re-exported
+from tx.log import get_logger
+from tx.specs.named_resources import set_source as _set_named_resource_source
 from tx.version import PLUGIN_API_VERSION, __version__
-
 
 CORE_PLUGIN = "tx-core"
 
@@ -120,7 +123,6 @@ class Registration:
 
     def missing_requirements(self) -> List[str]:
         """The entries of ``requires`` that cannot be imported here (no import is done)."""
-        import importlib.util
 
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
 
@@ -261,7 +263,6 @@ def _guarded(fn: Callable[[], Any]) -> Any:
     """Run plugin code: ``SystemExit`` becomes :class:`_PluginExit` (a plugin never ends
     tx; what it wrote to stderr on the way out, such as argparse's usage, is dropped and
     its last line kept in the error), and ``sys.argv`` is restored if the plugin changed it."""
-    import io
 
     argv, err = list(sys.argv), sys.stderr
     buf = sys.stderr = io.StringIO()
@@ -348,9 +349,9 @@ class PluginRegistry:
     def pm(self) -> Any:
         """The pluggy PluginManager, made (and given every plugin) on first use."""
         if self._pm is None:
-            import pluggy
+            import pluggy  # deferred: pluggy (~25 ms) only for plugins not in the snapshot
 
-            from tx import hookspecs
+            from tx import hookspecs  # deferred: pluggy (~25 ms) only for plugins not in the snapshot
 
             self._pm = pluggy.PluginManager(hookspecs.PROJECT)
             self._pm.add_hookspecs(hookspecs)
@@ -375,7 +376,6 @@ class PluginRegistry:
         the same hooks and register objects as any other. Its hooks are called directly
         (pluggy costs ~25 ms to import and a normal run never needs it), or through pluggy
         when hook calls are traced (``TX_TRACE_PLUGINS=1``)."""
-        from tx import _builtin_plugin
 
         if _tracing():
             self.add_plugin(_builtin_plugin.as_pluggy_plugin(), CORE_PLUGIN, CORE_PLUGIN, __version__)
@@ -540,7 +540,6 @@ class PluginRegistry:
             try:
                 impl.function(event=event)
             except Exception as e:  # noqa: BLE001
-                from tx.log import get_logger
 
                 get_logger(__name__).warning("event_hook_failed", plugin=impl.plugin_name, error=str(e))
 
@@ -570,6 +569,21 @@ def set_registry(registry: Optional[PluginRegistry]) -> Optional[PluginRegistry]
     with _lock:
         old, _registry = _registry, registry
     return old
+
+
+class _RegistrySource:
+    """The process-wide registry as the source of :data:`tx.specs.named_resources`."""
+
+    def names(self) -> List[str]:
+        return get_registry().names("named_resources")
+
+    def factory(self, name: str) -> Optional[Callable[[], Any]]:
+        reg = get_registry().get("named_resources", name)
+        return reg.load() if reg is not None else None
+
+
+# the model knows no plugin manager: named resources are looked up here once it is loaded
+_set_named_resource_source(_RegistrySource())
 
 
 def install_hint() -> str:

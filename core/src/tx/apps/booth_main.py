@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any, Dict, List, Optional
 
+import fsspec
+
 
 def booth(x1: float, x2: float) -> float:
     """The Booth function at ``(x1, x2)``."""
@@ -23,7 +25,6 @@ def result_path(tracker_base: str, trial_idx: int) -> str:
 
 def write_result(tracker_base: str, trial_idx: int, result: Dict[str, Any]) -> str:
     """Write ``result`` as JSON for trial ``trial_idx``; returns the file's URL."""
-    import fsspec
 
     path = result_path(tracker_base, trial_idx)
     with fsspec.open(path, "w", auto_mkdir=True) as f:
@@ -37,7 +38,6 @@ def read_result(tracker_base: str, trial_idx: int) -> Dict[str, Any]:
     Raises:
         FileNotFoundError: the trial has no result.
     """
-    import fsspec
 
     with fsspec.open(result_path(tracker_base, trial_idx), "r") as f:
         return json.load(f)

@@ -8,6 +8,8 @@ import shutil
 import sys
 from typing import List, Optional
 
+import fsspec
+
 CHUNK_BYTES = 1 << 20
 
 
@@ -29,7 +31,6 @@ def copy(src: str, dst: str) -> int:
         FileNotFoundError: ``src`` does not exist.
         IsADirectoryError: ``src`` is a directory.
     """
-    import fsspec
 
     fs, path = fsspec.core.url_to_fs(src)
     if not fs.exists(path):

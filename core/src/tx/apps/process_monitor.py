@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any, List, Optional
 
+import fsspec
+
 TIMEOUT_EXIT_CODE = 34
 
 
@@ -45,7 +47,6 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 
 def exists(url: str) -> bool:
     """Whether the file ``url`` (fsspec URL or path) exists now (no cached listing)."""
-    import fsspec
 
     fs, path = fsspec.core.url_to_fs(url)
     fs.invalidate_cache()

@@ -22,6 +22,8 @@ import uuid
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional
 
+import fsspec
+
 from tx.components.serve import TORCHSERVE_PARAMS  # the parameters this program forwards
 
 
@@ -83,7 +85,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"dryrun: would POST {registration_url(args, model_url)}", flush=True)
         return 0
 
-    import fsspec
 
     with tempfile.TemporaryDirectory() as tmpdir:
         print(f"downloading {args.model_path}", flush=True)

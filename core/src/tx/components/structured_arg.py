@@ -14,6 +14,9 @@ from typing import Optional
 
 import attrs
 
+from tx.log import get_logger
+from tx.specs import named_resources
+
 DEFAULT_EXPERIMENT_NAME = "default-experiment"
 _J_ELASTIC = re.compile(r"^(\d+):(\d+)x(\d+)$")
 _J_NODES = re.compile(r"^(\d+)x(\d+)$")
@@ -145,7 +148,6 @@ class StructuredJArgument:
             ValueError: ``-j NODES`` on a host without GPUs, or a malformed ``j``.
             KeyError: ``h`` is not a named resource.
         """
-        from tx.specs import named_resources
 
         num_gpus = named_resources[h].gpu
         text = j.strip()
@@ -158,8 +160,6 @@ class StructuredJArgument:
             return StructuredJArgument._checked(j, int(text), int(text), num_gpus)
         parsed = StructuredJArgument.parse(text)
         if parsed.nproc_per_node != num_gpus:
-            from tx.log import get_logger
-
             get_logger(__name__).warning(
                 "nproc_per_node_mismatch",
                 j=j,

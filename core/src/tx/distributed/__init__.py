@@ -4,7 +4,6 @@ Names and behaviour follow TorchX's ``torchx.distributed``. Each function works 
 distributed job (a ``torch.distributed`` process group, or a launcher such as ``torchrun``
 that sets ``LOCAL_RANK``, ``RANK`` and ``WORLD_SIZE``) and in a plain single process, so
 that one script runs either way::
-
     from tx.distributed import init_pg, on_local_rank0_first, rank
 
     device = init_pg()                 # nccl on GPU hosts, gloo otherwise
@@ -43,13 +42,13 @@ def _env_int(name: str, default: int) -> int:
 
 
 def _pg_initialized() -> bool:
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: torch only when a helper is called
 
     return dist.is_available() and dist.is_initialized()
 
 
 def _has_cuda_devices() -> bool:
-    import torch
+    import torch  # deferred: torch only when a helper is called
 
     # is_available() is True for a CUDA build of torch on a host without GPUs
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -81,7 +80,7 @@ def local_cuda_device() -> "torch.device":
     Raises:
         ValueError: ``LOCAL_RANK`` is not an integer.
     """
-    import torch
+    import torch  # deferred: torch only when a helper is called
 
     return torch.device(f"cuda:{local_rank()}")
 
@@ -92,10 +91,10 @@ def local_device() -> "torch.device":
     With a process group: ``cuda:<local_rank>`` if its backend is nccl, else ``cpu``.
     Without one: ``cuda`` if the host has CUDA devices, else ``cpu``.
     """
-    import torch
+    import torch  # deferred: torch only when a helper is called
 
     if _pg_initialized():
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch only when a helper is called
 
         return local_cuda_device() if dist.get_backend() == "nccl" else torch.device("cpu")
     return torch.device("cuda") if _has_cuda_devices() else torch.device("cpu")
@@ -109,7 +108,7 @@ def rank() -> int:
         ValueError: ``RANK`` is not an integer.
     """
     if _pg_initialized():
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch only when a helper is called
 
         return dist.get_rank()
     return _env_int("RANK", 0)
@@ -123,7 +122,7 @@ def world_size() -> int:
         ValueError: ``WORLD_SIZE`` is not an integer.
     """
     if _pg_initialized():
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch only when a helper is called
 
         return dist.get_world_size()
     return _env_int("WORLD_SIZE", 1)
@@ -159,8 +158,8 @@ def init_pg(backend: str = "auto", **kwargs: Any) -> "torch.device":
         ValueError: an unknown ``backend``.
         RuntimeError: torch.distributed is not available, or a group is already initialized.
     """
-    import torch
-    import torch.distributed as dist
+    import torch  # deferred: torch only when a helper is called
+    import torch.distributed as dist  # deferred: torch only when a helper is called
 
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, got {backend!r}")
@@ -188,14 +187,14 @@ def _first(is_first: bool) -> Iterator[None]:
     """
     initialized = _pg_initialized()
     if initialized and not is_first:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch only when a helper is called
 
         dist.barrier()
     try:
         yield
     finally:
         if initialized and is_first:
-            import torch.distributed as dist
+            import torch.distributed as dist  # deferred: torch only when a helper is called
 
             dist.barrier()
 
@@ -204,7 +203,6 @@ def _first(is_first: bool) -> Iterator[None]:
 def on_rank0_first() -> Iterator[None]:
     """Run the block on rank 0 first, then on every other rank (a no-op without a
     process group). Use it for work the others depend on, e.g. preparing a shared cache::
-
         with on_rank0_first():
             dataset = load_or_build_cache(path)
     """

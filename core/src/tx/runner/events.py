@@ -5,6 +5,7 @@ listeners pay nothing for it (``Runner.status`` is on hot paths).
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from contextlib import contextmanager
@@ -47,7 +48,6 @@ class TxEvent:
     raw_exception: Optional[str] = None
 
     def serialize(self) -> str:
-        import json
 
         return json.dumps(attrs.asdict(self), default=str)
 

@@ -26,7 +26,7 @@ def __getattr__(name: str) -> Any:
     module = _NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'tx.schedulers' has no attribute {name!r}")
-    import importlib
+    import importlib  # deferred: the package face loads a name on first access
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

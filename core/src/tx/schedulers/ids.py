@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 
 _START = "bcdfghjklmnpqrstvwxz"
 _REST = _START + "012345679"
@@ -44,8 +46,6 @@ def clean_name(name: str, unsafe: str = r"[^A-Za-z0-9_.-]+", fallback: str = "ap
     >>> clean_name("Über-run"), clean_name("(exp)"), clean_name("日本語"), clean_name("@team")
     ('Uber-run', 'exp', 'app', 'team')
     """
-    import re
-    import unicodedata
 
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     out = re.sub(unsafe, "-", ascii_name).strip("-._")

@@ -127,7 +127,7 @@ def _origin(tp: Any) -> Any:
 
 
 def _list_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[Any, Any], Any]]:
-    from cattrs.cols import list_structure_factory
+    from cattrs.cols import list_structure_factory  # deferred: cattrs only when a document is converted
 
     def factory(tp: Any) -> Callable[[Any, Any], Any]:
         base = list_structure_factory(tp, conv)
@@ -143,7 +143,7 @@ def _list_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[An
 
 
 def _dict_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[Any, Any], Any]]:
-    from cattrs.gen import make_mapping_structure_fn
+    from cattrs.gen import make_mapping_structure_fn  # deferred: cattrs only when a document is converted
 
     def factory(tp: Any) -> Callable[[Any, Any], Any]:
         base = make_mapping_structure_fn(tp, conv)
@@ -159,8 +159,8 @@ def _dict_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[An
 
 
 def _class_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[Any, Any], Any]]:
-    from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
-    from cattrs.gen import make_dict_structure_fn
+    from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError  # deferred: cattrs only when a document is converted
+    from cattrs.gen import make_dict_structure_fn  # deferred: cattrs only when a document is converted
 
     def factory(cl: Any) -> Callable[[Any, Any], Any]:
         base = make_dict_structure_fn(cl, conv)
@@ -182,7 +182,7 @@ def _class_hook_factory(conv: "cattrs.Converter") -> Callable[[Any], Callable[[A
 
 
 def _configure_mounts(conv: "cattrs.Converter") -> None:
-    from cattrs.strategies import configure_tagged_union
+    from cattrs.strategies import configure_tagged_union  # deferred: cattrs only when a document is converted
 
     configure_tagged_union(MountUnion, conv, tag_generator=_MOUNT_TAGS.__getitem__, tag_name="type")
     tagged = conv.get_structure_hook(MountUnion)
@@ -201,7 +201,7 @@ def _configure_mounts(conv: "cattrs.Converter") -> None:
 
 
 def _build() -> "cattrs.Converter":
-    import cattrs
+    import cattrs  # deferred: cattrs only when a document is converted
 
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     conv.register_structure_hook(int, _structure_int)
@@ -230,7 +230,7 @@ _LEADING_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) (.+)$", re.DOTALL)
 
 def _describe(exc: BaseException, _tp: Any) -> Tuple[str, str]:
     """(sub-path, message) of one leaf error of cattrs' error tree."""
-    from cattrs.errors import ForbiddenExtraKeysError
+    from cattrs.errors import ForbiddenExtraKeysError  # deferred: cattrs only when a document is converted
 
     if isinstance(exc, _Invalid):
         return exc.subpath, exc.msg
@@ -265,7 +265,7 @@ def _join(path: str, sub: str) -> str:
 def format_errors(exc: BaseException) -> List[Tuple[str, str]]:
     """Flatten a cattrs structuring error into ``(path, message)`` pairs, paths written
     ``roles[1].env['FOO']`` (empty for the document itself)."""
-    from cattrs import transform_error
+    from cattrs import transform_error  # deferred: cattrs only when a document is converted
 
     found: List[Tuple[str, str]] = []
 

@@ -3,7 +3,6 @@
 The document is the dict of :func:`appdef_to_dict` (the one cattrs converter of tx,
 :mod:`tx.specs._convert`); this module is the serialization layer above the model
 (:mod:`tx.specs.api` never imports it)::
-
     name: trainer
     roles:
       - name: worker
@@ -20,6 +19,7 @@ such a file. PyYAML, cattrs and json are imported only when a function here is c
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import IO, Any, Dict, Optional, Union
 
@@ -44,7 +44,7 @@ def _fmt_of(name: str, text: Optional[str] = None) -> str:
 
 
 def _parse_yaml(text: str, name: str) -> Any:
-    import yaml
+    import yaml  # deferred: PyYAML/cattrs only when a document is read or written
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
@@ -61,7 +61,6 @@ def _parse_yaml(text: str, name: str) -> Any:
 
 
 def _parse_json(text: str, name: str) -> Any:
-    import json
 
     try:
         return json.loads(text)
@@ -85,7 +84,7 @@ def parse_appdef(text: str, fmt: str = "yaml", name: str = "<string>") -> AppDef
     if fmt not in _FORMATS:
         raise ValueError(f"fmt must be 'yaml' or 'json', got {fmt!r}")
     data = _parse_json(text, name) if fmt == "json" else _parse_yaml(text, name)
-    from tx.specs._convert import structure_appdef
+    from tx.specs._convert import structure_appdef  # deferred: PyYAML/cattrs only when a document is read or written
 
     try:
         return structure_appdef(data)
@@ -102,7 +101,7 @@ def appdef_to_dict(app: AppDef) -> Dict[str, Any]:
     Raises:
         TypeError: ``app`` is not an AppDef.
     """
-    from tx.specs._convert import unstructure_appdef
+    from tx.specs._convert import unstructure_appdef  # deferred: PyYAML/cattrs only when a document is read or written
 
     return unstructure_appdef(app)
 
@@ -120,7 +119,10 @@ def appdef_from_dict(data: Any, trusted: bool = False) -> AppDef:
         tx.specs.AppDefFormatError: every bad field, named by its path
             (``roles[1].num_replicas: expected int, got 'two'``), in one line.
     """
-    from tx.specs._convert import structure_appdef, trusted_appdef
+    from tx.specs._convert import (  # deferred: PyYAML/cattrs only when a document is read or written
+        structure_appdef,
+        trusted_appdef,
+    )
 
     if trusted:
         try:
@@ -156,9 +158,9 @@ def appdef_to_yaml(app: AppDef) -> str:
     Raises:
         TypeError: ``app`` is not an AppDef.
     """
-    import yaml
+    import yaml  # deferred: PyYAML/cattrs only when a document is read or written
 
-    from tx.specs._convert import unstructure_appdef
+    from tx.specs._convert import unstructure_appdef  # deferred: PyYAML/cattrs only when a document is read or written
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return yaml.dump(
@@ -174,9 +176,8 @@ def appdef_to_json(app: AppDef) -> str:
         TypeError: ``app`` is not an AppDef, or its metadata holds values JSON cannot
             represent.
     """
-    import json
 
-    from tx.specs._convert import unstructure_appdef
+    from tx.specs._convert import unstructure_appdef  # deferred: PyYAML/cattrs only when a document is read or written
 
     return json.dumps(unstructure_appdef(app), indent=2, ensure_ascii=False) + "\n"
 

@@ -2,35 +2,73 @@
 
 tx-core registers the generic ``cpu.*`` and ``gpu.*`` sizes (TorchX's table); plugins add
 their own through the ``tx_register_named_resources`` hook (AWS instance types, ...).
+
+The model does not know the plugin manager: the names come from a *source*, which the plugin
+manager (:mod:`tx.plugins`) installs with :func:`set_source` when it is imported (the
+runner, the CLI and the component system import it). Until then, only the generic sizes of
+:mod:`tx.specs._generic_resources` are known.
 """
 from __future__ import annotations
 
 import difflib
-from typing import Optional
-
-from tx.specs.api import Resource
+from typing import Callable, List, Optional, Protocol
 
 from tx.specs._generic_resources import GENERIC, GiB, generic_factory, null_resource  # noqa: F401 - re-exported
+from tx.specs.api import Resource
+
+__all__ = [
+    "GENERIC", "GiB", "NamedResourceSource", "get_named_resources", "named_resources", "resource",
+    "set_source",
+]
+
+
+class NamedResourceSource(Protocol):
+    """Where named resources come from: every name, and a factory for one name."""
+
+    def names(self) -> List[str]:
+        """Every known name."""
+
+    def factory(self, name: str) -> Optional[Callable[[], Resource]]:
+        """A zero-argument callable returning a fresh :class:`Resource`, or None for an
+        unknown name."""
+
+
+class _GenericSource:
+    """The generic sizes and ``NULL``/``MISSING``: the source until a plugin manager is loaded."""
+
+    def names(self) -> List[str]:
+        return [*GENERIC, "NULL", "MISSING"]
+
+    def factory(self, name: str) -> Optional[Callable[[], Resource]]:
+        if name in GENERIC:
+            return generic_factory(name)
+        return null_resource if name in ("NULL", "MISSING") else None
+
+
+_source: NamedResourceSource = _GenericSource()
+
+
+def set_source(source: NamedResourceSource) -> None:
+    """Install where named resources come from (the plugin manager calls this once, when
+    :mod:`tx.plugins` is imported; tests may install their own)."""
+    global _source
+    _source = source
 
 
 class _NamedResources:
     """Mapping-like lookup of named resources; each access returns a fresh Resource."""
 
     def _names(self) -> list:
-        from tx.plugins import get_registry
-
-        return get_registry().names("named_resources")
+        return _source.names()
 
     def __getitem__(self, name: str) -> Resource:
-        from tx.plugins import get_registry
-
-        reg = get_registry().get("named_resources", name)
-        if reg is None:
+        factory = _source.factory(name)
+        if factory is None:
             names = self._names()
             close = difflib.get_close_matches(name, names, n=3)
             hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(names))}"
             raise KeyError(f"unknown named resource {name!r}; {hint}")
-        return reg.load()()
+        return factory()
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._names()

@@ -6,8 +6,8 @@ checks a config against them; :meth:`runopts.cfg_from_str` parses the ``-cfg`` s
 """
 from __future__ import annotations
 
+import difflib
 import math
-
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import attrs
@@ -207,7 +207,6 @@ class runopts:
 
     def suggest(self, key: str) -> str:
         """`` (did you mean 'x'?)`` for a misspelt key, else an empty string."""
-        import difflib
 
         close = difflib.get_close_matches(key, list(self._opts), n=1)
         return f" (did you mean {close[0]!r}?)" if close else ""

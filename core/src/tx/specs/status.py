@@ -110,7 +110,7 @@ class AppStatus:
         )
 
     def __repr__(self) -> str:
-        import yaml
+        import yaml  # deferred: PyYAML only to print a status
 
         d = self.to_json()
         return yaml.safe_dump({"AppStatus": d}, sort_keys=False)

@@ -10,9 +10,10 @@ import os
 import sys
 from typing import Any, Dict, List
 
+from tx.plugins import get_registry, import_object
+
 
 def _scheduler(backend: str, session: str) -> Any:
-    from tx.plugins import get_registry, import_object
 
     factory = os.environ.get("TX_KIT_FACTORY")
     if factory:

@@ -4,7 +4,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Dict, Iterator, List, Tuple
 
+import attrs
+
+from tx import hookimpl
 from tx.plugins import PluginError, PluginInfo, PluginRegistry, Registration, get_registry, set_registry
+from tx.workspace import Workspace
 
 
 @contextlib.contextmanager
@@ -73,10 +77,7 @@ def recording_workspace(kind: str = "docker") -> Iterator[List[Tuple[str, Dict[s
     Raises:
         tx.plugins.PluginError: as :func:`register_plugin`.
     """
-    import attrs
 
-    from tx import hookimpl
-    from tx.workspace import Workspace
 
     calls: List[Tuple[str, Dict[str, Any]]] = []
 

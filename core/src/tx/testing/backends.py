@@ -16,7 +16,6 @@ The pattern every scheduler and tracker plugin of this repository follows:
   (``.ci/run`` sets it): then it is a failure, so CI always runs every backend for real.
 
 Example::
-
     @pytest.fixture(scope="session")
     def moto_endpoint(tmp_path_factory):
         exe = shutil.which("moto_server")
@@ -42,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
+import pytest
+
 #: set to ``1`` to turn every :func:`backend_unavailable` skip into a failure (CI)
 REQUIRE_BACKENDS_ENV = "TX_TEST_REQUIRE_BACKENDS"
 
@@ -58,7 +59,6 @@ def backend_unavailable(backend: str, reason: str) -> NoReturn:
     Raises:
         pytest.skip.Exception or pytest.fail.Exception (always).
     """
-    import pytest
 
     text = f"{backend} cannot run here: {reason}"
     if backends_required():

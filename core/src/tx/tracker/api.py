@@ -17,7 +17,6 @@ TrackerBase`` and chosen by configuration (:func:`get_configured_trackers`): the
 ``[tx:tracker]`` section of ``.txconfig`` or the ``TX_TRACKERS`` environment variable. The
 Runner passes the configured trackers to every replica, and code inside a job records
 through :class:`AppRun`::
-
     from tx.tracker import app_run_from_env
 
     run = app_run_from_env()          # a no-op when no tracker is configured
@@ -37,6 +36,8 @@ import attrs
 from tx.config import environ as _env
 from tx.config.environ import getenv as _getenv
 from tx.config.trackers import configured_trackers
+from tx.log import get_logger
+from tx.plugins import PluginError, get_registry, import_object, not_installed_hint
 
 #: the run id of an :class:`AppRun` made outside a tx job (no ``TX_JOB_ID``)
 UNDEFINED_RUN_ID = "<UNDEFINED>"
@@ -303,7 +304,6 @@ def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> List[Trac
         tx.plugins.PluginError: a registered tracker cannot be loaded (its SDK is missing).
         TypeError: a factory did not return a :class:`TrackerBase`.
     """
-    from tx.plugins import get_registry, import_object, not_installed_hint
 
     registry = get_registry()
     trackers: List[TrackerBase] = []
@@ -312,8 +312,6 @@ def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> List[Trac
         if reg is not None:
             missing = reg.missing_requirements()
             if missing:
-                from tx.plugins import PluginError
-
                 hint = reg.install or f"pip install {reg.distribution}"
                 raise PluginError(
                     f"tracker {name!r} needs {', '.join(missing)}, which is not installed here: {hint}"
@@ -338,7 +336,6 @@ def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> List[Trac
 
 
 def _warn_skipped(name: str, why: str) -> None:
-    from tx.log import get_logger
 
     get_logger(__name__).warning("tracker_skipped", tracker=name, reason=why)
 

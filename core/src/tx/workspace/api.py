@@ -10,10 +10,14 @@ implements its kind, and calls :meth:`Workspace.build` before the dryrun.
 """
 from __future__ import annotations
 
-from tx.errors import UserError
-
 import os
 from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional
+
+import pathspec
+
+from tx.errors import UserError
+from tx.plugins import PluginError, get_registry, not_installed_hint
+from tx.specs.runopts import runopts
 
 if TYPE_CHECKING:
     from tx.specs.api import Role
@@ -42,7 +46,6 @@ class Workspace:
         """The run options this kind adds to the scheduler's (e.g. ``job_dir``,
         ``image_repo``); they are resolved with the scheduler's own and passed to
         :meth:`build` as ``cfg``. Default: none."""
-        from tx.specs.runopts import runopts
 
         return runopts()
 
@@ -75,7 +78,6 @@ def get_workspace(kind: str) -> Workspace:
         WorkspaceError: no installed plugin registers ``kind`` (the message names the
             distribution to install when tx knows it).
     """
-    from tx.plugins import PluginError, get_registry, not_installed_hint
 
     reg = get_registry().get("workspaces", kind)
     if reg is None:
@@ -124,7 +126,6 @@ def walk_workspace(root: str, ignore_name: str = IGNORE_FILE) -> Iterator[str]:
     """
     if not os.path.isdir(root):
         raise NotADirectoryError(f"workspace {root!r} is not a directory")
-    import pathspec
 
     spec = _spec(pathspec, _patterns(root, ignore_name))
     for dirpath, dirnames, filenames in os.walk(root):

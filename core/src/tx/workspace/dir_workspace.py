@@ -6,6 +6,9 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Mapping
 
+import attrs
+
+from tx.specs.runopts import runopts
 from tx.workspace.api import IGNORE_FILE, Workspace, WorkspaceError, walk_workspace
 
 if TYPE_CHECKING:
@@ -45,7 +48,6 @@ class DirWorkspace(Workspace):
     kind = "dir"
 
     def run_opts(self) -> "runopts":
-        from tx.specs.runopts import runopts
 
         opts = runopts()
         opts.add(
@@ -58,7 +60,6 @@ class DirWorkspace(Workspace):
     def build(self, role: "Role", workspace: str, cfg: Mapping[str, "CfgVal"]) -> "Role":
         """Raises:
             WorkspaceError: ``job_dir`` exists or ``workspace`` is not a directory."""
-        import attrs
 
         job_dir = cfg.get("job_dir")
         if not job_dir:

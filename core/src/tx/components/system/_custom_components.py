@@ -19,6 +19,7 @@ from tx.components.system.errors import (
     ComponentValidationException,
     one_line,
 )
+from tx.components.system.file_linter import ERROR, NOT_FOUND, SYNTAX_ERROR, validate, validate_module
 
 _lock = threading.Lock()
 #: (absolute path, mtime_ns, size) -> loaded module
@@ -31,7 +32,6 @@ def is_file_target(target: str) -> bool:
 
 
 def _errors(msgs: List[Any]) -> List[str]:
-    from tx.components.system.file_linter import ERROR
 
     return [f"{m.description} (line {m.line})" if m.line else m.description for m in msgs if m.severity == ERROR]
 
@@ -78,7 +78,6 @@ def load_file_component(path: str, fn_name: str, name: str) -> Tuple[Callable[..
         ComponentNotFoundException: no such file or function.
         ComponentValidationException: a syntax error, or the file raised while loading.
     """
-    from tx.components.system.file_linter import NOT_FOUND, SYNTAX_ERROR, validate, validate_module
 
     if not os.path.isfile(path):
         raise ComponentNotFoundException(f"component {name!r} not found: no such file {path}")
@@ -116,7 +115,6 @@ def load_module_component(modname: str, fn_name: str, name: str) -> Tuple[Callab
         ComponentValidationException: the module raised while importing, or the function
             has no Python source.
     """
-    from tx.components.system.file_linter import validate, validate_module
 
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:

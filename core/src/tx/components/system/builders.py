@@ -22,17 +22,29 @@ with a one-line message that starts with the component name.
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Union
 
 import attrs
 
+from tx.components.system.decode import (
+    DecodeError,
+    container_of,
+    decode,
+    is_bool,
+    resolve_annotations,
+    type_name,
+    unwrap_optional,
+)
 from tx.components.system.errors import (
     ComponentArgumentError,
     ComponentValidationException,
     one_line,
 )
+from tx.components.system.file_linter import get_fn_docstring
+from tx.log import get_logger
 from tx.specs.api import AppDef
 
 __all__ = [
@@ -94,8 +106,6 @@ class _Parser(argparse.ArgumentParser):
     def format_help(self) -> str:
         fn, self.component_fn = self.component_fn, None
         if fn is not None:
-            from tx.components.system.file_linter import get_fn_docstring
-
             self.description, helps = get_fn_docstring(fn)
             for action in self._actions:
                 if action.help is None:
@@ -128,7 +138,6 @@ def _parameters(fn: Callable[..., Any], name: str) -> Mapping[str, inspect.Param
 
 
 def _metavar(tp: Any) -> str:
-    from tx.components.system.decode import container_of, type_name, unwrap_optional
 
     kind, args = container_of(unwrap_optional(tp)[0])
     if kind is list:
@@ -160,7 +169,6 @@ def create_args_parser(
     Raises:
         ComponentValidationException: ``fn`` takes ``**kwargs``.
     """
-    from tx.components.system.decode import is_bool, resolve_annotations
 
     cname = _name_of(fn, name)
     params = _parameters(fn, cname)
@@ -201,7 +209,6 @@ def _flag(pname: str) -> str:
 
 
 def _decode_param(label: str, value: Any, tp: Any, cname: str) -> Any:
-    from tx.components.system.decode import DecodeError, decode
 
     try:
         return decode(value, tp)
@@ -213,7 +220,6 @@ def _assemble(
     fn: Callable[..., Any], values: Mapping[str, Any], cname: str
 ) -> ComponentArgs:
     """Decode ``values`` (param -> raw value) into a :class:`ComponentArgs`."""
-    from tx.components.system.decode import resolve_annotations
 
     params = _parameters(fn, cname)
     types = resolve_annotations(fn)
@@ -244,8 +250,6 @@ def _var_default(params: Mapping[str, inspect.Parameter], defaults: Mapping[str,
 def _warn_unknown_defaults(params: Mapping[str, inspect.Parameter], defaults: Mapping[str, Any], cname: str) -> None:
     unknown = sorted(set(defaults) - set(params))
     if unknown:
-        from tx.log import get_logger
-
         get_logger(__name__).warning(
             "unknown_component_defaults", component=cname, ignored=unknown, known=sorted(params)
         )
@@ -319,8 +323,6 @@ def component_args_from_dict(
     _warn_unknown_defaults(params, defaults, cname)
     unknown = sorted(set(args) - set(params))
     if unknown:
-        import difflib
-
         close = difflib.get_close_matches(unknown[0], list(params), n=1)
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(params)}"
         raise ComponentArgumentError(f"unknown argument(s): {', '.join(unknown)} ({hint})", cname)

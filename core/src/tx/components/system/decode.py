@@ -12,6 +12,8 @@ import inspect
 import typing
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
+from tx.specs.runopts import to_dict
+
 _NONE_TYPE = type(None)
 _UNIONS: Tuple[Any, ...] = (typing.Union,)
 try:  # PEP 604 unions (3.10+)
@@ -193,7 +195,6 @@ def decode(value: Any, tp: Any) -> Any:
         if isinstance(value, str):
             if not value.strip():
                 return None if optional else {}
-            from tx.specs.runopts import to_dict
 
             try:
                 pairs: Mapping[Any, Any] = to_dict(value)

@@ -17,6 +17,7 @@ Syntax errors and a missing function are reported as messages too.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -162,7 +163,6 @@ def validate_module(module_path_or_file: str) -> Dict[str, List[LinterMessage]]:
 def _locate(target: str) -> str:
     if target.endswith(".py") or os.sep in target or "/" in target or os.path.isfile(target):
         return target
-    import importlib.util
 
     try:
         spec = importlib.util.find_spec(target)
@@ -306,7 +306,7 @@ def _docstring_warnings(fn: _FuncDef, params: List[str]) -> List[LinterMessage]:
 
 
 def _parse_docstring(doc: str) -> Tuple[str, Dict[str, str]]:
-    import docstring_parser
+    import docstring_parser  # deferred: docstring_parser only to read a docstring
 
     try:
         parsed = docstring_parser.parse(doc, style=docstring_parser.DocstringStyle.GOOGLE)

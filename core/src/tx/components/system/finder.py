@@ -26,12 +26,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import attrs
 
+from tx.components.system._custom_components import is_file_target, load_file_component, load_module_component
+from tx.components.system._source import function_source
 from tx.components.system.errors import (
     ComponentError,
     ComponentNotFoundException,
     ComponentValidationException,
     one_line,
 )
+from tx.components.system.file_linter import ERROR, get_fn_docstring, validate, validate_module
+from tx.log import get_logger
+from tx.plugins import PluginConflictError, get_registry
 
 __all__ = [
     "Component",
@@ -89,7 +94,6 @@ _index: Optional[_Index] = None
 
 
 def _log() -> Any:
-    from tx.log import get_logger
 
     return get_logger(__name__)
 
@@ -118,7 +122,6 @@ def _walk(base: ModuleType, index: _Index, namespace: str) -> Iterator[ModuleTyp
 
 
 def _module_components(base: ModuleType, namespace: str, distribution: str, index: _Index) -> None:
-    from tx.components.system.file_linter import ERROR, get_fn_docstring, validate_module
 
     for mod in _walk(base, index, namespace):
         path = getattr(mod, "__file__", None)
@@ -144,7 +147,6 @@ def _module_components(base: ModuleType, namespace: str, distribution: str, inde
 
 def _load_index() -> _Index:
     global _index
-    from tx.plugins import get_registry
 
     registry = get_registry()
     with _lock:
@@ -170,7 +172,6 @@ def _registrations(registry: Any, namespace: str) -> List[Any]:
     """The registrations of ``namespace``. Several plugins may share a namespace (even
     ``""``): their components are merged, and only component names they both define are
     refused (see :func:`get_component`)."""
-    from tx.plugins import PluginConflictError
 
     try:
         reg = registry.get("components", namespace)
@@ -211,8 +212,6 @@ def _not_found(name: str, index: _Index) -> ComponentNotFoundException:
 
 
 def _custom_component(name: str) -> Component:
-    from tx.components.system._custom_components import is_file_target, load_file_component, load_module_component
-    from tx.components.system.file_linter import get_fn_docstring
 
     target, _, fn_name = name.rpartition(":")
     if not target or not fn_name.isidentifier():
@@ -236,7 +235,6 @@ def _direct_component(name: str) -> Optional[Component]:
     function, without walking every namespace (what ``tx run`` needs; ~30 ms less than
     building the whole index). None when the name does not resolve to exactly one
     function, so that the full index gives the error or finds the duplicate."""
-    from tx.plugins import PluginConflictError, get_registry
 
     registry = get_registry()
     found: List[Component] = []
@@ -261,7 +259,6 @@ def _direct_component(name: str) -> Optional[Component]:
         path = getattr(mod, "__file__", None)
         if not inspect.isfunction(fn) or fn.__module__ != mod.__name__ or not path:
             continue
-        from tx.components.system.file_linter import ERROR, validate
 
         errors = [m.description for m in validate(path, fn_name, docs=False) if m.severity == ERROR]
         found.append(Component(name, _first_paragraph(fn), fn_name, fn, errors, mod.__name__,
@@ -312,7 +309,6 @@ def get_builtin_source(name: str) -> str:
         ComponentValidationException: the component is invalid, or its source is not
             available.
     """
-    from tx.components.system._source import function_source
 
     comp = get_component(name)
     try:

@@ -4,7 +4,6 @@ fsspec URL (https://filesystem-spec.readthedocs.io/), tx-core's embedded default
 Configure it with a directory or a URL (``s3://bucket/tx-runs``, ``gs://...``,
 ``memory://...``); without a config it uses ``$XDG_DATA_HOME/tx/tracker`` (default
 ``~/.local/share/tx/tracker``)::
-
     [tx:tracker]
     file =
 
@@ -17,7 +16,6 @@ config files). Give jobs on other hosts a location they can all reach.
 
 Layout (every file is written once and never changed, so that any number of processes can
 write to one run at the same time without locks: no record is lost or torn)::
-
     <root>/runs/<run key>/<time ns>-<pid>-<uuid>.json       one record: metadata, artifact or source
     <root>/children/<run key>/<time ns>-<pid>-<uuid>.json   "run X names this run as a source"
 
@@ -36,6 +34,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional
 from urllib.parse import quote, unquote
 
+from tx.log import get_logger
 from tx.tracker.api import TrackerArtifact, TrackerBase, TrackerSource
 
 if TYPE_CHECKING:
@@ -128,8 +127,6 @@ class FsspecTracker(TrackerBase):
             try:
                 records.append(json.loads(blob))
             except ValueError:
-                from tx.log import get_logger
-
                 get_logger(__name__).warning("tracker_record_unreadable", path=p)
         return records
 
@@ -212,7 +209,7 @@ def create(config: Optional[str] = None) -> FsspecTracker:
         ValueError: fsspec does not know the URL's protocol (the message names the package
             that provides it, e.g. s3fs).
     """
-    import fsspec.core
+    import fsspec.core  # deferred: fsspec only when the file tracker is used
 
     url = (config or "").strip() or default_root()
     if "://" not in url and "::" not in url:
