@@ -74,9 +74,9 @@ def cached_entry_points(key: Optional[str] = None) -> List[Tuple[str, str, str, 
         try:
             with open(path) as f:
                 data = json.load(f)
-            if data.get("key") == key and data.get("layout") == CACHE_LAYOUT:
+            if _entry_points_shape_ok(data, key):
                 return [tuple(ep) for ep in data["entry_points"]]  # type: ignore[misc]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError):  # unreadable, or not JSON (ValueError): scan again
             pass
     eps = list(_iter_entry_points())
     try:
@@ -103,7 +103,78 @@ def _snapshot_path(key: str) -> str:
     return _cache_path(key)[: -len(".json")] + ".plugins.json"
 
 
-def _read_snapshot(key: str) -> Optional[Dict[str, Any]]:
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_opt(value: Any, tp: type) -> bool:
+    """``value`` is None or of type ``tp`` exactly (``True`` is not an int here)."""
+    return value is None or type(value) is tp
+
+
+def _entry_points_shape_ok(data: Any, key: str) -> bool:
+    """``data`` (a parsed entry-point cache file) is of this fingerprint and layout, and is
+    ``{"key": str, "layout": int, "entry_points": [[name, value, dist, version], ...]}``
+    with four strings per row. Anything else is a cache miss."""
+    if not isinstance(data, dict) or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
+        return False
+    eps = data.get("entry_points")
+    return isinstance(eps, list) and all(_is_str_list(ep) and len(ep) == 4 for ep in eps)
+
+
+#: a plugin of the snapshot: field -> check of its value
+_PLUGIN_FIELDS = {
+    "name": lambda v: type(v) is str,
+    "module": lambda v: type(v) is str,
+    "distribution": lambda v: type(v) is str,
+    "version": lambda v: type(v) is str,
+    "error": lambda v: _is_opt(v, str),
+    "registrations": lambda v: isinstance(v, list),
+    "events": lambda v: type(v) is bool,
+    "file": lambda v: _is_opt(v, str),
+    "mtime": lambda v: _is_opt(v, int),
+    "live": lambda v: type(v) is bool,
+}
+
+
+def _registration_shape_ok(row: Any, kinds: Optional[Sequence[str]]) -> bool:
+    """``[kind, name, target, description, requires, install]``: strings, ``requires`` a
+    list of strings, ``kind`` one of ``kinds`` (when given), ``name`` empty only for a
+    component namespace (the rule of :class:`tx.plugins.Register`), ``target`` a dotted path."""
+    if not isinstance(row, list) or len(row) != 6:
+        return False
+    kind, name, target, description, requires, install = row
+    if not all(type(v) is str for v in (kind, name, target, description, install)):
+        return False
+    if kinds is not None and kind not in kinds:
+        return False
+    return bool(name or kind == "components") and bool(target) and _is_str_list(requires)
+
+
+def _snapshot_shape_ok(data: Any, key: str, kinds: Optional[Sequence[str]] = None) -> bool:
+    """``data`` (a parsed snapshot file) is of this fingerprint and layout and has the whole
+    shape :meth:`tx.plugins.PluginRegistry._snapshot` writes: ``selected`` (entry point
+    names), and one ``plugins`` mapping per selected name, in that order, with every field
+    of :data:`_PLUGIN_FIELDS` and well-formed registrations (:func:`_registration_shape_ok`).
+    Anything else (a field missing or of another type, a short row, a list where a mapping
+    belongs) is a cache miss."""
+    if not isinstance(data, dict) or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
+        return False
+    selected, plugins = data.get("selected"), data.get("plugins")
+    if not _is_str_list(selected) or not isinstance(plugins, list):
+        return False
+    for p in plugins:
+        if not isinstance(p, dict) or not all(f in p and ok(p[f]) for f, ok in _PLUGIN_FIELDS.items()):
+            return False
+        if not all(_registration_shape_ok(r, kinds) for r in p["registrations"]):
+            return False
+    return [p["name"] for p in plugins] == selected
+
+
+def _read_snapshot(key: str, kinds: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """The snapshot of fingerprint ``key`` when its file holds one of the whole expected
+    shape (:func:`_snapshot_shape_ok`; ``kinds``: the registry kinds a registration may
+    name), else None: a damaged or foreign file is a miss, never an error."""
     import json
 
     if os.environ.get("TX_NO_CACHE"):
@@ -111,19 +182,17 @@ def _read_snapshot(key: str) -> Optional[Dict[str, Any]]:
     try:
         with open(_snapshot_path(key)) as f:
             data = json.load(f)
-        return data if data.get("key") == key and data.get("layout") == CACHE_LAYOUT else None
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):  # unreadable, or not JSON (ValueError)
         return None
+    return data if _snapshot_shape_ok(data, key, kinds) else None
 
 
 def _snapshot_valid(snapshot: Dict[str, Any], eps: Sequence[Tuple[str, str, str, str]]) -> bool:
-    """The snapshot is of these entry points and no plugin module changed since."""
-    try:
-        if snapshot["selected"] != [ep[0] for ep in eps]:
-            return False
-        return all(_mtime(p["file"]) == p["mtime"] for p in snapshot["plugins"] if p["file"])
-    except (KeyError, TypeError):
+    """The snapshot (of the shape :func:`_read_snapshot` checked) is of these entry points
+    and no plugin module changed since."""
+    if snapshot["selected"] != [ep[0] for ep in eps]:
         return False
+    return all(_mtime(p["file"]) == p["mtime"] for p in snapshot["plugins"] if p["file"])
 
 
 def _write_snapshot(key: str, snapshot: Optional[Dict[str, Any]]) -> None:
@@ -165,7 +234,4 @@ def snapshot_names(kind: str) -> Optional[List[str]]:
     snapshot = None if _tracing() else _read_snapshot(key)
     if snapshot is None or not _snapshot_valid(snapshot, eps):
         return None
-    try:
-        return [r[1] for p in snapshot["plugins"] for r in p["registrations"] if r[0] == kind]
-    except (KeyError, TypeError, IndexError):
-        return None
+    return [r[1] for p in snapshot["plugins"] for r in p["registrations"] if r[0] == kind]

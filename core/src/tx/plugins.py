@@ -348,7 +348,7 @@ class PluginRegistry:
             return
         key = _fingerprint()
         eps = selected(cached_entry_points(key))
-        snapshot = None if _tracing() else _read_snapshot(key)
+        snapshot = None if _tracing() else _read_snapshot(key, KINDS)
         if snapshot is not None and _snapshot_valid(snapshot, eps):
             self._load_snapshot(snapshot)
             return
