@@ -264,3 +264,24 @@ def test_tx_run_dryrun_with_a_damaged_snapshot(warm_cache, tmp_path, damage):
     assert q.returncode == 0 and "=== SCHEDULER REQUEST ===" in q.stdout, q.stderr
     assert snap.read_text() == files[snap.name]
 
+
+# -- the working directory's distributions ----------------------------------------------------
+def test_a_distribution_in_the_working_directory_is_seen_in_any_order(site, tmp_path):
+    """With the working directory on sys.path (``python -c``: ``""``), a plugin installed
+    there is seen from there and only from there, whichever directory ran first."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    for var in ("TX_NO_CACHE", "TX_PLUGINS", "TX_DISABLE_PLUGINS"):
+        env.pop(var, None)
+    probe = "from tx.plugins import get_registry; print('fake' in get_registry().names('schedulers'))"
+
+    def seen(cwd):
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                             cwd=cwd, check=True)
+        return out.stdout.strip() == "True"
+
+    assert [seen(other), seen(site), seen(other), seen(site)] == [False, True, False, True]
+    for f in (tmp_path / "cache" / "tx").iterdir():
+        f.unlink()
+    assert [seen(site), seen(other), seen(site), seen(other)] == [True, False, True, False]

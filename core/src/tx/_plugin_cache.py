@@ -46,19 +46,48 @@ def _cache_path(key: str) -> str:
     return os.path.join(base, "tx", f"entry-points-{zlib.crc32(key.encode()):08x}.json")
 
 
+#: endings of the distribution metadata that importlib.metadata finds in a sys.path directory
+_DIST_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _dists_in(directory: str) -> str:
+    """``name@mtime`` of each distribution's metadata directly in ``directory``, sorted and
+    joined ("" when there is none, "-" when it cannot be read)."""
+    try:
+        with os.scandir(directory) as entries:
+            found = sorted(
+                f"{e.name}@{e.stat().st_mtime_ns}" for e in entries if e.name.lower().endswith(_DIST_SUFFIXES)
+            )
+    except OSError:
+        return "-"
+    return ",".join(found)
+
+
 def _fingerprint() -> str:
     """Changes whenever a distribution is installed or removed on sys.path (the
-    directories' mtimes change) or the interpreter or tx-core changes. The working
-    directory is left out."""
+    directories' mtimes change) or the interpreter or tx-core changes.
+
+    The working directory is on sys.path under ``python -m``, ``python -c`` or ``""`` in
+    PYTHONPATH, and importlib.metadata then finds the distributions in it. Its mtime changes
+    with every file written there, so it is keyed by the distributions it holds instead
+    (:func:`_dists_in`, with its path when there are some): a directory without any shares
+    the cache with every other such directory, one with some has a cache of its own.
+    Relative entries are keyed by their absolute path."""
     parts = [sys.version, __version__]
     cwd = os.getcwd()
+    cwd_seen = False
     for p in sys.path:
-        if p in ("", ".", cwd):  # the working directory changes all the time; no dists live there
+        where = os.path.join(cwd, p) if p else cwd  # "" and relative entries name the working directory
+        if os.path.normpath(where) == cwd:
+            if not cwd_seen:
+                cwd_seen = True
+                dists = _dists_in(cwd)
+                parts.append(f"<cwd>:{cwd}:{dists}" if dists else "<cwd>:")
             continue
         try:
-            parts.append(f"{p}:{os.stat(p or '.').st_mtime_ns}")
+            parts.append(f"{where}:{os.stat(where).st_mtime_ns}")
         except OSError:
-            parts.append(f"{p}:-")
+            parts.append(f"{where}:-")
     return "|".join(parts)
 
 
