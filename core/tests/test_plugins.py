@@ -453,3 +453,34 @@ def test_trace_plugins_prints_hook_calls(tmp_path):
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "tx_register_named_resources" in p.stderr and "tx_register_schedulers" in p.stderr, p.stderr
+
+
+# -- install hints for tx's own plugins: package data -----------------------------------------
+def test_install_hints_are_read_from_the_package_data_file():
+    """The table lives in tx-core's data file ``tx/known_plugins.json`` (read on first use),
+    with the hint texts the CLI prints."""
+    import json
+    from importlib import resources
+
+    from tx import plugins
+
+    raw = json.loads(resources.files("tx").joinpath("known_plugins.json").read_text())
+    table = plugins.known_plugins()
+    assert table == {k: v for k, v in raw.items() if k in plugins.KINDS}
+    assert set(table) == {"schedulers", "workspaces", "trackers"}
+    assert plugins.not_installed_hint("schedulers", "slurm") == "pip install tx-scheduler-slurm"
+    assert plugins.not_installed_hint("schedulers", "kubernetes_mcad") == "pip install tx-scheduler-k8s"
+    assert plugins.not_installed_hint("workspaces", "docker") == "pip install tx-scheduler-docker"
+    assert plugins.not_installed_hint("trackers", "mlflow") == "pip install tx-tracker-mlflow"
+    assert plugins.not_installed_hint("schedulers", "no_such") is None
+    assert plugins.not_installed_hint("gizmos", "slurm") is None
+    assert plugins.KNOWN_PLUGINS == table  # the old name still answers
+
+
+def test_a_damaged_hint_table_gives_no_hint():
+    from tx.plugins import _parse_known_plugins
+
+    assert _parse_known_plugins("{not json") == {} and _parse_known_plugins("[1, 2]") == {}
+    assert _parse_known_plugins('{"schedulers": ["slurm"], "trackers": {"mlflow": 3, "x": "tx-x"}}') == {
+        "trackers": {"x": "tx-x"}
+    }
