@@ -2,6 +2,7 @@
 Scheduler calls ``_validate(app, scheduler, cfg)`` and builds workspaces through workspace
 kinds only; this plugin fits classes written for TorchX (``_validate(self, app,
 scheduler)``, ``WorkspaceMixin`` before or after ``Scheduler``) when they are defined."""
+import importlib.util
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -158,3 +159,15 @@ def test_classes_defined_before_the_plugin_is_imported_are_fitted(py: Any) -> No
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["core alone: TypeError", "validated old"]
 
+
+@pytest.mark.skipif(importlib.util.find_spec("tx_scheduler_local") is None, reason="tx-scheduler-local is not installed")
+def test_local_create_scheduler_passes_tx_arguments(tmp_path: Path) -> None:
+    from torchx.schedulers.local_scheduler import create_scheduler
+    from tx_scheduler_local.scheduler import create_cwd_scheduler
+
+    s = create_scheduler("sess", cache_size=3, state_dir=str(tmp_path / "state"), supervisor="exec")
+    assert (s.backend, s.state_dir, s._method) == ("local_cwd", str(tmp_path / "state"), "exec")
+    with pytest.raises(ValueError, match="image_provider_class must be"):
+        create_scheduler("sess", image_provider_class=int)
+    # tx's own factory takes tx's arguments only; TorchX's are ignored as any unknown one
+    assert create_cwd_scheduler("sess", cache_size=0, state_dir=str(tmp_path)).state_dir == str(tmp_path)
