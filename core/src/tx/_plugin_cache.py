@@ -77,8 +77,9 @@ def _fingerprint() -> str:
     cwd = os.getcwd()
     cwd_seen = False
     for p in sys.path:
-        where = os.path.join(cwd, p) if p else cwd  # "" and relative entries name the working directory
-        if os.path.normpath(where) == cwd:
+        # "" and relative entries are relative to the working directory
+        where = p if os.path.isabs(p) else os.path.normpath(os.path.join(cwd, p))
+        if where == cwd:
             if not cwd_seen:
                 cwd_seen = True
                 dists = _dists_in(cwd)
@@ -133,70 +134,66 @@ def _snapshot_path(key: str) -> str:
 
 
 def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _is_opt(value: Any, tp: type) -> bool:
-    """``value`` is None or of type ``tp`` exactly (``True`` is not an int here)."""
-    return value is None or type(value) is tp
+    return type(value) is list and all(type(v) is str for v in value)
 
 
 def _entry_points_shape_ok(data: Any, key: str) -> bool:
     """``data`` (a parsed entry-point cache file) is of this fingerprint and layout, and is
     ``{"key": str, "layout": int, "entry_points": [[name, value, dist, version], ...]}``
     with four strings per row. Anything else is a cache miss."""
-    if not isinstance(data, dict) or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
+    if type(data) is not dict or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
         return False
     eps = data.get("entry_points")
-    return isinstance(eps, list) and all(_is_str_list(ep) and len(ep) == 4 for ep in eps)
-
-
-#: a plugin of the snapshot: field -> check of its value
-_PLUGIN_FIELDS = {
-    "name": lambda v: type(v) is str,
-    "module": lambda v: type(v) is str,
-    "distribution": lambda v: type(v) is str,
-    "version": lambda v: type(v) is str,
-    "error": lambda v: _is_opt(v, str),
-    "registrations": lambda v: isinstance(v, list),
-    "events": lambda v: type(v) is bool,
-    "file": lambda v: _is_opt(v, str),
-    "mtime": lambda v: _is_opt(v, int),
-    "live": lambda v: type(v) is bool,
-}
+    return type(eps) is list and all(len(ep) == 4 and _is_str_list(ep) for ep in eps)
 
 
 def _registration_shape_ok(row: Any, kinds: Optional[Sequence[str]]) -> bool:
     """``[kind, name, target, description, requires, install]``: strings, ``requires`` a
     list of strings, ``kind`` one of ``kinds`` (when given), ``name`` empty only for a
     component namespace (the rule of :class:`tx.plugins.Register`), ``target`` a dotted path."""
-    if not isinstance(row, list) or len(row) != 6:
+    if type(row) is not list or len(row) != 6:
         return False
     kind, name, target, description, requires, install = row
-    if not all(type(v) is str for v in (kind, name, target, description, install)):
+    if type(kind) is not str or type(name) is not str or type(target) is not str:
+        return False
+    if type(description) is not str or type(install) is not str or not _is_str_list(requires):
         return False
     if kinds is not None and kind not in kinds:
         return False
-    return bool(name or kind == "components") and bool(target) and _is_str_list(requires)
+    return bool(target) and (bool(name) or kind == "components")
+
+
+def _plugin_shape_ok(p: Any, kinds: Optional[Sequence[str]]) -> bool:
+    """One plugin of a snapshot: a mapping with every field :meth:`tx.plugins.PluginRegistry._snapshot`
+    writes, each of its type, and well-formed registrations."""
+    if type(p) is not dict:
+        return False
+    try:
+        if (type(p["name"]) is not str or type(p["module"]) is not str or type(p["distribution"]) is not str
+                or type(p["version"]) is not str or type(p["events"]) is not bool or type(p["live"]) is not bool
+                or type(p["registrations"]) is not list
+                or (p["error"] is not None and type(p["error"]) is not str)
+                or (p["file"] is not None and type(p["file"]) is not str)
+                or (p["mtime"] is not None and type(p["mtime"]) is not int)):
+            return False
+    except KeyError:
+        return False
+    return all(_registration_shape_ok(r, kinds) for r in p["registrations"])
 
 
 def _snapshot_shape_ok(data: Any, key: str, kinds: Optional[Sequence[str]] = None) -> bool:
     """``data`` (a parsed snapshot file) is of this fingerprint and layout and has the whole
     shape :meth:`tx.plugins.PluginRegistry._snapshot` writes: ``selected`` (entry point
-    names), and one ``plugins`` mapping per selected name, in that order, with every field
-    of :data:`_PLUGIN_FIELDS` and well-formed registrations (:func:`_registration_shape_ok`).
-    Anything else (a field missing or of another type, a short row, a list where a mapping
-    belongs) is a cache miss."""
-    if not isinstance(data, dict) or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
+    names), and one ``plugins`` mapping per selected name, in that order, each well formed
+    (:func:`_plugin_shape_ok`). Anything else (a field missing or of another type, a short
+    row, a list where a mapping belongs) is a cache miss."""
+    if type(data) is not dict or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
         return False
     selected, plugins = data.get("selected"), data.get("plugins")
-    if not _is_str_list(selected) or not isinstance(plugins, list):
+    if not _is_str_list(selected) or type(plugins) is not list:
         return False
-    for p in plugins:
-        if not isinstance(p, dict) or not all(f in p and ok(p[f]) for f, ok in _PLUGIN_FIELDS.items()):
-            return False
-        if not all(_registration_shape_ok(r, kinds) for r in p["registrations"]):
-            return False
+    if not all(_plugin_shape_ok(p, kinds) for p in plugins):
+        return False
     return [p["name"] for p in plugins] == selected
 
 
