@@ -161,6 +161,8 @@ SNAPSHOT_DAMAGE = {
     "an events flag of the wrong type": lambda d: (_set(d["plugins"][0], "events", "no"), d)[1],
     "an unknown registry kind": lambda d: (_first_row(d)[0].__setitem__(0, "gizmos"), d)[1],
     "a plugin missing": lambda d: _set(d, "plugins", d["plugins"][1:]),
+    "a number where a registration row belongs": lambda d: (_first_row(d).__setitem__(0, 7), d)[1],
+    "a number where a plugin belongs": lambda d: _set(d, "plugins", [7 for _ in d["plugins"]]),
     "selected not a list": lambda d: _set(d, "selected", "fake"),
     "not JSON": lambda d: "{not json",
     "an empty file": lambda d: "",
@@ -172,6 +174,7 @@ ENTRY_POINT_DAMAGE = {
     "a mapping where a row belongs": lambda d: _set(d, "entry_points", [{"name": ep[0]} for ep in d["entry_points"]]),
     "a list where the file's mapping belongs": lambda d: [d],
     "rows of the wrong type": lambda d: _set(d, "entry_points", [[1, 2, 3, 4] for _ in d["entry_points"]]),
+    "a number where a row belongs": lambda d: _set(d, "entry_points", [7 for _ in d["entry_points"]]),
     "not JSON": lambda d: "[[",
 }
 

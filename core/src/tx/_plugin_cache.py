@@ -144,7 +144,7 @@ def _entry_points_shape_ok(data: Any, key: str) -> bool:
     if type(data) is not dict or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
         return False
     eps = data.get("entry_points")
-    return type(eps) is list and all(len(ep) == 4 and _is_str_list(ep) for ep in eps)
+    return type(eps) is list and all(_is_str_list(ep) and len(ep) == 4 for ep in eps)
 
 
 def _registration_shape_ok(row: Any, kinds: Optional[Sequence[str]]) -> bool:
