@@ -484,3 +484,37 @@ def test_a_damaged_hint_table_gives_no_hint():
     assert _parse_known_plugins('{"schedulers": ["slurm"], "trackers": {"mlflow": 3, "x": "tx-x"}}') == {
         "trackers": {"x": "tx-x"}
     }
+
+
+@pytest.mark.parametrize("plugins", [None, ""], ids=["installed plugins", "no plugin"])
+def test_help_and_version_do_not_read_the_hint_file(tmp_path, plugins):
+    """The hint file is read only where a name is missing: not by `tx --version` or
+    `tx --help` (with or without installed schedulers)."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "opened = []\n"
+        "sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == 'open' else None)\n"
+        "from tx.cli.main import main\n"
+        "for argv in (['--version'], ['--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('READ' if any(p.endswith('known_plugins.json') for p in opened) else 'NOT READ')\n"
+    )
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("TX_PLUGINS", None)
+    if plugins is not None:
+        env["TX_PLUGINS"] = plugins
+    for _ in range(2):  # without, then with the plugin cache
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[-1] == "NOT READ"
+    if plugins == "":  # the check sees a read: a known scheduler that is not installed
+        code = code.replace("(['--version'], ['--help'])", "(['run', '-s', 'kubernetes_mcad', 'utils.echo'],)")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+        assert out.stdout.strip().splitlines()[-1] == "READ", out.stderr
