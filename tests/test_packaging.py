@@ -60,3 +60,11 @@ def test_core_alone_run_says_how_to_install_a_scheduler(core_only_venv, tmp_path
         assert p.returncode == 1, (args, p)
         assert len(lines) == 1 and "pip install tx-scheduler-local" in lines[0], (args, p.stderr)
         assert "Traceback" not in p.stderr
+
+
+def test_core_alone_names_the_distribution_of_a_known_name(core_only_venv, tmp_path):
+    """The install hints are package data of the installed tx-core (``tx/known_plugins.json``)."""
+    for args, hint in ((["run", "-s", "slurm", "utils.echo"], "pip install tx-scheduler-slurm"),
+                       (["runopts", "kubernetes_mcad"], "pip install tx-scheduler-k8s")):
+        p = _tx(core_only_venv, *args, cwd=tmp_path)
+        assert p.returncode == 1 and p.stderr.strip().endswith(hint), (args, p.stderr)

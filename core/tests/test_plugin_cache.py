@@ -2,6 +2,7 @@
 registered without importing them or pluggy, and notices edits and new installs."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -136,3 +137,154 @@ def test_a_cache_file_of_another_layout_is_ignored(site, tmp_path):
         f.write_text(json.dumps(data))
     again = _probe(site, tmp_path)
     assert "fake" in again["schedulers"], again
+
+
+# -- a damaged cache is a miss ---------------------------------------------------------------
+def _first_row(data):
+    return next(p["registrations"] for p in data["plugins"] if p["registrations"])
+
+
+def _set(obj, key, value):
+    obj[key] = value
+    return obj
+
+
+#: snapshot damage: name -> function of the parsed file returning what is written back (a
+#: str is written as it is); key and layout are kept, so that only the shape is wrong
+SNAPSHOT_DAMAGE = {
+    "a plugin lacks a field": lambda d: (d["plugins"][0].pop("module"), d)[1],
+    "a short registration row": lambda d: (_first_row(d).__setitem__(0, _first_row(d)[0][:1]), d)[1],
+    "a list where a plugin mapping belongs": lambda d: _set(d, "plugins", [list(p.values()) for p in d["plugins"]]),
+    "a list where the file's mapping belongs": lambda d: [d],
+    "registrations of the wrong type": lambda d: (_set(d["plugins"][0], "registrations", 5), d)[1],
+    "a mtime of the wrong type": lambda d: (_set(d["plugins"][0], "mtime", "yesterday"), d)[1],
+    "an events flag of the wrong type": lambda d: (_set(d["plugins"][0], "events", "no"), d)[1],
+    "an unknown registry kind": lambda d: (_first_row(d)[0].__setitem__(0, "gizmos"), d)[1],
+    "a plugin missing": lambda d: _set(d, "plugins", d["plugins"][1:]),
+    "a number where a registration row belongs": lambda d: (_first_row(d).__setitem__(0, 7), d)[1],
+    "a number where a plugin belongs": lambda d: _set(d, "plugins", [7 for _ in d["plugins"]]),
+    "selected not a list": lambda d: _set(d, "selected", "fake"),
+    "not JSON": lambda d: "{not json",
+    "an empty file": lambda d: "",
+}
+
+#: entry-point cache damage, as SNAPSHOT_DAMAGE
+ENTRY_POINT_DAMAGE = {
+    "a short row": lambda d: _set(d, "entry_points", [ep[:1] for ep in d["entry_points"]]),
+    "a mapping where a row belongs": lambda d: _set(d, "entry_points", [{"name": ep[0]} for ep in d["entry_points"]]),
+    "a list where the file's mapping belongs": lambda d: [d],
+    "rows of the wrong type": lambda d: _set(d, "entry_points", [[1, 2, 3, 4] for _ in d["entry_points"]]),
+    "a number where a row belongs": lambda d: _set(d, "entry_points", [7 for _ in d["entry_points"]]),
+    "not JSON": lambda d: "[[",
+}
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    """A plugin (``fake``) on PYTHONPATH and the cache files a first `tx plugins` wrote."""
+    base = tmp_path_factory.mktemp("warm")
+    site = base / "site"
+    dist = site / "fakeplug-1.2.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.2\n")
+    (dist / "entry_points.txt").write_text("[tx]\nfake = fake_hooks\n")
+    (site / "fake_hooks.py").write_text(HOOKS.format(name="fake", events=str(base / "events.txt")))
+    cache = base / "cache"
+    _tx(site, cache, base, "plugins")
+    files = {f.name: f.read_text() for f in (cache / "tx").iterdir()}
+    assert len(files) == 2, files
+    return site, files
+
+
+def _tx(site, cache, cwd, *args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               XDG_CACHE_HOME=str(cache))
+    for var in ("TX_NO_CACHE", "TX_PLUGINS", "TX_DISABLE_PLUGINS", "TX_TRACE_PLUGINS"):
+        env.pop(var, None)
+    tx = os.path.join(os.path.dirname(sys.executable), "tx")
+    return subprocess.run([tx, *args], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def _damaged_run(warm_cache, tmp_path, suffix, damage):
+    """Write the warm cache with the file ending in ``suffix`` damaged, run `tx plugins` and
+    return the damaged text and the cache directory afterwards."""
+    site, files = warm_cache
+    cache = tmp_path / "cache" / "tx"
+    cache.mkdir(parents=True)
+    for name, text in files.items():
+        if name.endswith(suffix) and not (suffix == ".json" and name.endswith(".plugins.json")):
+            new = damage(json.loads(text))
+            text = new if isinstance(new, str) else json.dumps(new)
+            damaged = (name, text)
+        (cache / name).write_text(text)
+    p = _tx(site, tmp_path / "cache", tmp_path, "plugins")
+    assert p.returncode == 0, p.stderr
+    assert "fake (fakeplug 1.2): ok" in p.stdout and "fake" in p.stdout, p.stdout
+    assert p.stderr == "", p.stderr
+    return damaged, cache
+
+
+@pytest.mark.parametrize("damage", sorted(SNAPSHOT_DAMAGE))
+def test_a_damaged_snapshot_is_a_miss_rebuilt(warm_cache, tmp_path, damage):
+    from tx._plugin_cache import _snapshot_shape_ok
+    from tx.plugins import KINDS
+
+    (name, text), cache = _damaged_run(warm_cache, tmp_path, ".plugins.json", SNAPSHOT_DAMAGE[damage])
+    after = (cache / name).read_text()
+    assert after != text
+    data = json.loads(after)
+    assert _snapshot_shape_ok(data, data["key"], KINDS), after
+    assert after == warm_cache[1][name]  # rebuilt as the first run wrote it
+
+
+@pytest.mark.parametrize("damage", sorted(ENTRY_POINT_DAMAGE))
+def test_a_damaged_entry_point_cache_is_a_miss_rebuilt(warm_cache, tmp_path, damage):
+    from tx._plugin_cache import _entry_points_shape_ok
+
+    (name, text), cache = _damaged_run(warm_cache, tmp_path, ".json", ENTRY_POINT_DAMAGE[damage])
+    after = (cache / name).read_text()
+    assert after != text
+    data = json.loads(after)
+    assert _entry_points_shape_ok(data, data["key"]) and after == warm_cache[1][name]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tx_scheduler_local") is None, reason="tx-scheduler-local is not installed")
+@pytest.mark.parametrize("damage", ["a short registration row", "a plugin lacks a field",
+                                    "a list where a plugin mapping belongs", "registrations of the wrong type"])
+def test_tx_run_dryrun_with_a_damaged_snapshot(warm_cache, tmp_path, damage):
+    """The failures the issue reported (`tx run: error: module`, `not enough values to
+    unpack`, `'list' object has no attribute 'get'`) are gone: the run works and the file
+    is rewritten."""
+    site, files = warm_cache
+    cache = tmp_path / "cache" / "tx"
+    cache.mkdir(parents=True)
+    for name, text in files.items():
+        if name.endswith(".plugins.json"):
+            text = json.dumps(SNAPSHOT_DAMAGE[damage](json.loads(text)))
+            snap = cache / name
+        (cache / name).write_text(text)
+    q = _tx(site, tmp_path / "cache", tmp_path, "run", "--dryrun", "-s", "local_cwd", "utils.echo")
+    assert q.returncode == 0 and "=== SCHEDULER REQUEST ===" in q.stdout, q.stderr
+    assert snap.read_text() == files[snap.name]
+
+
+# -- the working directory's distributions ----------------------------------------------------
+def test_a_distribution_in_the_working_directory_is_seen_in_any_order(site, tmp_path):
+    """With the working directory on sys.path (``python -c``: ``""``), a plugin installed
+    there is seen from there and only from there, whichever directory ran first."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    for var in ("TX_NO_CACHE", "TX_PLUGINS", "TX_DISABLE_PLUGINS"):
+        env.pop(var, None)
+    probe = "from tx.plugins import get_registry; print('fake' in get_registry().names('schedulers'))"
+
+    def seen(cwd):
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                             cwd=cwd, check=True)
+        return out.stdout.strip() == "True"
+
+    assert [seen(other), seen(site), seen(other), seen(site)] == [False, True, False, True]
+    for f in (tmp_path / "cache" / "tx").iterdir():
+        f.unlink()
+    assert [seen(site), seen(other), seen(site), seen(other)] == [True, False, True, False]

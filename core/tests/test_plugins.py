@@ -453,3 +453,68 @@ def test_trace_plugins_prints_hook_calls(tmp_path):
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "tx_register_named_resources" in p.stderr and "tx_register_schedulers" in p.stderr, p.stderr
+
+
+# -- install hints for tx's own plugins: package data -----------------------------------------
+def test_install_hints_are_read_from_the_package_data_file():
+    """The table lives in tx-core's data file ``tx/known_plugins.json`` (read on first use),
+    with the hint texts the CLI prints."""
+    import json
+    from importlib import resources
+
+    from tx import plugins
+
+    raw = json.loads(resources.files("tx").joinpath("known_plugins.json").read_text())
+    table = plugins.known_plugins()
+    assert table == {k: v for k, v in raw.items() if k in plugins.KINDS}
+    assert set(table) == {"schedulers", "workspaces", "trackers"}
+    assert plugins.not_installed_hint("schedulers", "slurm") == "pip install tx-scheduler-slurm"
+    assert plugins.not_installed_hint("schedulers", "kubernetes_mcad") == "pip install tx-scheduler-k8s"
+    assert plugins.not_installed_hint("workspaces", "docker") == "pip install tx-scheduler-docker"
+    assert plugins.not_installed_hint("trackers", "mlflow") == "pip install tx-tracker-mlflow"
+    assert plugins.not_installed_hint("schedulers", "no_such") is None
+    assert plugins.not_installed_hint("gizmos", "slurm") is None
+    assert plugins.KNOWN_PLUGINS == table  # the old name still answers
+
+
+def test_a_damaged_hint_table_gives_no_hint():
+    from tx.plugins import _parse_known_plugins
+
+    assert _parse_known_plugins("{not json") == {} and _parse_known_plugins("[1, 2]") == {}
+    assert _parse_known_plugins('{"schedulers": ["slurm"], "trackers": {"mlflow": 3, "x": "tx-x"}}') == {
+        "trackers": {"x": "tx-x"}
+    }
+
+
+@pytest.mark.parametrize("plugins", [None, ""], ids=["installed plugins", "no plugin"])
+def test_help_and_version_do_not_read_the_hint_file(tmp_path, plugins):
+    """The hint file is read only where a name is missing: not by `tx --version` or
+    `tx --help` (with or without installed schedulers)."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "opened = []\n"
+        "sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == 'open' else None)\n"
+        "from tx.cli.main import main\n"
+        "for argv in (['--version'], ['--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('READ' if any(p.endswith('known_plugins.json') for p in opened) else 'NOT READ')\n"
+    )
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("TX_PLUGINS", None)
+    if plugins is not None:
+        env["TX_PLUGINS"] = plugins
+    for _ in range(2):  # without, then with the plugin cache
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[-1] == "NOT READ"
+    if plugins == "":  # the check sees a read: a known scheduler that is not installed
+        code = code.replace("(['--version'], ['--help'])", "(['run', '-s', 'kubernetes_mcad', 'utils.echo'],)")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+        assert out.stdout.strip().splitlines()[-1] == "READ", out.stderr

@@ -133,6 +133,49 @@ def test_validate_can_be_overridden():
     assert info.request["roles"] == ["bare"]
 
 
+def test_validate_is_called_with_cfg():
+    seen = []
+
+    class Recording(MemScheduler):
+        def _validate(self, app, scheduler, cfg):
+            seen.append((scheduler, dict(cfg)))
+
+    Recording().submit_dryrun(_app(Role("bare")), {"queue": "q"})
+    assert seen == [("mem", {"queue": "q", "priority": 5})]
+
+
+def test_subclass_adapters_see_every_scheduler_class(monkeypatch):
+    """``add_subclass_adapter``: the subclasses that exist (parents first), then each new one
+    as its class statement runs; adding the same adapter twice calls it once per class."""
+    import tx.schedulers.api as api
+
+    monkeypatch.setattr(api, "_subclass_adapters", [])
+
+    class Before(MemScheduler):
+        pass
+
+    class BeforeChild(Before):
+        pass
+
+    seen: List[str] = []
+
+    def adapter(cls):
+        if cls.__qualname__.startswith("test_subclass_adapters"):
+            seen.append(cls.__name__)
+            cls.adapted = True
+
+    api.add_subclass_adapter(adapter)
+    assert seen == ["Before", "BeforeChild"]
+
+    class After(BeforeChild):
+        pass
+
+    assert seen == ["Before", "BeforeChild", "After"] and After.adapted
+    api.add_subclass_adapter(adapter)
+    assert seen == ["Before", "BeforeChild", "After"]
+    assert not hasattr(MemScheduler, "adapted")
+
+
 @attrs.define
 class TaggingRole(Role):
     def pre_proc(self, scheduler, dryrun_info):

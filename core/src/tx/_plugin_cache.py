@@ -47,19 +47,49 @@ def _cache_path(key: str) -> str:
     return os.path.join(base, "tx", f"entry-points-{zlib.crc32(key.encode()):08x}.json")
 
 
+#: endings of the distribution metadata that importlib.metadata finds in a sys.path directory
+_DIST_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _dists_in(directory: str) -> str:
+    """``name@mtime`` of each distribution's metadata directly in ``directory``, sorted and
+    joined ("" when there is none, "-" when it cannot be read)."""
+    try:
+        with os.scandir(directory) as entries:
+            found = sorted(
+                f"{e.name}@{e.stat().st_mtime_ns}" for e in entries if e.name.lower().endswith(_DIST_SUFFIXES)
+            )
+    except OSError:
+        return "-"
+    return ",".join(found)
+
+
 def _fingerprint() -> str:
     """Changes whenever a distribution is installed or removed on sys.path (the
-    directories' mtimes change) or the interpreter or tx-core changes. The working
-    directory is left out."""
+    directories' mtimes change) or the interpreter or tx-core changes.
+
+    The working directory is on sys.path under ``python -m``, ``python -c`` or ``""`` in
+    PYTHONPATH, and importlib.metadata then finds the distributions in it. Its mtime changes
+    with every file written there, so it is keyed by the distributions it holds instead
+    (:func:`_dists_in`, with its path when there are some): a directory without any shares
+    the cache with every other such directory, one with some has a cache of its own.
+    Relative entries are keyed by their absolute path."""
     parts = [sys.version, __version__]
     cwd = os.getcwd()
+    cwd_seen = False
     for p in sys.path:
-        if p in ("", ".", cwd):  # the working directory changes all the time; no dists live there
+        # "" and relative entries are relative to the working directory
+        where = p if os.path.isabs(p) else os.path.normpath(os.path.join(cwd, p))
+        if where == cwd:
+            if not cwd_seen:
+                cwd_seen = True
+                dists = _dists_in(cwd)
+                parts.append(f"<cwd>:{cwd}:{dists}" if dists else "<cwd>:")
             continue
         try:
-            parts.append(f"{p}:{os.stat(p or '.').st_mtime_ns}")
+            parts.append(f"{where}:{os.stat(where).st_mtime_ns}")
         except OSError:
-            parts.append(f"{p}:-")
+            parts.append(f"{where}:-")
     return "|".join(parts)
 
 
@@ -74,9 +104,9 @@ def cached_entry_points(key: Optional[str] = None) -> List[Tuple[str, str, str, 
         try:
             with open(path) as f:
                 data = json.load(f)
-            if data.get("key") == key and data.get("layout") == CACHE_LAYOUT:
+            if _entry_points_shape_ok(data, key):
                 return [tuple(ep) for ep in data["entry_points"]]  # type: ignore[misc]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError):  # unreadable, or not JSON (ValueError): scan again
             pass
     eps = list(_iter_entry_points())
     try:
@@ -103,26 +133,91 @@ def _snapshot_path(key: str) -> str:
     return _cache_path(key)[: -len(".json")] + ".plugins.json"
 
 
-def _read_snapshot(key: str) -> Optional[Dict[str, Any]]:
+def _is_str_list(value: Any) -> bool:
+    return type(value) is list and all(type(v) is str for v in value)
+
+
+def _entry_points_shape_ok(data: Any, key: str) -> bool:
+    """``data`` (a parsed entry-point cache file) is of this fingerprint and layout, and is
+    ``{"key": str, "layout": int, "entry_points": [[name, value, dist, version], ...]}``
+    with four strings per row. Anything else is a cache miss."""
+    if type(data) is not dict or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
+        return False
+    eps = data.get("entry_points")
+    return type(eps) is list and all(_is_str_list(ep) and len(ep) == 4 for ep in eps)
+
+
+def _registration_shape_ok(row: Any, kinds: Optional[Sequence[str]]) -> bool:
+    """``[kind, name, target, description, requires, install]``: strings, ``requires`` a
+    list of strings, ``kind`` one of ``kinds`` (when given), ``name`` empty only for a
+    component namespace (the rule of :class:`tx.plugins.Register`), ``target`` a dotted path."""
+    if type(row) is not list or len(row) != 6:
+        return False
+    kind, name, target, description, requires, install = row
+    if type(kind) is not str or type(name) is not str or type(target) is not str:
+        return False
+    if type(description) is not str or type(install) is not str or not _is_str_list(requires):
+        return False
+    if kinds is not None and kind not in kinds:
+        return False
+    return bool(target) and (bool(name) or kind == "components")
+
+
+def _plugin_shape_ok(p: Any, kinds: Optional[Sequence[str]]) -> bool:
+    """One plugin of a snapshot: a mapping with every field :meth:`tx.plugins.PluginRegistry._snapshot`
+    writes, each of its type, and well-formed registrations."""
+    if type(p) is not dict:
+        return False
+    try:
+        if (type(p["name"]) is not str or type(p["module"]) is not str or type(p["distribution"]) is not str
+                or type(p["version"]) is not str or type(p["events"]) is not bool or type(p["live"]) is not bool
+                or type(p["registrations"]) is not list
+                or (p["error"] is not None and type(p["error"]) is not str)
+                or (p["file"] is not None and type(p["file"]) is not str)
+                or (p["mtime"] is not None and type(p["mtime"]) is not int)):
+            return False
+    except KeyError:
+        return False
+    return all(_registration_shape_ok(r, kinds) for r in p["registrations"])
+
+
+def _snapshot_shape_ok(data: Any, key: str, kinds: Optional[Sequence[str]] = None) -> bool:
+    """``data`` (a parsed snapshot file) is of this fingerprint and layout and has the whole
+    shape :meth:`tx.plugins.PluginRegistry._snapshot` writes: ``selected`` (entry point
+    names), and one ``plugins`` mapping per selected name, in that order, each well formed
+    (:func:`_plugin_shape_ok`). Anything else (a field missing or of another type, a short
+    row, a list where a mapping belongs) is a cache miss."""
+    if type(data) is not dict or data.get("key") != key or data.get("layout") != CACHE_LAYOUT:
+        return False
+    selected, plugins = data.get("selected"), data.get("plugins")
+    if not _is_str_list(selected) or type(plugins) is not list:
+        return False
+    if not all(_plugin_shape_ok(p, kinds) for p in plugins):
+        return False
+    return [p["name"] for p in plugins] == selected
+
+
+def _read_snapshot(key: str, kinds: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """The snapshot of fingerprint ``key`` when its file holds one of the whole expected
+    shape (:func:`_snapshot_shape_ok`; ``kinds``: the registry kinds a registration may
+    name), else None: a damaged or foreign file is a miss, never an error."""
 
     if os.environ.get("TX_NO_CACHE"):
         return None
     try:
         with open(_snapshot_path(key)) as f:
             data = json.load(f)
-        return data if data.get("key") == key and data.get("layout") == CACHE_LAYOUT else None
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):  # unreadable, or not JSON (ValueError)
         return None
+    return data if _snapshot_shape_ok(data, key, kinds) else None
 
 
 def _snapshot_valid(snapshot: Dict[str, Any], eps: Sequence[Tuple[str, str, str, str]]) -> bool:
-    """The snapshot is of these entry points and no plugin module changed since."""
-    try:
-        if snapshot["selected"] != [ep[0] for ep in eps]:
-            return False
-        return all(_mtime(p["file"]) == p["mtime"] for p in snapshot["plugins"] if p["file"])
-    except (KeyError, TypeError):
+    """The snapshot (of the shape :func:`_read_snapshot` checked) is of these entry points
+    and no plugin module changed since."""
+    if snapshot["selected"] != [ep[0] for ep in eps]:
         return False
+    return all(_mtime(p["file"]) == p["mtime"] for p in snapshot["plugins"] if p["file"])
 
 
 def _write_snapshot(key: str, snapshot: Optional[Dict[str, Any]]) -> None:
@@ -163,7 +258,4 @@ def snapshot_names(kind: str) -> Optional[List[str]]:
     snapshot = None if _tracing() else _read_snapshot(key)
     if snapshot is None or not _snapshot_valid(snapshot, eps):
         return None
-    try:
-        return [r[1] for p in snapshot["plugins"] for r in p["registrations"] if r[0] == kind]
-    except (KeyError, TypeError, IndexError):
-        return None
+    return [r[1] for p in snapshot["plugins"] for r in p["registrations"] if r[0] == kind]

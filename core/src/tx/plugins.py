@@ -18,9 +18,11 @@ Environment knobs (as tox and datasette have):
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import io
+import json
 import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -335,7 +337,7 @@ class PluginRegistry:
             return
         key = _fingerprint()
         eps = selected(cached_entry_points(key))
-        snapshot = None if _tracing() else _read_snapshot(key)
+        snapshot = None if _tracing() else _read_snapshot(key, KINDS)
         if snapshot is not None and _snapshot_valid(snapshot, eps):
             self._load_snapshot(snapshot)
             return
@@ -591,29 +593,49 @@ def install_hint() -> str:
     return "no scheduler is installed; install one, e.g.: pip install tx-scheduler-local"
 
 
+#: the package data file of :func:`known_plugins`
+KNOWN_PLUGINS_FILE = "known_plugins.json"
 
-#: names that tx's own plugin distributions register, by kind: a name that is not installed
-#: gets a one-line ``pip install`` hint instead of "unknown"
-KNOWN_PLUGINS: Dict[str, Dict[str, str]] = {
-    "schedulers": {
-        "local_cwd": "tx-scheduler-local",
-        "local_dir": "tx-scheduler-local",
-        "local_docker": "tx-scheduler-docker",
-        "slurm": "tx-scheduler-slurm",
-        "kubernetes": "tx-scheduler-k8s",
-        "kubernetes_jobset": "tx-scheduler-k8s",
-        "kubernetes_mcad": "tx-scheduler-k8s",
-        "aws_batch": "tx-scheduler-aws-batch",
-        "gcp_batch": "tx-scheduler-gcp-batch",
-        "ray": "tx-scheduler-ray",
-    },
-    "workspaces": {"docker": "tx-scheduler-docker"},
-    "trackers": {"mlflow": "tx-tracker-mlflow"},
-}
+
+@functools.lru_cache(maxsize=None)
+def known_plugins() -> Dict[str, Dict[str, str]]:
+    """Names that tx's own plugin distributions register: registry kind -> name ->
+    distribution, read from tx-core's package data file ``tx/known_plugins.json`` on first
+    use (a plugin added to the project is a line there, not code here). A file that cannot
+    be read gives ``{}``: hints are a courtesy, never an error."""
+    from importlib import resources  # deferred: importlib.resources only when an install hint is shown
+
+    try:
+        text = resources.files("tx").joinpath(KNOWN_PLUGINS_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return _parse_known_plugins(text)
+
+
+def _parse_known_plugins(text: str) -> Dict[str, Dict[str, str]]:
+    """The kinds of :data:`KINDS` in ``text`` (JSON: kind -> name -> distribution), their
+    string entries only; ``{}`` for text that is not a JSON object."""
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        kind: {n: d for n, d in names.items() if isinstance(d, str)}
+        for kind, names in data.items() if kind in KINDS and isinstance(names, dict)
+    }
 
 
 def not_installed_hint(kind: str, name: str) -> Optional[str]:
     """``"pip install DIST"`` for a name of ``kind`` that one of tx's distributions
-    registers (see :data:`KNOWN_PLUGINS`), else None."""
-    dist = KNOWN_PLUGINS.get(kind, {}).get(name)
+    registers (see :func:`known_plugins`), else None."""
+    dist = known_plugins().get(kind, {}).get(name)
     return f"pip install {dist}" if dist else None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KNOWN_PLUGINS":  # the table's old name, kept: now read from the data file
+        return known_plugins()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

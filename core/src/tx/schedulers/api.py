@@ -6,16 +6,32 @@ it and returns the app id, and ``describe``/``list``/``log_iter``/``cancel`` act
 """
 from __future__ import annotations
 
-from tx.errors import UserError
-
 import abc
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Generic, Iterable, List, Mapping, Optional, Protocol, Sequence, TypeVar
+import time
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Generic,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    TypeVar,
+)
 
 import attrs
 
+from tx.errors import UserError
+from tx.plugins import get_registry
 from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import RoleStatus
+from tx.workspace.api import IMAGE_REPO_REQUIRED, find_workspace, get_workspace
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -109,6 +125,11 @@ class Scheduler(abc.ABC, Generic[T]):
         self.backend = backend
         self.session_name = session_name
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for adapter in tuple(_subclass_adapters):
+            adapter(cls)
+
     # -- submission --------------------------------------------------------------------
     def submit(self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: Optional[str] = None) -> str:
         """Dry-run then schedule ``app``; returns the app id (a convenience for tests).
@@ -130,10 +151,7 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: the app cannot run on this scheduler (see :meth:`_validate`).
         """
         resolved = self.run_opts().resolve(cfg)
-        if _validate_takes_cfg(type(self)._validate):
-            self._validate(app, self.backend, resolved)
-        else:  # a TorchX 0.7 override: _validate(self, app, scheduler)
-            self._validate(app, self.backend)  # type: ignore[call-arg]
+        self._validate(app, self.backend, resolved)
         info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
@@ -173,7 +191,6 @@ class Scheduler(abc.ABC, Generic[T]):
         is not installed)."""
         if self.workspace_kind is None:
             return None
-        from tx.workspace.api import find_workspace
 
         ws = find_workspace(self.workspace_kind)
         return ws.run_opts() if ws is not None else None
@@ -190,15 +207,8 @@ class Scheduler(abc.ABC, Generic[T]):
             tx.workspace.WorkspaceError: the kind is not installed (the message names the
                 distribution to install) or the build failed.
         """
-        if isinstance(self, WorkspaceMixin):
-            import copy
-
-            patched = copy.deepcopy(role)
-            self.build_workspace_and_update_role(patched, workspace, cfg)
-            return patched
         if self.workspace_kind is None:
             return None
-        from tx.workspace.api import IMAGE_REPO_REQUIRED, get_workspace
 
         # replicas that run elsewhere pull the image from a registry: the kind must push it
         # (the scheduler's own fact; a run option cannot change it)
@@ -208,8 +218,6 @@ class Scheduler(abc.ABC, Generic[T]):
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:
         """Reject apps this scheduler cannot run. The default rejects roles without a
         resource (NULL_RESOURCE); schedulers that ignore resources override it.
-        Overrides written for TorchX 0.7 (``_validate(self, app, scheduler)``, no ``cfg``)
-        are called that way.
 
         Raises:
             ValueError: with the role named.
@@ -334,7 +342,6 @@ class Scheduler(abc.ABC, Generic[T]):
         description, None if the scheduler does not know it. The default polls
         :meth:`describe` every ``poll_interval`` seconds; schedulers that can be notified
         override it."""
-        import time
 
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -355,55 +362,36 @@ class Scheduler(abc.ABC, Generic[T]):
         self.close()
 
 
-def _validate_takes_cfg(fn: Any) -> bool:
-    """Whether a ``_validate`` implementation accepts the ``cfg`` argument (tx's and
-    TorchX HEAD's signature) rather than TorchX 0.7's ``(self, app, scheduler)``."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return True
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-        return True
-    return len(params) >= 4  # self, app, scheduler, cfg
+#: what :func:`add_subclass_adapter` added, called in order on each new Scheduler subclass
+_subclass_adapters: List[Callable[[type], None]] = []
 
 
-class WorkspaceMixin(Generic[T]):
-    """TorchX 0.7's workspace mix-in (``torchx.workspace.api.WorkspaceMixin``), for
-    schedulers written against it: a :class:`Scheduler` subclass that also derives from
-    it builds workspaces by :meth:`build_workspace_and_update_role` instead of through a
-    registered workspace kind (:attr:`Scheduler.workspace_kind`, tx's way), and adds
-    :meth:`workspace_opts` to its run options.
+def add_subclass_adapter(adapter: Callable[[type], None]) -> None:
+    """Call ``adapter(cls)`` on every subclass of :class:`Scheduler`: on each one that
+    exists now, and on each one defined later, when its ``class`` statement runs (through
+    ``Scheduler.__init_subclass__``). Adding the same adapter again does nothing.
 
-    tx calls :meth:`build_workspace_and_update_role` on a deep copy of the first role,
-    so the caller's AppDef is never modified.
+    This is how a compatibility plugin fits classes written against another scheduler API to
+    tx's (tx-torchx-compat: TorchX 0.7's ``_validate(self, app, scheduler)`` and
+    ``WorkspaceMixin``). It is a function, not a pluggy hook, because it must act where a
+    class is defined (at import, also while plugins load, and for schedulers that are
+    constructed directly rather than through the registry). See docs/hooks.md.
+
+    ``adapter`` may set attributes of ``cls``; it must not raise (an exception would fail
+    the ``class`` statement of the scheduler being defined).
     """
-
-    def workspace_opts(self) -> runopts:
-        """Run options the workspace adds (default: none)."""
-        return runopts()
-
-    @abc.abstractmethod
-    def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
-        """Build ``workspace`` (a local directory or fsspec URL) into ``role``, modifying
-        ``role`` in place (usually its ``image``)."""
-
-    def dryrun_push_images(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> T:
-        """The images to push for ``app`` (remote schedulers); not implemented by default.
-
-        Raises:
-            NotImplementedError: always, unless overridden.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not push images")
-
-    def push_images(self, images_to_push: T) -> None:
-        """Push what :meth:`dryrun_push_images` returned; not implemented by default.
-
-        Raises:
-            NotImplementedError: always, unless overridden.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not push images")
+    if adapter in _subclass_adapters:
+        return
+    _subclass_adapters.append(adapter)
+    seen = set()
+    todo = list(Scheduler.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        adapter(cls)
+        todo.extend(cls.__subclasses__())
 
 
 class SchedulerFactory(Protocol):
@@ -416,7 +404,6 @@ class SchedulerFactory(Protocol):
 
 def get_scheduler_factories() -> Dict[str, Any]:
     """Scheduler name -> factory for every registered scheduler (factories import lazily)."""
-    from tx.plugins import get_registry
 
     reg = get_registry()
     return {name: _LazyFactory(name) for name in reg.names("schedulers")}
@@ -427,8 +414,6 @@ def get_default_scheduler_name(names: Optional[Sequence[str]] = None) -> Optiona
     registered scheduler, else None. ``names``: the installed scheduler names (default:
     the registry's). The CLI's ``[cli:run] scheduler`` setting comes before this rule."""
     if names is None:
-        from tx.plugins import get_registry
-
         names = get_registry().names("schedulers")
     if "local_cwd" in names:
         return "local_cwd"
@@ -440,7 +425,6 @@ class _LazyFactory:
         self.name = name
 
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
-        from tx.plugins import get_registry
 
         reg = get_registry().get("schedulers", self.name)
         assert reg is not None

@@ -7,6 +7,10 @@
 * TorchX's plugin entry-point groups (``torchx.schedulers``, ``torchx.components``,
   ``torchx.named_resources``, ``torchx.tracker``) are registered with tx's plugin registry
   (:mod:`tx_torchx_compat.hooks`).
+* Schedulers written against TorchX 0.7 (``_validate(self, app, scheduler)``,
+  ``WorkspaceMixin``) are fitted to tx's Scheduler contract when defined
+  (:mod:`tx_torchx_compat.scheduler_api`); those of TorchX's entry-point group also get
+  tx's replica environment contract (:mod:`tx_torchx_compat.adapter`).
 
 This module imports nothing: the ``.pth`` file imports the finder at every interpreter
 start.

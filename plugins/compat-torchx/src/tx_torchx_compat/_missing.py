@@ -1,5 +1,6 @@
 """Shim modules whose tx counterpart lives in a plugin distribution."""
 import importlib
+from types import ModuleType
 from typing import Any, Dict, NoReturn
 
 
@@ -16,9 +17,9 @@ def require(module: str, distribution: str, torchx_module: str) -> NoReturn:
     )
 
 
-def reexport(namespace: Dict[str, Any], module: str, distribution: str) -> None:
+def reexport(namespace: Dict[str, Any], module: str, distribution: str) -> ModuleType:
     """Copy the public names of ``module`` (a plugin's module) into ``namespace`` (a shim
-    module's globals), as ``from module import *`` would.
+    module's globals), as ``from module import *`` would; returns the module.
 
     Raises:
         ModuleNotFoundError: the plugin is not installed (the message names the
@@ -37,3 +38,4 @@ def reexport(namespace: Dict[str, Any], module: str, distribution: str) -> None:
         require(module.partition(".")[0], distribution, torchx_module)
     names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
     namespace.update({n: getattr(mod, n) for n in names})
+    return mod

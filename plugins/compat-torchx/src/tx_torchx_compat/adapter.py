@@ -58,6 +58,7 @@ def adapt(scheduler: Any) -> Any:
     Raises:
         TypeError: ``scheduler`` is not a tx Scheduler (e.g. a real TorchX's).
     """
+    import tx_torchx_compat.scheduler_api  # noqa: F401 - TorchX 0.7's signatures (adapt_class)
     from tx.schedulers.api import Scheduler
 
     if not isinstance(scheduler, Scheduler):

@@ -65,6 +65,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         cuda_device_count: returns the host's GPU count (default: ``nvidia-smi -L``).
         supervisor: how supervisors start: ``auto`` (fork when this process has a single
             thread, else a fresh interpreter), ``fork`` or ``exec``.
+        extra_paths: directories put first on every replica's PATH.
     """
 
     runs_on_host = True
@@ -522,89 +523,28 @@ def _install_sigterm() -> Callable[[], None]:
 
 
 def _own_kwargs() -> Set[str]:
-    """:class:`LocalScheduler`'s keyword-only arguments; other factory kwargs are ignored,
-    as TorchX's factories ignore what they do not know (a Runner passes its
-    ``scheduler_params`` to every scheduler)."""
+    """:class:`LocalScheduler`'s keyword-only arguments; other factory kwargs are ignored
+    (a Runner passes its ``scheduler_params`` to every scheduler)."""
     import inspect
 
     params = inspect.signature(LocalScheduler.__init__).parameters.values()
     return {p.name for p in params if p.kind == p.KEYWORD_ONLY} - {"image_is_dir"}
 
 
-def _torchx_kwargs(cache_size: int, extra_paths: Optional[List[str]], kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """Check TorchX 0.7's factory arguments and keep :class:`LocalScheduler`'s own of
-    ``kwargs`` (:func:`_own_kwargs`).
-
-    Raises:
-        ValueError: ``cache_size`` < 1.
-    """
-    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
-        raise ValueError(f"cache_size must be an integer >= 1, got {cache_size!r}")
-    own = _own_kwargs()
-    out = {k: v for k, v in kwargs.items() if k in own}
-    if extra_paths:
-        out["extra_paths"] = list(extra_paths)
-    return out
-
-
-def create_cwd_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: Optional[List[str]] = None,
-    **kwargs: Any,
-) -> LocalScheduler:
+def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     """Factory of ``local_cwd``: replicas run in the current directory, image ignored.
 
     ``kwargs``: :class:`LocalScheduler`'s keyword arguments (``state_dir``,
-    ``cuda_device_count``, ``supervisor``); others are ignored. ``cache_size`` and
-    ``extra_paths`` are TorchX 0.7's (see :func:`create_scheduler`).
+    ``cuda_device_count``, ``supervisor``, ``extra_paths``); others are ignored.
     """
-    own = _torchx_kwargs(cache_size, extra_paths, kwargs)
-    return LocalScheduler(session_name, "local_cwd", image_is_dir=False, **own)
+    own = _own_kwargs()
+    return LocalScheduler(session_name, "local_cwd", image_is_dir=False,
+                          **{k: v for k, v in kwargs.items() if k in own})
 
 
-def create_dir_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: Optional[List[str]] = None,
-    **kwargs: Any,
-) -> LocalScheduler:
+def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     """Factory of ``local_dir``: replicas run in ``role.image``, an existing directory.
     Arguments as :func:`create_cwd_scheduler`."""
-    own = _torchx_kwargs(cache_size, extra_paths, kwargs)
-    return LocalScheduler(session_name, "local_dir", image_is_dir=True, **own)
-
-
-def create_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: Optional[List[str]] = None,
-    image_provider_class: Any = None,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """TorchX 0.7's ``local_scheduler.create_scheduler``: a ``local_cwd`` scheduler, or
-    ``local_dir`` when ``image_provider_class`` is a class named
-    ``LocalDirectoryImageProvider``.
-
-    Args:
-        session_name: the session part of app handles.
-        cache_size: TorchX's bound on finished apps kept in memory (>= 1); tx keeps every
-            app on disk under ``state_dir``, so the value is checked and otherwise unused.
-        extra_paths: directories put first on every replica's PATH (as TorchX's).
-        image_provider_class: None, ``CWDImageProvider`` or ``LocalDirectoryImageProvider``
-            (matched by class name, so TorchX's own classes work too).
-        kwargs: as :func:`create_cwd_scheduler`.
-
-    Raises:
-        ValueError: a bad ``cache_size``, non-empty ``extra_paths`` or an unknown
-            ``image_provider_class``.
-    """
-    provider = getattr(image_provider_class, "__name__", None)
-    if image_provider_class is None or provider == "CWDImageProvider":
-        return create_cwd_scheduler(session_name, cache_size, extra_paths, **kwargs)
-    if provider == "LocalDirectoryImageProvider":
-        return create_dir_scheduler(session_name, cache_size, extra_paths, **kwargs)
-    raise ValueError(
-        f"image_provider_class must be CWDImageProvider or LocalDirectoryImageProvider, got "
-        f"{image_provider_class!r}"
-    )
+    own = _own_kwargs()
+    return LocalScheduler(session_name, "local_dir", image_is_dir=True,
+                          **{k: v for k, v in kwargs.items() if k in own})

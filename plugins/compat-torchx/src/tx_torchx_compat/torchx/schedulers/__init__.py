@@ -5,6 +5,7 @@ from tx.schedulers.api import (  # noqa: F401
     get_default_scheduler_name,
     get_scheduler_factories,
 )
+import tx_torchx_compat.scheduler_api  # noqa: F401 - fits TorchX-style Scheduler subclasses to tx
 from tx_torchx_compat.torchx.util.entrypoints import load_group  # noqa: F401
 
 __all__ = ["Scheduler", "SchedulerFactory", "get_default_scheduler_name", "get_scheduler_factories"]
