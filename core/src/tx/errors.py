@@ -9,6 +9,8 @@ with its type and a hint, and its traceback with ``--log_level DEBUG``. Plugins 
 user can fix.
 """
 
+__all__ = ["UserError"]
+
 
 class UserError(Exception):
     """An error the user can act on; ``str(e)`` is one line written for them."""

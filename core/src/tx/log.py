@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any, Callable, Dict, Optional
 
+__all__ = ["configure", "get_logger", "level", "LEVELS", "parse_level"]
+
 LEVELS: Dict[str, int] = {
     "CRITICAL": 50, "ERROR": 40, "WARNING": 30, "WARN": 30, "INFO": 20, "DEBUG": 10, "NOTSET": 0,
 }

@@ -48,6 +48,14 @@ from tx.log import get_logger
 from tx.specs.named_resources import set_source as _set_named_resource_source
 from tx.version import PLUGIN_API_VERSION, __version__
 
+__all__ = [
+    "CommandRegister", "ComponentRegister", "CORE_PLUGIN", "get_registry", "import_object",
+    "install_hint", "known_plugins", "KNOWN_PLUGINS_FILE", "NamedResourceRegister",
+    "not_installed_hint", "PluginConflictError", "PluginError", "PluginInfo", "PluginRegistry",
+    "Register", "REGISTER_CLASSES", "Registration", "SchedulerRegister", "set_registry",
+    "TrackerRegister", "WorkspaceRegister",
+]
+
 CORE_PLUGIN = "tx-core"
 
 

@@ -1,5 +1,7 @@
 """Version of the tx-core distribution and of the plugin API it offers."""
 
+__all__ = ["__version__", "PLUGIN_API_VERSION"]
+
 __version__ = "0.1.0"
 
 #: Version of the plugin contract (hookspecs and registration callbacks). A plugin may

@@ -8,3 +8,5 @@
 
 They are programs, not library code: they print progress to stdout and exit with a status.
 """
+
+__all__ = []

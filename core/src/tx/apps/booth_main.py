@@ -12,6 +12,8 @@ from typing import Any, Dict, List, Optional
 
 import fsspec
 
+__all__ = ["booth", "main", "parse_args", "read_result", "result_path", "write_result"]
+
 
 def booth(x1: float, x2: float) -> float:
     """The Booth function at ``(x1, x2)``."""

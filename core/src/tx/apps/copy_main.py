@@ -10,6 +10,8 @@ from typing import List, Optional
 
 import fsspec
 
+__all__ = ["CHUNK_BYTES", "copy", "main", "parse_args"]
+
 CHUNK_BYTES = 1 << 20
 
 

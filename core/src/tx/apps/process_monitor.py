@@ -20,6 +20,8 @@ from typing import Any, List, Optional
 
 import fsspec
 
+__all__ = ["exists", "exit_status", "main", "parse_args", "stop", "TIMEOUT_EXIT_CODE"]
+
 TIMEOUT_EXIT_CODE = 34
 
 

@@ -26,6 +26,8 @@ import fsspec
 
 from tx.components.serve import TORCHSERVE_PARAMS  # the parameters this program forwards
 
+__all__ = ["main", "parse_args", "register", "registration_url", "routable_ip"]
+
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
     """Parse the command line."""

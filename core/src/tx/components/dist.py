@@ -23,6 +23,8 @@ import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
 from tx.components.structured_arg import StructuredJArgument, StructuredNameArgument
 
+__all__ = ["ddp", "parse_nnodes", "spmd", "TORCH_DEBUG_FLAGS"]
+
 #: environment variables ``--debug`` adds: synchronous CUDA launches, NCCL desync
 #: detection, detailed torch.distributed checks, C++ stack traces.
 TORCH_DEBUG_FLAGS: Dict[str, str] = {

@@ -3,6 +3,8 @@
 import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
 
+__all__ = ["tensorboard"]
+
 
 def tensorboard(
     logdir: str,

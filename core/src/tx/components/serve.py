@@ -6,6 +6,8 @@ from typing import Dict, Optional
 import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
 
+__all__ = ["MODEL_DOWNLOAD_PORT", "torchserve", "TORCHSERVE_PARAMS"]
+
 #: TorchServe "register a model" parameters accepted in ``--params``
 TORCHSERVE_PARAMS = (
     "model_name",

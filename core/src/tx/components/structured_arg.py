@@ -17,6 +17,8 @@ import attrs
 from tx.log import get_logger
 from tx.specs import named_resources
 
+__all__ = ["DEFAULT_EXPERIMENT_NAME", "StructuredJArgument", "StructuredNameArgument"]
+
 DEFAULT_EXPERIMENT_NAME = "default-experiment"
 _J_ELASTIC = re.compile(r"^(\d+):(\d+)x(\d+)$")
 _J_NODES = re.compile(r"^(\d+)x(\d+)$")

@@ -11,6 +11,8 @@ from typing import Dict, List, Optional
 import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
 
+__all__ = ["binary", "booth", "copy", "echo", "python", "sh", "touch"]
+
 
 def _small() -> specs.Resource:
     return specs.Resource(cpu=1, gpu=0, memMB=1024)

@@ -13,6 +13,8 @@ from typing import Any, Dict, Iterator, Optional
 
 import attrs
 
+__all__ = ["log_event", "TxEvent"]
+
 
 @attrs.define
 class TxEvent:

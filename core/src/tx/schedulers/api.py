@@ -36,6 +36,12 @@ from tx.workspace.api import IMAGE_REPO_REQUIRED, find_workspace, get_workspace
 if TYPE_CHECKING:
     import datetime as _dt
 
+__all__ = [
+    "add_subclass_adapter", "DescribeAppResponse", "get_default_scheduler_name",
+    "get_scheduler_factories", "ListAppResponse", "Scheduler", "SchedulerError",
+    "SchedulerFactory",
+]
+
 T = TypeVar("T")
 
 

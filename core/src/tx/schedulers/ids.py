@@ -5,6 +5,8 @@ import os
 import re
 import unicodedata
 
+__all__ = ["clean_name", "get_len_random_id", "make_unique", "random_id"]
+
 _START = "bcdfghjklmnpqrstvwxz"
 _REST = _START + "012345679"
 

@@ -5,6 +5,8 @@ import enum
 import re
 from typing import Iterable, Iterator, List, Optional
 
+__all__ = ["filter_regex", "split_lines", "split_lines_iterator", "Stream"]
+
 
 class Stream(str, enum.Enum):
     """Which output of a replica to read."""

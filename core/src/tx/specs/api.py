@@ -17,6 +17,14 @@ import attrs
 
 from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
 
+__all__ = [
+    "ALL", "AppDef", "AppDefFormatError", "AppDryRunInfo", "AppState", "AppStatusError",
+    "InvalidRunConfigException", "is_started", "is_terminal", "macros",
+    "MalformedAppHandleException", "MAX_REPLICAS", "MISSING", "NONE", "NULL_RESOURCE",
+    "ReplicaState", "Resource", "RetryPolicy", "Role", "UnknownAppException",
+    "UnknownSchedulerException",
+]
+
 MISSING: str = "<MISSING>"
 NONE: str = "<NONE>"
 ALL: str = "all"

@@ -25,6 +25,11 @@ from typing import IO, Any, Dict, Optional, Union
 
 from tx.specs.api import AppDef, AppDefFormatError
 
+__all__ = [
+    "appdef_from_dict", "appdef_to_dict", "appdef_to_json", "appdef_to_yaml", "dump_appdef",
+    "load_appdef", "parse_appdef", "PathOrStream",
+]
+
 _YAML_EXT = (".yaml", ".yml")
 _JSON_EXT = (".json",)
 _FORMATS = ("yaml", "json")

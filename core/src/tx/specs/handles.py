@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 from tx.specs.api import MalformedAppHandleException
 
+__all__ = ["AppHandle", "make_app_handle", "parse_app_handle", "ParsedAppHandle"]
+
 AppHandle = str
 
 # greedy session: the app id is what follows the last '/', so ids may hold ':' (k8s

@@ -11,6 +11,8 @@ from typing import List, Union
 
 import attrs
 
+__all__ = ["BindMount", "DeviceMount", "Mount", "MountType", "parse_mounts", "VolumeMount"]
+
 
 class MountType(str, enum.Enum):
     BIND = "bind"

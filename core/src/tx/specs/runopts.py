@@ -14,6 +14,8 @@ import attrs
 
 from tx.specs.api import InvalidRunConfigException
 
+__all__ = ["CfgVal", "get_type_name", "is_type", "runopt", "runopts", "to_dict"]
+
 CfgVal = Union[str, int, float, bool, List[str], Dict[str, str], None]
 
 _LIST = List[str]

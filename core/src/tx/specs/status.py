@@ -9,6 +9,8 @@ import attrs
 
 from tx.specs.api import NONE, AppState, AppStatusError, is_terminal
 
+__all__ = ["AppStatus", "ReplicaStatus", "RoleStatus"]
+
 
 @attrs.define
 class ReplicaStatus:

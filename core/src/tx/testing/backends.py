@@ -43,6 +43,11 @@ from typing import Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Option
 
 import pytest
 
+__all__ = [
+    "backend_unavailable", "backends_required", "environ", "free_port", "port_open",
+    "REQUIRE_BACKENDS_ENV", "script_backend", "ServiceProcess", "wait_for",
+]
+
 #: set to ``1`` to turn every :func:`backend_unavailable` skip into a failure (CI)
 REQUIRE_BACKENDS_ENV = "TX_TEST_REQUIRE_BACKENDS"
 

@@ -39,6 +39,12 @@ from tx.config.trackers import configured_trackers
 from tx.log import get_logger
 from tx.plugins import PluginError, get_registry, import_object, not_installed_hint
 
+__all__ = [
+    "app_run_from_env", "AppRun", "AppRunTrackableSource", "build_trackers",
+    "get_configured_trackers", "is_rank0", "Lineage", "LineageRun", "TrackerArtifact",
+    "TrackerBase", "trackers_from_environ", "TrackerSource", "UNDEFINED_RUN_ID",
+]
+
 #: the run id of an :class:`AppRun` made outside a tx job (no ``TX_JOB_ID``)
 UNDEFINED_RUN_ID = "<UNDEFINED>"
 

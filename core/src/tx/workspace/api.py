@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from tx.specs.api import Role
     from tx.specs.runopts import CfgVal, runopts
 
+__all__ = [
+    "find_workspace", "get_workspace", "IGNORE_FILE", "IMAGE_REPO_REQUIRED", "walk_workspace",
+    "Workspace", "WorkspaceError",
+]
+
 #: ignore file at the workspace root; gitignore syntax (``#`` comments, ``!`` negation)
 IGNORE_FILE = ".txignore"
 

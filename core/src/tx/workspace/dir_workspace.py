@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from tx.specs.api import Role
     from tx.specs.runopts import CfgVal, runopts
 
+__all__ = ["copy_workspace", "DirWorkspace"]
+
 
 def copy_workspace(workspace: str, job_dir: str, ignore_name: str = IGNORE_FILE) -> int:
     """Copy the files of ``workspace`` (minus those its ignore file excludes) into

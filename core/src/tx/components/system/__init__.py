@@ -14,3 +14,5 @@ TorchX has these under ``torchx.specs`` (``torchx.specs.finder`` ...); tx-torchx
 keeps those paths. This package is not a component namespace: the finder skips it when it
 walks :mod:`tx.components`.
 """
+
+__all__ = []

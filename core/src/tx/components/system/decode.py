@@ -14,6 +14,11 @@ from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from tx.specs.runopts import to_dict
 
+__all__ = [
+    "annotation_name", "container_of", "decode", "DecodeError", "is_bool",
+    "resolve_annotations", "type_name", "unwrap_optional",
+]
+
 _NONE_TYPE = type(None)
 _UNIONS: Tuple[Any, ...] = (typing.Union,)
 try:  # PEP 604 unions (3.10+)

@@ -6,6 +6,11 @@ from tx.errors import UserError
 
 import re
 
+__all__ = [
+    "ComponentArgumentError", "ComponentError", "ComponentNotFoundException",
+    "ComponentValidationException", "one_line",
+]
+
 
 def one_line(message: object) -> str:
     """``message`` as text with its line breaks (and the blanks around them) made one space."""

@@ -26,6 +26,11 @@ import attrs
 
 from tx.components.system.decode import annotation_name as _name
 
+__all__ = [
+    "ERROR", "get_fn_docstring", "lint_function", "LinterMessage", "NOT_FOUND", "SYNTAX_ERROR",
+    "validate", "validate_module", "WARNING",
+]
+
 ERROR = "error"
 WARNING = "warning"
 _PRIMITIVES = frozenset({"str", "int", "float", "bool"})

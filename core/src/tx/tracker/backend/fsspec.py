@@ -40,6 +40,8 @@ from tx.tracker.api import TrackerArtifact, TrackerBase, TrackerSource
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
+__all__ = ["create", "decode_run_id", "default_root", "encode_run_id", "FsspecTracker"]
+
 #: filesystems whose writes are atomic per object: records are written in place
 _ATOMIC_PUT_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory", "oci", "oss"}
 
