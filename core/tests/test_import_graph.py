@@ -43,6 +43,8 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx.distributed": "the launcher never imports torch; the helpers do when called",
     "tx.components.system.file_linter": "docstring_parser only to read a docstring",
     "tx.tracker.backend.fsspec": "fsspec only when the file tracker is used",
+    "tx.workspace.api": "pathspec (30 modules) only when a workspace is walked",
+    "tx.runner.api": "Runner.run of an AppDef needs no component system",
     "tx.apps": "helper programs: fsspec only for the URL they were given",
     "tx.cli": "`tx --version`, `tx --help` and the `tx run` cold path",
 }

@@ -14,7 +14,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 import attrs
 
-from tx.components.system import builders, finder
 from tx.config.environ import JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
@@ -305,6 +304,8 @@ class Runner:
             tx.components.system.finder.ComponentNotFoundException, ComponentValidationException,
             tx.components.system.builders.ComponentArgumentError.
         """
+        # deferred: the component system (~5 ms) only for components, not for Runner.run of an AppDef
+        from tx.components.system import builders, finder
 
         comp = finder.get_component(component)
         defaults = self._component_defaults.get(component)

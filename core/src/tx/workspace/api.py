@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional
 
-import pathspec
 
 from tx.errors import UserError
 from tx.plugins import PluginError, get_registry, not_installed_hint
@@ -131,6 +130,8 @@ def walk_workspace(root: str, ignore_name: str = IGNORE_FILE) -> Iterator[str]:
     """
     if not os.path.isdir(root):
         raise NotADirectoryError(f"workspace {root!r} is not a directory")
+
+    import pathspec  # deferred: pathspec (30 modules) only when a workspace is walked
 
     spec = _spec(pathspec, _patterns(root, ignore_name))
     for dirpath, dirnames, filenames in os.walk(root):
