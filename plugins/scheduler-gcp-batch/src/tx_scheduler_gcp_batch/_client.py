@@ -162,3 +162,17 @@ def api_error(e: BaseException, what: str) -> SchedulerError:
 def _first_line(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0][:500] if lines else ""
+
+
+def translate(e: BaseException, what: str) -> BaseException:
+    """``e`` as the exception to raise: a Google API, auth, network or OS error during
+    ``what`` becomes a one-line :class:`SchedulerError` (:func:`api_error`); a
+    :class:`SchedulerError` and anything else are returned as they are."""
+    from google.api_core import exceptions as gex
+    from google.auth import exceptions as gauth
+
+    if isinstance(e, (gex.GoogleAPIError, gauth.GoogleAuthError, OSError, SchedulerError)) or type(
+        e
+    ).__module__.startswith(("requests", "urllib3")):
+        return e if isinstance(e, SchedulerError) else api_error(e, what)
+    return e
