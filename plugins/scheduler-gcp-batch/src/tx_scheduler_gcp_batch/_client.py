@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from tx.schedulers import SchedulerError
 
@@ -162,6 +162,14 @@ def api_error(e: BaseException, what: str) -> SchedulerError:
 def _first_line(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0][:500] if lines else ""
+
+
+def job_message(fields: Dict[str, Any]) -> Any:
+    """The ``google.cloud.batch_v1.Job`` message of ``fields`` (a dict in the message's shape,
+    as :func:`tx_scheduler_gcp_batch.request.build_job` builds it)."""
+    from google.cloud import batch_v1
+
+    return batch_v1.Job(fields)
 
 
 def translate(e: BaseException, what: str) -> BaseException:

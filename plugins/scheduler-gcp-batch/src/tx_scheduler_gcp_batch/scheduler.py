@@ -148,7 +148,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         cfg = {**cfg, "provisioning_model": model}
         project = self._project_for(cfg.get("project"))  # type: ignore[arg-type]
         location = str(cfg.get("location") or self._location or _client.default_location())
-        req = build_job(app, cfg, project, location, __version__)
+        req = build_job(app, cfg, project, location, __version__, _client.job_message)
         return AppDryRunInfo(req, fmt=str)
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:
