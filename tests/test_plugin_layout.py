@@ -1,0 +1,186 @@
+"""Every scheduler plugin follows the layout of docs/hooks.md ("Plugin layout").
+
+* ``hooks.py`` and ``scheduler.py`` exist; ``hooks.py`` holds only ``@hookimpl`` functions
+  and imports no backend SDK;
+* ``request.py``, where present, is pure: neither it nor a module of its own package that
+  it imports (followed transitively) imports a backend SDK, ``subprocess`` or the plugin's
+  ``_client``, or calls ``os.system``/``os.popen``/``os.spawn*``/``os.exec*``/``os.fork``;
+* no module carries another spelling of a role's name (``states.py``, ``_request.py``,
+  ``client.py``, ...).
+
+The checks read the sources (``ast``): nothing is imported, so a plugin whose SDK is not
+installed here is checked too.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, Iterator, List, Set
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULER_PLUGINS = sorted(p for p in (ROOT / "plugins").glob("scheduler-*") if (p / "pyproject.toml").is_file())
+
+#: top-level import names of the backend SDKs (and their transports)
+SDKS = frozenset({"boto3", "botocore", "kubernetes", "docker", "google", "ray", "mlflow", "requests"})
+#: modules that run commands
+COMMANDS = frozenset({"subprocess"})
+#: ``os`` functions that run or start programs
+OS_RUNNERS = ("system", "popen", "spawn", "exec", "fork", "posix_spawn")
+#: module names that would be another spelling of a layout role
+WRONG_NAMES = {
+    "_hooks.py": "hooks.py",
+    "_scheduler.py": "scheduler.py",
+    "_request.py": "request.py",
+    "requests.py": "request.py",
+    "client.py": "_client.py",
+    "states.py": "_states.py",
+    "state.py": "_states.py",
+    "_state.py": "_states.py",
+}
+
+
+def _package(plugin: Path) -> Path:
+    pkgs = [p for p in (plugin / "src").iterdir() if (p / "__init__.py").is_file()]
+    assert len(pkgs) == 1, f"{plugin.name}: expected one import package under src/, found {pkgs}"
+    return pkgs[0]
+
+
+def _module_file(pkg: Path, dotted: str) -> Path:
+    """The file of module ``dotted`` (``pkg.x.y``) of package ``pkg``, or a missing path."""
+    parts = dotted.split(".")[1:]
+    base = pkg.joinpath(*parts) if parts else pkg
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _imports(tree: ast.AST, pkg_name: str) -> Iterator[str]:
+    """Every module ``tree`` imports (absolute dotted names; ``from pkg import x`` yields
+    both ``pkg`` and ``pkg.x``, as ``x`` may be a module)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the package (plugins use absolute imports)
+                mod = pkg_name + (f".{node.module}" if node.module else "")
+            else:
+                mod = node.module or ""
+            yield mod
+            yield from (f"{mod}.{a.name}" for a in node.names)
+
+
+def _os_runner_calls(tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+                and node.attr.startswith(OS_RUNNERS)):
+            yield f"os.{node.attr}"
+
+
+def impurities(pkg: Path, start: str = "request") -> List[str]:
+    """What makes ``<pkg>/<start>.py`` impure: ``"<module>: <reason>"`` for each module of
+    the package reached from it by imports."""
+    name = pkg.name
+    todo = [f"{name}.{start}"]
+    seen: Set[str] = set()
+    found: List[str] = []
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        path = _module_file(pkg, mod)
+        if not path.is_file():
+            continue  # a name imported from a module, not a module
+        tree = ast.parse(path.read_text(), str(path))
+        for imp in _imports(tree, name):
+            top = imp.split(".")[0]
+            if top in SDKS:
+                found.append(f"{mod}: imports {imp}")
+            elif top in COMMANDS:
+                found.append(f"{mod}: imports {imp} (runs commands)")
+            elif imp == f"{name}._client":
+                found.append(f"{mod}: imports {imp} (backend calls)")
+            elif top == name and imp != name:
+                todo.append(imp)
+        found += [f"{mod}: calls {call}" for call in _os_runner_calls(tree)]
+    return sorted(set(found))
+
+
+def _hooks_problems(pkg: Path) -> List[str]:
+    tree = ast.parse((pkg / "hooks.py").read_text())
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for imp in _imports(node, pkg.name):
+                if imp.split(".")[0] in SDKS:
+                    out.append(f"imports {imp} at the top")
+        elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in node.decorator_list}
+            if "hookimpl" not in names:
+                out.append(f"{node.name}() is not a @hookimpl")
+    return out
+
+
+def _plugin_ids() -> List[str]:
+    return [p.name for p in SCHEDULER_PLUGINS]
+
+
+def test_every_scheduler_plugin_is_found() -> None:
+    names = set(_plugin_ids())
+    assert {"scheduler-local", "scheduler-docker", "scheduler-k8s", "scheduler-slurm"} <= names
+
+
+@pytest.mark.parametrize("plugin", SCHEDULER_PLUGINS, ids=_plugin_ids())
+def test_plugin_has_hooks_and_scheduler(plugin: Path) -> None:
+    pkg = _package(plugin)
+    missing = [m for m in ("hooks.py", "scheduler.py") if not (pkg / m).is_file()]
+    assert not missing, f"{plugin.name}: {missing} missing (docs/hooks.md, Plugin layout)"
+    assert _hooks_problems(pkg) == []
+
+
+@pytest.mark.parametrize("plugin", SCHEDULER_PLUGINS, ids=_plugin_ids())
+def test_request_module_is_pure(plugin: Path) -> None:
+    pkg = _package(plugin)
+    if not (pkg / "request.py").is_file():
+        pytest.skip(f"{plugin.name} has no request.py")
+    assert impurities(pkg) == []
+
+
+@pytest.mark.parametrize("plugin", sorted((ROOT / "plugins").glob("*/src/*/")), ids=lambda p: p.name)
+def test_no_other_spelling_of_a_role(plugin: Path) -> None:
+    wrong: Dict[str, str] = {p.name: WRONG_NAMES[p.name] for p in plugin.glob("*.py") if p.name in WRONG_NAMES}
+    assert wrong == {}, f"rename (docs/hooks.md, Plugin layout): {wrong}"
+
+
+def _write(root: Path, files: Dict[str, str]) -> Path:
+    pkg = root / "tx_scheduler_fake"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    return pkg
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"request.py": "import json\nfrom tx.specs import AppDef\n"}, []),
+    ({"request.py": "def f():\n    import boto3\n"}, ["tx_scheduler_fake.request: imports boto3"]),
+    ({"request.py": "from tx_scheduler_fake import _names\n",
+      "_names.py": "from google.cloud import batch_v1\n"},
+     ["tx_scheduler_fake._names: imports google.cloud", "tx_scheduler_fake._names: imports google.cloud.batch_v1"]),
+    ({"request.py": "from tx_scheduler_fake._util import x\n", "_util.py": "import subprocess\nx = 1\n"},
+     ["tx_scheduler_fake._util: imports subprocess (runs commands)"]),
+    ({"request.py": "from tx_scheduler_fake import _client\n", "_client.py": ""},
+     ["tx_scheduler_fake.request: imports tx_scheduler_fake._client (backend calls)"]),
+    ({"request.py": "import os\n\ndef f():\n    os.system('ls')\n"}, ["tx_scheduler_fake.request: calls os.system"]),
+])
+def test_impurities_are_found(tmp_path: Path, files: Dict[str, str], expected: List[str]) -> None:
+    """The checker itself: each kind of impurity is reported, a pure module is not."""
+    assert impurities(_write(tmp_path, files)) == expected
+
+
+def test_hooks_problems_are_found(tmp_path: Path) -> None:
+    pkg = _write(tmp_path, {"hooks.py": "import docker\nfrom tx import hookimpl\n\n"
+                                        "@hookimpl\ndef tx_register_schedulers(register):\n    pass\n\n"
+                                        "def helper():\n    pass\n"})
+    assert _hooks_problems(pkg) == ["imports docker at the top", "helper() is not a @hookimpl"]
+
