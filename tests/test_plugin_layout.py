@@ -1,7 +1,8 @@
 """Every scheduler plugin follows the layout of docs/hooks.md ("Plugin layout").
 
-* ``hooks.py`` and ``scheduler.py`` exist; ``hooks.py`` holds only ``@hookimpl`` functions
-  and imports no backend SDK;
+* ``hooks.py`` and ``scheduler.py`` exist; ``hooks.py`` holds only ``@hookimpl`` functions,
+  imports no backend SDK, and every dotted path it registers names a module and a name
+  that exist (a moved factory is a failing test, not a broken ``tx run``);
 * ``request.py`` (k8s: ``_pod.py``, ``_names.py``, ``_yaml.py``, which its per-kind modules
   build on), where present, is pure: neither it nor a module of its own package that
   it imports (followed transitively) imports a backend SDK, ``subprocess`` or the plugin's
@@ -15,6 +16,7 @@ installed here is checked too.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Set
 
@@ -124,6 +126,41 @@ def _hooks_problems(pkg: Path) -> List[str]:
     return out
 
 
+_DOTTED = re.compile(r"^(?P<mod>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
+
+
+def _top_level_names(path: Path) -> Set[str]:
+    names: Set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def dangling_registrations(pkg: Path) -> List[str]:
+    """Dotted paths (``pkg.module:name``) in ``pkg``'s hooks.py whose module file or
+    top-level name does not exist (read from the sources, nothing imported)."""
+    out = []
+    for node in ast.walk(ast.parse((pkg / "hooks.py").read_text())):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        m = _DOTTED.match(node.value)
+        if not m or m["mod"].split(".")[0] != pkg.name:
+            continue
+        path = _module_file(pkg, m["mod"])
+        if not path.is_file():
+            out.append(f"{node.value}: no module {m['mod']}")
+        elif m["attr"] not in _top_level_names(path):
+            out.append(f"{node.value}: {m['mod']} has no {m['attr']}")
+    return out
+
+
 def _plugin_ids() -> List[str]:
     return [p.name for p in SCHEDULER_PLUGINS]
 
@@ -139,6 +176,7 @@ def test_plugin_has_hooks_and_scheduler(plugin: Path) -> None:
     missing = [m for m in ("hooks.py", "scheduler.py") if not (pkg / m).is_file()]
     assert not missing, f"{plugin.name}: {missing} missing (docs/hooks.md, Plugin layout)"
     assert _hooks_problems(pkg) == []
+    assert dangling_registrations(pkg) == []
 
 
 @pytest.mark.parametrize("plugin", SCHEDULER_PLUGINS, ids=_plugin_ids())
@@ -179,6 +217,20 @@ def _write(root: Path, files: Dict[str, str]) -> Path:
 def test_impurities_are_found(tmp_path: Path, files: Dict[str, str], expected: List[str]) -> None:
     """The checker itself: each kind of impurity is reported, a pure module is not."""
     assert impurities(_write(tmp_path, files)) == expected
+
+
+def test_dangling_registrations_are_found(tmp_path: Path) -> None:
+    pkg = _write(tmp_path, {
+        "hooks.py": 'def f(register):\n    register("a", "tx_scheduler_fake.scheduler:create_scheduler")\n'
+                    '    register("b", "tx_scheduler_fake.scheduler:gone")\n'
+                    '    register("c", "tx_scheduler_fake.moved:create_scheduler")\n'
+                    '    register("d", "tx_scheduler_fake.scheduler:bound")\n',
+        "scheduler.py": "class S:\n    pass\n\n\ndef create_scheduler(session_name):\n    return S()\n\n\nbound = S\n",
+    })
+    assert dangling_registrations(pkg) == [
+        "tx_scheduler_fake.scheduler:gone: tx_scheduler_fake.scheduler has no gone",
+        "tx_scheduler_fake.moved:create_scheduler: no module tx_scheduler_fake.moved",
+    ]
 
 
 def test_hooks_problems_are_found(tmp_path: Path) -> None:
