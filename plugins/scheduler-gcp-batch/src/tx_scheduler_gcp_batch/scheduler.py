@@ -79,23 +79,12 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
     # -- clients ---------------------------------------------------------------------------
     def _batch_client(self) -> Any:
         if self._batch is None:
-            from google.api_core.client_options import ClientOptions
-            from google.cloud import batch_v1
-
-            endpoint = _client.endpoint_from_env(_client.BATCH_ENDPOINT_ENV)
-            creds, self._creds_project = _client.credentials_and_project(endpoint)
-            opts = ClientOptions(api_endpoint=endpoint) if endpoint else None
-            self._batch = batch_v1.BatchServiceClient(credentials=creds, transport="rest", client_options=opts)
+            self._batch, self._creds_project = _client.make_batch_client()
         return self._batch
 
     def _logging_client(self, project: str) -> Any:
         if self._logging is None:
-            from google.cloud import logging as gcl
-
-            endpoint = _client.endpoint_from_env(_client.LOGGING_ENDPOINT_ENV)
-            creds, _ = _client.credentials_and_project(endpoint)
-            opts = {"api_endpoint": endpoint} if endpoint else None
-            self._logging = gcl.Client(project=project, credentials=creds, client_options=opts, _use_grpc=False)
+            self._logging = _client.make_logging_client(project)
         return self._logging
 
     def _project_for(self, cfg_project: Optional[str]) -> str:
@@ -105,17 +94,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         return _client.resolve_project(None, self._creds_project)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from google.api_core import exceptions as gex
-        from google.auth import exceptions as gauth
-
-        try:
-            return fn(*args, **kwargs)
-        except (gex.GoogleAPIError, gauth.GoogleAuthError, OSError) as e:
-            raise _client.api_error(e, what) from None
-        except Exception as e:  # requests' ConnectionError and friends
-            if type(e).__module__.startswith(("requests", "urllib3")):
-                raise _client.api_error(e, what) from None
-            raise
+        return _client.call(what, fn, *args, **kwargs)
 
     # -- run options -------------------------------------------------------------------------
     def _run_opts(self) -> runopts:
