@@ -48,9 +48,9 @@ def free_ports(n: int) -> int:
 
 
 def counted(calls: List[str]) -> Callable[..., Any]:
-    from tx_scheduler_slurm import _cmd
+    from tx_scheduler_slurm import _client
 
-    real = _cmd.run
+    real = _client.run
 
     def run(argv: List[str], *a: Any, **kw: Any) -> Any:
         calls.append(argv[0])
@@ -94,7 +94,7 @@ def main() -> None:
     os.environ["TX_STATE_DIR"] = str(base / "tx-state")
     try:
         from tx.specs import AppDef, Resource, Role
-        from tx_scheduler_slurm import _cmd
+        from tx_scheduler_slurm import _client
         from tx_scheduler_slurm.scheduler import create_scheduler
 
         sched = create_scheduler("bench")
@@ -106,7 +106,7 @@ def main() -> None:
         submit_s = time.perf_counter() - t
 
         calls: List[str] = []
-        _cmd.run = counted(calls)  # count every Slurm command the scheduler runs
+        _client.run = counted(calls)  # count every Slurm command the scheduler runs
         listed: List[Any] = []
         list_med, list_min, list_calls = timed(lambda: listed.extend(sched.list()), calls)
         n_listed = len({a.app_id for a in listed} & set(ids))

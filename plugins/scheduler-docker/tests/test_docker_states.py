@@ -20,7 +20,7 @@ import pytest
 from tx.specs import AppDef, AppState, Role
 from tx.testing import find_replica
 from tx_scheduler_docker.scheduler import DockerScheduler
-from tx_scheduler_docker.states import container_state, exit_code_from_status_text, known_state
+from tx_scheduler_docker._states import container_state, exit_code_from_status_text, known_state
 
 #: app name -> the state the relay reports for its ended containers
 RENAMED = {"unkstopped": "stopped", "unkmystery": "hibernating"}

@@ -4,7 +4,7 @@ No Batch emulator exists: a session-scoped fixture starts :class:`fake_gcp.FakeG
 server for the Batch v1 and Cloud Logging v2 REST APIs that really runs the tasks as local
 processes, on a free port of 127.0.0.1 with its state under pytest's temp directory. The
 scheduler under test is the real one over the official client libraries, located the way
-users locate Google Cloud (environment variables, see ``tx_scheduler_gcp_batch.config``), so
+users locate Google Cloud (environment variables, see ``tx_scheduler_gcp_batch._client``), so
 that a scheduler created by name in a fresh process reaches the same server.
 """
 import os

@@ -18,8 +18,8 @@ def test_readme_has_the_run_options_table(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_readme_names_every_environment_variable_the_plugin_reads() -> None:
-    from tx_scheduler_gcp_batch import config
+    from tx_scheduler_gcp_batch import _client
 
     text = README.read_text()
-    for var in (*config.PROJECT_ENVS, config.LOCATION_ENV, config.BATCH_ENDPOINT_ENV, config.LOGGING_ENDPOINT_ENV):
+    for var in (*_client.PROJECT_ENVS, _client.LOCATION_ENV, _client.BATCH_ENDPOINT_ENV, _client.LOGGING_ENDPOINT_ENV):
         assert f"${var}" in text, var

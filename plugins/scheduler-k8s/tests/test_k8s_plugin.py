@@ -7,7 +7,7 @@ import pytest
 
 from tx.testing import isolated_registry, register_plugin
 from tx_scheduler_k8s import hooks
-from tx_scheduler_k8s._base import runopts_markdown
+from tx_scheduler_k8s.scheduler import runopts_markdown
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 NAMES = ["kubernetes", "kubernetes_jobset", "kubernetes_mcad"]

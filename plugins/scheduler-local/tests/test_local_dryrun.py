@@ -12,7 +12,7 @@ from tx.log import configure, get_logger
 from tx.plugins import PluginRegistry
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role
 from tx_scheduler_local import hooks
-from tx_scheduler_local._cuda import nvidia_smi_device_count
+from tx_scheduler_local.scheduler import nvidia_smi_device_count
 from tx_scheduler_local.scheduler import create_cwd_scheduler, create_dir_scheduler
 
 

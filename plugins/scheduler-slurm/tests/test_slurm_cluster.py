@@ -15,8 +15,8 @@ import pytest
 from tx.runner import get_runner
 from tx.specs import AppDef, AppState, InvalidRunConfigException, Resource, Role
 from tx.workspace.api import WorkspaceError
-from tx_scheduler_slurm import _cmd
-from tx_scheduler_slurm._cmd import SlurmCommandError
+from tx_scheduler_slurm import _client
+from tx_scheduler_slurm._client import SlurmCommandError
 from tx_scheduler_slurm._parse import parse_config
 from tx_scheduler_slurm._cluster import query_cluster
 from tx_scheduler_slurm.scheduler import SlurmScheduler
@@ -29,13 +29,13 @@ TRAIN = REPO / "examples" / "train.py"
 
 def accounting_enabled() -> bool:
     """Whether the cluster runs accounting (scripts/start-slurm.sh: only with SLURM_ACCT=1)."""
-    conf = parse_config(_cmd.run(["scontrol", "show", "config"]).stdout)
+    conf = parse_config(_client.run(["scontrol", "show", "config"]).stdout)
     return conf.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none"
 
 
 def cluster_has_gpus() -> bool:
     """Whether the nodes have GRES gpu (scripts/start-slurm.sh: fake ones, SLURM_FAKE_GPUS)."""
-    return "gpu:" in _cmd.run(["sinfo", "--noheader", "--format=%G"]).stdout
+    return "gpu:" in _client.run(["sinfo", "--noheader", "--format=%G"]).stdout
 
 
 def free_port() -> int:

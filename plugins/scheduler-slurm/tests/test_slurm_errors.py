@@ -9,7 +9,7 @@ import pytest
 
 from tx.plugins import PluginRegistry
 from tx.specs import AppDef, Role
-from tx_scheduler_slurm import _cmd
+from tx_scheduler_slurm import _client
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 BIN = Path(sys.executable).parent
@@ -30,7 +30,7 @@ def test_slurm_not_installed_api(no_slurm: None) -> None:
     assert "#SBATCH --job-name=a@r-0" in str(info)
     for call in (lambda: sched.schedule(info), lambda: sched.describe("12"), sched.list,
                  lambda: sched.cancel("12")):
-        with pytest.raises(_cmd.SlurmNotInstalledError) as e:
+        with pytest.raises(_client.SlurmNotInstalledError) as e:
             call()
         msg = str(e.value)
         assert "not found: Slurm is not installed here" in msg and "apt-get install slurm-client" in msg
@@ -52,22 +52,22 @@ def test_slurm_not_installed_cli(tmp_path: Path) -> None:
 
 
 def test_command_failure_and_timeout_are_one_line() -> None:
-    with pytest.raises(_cmd.SlurmCommandError) as e:
-        _cmd.run(["sh", "-c", "echo noise >&2; echo 'sh: error: it broke' >&2; exit 3"])
+    with pytest.raises(_client.SlurmCommandError) as e:
+        _client.run(["sh", "-c", "echo noise >&2; echo 'sh: error: it broke' >&2; exit 3"])
     assert str(e.value) == "sh failed (exit 3): sh: error: it broke"
     assert e.value.returncode == 3 and "noise" in e.value.stderr
-    assert _cmd.run(["sh", "-c", "exit 2"], check=False).returncode == 2
-    assert _cmd.run(["cat"], input="on stdin\n").stdout == "on stdin\n"
-    with pytest.raises(_cmd.SlurmTimeoutError, match=r"^sleep did not answer within 0.2 s: is slurmctld up"):
-        _cmd.run(["sleep", "30"], timeout=0.2)
+    assert _client.run(["sh", "-c", "exit 2"], check=False).returncode == 2
+    assert _client.run(["cat"], input="on stdin\n").stdout == "on stdin\n"
+    with pytest.raises(_client.SlurmTimeoutError, match=r"^sleep did not answer within 0.2 s: is slurmctld up"):
+        _client.run(["sleep", "30"], timeout=0.2)
 
 
 def test_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TX_SLURM_TIMEOUT", "2.5")
-    assert _cmd.default_timeout() == 2.5
+    assert _client.default_timeout() == 2.5
     monkeypatch.setenv("TX_SLURM_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="TX_SLURM_TIMEOUT must be a positive number"):
-        _cmd.default_timeout()
+        _client.default_timeout()
 
 
 def test_plugin_registers_slurm() -> None:

@@ -15,8 +15,8 @@ import pytest
 
 from tx.schedulers.api import SchedulerError
 from tx.specs import AppState
-from tx_scheduler_slurm import _cmd
-from tx_scheduler_slurm._cmd import SlurmTimeoutError
+from tx_scheduler_slurm import _client
+from tx_scheduler_slurm._client import SlurmTimeoutError
 from tx_scheduler_slurm.request import LAUNCHER
 
 BIN = Path(sys.executable).parent
@@ -54,7 +54,7 @@ slurm = pytest.mark.slurm
 
 
 def scontrol_job(job_id: str) -> str:
-    return _cmd.run(["scontrol", "show", "job", "--oneliner", job_id]).stdout
+    return _client.run(["scontrol", "show", "job", "--oneliner", job_id]).stdout
 
 
 def wait_for(pred: Any, timeout: float = 60, what: str = "") -> Any:
@@ -100,7 +100,7 @@ def test_pending_app_says_why_it_waits(apps: Any) -> None:
 @slurm
 def test_only_tx_jobs_are_listed_and_named_by_their_app(apps: Any, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    plain = _cmd.run(["sbatch", "--parsable", "--hold", f"--output={tmp_path}/%j.out", "--job-name=sh-0",
+    plain = _client.run(["sbatch", "--parsable", "--hold", f"--output={tmp_path}/%j.out", "--job-name=sh-0",
                       "--wrap", "true"]).stdout.strip()
     try:
         name = "Über-run (exp) 日本語"
@@ -118,12 +118,12 @@ def test_only_tx_jobs_are_listed_and_named_by_their_app(apps: Any, tmp_path: Pat
         assert "JobName=_ber-run__exp_____@sh-0 " in scontrol_job(app_id)
         assert f"Comment=tx-app:{name}" in scontrol_job(app_id)
         # tx log of a job tx did not submit: an error that says so
-        _cmd.run(["scontrol", "release", plain])
+        _client.run(["scontrol", "release", plain])
         wait_for(lambda: "JobState=COMPLETED" in scontrol_job(plain), what="the plain job")
         with pytest.raises(SchedulerError, match=f"job {plain} was not submitted by tx"):
             list(apps.sched.log_iter(plain, "sh", 0))
     finally:
-        _cmd.run(["scancel", plain], check=False)
+        _client.run(["scancel", plain], check=False)
 
 
 @slurm
@@ -171,7 +171,7 @@ def test_run_options_reach_slurm(apps: Any) -> None:
                          nodelist="node[3-4]", signal="USR1@60", requeue=False)
     text = scontrol_job(app_id)
     assert "OverSubscribe=NO" in text and "ReqNodeList=node3" in text and "Requeue=0" in text, text
-    second = _cmd.run(["scontrol", "show", "job", "--oneliner", str(int(app_id) + 1)]).stdout
+    second = _client.run(["scontrol", "show", "job", "--oneliner", str(int(app_id) + 1)]).stdout
     assert "ReqNodeList=node4" in second, second
     apps.sched.cancel(app_id)
     apps.wait(app_id)
@@ -186,7 +186,7 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> List[Li
     """Record every Slurm command the scheduler runs (with ``fail``: each one fails as with
     slurmctld down)."""
     calls: List[List[str]] = []
-    real = _cmd.run
+    real = _client.run
 
     def run(argv: List[str], *a: Any, **kw: Any) -> Any:
         calls.append(list(argv))
@@ -194,7 +194,7 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> List[Li
             raise SlurmTimeoutError(f"{argv[0]} did not answer (slurmctld down)")
         return real(argv, *a, **kw)
 
-    monkeypatch.setattr(_cmd, "run", run)
+    monkeypatch.setattr(_client, "run", run)
     return calls
 
 
@@ -211,10 +211,10 @@ def test_node_that_goes_down_is_named(apps: Any) -> None:
     app_id = apps.submit([apps.role("n", "sleep", ["600"], replicas=2)], name="nodefail", nodelist="node3,node4")
     wait_for(lambda: apps.sched.describe(app_id).state == AppState.RUNNING, what="the job to run")
     try:
-        _cmd.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
+        _client.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
         desc = apps.wait(app_id, timeout=120)
     finally:
-        _cmd.run(["scontrol", "update", "nodename=node4", "state=resume"], check=False)
+        _client.run(["scontrol", "update", "nodename=node4", "state=resume"], check=False)
     assert desc.state == AppState.FAILED and desc.num_restarts == 0, desc
     assert desc.structured_error_msg.startswith("NODE_FAIL: the job lost a node that failed under it (nodes "), desc
     assert "node4" in desc.structured_error_msg and "node4" in desc.msg
@@ -228,11 +228,11 @@ def test_requeued_job_names_the_node_that_went_down(apps: Any) -> None:
                          nodelist="node3,node4")
     wait_for(lambda: apps.sched.describe(app_id).state == AppState.RUNNING, what="the job to run")
     try:
-        _cmd.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
+        _client.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
         # keep it out (the test node's slurmd is alive and would register again at once)
-        _cmd.run(["scontrol", "update", "nodename=node4", "state=drain", "reason=tx-test"])
+        _client.run(["scontrol", "update", "nodename=node4", "state=drain", "reason=tx-test"])
         desc = wait_for(lambda: (d := apps.sched.describe(app_id)) and d.num_restarts == 1
                         and d.state == AppState.PENDING and d, what="the requeue")
         assert "nodes down or drained now: node4 (tx-test)" in desc.msg, desc.msg
     finally:
-        _cmd.run(["scontrol", "update", "nodename=node4", "state=resume"], check=False)
+        _client.run(["scontrol", "update", "nodename=node4", "state=resume"], check=False)

@@ -20,8 +20,8 @@ import pytest
 
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing.backends import backend_unavailable
-from tx_scheduler_slurm import _cmd
-from tx_scheduler_slurm._cmd import SlurmTimeoutError
+from tx_scheduler_slurm import _client
+from tx_scheduler_slurm._client import SlurmTimeoutError
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 pytestmark = pytest.mark.slurm
@@ -62,7 +62,7 @@ class Submitted:
             self.ids = {case: self.sched.submit(AppDef(case, roles=roles), {"job_dir": str(job_dir), **cfg})
                         for case, (roles, cfg) in CASES.items()}
             #: a job of the same user that tx did not submit
-            self.plain = _cmd.run(["sbatch", "--parsable", f"--output={job_dir}/plain-%j.out", "--job-name=sh-0",
+            self.plain = _client.run(["sbatch", "--parsable", f"--output={job_dir}/plain-%j.out", "--job-name=sh-0",
                                    "--wrap", "true"]).stdout.strip()
 
     def forgotten(self, app_id: str) -> bool:
@@ -161,7 +161,7 @@ def test_sacct_alone_names_out_of_memory(submitted: Dict[str, Submitted]) -> Non
     out.rename(out.with_suffix(".moved"))
     try:
         with sub.cluster.active():
-            steps = _cmd.run(["sacct", "--noheader", "--parsable2", "--format=JobID,State", "--jobs", app_id]).stdout
+            steps = _client.run(["sacct", "--noheader", "--parsable2", "--format=JobID,State", "--jobs", app_id]).stdout
             assert f"{app_id}+1.0|OUT_OF_MEMORY" in steps.splitlines(), steps
             desc = create_scheduler("tx").describe(app_id)
     finally:
@@ -188,8 +188,8 @@ def test_tx_list_shows_every_app_by_name_and_only_tx_apps(submitted: Dict[str, S
     for case in CASES:
         sub.final(case)
     calls: List[str] = []
-    real = _cmd.run
-    monkeypatch.setattr(_cmd, "run", lambda argv, *a, **kw: calls.append(argv[0]) or real(argv, *a, **kw))
+    real = _client.run
+    monkeypatch.setattr(_client, "run", lambda argv, *a, **kw: calls.append(argv[0]) or real(argv, *a, **kw))
     with sub.cluster.active():
         listed = {a.app_id: a for a in create_scheduler("tx").list()}
     assert {case: (listed[app_id].name, listed[app_id].state) for case, app_id in sub.ids.items()} == {

@@ -30,6 +30,7 @@ from tx.specs import (
 )
 
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
+from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch.request import (
     DEFAULT_LOG_GROUP, REPLICA_ID_TOKEN, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
 )
@@ -38,30 +39,6 @@ from tx_scheduler_aws_batch.resources import K8S_ITYPE
 __all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch"]
 
 log = get_logger(__name__)
-
-#: the reason ``cancel`` gives ``terminate_job``; a FAILED job with it is CANCELLED
-CANCEL_REASON = "cancelled by tx (tx cancel)"
-#: the cfg key the ``docker`` workspace kind reads to require ``image_repo`` (remote nodes)
-
-_STATES = {
-    "SUBMITTED": AppState.PENDING,
-    "PENDING": AppState.PENDING,
-    "RUNNABLE": AppState.PENDING,
-    "STARTING": AppState.PENDING,
-    "RUNNING": AppState.RUNNING,
-    "SUCCEEDED": AppState.SUCCEEDED,
-    "FAILED": AppState.FAILED,
-}
-
-
-def appstate_from_batch(status: str, reason: str = "") -> AppState:
-    """The :class:`AppState` of a Batch job status (SUBMITTED, PENDING, RUNNABLE and
-    STARTING are PENDING, as in TorchX); FAILED with :data:`CANCEL_REASON` is CANCELLED;
-    an unknown status is UNKNOWN."""
-    if status == "FAILED" and reason.startswith(CANCEL_REASON):
-        return AppState.CANCELLED
-    return _STATES.get(status, AppState.UNKNOWN)
-
 
 def _ms(t: Optional[_dt.datetime]) -> Optional[int]:
     """Milliseconds since the epoch (CloudWatch's unit); naive datetimes are local time."""

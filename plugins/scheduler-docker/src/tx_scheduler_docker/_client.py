@@ -1,4 +1,5 @@
-"""The Docker client, made from the environment as the ``docker`` CLI makes it.
+"""The Docker client, made from the environment as the ``docker`` CLI makes it, and the
+engine's errors as one-line :class:`SchedulerError` messages (:func:`engine_call`).
 
 The location of the engine comes from ``DOCKER_HOST`` (``unix:///var/run/docker.sock`` when
 unset; ``tcp://host:2376`` with ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``), as documented in
@@ -8,8 +9,9 @@ https://docs.docker.com/engine/reference/commandline/cli/#environment-variables 
 """
 from __future__ import annotations
 
+import functools
 import os
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from tx.schedulers.api import SchedulerError
 
@@ -58,3 +60,33 @@ def make_client(timeout: int = DEFAULT_TIMEOUT) -> Any:
             f"no Docker engine answers at {engine_location()} ({reason[:200]}); {START_HINT}"
         ) from None
     return client
+
+
+def api_reason(e: Exception) -> str:
+    """The first line of an engine error's explanation (at most 300 characters)."""
+    explanation = getattr(e, "explanation", None)
+    text = str(explanation or e)
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def engine_call(fn: F) -> F:
+    """Turn a lost connection or an engine error during ``fn`` into a one-line
+    :class:`SchedulerError` (what the CLI prints)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import docker
+        import requests
+
+        try:
+            return fn(*args, **kwargs)
+        except requests.exceptions.RequestException as e:
+            reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            raise SchedulerError(f"no Docker engine answers at {engine_location()} ({reason}); {START_HINT}") from None
+        except docker.errors.APIError as e:
+            raise SchedulerError(f"the Docker engine at {engine_location()} refused the request: {api_reason(e)}") from None
+
+    return wrapper  # type: ignore[return-value]

@@ -12,40 +12,28 @@ and run options.
 """
 from __future__ import annotations
 
-import fnmatch
-import functools
-import os
 import threading
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar
-
-import attrs
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
-from tx.schedulers.env import RANK0_HOST, replica_env
-from tx.schedulers.ids import make_unique
 from tx.schedulers.streams import Stream, filter_regex
-from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role, is_terminal, macros
-from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
+from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import ReplicaStatus, RoleStatus
-from tx_scheduler_docker import states
+from tx_scheduler_docker import _states
+from tx_scheduler_docker._client import api_reason, engine_call, engine_location
+from tx_scheduler_docker.request import (
+    LABEL_APP_ID, LABEL_APP_NAME, LABEL_MEM_MB, LABEL_NUM_REPLICAS, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
+    LABEL_VERSION, DockerContainer, DockerJob, build_request,
+)
 from tx_scheduler_docker.version import __version__
 
 __all__ = ["DockerContainer", "DockerJob", "DockerScheduler", "create_scheduler", "LABEL_APP_ID"]
 
 log = get_logger(__name__)
 
-LABEL_VERSION = "tx.version"
-LABEL_APP_ID = "tx.app-id"
-LABEL_APP_NAME = "tx.app-name"
-LABEL_SESSION = "tx.session"
-LABEL_ROLE_NAME = "tx.role-name"
-LABEL_ROLE_IDX = "tx.role-idx"
-LABEL_REPLICA_ID = "tx.replica-id"
-LABEL_NUM_REPLICAS = "tx.num-replicas"
-LABEL_MEM_MB = "tx.mem-mb"
 #: suffix cancel adds to a container's name: the engine then records the cancel for every
 #: client (labels cannot change after creation; names can)
 CANCELLED_SUFFIX = ".cancelled"
@@ -53,141 +41,6 @@ CANCELLED_SUFFIX = ".cancelled"
 STOP_TIMEOUT = 5
 #: lines of a failed replica's output quoted in ``structured_error_msg``
 ERROR_TAIL_LINES = 5
-
-#: named devices of ``Resource.devices`` -> the host device files one unit stands for
-#: (as TorchX maps them for Docker and AWS Batch)
-_DEVICE_PATHS = {
-    "vpc.amazonaws.com/efa": "/dev/infiniband/uverbs{}",
-    "aws.amazon.com/neurondevice": "/dev/neuron{}",
-}
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _engine_call(fn: F) -> F:
-    """Turn a lost connection or an engine error during ``fn`` into a one-line
-    :class:`SchedulerError` (what the CLI prints)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import docker
-        import requests
-
-        try:
-            return fn(*args, **kwargs)
-        except requests.exceptions.RequestException as e:
-            from tx_scheduler_docker._client import START_HINT
-
-            reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-            raise SchedulerError(f"no Docker engine answers at {_location()} ({reason}); {START_HINT}") from None
-        except docker.errors.APIError as e:
-            raise SchedulerError(f"the Docker engine at {_location()} refused the request: {_api_reason(e)}") from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-@attrs.define
-class DockerContainer:
-    """One replica: ``image``, ``command`` (argv) and the keyword arguments of
-    ``docker.models.containers.ContainerCollection.create`` (plain data: the SDK's types are
-    made when the container is created)."""
-
-    image: str
-    command: List[str]
-    kwargs: Dict[str, Any] = attrs.field(factory=dict)
-
-
-@attrs.define
-class DockerJob:
-    """The request of one app: its id, its network and one container per replica."""
-
-    app_id: str
-    network: str
-    containers: List[DockerContainer] = attrs.field(factory=list)
-
-    def __str__(self) -> str:
-        import yaml
-
-        return yaml.safe_dump(
-            {"app_id": self.app_id, "network": self.network,
-             "containers": [attrs.asdict(c) for c in self.containers]},
-            sort_keys=False, default_flow_style=False,
-        )
-
-    __repr__ = __str__
-
-
-def _dns_name(text: str) -> str:
-    """``text`` lower-cased with every character outside ``[a-z0-9-]`` made ``-``."""
-    out = "".join(c if c.isalnum() and c.isascii() else "-" for c in text.lower()).strip("-")
-    return out or "x"
-
-
-def container_name(app_id: str, role: str, replica_id: int) -> str:
-    """``<app_id>-<role>-<k>``: the container's name and its host name on the app's network
-    (the role part shortened so that the name fits a 63-character DNS label)."""
-    tail = f"-{replica_id}"
-    room = max(1, 63 - len(app_id) - 1 - len(tail))
-    return f"{app_id}-{_dns_name(role)[:room].rstrip('-') or 'r'}{tail}"
-
-
-def _copy_env(patterns: Iterable[str]) -> Dict[str, str]:
-    out: Dict[str, str] = {}
-    for pat in patterns:
-        for k, v in os.environ.items():
-            if fnmatch.fnmatchcase(k, pat):
-                out[k] = v
-    return out
-
-
-def _resources(role: Role) -> Dict[str, Any]:
-    """Container kwargs from ``role.resource``: memMB -> memory limit and /dev/shm size, cpu
-    -> CPU quota (nano CPUs), gpu -> a device request of that many GPUs, named devices ->
-    device files."""
-    res = role.resource
-    kw: Dict[str, Any] = {}
-    if res == NULL_RESOURCE:
-        return kw
-    if res.memMB and res.memMB > 0:
-        kw["mem_limit"] = f"{int(res.memMB)}m"
-        kw["memswap_limit"] = f"{int(res.memMB)}m"
-        kw["shm_size"] = f"{int(res.memMB)}m"
-    if res.cpu and res.cpu > 0:
-        kw["nano_cpus"] = int(res.cpu * 1e9)
-    if res.gpu and res.gpu > 0:
-        kw["device_requests"] = [{"Driver": "", "Count": int(res.gpu), "Capabilities": [["gpu"]]}]
-    devices: List[str] = []
-    for name, count in (res.devices or {}).items():
-        pattern = _DEVICE_PATHS.get(name)
-        if pattern is None:
-            log.warning("unknown device; not mounted", device=name, known=sorted(_DEVICE_PATHS))
-            continue
-        devices += [f"{pattern.format(i)}:{pattern.format(i)}:rwm" for i in range(int(count))]
-    if devices:
-        kw["devices"] = devices
-    return kw
-
-
-def _mounts(role: Role) -> Dict[str, Any]:
-    """Container kwargs from ``role.mounts``: bind and named-volume mounts, device files."""
-    volumes: Dict[str, Dict[str, str]] = {}
-    devices: List[str] = []
-    for m in role.mounts:
-        if isinstance(m, BindMount):
-            volumes[m.src_path] = {"bind": m.dst_path, "mode": "ro" if m.read_only else "rw"}
-        elif isinstance(m, VolumeMount):
-            volumes[m.src] = {"bind": m.dst_path, "mode": "ro" if m.read_only else "rw"}
-        elif isinstance(m, DeviceMount):
-            devices.append(f"{m.src_path}:{m.dst_path}:{m.permissions}")
-        else:  # pragma: no cover - Role's type forbids it
-            raise ValueError(f"role {role.name!r}: unsupported mount {m!r}")
-    kw: Dict[str, Any] = {}
-    if volumes:
-        kw["volumes"] = volumes
-    if devices:
-        kw["devices"] = devices
-    return kw
 
 
 def local_docker_runopts() -> runopts:
@@ -213,7 +66,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             when first needed).
 
     Replica states come from container states and exit codes
-    (:mod:`tx_scheduler_docker.states`); an app is SUCCEEDED when every container exited
+    (:mod:`tx_scheduler_docker._states`); an app is SUCCEEDED when every container exited
     with 0, FAILED when every container ended and one did not, CANCELLED after
     :meth:`cancel`, otherwise the state of its first replica that has not ended.
     Containers stay after they end (``docker ps -a``), so that describe and logs work
@@ -258,58 +111,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 raise ValueError(f"role {role.name!r} has no image; local_docker runs role.image as a container")
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
-        app_id = make_unique(_dns_name(app.name)[:40])
-        network = f"tx-{app_id}"
-        base_env: Dict[str, str] = {}
-        copy_env = cfg.get("copy_env")
-        if copy_env:
-            base_env.update(_copy_env(copy_env))  # type: ignore[arg-type]
-        base_env.update(cfg.get("env") or {})  # type: ignore[arg-type]
-        rank0 = container_name(app_id, app.roles[0].name, 0)
-        job = DockerJob(app_id=app_id, network=network)
-        for idx, role in enumerate(app.roles):
-            for k in range(role.num_replicas):
-                values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=RANK0_HOST)
-                r = values.apply(role)
-                name = container_name(app_id, role.name, k)
-                env = dict(base_env)
-                env.update(r.env)
-                env.update(replica_env(app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0,
-                                       role_idx=idx, num_replicas=role.num_replicas))
-                labels = {
-                    LABEL_VERSION: __version__,
-                    LABEL_APP_ID: app_id,
-                    LABEL_APP_NAME: app.name,
-                    LABEL_SESSION: self.session_name,
-                    LABEL_ROLE_NAME: role.name,
-                    LABEL_ROLE_IDX: str(idx),
-                    LABEL_REPLICA_ID: str(k),
-                    LABEL_NUM_REPLICAS: str(role.num_replicas),
-                }
-                if role.resource != NULL_RESOURCE and role.resource.memMB > 0:
-                    labels[LABEL_MEM_MB] = str(role.resource.memMB)
-                kwargs: Dict[str, Any] = {
-                    "name": name,
-                    "hostname": name[:63],
-                    "labels": labels,
-                    "environment": env,
-                    "network": network,
-                    # an init process as PID 1 forwards SIGTERM (cancel) to the program and
-                    # reaps zombies: without it `sh -c` ignores SIGTERM until SIGKILL
-                    "init": True,
-                    "privileged": bool(cfg.get("privileged")),
-                    "stop_signal": "SIGTERM",
-                }
-                kwargs.update(_resources(role))
-                mounts = _mounts(role)
-                if "devices" in mounts and "devices" in kwargs:
-                    mounts["devices"] = kwargs.pop("devices") + mounts["devices"]
-                kwargs.update(mounts)
-                if role.port_map:
-                    kwargs["ports"] = {f"{int(p)}/tcp": None for p in role.port_map.values()}
-                if role.max_retries > 0:
-                    kwargs["restart_policy"] = {"Name": "on-failure", "MaximumRetryCount": int(role.max_retries)}
-                job.containers.append(DockerContainer(image=role.image, command=[r.entrypoint, *r.args], kwargs=kwargs))
+        job = build_request(app, cfg, self.session_name)
         return AppDryRunInfo(job, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
@@ -341,7 +143,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 ct.start()
         except docker.errors.APIError as e:
             self._remove_quietly(created, network)
-            raise SchedulerError(f"{job.app_id}: the engine refused the app: {_api_reason(e)}") from None
+            raise SchedulerError(f"{job.app_id}: the engine refused the app: {api_reason(e)}") from None
         except BaseException:
             self._remove_quietly(created, network)
             raise
@@ -376,13 +178,13 @@ class DockerScheduler(Scheduler[DockerJob]):
         except docker.errors.ImageNotFound:
             pass
         except docker.errors.APIError as e:
-            log.warning("cannot inspect image; trying to pull it", image=image, error=_api_reason(e))
+            log.warning("cannot inspect image; trying to pull it", image=image, error=api_reason(e))
         try:
             log.info("pulling image", image=image)
             client.images.pull(image)
         except docker.errors.DockerException as e:
             raise SchedulerError(
-                f"image {image!r} is not on the engine at {_location()} and cannot be pulled: {_api_reason(e)}"
+                f"image {image!r} is not on the engine at {engine_location()} and cannot be pulled: {api_reason(e)}"
             ) from None
 
     def _collect_networks(self, client: Any) -> None:
@@ -430,7 +232,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 continue  # removed meanwhile
         return out
 
-    @_engine_call
+    @engine_call
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state from its containers (None: no container has its label).
 
@@ -458,8 +260,8 @@ class DockerScheduler(Scheduler[DockerJob]):
             st = info.get("State") or {}
             status = st.get("Status")
             code = st.get("ExitCode")
-            state = states.container_state(status, code)
-            if not states.known_state(status):
+            state = _states.container_state(status, code)
+            if not _states.known_state(status):
                 unknown.append(f"{info.get('Name', '').lstrip('/')}: {status!r}")
             name = (info.get("Name") or "").lstrip("/")
             policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
@@ -491,11 +293,11 @@ class DockerScheduler(Scheduler[DockerJob]):
         ordered = sorted(roles, key=lambda r: (role_order[r], r))
         role_statuses = [RoleStatus(r, sorted(roles[r], key=lambda x: x.id)) for r in ordered]
         replicas = [x for rs in role_statuses for x in rs.replicas]
-        app_state, msg = _app_state(replicas, cancelled)
+        app_state, msg = _states.app_state(replicas, cancelled)
         desc = DescribeAppResponse(
             app_id=app_id, state=app_state, num_restarts=restarts, msg=msg,
             roles_statuses=role_statuses, roles=[role_defs[r] for r in ordered],
-            metadata={"network": f"tx-{app_id}", "engine": _location()},
+            metadata={"network": f"tx-{app_id}", "engine": engine_location()},
         )
         if unknown:
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "unknown container states: " + ", ".join(unknown)
@@ -513,7 +315,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         labels = (info.get("Config") or {}).get("Labels") or {}
         mem = _int(labels.get(LABEL_MEM_MB), 0) or None
         code = int(st.get("ExitCode") or 0)
-        how = states.describe_exit(code, bool(st.get("OOMKilled")), mem)
+        how = _states.describe_exit(code, bool(st.get("OOMKilled")), mem)
         name = (info.get("Name") or "").lstrip("/")
         text = f"{first.role}[{first.id}] (container {name}) failed first: {how}"
         if st.get("Error"):
@@ -529,7 +331,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             text += f" ({len(failed)} replicas failed)"
         return text
 
-    @_engine_call
+    @engine_call
     def list(self) -> List[ListAppResponse]:
         """Every app that has containers with tx's labels on this engine (any session).
 
@@ -546,8 +348,8 @@ class DockerScheduler(Scheduler[DockerJob]):
             if not app_id:
                 continue
             status = s.get("State")
-            code = states.exit_code_from_status_text(s.get("Status") or "")
-            state = states.container_state(status, code)
+            code = _states.exit_code_from_status_text(s.get("Status") or "")
+            state = _states.container_state(status, code)
             cname = ((s.get("Names") or [""])[0]).lstrip("/")
             if cname.endswith(CANCELLED_SUFFIX):
                 cancelled[app_id] = True
@@ -555,11 +357,11 @@ class DockerScheduler(Scheduler[DockerJob]):
                     state = AppState.CANCELLED
             apps.setdefault(app_id, []).append(ReplicaStatus(id=0, state=state, role=labels.get(LABEL_ROLE_NAME, "")))
             names[app_id] = labels.get(LABEL_APP_NAME, "")
-        return [ListAppResponse(app_id=a, state=_app_state(r, cancelled.get(a, False))[0], name=names[a])
+        return [ListAppResponse(app_id=a, state=_states.app_state(r, cancelled.get(a, False))[0], name=names[a])
                 for a, r in sorted(apps.items())]
 
     # -- cancel -------------------------------------------------------------------------------------
-    @_engine_call
+    @engine_call
     def _cancel_existing(self, app_id: str) -> None:
         """Mark every container of the app cancelled (its name gets ``.cancelled``), stop
         them (SIGTERM, SIGKILL after :data:`STOP_TIMEOUT` seconds; in parallel, so this
@@ -579,7 +381,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 try:
                     client.api.rename(s["Id"], name + CANCELLED_SUFFIX)
                 except docker.errors.APIError as e:
-                    log.warning("cannot mark container cancelled", container=name, error=_api_reason(e))
+                    log.warning("cannot mark container cancelled", container=name, error=api_reason(e))
 
         def stop(cid: str) -> None:
             try:
@@ -587,7 +389,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as e:
-                log.warning("cannot stop container", container=cid[:12], error=_api_reason(e))
+                log.warning("cannot stop container", container=cid[:12], error=api_reason(e))
 
         threads = [threading.Thread(target=stop, args=(s["Id"],), daemon=True) for s in live]
         for t in threads:
@@ -598,7 +400,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         log.info("cancelled", app_id=app_id, stopped=len(live))
 
     # -- logs -----------------------------------------------------------------------------------------
-    @_engine_call
+    @engine_call
     def _container_id(self, app_id: str, role_name: str, k: int) -> str:
         client = self._docker()
         found = client.api.containers(all=True, filters={"label": [f"{LABEL_APP_ID}={app_id}",
@@ -670,51 +472,11 @@ class DockerScheduler(Scheduler[DockerJob]):
             yield buf
 
 
-def _app_state(replicas: List[ReplicaStatus], cancelled: bool) -> Tuple[AppState, str]:
-    """The app's state and message from its replicas' states."""
-    states_ = [r.state for r in replicas]
-    if cancelled and all(is_terminal(s) for s in states_):
-        return AppState.CANCELLED, "cancelled"
-    if states_ and all(is_terminal(s) for s in states_):
-        if all(s == AppState.SUCCEEDED for s in states_):
-            return AppState.SUCCEEDED, NONE
-        failed = [f"{r.role}[{r.id}]" for r in replicas if r.state != AppState.SUCCEEDED]
-        return AppState.FAILED, f"failed: {', '.join(failed)}"
-    if cancelled:
-        return AppState.RUNNING, "cancelling: waiting for the containers to stop"
-    for r in replicas:
-        if not is_terminal(r.state):
-            msg = NONE
-            if r.state == AppState.SUBMITTED:
-                msg = f"{r.role}[{r.id}]: container created, not started yet"
-            elif r.state == AppState.PENDING:
-                msg = f"{r.role}[{r.id}]: container restarting (retries left) or paused"
-            elif r.state == AppState.UNKNOWN:
-                msg = f"{r.role}[{r.id}]: the engine reports a state tx does not know"
-            failed = [f"{x.role}[{x.id}]" for x in replicas if x.state == AppState.FAILED]
-            if failed:
-                msg = (msg + "; " if msg != NONE else "") + f"failed: {', '.join(failed)}, others still running"
-            return r.state, msg
-    return AppState.UNKNOWN, NONE  # pragma: no cover - no replicas
-
-
 def _int(value: Any, default: int) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-def _location() -> str:
-    from tx_scheduler_docker._client import engine_location
-
-    return engine_location()
-
-
-def _api_reason(e: Exception) -> str:
-    explanation = getattr(e, "explanation", None)
-    text = str(explanation or e)
-    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 def create_scheduler(session_name: str, client: Optional[Any] = None, **kwargs: Any) -> DockerScheduler:

@@ -1,5 +1,9 @@
 """AppDef -> Google Cloud Batch ``Job`` (``google.cloud.batch_v1.Job``), and back.
 
+Pure: the job is built as a dict of the message's fields, without the client libraries
+(the scheduler makes the message of it, see :func:`build_job`); reading a job back
+(:func:`task_layout`, :func:`roles_of`) only reads its attributes.
+
 Batch runs one task group per job ("Only one TaskGroup is supported now", Job.task_groups in
 https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs), so an app
 is one task group whose tasks are all the replicas of all roles, in role order:
@@ -39,10 +43,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 import attrs
-from google.cloud import batch_v1
 
 from tx.schedulers import env as envc
 from tx.schedulers.ids import make_unique
@@ -90,7 +93,7 @@ class GcpBatchJob:
         return f"{self.project}:{self.location}:{self.job_id}"
 
     def __str__(self) -> str:
-        body = batch_v1.Job.to_json(self.job, indent=2, sort_keys=True, use_integers_for_enums=False)
+        body = type(self.job).to_json(self.job, indent=2, sort_keys=True, use_integers_for_enums=False)
         return f"# create_job parent={self.parent} job_id={self.job_id}\n{body}\n"
 
 
@@ -158,8 +161,16 @@ def machine_type_for(gpus: int, role_names: str) -> str:
     return A100_MACHINE_TYPES[gpus]
 
 
-def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: str, version: str) -> GcpBatchJob:
-    """The Batch job for ``app`` (resolved ``cfg``: see :func:`tx_scheduler_gcp_batch.options.gcp_runopts`).
+def build_job(
+    app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: str, version: str,
+    make_job: Callable[[Dict[str, Any]], Any],
+) -> GcpBatchJob:
+    """The Batch job for ``app`` (resolved ``cfg``: the run options of ``gcp_batch``).
+
+    The job is built here as the fields of a ``Job`` (a dict in the API's shape, field
+    names as in ``google.cloud.batch_v1``, enum values by name), without the client
+    libraries; ``make_job`` turns them into the message the client sends
+    (:func:`tx_scheduler_gcp_batch._client.job_message`).
 
     Raises:
         ValueError: the app cannot run on Batch (mounts, a GPU count no machine type has,
@@ -185,13 +196,11 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
             _MEM_LABEL: str(max(role.resource.memMB, 0)),
             _RETRIES_LABEL: str(role.max_retries),
         }
-        runnables.append(
-            batch_v1.Runnable(
-                container=batch_v1.Runnable.Container(image_uri=role.image, entrypoint=SHELL, commands=["-c", script]),
-                display_name=role.name,
-                labels=labels,
-            )
-        )
+        runnables.append({
+            "container": {"image_uri": role.image, "entrypoint": SHELL, "commands": ["-c", script]},
+            "display_name": role.name,
+            "labels": labels,
+        })
         for k in range(role.num_replicas):
             values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=envc.RANK0_HOST)
             env = {name: values.substitute(v) for name, v in role.env.items()}
@@ -200,14 +209,14 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
                     app_id=app_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
                 )
             )
-            task_envs.append(batch_v1.Environment(variables=env))
+            task_envs.append({"variables": env})
 
     res = _largest(app.roles)
-    compute = batch_v1.ComputeResource()
+    compute: Dict[str, int] = {}
     if res.cpu > 0:
-        compute.cpu_milli = int(res.cpu * 1000)
+        compute["cpu_milli"] = int(res.cpu * 1000)
     if res.memMB > 0:
-        compute.memory_mib = int(res.memMB)
+        compute["memory_mib"] = int(res.memMB)
 
     retries = max(role.max_retries for role in app.roles)
     if retries < 0 or retries > MAX_RETRY_COUNT:
@@ -217,31 +226,29 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: st
     if spot:
         spot_retries = int(cfg.get("spot_retries") or 0)
         if retries == 0 and spot_retries > 0:
-            lifecycle.append(
-                batch_v1.LifecyclePolicy(
-                    action=batch_v1.LifecyclePolicy.Action.RETRY_TASK,
-                    action_condition=batch_v1.LifecyclePolicy.ActionCondition(exit_codes=list(SPOT_PREEMPTED_EXIT_CODES)),
-                )
-            )
+            lifecycle.append({
+                "action": "RETRY_TASK",
+                "action_condition": {"exit_codes": list(SPOT_PREEMPTED_EXIT_CODES)},
+            })
         retries = min(MAX_RETRY_COUNT, retries + spot_retries)
 
-    task_spec = batch_v1.TaskSpec(
-        runnables=runnables, compute_resource=compute, max_retry_count=retries, lifecycle_policies=lifecycle
-    )
-    group = batch_v1.TaskGroup(
-        task_spec=task_spec,
-        task_environments=task_envs,
-        task_count_per_node=1,
-        require_hosts_file=True,
-        permissive_ssh=True,
-    )
-    job = batch_v1.Job(
-        task_groups=[group],
-        allocation_policy=_allocation_policy(app.roles, res, cfg),
-        labels={"tx_version": label_value(version), "tx_app_name": label_value(app.name)},
-        logs_policy=batch_v1.LogsPolicy(destination=batch_v1.LogsPolicy.Destination.CLOUD_LOGGING),
-    )
-    return GcpBatchJob(project=project, location=location, job_id=job_id, job=job)
+    task_spec = {
+        "runnables": runnables, "compute_resource": compute, "max_retry_count": retries, "lifecycle_policies": lifecycle,
+    }
+    group = {
+        "task_spec": task_spec,
+        "task_environments": task_envs,
+        "task_count_per_node": 1,
+        "require_hosts_file": True,
+        "permissive_ssh": True,
+    }
+    job = {
+        "task_groups": [group],
+        "allocation_policy": _allocation_policy(app.roles, res, cfg),
+        "labels": {"tx_version": label_value(version), "tx_app_name": label_value(app.name)},
+        "logs_policy": {"destination": "CLOUD_LOGGING"},
+    }
+    return GcpBatchJob(project=project, location=location, job_id=job_id, job=make_job(job))
 
 
 def _largest(roles: List[Role]) -> Resource:
@@ -252,23 +259,22 @@ def _largest(roles: List[Role]) -> Resource:
     )
 
 
-def _allocation_policy(roles: List[Role], res: Resource, cfg: Mapping[str, CfgVal]) -> Any:
-    AP = batch_v1.AllocationPolicy
+def _allocation_policy(roles: List[Role], res: Resource, cfg: Mapping[str, CfgVal]) -> Dict[str, Any]:
     machine_type = cfg.get("machine_type") or ""
     if res.gpu > 0 and not machine_type:
         names = ", ".join(repr(r.name) for r in roles if r.resource.gpu == res.gpu)
         machine_type = machine_type_for(int(res.gpu), f"role {names}")
-    model = AP.ProvisioningModel.SPOT if cfg.get("provisioning_model") == "SPOT" else AP.ProvisioningModel.STANDARD
-    policy = AP.InstancePolicy(provisioning_model=model)
+    model = "SPOT" if cfg.get("provisioning_model") == "SPOT" else "STANDARD"
+    policy: Dict[str, Any] = {"provisioning_model": model}
     if machine_type:
-        policy.machine_type = str(machine_type)
-    instance = AP.InstancePolicyOrTemplate(policy=policy, install_gpu_drivers=res.gpu > 0)
-    alloc = AP(instances=[instance])
+        policy["machine_type"] = str(machine_type)
+    instance = {"policy": policy, "install_gpu_drivers": res.gpu > 0}
+    alloc: Dict[str, Any] = {"instances": [instance]}
     if cfg.get("service_account"):
-        alloc.service_account = batch_v1.ServiceAccount(email=str(cfg["service_account"]))
+        alloc["service_account"] = {"email": str(cfg["service_account"])}
     if cfg.get("network") or cfg.get("subnetwork"):
-        nic = AP.NetworkInterface(network=str(cfg.get("network") or ""), subnetwork=str(cfg.get("subnetwork") or ""))
-        alloc.network = AP.NetworkPolicy(network_interfaces=[nic])
+        nic = {"network": str(cfg.get("network") or ""), "subnetwork": str(cfg.get("subnetwork") or "")}
+        alloc["network"] = {"network_interfaces": [nic]}
     return alloc
 
 

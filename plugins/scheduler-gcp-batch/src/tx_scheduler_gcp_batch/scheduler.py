@@ -10,7 +10,7 @@
 * cancel: ``cancel_job`` (the job stays, CANCELLED, so ``tx status`` still answers).
 * list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``.
 
-Where the project, location, endpoints and credentials come from: :mod:`tx_scheduler_gcp_batch.config`.
+Where the project, location, endpoints and credentials come from: :mod:`tx_scheduler_gcp_batch._client`.
 
 References: https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs,
 https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks,
@@ -28,7 +28,8 @@ from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Sched
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
 from tx.specs import is_terminal, runopts
 
-from tx_scheduler_gcp_batch import config
+from tx_scheduler_gcp_batch import _client
+from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch.request import GcpBatchJob, TaskInfo, build_job, roles_of, task_layout
 from tx_scheduler_gcp_batch.version import __version__
 
@@ -36,33 +37,10 @@ __all__ = ["GcpBatchScheduler", "create_scheduler", "JOB_STATES", "TASK_STATES"]
 
 log = get_logger(__name__)
 
-#: Batch ``JobStatus.State`` name -> AppState
-JOB_STATES: Dict[str, AppState] = {
-    "STATE_UNSPECIFIED": AppState.UNKNOWN,
-    "QUEUED": AppState.SUBMITTED,
-    "SCHEDULED": AppState.PENDING,
-    "RUNNING": AppState.RUNNING,
-    "SUCCEEDED": AppState.SUCCEEDED,
-    "FAILED": AppState.FAILED,
-    "DELETION_IN_PROGRESS": AppState.UNKNOWN,
-    "CANCELLATION_IN_PROGRESS": AppState.RUNNING,
-    "CANCELLED": AppState.CANCELLED,
-}
-#: Batch ``TaskStatus.State`` name -> AppState of the replica
-TASK_STATES: Dict[str, AppState] = {
-    "STATE_UNSPECIFIED": AppState.UNKNOWN,
-    "PENDING": AppState.PENDING,
-    "ASSIGNED": AppState.PENDING,
-    "RUNNING": AppState.RUNNING,
-    "FAILED": AppState.FAILED,
-    "SUCCEEDED": AppState.SUCCEEDED,
-    "UNEXECUTED": AppState.PENDING,
-}
 PROVISIONING_MODELS = ("STANDARD", "SPOT")
 LOG_NAME = "batch_task_logs"
 _EPOCH = "1970-01-01T00:00:00Z"
 _TAIL_POLL_S = 2.0
-#: the key the ``docker`` workspace kind reads to require ``image_repo`` (remote nodes)
 
 
 class GcpBatchScheduler(Scheduler[GcpBatchJob]):
@@ -70,7 +48,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
 
     Args:
         session_name: the session part of app handles.
-        project: default project (else the environment / credentials; see :mod:`.config`).
+        project: default project (else the environment / credentials; see :mod:`._client`).
         location: default location for ``list`` (else ``$CLOUDSDK_BATCH_LOCATION`` or
             ``us-central1``).
         batch_client: a ``google.cloud.batch_v1.BatchServiceClient`` to use (default: one
@@ -101,50 +79,29 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
     # -- clients ---------------------------------------------------------------------------
     def _batch_client(self) -> Any:
         if self._batch is None:
-            from google.api_core.client_options import ClientOptions
-            from google.cloud import batch_v1
-
-            endpoint = config.endpoint_from_env(config.BATCH_ENDPOINT_ENV)
-            creds, self._creds_project = config.credentials_and_project(endpoint)
-            opts = ClientOptions(api_endpoint=endpoint) if endpoint else None
-            self._batch = batch_v1.BatchServiceClient(credentials=creds, transport="rest", client_options=opts)
+            self._batch, self._creds_project = _client.make_batch_client()
         return self._batch
 
     def _logging_client(self, project: str) -> Any:
         if self._logging is None:
-            from google.cloud import logging as gcl
-
-            endpoint = config.endpoint_from_env(config.LOGGING_ENDPOINT_ENV)
-            creds, _ = config.credentials_and_project(endpoint)
-            opts = {"api_endpoint": endpoint} if endpoint else None
-            self._logging = gcl.Client(project=project, credentials=creds, client_options=opts, _use_grpc=False)
+            self._logging = _client.make_logging_client(project)
         return self._logging
 
     def _project_for(self, cfg_project: Optional[str]) -> str:
-        if cfg_project or self._project or config.env_project():
-            return config.resolve_project(cfg_project or self._project)
+        if cfg_project or self._project or _client.env_project():
+            return _client.resolve_project(cfg_project or self._project)
         self._batch_client()  # finds the credentials and their project
-        return config.resolve_project(None, self._creds_project)
+        return _client.resolve_project(None, self._creds_project)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from google.api_core import exceptions as gex
-        from google.auth import exceptions as gauth
-
-        try:
-            return fn(*args, **kwargs)
-        except (gex.GoogleAPIError, gauth.GoogleAuthError, OSError) as e:
-            raise config.api_error(e, what) from None
-        except Exception as e:  # requests' ConnectionError and friends
-            if type(e).__module__.startswith(("requests", "urllib3")):
-                raise config.api_error(e, what) from None
-            raise
+        return _client.call(what, fn, *args, **kwargs)
 
     # -- run options -------------------------------------------------------------------------
     def _run_opts(self) -> runopts:
         opts = runopts()
         opts.add("project", type_=str, help="GCP project (default: $GOOGLE_CLOUD_PROJECT, "
                  "$CLOUDSDK_CORE_PROJECT, or the project of the application default credentials)")
-        opts.add("location", type_=str, default=self._location or config.default_location(),
+        opts.add("location", type_=str, default=self._location or _client.default_location(),
                  help="Batch location (region); default $CLOUDSDK_BATCH_LOCATION or us-central1")
         opts.add("service_account", type_=str, help="email of the service account the VMs run as")
         opts.add("network", type_=str, help="VPC network URL (projects/P/global/networks/N)")
@@ -169,8 +126,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             raise InvalidRunConfigException("spot_retries must be >= 0", "spot_retries", cfg)
         cfg = {**cfg, "provisioning_model": model}
         project = self._project_for(cfg.get("project"))  # type: ignore[arg-type]
-        location = str(cfg.get("location") or self._location or config.default_location())
-        req = build_job(app, cfg, project, location, __version__)
+        location = str(cfg.get("location") or self._location or _client.default_location())
+        req = build_job(app, cfg, project, location, __version__, _client.job_message)
         return AppDryRunInfo(req, fmt=str)
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:
@@ -196,7 +153,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         if len(parts) == 3 and all(parts):
             project, location, job_id = parts
         elif len(parts) == 1 and parts[0]:
-            project, location, job_id = self._project_for(None), self._location or config.default_location(), parts[0]
+            project, location, job_id = self._project_for(None), self._location or _client.default_location(), parts[0]
         else:
             raise ValueError(f"gcp_batch: app id {app_id!r} is not PROJECT:LOCATION:JOB_ID")
         return f"projects/{project}/locations/{location}/jobs/{job_id}"
@@ -211,7 +168,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         except gex.NotFound:
             return None
         except Exception as e:  # noqa: BLE001 - mapped to one line
-            raise _mapped(e, f"get job {name}") from None
+            raise _client.translate(e, f"get job {name}") from None
 
     def _tasks(self, job: Any) -> Optional[List[Any]]:
         """The job's tasks; None where the job went away meanwhile (deleted)."""
@@ -224,7 +181,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         except gex.NotFound:
             return None
         except Exception as e:  # noqa: BLE001 - mapped to one line
-            raise _mapped(e, f"list tasks of {job.name}") from None
+            raise _client.translate(e, f"list tasks of {job.name}") from None
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state from the Batch job and its tasks; None for an unknown job.
@@ -282,7 +239,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
     def list(self) -> List[ListAppResponse]:
         """Apps (jobs labelled ``tx_version``) in the configured project and location."""
         project = self._project_for(None)
-        location = self._location or config.default_location()
+        location = self._location or _client.default_location()
         parent = f"projects/{project}/locations/{location}"
         client = self._batch_client()
         jobs = self._call(f"list jobs in {parent}", lambda: list(client.list_jobs(parent=parent)))
@@ -315,7 +272,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         except (gex.BadRequest, gex.NotFound):
             pass  # ended (FAILED_PRECONDITION, HTTP 400) or went away meanwhile
         except Exception as e:  # noqa: BLE001 - mapped to one line
-            raise _mapped(e, f"cancel job {job.name}") from None
+            raise _client.translate(e, f"cancel job {job.name}") from None
 
     # -- logs ----------------------------------------------------------------------------------
     def _log_filter(
@@ -426,17 +383,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
                     closer()
                 except Exception:  # noqa: BLE001 - best effort on shutdown
                     pass
-
-
-def _mapped(e: BaseException, what: str) -> BaseException:
-    from google.api_core import exceptions as gex
-    from google.auth import exceptions as gauth
-
-    if isinstance(e, (gex.GoogleAPIError, gauth.GoogleAuthError, OSError, SchedulerError)) or type(
-        e
-    ).__module__.startswith(("requests", "urllib3")):
-        return e if isinstance(e, SchedulerError) else config.api_error(e, what)
-    return e
 
 
 def _payload(entry: Any) -> str:

@@ -35,7 +35,7 @@ from tx.schedulers import env as envc
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, RetryPolicy, Role, runopts
 
 from tx_scheduler_k8s import _names, _pod
-from tx_scheduler_k8s._base import KubernetesBase, KubernetesJob, check_namespace, common_runopts
+from tx_scheduler_k8s.scheduler import KubernetesBase, KubernetesJob, check_namespace, common_runopts
 
 log = get_logger(__name__)
 
@@ -217,10 +217,5 @@ class KubernetesJobSetScheduler(KubernetesBase):
         log.info("k8s_cancelled", scheduler=self.backend, app_id=app_id)
 
 
-def create_scheduler(session_name: str, client: Any = None, context: Optional[str] = None,
-                     **kwargs: Any) -> KubernetesJobSetScheduler:
-    """Factory registered as ``kubernetes_jobset`` (``client``: a ``kubernetes.client.ApiClient``;
-    other keyword arguments are ignored)."""
-    if kwargs:
-        log.debug("k8s_ignored_scheduler_params", params=sorted(kwargs))
-    return KubernetesJobSetScheduler(session_name, client=client, context=context)
+#: the factory registered as ``kubernetes_jobset`` (:meth:`KubernetesBase.create`)
+create_scheduler = KubernetesJobSetScheduler.create

@@ -32,7 +32,7 @@ from tx.log import get_logger
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, runopts
 
 from tx_scheduler_k8s import _names, _pod
-from tx_scheduler_k8s._base import KubernetesBase, KubernetesJob, check_namespace, common_runopts
+from tx_scheduler_k8s.scheduler import KubernetesBase, KubernetesJob, check_namespace, common_runopts
 
 log = get_logger(__name__)
 
@@ -237,10 +237,5 @@ class KubernetesMCADScheduler(KubernetesBase):
         log.info("k8s_cancelled", scheduler=self.backend, app_id=app_id)
 
 
-def create_scheduler(session_name: str, client: Any = None, context: Optional[str] = None,
-                     **kwargs: Any) -> KubernetesMCADScheduler:
-    """Factory registered as ``kubernetes_mcad`` (``client``: a ``kubernetes.client.ApiClient``;
-    other keyword arguments are ignored)."""
-    if kwargs:
-        log.debug("k8s_ignored_scheduler_params", params=sorted(kwargs))
-    return KubernetesMCADScheduler(session_name, client=client, context=context)
+#: the factory registered as ``kubernetes_mcad`` (:meth:`KubernetesBase.create`)
+create_scheduler = KubernetesMCADScheduler.create

@@ -26,7 +26,7 @@ from tx.log import get_logger
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, RetryPolicy, Role, runopts
 
 from tx_scheduler_k8s import _names, _pod
-from tx_scheduler_k8s._base import KubernetesBase, KubernetesJob, check_namespace, common_runopts
+from tx_scheduler_k8s.scheduler import KubernetesBase, KubernetesJob, check_namespace, common_runopts
 
 log = get_logger(__name__)
 
@@ -168,7 +168,7 @@ def app_to_resource(
 
 class KubernetesScheduler(KubernetesBase):
     """Runs apps as Volcano Jobs on the cluster of ``$KUBECONFIG`` (see the module
-    docstring and :class:`tx_scheduler_k8s._base.KubernetesBase` for the arguments)."""
+    docstring and :class:`tx_scheduler_k8s.scheduler.KubernetesBase` for the arguments)."""
 
     GVK = (GROUP, VERSION, PLURAL, KIND)
 
@@ -230,12 +230,8 @@ class KubernetesScheduler(KubernetesBase):
         log.info("k8s_cancelled", scheduler=self.backend, app_id=app_id)
 
 
-def create_scheduler(session_name: str, client: Any = None, context: Optional[str] = None, **kwargs: Any) -> KubernetesScheduler:
-    """Factory registered as ``kubernetes`` (TorchX's signature; ``client``: a
-    ``kubernetes.client.ApiClient``; other keyword arguments are ignored)."""
-    if kwargs:
-        log.debug("k8s_ignored_scheduler_params", params=sorted(kwargs))
-    return KubernetesScheduler(session_name, client=client, context=context)
+#: the factory registered as ``kubernetes`` (:meth:`KubernetesBase.create`)
+create_scheduler = KubernetesScheduler.create
 
 
 __all__ = ["KubernetesJob", "KubernetesScheduler", "app_to_job", "app_to_resource", "create_scheduler", "pod_name"]

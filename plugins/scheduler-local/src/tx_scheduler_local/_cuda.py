@@ -2,8 +2,9 @@
 
 * total = sum over roles of ``resource.gpu * num_replicas`` (roles with gpu <= 0 skipped);
   0 -> nothing to do.
-* the host's count comes from ``nvidia-smi -L`` (non-empty lines); a missing binary or a
-  failing command counts as 0. torch is never imported.
+* the host's count comes from ``nvidia-smi -L`` (non-empty lines; the scheduler's
+  ``nvidia_smi_device_count``, passed in): a missing binary or a failing command counts as 0.
+  torch is never imported. Nothing here runs a command.
 * fewer devices than requested -> a warning, nothing set (all or nothing).
 * otherwise contiguous, non-overlapping ranges in role order then replica order, which
   replace any ``CUDA_VISIBLE_DEVICES`` the role sets. On 8 GPUs, roles [1 x 2 GPUs,
@@ -14,21 +15,7 @@ When the option is off and more than one replica asks for GPUs, a warning says t
 """
 from __future__ import annotations
 
-import subprocess
 from typing import Callable, List, Optional, Sequence, Tuple
-
-
-def nvidia_smi_device_count() -> int:
-    """Number of GPUs ``nvidia-smi -L`` lists; 0 if it is missing, fails or times out (10 s)."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    if out.returncode != 0:
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.strip())
 
 
 def plan(

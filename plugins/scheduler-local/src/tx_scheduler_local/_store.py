@@ -103,3 +103,22 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     if not isinstance(obj, dict):
         raise BadStateFile(path, f"holds a JSON {type(obj).__name__}, not an object")
     return obj
+
+
+def ensure_log_root(path: str, is_default: bool) -> None:
+    """Create the log root if needed. The default one must be a directory of ours that
+    no one else can write (it is in a shared temp directory).
+
+    Raises:
+        RuntimeError: the default root exists but is not a private directory of ours.
+    """
+    os.makedirs(path, mode=0o700 if is_default else 0o777, exist_ok=True)
+    if is_default and hasattr(os, "getuid"):
+        st = os.lstat(path)
+        import stat
+
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise RuntimeError(
+                f"default log directory {path} is not a private directory of this user; "
+                "pass the run option log_dir"
+            )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
@@ -37,9 +38,9 @@ from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Unkno
 from tx.specs.files import appdef_to_dict
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
-from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _request, _scripts, _store, _where
-from tx_scheduler_local._cuda import nvidia_smi_device_count
+from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
 from tx_scheduler_local._relay import FILES, TIMES
+from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -52,7 +53,20 @@ STRAY_AGE_S = 10.0
 _STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
 
 
-class LocalScheduler(Scheduler[_request.LocalRequest]):
+def nvidia_smi_device_count() -> int:
+    """Number of GPUs ``nvidia-smi -L`` lists; 0 if it is missing, fails or times out (10 s)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    if out.returncode != 0:
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.strip())
+
+
+class LocalScheduler(Scheduler[LocalRequest]):
     """Runs each replica as a local process, supervised by a detached per-app supervisor.
 
     Args:
@@ -128,8 +142,8 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
                 f"run option 'cancel_timeout' must be >= 0 seconds, got {timeout!r}", "cancel_timeout", cfg
             )
 
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[_request.LocalRequest]:
-        req = _request.build_request(
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
+        req = build_request(
             app, cfg, scheduler=self.backend, session=self.session_name,
             image_is_dir=self.image_is_dir, device_count=self._device_count,
             warn=lambda text: log.warning(text, app=app.name), extra_paths=self.extra_paths,
@@ -137,7 +151,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         return AppDryRunInfo(req, fmt=str)
 
     # -- schedule -------------------------------------------------------------------------------
-    def schedule(self, dryrun_info: AppDryRunInfo[_request.LocalRequest]) -> str:
+    def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
         """Start the app's supervisor and return the app id once it runs.
 
         Raises:
@@ -150,7 +164,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
         app = dryrun_info._app
         _scripts.check_scripts(app, req)  # a missing script fails before anything starts
         _check_fd_limit(sum(len(r.replicas) for r in req.roles))
-        _request.ensure_log_root(req.log_root, is_default=not dryrun_info._cfg.get("log_dir"))
+        _store.ensure_log_root(req.log_root, is_default=not dryrun_info._cfg.get("log_dir"))
         os.makedirs(os.path.join(req.log_root, req.session), exist_ok=True)
         try:
             os.mkdir(req.log_dir)
@@ -172,7 +186,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
             "launcher_start": _procs.start_time(me), "num_restarts": 0, **_where.here(),
         })
-        _store.write_json_atomic(os.path.join(tmp_dir, _store.REQUEST), data, default=_request.dumps_default)
+        _store.write_json_atomic(os.path.join(tmp_dir, _store.REQUEST), data, default=dumps_default)
         _listing.write_summary(tmp_dir, data)
         os.rename(tmp_dir, app_dir)
         try:
@@ -198,7 +212,7 @@ class LocalScheduler(Scheduler[_request.LocalRequest]):
     def _app(self, app_id: str, request: Dict[str, Any]) -> Optional[AppDef]:
         """The AppDef stored with the request (None for a request without one)."""
         if app_id not in self._roles:
-            self._roles[app_id] = _request.app_from_json(request.get("app") or {})
+            self._roles[app_id] = app_from_json(request.get("app") or {})
         return self._roles[app_id]
 
     @staticmethod

@@ -19,10 +19,8 @@ https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
-import logging
 import os
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -36,7 +34,8 @@ from tx.specs import (
 )
 from tx.specs.status import ReplicaStatus, RoleStatus
 
-from tx_scheduler_ray import _logs, tx_ray_driver
+from tx_scheduler_ray import _client, _logs, tx_ray_driver
+from tx_scheduler_ray._states import JOB_STATES, replica_state
 from tx_scheduler_ray.request import RayJob, build_request, hostport, submission_name, validate_app
 
 __all__ = ["DEFAULT_DASHBOARD", "RayScheduler", "create_scheduler", "ray_runopts"]
@@ -47,13 +46,6 @@ log = get_logger(__name__)
 DEFAULT_DASHBOARD = "127.0.0.1:8265"
 _APP_ID = re.compile(r"^(?P<addr>[^/\s]+?:\d+)-(?P<sid>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
 _SID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_JOB_STATES = {
-    "PENDING": AppState.PENDING,
-    "RUNNING": AppState.RUNNING,
-    "SUCCEEDED": AppState.SUCCEEDED,
-    "FAILED": AppState.FAILED,
-    "STOPPED": AppState.CANCELLED,
-}
 _MB = 1 << 20
 
 
@@ -135,16 +127,10 @@ class RayScheduler(Scheduler[RayJob]):
                 return _url(candidate)
         return f"http://{addr}"
 
-    def _client(self, url: str) -> Any:
+    def _job_client(self, url: str) -> Any:
         client = self._clients.get(url)
         if client is None:
-            from ray.job_submission import JobSubmissionClient
-
-            try:
-                client = JobSubmissionClient(url)
-            except ConnectionError as e:
-                raise SchedulerError(f"no Ray dashboard answers at {url}: {_one_line(e)} "
-                                     "(set dashboard_address or RAY_ADDRESS)") from None
+            client = _client.make_client(url)
             self._clients[url] = client
         return client
 
@@ -209,15 +195,15 @@ class RayScheduler(Scheduler[RayJob]):
             SchedulerError: the dashboard cannot be reached or refused the job.
         """
         req = dryrun_info.request
-        client = self._client(req.address)
+        client = self._job_client(req.address)
         try:
-            with _quiet_sdk():
+            with _client.quiet_sdk():
                 client.submit_job(
                     entrypoint=req.entrypoint, submission_id=req.submission_id,
                     runtime_env=req.runtime_env, metadata=req.metadata,
                 )
         except Exception as e:  # noqa: BLE001 - the SDK raises RuntimeError, ValueError, OSError...
-            raise SchedulerError(f"Ray refused job {req.submission_id} at {req.address}: {_one_line(e)}") from None
+            raise SchedulerError(f"Ray refused job {req.submission_id} at {req.address}: {_client.one_line(e)}") from None
         log.info("ray_submitted", app_id=req.app_id, replicas=sum(r["num_replicas"] for r in req.spec["roles"]))
         return req.app_id
 
@@ -226,13 +212,13 @@ class RayScheduler(Scheduler[RayJob]):
         url, sid = self._parse(app_id)
         if not url:
             return "", "", None
-        client = self._client(url)
+        client = self._job_client(url)
         try:
             info = client.get_job_info(sid)
         except RuntimeError as e:
             if "404" in str(e) or "does not exist" in str(e):
                 return url, sid, None
-            raise SchedulerError(f"Ray dashboard {url}: {_one_line(e)}") from None
+            raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
         return url, sid, info
 
     def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
@@ -269,9 +255,9 @@ class RayScheduler(Scheduler[RayJob]):
         oldest first; Ray jobs not submitted by tx are left out."""
         url = self._default_url()
         try:
-            jobs = self._client(url).list_jobs()
+            jobs = self._job_client(url).list_jobs()
         except RuntimeError as e:
-            raise SchedulerError(f"Ray dashboard {url}: {_one_line(e)}") from None
+            raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
         out = []
         for job in sorted(jobs, key=lambda j: j.start_time or 0):
             meta = job.metadata or {}
@@ -279,7 +265,7 @@ class RayScheduler(Scheduler[RayJob]):
                 continue
             out.append(ListAppResponse(
                 app_id=f"{hostport(url)}-{job.submission_id}",
-                state=_JOB_STATES.get(str(job.status), AppState.UNKNOWN), name=meta["tx_app"],
+                state=JOB_STATES.get(str(job.status), AppState.UNKNOWN), name=meta["tx_app"],
             ))
         return out
 
@@ -287,9 +273,9 @@ class RayScheduler(Scheduler[RayJob]):
         """``stop_job``: the driver stops the replicas; a job that already ended is left."""
         url, sid = self._parse(app_id)
         try:
-            self._client(url).stop_job(sid)
+            self._job_client(url).stop_job(sid)
         except RuntimeError as e:
-            raise SchedulerError(f"Ray dashboard {url}: cannot stop {sid}: {_one_line(e)}") from None
+            raise SchedulerError(f"Ray dashboard {url}: cannot stop {sid}: {_client.one_line(e)}") from None
         log.info("ray_cancelled", app_id=app_id)
 
     # -- logs -------------------------------------------------------------------------------------
@@ -402,29 +388,9 @@ class RayScheduler(Scheduler[RayJob]):
         self._clients.clear()
 
 
-@contextlib.contextmanager
-def _quiet_sdk() -> Iterator[None]:
-    """The SDK logs each package upload at INFO on the console; keep that at debug level."""
-    names = ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging")
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def _lines(blocks: Iterable[bytes]) -> Iterator[str]:
     for block in blocks:
         yield from split_lines(block.decode("utf-8", "replace"))
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return text[:400] if text else type(e).__name__
 
 
 def _spec_of(info: Any) -> Dict[str, Any]:
@@ -452,13 +418,6 @@ def _replica_record(state: Optional[Dict[str, Any]], role: str, k: int) -> Optio
     return None
 
 
-def _appstate(name: Optional[str]) -> AppState:
-    try:
-        return AppState[str(name)]
-    except KeyError:
-        return AppState.UNKNOWN
-
-
 def _failure_text(f: Dict[str, Any]) -> str:
     """One line: which replica failed, how, where, and its last stderr lines."""
     code = f.get("exit_code")
@@ -476,7 +435,7 @@ def _failure_text(f: Dict[str, Any]) -> str:
 
 def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[str, Any]]) -> DescribeAppResponse:
     job_status = str(info.status)
-    app_state = _JOB_STATES.get(job_status, AppState.UNKNOWN)
+    app_state = JOB_STATES.get(job_status, AppState.UNKNOWN)
     msg = info.message or job_status
     spec = _spec_of(info)
     if app_state == AppState.RUNNING:
@@ -494,13 +453,13 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
     if state and state.get("failure"):
         error = _failure_text(state["failure"])
     elif app_state == AppState.FAILED:
-        error = _one_line(Exception(info.message or "the Ray job failed"))
+        error = _client.one_line(Exception(info.message or "the Ray job failed"))
     roles_statuses = []
     if state and state.get("roles"):
         for r in state["roles"]:
             reps = []
             for rep in r["replicas"]:
-                st = _appstate(rep.get("state"))
+                st = replica_state(rep.get("state"))
                 if is_terminal(app_state) and not is_terminal(st):
                     st = {AppState.CANCELLED: AppState.CANCELLED, AppState.FAILED: AppState.FAILED}.get(app_state, AppState.UNKNOWN)
                 err = NONE
@@ -518,7 +477,7 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
         app_id=app_id,
         state=app_state,
         num_restarts=int(state.get("num_restarts", 0)) if state else 0,
-        msg=_one_line(Exception(msg)) if msg else NONE,
+        msg=_client.one_line(Exception(msg)) if msg else NONE,
         structured_error_msg=error,
         ui_url=f"{url}/#/jobs/{sid}",
         roles_statuses=roles_statuses,

@@ -10,7 +10,7 @@ from typing import Dict, Optional, Tuple
 import attrs
 
 from tx.log import get_logger
-from tx_scheduler_slurm import _cmd
+from tx_scheduler_slurm import _client
 from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_version
 
 log = get_logger(__name__)
@@ -58,9 +58,9 @@ def query_cluster(timeout: Optional[float] = None) -> ClusterInfo:
     """Ask ``sinfo`` for the partitions and the Slurm version; an empty :class:`ClusterInfo`
     when Slurm is not installed or does not answer (logged at debug level)."""
     try:
-        out = _cmd.run(["sinfo", "--noheader", "--noconvert", f"--format={SINFO_FORMAT}"], timeout)
-        ver = _cmd.run(["sinfo", "--version"], timeout)
-    except _cmd.SlurmError as e:
+        out = _client.run(["sinfo", "--noheader", "--noconvert", f"--format={SINFO_FORMAT}"], timeout)
+        ver = _client.run(["sinfo", "--version"], timeout)
+    except _client.SlurmError as e:
         log.debug("slurm_cluster_unknown", error=str(e))
         return ClusterInfo()
     return ClusterInfo(partitions=parse_sinfo(out.stdout), version=parse_version(ver.stdout))

@@ -28,8 +28,8 @@ from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Strea
 from tx.schedulers.api import SchedulerError
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
 
-from tx_scheduler_slurm import _cmd, _index
-from tx_scheduler_slurm._cmd import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
+from tx_scheduler_slurm import _client, _index
+from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
 from tx_scheduler_slurm._cluster import NOMEM_THRESHOLD_MB, ClusterInfo, query_cluster
 from tx_scheduler_slurm._logs import iter_blocks
 from tx_scheduler_slurm._parse import (
@@ -111,7 +111,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         """``node[1-2],gpu3`` expanded by ``scontrol show hostnames``; split at commas
         where Slurm's commands are missing or fail here (dryrun on a laptop)."""
         try:
-            return _cmd.run(["scontrol", "show", "hostnames", nodelist], self._timeout).stdout.split()
+            return _client.run(["scontrol", "show", "hostnames", nodelist], self._timeout).stdout.split()
         except SlurmError as e:
             log.debug("slurm_hostnames_unavailable", error=str(e))
             return [n for n in nodelist.split(",") if n]
@@ -166,7 +166,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
                 f.write(script)
             cmd.append(path)
             stdin = None
-        out = _cmd.run(cmd, self._timeout, input=stdin)
+        out = _client.run(cmd, self._timeout, input=stdin)
         job_id = out.stdout.strip().split(";")[0].strip()
         if not _APP_ID.match(job_id):
             raise SlurmError(f"sbatch printed no job id (stdout {out.stdout.strip()!r})")
@@ -196,7 +196,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         """``node4 (Not responding), node5 (drained: maint)`` from ``sinfo -R``; "" when none
         or sinfo fails."""
         try:
-            out = _cmd.run(["sinfo", "--list-reasons", "--noheader", "--format=%N\x1f%E"], self._timeout).stdout
+            out = _client.run(["sinfo", "--list-reasons", "--noheader", "--format=%N\x1f%E"], self._timeout).stdout
         except SlurmError as e:
             log.debug("slurm_sinfo_failed", error=str(e))
             return ""
@@ -217,7 +217,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
 
     def _squeue(self, extra: List[str]) -> List[JobRecord]:
         argv = ["squeue", "--noheader", "--noconvert", "--states=all", f"--Format={squeue_format()}", *extra]
-        proc = _cmd.run(argv, self._timeout, check=False)
+        proc = _client.run(argv, self._timeout, check=False)
         if proc.returncode != 0:
             if "Invalid job id" in proc.stderr:  # purged from slurmctld's memory, or never was
                 return []
@@ -233,7 +233,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         scope = [] if app_id is not None else ["--allocations"]
         argv = ["sacct", "--parsable2", "--noheader", *scope, f"--format={','.join(SACCT_FIELDS)}", *extra]
         try:
-            proc = _cmd.run(argv, self._timeout, check=False)
+            proc = _client.run(argv, self._timeout, check=False)
         except SlurmTimeoutError as e:
             if strict:
                 raise SlurmTimeoutError(f"{e}; finished jobs that only sacct knows cannot be listed") from None
@@ -258,7 +258,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         if self._jobcomp_path is None:
             self._jobcomp_path = ""
             try:
-                conf = parse_config(_cmd.run(["scontrol", "show", "config"], self._timeout).stdout)
+                conf = parse_config(_client.run(["scontrol", "show", "config"], self._timeout).stdout)
             except SlurmError as e:
                 log.debug("slurm_config_unavailable", error=str(e))
                 return []
@@ -319,7 +319,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             self._acct_configured = _index.accounting_in_conf()
             if self._acct_configured is None:
                 try:
-                    conf = parse_config(_cmd.run(["scontrol", "show", "config"], self._timeout).stdout)
+                    conf = parse_config(_client.run(["scontrol", "show", "config"], self._timeout).stdout)
                     self._acct_configured = conf.get("AccountingStorageType", "accounting_storage/none") \
                         != "accounting_storage/none"
                 except SlurmError as e:
@@ -329,7 +329,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
 
     def _cancel_existing(self, app_id: str) -> None:
         """``scancel`` the job (every component); a job that just ended is not an error."""
-        proc = _cmd.run(["scancel", app_id], self._timeout, check=False)
+        proc = _client.run(["scancel", app_id], self._timeout, check=False)
         if proc.returncode != 0 and "already completing or completed" not in proc.stderr:
             raise SlurmCommandError(["scancel", app_id], proc.returncode, proc.stderr)
         log.info("slurm_cancelled", app_id=app_id)

@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 from tx.errors import UserError
 from tx.config.environ import JOB_ID, getenv
 from tx.tracker.api import TrackerArtifact, TrackerBase, TrackerSource, is_rank0
+from tx_tracker_mlflow._client import TrackingServerUnreachable as TrackingServerUnreachable  # raised by the tracker
+from tx_tracker_mlflow._client import make_client
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -71,10 +73,6 @@ _BATCH = 100
 
 class DuplicateRunError(UserError, ValueError):
     """More than one MLflow run has the name of a tx run."""
-
-
-class TrackingServerUnreachable(UserError, ConnectionError):
-    """The MLflow tracking server does not answer."""
 
 
 class RunNotCreatedError(UserError, TimeoutError):
@@ -164,11 +162,8 @@ class MLflowTracker(TrackerBase):
         artifact_location: Optional[str] = None,
         join_timeout: float = 120.0,
     ) -> None:
-        from mlflow import MlflowClient
-
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.client = make_client(tracking_uri)
         self.tracking_uri: str = self.client.tracking_uri
-        _check_reachable(self.tracking_uri)
         self.experiment_name = (
             experiment_name or os.environ.get(ENV_EXPERIMENT) or os.environ.get(ENV_EXPERIMENT_TORCHX)
             or DEFAULT_EXPERIMENT
@@ -410,21 +405,6 @@ class MLflowTracker(TrackerBase):
         else:
             flt = f"tags.`{TAG_RUN_ID}` LIKE '%'"
         return sorted({r.data.tags.get(TAG_RUN_ID) or r.info.run_name for r in self._search(flt)})
-
-
-def _check_reachable(uri: str) -> None:
-    if not uri.startswith(("http://", "https://")):
-        return
-    import requests
-
-    try:
-        requests.get(uri.rstrip("/") + "/health", timeout=5)
-    except requests.RequestException as e:
-        reason = type(e).__name__
-        raise TrackingServerUnreachable(
-            f"the MLflow tracking server {uri} is not reachable ({reason}): start it, or fix the "
-            "tracking URI (TX_TRACKER_MLFLOW_CONFIG, [tracker:mlflow] config, MLFLOW_TRACKING_URI)"
-        ) from None
 
 
 _to_finish: Dict[str, Any] = {}

@@ -91,25 +91,6 @@ def default_log_root() -> str:
     return os.path.join(tempfile.gettempdir(), f"tx-{uid}")
 
 
-def ensure_log_root(path: str, is_default: bool) -> None:
-    """Create the log root if needed. The default one must be a directory of ours that
-    no one else can write (it is in a shared temp directory).
-
-    Raises:
-        RuntimeError: the default root exists but is not a private directory of ours.
-    """
-    os.makedirs(path, mode=0o700 if is_default else 0o777, exist_ok=True)
-    if is_default and hasattr(os, "getuid"):
-        st = os.lstat(path)
-        import stat
-
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise RuntimeError(
-                f"default log directory {path} is not a private directory of this user; "
-                "pass the run option log_dir"
-            )
-
-
 def _check_name(kind: str, name: str) -> None:
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise ValueError(f"{kind} {name!r} cannot be used as a directory name (no '/', not '.' or '..')")

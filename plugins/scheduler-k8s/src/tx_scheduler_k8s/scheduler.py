@@ -24,21 +24,12 @@ from tx.specs.status import ReplicaStatus, RoleStatus
 
 from tx_scheduler_k8s import _names, _pod
 from tx_scheduler_k8s._client import Kube, KubeError
+from tx_scheduler_k8s._states import POD_STATES
 
 log = get_logger(__name__)
 
 DEFAULT_NAMESPACE = "default"
-#: the cfg key the ``docker`` workspace kind reads to require ``image_repo`` (remote nodes)
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
-
-POD_STATES = {
-    "Pending": AppState.PENDING,
-    "Running": AppState.RUNNING,
-    "Succeeded": AppState.SUCCEEDED,
-    "Failed": AppState.FAILED,
-    "Unknown": AppState.UNKNOWN,
-}
-
 
 def _yaml_dump(obj: Any) -> str:
     from tx_scheduler_k8s import _yaml
@@ -155,6 +146,24 @@ class KubernetesBase(Scheduler[KubernetesJob]):
     def __init__(self, backend: str, session_name: str, client: Any = None, context: Optional[str] = None) -> None:
         super().__init__(backend, session_name)
         self.kube = Kube(client, context)
+
+    @classmethod
+    def create(cls, session_name: str, client: Any = None, context: Optional[str] = None,
+               **kwargs: Any) -> "KubernetesBase":
+        """The factory of each Kubernetes scheduler (``create_scheduler`` of its module, as
+        registered in hooks.py; TorchX's signature): ``cls(session_name, client, context)``.
+
+        Args:
+            session_name: the session part of app handles.
+            client: a ``kubernetes.client.ApiClient`` (None: from ``$KUBECONFIG``, else
+                in-cluster).
+            context: kubeconfig context to use (None: the current one).
+            kwargs: other keyword arguments (TorchX's factories take some): ignored, logged
+                at debug level.
+        """
+        if kwargs:
+            log.debug("k8s_ignored_scheduler_params", params=sorted(kwargs))
+        return cls(session_name, client=client, context=context)  # type: ignore[call-arg]
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Roles without resources are allowed (the cluster's defaults apply); names and

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 import signal
-from typing import Optional
+from typing import List, Optional, Tuple
 
-from tx.specs.api import AppState
+from tx.specs.api import NONE, AppState, is_terminal
+from tx.specs.status import ReplicaStatus
 
 #: container state -> tx state for states that say nothing about the exit code
 _STATES = {
@@ -82,3 +83,31 @@ def describe_exit(exit_code: int, oom_killed: bool = False, mem_mb: Optional[int
             text += f"; out of memory? the container's memory limit is {mem_mb} MB"
         return text
     return f"exit code {exit_code}"
+
+
+def app_state(replicas: List[ReplicaStatus], cancelled: bool) -> Tuple[AppState, str]:
+    """The app's state and message from its replicas' states."""
+    states = [r.state for r in replicas]
+    if cancelled and all(is_terminal(s) for s in states):
+        return AppState.CANCELLED, "cancelled"
+    if states and all(is_terminal(s) for s in states):
+        if all(s == AppState.SUCCEEDED for s in states):
+            return AppState.SUCCEEDED, NONE
+        failed = [f"{r.role}[{r.id}]" for r in replicas if r.state != AppState.SUCCEEDED]
+        return AppState.FAILED, f"failed: {', '.join(failed)}"
+    if cancelled:
+        return AppState.RUNNING, "cancelling: waiting for the containers to stop"
+    for r in replicas:
+        if not is_terminal(r.state):
+            msg = NONE
+            if r.state == AppState.SUBMITTED:
+                msg = f"{r.role}[{r.id}]: container created, not started yet"
+            elif r.state == AppState.PENDING:
+                msg = f"{r.role}[{r.id}]: container restarting (retries left) or paused"
+            elif r.state == AppState.UNKNOWN:
+                msg = f"{r.role}[{r.id}]: the engine reports a state tx does not know"
+            failed = [f"{x.role}[{x.id}]" for x in replicas if x.state == AppState.FAILED]
+            if failed:
+                msg = (msg + "; " if msg != NONE else "") + f"failed: {', '.join(failed)}, others still running"
+            return r.state, msg
+    return AppState.UNKNOWN, NONE  # pragma: no cover - no replicas

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from tx.schedulers import SchedulerError
+
+T = TypeVar("T")
 
 #: environment variables read by this module (documented above and in the README)
 PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
@@ -162,3 +164,69 @@ def api_error(e: BaseException, what: str) -> SchedulerError:
 def _first_line(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0][:500] if lines else ""
+
+
+def make_batch_client() -> Tuple[Any, Optional[str]]:
+    """A ``google.cloud.batch_v1.BatchServiceClient`` (over REST) for the Batch endpoint of
+    ``$CLOUDSDK_API_ENDPOINT_OVERRIDES_BATCH`` (else Google's), and the project of its
+    credentials (None when they name none)."""
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import batch_v1
+
+    endpoint = endpoint_from_env(BATCH_ENDPOINT_ENV)
+    creds, project = credentials_and_project(endpoint)
+    opts = ClientOptions(api_endpoint=endpoint) if endpoint else None
+    return batch_v1.BatchServiceClient(credentials=creds, transport="rest", client_options=opts), project
+
+
+def make_logging_client(project: str) -> Any:
+    """A ``google.cloud.logging.Client`` of ``project`` (over HTTP) for the endpoint of
+    ``$CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING`` (else Google's)."""
+    from google.cloud import logging as gcl
+
+    endpoint = endpoint_from_env(LOGGING_ENDPOINT_ENV)
+    creds, _ = credentials_and_project(endpoint)
+    opts = {"api_endpoint": endpoint} if endpoint else None
+    return gcl.Client(project=project, credentials=creds, client_options=opts, _use_grpc=False)
+
+
+def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, with a Google API, auth, network or OS error turned into a
+    one-line :class:`SchedulerError` that says what was being done (``what``).
+
+    Raises:
+        SchedulerError: the call failed so.
+    """
+    from google.api_core import exceptions as gex
+    from google.auth import exceptions as gauth
+
+    try:
+        return fn(*args, **kwargs)
+    except (gex.GoogleAPIError, gauth.GoogleAuthError, OSError) as e:
+        raise api_error(e, what) from None
+    except Exception as e:  # requests' ConnectionError and friends
+        if type(e).__module__.startswith(("requests", "urllib3")):
+            raise api_error(e, what) from None
+        raise
+
+
+def job_message(fields: Dict[str, Any]) -> Any:
+    """The ``google.cloud.batch_v1.Job`` message of ``fields`` (a dict in the message's shape,
+    as :func:`tx_scheduler_gcp_batch.request.build_job` builds it)."""
+    from google.cloud import batch_v1
+
+    return batch_v1.Job(fields)
+
+
+def translate(e: BaseException, what: str) -> BaseException:
+    """``e`` as the exception to raise: a Google API, auth, network or OS error during
+    ``what`` becomes a one-line :class:`SchedulerError` (:func:`api_error`); a
+    :class:`SchedulerError` and anything else are returned as they are."""
+    from google.api_core import exceptions as gex
+    from google.auth import exceptions as gauth
+
+    if isinstance(e, (gex.GoogleAPIError, gauth.GoogleAuthError, OSError, SchedulerError)) or type(
+        e
+    ).__module__.startswith(("requests", "urllib3")):
+        return e if isinstance(e, SchedulerError) else api_error(e, what)
+    return e
