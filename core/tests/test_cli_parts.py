@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tx.cli._errors import describe_error
+from tx.cli.errors import describe_error
 from tx.cli._relay import Relay, prefix_block
 from tx.cli.cmd_log import parse_identifier, parse_time
-from tx.cli.main import CLIError
+from tx.cli.errors import CLIError
 from tx.specs import InvalidRunConfigException, MalformedAppHandleException
 
 

@@ -8,12 +8,11 @@ import sys
 
 import pytest
 
-from tx.cli._errors import describe_error
+from tx.cli.errors import EXIT_USAGE, CLIError, describe_error, exit_code, report
 from tx.errors import UserError
 
 
 def _user_error_classes():
-    from tx.cli.main import CLIError
     from tx.plugins import PluginConflictError, PluginError
     from tx.runner.config import ConfigError
     from tx.schedulers import SchedulerError
@@ -45,6 +44,25 @@ def test_describe_error_user_vs_unexpected():
     assert describe_error(ValueError("bad value")) == "bad value"
     msg = describe_error(ZeroDivisionError("division by zero"))
     assert msg.startswith("ZeroDivisionError: division by zero (unexpected;"), msg
+
+
+def test_errors_are_told_apart_by_class_not_by_name(capsys):
+    from tx.specs import InvalidRunConfigException
+    from tx.specs._component_errors import ComponentArgumentError, ComponentNotFoundException
+
+    assert exit_code(CLIError("usage", EXIT_USAGE)) == 2 and exit_code(CLIError("failed")) == 1
+    assert exit_code(ComponentArgumentError("--msg is required")) == 2
+    assert exit_code(ComponentNotFoundException("no component x")) == 1 and exit_code(ValueError("v")) == 1
+    assert describe_error(InvalidRunConfigException("bad -cfg", "k", "k=1")) == (
+        "bad -cfg (see `tx runopts <scheduler>`)")
+
+    class InvalidRunConfigException(Exception):  # TorchX's name, not tx's class
+        pass
+
+    assert describe_error(InvalidRunConfigException("x")).startswith("InvalidRunConfigException: x (unexpected;")
+    assert report(ComponentArgumentError("--msg is required"), "run") == 2
+    assert report(CLIError("a\nb"), "log") == 1
+    assert capsys.readouterr().err == "tx run: error: --msg is required\ntx log: error: a\\nb\n"
 
 
 def test_console_exit_runs_atexit_handlers(tmp_path):

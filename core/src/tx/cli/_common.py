@@ -30,7 +30,7 @@ def default_scheduler(runner: Any) -> str:
     Raises:
         CLIError: no scheduler is installed.
     """
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.plugins import install_hint
 
     name = config_default("run", "scheduler")

@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser, _name: str = "completion") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     if args.list_kind:
         for word in _words(args.list_kind):
@@ -73,7 +73,8 @@ def script(shell: str) -> str:
     Raises:
         CLIError: shtab is not installed.
     """
-    from tx.cli.main import CLIError, _plugin_commands, build_parser
+    from tx.cli.errors import CLIError
+    from tx.cli.main import _plugin_commands, build_parser
 
     try:
         import shtab

@@ -28,7 +28,7 @@ def _configure(args: argparse.Namespace) -> int:
     import io
 
     from tx.cli._common import make_runner
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.plugins import install_hint
     from tx.runner import config
 

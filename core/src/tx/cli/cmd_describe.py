@@ -12,7 +12,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _unknown(handle: str) -> Any:
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     return CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it)")
 

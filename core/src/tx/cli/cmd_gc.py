@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 def _gc(runner: Any, args: argparse.Namespace) -> int:
     """Delete the state and logs of finished apps older than the retention; never an app
     that has not finished."""
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.runner import config
 
     text = args.keep if args.keep is not None else config.get_config(*config.GC_SECTION, config.GC_KEEP)

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.specs import file_linter
 
     path, _, fn = args.path.partition(":")

@@ -40,7 +40,7 @@ def _state_filter(texts: Any) -> Any:
     Raises:
         CLIError: an unknown state name.
     """
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.specs.api import AppState
 
     names = {t.strip().upper() for text in texts for t in text.split(",") if t.strip()}

@@ -39,7 +39,7 @@ def parse_identifier(text: str) -> Tuple[str, Optional[str], Optional[List[int]]
     Raises:
         CLIError: the text does not follow the grammar.
     """
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     m = _IDENT.match(text)
     if not m:
@@ -59,7 +59,7 @@ def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[
     """
     if text is None:
         return None
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     m = _REL.match(text.strip())
     if m:
@@ -71,7 +71,7 @@ def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[
 
 
 def _replicas(runner: Any, handle: str, role: Optional[str], ids: Optional[List[int]]) -> List[Tuple[str, int]]:
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     if role is not None and ids is not None:
         return [(role, k) for k in ids]

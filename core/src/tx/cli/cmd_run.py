@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser, _name: str = "run") -> None:
 
 def _split_component(args: argparse.Namespace) -> tuple:
     from tx.cli._common import config_default
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     rest: List[str] = list(args.component_and_args)
     if rest and rest[0] == "--":
@@ -68,7 +68,7 @@ def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
 
 
 def _load_app(runner: Any, component: str, comp_args: List[str]) -> Any:
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     if component.endswith(_APPDEF_EXTS) and ":" not in component:
         if comp_args:
@@ -100,7 +100,7 @@ def _component_help(runner: Any, component: str, comp_args: List[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tx.cli._common import config_default, default_scheduler, is_local, make_runner
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
 
     component, comp_args = _split_component(args)
     with make_runner(with_component_defaults=True) as runner:

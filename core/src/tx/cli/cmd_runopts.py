@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _runopts(args: argparse.Namespace) -> int:
     from tx.cli._common import make_runner
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.plugins import install_hint
 
     with make_runner() as runner:
@@ -31,7 +31,7 @@ def _runopts(args: argparse.Namespace) -> int:
             except Exception as e:  # noqa: BLE001 - one broken plugin must not hide the rest
                 if args.scheduler:
                     raise
-                from tx.cli._errors import describe_error
+                from tx.cli.errors import describe_error
 
                 print(f"{name}:\n    unavailable: {describe_error(e)}\n")
                 continue

@@ -55,7 +55,7 @@ def _select(name: Optional[str]) -> Tuple[str, Any]:
     Raises:
         CLIError: none is configured, or ``name`` is not installed.
     """
-    from tx.cli.main import CLIError
+    from tx.cli.errors import CLIError
     from tx.plugins import get_registry, not_installed_hint
     from tx.runner.config import configured_trackers
     from tx.tracker.api import build_trackers
@@ -103,7 +103,7 @@ def _table(rows: List[Tuple[Any, ...]], headers: List[str]) -> None:
 def _check_known(tracker: Any, name: str, run_id: str, empty: bool) -> None:
     """A run with nothing recorded that the tracker does not know is a user error."""
     if empty and run_id not in set(tracker.run_ids()):
-        from tx.cli.main import CLIError
+        from tx.cli.errors import CLIError
 
         raise CLIError(f"run {run_id!r} is not known to tracker {name!r} (see `tx tracker list jobs`)")
 
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         _check_known(tracker, name, args.run_id, not arts)
         if args.artifact is not None:
             if args.artifact not in arts:
-                from tx.cli.main import CLIError
+                from tx.cli.errors import CLIError
 
                 raise CLIError(f"run {args.run_id!r} has no artifact {args.artifact!r}"
                                f" (it has: {', '.join(arts) or 'none'})")

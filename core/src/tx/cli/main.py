@@ -15,21 +15,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 # :mod:`tx._builtin_plugin`), and a command is a class with ``add_arguments(parser)`` and
 # ``run(args) -> int`` either way
 from tx._builtin_plugin import COMMANDS
-from tx.errors import UserError
+from tx.cli import errors
+from tx.cli.errors import EXIT_FAILURE, EXIT_USAGE
 
 if TYPE_CHECKING:
     from typing import NoReturn
-
-EXIT_USAGE = 2
-EXIT_FAILURE = 1
-
-
-class CLIError(UserError):
-    """A user error: printed as ``tx: error: <message>``, exit code ``code``."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _version() -> str:
@@ -179,9 +169,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         rc = _main(argv)
-    except KeyboardInterrupt:
-        print("tx: interrupted", file=sys.stderr)
-        rc = 130
+    except KeyboardInterrupt as e:
+        rc = errors.report(e)
     except BrokenPipeError:  # `tx log ... | head`
         sys.stdout = None  # type: ignore[assignment]
         rc = 0
@@ -211,12 +200,10 @@ def _exit_now(rc: int) -> None:
 
 
 def _main(argv: List[str]) -> int:
-    from tx.cli._errors import describe_error
-
     try:
         parser = build_parser(_plugin_commands(argv), _command_of(argv))
     except Exception as e:  # noqa: BLE001 - a broken plugin command must not break tx
-        print(f"tx: error: {describe_error(e)}", file=sys.stderr)
+        print(f"tx: error: {errors.describe_error(e)}", file=sys.stderr)
         return EXIT_FAILURE
     args = parser.parse_args(argv)
     from tx import log as _log
@@ -233,22 +220,10 @@ def _main(argv: List[str]) -> int:
     os.environ.setdefault("TX_CONTEXT_NAME", f"cli_{args.command}")
     try:
         return int(args._command.run(args) or 0)
-    except CLIError as e:
-        from tx.cli._errors import escape_controls
-
-        print(f"tx {args.command}: error: {escape_controls(str(e))}", file=sys.stderr)
-        return e.code
     except (SystemExit, BrokenPipeError):
         raise
     except Exception as e:  # noqa: BLE001 - user errors become one line, never a traceback
-        print(f"tx {args.command}: error: {describe_error(e)}", file=sys.stderr)
-        if type(e).__name__ == "ComponentArgumentError":
-            return EXIT_USAGE
-        if _log.level() <= 10:
-            import traceback
-
-            traceback.print_exc()
-        return EXIT_FAILURE
+        return errors.report(e, args.command, traceback=_log.level() <= 10)
 
 
 if __name__ == "__main__":  # pragma: no cover
