@@ -65,8 +65,14 @@ def test_errors_are_told_apart_by_class_not_by_name(capsys):
     assert capsys.readouterr().err == "tx run: error: --msg is required\ntx log: error: a\\nb\n"
 
 
-def test_console_exit_runs_atexit_handlers(tmp_path):
-    """`tx` ends with os._exit for speed, but plugins' atexit handlers still run."""
+@pytest.mark.parametrize(("argv", "code"), [
+    (["plugins"], 0),
+    (["no-such-command"], 2),  # argparse's SystemExit
+    (["status", "nosched://s/app"], 1),  # a user error, reported by tx.cli.errors
+])
+def test_console_exit_runs_atexit_handlers(tmp_path, argv, code):
+    """`tx` skips the interpreter's teardown for speed, but plugins' atexit handlers still
+    run, and the exit code is the command's."""
     site = tmp_path / "site"
     dist = site / "exitplug-1.0.dist-info"
     dist.mkdir(parents=True)
@@ -79,7 +85,10 @@ def test_console_exit_runs_atexit_handlers(tmp_path):
     )
     env = dict(os.environ, PYTHONPATH=str(site), TX_NO_CACHE="1", XDG_CACHE_HOME=str(tmp_path / "c"))
     tx = os.path.join(os.path.dirname(sys.executable), "tx")
-    p = subprocess.run([tx, "plugins"], env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert "exitplug" in p.stdout
+    p = subprocess.run([tx, *argv], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == code, p.stderr
+    if code == 0:
+        assert "exitplug" in p.stdout
+    else:
+        assert len(p.stderr.splitlines()) == 1 and "error:" in p.stderr, p.stderr
     assert marker.read_text() == "buffered records"

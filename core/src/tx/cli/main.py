@@ -7,6 +7,8 @@ one line on stderr and a non-zero exit, without a traceback.
 """
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
@@ -157,46 +159,73 @@ def _plugin_commands(argv: List[str]) -> Dict[str, Any]:
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tx`` console script; returns the exit code.
 
-    Called with ``argv`` (a list), it returns the exit code. Called without (the console
-    script, ``python -m tx.cli``), it flushes stdout and stderr and ends the process with
-    ``os._exit``: the interpreter's teardown (freeing every module, ~5-10 ms) is skipped,
-    and so are ``atexit`` handlers, which tx does not use.
+    Called with ``argv`` (a list), a usage error or ``--help`` raises ``SystemExit`` as
+    argparse does. Called without (the console script, ``python -m tx.cli``), it returns
+    that exit code instead and arranges a fast exit (:func:`_exit_fast`).
     """
     console = argv is None
+    if console:
+        _exit_fast()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--version"]:  # the fastest path: no argparse
         print(_version())
         return 0
     try:
         rc = _main(argv)
-    except KeyboardInterrupt as e:
-        rc = errors.report(e)
     except BrokenPipeError:  # `tx log ... | head`
         sys.stdout = None  # type: ignore[assignment]
         rc = 0
-    if console:
-        _exit_now(rc)
+    except KeyboardInterrupt as e:
+        rc = errors.report(e)
+    except SystemExit as e:  # argparse (--help, a usage error), `tx run` on a signal
+        if not console:
+            raise
+        rc = _status_of(e)
+    global _exit_code
+    _exit_code = rc
     return rc
 
 
-def _exit_now(rc: int) -> None:
-    """End the console process fast: run the atexit handlers (plugins' handlers, logging's
-    flush, a tracker's buffered writes), flush stdout and stderr, then ``os._exit`` (skips
-    the interpreter teardown, ~5-10 ms)."""
-    import atexit
-    import os
+def _status_of(e: SystemExit) -> int:
+    """The exit status Python gives ``SystemExit(code)``: None is 0, an int is itself,
+    anything else is printed on stderr and is 1."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
 
-    try:
-        atexit._run_exitfuncs()  # each handler's exception is printed by atexit itself
-    except Exception:  # noqa: BLE001 - never turn a finished command into a crash
-        pass
+
+#: the exit code :func:`_exit_fast` ends the process with (set by :func:`main`)
+_exit_code = 0
+
+
+def _exit_fast() -> None:
+    """Let the console process end without the interpreter's teardown (freeing every
+    module: ~4 ms after ``tx --help``, ~12 ms after ``tx run``).
+
+    The console script ends with ``sys.exit(main())``, a normal exit: Python waits for
+    non-daemon threads and calls the ``atexit`` handlers (a plugin's, logging's flush,
+    multiprocessing's clean-up, a tracker's buffered writes) in the reverse order of their
+    registration. The handler registered here, before tx imports anything that registers
+    one, is therefore called last: it flushes stdout and stderr and ends the process with
+    ``os._exit`` and :func:`main`'s exit code, skipping only the teardown. (A handler
+    registered before :func:`main` runs, by a module imported at interpreter start-up,
+    would be skipped; tx's own modules register none.)
+    """
+    atexit.register(_end_process)
+
+
+def _end_process() -> None:
+    """The last ``atexit`` handler of the console process: flush, then ``os._exit``."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
                 stream.flush()
         except (BrokenPipeError, ValueError, OSError):
             pass
-    os._exit(rc)
+    os._exit(_exit_code)
 
 
 def _main(argv: List[str]) -> int:
@@ -215,8 +244,6 @@ def _main(argv: List[str]) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    import os
-
     os.environ.setdefault("TX_CONTEXT_NAME", f"cli_{args.command}")
     try:
         return int(args._command.run(args) or 0)
