@@ -22,7 +22,7 @@ from tx.errors import UserError
 
 __all__ = [
     "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_USAGE", "CLIError", "describe_error",
-    "escape_controls", "exit_code", "report",
+    "escape_controls", "exit_code", "report", "unknown_app",
 ]
 
 #: exit code of a failed command
@@ -44,6 +44,11 @@ class CLIError(UserError):
     def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def unknown_app(handle: str) -> CLIError:
+    """The error of a command given the handle of an app its scheduler does not know."""
+    return CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it)")
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

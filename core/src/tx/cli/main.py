@@ -1,69 +1,97 @@
 """The ``tx`` command.
 
-``tx --version`` and ``tx --help`` load no plugin. Each subcommand lives in its own module
-and imports what it needs when it runs. Every user error (unknown scheduler or component,
-bad ``-cfg``, missing component argument, malformed handle, unreadable AppDef file) ends as
-one line on stderr and a non-zero exit, without a traceback.
+Every command, tx's own and a plugin's, is registered through the ``tx_register_commands``
+hook as a name, a one-line help and a :class:`tx.cli.command.Command` (or a class with
+``add_arguments(parser)`` and ``run(args)``, the older form). tx-core's hook is read
+directly (:func:`builtin_commands`), so that ``tx --version``, ``tx --help`` and a built-in
+command start without the plugin registry; the registry is built only for a command tx-core
+does not have. Every user error ends as one line on stderr and a non-zero exit, without a
+traceback (:mod:`tx.cli.errors`).
 """
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-# tx's own commands, name -> (command class as "module:Class", one-line help); they are
-# registered through the ``tx_register_commands`` hook as plugin commands are (see
-# :mod:`tx._builtin_plugin`), and a command is a class with ``add_arguments(parser)`` and
-# ``run(args) -> int`` either way
-from tx._builtin_plugin import COMMANDS
+from tx import _builtin_plugin
 from tx.cli import errors
-from tx.cli.errors import EXIT_FAILURE, EXIT_USAGE
+from tx.cli.errors import EXIT_USAGE
+from tx.version import __version__
 
 if TYPE_CHECKING:
-    from typing import NoReturn
-
-
-def _version() -> str:
-    from tx.version import __version__
-
-    return f"tx {__version__}"
-
-
-def _parser_class() -> Any:
     import argparse
 
-    class OneLineErrorParser(argparse.ArgumentParser):
-        """Usage errors as one line (``tx run: error: ... (see `tx run --help`)``), exit 2;
-        no abbreviated options (``--log`` must never be taken for ``--log_level``)."""
+__all__ = ["build_parser", "builtin_commands", "main", "plugin_commands"]
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("allow_abbrev", False)
-            super().__init__(*args, **kwargs)
-
-        def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-    return OneLineErrorParser
+#: name -> (a zero-argument function that loads the command, its one-line help)
+Commands = Dict[str, Tuple[Callable[[], Any], str]]
 
 
-def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Optional[str] = None) -> Any:
-    """The ``tx`` parser.
+def _import_target(target: Any) -> Any:
+    """The object a dotted path ``"pkg.module:attr"`` names (or ``target`` itself)."""
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def builtin_commands() -> Commands:
+    """tx-core's commands, as its ``tx_register_commands`` hook registers them (the hook
+    that also fills the plugin registry), read without building the registry."""
+    found: Commands = {}
+
+    def register(name: str, command: Any, *, help: str = "", description: str = "", **_: Any) -> None:
+        found[name] = (lambda: _import_target(command), description or help)
+
+    _builtin_plugin.tx_register_commands(register)
+    return found
+
+
+def plugin_commands() -> Commands:
+    """The commands of installed plugins that tx-core does not have (builds the plugin
+    registry). A plugin cannot replace a built-in command: ``tx plugins`` shows the clash.
+
+    Raises:
+        tx.plugins.PluginConflictError: two plugins registered one command name.
+    """
+    # the plugin registry (attrs, pluggy) is built only for a command tx-core does not have
+    from tx.plugins import get_registry
+
+    builtins = builtin_commands()
+    reg = get_registry()
+    found: Commands = {}
+    for name in reg.names("commands"):
+        if name not in builtins:
+            r = reg.get("commands", name)
+            if r is not None:
+                found[name] = (r.load, r.description)
+    return found
+
+
+def build_parser(commands: Optional[Commands] = None, command: Optional[str] = None) -> "argparse.ArgumentParser":
+    """The ``tx`` parser, with a subparser for each of ``commands`` (default: the built-in
+    ones, :func:`builtin_commands`).
 
     ``command`` (what argv names, see :func:`_command_of`) keeps start-up small: for a
-    built-in command only that subcommand's parser is made; with none (``tx --help``) no
-    subparser is made and the commands are listed in the help text; otherwise (an unknown
-    or plugin command) every subcommand is made, so argparse can list the choices.
+    built-in command only that subparser is made; with "" (``tx --help``) no subparser is
+    made and the built-in commands are listed in the help text; otherwise (None, an unknown
+    or a plugin command) every subcommand is made, so argparse can list the choices.
     """
+    # argparse (and so the parser class) is not needed by `tx --version`
     import argparse
 
-    commands_text = "commands:\n" + "".join(
-        f"  {name:<12}{help_text}\n" for name, (_m, help_text) in COMMANDS.items()
-    )
+    from tx.cli.command import ArgumentParser
+
+    builtins = builtin_commands()
+    commands = builtins if commands is None else commands
+    commands_text = "commands:\n" + "".join(f"  {name:<12}{help_text}\n" for name, (_l, help_text) in builtins.items())
     description = "tx: run PyTorch apps on the schedulers of the installed plugins"
     if command == "":  # `tx --help`: say what is installed (plugin snapshot; no plugin import)
         description += f" ({_installed_schedulers()})"
-    parser = _parser_class()(
+    parser = ArgumentParser(
         prog="tx",
         usage="tx [-h] [--version] [--log_level LOG_LEVEL] [--log_json] COMMAND ...",
         description=description,
@@ -81,57 +109,48 @@ def build_parser(plugin_commands: Optional[Dict[str, Any]] = None, command: Opti
     if command == "":
         parser.set_defaults(command=None)
         return parser
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_parser_class())
-    for name, (target, help_text) in COMMANDS.items():
-        if command in COMMANDS and name != command:
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    for name, (load, help_text) in commands.items():
+        if command in builtins and name != command:
             continue  # only the command that runs needs a parser
-        _add_command(sub, name, _load_command(target), help_text)
-    for name, reg in (plugin_commands or {}).items():
-        if name not in COMMANDS:  # a plugin cannot replace a built-in (`tx plugins` shows the clash)
-            _add_command(sub, name, reg.load(), reg.description)
+        _add_command(sub, name, load(), help_text)
     return parser
 
 
-def _load_command(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(_import(module), attr)
-
-
 def _add_command(sub: Any, name: str, command: Any, help_text: str) -> None:
-    """A subparser for ``command`` (a class, or an object, with ``add_arguments(parser)``
-    and ``run(args)``), which ``_main`` runs."""
+    """A subparser for ``command`` (a :class:`tx.cli.command.Command`, or a class or an
+    object with ``add_arguments(parser)`` and ``run(args)``), which ``_main`` runs."""
     cmd = command() if isinstance(command, type) else command
     p = sub.add_parser(name, prog=f"tx {name}", help=help_text, description=help_text)
     cmd.add_arguments(p)
     p.set_defaults(_command=cmd)
 
 
+def _version() -> str:
+    return f"tx {__version__}"
+
+
 def _installed_schedulers() -> str:
     """``installed: local_cwd, local_dir, slurm`` or how to install one; never raises."""
     try:
+        # the snapshot reader (json, the cache files) is needed only by `tx --help`
         from tx._plugin_cache import snapshot_names
 
         names = snapshot_names("schedulers")  # no attrs, pluggy or plugin import
         if names is None:
-            from tx.plugins import get_registry
+            from tx.plugins import get_registry  # no current snapshot: build the registry
 
             names = get_registry().names("schedulers")
     except Exception as e:  # noqa: BLE001 - help must print even with a broken plugin
         return f"plugins could not be listed: {type(e).__name__}; see `tx plugins`"
     if names:
         return f"installed: {', '.join(names)}"
-    from tx.plugins import install_hint
+    from tx.plugins import install_hint  # the hint's home; reached only with no scheduler
 
     return install_hint()
 
 
-def _import(module: str) -> Any:
-    import importlib
-
-    return importlib.import_module(module)
-
-
-def _command_of(argv: List[str]) -> Optional[str]:
+def _command_of(argv: List[str]) -> str:
     """The subcommand named in argv: the first word that is not an option or the value of
     ``--log_level`` (e.g. ``run`` in ``tx --log_level INFO run ...``); "" if there is none."""
     skip = False
@@ -143,17 +162,6 @@ def _command_of(argv: List[str]) -> Optional[str]:
         elif not a.startswith("-"):
             return a
     return ""
-
-
-def _plugin_commands(argv: List[str]) -> Dict[str, Any]:
-    """Plugin commands, loaded only when argv names a command tx does not have."""
-    first = next((a for a in argv if not a.startswith("-")), None)
-    if first is None or first in COMMANDS:
-        return {}
-    from tx.plugins import get_registry
-
-    reg = get_registry()
-    return {n: reg.get("commands", n) for n in reg.names("commands") if n not in COMMANDS}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -229,12 +237,17 @@ def _end_process() -> None:
 
 
 def _main(argv: List[str]) -> int:
+    command = _command_of(argv)
     try:
-        parser = build_parser(_plugin_commands(argv), _command_of(argv))
+        commands = builtin_commands()
+        if command and command not in commands:  # a plugin's command, or an unknown one
+            commands.update(plugin_commands())
+        parser = build_parser(commands, command)
     except Exception as e:  # noqa: BLE001 - a broken plugin command must not break tx
         print(f"tx: error: {errors.describe_error(e)}", file=sys.stderr)
-        return EXIT_FAILURE
+        return errors.EXIT_FAILURE
     args = parser.parse_args(argv)
+    # tx.log is not needed by `tx --version`
     from tx import log as _log
 
     try:
