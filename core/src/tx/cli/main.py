@@ -17,8 +17,6 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from tx import _builtin_plugin
-from tx.cli import errors
-from tx.cli.errors import EXIT_USAGE
 from tx.version import __version__
 
 if TYPE_CHECKING:
@@ -184,7 +182,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout = None  # type: ignore[assignment]
         rc = 0
     except KeyboardInterrupt as e:
-        rc = errors.report(e)
+        from tx.cli.errors import report  # see _main
+
+        rc = report(e)
     except SystemExit as e:  # argparse (--help, a usage error), `tx run` on a signal
         if not console:
             raise
@@ -237,6 +237,9 @@ def _end_process() -> None:
 
 
 def _main(argv: List[str]) -> int:
+    # error reporting is not needed by `tx --version` (the parser imports it anyway)
+    from tx.cli import errors
+
     command = _command_of(argv)
     try:
         commands = builtin_commands()
@@ -256,7 +259,7 @@ def _main(argv: List[str]) -> int:
         parser.error(str(e))
     if args.command is None:
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return errors.EXIT_USAGE
     os.environ.setdefault("TX_CONTEXT_NAME", f"cli_{args.command}")
     try:
         return int(args._command.run(args) or 0)
