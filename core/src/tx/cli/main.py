@@ -22,10 +22,10 @@ from tx.version import __version__
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["build_parser", "builtin_commands", "main", "plugin_commands"]
+    #: name -> (a zero-argument function that loads the command, its one-line help)
+    Commands = Dict[str, Tuple[Callable[[], Any], str]]
 
-#: name -> (a zero-argument function that loads the command, its one-line help)
-Commands = Dict[str, Tuple[Callable[[], Any], str]]
+__all__ = ["build_parser", "builtin_commands", "main", "plugin_commands"]
 
 
 def _import_target(target: Any) -> Any:
