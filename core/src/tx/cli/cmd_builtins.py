@@ -13,12 +13,12 @@ __all__ = ["COMMAND"]
 
 def _builtins(args: argparse.Namespace) -> int:
     # the component finder is imported when the command runs, not when its parser is built
-    from tx.specs import finder
+    from tx.specs.finder import get_builtin_source, get_components
 
     if args.print_name:
-        sys.stdout.write(finder.get_builtin_source(args.print_name))
+        sys.stdout.write(get_builtin_source(args.print_name))
         return 0
-    comps = finder.get_components()
+    comps = get_components()
     if args.json:
         for name, comp in sorted(comps.items()):
             print(json.dumps({"name": name, "description": plain(comp.description or "").strip(),

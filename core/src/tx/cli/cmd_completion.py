@@ -91,9 +91,9 @@ def _words(kind: str) -> Iterable[str]:
 
             return get_registry().names("schedulers")
         if kind == "components":
-            from tx.specs import finder  # the finder too
+            from tx.specs.finder import get_components  # the finder too
 
-            return sorted(finder.get_components())
+            return sorted(get_components())
         with make_runner() as runner:
             if kind == "runopts":
                 keys: List[str] = []

@@ -13,15 +13,15 @@ __all__ = ["COMMAND"]
 
 def _lint(args: argparse.Namespace) -> int:
     # the linter is imported when the command runs, not when its parser is built
-    from tx.specs import file_linter
+    from tx.specs.file_linter import validate, validate_module
 
     path, _, fn = args.path.partition(":")
     if not os.path.isfile(path):
         raise CLIError(f"{path}: no such file", 2)
     if fn:
-        results = {fn: file_linter.validate(path, fn)}
+        results = {fn: validate(path, fn)}
     else:
-        results = file_linter.validate_module(path)
+        results = validate_module(path)
     bad = 0
     for name, messages in results.items():
         for m in messages:
