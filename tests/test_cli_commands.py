@@ -1,5 +1,6 @@
-"""Built-in and plugin commands are registered the same way (``tx_register_commands``, a
-class with ``add_arguments`` and ``run``); a plugin adds a command but cannot replace one."""
+"""Built-in and plugin commands are registered the same way (``tx_register_commands``: a
+``tx.cli.command.Command``, or a class with ``add_arguments`` and ``run``); a plugin adds a
+command but cannot replace one."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,8 @@ import sys
 
 HOOKS = '''
 from tx import hookimpl
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
 
 
 class QuotaCommand:
@@ -28,9 +31,20 @@ class FakeRun:
         return 0
 
 
+def _usage(args):
+    if args.hours < 0:
+        raise CLIError("--hours must be >= 0", 2)
+    print(f"usage of {args.team}: {args.hours} GPU hours")
+    return 0
+
+
+USAGE = Command(run=_usage, arguments=(Argument("team"), Argument("--hours", type=int, default=0)))
+
+
 @hookimpl
 def tx_register_commands(register):
     register("quota", "quota_hooks:QuotaCommand", help="show a team's GPU quota")
+    register("usage", "quota_hooks:USAGE", help="show a team's GPU usage")
     register("run", "quota_hooks:FakeRun", help="a plugin may not replace tx run")
 '''
 
@@ -50,16 +64,18 @@ def _tx(tmp_path, *args):
 
 
 def test_builtin_commands_are_registered_through_the_hook():
-    from tx import _builtin_plugin
-    from tx.cli.main import COMMANDS
+    from tx.cli.command import Command
+    from tx.cli.main import builtin_commands
     from tx.plugins import PluginRegistry
 
     reg = PluginRegistry(entry_points=[])
-    assert reg.names("commands") == list(COMMANDS) == list(_builtin_plugin.COMMANDS)
-    for name in COMMANDS:
+    builtins = builtin_commands()
+    assert reg.names("commands") == list(builtins)
+    for name, (load, help_text) in builtins.items():
         r = reg.get("commands", name)
-        cls = r.load()
-        assert r.distribution == "tx-core" and callable(cls().add_arguments) and callable(cls().run)
+        cmd = r.load()
+        assert r.distribution == "tx-core" and r.description == help_text and help_text
+        assert isinstance(cmd, Command) and cmd is load() and callable(cmd.run)
 
 
 def test_a_plugin_adds_a_command_and_cannot_replace_one(tmp_path):
@@ -71,3 +87,15 @@ def test_a_plugin_adds_a_command_and_cannot_replace_one(tmp_path):
     assert p.returncode == 0 and "hijacked" not in p.stdout and "=== SCHEDULER REQUEST ===" in p.stdout, p.stderr
     p = _tx(tmp_path, "plugins")
     assert "conflict: commands 'run' registered by tx-core and quotaplug" in p.stdout, p.stdout
+
+
+def test_a_plugin_registers_a_command_record(tmp_path):
+    p = _tx(tmp_path, "usage", "ml-team", "--hours", "7")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "usage of ml-team: 7 GPU hours\n", ""), p.stderr
+    p = _tx(tmp_path, "usage", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage: tx usage [-h] [--hours HOURS] team\n"), p.stdout
+    assert "show a team's GPU usage" in p.stdout
+    p = _tx(tmp_path, "usage")
+    assert p.returncode == 2 and p.stderr.startswith("tx usage: error:") and len(p.stderr.splitlines()) == 1
+    p = _tx(tmp_path, "usage", "ml-team", "--hours", "-1")
+    assert (p.returncode, p.stderr) == (2, "tx usage: error: --hours must be >= 0\n")

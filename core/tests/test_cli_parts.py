@@ -1,17 +1,21 @@
-"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors."""
+"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors, commands."""
 from __future__ import annotations
 
 import io
+import sys
 import threading
 from datetime import datetime, timedelta
 
 import pytest
 
-from tx.cli._errors import describe_error
+from tx import hookimpl
 from tx.cli._relay import Relay, prefix_block
 from tx.cli.cmd_log import parse_identifier, parse_time
-from tx.cli.main import CLIError
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError, describe_error
+from tx.cli.main import main
 from tx.specs import InvalidRunConfigException, MalformedAppHandleException
+from tx.testing import register_plugin
 
 
 def test_prefix_block_whole_and_partial_lines():
@@ -99,3 +103,37 @@ def test_describe_error_is_one_line():
     assert describe_error(KeyError("unknown named resource 'x'")) == "unknown named resource 'x'"
     assert describe_error(FileNotFoundError(2, "No such file or directory", "/nope")) .startswith("[Errno 2]")
     assert "unexpected" in describe_error(RuntimeError("boom"))
+
+
+def _interrupt(args):
+    raise KeyboardInterrupt
+
+
+def _tree(parser):
+    sub = parser.add_subparsers(dest="what", required=True)
+    sub.add_parser("leaf").add_argument("--n", type=int, default=1)
+
+
+class _CommandsPlugin:
+    @hookimpl
+    def tx_register_commands(self, register):
+        register("interrupt", Command(run=_interrupt), help="raises KeyboardInterrupt")
+        register("leave", Command(run=lambda args: sys.exit(3)), help="calls sys.exit(3)")
+        register("tree", Command(run=lambda args: print(args.what, args.n, args.v), configure=_tree,
+                                 arguments=(Argument("-v", action="store_true"),)), help="a configured parser")
+
+
+def test_command_records_run_in_process(capsys):
+    with register_plugin(_CommandsPlugin(), "commands-plugin"):
+        assert main(["interrupt"]) == 130
+        assert capsys.readouterr().err == "tx: interrupted\n"
+        with pytest.raises(SystemExit) as e:  # main(argv) leaves SystemExit to its caller
+            main(["leave"])
+        assert e.value.code == 3
+        assert main(["tree", "-v", "leaf", "--n", "4"]) == 0
+        assert capsys.readouterr().out == "leaf 4 True\n"
+        with pytest.raises(SystemExit) as e:
+            main(["tree", "leaf", "--n", "x"])
+        assert e.value.code == 2
+        assert capsys.readouterr().err == (
+            "tx tree leaf: error: argument --n: invalid int value: 'x' (see `tx tree leaf --help`)\n")

@@ -8,12 +8,11 @@ import sys
 
 import pytest
 
-from tx.cli._errors import describe_error
+from tx.cli.errors import EXIT_USAGE, CLIError, describe_error, exit_code, report
 from tx.errors import UserError
 
 
 def _user_error_classes():
-    from tx.cli.main import CLIError
     from tx.plugins import PluginConflictError, PluginError
     from tx.config import ConfigError
     from tx.schedulers import SchedulerError
@@ -47,8 +46,33 @@ def test_describe_error_user_vs_unexpected():
     assert msg.startswith("ZeroDivisionError: division by zero (unexpected;"), msg
 
 
-def test_console_exit_runs_atexit_handlers(tmp_path):
-    """`tx` ends with os._exit for speed, but plugins' atexit handlers still run."""
+def test_errors_are_told_apart_by_class_not_by_name(capsys):
+    from tx.specs import InvalidRunConfigException
+    from tx.components.system.errors import ComponentArgumentError, ComponentNotFoundException
+
+    assert exit_code(CLIError("usage", EXIT_USAGE)) == 2 and exit_code(CLIError("failed")) == 1
+    assert exit_code(ComponentArgumentError("--msg is required")) == 2
+    assert exit_code(ComponentNotFoundException("no component x")) == 1 and exit_code(ValueError("v")) == 1
+    assert describe_error(InvalidRunConfigException("bad -cfg", "k", "k=1")) == (
+        "bad -cfg (see `tx runopts <scheduler>`)")
+
+    class InvalidRunConfigException(Exception):  # TorchX's name, not tx's class
+        pass
+
+    assert describe_error(InvalidRunConfigException("x")).startswith("InvalidRunConfigException: x (unexpected;")
+    assert report(ComponentArgumentError("--msg is required"), "run") == 2
+    assert report(CLIError("a\nb"), "log") == 1
+    assert capsys.readouterr().err == "tx run: error: --msg is required\ntx log: error: a\\nb\n"
+
+
+@pytest.mark.parametrize(("argv", "code"), [
+    (["plugins"], 0),
+    (["no-such-command"], 2),  # argparse's SystemExit
+    (["status", "nosched://s/app"], 1),  # a user error, reported by tx.cli.errors
+])
+def test_console_exit_runs_atexit_handlers(tmp_path, argv, code):
+    """`tx` skips the interpreter's teardown for speed, but plugins' atexit handlers still
+    run, and the exit code is the command's."""
     site = tmp_path / "site"
     dist = site / "exitplug-1.0.dist-info"
     dist.mkdir(parents=True)
@@ -61,7 +85,10 @@ def test_console_exit_runs_atexit_handlers(tmp_path):
     )
     env = dict(os.environ, PYTHONPATH=str(site), TX_NO_CACHE="1", XDG_CACHE_HOME=str(tmp_path / "c"))
     tx = os.path.join(os.path.dirname(sys.executable), "tx")
-    p = subprocess.run([tx, "plugins"], env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert "exitplug" in p.stdout
+    p = subprocess.run([tx, *argv], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == code, p.stderr
+    if code == 0:
+        assert "exitplug" in p.stdout
+    else:
+        assert len(p.stderr.splitlines()) == 1 and "error:" in p.stderr, p.stderr
     assert marker.read_text() == "buffered records"

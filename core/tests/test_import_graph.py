@@ -213,13 +213,22 @@ def test_core_imports_no_plugin_and_no_plugin_imports_another():
 
 #: modules whose imports are being reworked in the same change (issue 23: the CLI as data,
 #: TorchX shims leaving the Scheduler base); emptied when that lands
-PENDING = {"tx.cli"}
+PENDING: set = set()
 
 
 def _comment_near(lines: List[str], lineno: int) -> bool:
-    line = lines[lineno - 1]
-    above = lines[lineno - 2].strip() if lineno >= 2 else ""
-    return "#" in line or above.startswith("#")
+    """A comment on the import's line, or heading the group of imports it belongs to."""
+    if "#" in lines[lineno - 1]:
+        return True
+    i = lineno - 2
+    while i >= 0:
+        text = lines[i].strip()
+        if text.startswith("#"):
+            return True
+        if not (text == "" or text.startswith(("from ", "import ")) or text.endswith((",", "(")) or text == ")"):
+            return False
+        i -= 1
+    return False
 
 
 def _light_reason(module: str) -> Optional[str]:

@@ -33,30 +33,25 @@ def tx_register_trackers(register: Callable[..., None]) -> None:
              description="runs as JSON files in a directory or an fsspec URL (config: the location)")
 
 
-#: tx's own commands: name -> (command class, one-line help), registered through
-#: ``tx_register_commands`` exactly as a plugin registers its commands
-COMMANDS = {
-    "run": ("tx.cli.cmd_run:RunCommand", "run a component or an AppDef file on a scheduler"),
-    "builtins": ("tx.cli.cmd_builtins:BuiltinsCommand", "list the components tx can find"),
-    "runopts": ("tx.cli.cmd_runopts:RunoptsCommand", "show a scheduler's run options"),
-    "status": ("tx.cli.cmd_status:StatusCommand", "show an app's status"),
-    "describe": ("tx.cli.cmd_describe:DescribeCommand", "show an app's definition"),
-    "log": ("tx.cli.cmd_log:LogCommand", "print or follow an app's logs"),
-    "list": ("tx.cli.cmd_list:ListCommand", "list the apps a scheduler knows"),
-    "cancel": ("tx.cli.cmd_cancel:CancelCommand", "cancel an app"),
-    "gc": ("tx.cli.cmd_gc:GcCommand", "delete the state and logs of apps that finished long ago"),
-    "configure": ("tx.cli.cmd_configure:ConfigureCommand", "write a .txconfig with the schedulers' run options"),
-    "plugins": ("tx.cli.cmd_plugins:PluginsCommand", "list installed plugins and what they registered"),
-    "completion": ("tx.cli.cmd_completion:CompletionCommand", "print a bash or zsh completion script"),
-    "lint": ("tx.cli.cmd_lint:LintCommand", "check component functions in a Python file"),
-    "tracker": ("tx.cli.cmd_tracker:TrackerCommand",
-                "list runs, metadata, artifacts and lineage that trackers recorded"),
-}
-
-
 def tx_register_commands(register: Callable[..., None]) -> None:
-    for name, (command, help_text) in COMMANDS.items():
-        register(name, command, help=help_text)
+    """tx's own commands, registered exactly as a plugin registers its commands: each a
+    :class:`tx.cli.command.Command` named by dotted path (imported only when it runs).
+    ``tx --help`` lists them in this order."""
+    register("run", "tx.cli.cmd_run:COMMAND", help="run a component or an AppDef file on a scheduler")
+    register("builtins", "tx.cli.cmd_builtins:COMMAND", help="list the components tx can find")
+    register("runopts", "tx.cli.cmd_runopts:COMMAND", help="show a scheduler's run options")
+    register("status", "tx.cli.cmd_status:COMMAND", help="show an app's status")
+    register("describe", "tx.cli.cmd_describe:COMMAND", help="show an app's definition")
+    register("log", "tx.cli.cmd_log:COMMAND", help="print or follow an app's logs")
+    register("list", "tx.cli.cmd_list:COMMAND", help="list the apps a scheduler knows")
+    register("cancel", "tx.cli.cmd_cancel:COMMAND", help="cancel an app")
+    register("gc", "tx.cli.cmd_gc:COMMAND", help="delete the state and logs of apps that finished long ago")
+    register("configure", "tx.cli.cmd_configure:COMMAND", help="write a .txconfig with the schedulers' run options")
+    register("plugins", "tx.cli.cmd_plugins:COMMAND", help="list installed plugins and what they registered")
+    register("completion", "tx.cli.cmd_completion:COMMAND", help="print a bash or zsh completion script")
+    register("lint", "tx.cli.cmd_lint:COMMAND", help="check component functions in a Python file")
+    register("tracker", "tx.cli.cmd_tracker:COMMAND",
+             help="list runs, metadata, artifacts and lineage that trackers recorded")
 
 
 def as_pluggy_plugin() -> Any:

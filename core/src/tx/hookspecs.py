@@ -90,9 +90,18 @@ def tx_register_components(register: Callable[..., None]) -> None:
 def tx_register_commands(register: Callable[..., None]) -> None:
     """Register extra ``tx`` subcommands.
 
-    Call ``register(name, command, *, help="")`` where ``command`` is a dotted path or a
-    class with ``add_arguments(parser: argparse.ArgumentParser) -> None`` and
-    ``run(args: argparse.Namespace) -> int | None``.
+    Call ``register(name, command, *, help="")`` where ``name`` is the subcommand
+    (``tx NAME``), ``help`` its one-line help, and ``command`` a dotted path (preferred:
+    imported only when the command runs) to a :class:`tx.cli.command.Command`, the record
+    of its arguments and of ``run(args: argparse.Namespace) -> int | None``::
+
+        COMMAND = Command(run=_quota, arguments=(Argument("--who", required=True),))
+        register("quota", "acme_tx.cli:COMMAND", help="show the team's GPU quota")
+
+    ``command`` may also be (the dotted path of) a class or an object with
+    ``add_arguments(parser: argparse.ArgumentParser) -> None`` and
+    ``run(args: argparse.Namespace) -> int | None``, the older form. A plugin cannot
+    replace one of tx's own commands.
     """
 
 

@@ -239,7 +239,8 @@ class ComponentRegister(Register):
 
 class CommandRegister(Register):
     """``register(name, command, *, help="")`` in ``tx_register_commands``: ``command`` is
-    a dotted path to (or a class with) ``add_arguments(parser)`` and ``run(args) -> int``."""
+    a :class:`tx.cli.command.Command` (or its dotted path), or a class or an object with
+    ``add_arguments(parser)`` and ``run(args) -> int`` (the older form)."""
 
     kind = "commands"
 

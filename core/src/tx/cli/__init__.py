@@ -1,1 +1,3 @@
 """The ``tx`` command line (``tx.cli.main:main``)."""
+
+__all__ = []

@@ -2,4 +2,6 @@ import sys
 
 from tx.cli.main import main
 
+__all__ = []
+
 sys.exit(main())

@@ -5,26 +5,20 @@ import argparse
 import json
 import sys
 
+from tx.cli._text import plain
+from tx.cli.command import Argument, Command
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--print", dest="print_name", default=None, metavar="NAME",
-                   help="print the source of component NAME")
-    p.add_argument("--json", action="store_true", help="print JSON lines (name, description, fn_name, source, distribution)")
-
-
-def run(args: argparse.Namespace) -> int:
-    return _builtins(args)
+__all__ = ["COMMAND"]
 
 
 def _builtins(args: argparse.Namespace) -> int:
-    from tx.components.system import finder
+    # the component finder is imported when the command runs, not when its parser is built
+    from tx.components.system.finder import get_builtin_source, get_components
 
     if args.print_name:
-        sys.stdout.write(finder.get_builtin_source(args.print_name))
+        sys.stdout.write(get_builtin_source(args.print_name))
         return 0
-    from tx.cli._text import plain
-
-    comps = finder.get_components()
+    comps = get_components()
     if args.json:
         for name, comp in sorted(comps.items()):
             print(json.dumps({"name": name, "description": plain(comp.description or "").strip(),
@@ -38,11 +32,10 @@ def _builtins(args: argparse.Namespace) -> int:
     return 0
 
 
-class BuiltinsCommand:
-    """``tx builtins``: list the components tx can find."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx builtins``: list the components tx can find
+COMMAND = Command(run=_builtins, arguments=(
+    Argument("--print", dest="print_name", default=None, metavar="NAME",
+             help="print the source of component NAME"),
+    Argument("--json", action="store_true",
+             help="print JSON lines (name, description, fn_name, source, distribution)"),
+))

@@ -2,38 +2,23 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+from tx.cli._common import make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import unknown_app
+
+__all__ = ["COMMAND"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id")
-
-
-def _unknown(handle: str) -> Any:
-    from tx.cli.main import CLIError
-
-    return CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from tx.cli._common import make_runner
-
+def _cancel(args: argparse.Namespace) -> int:
     with make_runner() as runner:
-        return _cancel(runner, args)
-
-
-def _cancel(runner: Any, args: argparse.Namespace) -> int:
-    if runner.status(args.app_handle) is None:
-        raise _unknown(args.app_handle)
-    runner.cancel(args.app_handle)
+        if runner.status(args.app_handle) is None:
+            raise unknown_app(args.app_handle)
+        runner.cancel(args.app_handle)
     return 0
 
 
-class CancelCommand:
-    """``tx cancel``: cancel an app."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx cancel``: cancel an app
+COMMAND = Command(run=_cancel, arguments=(
+    Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id"),
+))

@@ -19,18 +19,18 @@ import argparse
 import sys
 from typing import Any, Dict, Iterable, List
 
+from tx.cli._common import default_scheduler, make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
+from tx.cli.main import build_parser, builtin_commands, plugin_commands
+
+__all__ = ["COMMAND", "KINDS", "script"]
+
+#: what ``tx completion --list KIND`` prints: the names the script completes at TAB time
 KINDS = ("schedulers", "components", "runopts", "handles")
 
 
-def add_arguments(p: argparse.ArgumentParser, _name: str = "completion") -> None:
-    p.add_argument("shell", nargs="?", choices=["bash", "zsh"], help="the shell to print the script for")
-    p.add_argument("--list", dest="list_kind", choices=KINDS, default=None,
-                   help="print the names the script completes, one per line (used by the script)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from tx.cli.main import CLIError
-
+def _completion(args: argparse.Namespace) -> int:
     if args.list_kind:
         for word in _words(args.list_kind):
             print(word)
@@ -73,13 +73,11 @@ def script(shell: str) -> str:
     Raises:
         CLIError: shtab is not installed.
     """
-    from tx.cli.main import CLIError, _plugin_commands, build_parser
-
     try:
-        import shtab
+        import shtab  # an optional dependency, and a heavy one: only for the script itself
     except ImportError:
         raise CLIError("shell completion needs shtab: pip install shtab") from None
-    parser = build_parser(_plugin_commands(["completion-all"]), None)
+    parser = build_parser({**builtin_commands(), **plugin_commands()}, None)
     _mark(parser)
     return str(shtab.complete(parser, shell=shell))
 
@@ -88,15 +86,14 @@ def _words(kind: str) -> Iterable[str]:
     """Completion words of ``kind``; never raises (a broken plugin must not break TAB)."""
     try:
         if kind == "schedulers":
+            # the registry is imported when the command runs, not when its parser is built
             from tx.plugins import get_registry
 
             return get_registry().names("schedulers")
         if kind == "components":
-            from tx.components.system import finder
+            from tx.components.system.finder import get_components  # the finder too
 
-            return sorted(finder.get_components())
-        from tx.cli._common import default_scheduler, make_runner
-
+            return sorted(get_components())
         with make_runner() as runner:
             if kind == "runopts":
                 keys: List[str] = []
@@ -109,11 +106,9 @@ def _words(kind: str) -> Iterable[str]:
         return []
 
 
-class CompletionCommand:
-    """``tx completion``: print a bash or zsh completion script."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p, "completion")
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx completion``: print a bash or zsh completion script
+COMMAND = Command(run=_completion, arguments=(
+    Argument("shell", nargs="?", choices=["bash", "zsh"], help="the shell to print the script for"),
+    Argument("--list", dest="list_kind", choices=KINDS, default=None,
+             help="print the names the script completes, one per line (used by the script)"),
+))

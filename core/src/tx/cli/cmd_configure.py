@@ -2,36 +2,22 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 
+from tx.cli._common import make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--schedulers", default=None,
-                   help="comma-separated schedulers (default: all installed)")
-    p.add_argument("--print", dest="print_only", action="store_true",
-                   help="print to stdout instead of writing ./.txconfig")
-    p.add_argument("-a", "--all", dest="all_opts", action="store_true",
-                   help="accepted for TorchX's `configure -a`: the template always has every run option")
-    p.add_argument("--force", action="store_true", help="overwrite an existing ./.txconfig")
-    p.add_argument("--from-torchx", "--from_torchx", dest="from_torchx", nargs="?", const="",
-                   default=None, metavar="PATH",
-                   help="convert TorchX's .torchxconfig (PATH, else $TORCHXCONFIG, else the "
-                        "nearest one from here up, then ~) into ./.txconfig")
-
-
-def run(args: argparse.Namespace) -> int:
-    return _configure(args)
+__all__ = ["COMMAND"]
 
 
 def _configure(args: argparse.Namespace) -> int:
-    import io
-
-    from tx.cli._common import make_runner
-    from tx.cli.main import CLIError
+    # the settings and the registry are imported when the command runs, not when its parser is built
     from tx.plugins import install_hint
-    from tx import config
-    from tx.config import run_options
+    from tx.config import CONFIG_FILE
+    from tx.config.run_options import template
     from tx.config.torchx import convert_torchx_config, find_torchx_config
 
     buf = io.StringIO()
@@ -46,11 +32,11 @@ def _configure(args: argparse.Namespace) -> int:
             if not names:
                 raise CLIError(install_hint())
             opts = {n: runner.scheduler_run_opts(n) for n in names}
-        run_options.template(buf, opts)
+        template(buf, opts)
     if args.print_only:
         sys.stdout.write(buf.getvalue())
         return 0
-    path = os.path.join(os.getcwd(), config.CONFIG_FILE)
+    path = os.path.join(os.getcwd(), CONFIG_FILE)
     if os.path.exists(path) and not args.force:
         raise CLIError(f"{path} exists; use --force to overwrite it or --print to see the template")
     with open(path, "w") as f:
@@ -59,11 +45,16 @@ def _configure(args: argparse.Namespace) -> int:
     return 0
 
 
-class ConfigureCommand:
-    """``tx configure``: write a .txconfig with the schedulers' run options."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx configure``: write a .txconfig with the schedulers' run options
+COMMAND = Command(run=_configure, arguments=(
+    Argument("-s", "--schedulers", default=None, help="comma-separated schedulers (default: all installed)"),
+    Argument("--print", dest="print_only", action="store_true",
+             help="print to stdout instead of writing ./.txconfig"),
+    Argument("-a", "--all", dest="all_opts", action="store_true",
+             help="accepted for TorchX's `configure -a`: the template always has every run option"),
+    Argument("--force", action="store_true", help="overwrite an existing ./.txconfig"),
+    Argument("--from-torchx", "--from_torchx", dest="from_torchx", nargs="?", const="", default=None,
+             metavar="PATH",
+             help="convert TorchX's .torchxconfig (PATH, else $TORCHXCONFIG, else the "
+                  "nearest one from here up, then ~) into ./.txconfig"),
+))

@@ -3,40 +3,38 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, List, Optional
+
+from tx.cli._common import make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
+from tx.log import get_logger
+
+if TYPE_CHECKING:
+    from tx.runner import Runner
+
+__all__ = ["COMMAND", "auto_gc", "prune"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--scheduler", action="append", default=[],
-                   help="scheduler whose finished apps to delete (default: the local schedulers)")
-    p.add_argument("--keep", default=None, metavar="DURATION",
-                   help="keep apps that ended less than this long ago: a number and a unit s, m, h, d "
-                        "or w, e.g. 7d (default: keep in [cli:gc] of .txconfig)")
-    p.add_argument("--dry-run", "--dryrun", dest="dry_run", action="store_true",
-                   help="print what would be deleted, delete nothing")
-
-
-def run(args: argparse.Namespace) -> int:
-    from tx.cli._common import make_runner
-
+def _run(args: argparse.Namespace) -> int:
     with make_runner() as runner:
         return _gc(runner, args)
 
 
-def _gc(runner: Any, args: argparse.Namespace) -> int:
+def _gc(runner: Runner, args: argparse.Namespace) -> int:
     """Delete the state and logs of finished apps older than the retention; never an app
     that has not finished."""
-    from tx.cli.main import CLIError
-    from tx import config
+    # the settings are imported when the command runs, not when its parser is built
+    from tx.config import GC_KEEP, GC_SECTION, get_config, parse_duration
 
-    text = args.keep if args.keep is not None else config.get_config(*config.GC_SECTION, config.GC_KEEP)
+    text = args.keep if args.keep is not None else get_config(*GC_SECTION, GC_KEEP)
     if text is None:
         raise CLIError("how long to keep finished apps? give --keep DURATION (e.g. --keep 7d) "
-                       f"or set {config.GC_KEEP} in [cli:gc] of .txconfig", 2)
+                       f"or set {GC_KEEP} in [cli:gc] of .txconfig", 2)
     try:
-        keep = config.parse_duration(text)
+        keep = parse_duration(text)
     except ValueError as e:
-        raise CLIError(f"--keep: {e}" if args.keep is not None else f"[cli:gc] {config.GC_KEEP}: {e}", 2) from None
+        raise CLIError(f"--keep: {e}" if args.keep is not None else f"[cli:gc] {GC_KEEP}: {e}", 2) from None
     names = [n for text in args.scheduler for n in text.split(",") if n]
     named = bool(names)
     if not named:  # the schedulers of this host that keep app state tx can delete
@@ -59,7 +57,7 @@ def _gc(runner: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def prune(runner: Any, scheduler: str, keep: float, dry_run: bool = False) -> Any:
+def prune(runner: Runner, scheduler: str, keep: float, dry_run: bool = False) -> Optional[List[Any]]:
     """The apps ``scheduler`` deleted (state and logs of apps that ended more than ``keep``
     seconds ago), or None when the scheduler cannot prune (it has no ``prune(keep,
     dry_run)`` method, as the local schedulers have)."""
@@ -70,26 +68,27 @@ def prune(runner: Any, scheduler: str, keep: float, dry_run: bool = False) -> An
     return fn(keep, dry_run=dry_run)
 
 
-def auto_gc(runner: Any, scheduler: str) -> None:
+def auto_gc(runner: Runner, scheduler: str) -> None:
     """After ``tx run`` on a local scheduler: prune finished apps when ``[cli:gc] keep`` is
     set in .txconfig. Never fails the run (a bad value is reported by ``tx gc``)."""
-    from tx import config
+    # the settings are imported when the command runs, not when its parser is built
+    from tx.config import GC_KEEP, GC_SECTION, get_config, parse_duration
 
     try:
-        text = config.get_config(*config.GC_SECTION, config.GC_KEEP)
+        text = get_config(*GC_SECTION, GC_KEEP)
         if text is not None and runner.scheduler_runs_on_host(scheduler):
-            prune(runner, scheduler, config.parse_duration(text))
+            prune(runner, scheduler, parse_duration(text))
     except Exception as e:  # noqa: BLE001 - housekeeping must not turn a run into a failure
-        from tx.log import get_logger
-
         get_logger(__name__).warning("automatic gc failed", error=str(e))
 
 
-class GcCommand:
-    """``tx gc``: delete the state and logs of apps that finished long ago."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx gc``: delete the state and logs of apps that finished long ago
+COMMAND = Command(run=_run, arguments=(
+    Argument("-s", "--scheduler", action="append", default=[],
+             help="scheduler whose finished apps to delete (default: the local schedulers)"),
+    Argument("--keep", default=None, metavar="DURATION",
+             help="keep apps that ended less than this long ago: a number and a unit s, m, h, d "
+                  "or w, e.g. 7d (default: keep in [cli:gc] of .txconfig)"),
+    Argument("--dry-run", "--dryrun", dest="dry_run", action="store_true",
+             help="print what would be deleted, delete nothing"),
+))

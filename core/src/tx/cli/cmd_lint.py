@@ -5,26 +5,23 @@ import argparse
 import os
 import sys
 
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", metavar="FILE[:FUNCTION]", help="a Python file of component functions")
-
-
-def run(args: argparse.Namespace) -> int:
-    return _lint(args)
+__all__ = ["COMMAND"]
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from tx.cli.main import CLIError
-    from tx.components.system import file_linter
+    # the linter is imported when the command runs, not when its parser is built
+    from tx.components.system.file_linter import validate, validate_module
 
     path, _, fn = args.path.partition(":")
     if not os.path.isfile(path):
         raise CLIError(f"{path}: no such file", 2)
     if fn:
-        results = {fn: file_linter.validate(path, fn)}
+        results = {fn: validate(path, fn)}
     else:
-        results = file_linter.validate_module(path)
+        results = validate_module(path)
     bad = 0
     for name, messages in results.items():
         for m in messages:
@@ -35,11 +32,7 @@ def _lint(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-class LintCommand:
-    """``tx lint``: check component functions in a Python file."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx lint``: check component functions in a Python file
+COMMAND = Command(run=_lint, arguments=(
+    Argument("path", metavar="FILE[:FUNCTION]", help="a Python file of component functions"),
+))

@@ -4,21 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
+from tx.cli._common import default_scheduler, make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--scheduler", default=None,
-                   help="scheduler whose apps to list (default: as for `tx run`)")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.add_argument("-n", "--limit", type=_positive_int, default=None,
-                   help=f"show at most this many apps, newest first (default: {DEFAULT_LIST_LIMIT} where the "
-                        "scheduler tells the age of its apps, else all)")
-    p.add_argument("--all", dest="all_apps", action="store_true", help="show every app (no limit)")
-    p.add_argument("--state", action="append", default=[], metavar="STATE",
-                   help="only apps in these states (repeat or comma-separate; e.g. RUNNING,FAILED; "
-                        "`active`: not finished)")
+if TYPE_CHECKING:
+    from tx.runner import Runner
 
+__all__ = ["COMMAND", "DEFAULT_LIST_LIMIT", "format_age", "newest_first", "table"]
 
 #: ``tx list`` shows this many apps unless ``--limit``/``--all`` say otherwise
 DEFAULT_LIST_LIMIT = 20
@@ -40,7 +36,7 @@ def _state_filter(texts: Any) -> Any:
     Raises:
         CLIError: an unknown state name.
     """
-    from tx.cli.main import CLIError
+    # the model is imported when the command runs, not when its parser is built
     from tx.specs.api import AppState
 
     names = {t.strip().upper() for text in texts for t in text.split(",") if t.strip()}
@@ -97,18 +93,12 @@ def format_age(seconds: Any) -> str:
     return f"{s}s"
 
 
-def run(args: argparse.Namespace) -> int:
-    from tx.cli._common import make_runner
-
+def _run(args: argparse.Namespace) -> int:
     with make_runner() as runner:
         return _list(runner, args)
 
 
-def _list(runner: Any, args: argparse.Namespace) -> int:
-    import time
-
-    from tx.cli._common import default_scheduler
-
+def _list(runner: Runner, args: argparse.Namespace) -> int:
     wanted = _state_filter(args.state)
     scheduler = args.scheduler or default_scheduler(runner)
     apps, ordered = newest_first(runner.list(scheduler))
@@ -135,11 +125,15 @@ def _list(runner: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-class ListCommand:
-    """``tx list``: list the apps a scheduler knows."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx list``: list the apps a scheduler knows
+COMMAND = Command(run=_run, arguments=(
+    Argument("-s", "--scheduler", default=None, help="scheduler whose apps to list (default: as for `tx run`)"),
+    Argument("--json", action="store_true", help="print JSON lines"),
+    Argument("-n", "--limit", type=_positive_int, default=None,
+             help=f"show at most this many apps, newest first (default: {DEFAULT_LIST_LIMIT} where the "
+                  "scheduler tells the age of its apps, else all)"),
+    Argument("--all", dest="all_apps", action="store_true", help="show every app (no limit)"),
+    Argument("--state", action="append", default=[], metavar="STATE",
+             help="only apps in these states (repeat or comma-separate; e.g. RUNNING,FAILED; "
+                  "`active`: not finished)"),
+))

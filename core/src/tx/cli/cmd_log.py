@@ -10,7 +10,17 @@ import re
 import sys
 import time
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from tx.cli._common import make_runner
+from tx.cli._relay import Relay
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError, unknown_app
+
+if TYPE_CHECKING:
+    from tx.runner import Runner
+
+__all__ = ["COMMAND", "parse_identifier", "parse_time"]
 
 _IDENT = re.compile(
     r"^(?P<sched>[A-Za-z0-9_.\-]+)://(?P<session>[^/]*)/(?P<app_id>[^/]+)"
@@ -20,27 +30,12 @@ _REL = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def add_arguments(p: argparse.ArgumentParser, _name: str = "log") -> None:
-    p.add_argument("identifier", metavar="IDENTIFIER",
-                   help="scheduler://session/app_id[/role[/replica_ids]], e.g. local_cwd://tx/train-x1/train/0,1")
-    p.add_argument("-f", "-t", "--follow", "--tail", dest="tail", action="store_true",
-                   help="follow the logs until the app ends")
-    p.add_argument("--regex", default=None, help="only lines matching this regular expression")
-    p.add_argument("--since", default=None,
-                   help="only lines after this time: ISO 8601 (2026-01-02T10:00) or an age (30s, 10m, 2h, 1d)")
-    p.add_argument("--until", default=None, help="only lines before this time (same formats as --since)")
-    p.add_argument("--streams", choices=["stdout", "stderr", "combined"], default=None,
-                   help="which output (default: the scheduler's, usually combined)")
-
-
 def parse_identifier(text: str) -> Tuple[str, Optional[str], Optional[List[int]]]:
     """Split an identifier into (app handle, role or None, replica ids or None).
 
     Raises:
         CLIError: the text does not follow the grammar.
     """
-    from tx.cli.main import CLIError
-
     m = _IDENT.match(text)
     if not m:
         raise CLIError(
@@ -59,8 +54,6 @@ def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[
     """
     if text is None:
         return None
-    from tx.cli.main import CLIError
-
     m = _REL.match(text.strip())
     if m:
         return (now or datetime.now()) - timedelta(seconds=float(m[1]) * _UNIT[m[2]])
@@ -70,16 +63,14 @@ def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[
         raise CLIError(f"bad time {text!r}: use ISO 8601 (2026-01-02T10:00) or an age like 10m", 2) from None
 
 
-def _replicas(runner: Any, handle: str, role: Optional[str], ids: Optional[List[int]]) -> List[Tuple[str, int]]:
-    from tx.cli.main import CLIError
-
+def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[List[int]]) -> List[Tuple[str, int]]:
     if role is not None and ids is not None:
         return [(role, k) for k in ids]
     waited = False
     while True:
         status = runner.status(handle)
         if status is None:
-            raise CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it)")
+            raise unknown_app(handle)
         if status.state.name not in ("UNSUBMITTED", "SUBMITTED", "PENDING"):
             break
         if not waited:
@@ -97,10 +88,7 @@ def _replicas(runner: Any, handle: str, role: Optional[str], ids: Optional[List[
     return [(r, k) for r, n in roles.items() for k in range(n)]
 
 
-def run(args: argparse.Namespace) -> int:
-    from tx.cli._common import make_runner
-    from tx.cli._relay import Relay
-
+def _log(args: argparse.Namespace) -> int:
     handle, role, ids = parse_identifier(args.identifier)
     since, until = parse_time(args.since), parse_time(args.until)
     filtered = bool(args.regex or since or until)
@@ -122,11 +110,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-class LogCommand:
-    """``tx log``: print or follow an app's logs."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p, "log")
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx log``: print or follow an app's logs
+COMMAND = Command(run=_log, arguments=(
+    Argument("identifier", metavar="IDENTIFIER",
+             help="scheduler://session/app_id[/role[/replica_ids]], e.g. local_cwd://tx/train-x1/train/0,1"),
+    Argument("-f", "-t", "--follow", "--tail", dest="tail", action="store_true",
+             help="follow the logs until the app ends"),
+    Argument("--regex", default=None, help="only lines matching this regular expression"),
+    Argument("--since", default=None,
+             help="only lines after this time: ISO 8601 (2026-01-02T10:00) or an age (30s, 10m, 2h, 1d)"),
+    Argument("--until", default=None, help="only lines before this time (same formats as --since)"),
+    Argument("--streams", choices=["stdout", "stderr", "combined"], default=None,
+             help="which output (default: the scheduler's, usually combined)"),
+))

@@ -5,18 +5,13 @@ import argparse
 import json
 from typing import Any, Dict
 
+from tx.cli.command import Argument, Command
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="one line per registered name, with its description (where it came from)")
-
-
-def run(args: argparse.Namespace) -> int:
-    return _plugins(args)
+__all__ = ["COMMAND"]
 
 
 def _plugins(args: argparse.Namespace) -> int:
+    # the registry (attrs, pluggy) is imported when the command runs, not when its parser is built
     from tx.plugins import CORE_PLUGIN, get_registry, install_hint
 
     reg = get_registry()
@@ -67,11 +62,9 @@ def _plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-class PluginsCommand:
-    """``tx plugins``: list installed plugins and what they registered."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx plugins``: list installed plugins and what they registered
+COMMAND = Command(run=_plugins, arguments=(
+    Argument("--json", action="store_true", help="print JSON"),
+    Argument("-v", "--verbose", action="store_true",
+             help="one line per registered name, with its description (where it came from)"),
+))

@@ -9,36 +9,30 @@ SIGINT while waiting cancels the app (nothing is left running) and exits 128+sig
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
+import signal
 import sys
-from typing import Any, Dict, List, Optional
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from tx.cli._common import config_default, default_scheduler, is_local, make_runner
+from tx.cli._relay import Relay
+from tx.cli.cmd_gc import auto_gc
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
+
+if TYPE_CHECKING:
+    from tx.runner import Runner
+    from tx.specs.api import AppDef, AppDryRunInfo, AppStatus
+
+__all__ = ["COMMAND", "format_duration", "summary"]
 
 _APPDEF_EXTS = (".yaml", ".yml", ".json")
 
 
-def add_arguments(p: argparse.ArgumentParser, _name: str = "run") -> None:
-    p.add_argument("-s", "--scheduler", default=None,
-                   help="scheduler to run on (default: [cli:run] scheduler in .txconfig, else local_cwd)")
-    p.add_argument("-cfg", "--scheduler_args", "--cfg", dest="cfg", action="append", default=[],
-                   help="run options as k1=v1,k2=v2 (lists k=a,b; dicts k=a:1;b:2); see `tx runopts`")
-    p.add_argument("--dryrun", action="store_true",
-                   help="print the app and the scheduler request instead of submitting")
-    p.add_argument("--wait", action="store_true", help="wait for the app to finish")
-    p.add_argument("--log", action="store_true", help="relay the app's logs while waiting (implies --wait)")
-    p.add_argument("--detach", action="store_true",
-                   help="return once the app is launched (local schedulers wait by default)")
-    p.add_argument("--workspace", default=None,
-                   help="local directory patched into the first role's image (default: [cli:run] workspace)")
-    p.add_argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,
-                   help="tracker run id of the parent run (sets TX_PARENT_RUN_ID)")
-    p.add_argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...]",
-                   help="component name (see `tx builtins`), path/file.py:fn, or an AppDef .yaml/.json file, "
-                        "then the component's arguments (see `tx run COMPONENT --help`)")
-
-
-def _split_component(args: argparse.Namespace) -> tuple:
-    from tx.cli._common import config_default
-    from tx.cli.main import CLIError
-
+def _split_component(args: argparse.Namespace) -> Tuple[str, List[str]]:
     rest: List[str] = list(args.component_and_args)
     if rest and rest[0] == "--":
         rest = rest[1:]
@@ -50,7 +44,8 @@ def _split_component(args: argparse.Namespace) -> tuple:
     return rest[0], rest[1:]
 
 
-def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
+def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, Any]:
+    # the settings and the model are imported when the command runs, not when its parser is built
     from tx.config.run_options import apply
     from tx.specs.api import InvalidRunConfigException
 
@@ -63,16 +58,15 @@ def _parse_cfg(runner: Any, scheduler: str, texts: List[str]) -> Dict[str, Any]:
             raise InvalidRunConfigException(
                 f"bad run config: {twice[0]!r} is given twice in -cfg", twice[0], text)
         cfg.update(parsed)
-    apply(scheduler, cfg, opts)
+    apply(scheduler, cfg, opts=opts)
     return cfg
 
 
-def _load_app(runner: Any, component: str, comp_args: List[str]) -> Any:
-    from tx.cli.main import CLIError
-
+def _load_app(runner: Runner, component: str, comp_args: List[str]) -> AppDef:
     if component.endswith(_APPDEF_EXTS) and ":" not in component:
         if comp_args:
             raise CLIError(f"an AppDef file takes no arguments, got {' '.join(comp_args)}", 2)
+        # the AppDef file reader (yaml) is imported only for an AppDef file
         from tx.specs.files import load_appdef
 
         return load_appdef(component)
@@ -82,12 +76,9 @@ def _load_app(runner: Any, component: str, comp_args: List[str]) -> Any:
     return runner.component_app(component, comp_args)
 
 
-def _component_help(runner: Any, component: str, comp_args: List[str]) -> None:
+def _component_help(runner: Runner, component: str, comp_args: List[str]) -> None:
     """Print ``tx run COMPONENT --help`` as plain text (docstrings are reStructuredText)."""
-    import contextlib
-    import io
-
-    from tx.cli._text import plain
+    from tx.cli._text import plain  # its regexes cost ~0.6 ms to compile: only for --help
 
     buf = io.StringIO()
     try:
@@ -98,10 +89,7 @@ def _component_help(runner: Any, component: str, comp_args: List[str]) -> None:
         sys.stdout.flush()
 
 
-def run(args: argparse.Namespace) -> int:
-    from tx.cli._common import config_default, default_scheduler, is_local, make_runner
-    from tx.cli.main import CLIError
-
+def _run(args: argparse.Namespace) -> int:
     component, comp_args = _split_component(args)
     with make_runner(with_component_defaults=True) as runner:
         scheduler = args.scheduler or default_scheduler(runner)
@@ -116,11 +104,9 @@ def run(args: argparse.Namespace) -> int:
         wait = args.wait or args.log or (is_local(runner, scheduler) and not args.detach)
         if args.detach or not wait:
             print(runner.schedule(info), flush=True)
-            _auto_gc(runner, scheduler)
+            auto_gc(runner, scheduler)
             return 0
         relay = args.log or is_local(runner, scheduler)
-        import time
-
         with _CancelOnSignal(runner) as guard:
             started = time.monotonic()
             handle = guard.handle = runner.schedule(info)
@@ -132,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
         _say(sys.stdout, "")
         _say(sys.stderr, summary(handle, status, time.monotonic() - started, logs_shown=relay))
-        _auto_gc(runner, scheduler)
+        auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
 
 
@@ -143,19 +129,11 @@ def _say(stream: Any, text: str) -> None:
         stream.write(text)
         stream.flush()
     except BrokenPipeError:
-        import os
-
         # later writes and the final flush go nowhere instead of failing
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
         except (OSError, ValueError):
             pass
-
-
-def _auto_gc(runner: Any, scheduler: str) -> None:
-    from tx.cli.cmd_gc import auto_gc
-
-    auto_gc(runner, scheduler)
 
 
 def format_duration(seconds: float) -> str:
@@ -168,11 +146,12 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def summary(handle: str, status: Any, seconds: float, logs_shown: bool) -> str:
+def summary(handle: str, status: AppStatus, seconds: float, logs_shown: bool) -> str:
     """What ``tx run`` prints (to stderr) when a waited-for app ends: one line with the final
     state, how long it ran, the handle and where its logs are; for an app that did not
     succeed, the reason in that line, and before it, once, the failed replica's last
     stderr lines unless they were relayed already (``logs_shown``)."""
+    # the model is imported when the command runs, not when its parser is built
     from tx.specs.api import NONE
 
     state = status.state.name
@@ -195,7 +174,8 @@ def summary(handle: str, status: Any, seconds: float, logs_shown: bool) -> str:
     return out
 
 
-def _print_dryrun(info: Any) -> None:
+def _print_dryrun(info: AppDryRunInfo) -> None:
+    # serialization (yaml) is imported only for --dryrun
     from tx.specs.files import appdef_to_yaml
 
     sys.stdout.write("=== APPLICATION ===\n")
@@ -211,15 +191,13 @@ class _CancelOnSignal:
     128+signal). Installed before the app is scheduled, so that no signal falls between
     launching the app and guarding it."""
 
-    def __init__(self, runner: Any) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.handle: Optional[str] = None
         self.received: List[int] = []
         self._old: Dict[int, Any] = {}
 
     def __enter__(self) -> "_CancelOnSignal":
-        import signal
-
         for s in (signal.SIGTERM, signal.SIGINT):
             self._old[s] = signal.signal(s, self._on_signal)
         return self
@@ -242,16 +220,12 @@ class _CancelOnSignal:
         sys.exit(128 + self.received[0])
 
     def __exit__(self, *exc: Any) -> None:
-        import signal
-
         for s, h in self._old.items():
             signal.signal(s, h)
 
 
-def _wait(runner: Any, handle: str, info: Any, relay_logs: bool) -> Optional[Any]:
+def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool) -> Optional[AppStatus]:
     """Wait for the app, relaying its replicas' logs to stderr."""
-    from tx.cli._relay import Relay
-
     relay = None
     if relay_logs:
         relay = Relay(sys.stderr.buffer)
@@ -267,11 +241,22 @@ def _wait(runner: Any, handle: str, info: Any, relay_logs: bool) -> Optional[Any
     return status
 
 
-class RunCommand:
-    """``tx run``: run a component or an AppDef file on a scheduler."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p, "run")
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx run``: run a component or an AppDef file on a scheduler
+COMMAND = Command(run=_run, arguments=(
+    Argument("-s", "--scheduler", default=None,
+             help="scheduler to run on (default: [cli:run] scheduler in .txconfig, else local_cwd)"),
+    Argument("-cfg", "--scheduler_args", "--cfg", dest="cfg", action="append", default=[],
+             help="run options as k1=v1,k2=v2 (lists k=a,b; dicts k=a:1;b:2); see `tx runopts`"),
+    Argument("--dryrun", action="store_true", help="print the app and the scheduler request instead of submitting"),
+    Argument("--wait", action="store_true", help="wait for the app to finish"),
+    Argument("--log", action="store_true", help="relay the app's logs while waiting (implies --wait)"),
+    Argument("--detach", action="store_true",
+             help="return once the app is launched (local schedulers wait by default)"),
+    Argument("--workspace", default=None,
+             help="local directory patched into the first role's image (default: [cli:run] workspace)"),
+    Argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,
+             help="tracker run id of the parent run (sets TX_PARENT_RUN_ID)"),
+    Argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...]",
+             help="component name (see `tx builtins`), path/file.py:fn, or an AppDef .yaml/.json file, "
+                  "then the component's arguments (see `tx run COMPONENT --help`)"),
+))

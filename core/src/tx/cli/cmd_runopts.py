@@ -3,22 +3,20 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tx.cli._common import make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError, describe_error
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scheduler", nargs="?", default=None, help="one scheduler (default: all)")
-    p.add_argument("--format", choices=["text", "markdown", "json"], default="text",
-                   help="text (TorchX's usage text), a markdown table (plugin READMEs) or JSON")
+if TYPE_CHECKING:
+    from tx.specs.runopts import runopts
 
-
-def run(args: argparse.Namespace) -> int:
-    return _runopts(args)
+__all__ = ["COMMAND"]
 
 
 def _runopts(args: argparse.Namespace) -> int:
-    from tx.cli._common import make_runner
-    from tx.cli.main import CLIError
+    # the registry is imported when the command runs, not when its parser is built
     from tx.plugins import install_hint
 
     with make_runner() as runner:
@@ -31,15 +29,14 @@ def _runopts(args: argparse.Namespace) -> int:
             except Exception as e:  # noqa: BLE001 - one broken plugin must not hide the rest
                 if args.scheduler:
                     raise
-                from tx.cli._errors import describe_error
-
                 print(f"{name}:\n    unavailable: {describe_error(e)}\n")
                 continue
             print(_format_runopts(name, opts, args.format))
     return 0
 
 
-def _format_runopts(name: str, opts: Any, fmt: str) -> str:
+def _format_runopts(name: str, opts: runopts, fmt: str) -> str:
+    # the model is imported when the command runs, not when its parser is built
     from tx.specs.runopts import get_type_name
 
     if fmt == "text":
@@ -59,11 +56,9 @@ def _format_runopts(name: str, opts: Any, fmt: str) -> str:
     return "\n".join(out) + "\n"
 
 
-class RunoptsCommand:
-    """``tx runopts``: show a scheduler's run options."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p)
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx runopts``: show a scheduler's run options
+COMMAND = Command(run=_runopts, arguments=(
+    Argument("scheduler", nargs="?", default=None, help="one scheduler (default: all)"),
+    Argument("--format", choices=["text", "markdown", "json"], default="text",
+             help="text (TorchX's usage text), a markdown table (plugin READMEs) or JSON"),
+))

@@ -12,16 +12,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from tx.cli.command import Command
+from tx.cli.errors import CLIError
+
+if TYPE_CHECKING:
+    from tx.tracker.api import Lineage, TrackerBase
+
+__all__ = ["COMMAND", "NO_TRACKER"]
+
+#: the error when ``tx tracker`` finds no tracker to query
 NO_TRACKER = (
     "no tracker is configured: add a [tx:tracker] section to .txconfig (e.g. `file =`), "
     "or set TX_TRACKERS=file"
 )
 
 
-def add_arguments(p: argparse.ArgumentParser, _name: str = "tracker") -> None:
+def _configure(p: argparse.ArgumentParser) -> None:
+    """``tx tracker list jobs|metadata|artifacts|lineage`` and ``tx tracker lineage``."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--tracker", default=None, metavar="NAME",
                         help="tracker to query (default: the first configured one)")
@@ -49,13 +60,13 @@ def add_arguments(p: argparse.ArgumentParser, _name: str = "tracker") -> None:
         lin.add_argument("run_id", metavar="RUN_ID")
 
 
-def _select(name: Optional[str]) -> Tuple[str, Any]:
+def _select(name: Optional[str]) -> Tuple[str, TrackerBase]:
     """(name, tracker): the tracker ``name`` or the first configured one.
 
     Raises:
         CLIError: none is configured, or ``name`` is not installed.
     """
-    from tx.cli.main import CLIError
+    # the registry, the settings and the tracker API are imported when the command runs
     from tx.plugins import get_registry, not_installed_hint
     from tx.config import configured_trackers
     from tx.tracker.api import build_trackers
@@ -68,8 +79,6 @@ def _select(name: Optional[str]) -> Tuple[str, Any]:
     if name in configured:
         config = configured[name]
     else:  # a tracker not in [tx:tracker]: its TX_TRACKER_<NAME>_CONFIG, else [tracker:NAME] config
-        import os
-
         config = configured_trackers(environ={**os.environ, "TX_TRACKERS": name}).get(name)
     registry = get_registry()
     if registry.get("trackers", name) is None and ":" not in name:
@@ -95,20 +104,18 @@ def _dump(obj: Any) -> None:
 
 
 def _table(rows: List[Tuple[Any, ...]], headers: List[str]) -> None:
-    from tabulate import tabulate
+    from tabulate import tabulate  # ~75 ms to import: only when a table is printed
 
     print(tabulate(rows, headers=headers, disable_numparse=True))
 
 
-def _check_known(tracker: Any, name: str, run_id: str, empty: bool) -> None:
+def _check_known(tracker: TrackerBase, name: str, run_id: str, empty: bool) -> None:
     """A run with nothing recorded that the tracker does not know is a user error."""
     if empty and run_id not in set(tracker.run_ids()):
-        from tx.cli.main import CLIError
-
         raise CLIError(f"run {run_id!r} is not known to tracker {name!r} (see `tx tracker list jobs`)")
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     name, tracker = _select(args.tracker)
     command = args.tracker_list if args.tracker_command == "list" else "lineage"
     if command == "jobs":
@@ -132,8 +139,6 @@ def run(args: argparse.Namespace) -> int:
         _check_known(tracker, name, args.run_id, not arts)
         if args.artifact is not None:
             if args.artifact not in arts:
-                from tx.cli.main import CLIError
-
                 raise CLIError(f"run {args.run_id!r} has no artifact {args.artifact!r}"
                                f" (it has: {', '.join(arts) or 'none'})")
             arts = {args.artifact: arts[args.artifact]}
@@ -152,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_lineage(lin: Any) -> None:
+def _print_lineage(lin: Lineage) -> None:
     out = sys.stdout
 
     def section(rows: List[Tuple[Any, ...]], headers: List[str]) -> None:
@@ -176,11 +181,5 @@ def _print_lineage(lin: Any) -> None:
     links("children (runs that consumed it)", lin.children, "ARTIFACT USED")
 
 
-class TrackerCommand:
-    """``tx tracker``: list runs, metadata, artifacts and lineage that trackers recorded."""
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        add_arguments(p, "tracker")
-
-    def run(self, args: argparse.Namespace) -> int:
-        return run(args)
+#: ``tx tracker``: list runs, metadata, artifacts and lineage that trackers recorded
+COMMAND = Command(run=_run, configure=_configure)
