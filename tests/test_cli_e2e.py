@@ -37,6 +37,18 @@ def test_run_echo_relays_prefixed_lines(tx, tmp_path):
     assert "echo/0 hello world\n" in p.stderr
 
 
+def test_run_ends_with_one_line_state_duration_handle_logs(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    lines = p.stderr.splitlines()
+    assert lines[0] == "echo/0 hi"
+    m = re.fullmatch(rf"tx run: SUCCEEDED after (\d+\.\d) s: {re.escape(handle)}; logs: (/\S+)", lines[-1])
+    assert m and len(lines) == 2, p.stderr
+    # the logs are where the line says
+    assert "hi" in "".join(f.read_text() for f in Path(m.group(2)).rglob("stdout*"))
+
+
 def test_run_waits_and_fails_with_status(tx, tmp_path):
     script = 'echo out$TX_REPLICA_ID; if [ "$TX_REPLICA_ID" = 1 ]; then echo err >&2; exit 3; fi'
     p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)

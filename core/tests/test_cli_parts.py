@@ -1,4 +1,5 @@
-"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors."""
+"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors, the line
+`tx run` ends with and its durations."""
 from __future__ import annotations
 
 import io
@@ -9,9 +10,11 @@ import pytest
 
 from tx.cli._errors import describe_error
 from tx.cli._relay import Relay, prefix_block
+from tx.cli.cmd_run import format_duration, summary
 from tx.cli.cmd_log import parse_identifier, parse_time
 from tx.cli.main import CLIError
-from tx.specs import InvalidRunConfigException, MalformedAppHandleException
+from tx.specs import AppState, InvalidRunConfigException, MalformedAppHandleException
+from tx.specs.status import AppStatus
 
 
 def test_prefix_block_whole_and_partial_lines():
@@ -99,3 +102,25 @@ def test_describe_error_is_one_line():
     assert describe_error(KeyError("unknown named resource 'x'")) == "unknown named resource 'x'"
     assert describe_error(FileNotFoundError(2, "No such file or directory", "/nope")) .startswith("[Errno 2]")
     assert "unexpected" in describe_error(RuntimeError("boom"))
+
+
+def test_summary_shows_the_stderr_tail_once_when_not_relayed():
+    err = "replica t/0 exited with code 2: boom"
+    st = AppStatus(AppState.FAILED, msg="replica t/0 exited with code 2; last lines of stderr:\nline a\nboom",
+                   structured_error_msg=err, ui_url="file:///logs/x")
+    text = summary("local_cwd://tx/x", st, 75.2, logs_shown=False)
+    assert text == ("  line a\n  boom\n"
+                    "tx run: FAILED after 1 min 15 s: local_cwd://tx/x (replica t/0 exited with code 2: boom); "
+                    "logs: /logs/x\n")
+    # relayed already: only the line
+    assert summary("local_cwd://tx/x", st, 75.2, logs_shown=True).count("\n") == 1
+    # no file URL: how to read them
+    st = AppStatus(AppState.CANCELLED, ui_url=None)
+    assert summary("slurm://tx/12", st, 3, logs_shown=False) == (
+        "tx run: CANCELLED after 3.0 s: slurm://tx/12; logs: `tx log slurm://tx/12`\n")
+
+
+@pytest.mark.parametrize("seconds,text", [(0.04, "0.0 s"), (59.94, "59.9 s"), (61, "1 min 01 s"),
+                                          (3599.4, "59 min 59 s"), (7380, "2 h 03 min")])
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
