@@ -124,3 +124,15 @@ def test_summary_shows_the_stderr_tail_once_when_not_relayed():
                                           (3599.4, "59 min 59 s"), (7380, "2 h 03 min")])
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
+
+
+def test_newest_first_orders_by_time_then_numeric_id():
+    from tx.cli.cmd_list import newest_first
+    from tx.schedulers.api import ListAppResponse
+    from tx.specs import AppState
+
+    jobs = [ListAppResponse(i, AppState.SUCCEEDED) for i in ("9", "10", "2")]
+    ordered, known = newest_first(jobs)
+    assert [a.app_id for a in ordered] == ["10", "9", "2"] and known
+    names = [ListAppResponse(i, AppState.RUNNING) for i in ("b-x", "a-y")]
+    assert newest_first(names) == (names, False)  # no ages: the scheduler's order, unbounded
