@@ -67,7 +67,9 @@ fi
 ping() { timeout 2 curl -sf --unix-socket "$B/podman.sock" http://d/_ping >/dev/null 2>&1; }
 if ! { [ -f "$B/service.pid" ] && kill -0 "$(cat "$B/service.pid")" 2>/dev/null; }; then
   rm -f "$B/podman.sock"
-  setsid nohup podman system service --time=0 "unix://$B/podman.sock" > "$B/service.log" 2>&1 < /dev/null &
+  # in $B: conmon writes an "oom" marker into its working directory when a container is
+  # OOM-killed, which must never be the caller's directory
+  (cd "$B" && exec setsid nohup podman system service --time=0 "unix://$B/podman.sock" > "$B/service.log" 2>&1 < /dev/null) &
   echo $! > "$B/service.pid"
 fi
 for _ in $(seq 80); do ping && break; sleep 0.25; done

@@ -41,7 +41,7 @@
 #      SLURM_CLUSTER_NAME (default txcluster).
 # Ports on 127.0.0.1: SLURM_CTLD_PORT (slurmctld, default 6817), SLURMDBD_PORT (6820),
 #      SLURM_MARIADB_PORT (3307), slurmd of node K: SLURMD_PORT_BASE + K (base 6830).
-#      The tests start their own cluster (plugins/scheduler-slurm/tests/conftest.py) with
+#      The tests start their own cluster (tx_scheduler_slurm.testing) with
 #      another SLURM_BASE and other ports, so it runs beside one started by hand.
 # The environment's SLURM_CONF is ignored: the clients get $SLURM_BASE/etc/slurm.conf.
 set -euo pipefail

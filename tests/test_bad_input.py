@@ -181,6 +181,13 @@ def test_bad_txconfig(tx, tx_env, workdir, one_line_error):
     one_line_error(tx("run", "utils.echo", cwd=workdir, env=env), "no such file", 1)
 
 
+def test_txconfig_not_utf8_is_named(tx, tmp_path, one_line_error):
+    (tmp_path / ".txconfig").write_bytes(b"[local_cwd]\nlog_dir = caf\xe9\n")
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    one_line_error(p, f"{tmp_path / '.txconfig'}: not UTF-8 text (byte 0xe9 on line 2, offset 25)")
+    assert "unexpected" not in p.stderr
+
+
 @pytest.mark.parametrize("handle", ["local_cwd://tx/a\nFORGED: b", "local_cwd://tx/a\x1b[2Jx", "local_cwd://tx/a\rX"])
 def test_echoed_text_cannot_forge_lines(tx, handle):
     for cmd in (["status", handle], ["cancel", handle], ["log", handle + "/r/0"], ["describe", handle]):

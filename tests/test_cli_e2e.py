@@ -37,6 +37,18 @@ def test_run_echo_relays_prefixed_lines(tx, tmp_path):
     assert "echo/0 hello world\n" in p.stderr
 
 
+def test_run_ends_with_one_line_state_duration_handle_logs(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    lines = p.stderr.splitlines()
+    assert lines[0] == "echo/0 hi"
+    m = re.fullmatch(rf"tx run: SUCCEEDED after (\d+\.\d) s: {re.escape(handle)}; logs: (/\S+)", lines[-1])
+    assert m and len(lines) == 2, p.stderr
+    # the logs are where the line says
+    assert "hi" in "".join(f.read_text() for f in Path(m.group(2)).rglob("stdout*"))
+
+
 def test_run_waits_and_fails_with_status(tx, tmp_path):
     script = 'echo out$TX_REPLICA_ID; if [ "$TX_REPLICA_ID" = 1 ]; then echo err >&2; exit 3; fi'
     p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)
@@ -110,34 +122,43 @@ def test_log_follow_regex_streams_and_replica_selection(tx, tmp_path):
 
 
 def test_sigterm_to_run_wait_cancels_and_leaves_nothing(tx_env, tmp_path):
+    """SIGTERM to a waiting `tx run` cancels the app: no process of it is left (the replicas'
+    shells, their background and foreground sleeps, the supervisor). This test's processes
+    are found by a variable only they carry (every process tx starts inherits it), never by
+    a command line that processes of other tests or users could share."""
     marker = f"tx-sigterm-{os.getpid()}-{time.time_ns()}"
     proc = subprocess.Popen(
         [str(BIN / "tx"), "run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2",
-         "sh", "-c", f"sleep 120 & sleep 121; echo {marker}"],
-        cwd=tmp_path, env=tx_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "sh", "-c", "sleep 120 & sleep 121; echo done"],
+        cwd=tmp_path, env={**tx_env, "TX_TEST_MARKER": marker}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )
     handle = proc.stdout.readline().strip()
     assert handle.startswith("local_cwd://")
-    assert _wait_for(lambda: len(_procs_with(marker)) >= 2)
+    # both replicas reached their foreground sleep (so both background sleeps run too)
+    assert _wait_for(lambda: len([c for c in _procs_marked(marker).values() if c == "sleep 121"]) >= 2)
     proc.send_signal(signal.SIGTERM)
     rc = proc.wait(timeout=60)
     assert rc == 128 + signal.SIGTERM
-    assert _wait_for(lambda: not _procs_with(marker), timeout=20), _procs_with(marker)
-    assert _wait_for(lambda: not _procs_with("sleep 12"), timeout=20)
+    assert _wait_for(lambda: not _procs_marked(marker), timeout=20), _procs_marked(marker)
 
 
-def _procs_with(text: str) -> list:
-    found = []
+def _procs_marked(marker: str) -> dict:
+    """{pid: command line} of the live processes whose environment has
+    ``TX_TEST_MARKER=<marker>`` (zombies have no environment left)."""
+    needle = f"TX_TEST_MARKER={marker}".encode()
+    found = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                found[int(pid)] = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if text in cmd and "pytest" not in cmd:
-            found.append((pid, cmd))
     return found
 
 

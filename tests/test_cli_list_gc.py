@@ -112,15 +112,3 @@ def test_gc_of_a_scheduler_that_cannot_prune_is_one_line(tx, one_line_error):
     if "slurm" not in get_registry().names("schedulers"):
         pytest.skip("needs a scheduler without prune (tx-scheduler-slurm)")
     one_line_error(tx("gc", "-s", "slurm", "--keep", "1d"), "keeps no app state that tx can delete", 1)
-
-
-def test_newest_first_orders_by_time_then_numeric_id():
-    from tx.cli.cmd_list import newest_first
-    from tx.schedulers.api import ListAppResponse
-    from tx.specs import AppState
-
-    jobs = [ListAppResponse(i, AppState.SUCCEEDED) for i in ("9", "10", "2")]
-    ordered, known = newest_first(jobs)
-    assert [a.app_id for a in ordered] == ["10", "9", "2"] and known
-    names = [ListAppResponse(i, AppState.RUNNING) for i in ("b-x", "a-y")]
-    assert newest_first(names) == (names, False)  # no ages: the scheduler's order, unbounded

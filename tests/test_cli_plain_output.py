@@ -1,28 +1,8 @@
-"""Plain output: help without reStructuredText markup, colors only where wanted (NO_COLOR,
-FORCE_COLOR, pipes), `tx builtins --json`, and a missing `--script` failing before anything
-starts on the local schedulers."""
+"""Plain output of the CLI: component help and `tx builtins` without reStructuredText markup,
+`tx builtins --json`, colors only where wanted (NO_COLOR, FORCE_COLOR, pipes)."""
 from __future__ import annotations
 
 import json
-import os
-
-import pytest
-
-from tx.cli._text import plain, use_color
-from tx_scheduler_local._scripts import script_of
-
-
-@pytest.mark.parametrize("rst,text", [
-    ("runs ``torchrun`` (``-j 2x4``)", "runs torchrun (-j 2x4)"),
-    ("see :func:`tx.specs.resource` and :py:class:`~tx.specs.Role`", "see tx.specs.resource and tx.specs.Role"),
-    ("the `TorchX docs <https://pytorch.org/torchx>`_", "the TorchX docs (https://pytorch.org/torchx)"),
-    ("**must** exist", "must exist"),
-    ("Example::\n\n    tx run", "Example:\n\n    tx run"),
-    (".. note:: slow", "Note: slow"),
-    ("plain `tx run` stays", "plain `tx run` stays"),
-])
-def test_plain(rst, text):
-    assert plain(rst) == text
 
 
 def test_component_help_and_builtins_have_no_markup(tx):
@@ -61,50 +41,3 @@ def test_colors_only_where_wanted(tx, tx_env):
     assert not _colored(tx, tx_env)  # a pipe: no color
     assert _colored(tx, tx_env, FORCE_COLOR="1")
     assert not _colored(tx, tx_env, FORCE_COLOR="1", NO_COLOR="1")
-
-
-def test_use_color(monkeypatch):
-    class Tty:
-        def isatty(self):
-            return True
-
-    for k in ("NO_COLOR", "FORCE_COLOR", "TERM"):
-        monkeypatch.delenv(k, raising=False)
-    assert use_color(Tty()) and not use_color(object())
-    monkeypatch.setenv("NO_COLOR", "1")
-    assert not use_color(Tty())
-    monkeypatch.setenv("NO_COLOR", "")
-    monkeypatch.setenv("TERM", "dumb")
-    assert not use_color(Tty())
-
-
-@pytest.mark.parametrize("entrypoint,args,script", [
-    ("torchrun", ["--rdzv_backend", "c10d", "--nnodes", "1", "--tee", "3", "--role", "", "train.py", "--lr", "1"], "train.py"),
-    ("torchrun", ["--standalone", "--nproc_per_node=2", "a/b.py"], "a/b.py"),
-    ("torchrun", ["--nnodes", "1", "-m", "pkg.main"], None),
-    ("torchrun", ["--no-python", "--nnodes", "1", "echo"], None),
-    ("bash", ["-c", "torchrun --nnodes 2 --rdzv_endpoint ${H:=x}:29500 'my script.py' --x 1"], "my script.py"),
-    ("bash", ["-c", "torchrun x.py; rm -rf /"], None),
-    ("python", ["-u", "-W", "ignore", "run.py", "arg"], "run.py"),
-    ("python3", ["-c", "print(1)"], None),
-    ("/usr/bin/python3.11", ["-m", "http.server"], None),
-    ("sh", ["-c", "echo hi"], None),
-    ("echo", ["x.py"], None),
-])
-def test_script_of(entrypoint, args, script):
-    assert script_of(entrypoint, args) == script
-
-
-@pytest.mark.parametrize("scheduler", ["local_cwd", "local_dir"])
-def test_missing_script_fails_before_anything_starts(tx, tx_env, tmp_path, one_line_error, scheduler):
-    img = ["--image", str(tmp_path)] if scheduler == "local_dir" else []
-    one_line_error(tx("run", "-s", scheduler, "dist.ddp", "-j", "1x2", *img, "--script", "tain.py"),
-                   f"runs 'tain.py', which does not exist in {tmp_path}", 1)
-    one_line_error(tx("run", "-s", scheduler, "dist.ddp", "-j", "2x1", *img, "--script", "tain.py"),
-                   "runs 'tain.py', which does not exist", 1)
-    # nothing was started or recorded
-    apps = os.path.join(tx_env["TX_STATE_DIR"], "local", "apps")
-    assert not os.path.isdir(apps) or os.listdir(apps) == []
-    (tmp_path / "ok.py").write_text("print('fine')\n")
-    p = tx("run", "-s", scheduler, "utils.python", *img, "--script", "ok.py")
-    assert p.returncode == 0 and "python/0 fine" in p.stderr, p.stderr

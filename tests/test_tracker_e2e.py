@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict
 
 import pytest
 
@@ -50,19 +50,13 @@ CONSUME = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture
+def mlflow_uri(request: pytest.FixtureRequest) -> str:
+    """The URI of the session's private ``mlflow server`` (tx-tracker-mlflow's ``mlflow_server``)."""
     try:
-        from tx_tracker_mlflow.testing import INSTALL, MLflowServer, full_mlflow_installed
-    except ImportError:
+        return str(request.getfixturevalue("mlflow_server").uri)
+    except pytest.FixtureLookupError:
         backend_unavailable("mlflow", "tx-tracker-mlflow is not installed: pip install -e 'plugins/tracker-mlflow[test]'")
-    if not full_mlflow_installed():
-        backend_unavailable("mlflow", f"the full mlflow is not installed: {INSTALL}")
-    server = MLflowServer.start(tmp_path_factory.mktemp("mlflow"))
-    try:
-        yield server.uri
-    finally:
-        server.stop()
 
 
 def test_ddp_job_recorded_in_file_tracker_and_mlflow_with_lineage(mlflow_uri, tmp_path):

@@ -3,7 +3,8 @@
 (``gcp_batch``) build their workspace image through the ``docker`` workspace kind that
 tx-scheduler-docker registers in core's plugin registry (they never import that package),
 on a private podman engine, and push it to ``image_repo``, a private registry this session
-starts (tests/_backends.py).
+starts (the ``podman_engine`` and ``registry`` fixtures of ``tx_scheduler_docker.testing``,
+``moto_docker`` of ``tx_scheduler_aws_batch.testing``, loaded by the root conftest.py).
 
 For each scheduler: the image is built, is in the registry (its HTTP API lists the tag and
 serves the manifest), holds the workspace file (a container of it prints the file), and
@@ -19,20 +20,21 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _backends import BASE_IMAGE, Moto, moto_docker, podman_engine, registry  # noqa: E402,F401 - fixtures
-
-from tx.runner import Runner  # noqa: E402
-from tx.specs import AppDef, AppState, Resource, Role  # noqa: E402
+from tx.runner import Runner
+from tx.specs import AppDef, AppState, Resource, Role
 
 REPO = Path(__file__).resolve().parent.parent
+#: the busybox image scripts/start-podman.sh imports into the session's engine
+BASE_IMAGE = "localhost/busybox:tx"
+#: the ``moto_docker`` fixture's type (tx_scheduler_aws_batch.testing.Moto; not imported, so
+#: that this module is collected where that plugin is not installed)
+Moto = Any
 #: run options each scheduler needs for a dryrun (besides image_repo)
 CFGS: Dict[str, Dict[str, Any]] = {
     "kubernetes": {"queue": "default", "namespace": "default"},

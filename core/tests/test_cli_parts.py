@@ -1,4 +1,5 @@
-"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors, commands."""
+"""Pieces of the CLI that need no scheduler: log relay, identifiers, times, errors, commands,
+the line `tx run` ends with and its durations."""
 from __future__ import annotations
 
 import io
@@ -10,11 +11,13 @@ import pytest
 
 from tx import hookimpl
 from tx.cli._relay import Relay, prefix_block
+from tx.cli.cmd_run import format_duration, summary
 from tx.cli.cmd_log import parse_identifier, parse_time
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError, describe_error
 from tx.cli.main import main
-from tx.specs import InvalidRunConfigException, MalformedAppHandleException
+from tx.specs import AppState, InvalidRunConfigException, MalformedAppHandleException
+from tx.specs.status import AppStatus
 from tx.testing import register_plugin
 
 
@@ -137,3 +140,37 @@ def test_command_records_run_in_process(capsys):
         assert e.value.code == 2
         assert capsys.readouterr().err == (
             "tx tree leaf: error: argument --n: invalid int value: 'x' (see `tx tree leaf --help`)\n")
+
+
+def test_summary_shows_the_stderr_tail_once_when_not_relayed():
+    err = "replica t/0 exited with code 2: boom"
+    st = AppStatus(AppState.FAILED, msg="replica t/0 exited with code 2; last lines of stderr:\nline a\nboom",
+                   structured_error_msg=err, ui_url="file:///logs/x")
+    text = summary("local_cwd://tx/x", st, 75.2, logs_shown=False)
+    assert text == ("  line a\n  boom\n"
+                    "tx run: FAILED after 1 min 15 s: local_cwd://tx/x (replica t/0 exited with code 2: boom); "
+                    "logs: /logs/x\n")
+    # relayed already: only the line
+    assert summary("local_cwd://tx/x", st, 75.2, logs_shown=True).count("\n") == 1
+    # no file URL: how to read them
+    st = AppStatus(AppState.CANCELLED, ui_url=None)
+    assert summary("slurm://tx/12", st, 3, logs_shown=False) == (
+        "tx run: CANCELLED after 3.0 s: slurm://tx/12; logs: `tx log slurm://tx/12`\n")
+
+
+@pytest.mark.parametrize("seconds,text", [(0.04, "0.0 s"), (59.94, "59.9 s"), (61, "1 min 01 s"),
+                                          (3599.4, "59 min 59 s"), (7380, "2 h 03 min")])
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_newest_first_orders_by_time_then_numeric_id():
+    from tx.cli.cmd_list import newest_first
+    from tx.schedulers.api import ListAppResponse
+    from tx.specs import AppState
+
+    jobs = [ListAppResponse(i, AppState.SUCCEEDED) for i in ("9", "10", "2")]
+    ordered, known = newest_first(jobs)
+    assert [a.app_id for a in ordered] == ["10", "9", "2"] and known
+    names = [ListAppResponse(i, AppState.RUNNING) for i in ("b-x", "a-y")]
+    assert newest_first(names) == (names, False)  # no ages: the scheduler's order, unbounded

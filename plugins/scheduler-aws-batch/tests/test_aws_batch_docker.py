@@ -8,13 +8,12 @@ import time
 import urllib.request
 from typing import Any, List
 
-
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.testing import find_replica
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
+from tx_scheduler_aws_batch.testing import Moto
 
 IMAGE = "localhost/busybox:tx"
-Moto = Any  # a conftest fixture type (conftest is not importable with --import-mode=importlib)
 
 
 def sh_role(name: str, script: str, **kw: Any) -> Role:

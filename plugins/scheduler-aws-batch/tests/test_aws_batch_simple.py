@@ -13,8 +13,9 @@ from tx.schedulers import SchedulerError
 from tx.specs import AppDef, AppState, Resource, Role
 from tx_scheduler_aws_batch.request import TAG_APP_NAME, TAG_SESSION, TAG_USER, TAG_VERSION
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
+from tx_scheduler_aws_batch.testing import Moto
 
-Moto = FaultProxy = Any  # fixtures of conftest.py (not importable with --import-mode=importlib)
+FaultProxy = Any  # the fault_proxy fixture's type, of conftest.py (not importable with --import-mode=importlib)
 
 
 def two_role_app(**meta: str) -> AppDef:

@@ -8,17 +8,11 @@ users locate Google Cloud (environment variables, see ``tx_scheduler_gcp_batch._
 that a scheduler created by name in a fresh process reaches the same server.
 """
 import os
-import sys
-from pathlib import Path
 from typing import Dict, Iterator
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fake_gcp import FakeGcp  # noqa: E402
-
-from gcp_settings import LOCATION, PROJECT  # noqa: E402, F401 - beside this file
+from fake_gcp import FakeGcp  # beside this file (pytest.ini: pythonpath)
+from gcp_settings import LOCATION, PROJECT
 
 
 @pytest.fixture(scope="session")

@@ -15,14 +15,12 @@ from typing import Any, Dict, Iterator
 
 import pytest
 import yaml
+from k8s_kubeconfig import ADMIN_TOKEN, VIEWER_TOKEN, kubeconfig  # beside this file (pytest.ini: pythonpath)
 
 from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
 HERE = Path(__file__).resolve().parent
-# helpers beside the tests (k8s_apps, fakekube/schemas): pytest runs with --import-mode=importlib
-sys.path[:0] = [str(HERE), str(HERE / "fakekube")]
 SCHEMAS = HERE / "data" / "schemas"
-from k8s_kubeconfig import ADMIN_TOKEN, VIEWER_TOKEN, kubeconfig  # noqa: E402, F401 - beside this file
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
 """AppDefs that the dryrun tests of every Kubernetes scheduler validate against the
 published schemas: one role, many roles, elastic, each retry policy, each kind of mount,
 GPUs, devices, named resources (node selectors), ports and long names."""
-import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -9,7 +8,6 @@ from tx.specs import AppDef, BindMount, DeviceMount, Resource, RetryPolicy, Role
 
 HERE = Path(__file__).resolve().parent
 SCHEMAS = HERE / "data" / "schemas"
-sys.path.insert(0, str(HERE / "fakekube"))
 
 K8S_VERSION = "1.37.0"
 

@@ -1,5 +1,5 @@
 """The kubeconfig of the fake API server the tests start, and its users' tokens (a module of
-its own, not conftest: several test directories put their own conftest on sys.path)."""
+its own: test modules cannot import conftest)."""
 from typing import Any, Dict
 
 ADMIN_TOKEN = "tx-test-admin-token"

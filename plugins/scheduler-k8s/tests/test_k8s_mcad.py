@@ -25,7 +25,7 @@ SMALL = Resource(cpu=1, gpu=0, memMB=64)
 @pytest.fixture(scope="module")
 def crds() -> Dict[str, Any]:
     need("jsonschema")
-    from schemas import load_crds
+    from fakekube.schemas import load_crds
 
     return load_crds(str(SCHEMAS / "mcad"))
 

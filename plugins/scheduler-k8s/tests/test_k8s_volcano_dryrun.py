@@ -20,7 +20,7 @@ APPS = apps()
 @pytest.fixture(scope="module")
 def crds() -> Dict[str, Any]:
     need("jsonschema")
-    from schemas import load_crds
+    from fakekube.schemas import load_crds
 
     return load_crds(str(SCHEMAS / "volcano"))
 

@@ -1,4 +1,5 @@
-"""Dryrun of the local schedulers: request contents, early errors, run options, GPUs."""
+"""Dryrun of the local schedulers: request contents, early errors (a missing `--script`
+fails before anything starts), run options, GPUs."""
 import json
 import os
 import stat
@@ -13,6 +14,7 @@ from tx.plugins import PluginRegistry
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role
 from tx_scheduler_local import hooks
 from tx_scheduler_local.scheduler import nvidia_smi_device_count
+from tx_scheduler_local._scripts import script_of
 from tx_scheduler_local.scheduler import create_cwd_scheduler, create_dir_scheduler
 
 
@@ -129,6 +131,38 @@ def test_local_dir_looks_up_entrypoint_in_image_first(state_dir: Path, cfg: Dict
     assert req.roles[0].entrypoint == str(mine)
     assert req.roles[0].cwd == str(img)
     assert req.roles[0].replicas[0].argv == ["ls", str(img)]
+
+
+@pytest.mark.parametrize("entrypoint,args,script", [
+    ("torchrun", ["--rdzv_backend", "c10d", "--nnodes", "1", "--tee", "3", "--role", "", "train.py", "--lr", "1"], "train.py"),
+    ("torchrun", ["--standalone", "--nproc_per_node=2", "a/b.py"], "a/b.py"),
+    ("torchrun", ["--nnodes", "1", "-m", "pkg.main"], None),
+    ("torchrun", ["--no-python", "--nnodes", "1", "echo"], None),
+    ("bash", ["-c", "torchrun --nnodes 2 --rdzv_endpoint ${H:=x}:29500 'my script.py' --x 1"], "my script.py"),
+    ("bash", ["-c", "torchrun x.py; rm -rf /"], None),
+    ("python", ["-u", "-W", "ignore", "run.py", "arg"], "run.py"),
+    ("python3", ["-c", "print(1)"], None),
+    ("/usr/bin/python3.11", ["-m", "http.server"], None),
+    ("sh", ["-c", "echo hi"], None),
+    ("echo", ["x.py"], None),
+])
+def test_script_of(entrypoint, args, script):
+    assert script_of(entrypoint, args) == script
+
+
+@pytest.mark.parametrize("scheduler", ["local_cwd", "local_dir"])
+def test_missing_script_fails_before_anything_starts(tx, tx_env, tmp_path, one_line_error, scheduler):
+    img = ["--image", str(tmp_path)] if scheduler == "local_dir" else []
+    one_line_error(tx("run", "-s", scheduler, "dist.ddp", "-j", "1x2", *img, "--script", "tain.py"),
+                   f"runs 'tain.py', which does not exist in {tmp_path}", 1)
+    one_line_error(tx("run", "-s", scheduler, "dist.ddp", "-j", "2x1", *img, "--script", "tain.py"),
+                   "runs 'tain.py', which does not exist", 1)
+    # nothing was started or recorded
+    apps = os.path.join(tx_env["TX_STATE_DIR"], "local", "apps")
+    assert not os.path.isdir(apps) or os.listdir(apps) == []
+    (tmp_path / "ok.py").write_text("print('fine')\n")
+    p = tx("run", "-s", scheduler, "utils.python", *img, "--script", "ok.py")
+    assert p.returncode == 0 and "python/0 fine" in p.stderr, p.stderr
 
 
 # -- auto_set_cuda_visible_devices ---------------------------------------------------------

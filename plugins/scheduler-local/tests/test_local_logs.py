@@ -1,11 +1,17 @@
-"""log_iter / log_iter_blocks: streams, regex, tail, time windows, and lossless relay."""
+"""log_iter / log_iter_blocks: streams, regex, tail, time windows, and lossless relay; combined.log
+around lines over 8 MiB; `tx run | head` and `tx log` of logs that are gone."""
 import datetime as dt
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
 
 from tx.specs import AppDef, AppState, Role, UnknownAppException
+from tx_scheduler_local import _relay
+from tx_scheduler_local.scheduler import create_cwd_scheduler
 
 GEN = '''
 import random, sys
@@ -124,3 +130,80 @@ def test_since_and_until(sched: Any, cfg: Dict[str, Any], tmp_path: Path, h: Any
 def test_bad_utf8_is_replaced(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
     app_id, _ = h.run(sched, [h.sh("r", "printf 'ok \\377\\376 bytes\\n'")], cfg)
     assert list(sched.log_iter(app_id, "r", 0)) == ["ok \ufffd\ufffd bytes\n"]
+
+
+def _app_id(handle: str) -> str:
+    return handle.rsplit("/", 1)[1]
+
+
+@pytest.mark.parametrize("streams", ["2>&1", ""])
+def test_tx_run_into_head_keeps_the_app_and_exits_with_its_result(tx_env, tmp_path, streams):
+    script = "echo first; sleep 1; for i in $(seq 1 20000); do echo line $i; done; exit 3"
+    p = subprocess.run(["bash", "-c", f'tx run -s local_cwd utils.sh sh -c "$0" {streams} | head -n 1; '
+                        'echo "rc=${PIPESTATUS[0]}"', script],
+                       env=tx_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    lines = p.stdout.splitlines()
+    assert lines[-1] == "rc=1", (p.stdout, p.stderr)
+    handle = lines[0]
+    assert handle.startswith("local_cwd://")
+    assert "Traceback" not in p.stderr and "Broken pipe" not in p.stderr, p.stderr
+    # the app ran to its end: every line is in its log
+    status = subprocess.run(["tx", "status", handle], env=tx_env, capture_output=True, text=True, timeout=60)
+    assert "State: FAILED" in status.stdout and "exited with code 3" in status.stdout
+    log = subprocess.run(["tx", "log", handle], env=tx_env, capture_output=True, text=True, timeout=60)
+    assert log.stdout.splitlines()[-1] == "sh/0 line 20000"
+
+
+def test_a_stdout_line_over_8_mib_has_no_stderr_inside_it(tmp_path):
+    code = (
+        "import sys, time\n"
+        "for i in range(10):\n"
+        "    sys.stdout.write('x' * (1 << 20)); sys.stdout.flush()\n"
+        "    sys.stderr.write(f'err {i}\\n'); sys.stderr.flush()\n"
+        "    time.sleep(0.05)\n"
+        "sys.stdout.write('\\n'); sys.stdout.flush()\n"
+        "sys.stderr.write('after\\n')\n"
+    )
+    s = create_cwd_scheduler("tx", state_dir=str(tmp_path / "state"))
+    app_id = s.submit(AppDef("long", roles=[Role("r", image="", entrypoint=sys.executable, args=["-c", code])]),
+                      {"log_dir": str(tmp_path / "logs")})
+    desc = s.wait(app_id, timeout=60)
+    assert desc is not None and desc.state == AppState.SUCCEEDED, desc
+    combined = (tmp_path / "logs" / "tx" / app_id / "r" / "0" / "combined.log").read_bytes()
+    lines = combined.split(b"\n")
+    assert lines[-1] == b""
+    long = [ln for ln in lines if ln.startswith(b"x")]
+    assert len(long) == 1 and long[0] == b"x" * (10 << 20)
+    others = [ln for ln in lines[:-1] if not ln.startswith(b"x")]
+    assert sorted(others) == sorted([f"err {i}".encode() for i in range(10)] + [b"after"])
+    assert len(lines) == 13
+    # the per-stream files are untouched
+    assert (tmp_path / "logs" / "tx" / app_id / "r" / "0" / "stdout.log").read_bytes() == b"x" * (10 << 20) + b"\n"
+
+
+def test_tx_log_of_deleted_logs_says_so(tx, tmp_path, one_line_error):
+    p = tx("run", "-s", "local_cwd", "-cfg", f"log_dir={tmp_path / 'logs'}", "utils.echo", "--msg", "hi")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    log_file = tmp_path / "logs" / "tx" / _app_id(handle) / "echo" / "0" / "combined.log"
+    log_file.unlink()
+    one_line_error(tx("log", handle), f"the log of echo/0 of {_app_id(handle)} is gone: {log_file} does not exist")
+    assert tx("log", "--streams", "stdout", handle).stdout == "echo/0 hi\n"
+    shutil.rmtree(tmp_path / "logs" / "tx" / _app_id(handle))
+    for args in (["log", handle], ["log", f"{handle}/echo/0"]):
+        one_line_error(tx(*args), f"the logs of {_app_id(handle)} are gone: {tmp_path / 'logs' / 'tx' / _app_id(handle)} does not exist")
+
+
+def test_combined_log_holds_lines_of_the_other_stream_until_a_long_line_ends(tmp_path):
+    """ReplicaLogs alone: the held stream closes (its last line unterminated) while the
+    long line is still being written; it comes after the long line, with its \\n."""
+    logs = _relay.ReplicaLogs(str(tmp_path / "r"))
+    big = b"y" * (_relay._MAX_PARTIAL + 5)
+    logs.write(_relay.OUT, big, 1.0)
+    logs.write(_relay.ERR, b"e1\ne2", 1.0)
+    logs.close_stream(_relay.ERR)
+    logs.write(_relay.OUT, b"tail\nnext", 1.0)
+    logs.close_stream(_relay.OUT)
+    logs.close()
+    combined = (tmp_path / "r" / "combined.log").read_bytes()
+    assert combined == big + b"tail\n" + b"e1\ne2\n" + b"next\n"

@@ -1,6 +1,7 @@
 """Fixtures of the tx-tracker-mlflow tests: a real MLflow, started by the session itself.
 
-* ``mlflow_server``: an ``mlflow server`` on a free port of 127.0.0.1 with a sqlite store
+* ``mlflow_server`` (of :mod:`tx_tracker_mlflow.testing`, loaded by the repository's root
+  ``conftest.py``): an ``mlflow server`` on a free port of 127.0.0.1 with a sqlite store
   and served artifacts under the session's temp dir, started once per session;
 * ``store_uri``: parametrized over that server and a sqlite file store (in-process);
 * tracker-related environment variables are cleared for every test.
@@ -17,7 +18,7 @@ from typing import Iterator
 import pytest
 
 from tx.testing.backends import backend_unavailable
-from tx_tracker_mlflow.testing import INSTALL, MLflowServer, full_mlflow_installed
+from tx_tracker_mlflow.testing import INSTALL, full_mlflow_installed
 
 ENV_VARS = ("TX_TRACKERS", "TORCHX_TRACKERS", "TX_TRACKER_MLFLOW_CONFIG", "TORCHX_TRACKER_MLFLOW_CONFIG",
             "TX_JOB_ID", "TORCHX_JOB_ID", "TX_PARENT_RUN_ID", "TORCHX_PARENT_RUN_ID", "RANK", "TX_REPLICA_ID",
@@ -29,17 +30,6 @@ ENV_VARS = ("TX_TRACKERS", "TORCHX_TRACKERS", "TX_TRACKER_MLFLOW_CONFIG", "TORCH
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MLflowServer]:
-    if not full_mlflow_installed():
-        backend_unavailable("mlflow", f"the full mlflow is not installed: {INSTALL}")
-    server = MLflowServer.start(tmp_path_factory.mktemp("mlflow-server"))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["server", "sqlite"])

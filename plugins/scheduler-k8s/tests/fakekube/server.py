@@ -40,14 +40,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from kubelet import Kubelet, Node, _mib  # noqa: E402
-from schemas import load_crds  # noqa: E402
-from store import Store, now  # noqa: E402
-from jobset import JobController, JobSetController, KueueController  # noqa: E402
-from mcad import MCADController  # noqa: E402
-from volcano import VolcanoController  # noqa: E402
+from kubelet import Kubelet, Node, _mib
+from schemas import load_crds
+from store import Store, now
+from jobset import JobController, JobSetController, KueueController
+from mcad import MCADController
+from volcano import VolcanoController
 
 #: resource -> kind of the resources served besides the CRDs
 BUILTIN = {

@@ -2,6 +2,10 @@
 tests): a sqlite backend store and served artifacts under a directory of the test's, on a
 free port of 127.0.0.1, stopped (its process group only) by :meth:`MLflowServer.stop`.
 
+Also a pytest plugin, loaded by the repository's root ``conftest.py`` (``pytest_plugins``):
+the fixture ``mlflow_server`` starts one such server once per session (skipped with the fix
+where the full mlflow is missing: :func:`tx.testing.backends.backend_unavailable`).
+
 Needs the full ``mlflow`` distribution (``pip install 'tx-tracker-mlflow[full]'``);
 ``mlflow-skinny`` has no server and no sqlite store.
 """
@@ -11,9 +15,13 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
-from tx.testing.backends import ServiceProcess, free_port, wait_for
+import pytest
+
+from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, wait_for
+
+__all__ = ["INSTALL", "MLflowServer", "full_mlflow_installed", "mlflow_executable", "mlflow_server"]
 
 INSTALL = "pip install 'tx-tracker-mlflow[full]' (the full mlflow: server and sqlite store)"
 
@@ -79,6 +87,18 @@ class MLflowServer:
     def stop(self) -> None:
         """Stop the server (its process group); idempotent."""
         self.process.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MLflowServer]:
+    """The session's private :class:`MLflowServer` (started on first use, stopped at the end)."""
+    if not full_mlflow_installed():
+        backend_unavailable("mlflow", f"the full mlflow is not installed: {INSTALL}")
+    server = MLflowServer.start(tmp_path_factory.mktemp("mlflow-server"))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _healthy(uri: str) -> bool:

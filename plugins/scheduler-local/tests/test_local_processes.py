@@ -1,6 +1,7 @@
-"""Issue 18, processes and hosts: status from another PID namespace or host is never a
-false FAILED; a replica's descendant that escapes with setsid and a cleared environment
-does not outlive the app (cgroup v2 scope, else the supervisor as subreaper); tx as PID 1."""
+"""Where the local schedulers' processes are and what outlives what: status from another PID
+namespace or host is never a false FAILED; a replica's descendant that escapes with setsid
+and a cleared environment does not outlive the app (cgroup v2 scope, else the supervisor as
+subreaper); `tx run` as PID 1; an app recorded before a reboot of the host."""
 from __future__ import annotations
 
 import json

@@ -1,0 +1,105 @@
+"""What every test tree of the repository shares (core/tests, plugins/*/tests, tests/).
+
+* The plugins' pytest fixtures: each plugin whose tests start a private backend keeps the
+  session fixtures that start it in its ``testing`` module (``tx_scheduler_docker.testing``:
+  the podman engine and the image registry; ``tx_scheduler_slurm.testing``: the Slurm
+  cluster; ...), loaded here with ``pytest_plugins`` as tox loads ``tox.pytest``: so a
+  backend another tree needs too (the podman engine of the AWS Batch and workspace-image
+  tests) is defined once and started once per session. Only the installed plugins are
+  loaded: hatch's ``core`` and ``local`` environments have none or one of them.
+* ``tx_env``, ``tx`` and ``one_line_error``: run ``tx`` in a subprocess with a private
+  state directory and home, and check a one-line error.
+* No test leaves a file in the repository's root directory (a test that writes into its
+  working directory fails, naming what it left there).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+#: the plugins' fixture modules, each loaded where its distribution is installed
+PLUGIN_FIXTURES = (
+    "tx_scheduler_docker.testing",
+    "tx_scheduler_aws_batch.testing",
+    "tx_scheduler_slurm.testing",
+    "tx_scheduler_ray.testing",
+    "tx_tracker_mlflow.testing",
+)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module``'s top-level package can be imported (found, not imported)."""
+    try:
+        return importlib.util.find_spec(module.partition(".")[0]) is not None
+    except ImportError:
+        return False
+
+
+pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)]
+
+
+@pytest.fixture
+def tx_env(tmp_path: Path) -> Dict[str, str]:
+    """Environment for ``tx`` subprocesses: private state dir and home, no user .txconfig."""
+    env = dict(os.environ)
+    env["TX_STATE_DIR"] = str(tmp_path / "state")
+    env["HOME"] = str(tmp_path / "home")
+    os.makedirs(env["HOME"], exist_ok=True)
+    env.pop("TXCONFIG", None)
+    env.pop("LOGLEVEL", None)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture
+def tx(tx_env: Dict[str, str], tmp_path: Path) -> Callable[..., "subprocess.CompletedProcess[str]"]:
+    """``tx(*args, cwd=None, timeout=120, env=None, input=None)``: run ``tx ARGS...`` (in
+    ``tmp_path`` with :func:`tx_env` unless given) and return the CompletedProcess (text)."""
+
+    def run(*args: str, cwd: Optional[Path] = None, timeout: float = 120, env: Optional[Dict[str, str]] = None,
+            input: Optional[str] = None) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run(
+            [str(BIN / "tx"), *args], cwd=str(cwd or tmp_path), env=env or tx_env, text=True,
+            capture_output=True, timeout=timeout, input=input,
+        )
+
+    return run
+
+
+@pytest.fixture
+def one_line_error() -> Callable[..., None]:
+    """:func:`assert_one_line_error`, as a fixture (test modules cannot import a conftest
+    under --import-mode=importlib)."""
+    return assert_one_line_error
+
+
+def assert_one_line_error(proc: "subprocess.CompletedProcess[str]", needle: str, code: Optional[int] = None) -> None:
+    """The process failed (with exit status ``code`` if given) with exactly one line on
+    stderr, containing ``needle``, and no traceback."""
+    lines: List[str] = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode != 0, proc
+    if code is not None:
+        assert proc.returncode == code, proc
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(autouse=True)
+def _repository_root_untouched() -> Iterator[None]:
+    """Fail the test that leaves a new entry in the repository's root directory (the
+    working directory of a plain ``pytest`` run): tests write under ``tmp_path``."""
+    before = set(os.listdir(REPO))
+    yield
+    new = sorted(set(os.listdir(REPO)) - before)
+    if new:
+        pytest.fail(f"the test left {', '.join(new)} in {REPO}: write under tmp_path", pytrace=False)
