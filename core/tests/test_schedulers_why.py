@@ -294,3 +294,13 @@ def test_real_torchrun_rank_1_fails(tmp_path, env, args, want):
         assert cause.source == "error_file"
         # the log alone (a scheduler that cannot read the file) gives the same line
         assert root_cause("train", 0, p.stderr, exit_code=1).text == want
+
+
+def test_a_logged_traceback_the_program_went_on_after_is_not_the_cause():
+    logged = "".join(ln.split(": ", 1)[1] + "\n" for ln in rank_tb(0, "TimeoutError: retrying").splitlines())
+    # it exited 2: not what an uncaught exception makes Python do
+    cause = root_cause("sh", 0, logged + "retry 2 failed too\nerror: giving up\n", exit_code=2)
+    assert cause.text == "sh/0: error: giving up (exit code 2)" and not names_cause(cause)
+    # it went on after the traceback (a log line, a blank line, more output)
+    cause = root_cause("sh", 0, logged + "\nall retries failed\n", exit_code=1)
+    assert cause.text == "sh/0: all retries failed (exit code 1)" and not names_cause(cause)

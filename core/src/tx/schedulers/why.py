@@ -134,18 +134,24 @@ def parse_traceback(lines: List[str], skip_child_failed: bool = True) -> Optiona
     the next traceback), and the innermost frame outside installed packages and the
     standard library. With ``skip_child_failed``, torchrun's own ChildFailedError is passed
     over for the traceback before it. None if there is no traceback."""
+    found = _last_traceback(lines, skip_child_failed)
+    return found[0] if found else None
+
+
+def _last_traceback(lines: List[str], skip_child_failed: bool = True) -> Optional[Tuple[PyError, int]]:
+    """:func:`parse_traceback`, with the index of the line after the exception's message."""
     starts = [i for i, ln in enumerate(lines) if ln.strip() == _TB_HEADER]
     for n in range(len(starts) - 1, -1, -1):
         start = starts[n]
         end = starts[n + 1] if n + 1 < len(starts) else len(lines)
-        err = _one_traceback(lines[start + 1:end])
-        if err is None or (skip_child_failed and err.exception_type.endswith(_CHILD_FAILED)):
+        found = _one_traceback(lines[start + 1:end])
+        if found is None or (skip_child_failed and found[0].exception_type.endswith(_CHILD_FAILED)):
             continue
-        return err
+        return found[0], start + 1 + found[1]
     return None
 
 
-def _one_traceback(body: List[str]) -> Optional[PyError]:
+def _one_traceback(body: List[str]) -> Optional[Tuple[PyError, int]]:
     frames: List[Tuple[str, int]] = []
     for i, ln in enumerate(body):
         m = _FRAME.match(ln)
@@ -161,7 +167,7 @@ def _one_traceback(body: List[str]) -> Optional[PyError]:
                 break
             rest.append(more.rstrip())
         file, line = _where(frames)
-        return PyError(exc_type, _cap("\n".join([first, *rest]).strip()), file, line)
+        return PyError(exc_type, _cap("\n".join([first, *rest]).strip()), file, line), i + 1 + len(rest)
     return None
 
 
@@ -257,6 +263,8 @@ def parse_report(lines: List[str]) -> Optional[Report]:
 
 
 def _strip_prefixes(line: str) -> _Line:
+    if not line.startswith("["):
+        return _Line(None, None, line)
     rank = local = None
     while True:
         m = _PREFIX.match(line)
@@ -342,8 +350,15 @@ def root_cause(role: str, replica: int, log_tail: Text = None, error_file: Text 
         err = parse_traceback(report.traceback)
         source = "report" if err else source
     if err is None:
-        err = parse_traceback(_unprefixed_before_report(parsed))
-        source = "traceback" if err else source
+        plain = _unprefixed_before_report(parsed)
+        found = _last_traceback(plain)
+        # without torchrun's report, only a traceback that ends the output of a program that
+        # exited as an uncaught exception makes Python exit (status 1) is why it failed, not
+        # one it logged before going on
+        uncaught = exit_code in (None, 1) and not any(ln.strip() and not _LOG_LINE.match(ln)
+                                                      for ln in plain[found[1]:]) if found else False
+        if found is not None and (report or uncaught):
+            err, source = found[0], "traceback"
     if err is None:
         last = _last_line(worker_lines) or (_last_line(_unprefixed_before_report(parsed)) if not worker_lines else "")
         if last:

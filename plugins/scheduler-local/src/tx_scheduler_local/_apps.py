@@ -18,7 +18,7 @@ from tx_scheduler_local import _procs, _store, _where
 from tx_scheduler_local._relay import ERR, FILES
 
 #: how much of the end of a failed replica's stderr is read for its root cause
-_CAUSE_TAIL_BYTES = 256 << 10
+_CAUSE_TAIL_BYTES = 128 << 10
 
 
 def is_running(state: Dict[str, Any]) -> bool:
