@@ -144,6 +144,8 @@ def test_no_traceback_no_report_falls_back_to_the_last_line_and_exit_status():
     assert not names_cause(cause)
     assert why_failed("sh", 0, "", exit_code=-11) == "sh/0: killed by signal SIGSEGV"
     assert why_failed("sh", 0, None) == "sh/0: failed"
+    # torchrun --redirects without --tee: only the report reaches the replica's output
+    assert why_failed("train", 0, report(), exit_code=1) == "train/0 rank 1: exited with code 1"
 
 
 def test_a_plain_python_traceback_without_prefixes():

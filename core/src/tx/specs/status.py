@@ -84,7 +84,7 @@ class RootCause:
         if not body:
             if self.signal or (self.exit_code is not None and self.exit_code < 0):
                 return f"{who}: killed by {status}"
-            return f"{who}: exited with {status}" if status else f"{who}: failed"
+            return f"{who}: exited with code {self.exit_code}" if self.exit_code is not None else f"{who}: failed"
         return f"{who}: {body}" + (f" ({status})" if status else "")
 
     def to_json(self) -> Dict[str, Any]:
