@@ -293,7 +293,8 @@ def test_status_is_terminal_and_json():
     assert js["state"] == "FAILED" and js["url"] == "file:///tmp/app"
     assert js["roles"] == [{"role": "ps", "replicas": [{
         "id": 0, "state": "CANCELLED", "role": "ps", "hostname": "",
-        "structured_error_msg": "<NONE>", "exit_code": -15}]}]
+        "structured_error_msg": "<NONE>", "exit_code": -15, "root_cause": None}]}]
+    assert js["root_cause"] is None
 
 
 def test_status_repr_is_yaml():

@@ -70,3 +70,35 @@ def test_ddp_two_containers(podman_engine: Any, image: str, host_python_mounts: 
         rank0 = ln.split("rank0=")[1].split()[0]
         assert rank0.endswith("-0") and rank0 in hosts, ln
     print(f"\n2x1 DDP in containers: {took:.1f} s")
+
+
+FAIL = '''\
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise RuntimeError("CUDA out of memory (simulated)")
+dist.barrier()
+'''
+
+
+def test_failed_rank_is_named(podman_engine: Any, image: str, host_python_mounts: List[str], tmp_path: Path) -> None:
+    """Rank 1 of a 1x2 job raises: the status names the rank, the exception and where it
+    was raised, read from the container's output (tx.schedulers.why), not torchrun's banner."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "train.py").write_text(FAIL)
+    bindir = os.path.dirname(sys.executable)
+    app = ddp(
+        script="train.py", image=image, j="1x2", memMB=2048, cpu=1,
+        env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}, mounts=host_python_mounts,
+    )
+    with get_runner("txddp") as runner:
+        handle = runner.run(app, "local_docker", {"quiet": True}, workspace=str(ws))
+        status = runner.wait(handle, wait_interval=0.5, timeout=300)
+    assert status is not None and status.state == AppState.FAILED, status
+    why = "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:5 (exit code 1)"
+    assert status.structured_error_msg == why, status
+    assert status.root_cause is not None and (status.root_cause.rank, status.root_cause.exception_type) == (
+        1, "RuntimeError")
+    assert status.roles[0].replicas[0].structured_error_msg == why

@@ -77,7 +77,8 @@ def test_torchelastic_error_file_is_the_structured_error(sched: Any, cfg: Dict[s
     err = ('{"message": {"message": "RuntimeError: boom\\nmore", "extraInfo": {"py_callstack": "'
            + stack + '", "timestamp": "1"}}}')
     _, desc = h.run(sched, [h.sh("w", f"printf '%s' '{err}' > $TORCHELASTIC_ERROR_FILE; echo failing >&2; exit 1")], cfg)
-    want = "replica w/0 exited with code 1: RuntimeError: boom (train.py:42)"
+    # the message's lines joined, where it was raised, how it ended (tx.schedulers.why)
+    want = "w/0: RuntimeError: boom more at train.py:42 (exit code 1)"
     assert h.replica(desc, "w", 0).structured_error_msg == want
     assert desc.structured_error_msg == want
     assert "failing" in desc.msg

@@ -499,6 +499,7 @@ def _status_of(desc: Any) -> AppStatus:
         structured_error_msg=desc.structured_error_msg,
         ui_url=desc.ui_url,
         roles=desc.roles_statuses,
+        root_cause=desc.root_cause,
     )
 
 

@@ -30,7 +30,7 @@ from tx.errors import UserError
 from tx.plugins import get_registry
 from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role
 from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import RoleStatus
+from tx.specs.status import RoleStatus, RootCause
 from tx.workspace.api import IMAGE_REPO_REQUIRED, find_workspace, get_workspace
 
 if TYPE_CHECKING:
@@ -68,6 +68,9 @@ class DescribeAppResponse:
         metadata: scheduler-specific extras.
         app: the whole AppDef as submitted, where the backend stores it (name, metadata
             and every role field); :meth:`tx.runner.Runner.describe` returns it.
+        root_cause: why the first failed replica failed, field by field, where the
+            scheduler read it (:func:`tx.schedulers.why.root_cause`); its ``text`` is then
+            ``structured_error_msg``.
     """
 
     app_id: str = "<NOT_SET>"
@@ -80,6 +83,7 @@ class DescribeAppResponse:
     roles: List[Role] = attrs.field(factory=list)
     metadata: Dict[str, Any] = attrs.field(factory=dict)
     app: Optional[AppDef] = None
+    root_cause: Optional[RootCause] = None
 
 
 @attrs.define(frozen=True)

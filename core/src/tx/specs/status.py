@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import os
 from typing import Any, Dict, List, Optional
 
 import attrs
@@ -12,11 +13,94 @@ from tx.specs.api import NONE, AppState, AppStatusError, is_terminal
 __all__ = ["AppStatus", "ReplicaStatus", "RoleStatus"]
 
 
+#: at most this many characters of an exception message in :attr:`RootCause.text`
+_TEXT_MESSAGE_CHARS = 160
+
+
+@attrs.frozen
+class RootCause:
+    """Why a replica failed, as far as its output and its TorchElastic error file tell:
+    the worker that failed first, its exception and where it was raised, how it ended.
+    Made by :func:`tx.schedulers.why.root_cause`; :attr:`text` is the one line schedulers
+    put in ``structured_error_msg``.
+
+    Attributes:
+        role: the role of the failed replica.
+        replica: the replica's index within the role.
+        rank: the global rank of the worker that failed first (torchrun's root cause),
+            None where unknown (not a torchrun app, or its report was not seen).
+        local_rank: that worker's rank on its node, None where unknown.
+        exception_type: the exception's type as Python printed it (``RuntimeError``,
+            ``torch.OutOfMemoryError``); ``""`` if no exception was found.
+        message: the exception's message (may hold several lines); without an exception,
+            the last line the failed worker (or replica) wrote; ``""`` if none.
+        file: the file the exception was raised at: the innermost frame outside installed
+            packages and the standard library (else the innermost frame); ``""`` if unknown.
+        line: the line in ``file``, None if unknown.
+        exit_code: the failed worker's exit status (negative: killed by that signal), else
+            the replica's; None if unknown.
+        signal: the signal's name (``SIGKILL``) when the worker was killed by one, else ``""``.
+        source: where the exception was read: ``error_file`` (TorchElastic's error file),
+            ``report`` (torchrun's ChildFailedError report), ``traceback`` (a traceback in
+            the output), ``output`` (only the last line) or ``""`` (nothing but the exit status).
+    """
+
+    role: str
+    replica: int
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    exception_type: str = ""
+    message: str = ""
+    file: str = ""
+    line: Optional[int] = None
+    exit_code: Optional[int] = None
+    signal: str = ""
+    source: str = ""
+
+    @property
+    def status(self) -> str:
+        """How the worker ended: ``exit code 1``, ``signal SIGKILL``, or ``""`` if unknown."""
+        if self.signal:
+            return f"signal {self.signal}"
+        if self.exit_code is not None:
+            return f"exit code {self.exit_code}" if self.exit_code >= 0 else f"signal {-self.exit_code}"
+        return ""
+
+    @property
+    def text(self) -> str:
+        """One line: ``train/0 rank 1: RuntimeError: CUDA out of memory at train.py:41
+        (exit code 1)``; without an exception, the last line written (``train/0: no space
+        left (exit code 2)``) or how it ended (``train/0 rank 1: killed by signal SIGKILL``).
+        The message is cut to 160 characters and its lines joined with spaces."""
+        who = f"{self.role}/{self.replica}" + (f" rank {self.rank}" if self.rank is not None else "")
+        msg = " ".join(ln.strip() for ln in self.message.splitlines() if ln.strip())
+        if len(msg) > _TEXT_MESSAGE_CHARS:
+            msg = msg[: _TEXT_MESSAGE_CHARS - 3] + "..."
+        if self.exception_type:
+            body = f"{self.exception_type}: {msg}" if msg else self.exception_type
+        else:
+            body = msg
+        if self.file:
+            body += f" at {os.path.basename(self.file)}" + (f":{self.line}" if self.line is not None else "")
+        status = self.status
+        if not body:
+            if self.signal or (self.exit_code is not None and self.exit_code < 0):
+                return f"{who}: killed by {status}"
+            return f"{who}: exited with code {self.exit_code}" if self.exit_code is not None else f"{who}: failed"
+        return f"{who}: {body}" + (f" ({status})" if status else "")
+
+    def to_json(self) -> Dict[str, Any]:
+        """The fields as a dict, with :attr:`text` added."""
+        return {**attrs.asdict(self), "text": self.text}
+
+
 @attrs.define
 class ReplicaStatus:
     """One replica: ``id`` is its index within the role (node rank, not worker rank);
     ``exit_code`` is its last exit status (negative: killed by that signal) where known;
-    ``structured_error_msg`` holds the tail of its stderr or a torchelastic error JSON."""
+    ``structured_error_msg`` holds why it failed (one line where the scheduler could tell,
+    the tail of its stderr or a torchelastic error JSON otherwise); ``root_cause`` the
+    same, field by field, where the scheduler read it (:mod:`tx.schedulers.why`)."""
 
     id: int
     state: AppState
@@ -24,6 +108,7 @@ class ReplicaStatus:
     hostname: str = ""
     structured_error_msg: str = NONE
     exit_code: Optional[int] = None
+    root_cause: Optional[RootCause] = None
 
 
 @attrs.define
@@ -36,7 +121,11 @@ class RoleStatus:
     def to_json(self) -> Dict[str, Any]:
         return {
             "role": self.role,
-            "replicas": [{**attrs.asdict(r), "state": str(r.state)} for r in self.replicas],
+            "replicas": [
+                {**attrs.asdict(r), "state": str(r.state),
+                 "root_cause": r.root_cause.to_json() if r.root_cause is not None else None}
+                for r in self.replicas
+            ],
         }
 
 
@@ -51,6 +140,8 @@ class AppStatus:
         structured_error_msg: the error of the first failed replica, if any.
         ui_url: where to see the app (file:// for local apps, a console URL for clouds).
         roles: per-role replica statuses.
+        root_cause: the first failed replica's :class:`RootCause`, where the scheduler
+            read one (its ``text`` is then ``structured_error_msg``).
     """
 
     state: AppState
@@ -59,6 +150,7 @@ class AppStatus:
     structured_error_msg: str = NONE
     ui_url: Optional[str] = None
     roles: List[RoleStatus] = attrs.field(factory=list)
+    root_cause: Optional[RootCause] = None
 
     def is_terminal(self) -> bool:
         return is_terminal(self.state)
@@ -76,6 +168,7 @@ class AppStatus:
             "roles": [r.to_json() for r in roles],
             "msg": self.msg,
             "structured_error_msg": self.structured_error_msg,
+            "root_cause": self.root_cause.to_json() if self.root_cause is not None else None,
             "url": self.ui_url,
         }
 

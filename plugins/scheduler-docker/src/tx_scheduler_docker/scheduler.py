@@ -19,9 +19,10 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 from tx.log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
 from tx.schedulers.streams import Stream, filter_regex
+from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
 from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import ReplicaStatus, RoleStatus
+from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location
 from tx_scheduler_docker.request import (
@@ -41,6 +42,8 @@ CANCELLED_SUFFIX = ".cancelled"
 STOP_TIMEOUT = 5
 #: lines of a failed replica's output quoted in ``structured_error_msg``
 ERROR_TAIL_LINES = 5
+#: lines of a failed replica's output read for its root cause (tx.schedulers.why)
+CAUSE_TAIL_LINES = 1000
 
 
 def local_docker_runopts() -> runopts:
@@ -302,13 +305,17 @@ class DockerScheduler(Scheduler[DockerJob]):
         if unknown:
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "unknown container states: " + ", ".join(unknown)
         if app_state == AppState.FAILED:
-            desc.structured_error_msg = self._failure(replicas, replica_info)
+            desc.structured_error_msg, desc.root_cause = self._failure(replicas, replica_info)
         return desc
 
-    def _failure(self, replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str, Any]]) -> str:
+    def _failure(self, replicas: List[ReplicaStatus],
+                 infos: Dict[Tuple[str, int], Dict[str, Any]]) -> Tuple[str, Optional[RootCause]]:
+        """Why the first failed replica failed: the root cause its output names (a torchrun
+        worker's exception, :mod:`tx.schedulers.why`), set on that replica too; else how it
+        ended and its last lines."""
         failed = [r for r in replicas if r.state == AppState.FAILED]
         if not failed:
-            return NONE
+            return NONE, None
         first = min(failed, key=lambda r: (infos[(r.role, r.id)].get("State") or {}).get("FinishedAt") or "")
         info = infos[(first.role, first.id)]
         st = info.get("State") or {}
@@ -321,15 +328,20 @@ class DockerScheduler(Scheduler[DockerJob]):
         if st.get("Error"):
             text += f"; engine: {st['Error']}"
         try:
-            raw = self._docker().api.logs(info["Id"], stdout=True, stderr=True, tail=ERROR_TAIL_LINES)
-            tail = raw.decode("utf-8", "replace").strip()
+            raw = self._docker().api.logs(info["Id"], stdout=True, stderr=True, tail=CAUSE_TAIL_LINES)
         except Exception:  # noqa: BLE001 - the message is still useful without the tail
-            tail = ""
+            raw = b""
+        if not st.get("OOMKilled"):
+            cause = root_cause(first.role, first.id, raw, exit_code=code)
+            if names_cause(cause):
+                first.structured_error_msg, first.root_cause = cause.text, cause
+                return cause.text, cause
+        tail = raw.decode("utf-8", "replace").strip()
         if tail:
             text += "; last lines: " + " | ".join(tail.splitlines()[-ERROR_TAIL_LINES:])
         if len(failed) > 1:
             text += f" ({len(failed)} replicas failed)"
-        return text
+        return text, None
 
     @engine_call
     def list(self) -> List[ListAppResponse]:

@@ -11,9 +11,14 @@ from typing import Any, Dict, List, Optional
 
 from tx.schedulers.api import DescribeAppResponse
 from tx.schedulers.env import APP_ID
+from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppState, Role
-from tx.specs.status import ReplicaStatus, RoleStatus
+from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_local import _procs, _store, _where
+from tx_scheduler_local._relay import ERR, FILES
+
+#: how much of the end of a failed replica's stderr is read for its root cause
+_CAUSE_TAIL_BYTES = 128 << 10
 
 
 def is_running(state: Dict[str, Any]) -> bool:
@@ -80,15 +85,24 @@ def to_describe(
 ) -> DescribeAppResponse:
     """Build the DescribeAppResponse of an app from its state.json and request.json."""
     statuses = []
+    app_cause: Optional[RootCause] = None
     if state.get("roles"):
+        dirs = {(ro["name"], r["id"]): r["dir"] for ro in request["roles"] for r in ro["replicas"]}
         for role in state["roles"]:
-            statuses.append(RoleStatus(role["name"], [
-                ReplicaStatus(
+            replicas = []
+            for r in role["replicas"]:
+                cause = None
+                rdir = dirs.get((role["name"], r["id"]))
+                if r["state"] == "FAILED" and rdir is not None:
+                    cause = replica_root_cause(role["name"], r, rdir)
+                if cause is not None and r.get("error") and r.get("error") == state.get("error"):
+                    app_cause = cause
+                replicas.append(ReplicaStatus(
                     id=r["id"], state=AppState[r["state"]], role=role["name"], hostname="localhost",
-                    structured_error_msg=r.get("error") or NONE, exit_code=r.get("exit_code"),
-                )
-                for r in role["replicas"]
-            ]))
+                    structured_error_msg=cause.text if cause else (r.get("error") or NONE),
+                    exit_code=r.get("exit_code"), root_cause=cause,
+                ))
+            statuses.append(RoleStatus(role["name"], replicas))
     else:
         app_state = AppState[state.get("state", "SUBMITTED")]
         for role in request["roles"]:
@@ -101,10 +115,11 @@ def to_describe(
         state=AppState[state.get("state", "SUBMITTED")],
         num_restarts=state.get("num_restarts", 0),
         msg=state.get("msg") or NONE,
-        structured_error_msg=state.get("error") or NONE,
+        structured_error_msg=app_cause.text if app_cause else (state.get("error") or NONE),
         ui_url=f"file://{request['log_dir']}",
         roles_statuses=statuses,
         roles=roles,
+        root_cause=app_cause,
         metadata={
             "log_dir": request["log_dir"],
             "app_dir": app_dir,
@@ -121,6 +136,34 @@ def to_describe(
             },
         },
     )
+
+
+def _read_tail(path: str, start: int, size: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(start, end - size))
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def replica_root_cause(role: str, replica: Dict[str, Any], replica_dir: str) -> Optional[RootCause]:
+    """Why a failed replica failed (:func:`tx.schedulers.why.root_cause`), read from its
+    TorchElastic error file (``error.json``, where TORCHELASTIC_ERROR_FILE points) and the
+    end of its last attempt's stderr; None where neither names more than the exit status
+    and a last line (the supervisor's message says that already), or where the kernel's OOM
+    killer ended it (the supervisor's message says so)."""
+    if "OOM killer" in str(replica.get("reason") or ""):
+        return None
+    attempts = replica.get("attempts") or []
+    offsets = attempts[-1].get("offsets") if attempts and isinstance(attempts[-1], dict) else None
+    start = offsets[ERR] if isinstance(offsets, list) and len(offsets) > ERR and isinstance(offsets[ERR], int) else 0
+    tail = _read_tail(os.path.join(replica_dir, FILES[ERR]), start, _CAUSE_TAIL_BYTES)
+    error_file = _read_tail(os.path.join(replica_dir, "error.json"), 0, _CAUSE_TAIL_BYTES)
+    code = replica.get("exit_code")
+    cause = root_cause(role, replica["id"], tail, error_file, code if isinstance(code, int) else None)
+    return cause if names_cause(cause) else None
 
 
 def read_request(app_dir: str) -> Optional[Dict[str, Any]]:
