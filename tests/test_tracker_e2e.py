@@ -74,6 +74,9 @@ def test_ddp_job_recorded_in_file_tracker_and_mlflow_with_lineage(mlflow_uri, tm
 
         [tracker:mlflow]
         config = {mlflow_uri};experiment_name=e2e
+
+        [local_cwd]
+        log_dir = {tmp_path / "logs"}
         """))
     env: Dict[str, str] = dict(os.environ, HOME=str(tmp_path / "home"), TX_STATE_DIR=str(tmp_path / "state"),
                                PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
