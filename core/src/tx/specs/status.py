@@ -10,7 +10,7 @@ import attrs
 
 from tx.specs.api import NONE, AppState, AppStatusError, is_terminal
 
-__all__ = ["AppStatus", "ReplicaStatus", "RoleStatus"]
+__all__ = ["AppStatus", "ReplicaStatus", "RoleStatus", "RootCause"]
 
 
 #: at most this many characters of an exception message in :attr:`RootCause.text`
