@@ -49,11 +49,15 @@ pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)]
 
 @pytest.fixture
 def tx_env(tmp_path: Path) -> Dict[str, str]:
-    """Environment for ``tx`` subprocesses: private state dir and home, no user .txconfig."""
+    """Environment for ``tx`` subprocesses: private state dir, home and temporary directory
+    (the local schedulers' default log root is ``$TMPDIR/tx-<uid>``: a test's logs are its
+    own, never a user's or another session's), no user .txconfig."""
     env = dict(os.environ)
     env["TX_STATE_DIR"] = str(tmp_path / "state")
     env["HOME"] = str(tmp_path / "home")
+    env["TMPDIR"] = str(tmp_path / "tmp")
     os.makedirs(env["HOME"], exist_ok=True)
+    os.makedirs(env["TMPDIR"], exist_ok=True)
     env.pop("TXCONFIG", None)
     env.pop("LOGLEVEL", None)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
