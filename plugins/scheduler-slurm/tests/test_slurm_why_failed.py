@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+from tx.schedulers.api import PartialListError
 
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing.backends import backend_unavailable
 from tx_scheduler_slurm import _client
-from tx_scheduler_slurm._client import SlurmTimeoutError
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 pytestmark = pytest.mark.slurm
@@ -198,15 +198,25 @@ def test_tx_list_shows_every_app_by_name_and_only_tx_apps(submitted: Dict[str, S
     assert calls == (["squeue", "sacct"] if name == "accounting" else ["squeue"])
 
 
-def test_a_hanging_slurmdbd_fails_tx_list(submitted: Dict[str, Submitted]) -> None:
+def test_a_hanging_slurmdbd_lists_what_squeue_knows_and_says_what_is_missing(
+        submitted: Dict[str, Submitted], tmp_path: Path) -> None:
     """With accounting, a sacct that never answers (slurmdbd stopped, SIGSTOP: it accepts
-    the connection and says nothing) is an error of ``tx list``, not a list without the
-    finished jobs only sacct knows."""
+    the connection and says nothing) leaves the list partial, and says so: the apps squeue
+    knows are listed (PartialListError.apps), and the error names sacct and what is missing.
+    Never a silent list without the finished jobs only sacct knows."""
     cluster = submitted["accounting"].cluster
+    with cluster.active():
+        sched = create_scheduler("tx")
+        sleeper = sched.submit(AppDef("sleeper", roles=[Role("sleep", image="/tmp", entrypoint="sleep", args=["120"])]),
+                               {"job_dir": str(tmp_path)})
     pid = int((cluster.base / "run" / "slurmdbd.pid").read_text())
     os.kill(pid, signal.SIGSTOP)
     try:
-        with cluster.active(), pytest.raises(SlurmTimeoutError, match="sacct did not answer within 2 s.*cannot be listed"):
+        with cluster.active(), pytest.raises(
+                PartialListError, match="sacct did not answer within 2 s.*only sacct knows cannot be listed") as info:
             SlurmScheduler("tx", timeout=2).list()
     finally:
         os.kill(pid, signal.SIGCONT)
+        with cluster.active():
+            sched.cancel(sleeper)
+    assert sleeper in {a.app_id for a in info.value.apps}, info.value.apps

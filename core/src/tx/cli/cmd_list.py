@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, List, Tuple
 
 from tx.cli._common import default_scheduler, make_runner
 from tx.cli.command import Argument, Command
@@ -98,10 +98,38 @@ def _run(args: argparse.Namespace) -> int:
         return _list(runner, args)
 
 
+def _gather(runner: Runner, schedulers: List[str]) -> Tuple[List[Any], List[str]]:
+    """The apps of every scheduler in ``schedulers``, and one line for each that could not be
+    read in whole: what it could list is kept (a :class:`PartialListError`'s apps). With one
+    scheduler, one that cannot be read at all is an error; with several, the others still show.
+
+    Raises:
+        tx.schedulers.SchedulerError: the only scheduler asked for cannot be read.
+    """
+    # the scheduler errors are imported when the command runs, not when its parser is built
+    from tx.errors import UserError
+    from tx.schedulers.api import PartialListError
+
+    apps: List[Any] = []
+    problems: List[str] = []
+    for scheduler in schedulers:
+        try:
+            apps.extend(runner.list(scheduler))
+        except PartialListError as e:
+            apps.extend(e.apps)
+            problems.append(f"{scheduler}: {e} (the apps it could list are shown)")
+        except UserError as e:
+            if len(schedulers) == 1:
+                raise
+            problems.append(f"{scheduler}: {e} (none of its apps are shown)")
+    return apps, problems
+
+
 def _list(runner: Runner, args: argparse.Namespace) -> int:
     wanted = _state_filter(args.state)
-    scheduler = args.scheduler or default_scheduler(runner)
-    apps, ordered = newest_first(runner.list(scheduler))
+    schedulers = [s.strip() for s in (args.scheduler or "").split(",") if s.strip()] or [default_scheduler(runner)]
+    found, problems = _gather(runner, list(dict.fromkeys(schedulers)))
+    apps, ordered = newest_first(found)
     if wanted is not None:
         apps = [a for a in apps if a.state.name in wanted]
     total = len(apps)
@@ -122,12 +150,16 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
     if len(apps) < total:
         print(f"tx list: showing the newest {len(apps)} of {total} apps (--limit N or --all for more)",
               file=sys.stderr)
-    return 0
+    for problem in problems:
+        print(f"tx list: could not read all of {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 #: ``tx list``: list the apps a scheduler knows
 COMMAND = Command(run=_run, arguments=(
-    Argument("-s", "--scheduler", default=None, help="scheduler whose apps to list (default: as for `tx run`)"),
+    Argument("-s", "--scheduler", default=None,
+             help="scheduler whose apps to list, or several, comma-separated (default: as for `tx run`); "
+                  "one that cannot be read in whole is named on stderr, the rest still shows, exit status 1"),
     Argument("--json", action="store_true", help="print JSON lines"),
     Argument("-n", "--limit", type=_positive_int, default=None,
              help=f"show at most this many apps, newest first (default: {DEFAULT_LIST_LIMIT} where the "

@@ -20,7 +20,7 @@ from tx.config.trackers import configured_trackers
 from tx.log import get_logger
 from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
 from tx.runner.events import log_event
-from tx.schedulers.api import ListAppResponse, Scheduler
+from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
 from tx.schedulers.env import with_torchx_names
 from tx.specs.api import (
     MISSING,
@@ -224,7 +224,6 @@ class Runner:
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
-
 
         if not app.roles:
             raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
@@ -476,13 +475,20 @@ class Runner:
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not installed.
+            tx.schedulers.PartialListError: only part could be read; its ``apps`` (with their
+                handles) are what could.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
         """
-
-
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="list"):
-            apps = sched.list()
+            try:
+                apps = sched.list()
+            except PartialListError as e:
+                e.apps = self._with_handles(scheduler, e.apps)
+                raise
+        return self._with_handles(scheduler, apps)
+
+    def _with_handles(self, scheduler: str, apps: List[ListAppResponse]) -> List[ListAppResponse]:
         return [
             a if a.app_handle and a.app_handle != "<NOT_SET>"
             else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
@@ -491,7 +497,6 @@ class Runner:
 
 
 def _status_of(desc: Any) -> AppStatus:
-
     return AppStatus(
         state=desc.state,
         num_restarts=desc.num_restarts,

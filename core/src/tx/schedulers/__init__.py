@@ -10,6 +10,7 @@ _NAMES = {
     "DescribeAppResponse": "tx.schedulers.api",
     "ListAppResponse": "tx.schedulers.api",
     "Scheduler": "tx.schedulers.api",
+    "PartialListError": "tx.schedulers.api",
     "SchedulerError": "tx.schedulers.api",
     "get_default_scheduler_name": "tx.schedulers.api",
     "get_scheduler_factories": "tx.schedulers.api",

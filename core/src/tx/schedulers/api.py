@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_subclass_adapter", "DescribeAppResponse", "get_default_scheduler_name",
-    "get_scheduler_factories", "ListAppResponse", "Scheduler", "SchedulerError",
+    "get_scheduler_factories", "ListAppResponse", "PartialListError", "Scheduler", "SchedulerError",
     "SchedulerFactory",
 ]
 
@@ -50,6 +50,23 @@ class SchedulerError(UserError, RuntimeError):
     missing, the API answered with an error, the backend cannot be reached). The message is
     written for users: the CLI prints it as one line. Scheduler methods raise this (or a
     subclass), not bare ValueError/KeyError, for backend conditions."""
+
+
+class PartialListError(SchedulerError):
+    """:meth:`Scheduler.list` could read only part of what the backend knows (one of its
+    sources did not answer: Slurm's ``sacct`` beside ``squeue``, ...).
+
+    The message says, in one line, what could not be read and what is therefore missing;
+    :attr:`apps` holds what could be read, so a caller can still show it (``tx list`` prints
+    those apps, then the message, and exits 1).
+
+    Attributes:
+        apps: the apps that could be listed (``List[ListAppResponse]``).
+    """
+
+    def __init__(self, message: str, apps: "List[ListAppResponse]") -> None:
+        super().__init__(message)
+        self.apps = list(apps)
 
 
 @attrs.define
@@ -259,7 +276,13 @@ class Scheduler(abc.ABC, Generic[T]):
         """The apps of this scheduler that tx submitted and the backend still knows (its
         own notion of "all": a queue, a namespace, a state directory).
 
+        A backend with two sources (Slurm's squeue and sacct, ...) of which one did not
+        answer raises :class:`PartialListError` with what the other gave: never a silent,
+        incomplete list.
+
         Raises:
+            PartialListError: only part could be read (its ``apps``; the message says what is
+                missing).
             SchedulerError: the backend cannot be reached or answered with an error.
         """
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, T
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines
-from tx.schedulers.api import SchedulerError
+from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
 
 from tx_scheduler_slurm import _client, _index
@@ -247,6 +247,9 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             err = proc.stderr.lower()
             if "accounting storage is disabled" in err or "not configured" in err:
                 self._accounting = False
+            elif strict:
+                failed = SlurmCommandError(argv, proc.returncode, proc.stderr)
+                raise SlurmError(f"{failed}; finished jobs that only sacct knows cannot be listed")
             else:
                 log.warning("slurm_sacct_failed", error=" ".join(proc.stderr.split()))
             return []
@@ -281,8 +284,9 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         other jobs of the user are counted in a warning.
 
         Raises:
-            SlurmTimeoutError: squeue or sacct did not answer (finished jobs that only sacct
-                knows would be missing).
+            PartialListError: squeue answered but sacct did not answer or failed: the apps
+                squeue knows are its ``apps``; finished jobs that only sacct knows are missing.
+            SlurmTimeoutError: squeue did not answer.
             SlurmCommandError: squeue failed.
         """
         user = str(os.getuid())  # squeue and sacct take a uid; no passwd lookup needed
@@ -296,7 +300,11 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
                 continue
             apps[rec.app_id] = ListAppResponse(rec.app_id, appstate_from_slurm(rec.state), name=rec.app_name)
         if self.accounting_configured():
-            for rec in self._sacct(["--user", user, "--starttime=1970-01-01T00:00:01"], strict=True):
+            try:
+                recs = self._sacct(["--user", user, "--starttime=1970-01-01T00:00:01"], strict=True)
+            except SlurmError as e:
+                raise PartialListError(str(e), [apps[k] for k in sorted(apps, key=int)]) from None
+            for rec in recs:
                 if rec.offset != 0 or rec.app_id in apps:
                     continue
                 if not rec.is_tx:
