@@ -10,8 +10,9 @@ from typing import Dict, Tuple
 import pytest
 
 from tx.plugins import PluginRegistry, known_plugins
+from tx.testing.backends import require_module
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+tomllib = require_module("tomllib", "reads the plugins' pyproject.toml: Python 3.11+ (the standard library's tomllib)")
 
 REPO = Path(__file__).resolve().parent.parent
 HINTED = ("schedulers", "workspaces", "trackers")
