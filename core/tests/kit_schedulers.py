@@ -168,6 +168,18 @@ class NeverRunning(Procs):
         return AppState.PENDING if state == AppState.RUNNING else state
 
 
+class ReplicasNeverRunning(Procs):
+    """The app is RUNNING while its replicas are still reported PENDING."""
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        desc = super().describe(app_id)
+        for rs in desc.roles_statuses if desc else []:
+            for r in rs.replicas:
+                if r.state == AppState.RUNNING:
+                    r.state = AppState.PENDING
+        return desc
+
+
 class NeverStarts(Procs):
     """Queues the app forever (nothing runs); cancel works."""
 
@@ -280,7 +292,7 @@ class ListLags(Procs):
 
 VARIANTS = {
     "good": Procs, "back_from_terminal": BackFromTerminal, "replica_back_from_terminal": ReplicaBackFromTerminal,
-    "never_running": NeverRunning, "never_starts": NeverStarts, "no_role_idx": NoRoleIdx,
+    "never_running": NeverRunning, "replicas_never_running": ReplicasNeverRunning, "never_starts": NeverStarts, "no_role_idx": NoRoleIdx,
     "wrong_num_replicas": WrongNumReplicas, "raw_job_id": RawJobId,
     "succeeded_with_failed_replica": SucceededWithFailedReplica, "fails_silently": FailsSilently,
     "one_based_replicas": OneBasedReplicas, "silent_unknown": SilentUnknown, "explained_unknown": ExplainedUnknown,

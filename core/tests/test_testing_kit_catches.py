@@ -38,8 +38,10 @@ CASES = [
     # variant, the kit test that must catch it, what the kit says
     ("back_from_terminal", "test_list_contains_app", "*went back from the terminal state SUCCEEDED to RUNNING*"),
     ("replica_back_from_terminal", "test_failing_replica",
-     "*replica worker/0 went back from the terminal state SUCCEEDED to RUNNING*"),
+     "*replica worker/0 went back from the terminal state SUCCEEDED to RUNNING (states seen: *SUCCEEDED -> RUNNING)*"),
     ("never_running", "test_states_move_forward", "*ran 2s but was never seen RUNNING: PENDING -> SUCCEEDED*"),
+    ("replicas_never_running", "test_states_move_forward",
+     "*replica one/0 was never seen RUNNING: PENDING -> SUCCEEDED (the app was: RUNNING -> SUCCEEDED)*"),
     ("never_starts", "test_cancel", "*not RUNNING after 3.0s: PENDING*"),
     ("no_role_idx", "test_replica_environment", "*not set in the replica: ?'TX_ROLE_IDX', 'TORCHX_ROLE_IDX'?*"),
     ("wrong_num_replicas", "test_replica_environment",

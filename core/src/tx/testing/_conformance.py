@@ -121,7 +121,7 @@ class SchedulerConformance:
         self._submitted: List[Tuple[Scheduler[Any], str]] = []
         self._apps: Dict[str, AppDef] = {}
         self._history: Dict[str, List[AppState]] = {}
-        self._replica_ends: Dict[str, Dict[Tuple[str, int], AppState]] = {}
+        self._replica_history: Dict[str, Dict[Tuple[str, int], List[AppState]]] = {}
         yield
         for sched, app_id in self._submitted:
             try:
@@ -262,19 +262,24 @@ class SchedulerConformance:
             )
         if not history or history[-1] != desc.state:
             history.append(desc.state)
-        ends = self._replica_ends.setdefault(app_id, {})
+        replicas = self._replica_history.setdefault(app_id, {})
         for rs in desc.roles_statuses:
             for r in rs.replicas:
-                before = ends.get((rs.role, r.id))
-                assert before is None or r.state == before, (
-                    f"{app_id} replica {rs.role}/{r.id} went back from the terminal state {before} to {r.state}"
-                )
-                if is_terminal(r.state):
-                    ends[(rs.role, r.id)] = r.state
+                seen = replicas.setdefault((rs.role, r.id), [])
+                if seen and is_terminal(seen[-1]):
+                    assert r.state == seen[-1], (
+                        f"{app_id} replica {rs.role}/{r.id} went back from the terminal state {seen[-1]} to {r.state} "
+                        f"(states seen: {' -> '.join(map(str, [*seen, r.state]))})"
+                    )
+                if not seen or seen[-1] != r.state:
+                    seen.append(r.state)
         return desc
 
-    def states_seen(self, app_id: str) -> List[AppState]:
-        """The app states the kit saw so far, in order, repeats collapsed."""
+    def states_seen(self, app_id: str, replica: Optional[Tuple[str, int]] = None) -> List[AppState]:
+        """The states of the app (or of its ``(role, k)`` replica) the kit saw so far, in
+        order, repeats collapsed."""
+        if replica is not None:
+            return list(self._replica_history.get(app_id, {}).get(replica, []))
         return list(self._history.get(app_id, []))
 
     def wait_terminal(self, scheduler: Scheduler[Any], app_id: str) -> DescribeAppResponse:
@@ -438,9 +443,10 @@ class SchedulerConformance:
                 scheduler.submit_dryrun(app, {k: v for k, v in cfg.items() if k != key})
 
     def test_states_move_forward(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
-        """An app that runs ``running_seconds`` is seen RUNNING before SUCCEEDED (unless
-        the backend declares ``running_not_observable``), stays SUCCEEDED, and every state
-        the kit saw on the way was valid (:meth:`observe`)."""
+        """An app that runs ``running_seconds`` is seen RUNNING before SUCCEEDED, and so is
+        each of its replicas where replica states are reported (unless the backend declares
+        ``running_not_observable``); it stays SUCCEEDED, and every state the kit saw on the
+        way was valid (:meth:`observe`)."""
         script = f"sleep {self.running_seconds:g}; echo done"
         app_id = self.submit(scheduler, self.app("txconfstates", image, [("one", script, 2)]), cfg)
         desc = self.wait_terminal(scheduler, app_id)
@@ -455,6 +461,13 @@ class SchedulerConformance:
             f"{' -> '.join(map(str, seen))} (polled every {self.poll_interval:g}s; a backend that cannot "
             "show RUNNING declares running_not_observable)"
         )
+        if self.reports_replica_statuses:
+            for k in (0, 1):
+                got = self.states_seen(app_id, ("one", k))
+                assert AppState.RUNNING in got, (
+                    f"{app_id} replica one/{k} was never seen RUNNING: {' -> '.join(map(str, got))} "
+                    f"(the app was: {' -> '.join(map(str, seen))})"
+                )
 
     def contract_env(self, scheduler: Scheduler[Any]) -> Dict[str, str]:
         """What the Runner adds to every role's env before the scheduler sees the app
