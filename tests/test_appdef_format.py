@@ -12,8 +12,9 @@ import yaml
 
 from tx.specs import AppDefFormatError
 from tx.specs.files import appdef_to_dict, parse_appdef
+from tx.testing.backends import require_module
 
-jsonschema = pytest.importorskip("jsonschema", reason="pip install jsonschema (in the hatch test environment)")
+jsonschema = require_module("jsonschema", "validates AppDef files against the schema: pip install jsonschema")
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "appdef-format.md"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tx.testing.backends import backend_unavailable
+
 N_OLD = 30
 
 
@@ -110,5 +112,5 @@ def test_gc_of_a_scheduler_that_cannot_prune_is_one_line(tx, one_line_error):
     from tx.plugins import get_registry
 
     if "slurm" not in get_registry().names("schedulers"):
-        pytest.skip("needs a scheduler without prune (tx-scheduler-slurm)")
+        backend_unavailable("tx-scheduler-slurm", "the test needs a scheduler without prune: pip install -e plugins/scheduler-slurm")
     one_line_error(tx("gc", "-s", "slurm", "--keep", "1d"), "keeps no app state that tx can delete", 1)

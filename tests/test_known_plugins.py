@@ -7,11 +7,11 @@ import importlib.util
 from pathlib import Path
 from typing import Dict, Tuple
 
-import pytest
 
 from tx.plugins import PluginRegistry, known_plugins
+from tx.testing.backends import backend_unavailable, require_module
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+tomllib = require_module("tomllib", "reads the plugins' pyproject.toml: Python 3.11+ (the standard library's tomllib)")
 
 REPO = Path(__file__).resolve().parent.parent
 HINTED = ("schedulers", "workspaces", "trackers")
@@ -31,7 +31,7 @@ def test_the_table_matches_what_the_plugins_register():
     registered: Dict[Tuple[str, str], str] = {}
     for name, module, dist in _plugin_entry_points():
         if importlib.util.find_spec(module.partition(":")[0].rpartition(".")[0]) is None:
-            pytest.skip(f"{dist} is not installed")
+            backend_unavailable(dist, "the distribution is not installed: pip install -e plugins/<its directory>")
         reg = PluginRegistry(entry_points=[(name, module, dist, "0")], builtins=False)
         assert reg.plugins[name].error is None, reg.plugins[name].error
         for kind in HINTED:

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from tx.testing.backends import require_module
+
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "train.py"
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.slow
-torch = pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+torch = require_module("torch", "the main job trains with torch: pip install torch==2.13.0")
+require_module("sklearn", "the main job reads its data set with scikit-learn: pip install scikit-learn")
 
 RESULT = re.compile(r"world_size=(\d+) test_accuracy=([0-9.]+) test_samples=(\d+) checkpoint=(\S+)")
 

@@ -14,7 +14,7 @@ from typing import Dict
 
 import pytest
 
-from tx.testing.backends import backend_unavailable
+from tx.testing.backends import backend_unavailable, require_module
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -60,7 +60,7 @@ def mlflow_uri(request: pytest.FixtureRequest) -> str:
 
 
 def test_ddp_job_recorded_in_file_tracker_and_mlflow_with_lineage(mlflow_uri, tmp_path):
-    pytest.importorskip("torch")
+    require_module("torch", "dist.ddp runs torchrun: pip install torch==2.13.0")
     runs = tmp_path / "runs"
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "consume.py").write_text(CONSUME)

@@ -8,8 +8,10 @@ import re
 
 import pytest
 
+from tx.testing.backends import require_module
+
 pytestmark = pytest.mark.slow
-pytest.importorskip("torch")
+require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
 
 #: examples/train.py's shape (gloo DDP over the launcher's RANK/WORLD_SIZE), cut to one step,
 #: where rank 1 runs out of memory (simulated) in its training step

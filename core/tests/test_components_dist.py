@@ -12,6 +12,7 @@ from tx import specs
 from tx.components import DEFAULT_IMAGE, dist
 from tx.components.structured_arg import StructuredJArgument, StructuredNameArgument
 from tx.components.system.builders import ComponentArgumentError, materialize_appdef
+from tx.testing.backends import backends_required
 
 
 def ddp(*args: str) -> specs.AppDef:
@@ -212,7 +213,7 @@ def test_ddp_elastic_and_static():
     assert words[words.index("--node_rank") + 1] == "1"
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.skipif(shutil.which("bash") is None and not backends_required(), reason="needs bash")
 @pytest.mark.parametrize("rank0", [None, "node0.example"])
 def test_ddp_multi_node_command_survives_bash(tmp_path, rank0):
     """Run the substituted bash -c command with torchrun replaced by an argv printer."""

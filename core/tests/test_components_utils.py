@@ -9,6 +9,7 @@ import pytest
 from tx import specs
 from tx.components import DEFAULT_IMAGE, metrics, serve, utils
 from tx.components.system.builders import ComponentArgumentError, materialize_appdef
+from tx.testing.backends import backends_required
 
 SMALL = specs.Resource(cpu=1, gpu=0, memMB=1024)
 
@@ -48,7 +49,7 @@ def test_sh_quotes_each_argument(monkeypatch):
     assert role.resource == SMALL
 
 
-@pytest.mark.skipif(shutil.which("sh") is None, reason="needs sh")
+@pytest.mark.skipif(shutil.which("sh") is None and not backends_required(), reason="needs sh")
 def test_sh_command_runs_literally(tmp_path):
     (role,) = run(utils.sh, "utils.sh", "printf", "%s|", "a b", "$HOME", "$(touch x)", "it's").roles
     out = subprocess.run([role.entrypoint, *role.args], cwd=tmp_path, capture_output=True, text=True, check=True)

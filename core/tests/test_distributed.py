@@ -8,13 +8,14 @@ import textwrap
 import pytest
 
 import tx.distributed as txd
+from tx.testing.backends import require_module
 
 RANK_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
 
 
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch")
+    return require_module("torch", "tx.distributed wraps torch.distributed: pip install torch==2.13.0")
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +138,7 @@ WORKER = """
 import os, sys, time
 import torch, torch.distributed as dist
 import tx.distributed as txd
+from tx.testing.backends import require_module
 
 log = sys.argv[1]
 

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from tx.testing.backends import backends_required
+
 HOOKS = '''
 from tx import hookimpl
 
@@ -248,7 +250,8 @@ def test_a_damaged_entry_point_cache_is_a_miss_rebuilt(warm_cache, tmp_path, dam
     assert _entry_points_shape_ok(data, data["key"]) and after == warm_cache[1][name]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tx_scheduler_local") is None, reason="tx-scheduler-local is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("tx_scheduler_local") is None and not backends_required(),
+                    reason="tx-scheduler-local is not installed: pip install -e plugins/scheduler-local")
 @pytest.mark.parametrize("damage", ["a short registration row", "a plugin lacks a field",
                                     "a list where a plugin mapping belongs", "registrations of the wrong type"])
 def test_tx_run_dryrun_with_a_damaged_snapshot(warm_cache, tmp_path, damage):

@@ -13,6 +13,8 @@ from typing import Dict, Optional
 
 import pytest
 
+from tx.testing.backends import require_module
+
 from tx.schedulers.why import names_cause, parse_error_file, parse_report, root_cause, why_failed
 from tx.specs import RootCause
 
@@ -287,7 +289,7 @@ torchrun_cases = pytest.mark.parametrize("env,args,want", [
 @pytest.mark.slow
 @torchrun_cases
 def test_real_torchrun_rank_1_fails(tmp_path, env, args, want):
-    pytest.importorskip("torch")
+    require_module("torch", "the case runs real torchrun: pip install torch==2.13.0")
     p = _torchrun(tmp_path, {**env, "TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json")}, *args)
     assert p.returncode == 1, p.stderr[-3000:]
     cause = root_cause("train", 0, p.stderr, _error_file(tmp_path), exit_code=p.returncode)

@@ -11,9 +11,12 @@ from tx.testing.backends import (
     environ,
     free_port,
     port_open,
+    require_module,
     script_backend,
     wait_for,
 )
+
+pytest_plugins = ["pytester"]
 
 
 def test_missing_backend_skips_with_its_reason(monkeypatch):
@@ -26,6 +29,53 @@ def test_missing_backend_fails_when_backends_are_required(monkeypatch):
     monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="podman cannot run here: not installed.*must run"):
         backend_unavailable("podman", "not installed")
+
+
+def test_require_module_returns_an_installed_module(monkeypatch):
+    monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
+    assert require_module("json", "never missing").dumps([1]) == "[1]"
+    assert require_module("os.path", "never missing") is os.path
+
+
+def test_require_module_skips_a_missing_module_with_its_reason(monkeypatch):
+    monkeypatch.delenv(REQUIRE_BACKENDS_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="module tx_no_such_mod is not installed: pip install it"):
+        require_module("tx_no_such_mod", "pip install it")
+    with pytest.raises(pytest.skip.Exception, match="module tx_no_such_pkg.sub is not installed"):
+        require_module("tx_no_such_pkg.sub", "pip install it")
+
+
+def test_require_module_fails_a_missing_module_when_backends_are_required(monkeypatch):
+    monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="tx_no_such_mod is not installed: pip install it.*must be installed"):
+        require_module("tx_no_such_mod", "pip install it")
+
+
+def test_require_module_raises_for_an_installed_module_that_breaks(monkeypatch, tmp_path):
+    """A module that is there but fails to import is a failure, never a skip."""
+    monkeypatch.delenv(REQUIRE_BACKENDS_ENV, raising=False)
+    (tmp_path / "tx_broken_mod.py").write_text("import tx_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="tx_no_such_dependency"):
+        require_module("tx_broken_mod", "pip install it")
+
+
+def test_require_module_skips_a_whole_module_at_module_level(pytester, monkeypatch):
+    pytester.makepyfile(test_needs_mod="""
+        from tx.testing.backends import require_module
+        require_module("tx_no_such_mod", "pip install it")
+
+        def test_never_runs():
+            assert False
+    """)
+    monkeypatch.delenv(REQUIRE_BACKENDS_ENV, raising=False)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*module tx_no_such_mod is not installed: pip install it*"])
+    monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*module tx_no_such_mod is not installed*must be installed*"])
 
 
 def test_service_process_listens_then_stops_with_its_group(tmp_path):

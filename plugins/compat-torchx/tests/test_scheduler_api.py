@@ -13,6 +13,7 @@ from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Schedule
 from torchx.specs import AppDef, AppDryRunInfo, CfgVal, Role, runopts
 from torchx.workspace.api import WorkspaceMixin
 from tx_torchx_compat import scheduler_api
+from tx.testing.backends import backends_required
 
 
 class Mem(Scheduler):
@@ -160,7 +161,8 @@ def test_classes_defined_before_the_plugin_is_imported_are_fitted(py: Any) -> No
     assert p.stdout.splitlines() == ["core alone: TypeError", "validated old"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tx_scheduler_local") is None, reason="tx-scheduler-local is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("tx_scheduler_local") is None and not backends_required(),
+                    reason="tx-scheduler-local is not installed: pip install -e plugins/scheduler-local")
 def test_local_create_scheduler_passes_tx_arguments(tmp_path: Path) -> None:
     from torchx.schedulers.local_scheduler import create_scheduler
     from tx_scheduler_local.scheduler import create_cwd_scheduler

@@ -36,6 +36,7 @@ class TestAwsBatchSimpleMode(_AwsKit):
 
     timeout = 60.0
     log_streams = ()
+    running_not_observable = "moto's simple mode ends every job inside SubmitJob: it is SUCCEEDED at the first describe"
 
     @pytest.fixture
     def scheduler(self, aws_simple: Any) -> AwsBatchScheduler:
@@ -46,7 +47,8 @@ class TestAwsBatchSimpleMode(_AwsKit):
         return {"queue": aws_simple.queue}
 
     def test_failing_replica(self) -> None:  # type: ignore[override]
-        pytest.skip("moto's simple mode succeeds every job; the Docker-mode class runs this test")
+        pytest.skip("moto's simple mode succeeds every job; Docker mode runs failing apps "
+                    "(test_failing_replicas: moto cannot give replicas of one role different commands)")
 
     def test_cancel(self) -> None:  # type: ignore[override]
         pytest.skip("moto's simple mode ends jobs inside SubmitJob: nothing runs to cancel; see Docker mode")
@@ -87,7 +89,8 @@ class TestAwsBatchDockerMode(_AwsKit):
         pytest.skip(_NO_NODE_INDEX)
 
     def test_failing_replica(self) -> None:  # type: ignore[override]
-        pytest.skip(_NO_NODE_INDEX)
+        pytest.skip("moto sets no AWS_BATCH_JOB_NODE_INDEX: replicas of one role cannot differ, so one cannot "
+                    "fail alone; test_failing_replicas runs the failing apps moto can show")
 
     def test_replica_environment(self) -> None:  # type: ignore[override]
         pytest.skip(_NO_NODE_INDEX)
@@ -112,20 +115,36 @@ class TestAwsBatchDockerMode(_AwsKit):
 
         names = [*env_contract.REQUIRED, *(env_contract.TORCHX_NAMES[n] for n in env_contract.REQUIRED)]
         script = "; ".join(f"printf '%s env {n}=%s\\n' \"$TX_ROLE_NAME\" \"${{{n}-UNSET}}\"" for n in names)
-        app_id = self.submit(scheduler, self.app("txconfenv1", image, [("alpha", script, 1), ("beta", script, 1)]), cfg)
+        app = self.app("txconfenv1", image, [("alpha", script, 1), ("beta", script, 1)])
+        for role in app.roles:
+            role.env.update(self.contract_env(scheduler))
+        app_id = self.submit(scheduler, app, cfg)
         desc = self.wait_terminal(scheduler, app_id)
         assert desc.state == AppState.SUCCEEDED, f"{app_id}: {desc.state!r} {desc.msg}"
         for role in ("alpha", "beta"):
             lines = self.read_log(scheduler, app_id, role, 0, Stream.COMBINED)
             prefix = f"{role} env "
             got = dict(ln[len(prefix):].rstrip("\n").split("=", 1) for ln in lines if ln.startswith(prefix))
-            assert not [n for n in names if got.get(n, "UNSET") == "UNSET"], got
-            assert got["TX_ROLE_NAME"] == got["TORCHX_ROLE_NAME"] == role
-            assert got["TX_REPLICA_ID"] == got["TORCHX_REPLICA_IDX"] == "0"
-            assert got["TX_APP_ID"] == got["TORCHX_APP_ID"] == app_id
-            assert got["TX_RANK0_HOST"] == got["TORCHX_RANK0_HOST"]
+            self.check_replica_env(scheduler, app, app_id, role, 0, got)
+            assert got["TX_APP_ID"] == app_id, got
             # the main node (alpha) has no main-node address; beta gets alpha's container address
             assert (got["TX_RANK0_HOST"] == "localhost") == (role == "alpha"), got
+
+    def test_failing_replicas(self, scheduler: AwsBatchScheduler, cfg: Dict[str, Any], image: str) -> None:
+        """The kit's failing replica as moto can show it (its replicas of one role cannot
+        tell themselves apart, so they cannot differ): a role of 2 replicas that all exit 3,
+        and a one-replica role that exits 3 beside one that succeeds; each app FAILED,
+        saying why (moto reports the job's state for every replica)."""
+        fail = 'echo "boom ${replica_id}" >&2; exit 3'
+        both = self.submit(scheduler, self.app("txconffail2", image, [("worker", fail, 2)]), cfg)
+        mixed = self.submit(scheduler, self.app("txconffail1", image, [("ok", "echo fine", 1), ("bad", fail, 1)]), cfg)
+        for app_id, failed in ((both, ("worker", 0)), (mixed, ("bad", 0))):
+            desc = self.wait_terminal(scheduler, app_id)
+            assert desc.state == AppState.FAILED, f"{app_id}: {desc.state!r} {desc.msg}"
+            got = {(rs.role, r.id): r.state for rs in desc.roles_statuses for r in rs.replicas}
+            assert got.get(failed) == AppState.FAILED, f"{app_id}: {got}"
+        (rs,) = self.describe(scheduler, both).roles_statuses
+        assert sorted(r.id for r in rs.replicas) == [0, 1], rs
 
     def test_one_replica_roles_in_a_fresh_process(self, scheduler: AwsBatchScheduler, cfg: Dict[str, Any],
                                                   image: str) -> None:

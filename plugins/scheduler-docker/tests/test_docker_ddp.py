@@ -8,13 +8,12 @@ import time
 from pathlib import Path
 from typing import Any, List
 
-import pytest
-
 from tx.components.dist import ddp
 from tx.runner import get_runner
 from tx.specs import AppState
+from tx.testing.backends import require_module
 
-pytest.importorskip("torch", reason="the DDP job runs this environment's torch: pip install torch==2.13.0")
+require_module("torch", "the DDP job runs this environment's torch: pip install torch==2.13.0")
 
 TRAIN = '''\
 import os, socket

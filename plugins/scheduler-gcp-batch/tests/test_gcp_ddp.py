@@ -9,7 +9,7 @@ import pytest
 
 from tx.runner import get_runner
 from tx.specs import AppState
-from tx.testing.backends import free_port
+from tx.testing.backends import free_port, require_module
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ dist.destroy_process_group()
 
 
 def test_two_node_ddp(fake_gcp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
+    require_module("torch", "the DDP job runs torchrun: pip install torch==2.13.0")
     script = tmp_path / "ddp_sum.py"
     script.write_text(DDP)
     # the tasks run on this host: torchrun of this interpreter's environment

@@ -9,9 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
 
 from tx.specs import AppDef, AppState, Role
+from tx.testing.backends import backend_unavailable
 from tx_scheduler_local.scheduler import create_cwd_scheduler
 
 
@@ -63,7 +63,7 @@ def _small_fs(tmp_path: Path):
 def test_full_disk_while_replicas_run_fails_the_app_and_stops_replicas(tmp_path, monkeypatch):
     mnt = _small_fs(tmp_path)
     if mnt is None:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
+        backend_unavailable("tmpfs", "cannot mount a small tmpfs here: run the tests as root")
     try:
         s = create_cwd_scheduler("tx", state_dir=str(tmp_path / "state"))
         app = AppDef("full", roles=[

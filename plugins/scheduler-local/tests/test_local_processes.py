@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tx_scheduler_local import _procs
+from tx.testing.backends import backend_unavailable
 
 
 def _can_unshare(*flags: str) -> bool:
@@ -22,8 +23,13 @@ def _can_unshare(*flags: str) -> bool:
         return False
 
 
-needs_pidns = pytest.mark.skipif(not _can_unshare("--pid", "--fork", "--mount-proc"),
-                                 reason="needs `unshare --pid --fork --mount-proc` (root or user namespaces)")
+@pytest.fixture
+def pidns() -> None:
+    if not _can_unshare("--pid", "--fork", "--mount-proc"):
+        backend_unavailable("pid namespaces", "needs `unshare --pid --fork --mount-proc` (root or user namespaces)")
+
+
+needs_pidns = pytest.mark.usefixtures("pidns")
 
 
 def _state(tx_env, handle: str) -> dict:
@@ -88,7 +94,7 @@ def test_escapee_dies_with_the_app_after_the_supervisor_is_sigkilled(tx, tx_env,
     handle, escapee = _escaping_app(tx, tmp_path)
     st = _state(tx_env, handle)
     if not st.get("cgroup"):
-        pytest.skip("no writable cgroup v2 hierarchy here (the subreaper path is tested below)")
+        backend_unavailable("cgroup v2", "no writable cgroup v2 hierarchy here (the subreaper path is tested below)")
     assert b"TX_APP_ID" not in _environ(escapee)  # only the cgroup can find it
     assert escapee in [int(x) for x in Path(st["cgroup"], "cgroup.procs").read_text().split()]
     os.kill(st["pid"], 9)

@@ -12,7 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
+
+from tx.testing.backends import backend_unavailable
 
 
 def _apps_dir(tx_env) -> Path:
@@ -130,8 +131,9 @@ def _list_and_status(state_dir: str, bad_id: str):
     return listed, warned, err
 
 
-@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to switch to an unprivileged uid")
 def test_a_directory_this_user_cannot_read_is_skipped_and_named(tx, tx_env):
+    if not hasattr(os, "getuid") or os.getuid() != 0:
+        backend_unavailable("root", "the test switches to an unprivileged uid: run the tests as root")
     # a private directory the unprivileged user can reach (pytest's tmp dirs are 0700 root's)
     top = Path(tempfile.mkdtemp(prefix="tx-hardening-"))
     try:

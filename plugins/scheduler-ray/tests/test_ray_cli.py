@@ -13,7 +13,7 @@ from typing import Dict
 
 import pytest
 
-from tx.testing.backends import free_port
+from tx.testing.backends import free_port, require_module
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -34,8 +34,8 @@ def tx(env: Dict[str, str], cwd: Path, *args: str, timeout: float = 300) -> subp
 
 
 def test_ddp_2x1_relays_each_rank_under_its_prefix(env: Dict[str, str], tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require_module("torch", "the main job trains with torch: pip install torch==2.13.0")
+    require_module("sklearn", "the main job reads its data set with scikit-learn: pip install scikit-learn")
     p = tx(env, tmp_path, "run", "--log", "-s", "ray", "--workspace", str(REPO / "examples"),
            "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "1024", "--rdzv_port", str(free_port()),
            "--script", "train.py",

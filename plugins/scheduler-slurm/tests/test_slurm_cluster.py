@@ -20,6 +20,7 @@ from tx_scheduler_slurm._client import SlurmCommandError
 from tx_scheduler_slurm._parse import parse_config
 from tx_scheduler_slurm._cluster import query_cluster
 from tx_scheduler_slurm.scheduler import SlurmScheduler
+from tx.testing.backends import backend_unavailable
 
 pytestmark = pytest.mark.slurm
 
@@ -253,7 +254,7 @@ def test_gpus_are_allocated_per_replica(apps: Any) -> None:
     """Roles asking 2 and 1 GPUs get them (the test cluster's GPUs are fake devices that
     Slurm allocates; nothing computes on them)."""
     if not cluster_has_gpus():
-        pytest.skip("the test cluster has no GPUs (scripts/start-slurm.sh: SLURM_FAKE_GPUS, mknod allowed)")
+        backend_unavailable("slurm GPUs", "the test cluster has no GPUs (scripts/start-slurm.sh makes fake ones with SLURM_FAKE_GPUS where mknod is allowed)")
     prog = "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES'), os.environ['SLURM_GPUS_ON_NODE'])"
     two = apps.role("two", apps.py, ["-c", prog], resource=Resource(cpu=1, gpu=2, memMB=64))
     one = apps.role("one", apps.py, ["-c", prog], resource=Resource(cpu=1, gpu=1, memMB=64))

@@ -242,3 +242,19 @@ def test_describe_names_the_component_that_ran_out_of_memory(tmp_path: Any) -> N
     assert desc.msg == ("OUT_OF_MEMORY: was killed: a replica used more memory than it asked for (resource memMB) "
                         "(nodes node1,node2)")
     assert desc.structured_error_msg.startswith("OUT_OF_MEMORY: the job was killed"), desc.structured_error_msg
+
+
+def test_replica_state_waits_for_the_app_before_calling_a_killed_replica_failed() -> None:
+    """scancel kills replicas before Slurm reports the job CANCELLED: a replica killed by a
+    signal keeps its component's state until the app ends, so it never goes FAILED ->
+    CANCELLED; an ordinary non-zero status is FAILED at once."""
+    from tx_scheduler_slurm._status import replica_state
+
+    running, cancelled, failed = AppState.RUNNING, AppState.CANCELLED, AppState.FAILED
+    assert replica_state(running, running, 143) == running
+    assert replica_state(running, running, -9) == running
+    assert replica_state(cancelled, cancelled, 143) == cancelled
+    assert replica_state(failed, failed, 137) == failed
+    assert replica_state(running, running, 3) == failed
+    assert replica_state(running, running, 0) == AppState.SUCCEEDED
+    assert replica_state(running, AppState.PENDING, None) == AppState.PENDING

@@ -15,6 +15,7 @@ import pytest
 from mlflow import MlflowClient
 
 from tx.tracker.backend.fsspec import create
+from tx.testing.backends import require_module
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BIN = Path(sys.executable).parent
@@ -27,7 +28,7 @@ def blocks(lang: str) -> List[str]:
 
 
 def test_the_readme_example(mlflow_server, experiment, tmp_path):
-    pytest.importorskip("torch")  # dist.ddp runs torchrun
+    require_module("torch", "dist.ddp runs torchrun: pip install torch==2.13.0")
     (ini,) = blocks("ini")
     (py,) = blocks("python")
     commands = [ln.split("  #")[0].strip() for ln in blocks("sh")[1].splitlines() if ln.strip()]

@@ -51,8 +51,10 @@ __all__ = [
     "tracker_config_var", "with_torchx_names",
 ]
 
-#: the variables every replica must have (the conformance kit checks them)
-REQUIRED = (APP_ID, ROLE_NAME, REPLICA_ID, RANK0_HOST)
+#: the variables every replica must have, each also under its TorchX name (the conformance
+#: kit checks them all): the scheduler sets them, except ``TX_JOB_ID``, which the Runner
+#: puts in every role's env with the ``${app_id}`` macro for the scheduler to fill in
+REQUIRED = (APP_ID, JOB_ID, ROLE_NAME, ROLE_IDX, REPLICA_ID, NUM_REPLICAS, RANK0_HOST)
 
 
 def with_torchx_names(env: Mapping[str, str]) -> Dict[str, str]:

@@ -47,16 +47,23 @@ It provides:
 
   The subclass provides the fixtures ``scheduler`` (required), ``cfg`` and ``image``, may
   adjust ``timeout``, ``poll_interval``, ``log_streams``, ``reports_replica_statuses``,
-  ``reports_exit_codes``, ``lines_per_stream`` and ``fresh_factory``, and may override
+  ``reports_exit_codes``, ``lines_per_stream``, ``running_seconds``,
+  ``running_not_observable`` (a sentence: why the backend cannot show RUNNING for a short
+  app) and ``fresh_factory``, and may override
   ``command(script)`` (how a POSIX shell script is run), ``unknown_app_id()``,
   ``dryrun_app_id(info)``, ``read_log(...)``, ``fresh_env()`` and ``check_app_id_env``.
+  Every description the kit reads is checked for values (the app id asked for, the
+  submitted roles and replica ids, a SUCCEEDED app's replicas SUCCEEDED, a FAILED app
+  saying why, UNKNOWN only with a message) and as a transition (no state after a terminal
+  one; RUNNING seen before SUCCEEDED unless declared unobservable).
   The tests: submit, describe, status to SUCCEEDED and every line of every replica's logs
   in order with ``\\r`` kept; a failing replica gives FAILED (with its exit code); cancel
   gives CANCELLED, is idempotent, and is a no-op for unknown apps; describe of an unknown
   app is None; list holds a submitted app; dryrun is deterministic and submits nothing
   (``list()`` unchanged); bad run options raise InvalidRunConfigException; every reported
-  state is an AppState; every replica has the replica environment contract
-  (:mod:`tx.schedulers.env`, tx's and TorchX's names); and a scheduler created by name in a
+  state is an AppState and list() agrees with describe once an app ended; every replica has
+  all 7 variables of the replica environment contract (:mod:`tx.schedulers.env`, tx's and
+  TorchX's names) with the right values; and a scheduler created by name in a
   **fresh process** (as ``tx status``/``log``/``cancel`` from another shell) describes,
   lists, reads the logs of and cancels the apps (no state kept only in memory).
 """

@@ -13,7 +13,8 @@ import pytest
 from tx.schedulers import env as env_contract
 from tx.schedulers.api import DescribeAppResponse, Scheduler
 from tx.schedulers.streams import Stream
-from tx.specs.api import AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role, is_terminal
+from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role, is_terminal, macros
+from tx.specs.handles import make_app_handle
 from tx.specs.runopts import runopt
 
 
@@ -28,6 +29,11 @@ def _wrong_value(opt: runopt) -> Any:
     if opt.opt_type in (int, float):
         return "not-a-number"
     return 12345
+
+
+def _said(text: Optional[str]) -> bool:
+    """True if a message field holds something (not empty, not the ``<NONE>`` placeholder)."""
+    return bool(text and text.strip() and text != NONE)
 
 
 def is_subsequence(expected: Sequence[str], actual: Iterable[str]) -> bool:
@@ -48,13 +54,30 @@ class SchedulerConformance:
 
     Class attributes to adjust:
 
-    * ``timeout`` (seconds, default 120): how long an app may take to end.
-    * ``poll_interval`` (seconds, default 0.5): passed to ``Scheduler.wait``.
+    * ``timeout`` (seconds, default 120): how long an app may take to start and to end.
+    * ``poll_interval`` (seconds, default 0.5): how often the kit describes an app while it
+      waits (also passed to ``Scheduler.wait``).
     * ``log_streams``: the streams the backend keeps; each is read for every replica
       (default stdout, stderr and combined; ``()`` if it keeps no logs).
     * ``reports_replica_statuses`` / ``reports_exit_codes`` (default True): whether
       ``describe`` reports per-replica states and exit codes.
     * ``lines_per_stream`` (default 20): lines each test replica writes per stream.
+    * ``running_seconds`` (default 5): how long the app of
+      :meth:`test_states_move_forward` runs; the kit must see it RUNNING in that time.
+    * ``running_not_observable`` (default None): a backend whose ``describe`` cannot show
+      RUNNING for an app of ``running_seconds`` (it learns only the end, or reports no
+      states between submission and the end) declares it here, as a sentence saying why;
+      the kit then does not require RUNNING before SUCCEEDED, and
+      :meth:`test_states_move_forward` says so in its skip reason. None (the default): the
+      kit requires it.
+
+    What every description the kit reads must satisfy (:meth:`check_states`): the app id
+    asked for; :class:`AppState` values; roles and replica ids of the submitted app, each
+    once; a SUCCEEDED app has every replica SUCCEEDED (exit code 0 where reported); a
+    FAILED app says why and, where replica states are reported, has a FAILED replica
+    (exit code not 0); UNKNOWN (app or replica) only with a message saying what the backend
+    answered. And across the descriptions of one app (:meth:`describe`): once the app or a
+    replica is terminal it stays in that state.
 
     Methods to override where the backend needs it: :meth:`command` (how a shell script
     is run: by default ``sh -c SCRIPT``), :meth:`unknown_app_id`, :meth:`dryrun_app_id`,
@@ -70,6 +93,9 @@ class SchedulerConformance:
     reports_replica_statuses: bool = True
     reports_exit_codes: bool = True
     lines_per_stream: int = 20
+    running_seconds: float = 5.0
+    #: why this backend cannot show RUNNING for a short app (None: it can, and must)
+    running_not_observable: Optional[str] = None
     #: dotted path of the factory a fresh process creates the scheduler with (None: by
     #: name through the plugin registry, as the ``tx`` CLI does)
     fresh_factory: Optional[str] = None
@@ -93,6 +119,9 @@ class SchedulerConformance:
     @pytest.fixture(autouse=True)
     def _tx_cancel_leftovers(self) -> Iterable[None]:
         self._submitted: List[Tuple[Scheduler[Any], str]] = []
+        self._apps: Dict[str, AppDef] = {}
+        self._history: Dict[str, List[AppState]] = {}
+        self._replica_history: Dict[str, Dict[Tuple[str, int], List[AppState]]] = {}
         yield
         for sched, app_id in self._submitted:
             try:
@@ -153,34 +182,141 @@ class SchedulerConformance:
         """Submit ``app``; it is cancelled when the test ends, if still running."""
         app_id = scheduler.submit(app, cfg)
         self._submitted.append((scheduler, app_id))
+        self._apps[app_id] = app
         return app_id
 
-    def check_states(self, desc: Optional[DescribeAppResponse]) -> None:
-        """Every state in ``desc`` is an :class:`AppState`."""
+    def check_states(self, desc: Optional[DescribeAppResponse], app_id: Optional[str] = None) -> None:
+        """The values of one description make sense (see the class docstring): ``desc`` is
+        the answer to ``describe(app_id)``; the app's roles are checked where the kit
+        submitted it (:meth:`submit`)."""
+        assert desc is not None, f"describe({app_id!r}) is None for an app the kit submitted"
+        where = app_id or desc.app_id
+        if app_id is not None:
+            assert desc.app_id == app_id, f"describe({app_id!r}) answered for app {desc.app_id!r}"
+        assert isinstance(desc.state, AppState), f"{where}: app state {desc.state!r} is not an AppState"
+        assert isinstance(desc.num_restarts, int) and desc.num_restarts >= -1, (
+            f"{where}: num_restarts {desc.num_restarts!r} is not an int >= -1"
+        )
+        app = self._apps.get(where)
+        sizes = {r.name: r.num_replicas for r in app.roles} if app is not None else None
+        seen_roles: List[str] = []
+        replicas = []
+        for rs in desc.roles_statuses:
+            assert rs.role not in seen_roles, f"{where}: role {rs.role!r} is described twice"
+            seen_roles.append(rs.role)
+            if sizes is not None:
+                assert rs.role in sizes, f"{where}: describe reports role {rs.role!r}, the app has {sorted(sizes)}"
+            ids: List[int] = []
+            for r in rs.replicas:
+                rwhere = f"{where} {rs.role}/{r.id}"
+                assert isinstance(r.state, AppState), f"{rwhere}: replica state {r.state!r} is not an AppState"
+                assert isinstance(r.id, int) and not isinstance(r.id, bool), f"{rwhere}: replica id {r.id!r} is not an int"
+                assert r.id not in ids, f"{rwhere}: replica {r.id} is described twice"
+                ids.append(r.id)
+                if sizes is not None:
+                    assert 0 <= r.id < sizes[rs.role], (
+                        f"{rwhere}: replica id {r.id} is outside the role's {sizes[rs.role]} replicas"
+                    )
+                assert r.role in ("", rs.role), f"{rwhere}: the replica names role {r.role!r}"
+                replicas.append((rs.role, r))
+        unknown = desc.state == AppState.UNKNOWN or any(r.state == AppState.UNKNOWN for _, r in replicas)
+        assert not unknown or _said(desc.msg), (
+            f"{where}: UNKNOWN state without a message saying what the backend answered "
+            f"(app {desc.state!r}, replicas {[(role, r.id, str(r.state)) for role, r in replicas]})"
+        )
+        if desc.state == AppState.SUCCEEDED:
+            if self.reports_replica_statuses and sizes is not None:
+                got = {(role, r.id) for role, r in replicas}
+                want = {(role, k) for role, n in sizes.items() for k in range(n)}
+                assert got == want, f"{where}: SUCCEEDED, but describe lacks replicas {sorted(want - got)}"
+            for role, r in replicas:
+                assert r.state == AppState.SUCCEEDED, f"{where}: SUCCEEDED with replica {role}/{r.id} {r.state!r}"
+                if self.reports_exit_codes:
+                    assert r.exit_code in (None, 0), f"{where}: replica {role}/{r.id} SUCCEEDED with exit code {r.exit_code!r}"
+        if desc.state == AppState.FAILED:
+            assert _said(desc.msg) or _said(desc.structured_error_msg), f"{where}: FAILED without saying why (msg, structured_error_msg empty)"
+            if self.reports_replica_statuses and replicas:
+                assert any(r.state == AppState.FAILED for _, r in replicas), (
+                    f"{where}: FAILED, but no replica FAILED: {[(role, r.id, str(r.state)) for role, r in replicas]}"
+                )
+        if self.reports_exit_codes:
+            for role, r in replicas:
+                if r.state == AppState.FAILED:
+                    assert r.exit_code != 0, f"{where}: replica {role}/{r.id} FAILED with exit code 0"
+
+    def describe(self, scheduler: Scheduler[Any], app_id: str) -> DescribeAppResponse:
+        """``scheduler.describe(app_id)``, checked (:meth:`check_states`) and recorded: the
+        app (and each replica) must not leave a terminal state it was seen in."""
+        desc = scheduler.describe(app_id)
+        return self.observe(app_id, desc)
+
+    def observe(self, app_id: str, desc: Optional[DescribeAppResponse]) -> DescribeAppResponse:
+        """Check and record a description of ``app_id`` the kit obtained (see :meth:`describe`)."""
+        self.check_states(desc, app_id)
         assert desc is not None
-        assert isinstance(desc.state, AppState), f"app state {desc.state!r} is not an AppState"
+        history = self._history.setdefault(app_id, [])
+        if history and is_terminal(history[-1]):
+            assert desc.state == history[-1], (
+                f"{app_id} went back from the terminal state {history[-1]} to {desc.state} "
+                f"(states seen: {' -> '.join(map(str, [*history, desc.state]))})"
+            )
+        if not history or history[-1] != desc.state:
+            history.append(desc.state)
+        replicas = self._replica_history.setdefault(app_id, {})
         for rs in desc.roles_statuses:
             for r in rs.replicas:
-                assert isinstance(r.state, AppState), f"replica state {r.state!r} is not an AppState"
-
-    def wait_terminal(self, scheduler: Scheduler[Any], app_id: str) -> DescribeAppResponse:
-        """Wait (``timeout`` seconds at most) until the app is terminal; fail otherwise."""
-        desc = scheduler.wait(app_id, timeout=self.timeout, poll_interval=self.poll_interval)
-        assert desc is not None, f"{app_id} disappeared while waiting for it"
-        self.check_states(desc)
-        assert is_terminal(desc.state), f"{app_id} not terminal after {self.timeout}s: {desc.state!r} {desc.msg}"
+                seen = replicas.setdefault((rs.role, r.id), [])
+                if seen and is_terminal(seen[-1]):
+                    assert r.state == seen[-1], (
+                        f"{app_id} replica {rs.role}/{r.id} went back from the terminal state {seen[-1]} to {r.state} "
+                        f"(states seen: {' -> '.join(map(str, [*seen, r.state]))})"
+                    )
+                if not seen or seen[-1] != r.state:
+                    seen.append(r.state)
         return desc
 
+    def states_seen(self, app_id: str, replica: Optional[Tuple[str, int]] = None) -> List[AppState]:
+        """The states of the app (or of its ``(role, k)`` replica) the kit saw so far, in
+        order, repeats collapsed."""
+        if replica is not None:
+            return list(self._replica_history.get(app_id, {}).get(replica, []))
+        return list(self._history.get(app_id, []))
+
+    def wait_terminal(self, scheduler: Scheduler[Any], app_id: str) -> DescribeAppResponse:
+        """Wait (``timeout`` seconds at most) until the app is terminal, describing it every
+        ``poll_interval`` (and through ``Scheduler.wait``); fail otherwise. Once terminal it
+        is described once more: it must stay in that state."""
+        deadline = time.monotonic() + self.timeout
+        desc = self.describe(scheduler, app_id)
+        while not is_terminal(desc.state) and time.monotonic() < deadline:
+            step = min(self.poll_interval, max(0.0, deadline - time.monotonic()))
+            waited = scheduler.wait(app_id, timeout=step, poll_interval=self.poll_interval)
+            assert waited is not None, f"{app_id} disappeared while waiting for it"
+            self.observe(app_id, waited)
+            desc = self.describe(scheduler, app_id)
+        assert is_terminal(desc.state), (
+            f"{app_id} not terminal after {self.timeout}s: {desc.state!r} {desc.msg} "
+            f"(states seen: {' -> '.join(map(str, self.states_seen(app_id)))})"
+        )
+        again = self.describe(scheduler, app_id)  # a terminal state stays (checked by describe)
+        return again
+
     def wait_started(self, scheduler: Scheduler[Any], app_id: str) -> DescribeAppResponse:
-        """Wait until the app RUNS (or ends, or ``timeout`` passes)."""
+        """Wait until the app RUNS; fail if ``timeout`` seconds pass first or the app ends
+        before it was seen RUNNING (the apps this is used for run for minutes)."""
         deadline = time.monotonic() + self.timeout
         while True:
-            desc = scheduler.describe(app_id)
-            self.check_states(desc)
-            assert desc is not None
-            if desc.state == AppState.RUNNING or is_terminal(desc.state) or time.monotonic() > deadline:
+            desc = self.describe(scheduler, app_id)
+            if desc.state == AppState.RUNNING:
                 return desc
-            scheduler.wait(app_id, timeout=min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+            seen = " -> ".join(map(str, self.states_seen(app_id)))
+            assert not is_terminal(desc.state), (
+                f"{app_id} ended {desc.state} before it was seen RUNNING: {desc.msg} (states seen: {seen})"
+            )
+            assert time.monotonic() < deadline, (
+                f"{app_id} not RUNNING after {self.timeout}s: {desc.state!r} {desc.msg} (states seen: {seen})"
+            )
+            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
 
     def _printing_script(self, role: str) -> str:
         n = self.lines_per_stream
@@ -205,9 +341,7 @@ class SchedulerConformance:
         roles = ["alpha", "beta"]
         app = self.app("txconf", image, [(r, self._printing_script(r), 2) for r in roles])
         app_id = self.submit(scheduler, app, cfg)
-        first = scheduler.describe(app_id)
-        self.check_states(first)
-        assert first is not None and first.app_id == app_id
+        self.describe(scheduler, app_id)
         desc = self.wait_terminal(scheduler, app_id)
         assert desc.state == AppState.SUCCEEDED, f"{app_id}: {desc.state!r} {desc.msg}"
         if self.reports_replica_statuses:
@@ -250,21 +384,25 @@ class SchedulerConformance:
         desc = self.wait_terminal(scheduler, app_id)
         assert desc.state == AppState.CANCELLED, f"{app_id}: {desc.state!r} {desc.msg}"
         scheduler.cancel(app_id)
-        again = scheduler.describe(app_id)
-        self.check_states(again)
-        assert again is not None and again.state == AppState.CANCELLED
+        again = self.describe(scheduler, app_id)
+        assert again.state == AppState.CANCELLED, f"{app_id}: {again.state!r} after a second cancel"
         scheduler.cancel(self.unknown_app_id())
 
     def test_describe_unknown_app(self, scheduler: Scheduler[Any]) -> None:
         assert scheduler.describe(self.unknown_app_id()) is None
 
     def test_list_contains_app(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
+        """A submitted app is listed at once; once it ended, list() gives describe's state."""
         app_id = self.submit(scheduler, self.app("txconflist", image, [("one", "echo listed", 1)]), cfg)
         apps = scheduler.list()
         assert app_id in [a.app_id for a in apps], f"{app_id} not listed"
         for a in apps:
             assert isinstance(a.state, AppState), f"{a.app_id}: state {a.state!r} is not an AppState"
-        self.wait_terminal(scheduler, app_id)
+        desc = self.wait_terminal(scheduler, app_id)
+        listed = {a.app_id: a.state for a in scheduler.list()}
+        assert listed.get(app_id) == desc.state, (
+            f"{app_id}: list() says {listed.get(app_id)!r}, describe says {desc.state!r}"
+        )
 
     def test_dryrun_is_deterministic_and_submits_nothing(
         self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str
@@ -304,37 +442,92 @@ class SchedulerConformance:
             with pytest.raises(InvalidRunConfigException):
                 scheduler.submit_dryrun(app, {k: v for k, v in cfg.items() if k != key})
 
-    def test_states_are_app_states(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
-        app_id = self.submit(scheduler, self.app("txconfstates", image, [("one", "sleep 1; echo done", 1)]), cfg)
-        self.check_states(scheduler.describe(app_id))
-        self.check_states(self.wait_started(scheduler, app_id))
-        self.check_states(self.wait_terminal(scheduler, app_id))
+    def test_states_move_forward(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
+        """An app that runs ``running_seconds`` is seen RUNNING before SUCCEEDED, and so is
+        each of its replicas where replica states are reported (unless the backend declares
+        ``running_not_observable``); it stays SUCCEEDED, and every state the kit saw on the
+        way was valid (:meth:`observe`)."""
+        script = f"sleep {self.running_seconds:g}; echo done"
+        app_id = self.submit(scheduler, self.app("txconfstates", image, [("one", script, 2)]), cfg)
+        desc = self.wait_terminal(scheduler, app_id)
+        assert desc.state == AppState.SUCCEEDED, f"{app_id}: {desc.state!r} {desc.msg}"
+        seen = self.states_seen(app_id)
         for a in scheduler.list():
-            assert isinstance(a.state, AppState)
+            assert isinstance(a.state, AppState), f"{a.app_id}: state {a.state!r} is not an AppState"
+        if self.running_not_observable:
+            pytest.skip(f"RUNNING before SUCCEEDED not required: {self.running_not_observable}")
+        assert AppState.RUNNING in seen, (
+            f"{app_id} ran {self.running_seconds:g}s but was never seen RUNNING: "
+            f"{' -> '.join(map(str, seen))} (polled every {self.poll_interval:g}s; a backend that cannot "
+            "show RUNNING declares running_not_observable)"
+        )
+        if self.reports_replica_statuses:
+            for k in (0, 1):
+                got = self.states_seen(app_id, ("one", k))
+                assert AppState.RUNNING in got, (
+                    f"{app_id} replica one/{k} was never seen RUNNING: {' -> '.join(map(str, got))} "
+                    f"(the app was: {' -> '.join(map(str, seen))})"
+                )
+
+    def contract_env(self, scheduler: Scheduler[Any]) -> Dict[str, str]:
+        """What the Runner adds to every role's env before the scheduler sees the app
+        (``TX_JOB_ID`` with the ``${app_id}`` macro, under both names): the kit submits to
+        the scheduler directly, so it adds the same."""
+        return env_contract.with_torchx_names(
+            {env_contract.JOB_ID: make_app_handle(scheduler.backend, scheduler.session_name, macros.app_id)}
+        )
+
+    def check_replica_env(
+        self, scheduler: Scheduler[Any], app: AppDef, app_id: str, role: str, k: int, got: Dict[str, str],
+    ) -> None:
+        """The contract variables replica ``role/k`` printed (``got``) are all set, under both
+        names, with the values :mod:`tx.schedulers.env` defines."""
+        where = f"{app_id} {role}/{k}"
+        names = [*env_contract.REQUIRED, *(env_contract.TORCHX_NAMES[n] for n in env_contract.REQUIRED)]
+        missing = [n for n in names if got.get(n, "UNSET") == "UNSET"]
+        assert not missing, f"{where}: not set in the replica: {missing} (got {got})"
+        for n in env_contract.REQUIRED:
+            alias = env_contract.TORCHX_NAMES[n]
+            assert got[n] == got[alias], f"{where}: {n}={got[n]!r} but {alias}={got[alias]!r}"
+        idx = [r.name for r in app.roles].index(role)
+        want = {
+            env_contract.ROLE_NAME: role,
+            env_contract.ROLE_IDX: str(idx),
+            env_contract.REPLICA_ID: str(k),
+            env_contract.NUM_REPLICAS: str(app.roles[idx].num_replicas),
+            env_contract.JOB_ID: make_app_handle(scheduler.backend, scheduler.session_name, got[env_contract.APP_ID]),
+        }
+        wrong = {n: f"{got[n]!r}, expected {v!r}" for n, v in want.items() if got[n] != v}
+        assert not wrong, f"{where}: wrong contract values: {wrong}"
+        assert got[env_contract.RANK0_HOST].strip(), f"{where}: TX_RANK0_HOST is empty"
+        self.check_app_id_env(app_id, got[env_contract.APP_ID])
 
     def test_replica_environment(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
         """Every replica has the replica environment contract (:mod:`tx.schedulers.env`):
-        ``TX_APP_ID``, ``TX_ROLE_NAME``, ``TX_REPLICA_ID``, ``TX_RANK0_HOST`` and their
-        TorchX names, with values that match the replica."""
+        all of ``TX_APP_ID``, ``TX_JOB_ID``, ``TX_ROLE_NAME``, ``TX_ROLE_IDX``,
+        ``TX_REPLICA_ID``, ``TX_NUM_REPLICAS`` and ``TX_RANK0_HOST`` and their TorchX names,
+        with values that match the replica; one app id and one rank-0 host for the app."""
         if not self.log_streams:
-            pytest.skip("the scheduler keeps no logs to read the environment from")
+            pytest.skip("the scheduler keeps no logs to read the environment from (log_streams is empty)")
         names = [*env_contract.REQUIRED, *(env_contract.TORCHX_NAMES[n] for n in env_contract.REQUIRED)]
         script = "; ".join(f"printf 'env {n}=%s\\n' \"${{{n}-UNSET}}\"" for n in names)
-        app_id = self.submit(scheduler, self.app("txconfenv", image, [("alpha", script, 2), ("beta", script, 1)]), cfg)
+        app = self.app("txconfenv", image, [("alpha", script, 2), ("beta", script, 1)])
+        extra = self.contract_env(scheduler)
+        for role in app.roles:
+            role.env.update(extra)
+        app_id = self.submit(scheduler, app, cfg)
         desc = self.wait_terminal(scheduler, app_id)
         assert desc.state == AppState.SUCCEEDED, f"{app_id}: {desc.state!r} {desc.msg}"
         stream = self.log_streams[0]
+        seen: Dict[str, Dict[str, str]] = {}
         for role, k in (("alpha", 0), ("alpha", 1), ("beta", 0)):
             lines = self.read_log(scheduler, app_id, role, k, stream)
             got = dict(ln[len("env "):].rstrip("\n").split("=", 1) for ln in lines if ln.startswith("env "))
-            where = f"{app_id} {role}/{k}"
-            missing = [n for n in names if got.get(n, "UNSET") == "UNSET"]
-            assert not missing, f"{where}: not set in the replica: {missing} (got {got})"
-            assert got["TX_ROLE_NAME"] == got["TORCHX_ROLE_NAME"] == role, f"{where}: {got}"
-            assert got["TX_REPLICA_ID"] == got["TORCHX_REPLICA_IDX"] == str(k), f"{where}: {got}"
-            assert got["TX_RANK0_HOST"] and got["TX_RANK0_HOST"] == got["TORCHX_RANK0_HOST"], f"{where}: {got}"
-            assert got["TX_APP_ID"] == got["TORCHX_APP_ID"], f"{where}: {got}"
-            self.check_app_id_env(app_id, got["TX_APP_ID"])
+            self.check_replica_env(scheduler, app, app_id, role, k, got)
+            seen[f"{role}/{k}"] = got
+        for name in (env_contract.APP_ID, env_contract.RANK0_HOST):
+            values = {where: got[name] for where, got in seen.items()}
+            assert len(set(values.values())) == 1, f"{app_id}: the replicas disagree on {name}: {values}"
 
     def test_fresh_process_sees_the_app(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
         """A scheduler created in a fresh process (as ``tx status``, ``tx log`` and ``tx

@@ -14,6 +14,9 @@ The pattern every scheduler and tracker plugin of this repository follows:
   fixture calls :func:`backend_unavailable` with the reason and the fix. That is a skip
   with the reason in pytest's summary, except when ``TX_TEST_REQUIRE_BACKENDS=1`` is set
   (``.ci/run`` sets it): then it is a failure, so CI always runs every backend for real.
+* A test that needs an optional Python package (torch, jsonschema, ...) gets it with
+  :func:`require_module` (not ``pytest.importorskip``, which skips even in CI): the same
+  skip, or failure under ``TX_TEST_REQUIRE_BACKENDS=1``.
 
 Example::
     @pytest.fixture(scope="session")
@@ -33,12 +36,14 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
 import pytest
@@ -69,6 +74,39 @@ def backend_unavailable(backend: str, reason: str) -> NoReturn:
     if backends_required():
         pytest.fail(f"{text} ({REQUIRE_BACKENDS_ENV}=1: every backend must run)", pytrace=False)
     pytest.skip(text)
+
+
+def _missing(name: str, error: ImportError) -> bool:
+    """True if ``error`` says that module ``name`` (or a package above it) is not installed,
+    rather than that an installed module failed to import."""
+    missing = getattr(error, "name", None)
+    return isinstance(error, ModuleNotFoundError) and bool(missing) and (
+        name == missing or name.startswith(f"{missing}.")
+    )
+
+
+def require_module(name: str, why: str) -> ModuleType:
+    """Import and return module ``name``, which a test needs; where it is not installed,
+    skip the test (or, called at module level, the module) saying ``why`` (what needs it
+    and how to install it); with ``TX_TEST_REQUIRE_BACKENDS=1``, fail instead. The
+    replacement of ``pytest.importorskip`` in this repository's tests::
+
+        torch = require_module("torch", "the DDP job runs torchrun: pip install torch")
+
+    Raises:
+        pytest.skip.Exception or pytest.fail.Exception: ``name`` is not installed.
+        ImportError: ``name`` is installed but importing it failed (a broken install is
+            a failure, never a skip).
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        if not _missing(name, e):
+            raise
+    text = f"module {name} is not installed: {why}"
+    if backends_required():
+        pytest.fail(f"{text} ({REQUIRE_BACKENDS_ENV}=1: every optional dependency must be installed)", pytrace=False)
+    pytest.skip(text, allow_module_level=True)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 import attrs
 
 from tx.schedulers import DescribeAppResponse
-from tx.specs import MISSING, NONE, NULL_RESOURCE, AppDef, AppState, ReplicaStatus, Resource, Role, RoleStatus
+from tx.specs import MISSING, NONE, NULL_RESOURCE, AppDef, AppState, ReplicaStatus, Resource, Role, RoleStatus, is_terminal
 
 from tx_scheduler_slurm._parse import JobRecord, split_job_name
 from tx_scheduler_slurm._states import appstate_from_slurm
@@ -115,12 +115,21 @@ def _resource(rec: JobRecord) -> Resource:
 
 def replica_state(app_state: AppState, slurm_state: AppState, exit_code: Optional[int]) -> AppState:
     """A replica's state: from its recorded exit status when there is one (0: SUCCEEDED,
-    else FAILED, or CANCELLED when the app was cancelled), else its component's state."""
+    else FAILED, or CANCELLED when the app was cancelled), else its component's state.
+
+    A replica killed by a signal (status above 128, or negative) while the app has not
+    ended yet keeps its component's state: ``scancel`` kills replicas before Slurm reports
+    the job CANCELLED, and calling such a replica FAILED first would take it back from a
+    terminal state to CANCELLED one poll later."""
     if exit_code is None:
         return slurm_state
     if exit_code == 0:
         return AppState.SUCCEEDED
-    return AppState.CANCELLED if app_state == AppState.CANCELLED else AppState.FAILED
+    if app_state == AppState.CANCELLED:
+        return AppState.CANCELLED
+    if (exit_code > 128 or exit_code < 0) and not is_terminal(app_state):
+        return slurm_state
+    return AppState.FAILED
 
 
 def build_describe(app_id: str, records: List[JobRecord], source: str) -> DescribeAppResponse:
