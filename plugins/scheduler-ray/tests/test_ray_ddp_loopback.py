@@ -11,7 +11,9 @@ The test builds that machine in private namespaces, touching nothing outside the
 carries the node address :data:`NODE_ADDR` besides 127.0.0.1, an ``/etc/hosts`` bind-mounted
 over with ``127.0.1.1 <hostname>``, a Ray head started with ``--node-ip-address=NODE_ADDR``,
 and ``tx run -s ray dist.ddp -j 2x1 --script train.py`` against it. Everything in the
-namespace dies with its first process (the pid namespace's init).
+namespace dies with its first process (the pid namespace's init). The workers' store address
+(``master_addr``, what the rendezvous-rank-0 agent advertises) must be the node address too:
+the driver passes it as ``PET_LOCAL_ADDR``, else it is the host name, loopback elsewhere.
 """
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ done
 export RAY_ADDRESS=http://127.0.0.1:8265
 set +e
 cd "$WORK"
-"$BIN/tx" run --log -s ray --workspace "$REPO/examples" dist.ddp -j 2x1 --cpu 1 --memMB 1024 \
+LOGLEVEL=INFO "$BIN/tx" run --log -s ray --workspace "$REPO/examples" dist.ddp -j 2x1 --cpu 1 --memMB 1024 \
   --script train.py -- --epochs 1 > "$WORK/run.out" 2> "$WORK/run.err"
 echo "TX-RC $?"
 "$BIN/tx" status --json "$(tail -n 1 "$WORK/run.out")" > "$WORK/status.json" 2>> "$WORK/run.err"
@@ -118,4 +120,8 @@ def test_ddp_2x1_on_a_host_name_that_resolves_to_loopback(tmp_path: Path) -> Non
     acc = [ln for ln in lines if "world_size=2 test_accuracy=" in ln]
     assert len(acc) == 1 and acc[0].startswith("train/0 "), where
     assert "timed out" not in err, where
+    # the workers' store address (torchrun's agent logs it at INFO): the node address the
+    # Ray driver gave as PET_LOCAL_ADDR, not the host name, which other hosts cannot reach
+    masters = [ln.split()[0] + " " + ln.split("master_addr=")[1] for ln in lines if "master_addr=" in ln]
+    assert sorted(masters) == [f"train/0 {NODE_ADDR}", f"train/1 {NODE_ADDR}"], where
 
