@@ -183,8 +183,8 @@ def test_ddp_bad_inputs(args, match):
 TRICKY = ["--lr", "0.1", "a b", "; rm -rf /", "$(touch /tmp/pwned)", "`id`", "it's", '"q"', "line1\nline2", "$HOME", ""]
 
 
-def _substituted_command(role: specs.Role, rank0_env: str = "TX_RANK0_HOST") -> str:
-    values = specs.macros.Values(img_root="/img", app_id="app-123", replica_id="1", rank0_env=rank0_env)
+def _substituted_command(role: specs.Role, rank0_env: str = "TX_RANK0_HOST", replica_id: str = "1") -> str:
+    values = specs.macros.Values(img_root="/img", app_id="app-123", replica_id=replica_id, rank0_env=rank0_env)
     return values.apply(role).args[1]
 
 
@@ -194,7 +194,10 @@ def test_ddp_multi_node_uses_bash_with_endpoint_macro():
     assert role.entrypoint == "bash" and role.args[0] == "-c"
     assert role.num_replicas == 2 and role.min_replicas == 2
     cmd = role.args[1]
-    assert cmd.startswith("torchrun --rdzv_backend c10d --rdzv_endpoint $${${rank0_env}:=localhost}:29500 ")
+    assert cmd.startswith(
+        "torchrun --rdzv_backend c10d --rdzv_conf is_host=$$((${replica_id}==0))"
+        " --rdzv_endpoint $${${rank0_env}:=localhost}:29500 "
+    )
     words = shlex.split(_substituted_command(role))
     assert words[0] == "torchrun"
     assert words[words.index("--rdzv_endpoint") + 1] == "${TX_RANK0_HOST:=localhost}:29500"
@@ -232,6 +235,49 @@ def test_ddp_multi_node_command_survives_bash(tmp_path, rank0):
     assert argv[argv.index("--rdzv_endpoint") + 1] == f"{rank0 or 'localhost'}:29500"
     assert argv[-len(TRICKY) - 1 :] == ["train.py", *TRICKY]
     assert list(tmp_path.iterdir()) == []  # nothing was executed by the shell
+
+
+def _bash_argv(tmp_path, cmd: str, env: dict) -> list:
+    """Run a substituted ``bash -c`` torchrun command with torchrun replaced by an argv printer."""
+    printer = "{} -c 'import json,sys; print(json.dumps(sys.argv[1:]))'".format(shlex.quote(sys.executable))
+    assert cmd.startswith("torchrun ")
+    out = subprocess.run(
+        ["bash", "-c", printer + cmd[len("torchrun"):]], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(
+    "rdzv_conf, want",
+    [
+        (None, "is_host={}"),
+        ("join_timeout=600", "join_timeout=600,is_host={}"),
+        ("join_timeout=600,read_timeout=7", "join_timeout=600,read_timeout=7,is_host={}"),
+        ("odd value='a b'", "odd value='a b',is_host={}"),
+    ],
+)
+def test_ddp_multi_node_replica0_hosts_the_c10d_store(tmp_path, rdzv_conf, want):
+    """Replica 0 is told to host the rendezvous store and the others not to, whatever the
+    host name resolves to (torchrun's own guess fails where it resolves to loopback)."""
+    conf = ["--rdzv_conf", rdzv_conf] if rdzv_conf is not None else []
+    (role,) = ddp("-j", "3x1", "--script", "train.py", *conf).roles
+    for replica_id, is_host in (("0", 1), ("1", 0), ("2", 0)):
+        argv = _bash_argv(tmp_path, _substituted_command(role, replica_id=replica_id), {"TX_RANK0_HOST": "10.0.0.1"})
+        assert argv[argv.index("--rdzv_conf") + 1] == want.format(is_host)
+        assert argv[argv.index("--rdzv_endpoint") + 1] == "10.0.0.1:29500"
+
+
+def test_ddp_is_host_given_by_the_user_is_kept_and_other_backends_get_none():
+    (role,) = ddp("-j", "2x1", "--script", "t.py", "--rdzv_conf", "is_host=0,join_timeout=5").roles
+    words = shlex.split(_substituted_command(role, replica_id="0"))
+    assert words[words.index("--rdzv_conf") + 1] == "is_host=0,join_timeout=5"
+    for backend in ("static", "etcd"):
+        (role,) = ddp("-j", "2x1", "--script", "t.py", "--rdzv_backend", backend).roles
+        assert "--rdzv_conf" not in shlex.split(_substituted_command(role))
+    (role,) = ddp("-j", "1x2", "--script", "t.py").roles  # one node: localhost, nothing to decide
+    assert "--rdzv_conf" not in role.args
 
 
 # -- spmd ------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ replica per node, ``nproc_per_node`` worker processes in each.
 * Several nodes: the entrypoint is ``bash -c "torchrun ..."`` because the rendezvous
   endpoint ``${<rank0 env>:=localhost}:PORT`` names an environment variable, set by the
   scheduler on each node (``${rank0_env}`` macro), that the shell expands; every
-  user-provided value is ``shlex.quote``-d.
+  user-provided value is ``shlex.quote``-d. With the c10d backend, replica 0 is told to
+  host the rendezvous store (``--rdzv_conf is_host=1``, ``is_host=0`` on the others)
+  rather than left to torchrun's guess from the host name, which fails where the name
+  resolves to loopback and the scheduler hands out the node's network address.
 
 Environment given to the job: ``TX_TRACKING_EXPERIMENT_NAME`` and ``TX_TRACKING_RUN_NAME``
 (from ``--name EXP/RUN``), ``LOGLEVEL`` (the submitter's ``LOGLEVEL`` or WARNING) and, with
@@ -56,6 +59,25 @@ def parse_nnodes(j: str) -> Tuple[int, int, int, str]:
 
 def _shell_join(words: Iterable[str]) -> str:
     return " ".join(w if isinstance(w, _Unquoted) else shlex.quote(w) for w in words)
+
+
+def _c10d_conf(rdzv_conf: Optional[str]) -> str:
+    """The multi-node ``--rdzv_conf`` word of the c10d backend: the user's configuration
+    plus ``is_host=1`` on replica 0 and ``is_host=0`` elsewhere (a shell arithmetic
+    expansion of the ``${replica_id}`` macro), unless the user set ``is_host`` already.
+
+    Without ``is_host`` torchrun guesses whether this node hosts the rendezvous store by
+    matching the endpoint against the machine's host name and the addresses that name
+    resolves to; where the name resolves to loopback (Debian's ``/etc/hosts`` maps it to
+    127.0.1.1) and the scheduler hands out the node's network address (Ray, Slurm's
+    ``NodeAddr``), no node matches, none hosts the store and all time out.
+    """
+    keys = {kv.split("=", 1)[0].strip() for kv in (rdzv_conf or "").split(",") if kv.strip()}
+    if "is_host" in keys:
+        return rdzv_conf  # type: ignore[return-value]
+    # "$$" escapes the macro syntax: after substitution bash sees $((1==0)) on replica 1
+    is_host = f"is_host=$$(({specs.macros.replica_id}==0))"
+    return _Unquoted(f"{shlex.quote(rdzv_conf + ',')}{is_host}" if rdzv_conf else is_host)
 
 
 def spmd(
@@ -153,7 +175,7 @@ def ddp(
         max_retries: how many times the scheduler may restart the job
         rdzv_port: port of the c10d rendezvous store on the rank-0 node (multi-node only)
         rdzv_backend: torchelastic rendezvous backend (c10d, static, etcd, ...)
-        rdzv_conf: extra rendezvous configuration (e.g. join_timeout=600,close_timeout=600)
+        rdzv_conf: extra rendezvous configuration (e.g. join_timeout=600,close_timeout=600); multi-node c10d adds is_host (1 on replica 0) unless given
         mounts: mounts into the job (type=bind,src=/host,dst=/job[,readonly] or type=volume,src=NAME,dst=/job)
         debug: run with TORCH_DEBUG_FLAGS set (blocking CUDA launches, detailed distributed checks)
         tee: streams torchrun tees to console and file: 0 none, 1 stdout, 2 stderr, 3 both
@@ -171,14 +193,17 @@ def ddp(
     if debug:
         env.update(TORCH_DEBUG_FLAGS)
 
+    conf: Optional[str] = rdzv_conf
     if multi_node:
         # "$$" escapes the macro syntax: after substitution bash sees ${TX_RANK0_HOST:=localhost}
         endpoint: str = _Unquoted(f"$${{{specs.macros.rank0_env}:=localhost}}:{rdzv_port}")
+        if rdzv_backend == "c10d":
+            conf = _c10d_conf(rdzv_conf)
     else:
         endpoint = "localhost:0"
     torchrun_args = [
         "--rdzv_backend", rdzv_backend,
-        *(["--rdzv_conf", rdzv_conf] if rdzv_conf is not None else []),
+        *(["--rdzv_conf", conf] if conf is not None else []),
         "--rdzv_endpoint", endpoint,
         "--rdzv_id", specs.macros.app_id,
         "--nnodes", jarg.nnodes_rep,

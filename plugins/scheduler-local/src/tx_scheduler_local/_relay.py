@@ -122,14 +122,17 @@ class ReplicaLogs:
             self._combine(held, buf, now)
 
     def close_stream(self, stream: int) -> None:
-        """The stream's pipe closed: write its unterminated last line (plus ``\\n``) to
-        combined.log."""
+        """The stream's pipe closed: end its unterminated last line in combined.log with a
+        ``\\n`` (nothing is added after a line that ended)."""
+        held = self.partial[stream]
         if self.owner == 1 - stream:  # written after the other stream's long line
-            if self.partial[stream]:
+            if held and not held.endswith(b"\n"):  # held whole lines end as they are
                 self.partial[stream] += b"\n"
             return
-        if self.partial[stream]:
-            self._raw(COMBINED, self.partial[stream] + b"\n", time.time())
+        # the unterminated rest: the bytes not written yet, or nothing when a long line's
+        # last piece went out whole (the line is still open in combined.log)
+        if held or self.owner == stream:
+            self._raw(COMBINED, held + b"\n", time.time())
             self.partial[stream] = b""
         if self.owner == stream:
             self._release(time.time())

@@ -13,7 +13,8 @@ What it does, in order:
    ones are placed (https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html);
 3. starts one :class:`Replica` actor per replica in its bundle; each runs the role's
    command as a child process with the replica's environment, ``TX_RANK0_HOST`` (and its
-   TorchX name), ``MASTER_ADDR`` and ``MASTER_PORT``, and writes the child's stdout, stderr
+   TorchX name), ``MASTER_ADDR`` and ``MASTER_PORT``, ``PET_LOCAL_ADDR`` (torchrun's
+   ``--local_addr``) = its node's address, and writes the child's stdout, stderr
    and a line-merged ``combined`` stream to files under the node's Ray log directory
    (``<logs>/tx/<submission_id>/<role>-<replica>.<stream>``), which the Ray dashboard serves;
 4. restarts failed replicas per the role's ``max_retries`` and ``retry_policy``;

@@ -260,6 +260,11 @@ class App:
                 env[n] = self.rank0.get("host", "")
             env["MASTER_ADDR"] = self.rank0.get("host", "")
             env["MASTER_PORT"] = str(self.rank0.get("port", ""))
+            # torchrun's --local_addr: the address its agent advertises to the other nodes
+            # (the workers' MASTER_ADDR when it is rendezvous rank 0), the node's Ray
+            # address instead of its host name, which may resolve to loopback
+            if info.get("node_ip"):
+                env.setdefault("PET_LOCAL_ADDR", info["node_ip"])
             values = {"app_id": self.app_id, "replica_id": str(r.id), "rank0_env": names[0]}
             argv = [r.role["entrypoint"], *r.role["args"]]
             try:
