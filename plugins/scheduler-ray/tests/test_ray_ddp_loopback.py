@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tx.testing.backends import backend_unavailable
+from tx.testing.backends import backend_unavailable, require_module
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -91,8 +91,8 @@ def _unshare(work: Path, *script: str, timeout: float, ray_tmp: str = "") -> sub
 
 
 def test_ddp_2x1_on_a_host_name_that_resolves_to_loopback(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    require_module("sklearn", "examples/train.py trains on its digits: pip install scikit-learn")
     if not (BIN / "ray").exists():
         backend_unavailable("ray", "the ray command is not installed: pip install 'ray[default]'")
     for tool in ("unshare", "ip", "mount"):
