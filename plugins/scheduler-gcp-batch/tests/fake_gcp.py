@@ -7,11 +7,24 @@ fields are an error), so a request the real service would not parse fails here t
 
 * Batch (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs):
   ``jobs.create`` (``?jobId=``), ``jobs.get``, ``jobs.list``, ``jobs.delete``,
-  ``jobs.cancel``, ``jobs.taskGroups.tasks.list`` / ``get``. As Batch documents, a job
-  has exactly one task group; the job goes QUEUED -> SCHEDULED -> RUNNING -> SUCCEEDED or
-  FAILED (CANCELLATION_IN_PROGRESS -> CANCELLED on cancel, DELETION_IN_PROGRESS then gone
-  on delete) and each task PENDING -> ASSIGNED -> RUNNING -> SUCCEEDED or FAILED, with
-  status events, exit codes and retries (``max_retry_count``, lifecycle policies).
+  ``jobs.cancel``, ``jobs.taskGroups.tasks.list`` / ``get``, ``operations.get`` /
+  ``list``. As Batch documents, a job has exactly one task group. States move on events,
+  never on a clock, and only forward (the server asserts its own moves): a job is QUEUED
+  until VMs for all its tasks are free (:meth:`FakeGcp.vms` limits them; no limit by
+  default), then SCHEDULED with its tasks ASSIGNED; a task is RUNNING once its process has
+  started and the job RUNNING with its first task; a task ends SUCCEEDED or FAILED when its
+  process exits (with its exit code; retried by ``max_retry_count`` and lifecycle
+  policies), and the job SUCCEEDED or FAILED when its last task has ended. Tasks that
+  never ran end UNEXECUTED. Every change is a ``STATUS_CHANGED`` status event worded as
+  Batch words it (``Job state is set from QUEUED to SCHEDULED for job ...``), and
+  ``status.taskGroups`` counts the tasks in each state; ``runDuration`` is set at the end.
+* Long-running operations: ``jobs.cancel`` moves the job to CANCELLATION_IN_PROGRESS and
+  stops its processes (SIGTERM, SIGKILL after ``kill_grace_s``); once they have exited the
+  job is CANCELLED and the operation done (response ``CancelJobResponse``).
+  ``jobs.delete`` moves the job to DELETION_IN_PROGRESS the same way; once its processes
+  have exited the job is gone (404) and the operation done (response ``Empty``). Both
+  carry ``OperationMetadata`` (target, verb, create and end time) and answer
+  ``operations.get``, which is what the clients' ``Operation.result()`` polls.
 * Tasks really run: each task runs its runnables in order as local subprocesses (a
   container runnable runs ``entrypoint + commands`` on this host; the image is not
   pulled), with ``BATCH_TASK_INDEX``, ``BATCH_TASK_COUNT``, ``BATCH_HOSTS_FILE``,
@@ -30,6 +43,7 @@ credentials); ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create`
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -41,7 +55,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from google.cloud import batch_v1
 from werkzeug.serving import make_server
@@ -84,6 +98,18 @@ def _to_json(msg: Any) -> str:
     return type(msg).to_json(msg, use_integers_for_enums=False)
 
 
+def _public(op: Dict[str, Any]) -> Dict[str, Any]:
+    """An operation as the API shows it (without the server's own ``_`` keys)."""
+    return {k: v for k, v in op.items() if not k.startswith("_")}
+
+
+def _signal(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class _Job:
     """A job and its tasks, as the server keeps them."""
 
@@ -97,26 +123,55 @@ class _Job:
             for i in range(n)
         ]
         self.procs: Dict[int, subprocess.Popen] = {}
-        self.cancelled = threading.Event()
-        self.deleted = False
+        self.stop = threading.Event()  # cancel or delete asked: start nothing more, stop what runs
+        self.deleting = False
         self.preempted: set = set()
+        self.vms = 0  # VMs (task slots) the job holds now
+        self.started: set = set()  # tasks whose current attempt has started
+        self.running_since: Optional[float] = None
+        self.runner: Optional[threading.Thread] = None
+        self.ops: List[str] = []  # names of the operations that end when the job's resources are cleaned up
+
+
+#: the job state changes Batch makes (JobStatus.State docs); the server checks its own moves
+_NEXT = {
+    JobState.QUEUED: {JobState.SCHEDULED},
+    JobState.SCHEDULED: {JobState.RUNNING, JobState.FAILED},
+    JobState.RUNNING: {JobState.SUCCEEDED, JobState.FAILED},
+    JobState.CANCELLATION_IN_PROGRESS: {JobState.CANCELLED},
+}
+_ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 class FakeGcp:
     """The server: ``start()`` it, point ``CLOUDSDK_API_ENDPOINT_OVERRIDES_BATCH`` and
     ``..._LOGGING`` at :attr:`url`, ``stop()`` it. ``created`` holds every job body that
-    ``jobs.create`` accepted (as the ``batch_v1.Job`` the client sent)."""
+    ``jobs.create`` accepted (as the ``batch_v1.Job`` the client sent).
 
-    def __init__(self, workdir: str, step_s: float = 0.2) -> None:
+    Args:
+        workdir: where the jobs' working directories and hosts files go.
+        capacity: how many VMs (one task each) may run at once over all jobs; None (the
+            default) is no limit. A job waits QUEUED until all its tasks fit; see
+            :meth:`vms`.
+        kill_grace_s: seconds a task's processes get between SIGTERM and SIGKILL when
+            its job is cancelled or deleted.
+    """
+
+    def __init__(self, workdir: str, capacity: Optional[int] = None, kill_grace_s: float = 10.0) -> None:
         self.workdir = workdir
-        self.step_s = step_s
+        self.capacity = capacity
+        self.kill_grace_s = kill_grace_s
+        self.in_use = 0  # VMs held by admitted jobs
         self.jobs: Dict[str, _Job] = {}
+        self.operations: Dict[str, Dict[str, Any]] = {}
         self.entries: List[Dict[str, Any]] = []
         self.created: List[Any] = []
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)  # capacity freed, a job stopped
         self._insert = 0
         self._server: Any = None
         self._thread: Optional[threading.Thread] = None
+        ops = _PARENT + r"/operations"
         self._routes: List[Tuple[str, re.Pattern, Callable[..., Any]]] = [
             ("POST", re.compile(_PARENT + r"/jobs$"), self.create_job),
             ("GET", re.compile(_PARENT + r"/jobs$"), self.list_jobs),
@@ -126,6 +181,8 @@ class FakeGcp:
             ("GET", re.compile(_PARENT + r"/jobs/(?P<job>[^/:]+)/taskGroups/(?P<group>[^/:]+)/tasks$"), self.list_tasks),
             ("GET", re.compile(_PARENT + r"/jobs/(?P<job>[^/:]+)/taskGroups/(?P<group>[^/:]+)/tasks/(?P<task>\d+)$"),
              self.get_task),
+            ("GET", re.compile(ops + r"$"), self.list_operations),
+            ("GET", re.compile(ops + r"/(?P<op>[^/:]+)$"), self.get_operation),
             ("POST", re.compile(r"^/v2/entries:list$"), self.list_entries),
         ]
 
@@ -144,11 +201,30 @@ class FakeGcp:
     def stop(self) -> None:
         with self.lock:
             for rec in self.jobs.values():
-                rec.cancelled.set()
+                rec.stop.set()
                 self._kill(rec)
+            self.changed.notify_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def set_capacity(self, capacity: Optional[int]) -> None:
+        """How many VMs may run at once from now on (None: no limit); waiting jobs that now
+        fit are admitted."""
+        with self.lock:
+            self.capacity = capacity
+            self.changed.notify_all()
+
+    @contextlib.contextmanager
+    def vms(self, capacity: Optional[int]) -> Iterator["FakeGcp"]:
+        """``with server.vms(0):`` the region has ``capacity`` VMs for the block (as when the
+        project's quota is used up); the capacity before comes back after it."""
+        before = self.capacity
+        self.set_capacity(capacity)
+        try:
+            yield self
+        finally:
+            self.set_capacity(before)
 
     def _wsgi(self, environ: Any, start_response: Any) -> Any:
         req = Request(environ)
@@ -176,7 +252,7 @@ class FakeGcp:
     def _rec(self, project: str, location: str, job: str) -> _Job:
         name = f"projects/{project}/locations/{location}/jobs/{job}"
         rec = self.jobs.get(name)
-        if rec is None or rec.deleted:
+        if rec is None:
             raise ApiError(404, "NOT_FOUND", f"Job {name} not found")
         return rec
 
@@ -202,7 +278,7 @@ class FakeGcp:
             raise ApiError(400, "INVALID_ARGUMENT", "only one lifecycle policy is supported")
         name = f"projects/{project}/locations/{location}/jobs/{job_id}"
         with self.lock:
-            if name in self.jobs and not self.jobs[name].deleted:
+            if name in self.jobs:
                 raise ApiError(409, "ALREADY_EXISTS", f"Job {name} already exists")
             self.created.append(batch_v1.Job(job))
             job.name = name
@@ -211,12 +287,13 @@ class FakeGcp:
             job.create_time = now
             job.update_time = now
             job.task_groups[0].name = f"{name}/taskGroups/group0"
-            job.status = batch_v1.JobStatus(state=JobState.QUEUED)
-            self._event(job, "Job state is set from STATE_UNSPECIFIED to QUEUED for job " + name + ".")
+            job.status = batch_v1.JobStatus(state=JobState.QUEUED)  # Batch writes no event for QUEUED
             rec = _Job(job, tempfile.mkdtemp(prefix=job_id[:20] + "-", dir=self.workdir))
+            self._count(rec)
             self.jobs[name] = rec
-        threading.Thread(target=self._run_job, args=(rec,), name=f"job-{job_id}", daemon=True).start()
-        return _to_json(job)
+            rec.runner = threading.Thread(target=self._run_job, args=(rec,), name=f"job-{job_id}", daemon=True)
+            rec.runner.start()
+            return _to_json(job)
 
     def get_job(self, req: Request, project: str, location: str, job: str) -> str:
         with self.lock:
@@ -225,33 +302,48 @@ class FakeGcp:
     def list_jobs(self, req: Request, project: str, location: str) -> str:
         prefix = f"projects/{project}/locations/{location}/jobs/"
         with self.lock:
-            jobs = [json.loads(_to_json(r.job)) for n, r in self.jobs.items() if n.startswith(prefix) and not r.deleted]
+            jobs = [json.loads(_to_json(r.job)) for n, r in self.jobs.items() if n.startswith(prefix)]
         return json.dumps({"jobs": jobs})
 
     def delete_job(self, req: Request, project: str, location: str, job: str) -> str:
+        """DELETION_IN_PROGRESS at once (a running job's tasks are stopped); the job is gone
+        and the operation done once its processes have exited."""
         with self.lock:
             rec = self._rec(project, location, job)
-            self._set_job_state(rec, JobState.DELETION_IN_PROGRESS, "Job is being deleted.")
-            rec.cancelled.set()
-            self._kill(rec)
-        threading.Timer(self.step_s, self._forget, args=(rec,)).start()
-        return self._operation(project, location, "google.protobuf.Empty", done=False)
+            op = self._operation(rec, "delete", "google.protobuf.Empty")
+            if not rec.deleting:
+                rec.deleting = True
+                self._set_job_state(rec, JobState.DELETION_IN_PROGRESS)
+                rec.stop.set()
+                self._kill(rec)
+                self.changed.notify_all()
+                threading.Thread(target=self._forget, args=(rec,), name=f"delete-{job}", daemon=True).start()
+            return json.dumps(op)
 
     def _forget(self, rec: _Job) -> None:
+        """Once the job's runner has ended (its processes exited, its VMs given back): the
+        job is gone and its operations are done."""
+        assert rec.runner is not None
+        rec.runner.join()
         with self.lock:
-            rec.deleted = True
+            self.jobs.pop(rec.job.name, None)
+            self._finish_ops(rec)
 
     def cancel_job(self, req: Request, project: str, location: str, job: str) -> str:
+        """CANCELLATION_IN_PROGRESS at once (the tasks are stopped); CANCELLED and the
+        operation done once the job's processes have exited."""
         with self.lock:
             rec = self._rec(project, location, job)
             state = rec.job.status.state
-            if state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.DELETION_IN_PROGRESS):
+            if state in (*_ENDED, JobState.DELETION_IN_PROGRESS):
                 raise ApiError(400, "FAILED_PRECONDITION", f"Job {rec.job.name} in state {state.name} cannot be cancelled")
+            op = self._operation(rec, "cancel", "google.cloud.batch.v1.CancelJobResponse")
             if state != JobState.CANCELLATION_IN_PROGRESS:
-                self._set_job_state(rec, JobState.CANCELLATION_IN_PROGRESS, "Job cancellation requested.")
-                rec.cancelled.set()
+                self._set_job_state(rec, JobState.CANCELLATION_IN_PROGRESS)
+                rec.stop.set()
                 self._kill(rec)
-        return self._operation(project, location, "google.cloud.batch.v1.CancelJobResponse", done=False)
+                self.changed.notify_all()
+            return json.dumps(op)
 
     def list_tasks(self, req: Request, project: str, location: str, job: str, group: str) -> str:
         with self.lock:
@@ -267,79 +359,151 @@ class FakeGcp:
                 raise ApiError(404, "NOT_FOUND", f"task {task} not found")
             return _to_json(rec.tasks[int(task)])
 
-    @staticmethod
-    def _operation(project: str, location: str, response_type: str, done: bool) -> str:
-        op: Dict[str, Any] = {"name": f"projects/{project}/locations/{location}/operations/op-{uuid.uuid4().hex[:12]}",
-                              "done": done}
-        if done:
-            op["response"] = {"@type": f"type.googleapis.com/{response_type}"}
-        return json.dumps(op)
+    # -- long-running operations (google.longrunning.Operation, metadata OperationMetadata) ----
+    def _operation(self, rec: _Job, verb: str, response_type: str) -> Dict[str, Any]:
+        """A new operation on ``rec`` (not done: :meth:`_finish_ops` ends it), as JSON."""
+        parent = rec.job.name.rsplit("/jobs/", 1)[0]
+        op = {
+            "name": f"{parent}/operations/operation-{time.time_ns() // 1_000_000}-{uuid.uuid4().hex[:12]}",
+            "metadata": {"@type": "type.googleapis.com/google.cloud.batch.v1.OperationMetadata", "createTime": _now(),
+                         "target": rec.job.name, "verb": verb, "apiVersion": "v1"},
+            "done": False,
+            "_response": {"@type": f"type.googleapis.com/{response_type}"},
+        }
+        self.operations[op["name"]] = op
+        rec.ops.append(op["name"])
+        return _public(op)
+
+    def _finish_ops(self, rec: _Job) -> None:
+        for name in rec.ops:
+            op = self.operations[name]
+            op["metadata"]["endTime"] = _now()
+            op["response"] = op["_response"]
+            op["done"] = True
+        rec.ops = []
+
+    def get_operation(self, req: Request, project: str, location: str, op: str) -> str:
+        name = f"projects/{project}/locations/{location}/operations/{op}"
+        with self.lock:
+            if name not in self.operations:
+                raise ApiError(404, "NOT_FOUND", f"Operation {name} not found")
+            return json.dumps(_public(self.operations[name]))
+
+    def list_operations(self, req: Request, project: str, location: str) -> str:
+        prefix = f"projects/{project}/locations/{location}/operations/"
+        with self.lock:
+            ops = [_public(op) for name, op in self.operations.items() if name.startswith(prefix)]
+        return json.dumps({"operations": ops})
 
     # -- running jobs --------------------------------------------------------------------------
+    # Every move is made by an event: a job is QUEUED until its VMs are free (capacity), then
+    # SCHEDULED with its tasks ASSIGNED; a task is RUNNING once its first runnable's process
+    # has started, and the job RUNNING with its first task; a task ends when its process
+    # exits, the job when its last task has ended (or, cancelled, when its processes have).
     @staticmethod
     def _event(msg: Any, description: str, **kw: Any) -> None:
-        msg.status.status_events.append(batch_v1.StatusEvent(description=description, event_time=_now(), **kw))
+        msg.status.status_events.append(
+            batch_v1.StatusEvent(type_="STATUS_CHANGED", description=description, event_time=_now(), **kw))
 
-    def _set_job_state(self, rec: _Job, state: Any, why: str) -> None:
-        old = rec.job.status.state
-        rec.job.status.state = state
-        rec.job.update_time = _now()
-        self._event(rec.job, f"Job state is set from {old.name} to {state.name} for job {rec.job.name}. {why}".strip(),
-                    type_="STATUS_CHANGED")
+    def _count(self, rec: _Job) -> None:
+        """``status.taskGroups``: the tasks in each state, and the VMs the group asked for."""
         counts: Dict[str, int] = {}
         for t in rec.tasks:
             counts[t.status.state.name] = counts.get(t.status.state.name, 0) + 1
-        rec.job.status.task_groups = {"group0": batch_v1.JobStatus.TaskGroupStatus(counts=counts)}
+        policy = rec.job.allocation_policy.instances[0].policy if rec.job.allocation_policy.instances else None
+        instances = []
+        if policy is not None and rec.vms:
+            instances.append(batch_v1.JobStatus.InstanceStatus(
+                machine_type=policy.machine_type, provisioning_model=policy.provisioning_model,
+                task_pack=rec.job.task_groups[0].task_count_per_node or 1))
+        rec.job.status.task_groups = {"group0": batch_v1.JobStatus.TaskGroupStatus(counts=counts, instances=instances)}
+
+    def _set_job_state(self, rec: _Job, state: Any, why: str = "") -> None:
+        old = rec.job.status.state
+        if state not in (JobState.CANCELLATION_IN_PROGRESS, JobState.DELETION_IN_PROGRESS):
+            assert state in _NEXT.get(old, ()), f"fake_gcp: {rec.job.name} cannot go from {old.name} to {state.name}"
+        rec.job.status.state = state
+        rec.job.update_time = _now()
+        if state == JobState.RUNNING:
+            rec.running_since = time.monotonic()
+        if state in _ENDED and rec.running_since is not None:
+            rec.job.status.run_duration = dt.timedelta(seconds=time.monotonic() - rec.running_since)
+        self._event(rec.job, f"Job state is set from {old.name} to {state.name} for job {rec.job.name}.{why}")
+        self._count(rec)
 
     def _set_task(self, rec: _Job, i: int, state: Any, why: str = "", exit_code: Optional[int] = None) -> None:
         task = rec.tasks[i]
         old = task.status.state
         task.status.state = state
-        kw: Dict[str, Any] = {"task_state": state, "type_": "STATUS_CHANGED"}
+        kw: Dict[str, Any] = {"task_state": state}
         if exit_code is not None:
             kw["task_execution"] = batch_v1.TaskExecution(exit_code=exit_code)
         text = f"Task state is updated from {old.name} to {state.name} on zones/local-a/instances/vm-{i}"
         if exit_code is not None:
             text += f" with exit code {exit_code}"
         self._event(task, f"{text}.{(' ' + why) if why else ''}", **kw)
+        self._count(rec)
+
+    def _fits(self, rec: _Job) -> bool:
+        return self.capacity is None or self.in_use + len(rec.tasks) <= self.capacity
 
     def _run_job(self, rec: _Job) -> None:
-        time.sleep(self.step_s)
         with self.lock:
-            if rec.cancelled.is_set():
-                return self._finish_cancel(rec)
-            self._set_job_state(rec, JobState.SCHEDULED, "VMs are being provisioned.")
-        time.sleep(self.step_s)
-        with self.lock:
-            if rec.cancelled.is_set():
-                return self._finish_cancel(rec)
+            while not rec.stop.is_set() and not self._fits(rec):
+                self.changed.wait()
+            if rec.stop.is_set():
+                return self._end(rec)
+            rec.vms = len(rec.tasks)
+            self.in_use += rec.vms
             for i in range(len(rec.tasks)):
                 self._set_task(rec, i, TaskState.ASSIGNED)
-            self._set_job_state(rec, JobState.RUNNING, "")
-        hosts = os.path.join(rec.workdir, "hosts")
-        with open(hosts, "w") as f:
-            f.write("".join("127.0.0.1\n" for _ in rec.tasks))
-        threads = [threading.Thread(target=self._run_task, args=(rec, i, hosts), daemon=True) for i in range(len(rec.tasks))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        with self.lock:
-            if rec.cancelled.is_set():
-                return self._finish_cancel(rec)
-            failed = [i for i, t in enumerate(rec.tasks) if t.status.state == TaskState.FAILED]
-            if failed:
-                last = rec.tasks[failed[0]].status.status_events[-1].description
-                self._set_job_state(rec, JobState.FAILED,
-                                    f"Job failed due to task failure. Specifically, task with index {failed[0]} "
-                                    f"failed due to the following task event: \"{last}\"")
-            else:
-                self._set_job_state(rec, JobState.SUCCEEDED, "")
+            self._set_job_state(rec, JobState.SCHEDULED)
+        try:
+            hosts = os.path.join(rec.workdir, "hosts")
+            with open(hosts, "w") as f:
+                f.write("".join("127.0.0.1\n" for _ in rec.tasks))
+            threads = [threading.Thread(target=self._run_task, args=(rec, i, hosts), daemon=True)
+                       for i in range(len(rec.tasks))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            with self.lock:
+                self.in_use -= rec.vms
+                rec.vms = 0
+                self.changed.notify_all()
+                self._end(rec)
 
-    def _finish_cancel(self, rec: _Job) -> None:
+    def _end(self, rec: _Job) -> None:
+        """The job's tasks have all ended (or never started): its final state (under the lock)."""
+        for i, t in enumerate(rec.tasks):
+            if t.status.state in (TaskState.PENDING, TaskState.ASSIGNED):
+                self._set_task(rec, i, TaskState.UNEXECUTED)
+        if rec.deleting:
+            return  # _forget ends it
         if rec.job.status.state == JobState.CANCELLATION_IN_PROGRESS:
-            time.sleep(self.step_s / 2)
-            self._set_job_state(rec, JobState.CANCELLED, "")
+            self._set_job_state(rec, JobState.CANCELLED)
+            self._finish_ops(rec)
+            return
+        failed = [i for i, t in enumerate(rec.tasks) if t.status.state == TaskState.FAILED]
+        if failed:
+            last = rec.tasks[failed[0]].status.status_events[-1].description
+            self._set_job_state(rec, JobState.FAILED,
+                                f"Job failed due to task failure. Specifically, task with index {failed[0]} "
+                                f"failed due to the following task event: \"{last}\"")
+        else:
+            self._set_job_state(rec, JobState.SUCCEEDED)
+
+    def _started(self, rec: _Job, i: int) -> None:
+        """Task ``i``'s attempt has started (its first process runs): the task is RUNNING, and
+        the job too if it was not yet (under the lock)."""
+        if i in rec.started:
+            return
+        rec.started.add(i)
+        self._set_task(rec, i, TaskState.RUNNING)
+        if rec.job.status.state == JobState.SCHEDULED:
+            self._set_job_state(rec, JobState.RUNNING)
 
     def _run_task(self, rec: _Job, i: int, hosts: str) -> None:
         group = rec.job.task_groups[0]
@@ -347,14 +511,14 @@ class FakeGcp:
         policy = spec.lifecycle_policies[0] if spec.lifecycle_policies else None
         attempt = 0
         while True:
-            with self.lock:
-                if rec.cancelled.is_set():
-                    return
-                self._set_task(rec, i, TaskState.RUNNING)
+            if rec.stop.is_set():
+                return
             code = self._run_runnables(rec, i, attempt, hosts)
             with self.lock:
-                if rec.cancelled.is_set():
-                    self._set_task(rec, i, TaskState.FAILED, "The job was cancelled.", exit_code=code)
+                rec.started.discard(i)
+                if rec.stop.is_set():
+                    if rec.tasks[i].status.state == TaskState.RUNNING:
+                        self._set_task(rec, i, TaskState.FAILED, "The job was cancelled.", exit_code=code)
                     return
                 if code == 0:
                     self._set_task(rec, i, TaskState.SUCCEEDED, exit_code=0)
@@ -383,14 +547,16 @@ class FakeGcp:
         if i < len(group.task_environments):
             env.update(group.task_environments[i].variables)
         for runnable in spec.runnables:
-            if rec.cancelled.is_set():
+            if rec.stop.is_set():
                 return 143
             if "container" in runnable:
                 c = runnable.container
                 argv = ([c.entrypoint] if c.entrypoint else []) + list(c.commands)
             elif "script" in runnable:
                 argv = ["/bin/sh", "-c", runnable.script.text]
-            else:
+            else:  # a barrier: nothing to run here (one VM per task, all at once)
+                with self.lock:
+                    self._started(rec, i)
                 continue
             code = self._exec(rec, i, attempt, argv, {**env, **runnable.environment.variables})
             if code == PREEMPTED_EXIT_CODE:
@@ -408,6 +574,10 @@ class FakeGcp:
             return 127
         with self.lock:
             rec.procs[i] = proc
+            if rec.stop.is_set():  # cancelled while it started: _kill did not see it
+                self._kill(rec)
+            else:
+                self._started(rec, i)
         readers = [threading.Thread(target=self._pump, args=(rec, i, attempt, pipe, sev), daemon=True)
                    for pipe, sev in ((proc.stdout, "INFO"), (proc.stderr, "ERROR"))]
         for t in readers:
@@ -454,11 +624,13 @@ class FakeGcp:
             })
 
     def _kill(self, rec: _Job) -> None:
+        """SIGTERM to the running tasks' process groups, SIGKILL ``kill_grace_s`` later to
+        what is left (as Batch stops a cancelled or deleted job's VMs)."""
         for proc in list(rec.procs.values()):
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _signal(proc.pid, signal.SIGTERM)
+            timer = threading.Timer(self.kill_grace_s, _signal, args=(proc.pid, signal.SIGKILL))
+            timer.daemon = True
+            timer.start()
 
     # -- Cloud Logging -----------------------------------------------------------------------------
     def list_entries(self, req: Request) -> str:

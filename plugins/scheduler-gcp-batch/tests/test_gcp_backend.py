@@ -1,19 +1,29 @@
 """The scheduler through the official clients against the local Batch + Logging server:
 states as Batch documents them, retries and Spot preemption, logs with since/until/regex
-and tailing, the request arriving intact, and errors as one-line messages."""
+and tailing, cancel and delete as long-running operations that finish, the request
+arriving intact, and errors as one-line messages.
+
+The server moves states on events (a process started or exited, VMs freed), so the tests
+wait for conditions with a bounded timeout and assert what a client of Batch can rely on
+(states only move forward, the terminal state and its events, operations complete), never
+the server's own timetable. Apps that must stay in a state until the test has looked wait
+for a gate file the test creates (:func:`gated`)."""
 import os
+import re
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
+from google.api_core import exceptions as gex
 from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import batch_v1
 
 from fake_gcp import DENIED_PROJECT, QUOTA_PROJECT, UNAUTHENTICATED_PROJECT, FakeGcp
-from tx.schedulers import SchedulerError
+from tx.schedulers import DescribeAppResponse, SchedulerError
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
@@ -24,6 +34,92 @@ from gcp_settings import LOCATION, PROJECT
 @pytest.fixture
 def sched(fake_gcp: FakeGcp) -> GcpBatchScheduler:
     return create_scheduler("tx")
+
+
+@pytest.fixture
+def client(fake_gcp: FakeGcp) -> Any:
+    """The official Batch client on the local server, as a user's own code or gcloud uses it."""
+    return batch_v1.BatchServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                       client_options=ClientOptions(api_endpoint=fake_gcp.url))
+
+
+def gated(gate: Path, before: str = "", after: str = "") -> str:
+    """A script that runs ``before``, waits until the file ``gate`` exists, then runs ``after``."""
+    return f'{before}{"; " if before else ""}while [ ! -e "{gate}" ]; do sleep 0.05; done{"; " if after else ""}{after}'
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+    """``check()``'s first true answer, asked every 50 ms; fails naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"not {what} after {timeout} s (last answer {got!r})"
+        time.sleep(0.05)
+
+
+#: app states in the order an app may take them (a terminal state ends it)
+_RANK = {AppState.SUBMITTED: 0, AppState.PENDING: 1, AppState.RUNNING: 2}
+#: Batch job states and the states each may move to (JobStatus.State; delete from any)
+_BATCH_NEXT = {
+    "QUEUED": {"SCHEDULED", "CANCELLATION_IN_PROGRESS"},
+    "SCHEDULED": {"RUNNING", "FAILED", "CANCELLATION_IN_PROGRESS"},
+    "RUNNING": {"SUCCEEDED", "FAILED", "CANCELLATION_IN_PROGRESS"},
+    "CANCELLATION_IN_PROGRESS": {"CANCELLED"},
+}
+
+
+class Watch:
+    """The states of one app as a client sees them by describing it: each ``until`` call
+    describes it until a condition holds, and records every state seen."""
+
+    def __init__(self, sched: GcpBatchScheduler, app_id: str) -> None:
+        self.sched, self.app_id, self.seen = sched, app_id, []  # type: ignore[var-annotated]
+
+    def describe(self) -> DescribeAppResponse:
+        desc = self.sched.describe(self.app_id)
+        assert desc is not None, f"{self.app_id} is unknown"
+        if not self.seen or self.seen[-1] != desc.state:
+            self.seen.append(desc.state)
+        return desc
+
+    def until(self, what: str, cond: Callable[[DescribeAppResponse], bool], timeout: float = 60) -> DescribeAppResponse:
+        def check() -> Optional[DescribeAppResponse]:
+            desc = self.describe()
+            return desc if cond(desc) else None
+
+        return wait_until(f"{self.app_id} {what} (states seen: {self.seen})", check, timeout)
+
+    def assert_forward(self) -> None:
+        """The app never went back: ranks only grow, and a terminal state is the last one."""
+        ranks = [_RANK.get(s, 3) for s in self.seen]
+        assert ranks == sorted(ranks) and ranks.count(3) <= 1, f"{self.app_id} went back: {self.seen}"
+
+
+def job_moves(job: Any) -> List[Tuple[str, str]]:
+    """The job's state changes, from its status events (``Job state is set from A to B ...``)."""
+    moves = []
+    for e in job.status.status_events:
+        m = re.match(r"Job state is set from (\w+) to (\w+) for job ", e.description)
+        if m:
+            assert e.type_ == "STATUS_CHANGED", e
+            moves.append((m.group(1), m.group(2)))
+    return moves
+
+
+def assert_events_chain(job: Any) -> List[Tuple[str, str]]:
+    """The job's status events tell its whole way from QUEUED to its state now, one move
+    after the other, each a move Batch makes, in time order."""
+    moves = job_moves(job)
+    assert moves and moves[0][0] == "QUEUED" and moves[-1][1] == job.status.state.name, moves
+    for (_, b), (c, _) in zip(moves, moves[1:]):
+        assert b == c, f"events do not chain: {moves}"
+    for a, b in moves:
+        assert b in _BATCH_NEXT.get(a, set()) or b == "DELETION_IN_PROGRESS", f"{a} -> {b} is no Batch move: {moves}"
+    times = [e.event_time for e in job.status.status_events]
+    assert times == sorted(times), times
+    return moves
 
 
 def sh(name: str, script: str, replicas: int = 1, **kw: Any) -> Role:
@@ -63,23 +159,56 @@ def test_request_reaches_batch_intact_and_roles_come_back(sched: GcpBatchSchedul
     assert desc.app_id == app_id == f"{PROJECT}:{LOCATION}:{info.request.job_id}"
 
 
-def test_states_queued_scheduled_running_succeeded(sched: GcpBatchScheduler) -> None:
-    app_id = sched.submit(AppDef("states", roles=[sh("w", "sleep 1.5; echo done", 2)]), {})
-    seen: List[AppState] = []
-    msgs = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        desc = sched.describe(app_id)
-        if not seen or seen[-1] != desc.state:
-            seen.append(desc.state)
-            msgs.append(desc.msg)
-        if is_terminal(desc.state):
-            break
-        time.sleep(0.05)
-    assert seen == [AppState.SUBMITTED, AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED], seen
-    assert "QUEUED" in msgs[0] and "SCHEDULED" in msgs[1], msgs  # why it waits: Batch's status event
-    assert desc.metadata["batch_state"] == "SUCCEEDED"
+def test_states_move_forward_on_events(sched: GcpBatchScheduler, client: Any, tmp_path: Path) -> None:
+    """A 2-task job is RUNNING, both replicas with it, while its processes run (they wait for
+    the test's gate), and SUCCEEDED when they have exited: states only move forward, the
+    status events tell the way, and the task counts and exit codes agree."""
+    gate = tmp_path / "gate"
+    app_id = sched.submit(AppDef("states", roles=[sh("w", gated(gate, "echo up", "echo done"), 2)]), {})
+    watch = Watch(sched, app_id)
+    running = watch.until("RUNNING with both replicas", lambda d: d.state == AppState.RUNNING and all(
+        r.state == AppState.RUNNING for r in d.roles_statuses[0].replicas))
+    assert running.metadata["batch_state"] == "RUNNING" and "to RUNNING" in running.msg, running.msg
+    job = client.get_job(name=running.metadata["job_name"])
+    assert dict(job.status.task_groups["group0"].counts) == {"RUNNING": 2}
+    gate.touch()
+    desc = watch.until("ended", lambda d: is_terminal(d.state))
+    watch.assert_forward()
+    assert desc.state == AppState.SUCCEEDED and desc.metadata["batch_state"] == "SUCCEEDED", desc.msg
     assert [r.exit_code for r in desc.roles_statuses[0].replicas] == [0, 0]
+    job = client.get_job(name=desc.metadata["job_name"])
+    assert assert_events_chain(job)[-1] == ("RUNNING", "SUCCEEDED")
+    assert dict(job.status.task_groups["group0"].counts) == {"SUCCEEDED": 2}
+    assert job.status.run_duration.total_seconds() > 0
+    for task in client.list_tasks(parent=job.task_groups[0].name):
+        last = task.status.status_events[-1]
+        assert (last.task_state.name, last.task_execution.exit_code) == ("SUCCEEDED", 0), task
+        assert [e.task_state.name for e in task.status.status_events] == ["ASSIGNED", "RUNNING", "SUCCEEDED"]
+
+
+def test_a_job_waits_queued_until_vms_are_free(sched: GcpBatchScheduler, fake_gcp: FakeGcp, client: Any,
+                                              tmp_path: Path) -> None:
+    """With one VM in the region, a second job stays QUEUED (and says so) while the first
+    holds it, and is scheduled when the first ends: the VM's release moves it, no clock."""
+    gate = tmp_path / "gate"
+    with fake_gcp.vms(1):
+        first = sched.submit(AppDef("holder", roles=[sh("w", gated(gate, "echo up"))]), {})
+        Watch(sched, first).until("RUNNING", lambda d: d.state == AppState.RUNNING)
+        second = sched.submit(AppDef("waiter", roles=[sh("w", "echo ran")]), {})
+        waiting = sched.describe(second)
+        assert waiting.state == AppState.SUBMITTED and waiting.metadata["batch_state"] == "QUEUED", waiting
+        assert "QUEUED" in waiting.msg  # why it waits
+        assert [r.state for r in waiting.roles_statuses[0].replicas] == [AppState.PENDING]
+        assert sched.describe(second).state == AppState.SUBMITTED  # the first still holds the VM
+        gate.touch()
+        watch = Watch(sched, second)
+        desc = watch.until("ended", lambda d: is_terminal(d.state))
+    watch.assert_forward()
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert lines(sched, second, "w") == ["ran\n"]
+    ended = client.get_job(name=sched.describe(first).metadata["job_name"]).status.status_events[-1].event_time
+    scheduled = client.get_job(name=desc.metadata["job_name"]).status.status_events[0]
+    assert "from QUEUED to SCHEDULED" in scheduled.description and scheduled.event_time >= ended
 
 
 def test_failure_names_the_replica_exit_code_and_last_lines(sched: GcpBatchScheduler) -> None:
@@ -108,7 +237,7 @@ def test_spot_preemption_is_retried_but_app_failures_are_not(sched: GcpBatchSche
     script = (
         'echo "attempt $BATCH_TASK_RETRY_ATTEMPT"; '
         'if [ ${replica_id} = 0 ] && [ "$BATCH_TASK_RETRY_ATTEMPT" = 0 ]; then sleep 600; fi; '
-        'if [ ${replica_id} = 1 ]; then sleep 1; exit 3; fi'
+        'if [ ${replica_id} = 1 ]; then exit 3; fi'
     )
     app_id = sched.submit(AppDef("spot", roles=[sh("w", script, 2)]), {"provisioning_model": "SPOT", "spot_retries": 2})
     wait_for_line(sched, app_id, "w", 0)
@@ -130,9 +259,13 @@ def test_without_spot_a_preempted_vm_fails_the_replica(sched: GcpBatchScheduler,
     assert "exit code 50001" in desc.structured_error_msg
 
 
-def test_logs_streams_since_until_regex(sched: GcpBatchScheduler) -> None:
-    script = "echo out1; echo err1 >&2; sleep 1.2; echo out2; echo err2 >&2"
-    app_id, desc = run(sched, AppDef("logs", roles=[sh("w", script)]))
+def test_logs_streams_since_until_regex(sched: GcpBatchScheduler, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    script = gated(gate, "echo out1; echo err1 >&2", "echo out2; echo err2 >&2")
+    app_id = sched.submit(AppDef("logs", roles=[sh("w", script)]), {})
+    wait_until("lines 1 logged", lambda: len(lines(sched, app_id, "w")) == 2)
+    gate.touch()  # lines 2 come after the test has seen lines 1: a pause between them
+    desc = sched.wait(app_id, timeout=60, poll_interval=0.2)
     assert desc.state == AppState.SUCCEEDED
     # combined: in time order; stdout and stderr lines of one instant may come either way
     # round (two pipes, as on a real VM), lines 1 always before the pause and lines 2
@@ -149,7 +282,9 @@ def test_logs_streams_since_until_regex(sched: GcpBatchScheduler) -> None:
                         client_options={"api_endpoint": os.environ["CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING"].rstrip("/")})
     uid = desc.metadata["uid"]
     stamps = {e.payload: e.timestamp for e in client.list_entries(filter_=f'labels.job_uid="{uid}" AND timestamp>="1970-01-01T00:00:00Z"')}
-    middle = stamps["err1"] + (stamps["out2"] - stamps["err1"]) / 2
+    last1, first2 = max(stamps["out1"], stamps["err1"]), min(stamps["out2"], stamps["err2"])
+    assert last1 < first2, stamps
+    middle = last1 + (first2 - last1) / 2
     assert sorted(lines(sched, app_id, "w", since=middle)) == ["err2\n", "out2\n"]
     assert sorted(lines(sched, app_id, "w", until=middle)) == ["err1\n", "out1\n"]
     assert lines(sched, app_id, "w", since=middle, streams="stdout") == ["out2\n"]
@@ -157,41 +292,82 @@ def test_logs_streams_since_until_regex(sched: GcpBatchScheduler) -> None:
     assert sorted(lines(sched, app_id, "w", since=naive_local)) == ["err2\n", "out2\n"]
 
 
-def test_tail_follows_until_the_job_ends(sched: GcpBatchScheduler) -> None:
-    app_id = sched.submit(AppDef("tail", roles=[sh("w", "for i in 1 2 3; do echo tick $i; sleep 0.7; done")]), {})
-    start = time.monotonic()
-    got = list(sched.log_iter(app_id, "w", 0, should_tail=True))
-    assert got == ["tick 1\n", "tick 2\n", "tick 3\n"]
-    assert time.monotonic() - start >= 1.4  # it waited for the lines to come
+def test_tail_follows_until_the_job_ends(sched: GcpBatchScheduler, tmp_path: Path) -> None:
+    """``should_tail`` returns the lines written after it began, and only once the job ended:
+    the second line is written when the tail has already given the first."""
+    gate = tmp_path / "gate"
+    app_id = sched.submit(AppDef("tail", roles=[sh("w", gated(gate, "echo tick 1", "echo tick 2"))]), {})
+    got: List[str] = []
+    for line in sched.log_iter(app_id, "w", 0, should_tail=True):
+        got.append(line)
+        gate.touch()  # the app goes on only now
+    assert got == ["tick 1\n", "tick 2\n"]
     assert is_terminal(sched.describe(app_id).state)
 
 
-def test_cancel_and_delete_move_through_batch_states(sched: GcpBatchScheduler, fake_gcp: FakeGcp) -> None:
-    app_id = sched.submit(AppDef("cancelme", roles=[sh("w", "echo up; sleep 600", 2)]), {})
-    deadline = time.monotonic() + 30
-    while sched.describe(app_id).state != AppState.RUNNING and time.monotonic() < deadline:
-        time.sleep(0.1)
+#: prints the replica's shell pid (``$$`` is the macro escape of ``$``: args are string.Template)
+PID_THEN_SLEEP = 'echo "pid $$$$"; sleep 600'
+
+
+def test_cancel_stops_the_tasks_and_ends_cancelled(sched: GcpBatchScheduler, client: Any) -> None:
+    app_id = sched.submit(AppDef("cancelme", roles=[sh("w", PID_THEN_SLEEP, 2)]), {})
+    watch = Watch(sched, app_id)
+    watch.until("RUNNING", lambda d: d.state == AppState.RUNNING)
+    pids = [int(wait_until(f"w/{k} started", lambda k=k: lines(sched, app_id, "w", k))[0].split()[1]) for k in (0, 1)]
     sched.cancel(app_id)
-    desc = sched.wait(app_id, timeout=30, poll_interval=0.1)
+    desc = watch.until("ended", lambda d: is_terminal(d.state))
+    watch.assert_forward()
     assert desc.state == AppState.CANCELLED and desc.metadata["batch_state"] == "CANCELLED"
     assert {r.state for r in desc.roles_statuses[0].replicas} <= {AppState.CANCELLED, AppState.FAILED}
+    for pid in pids:  # the processes were stopped (and reaped) before the job was CANCELLED
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    job = client.get_job(name=desc.metadata["job_name"])
+    assert assert_events_chain(job)[-2:] == [("RUNNING", "CANCELLATION_IN_PROGRESS"), ("CANCELLATION_IN_PROGRESS", "CANCELLED")]
+    assert "RUNNING" not in job.status.task_groups["group0"].counts
     sched.cancel(app_id)  # idempotent on an ended job
-    # a user deletes the job (gcloud batch jobs delete): DELETION_IN_PROGRESS, then gone
-    client = batch_v1.BatchServiceClient(credentials=AnonymousCredentials(), transport="rest",
-                                         client_options=ClientOptions(api_endpoint=fake_gcp.url))
-    client.delete_job(name=desc.metadata["job_name"])
-    gone = sched.describe(app_id)
-    assert gone is None or (gone.state == AppState.UNKNOWN and "being deleted" in gone.msg)
-    deadline = time.monotonic() + 10
-    while sched.describe(app_id) is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    assert sched.describe(app_id).state == AppState.CANCELLED
+
+
+def test_cancel_is_an_operation_that_completes(sched: GcpBatchScheduler, client: Any) -> None:
+    """``jobs.cancel`` through the official client: its operation completes (``result()``
+    returns CancelJobResponse), and by then the job is CANCELLED."""
+    app_id = sched.submit(AppDef("cancelop", roles=[sh("w", "echo up; sleep 600")]), {})
+    wait_until("started", lambda: lines(sched, app_id, "w"))
+    name = sched.describe(app_id).metadata["job_name"]
+    op = client.cancel_job(name=name)
+    assert isinstance(op.result(timeout=30), batch_v1.CancelJobResponse)
+    assert (op.metadata.verb, op.metadata.target) == ("cancel", name) and op.metadata.end_time >= op.metadata.create_time
+    assert client.get_job(name=name).status.state.name == "CANCELLED"
+    with pytest.raises(gex.BadRequest, match="cannot be cancelled"):
+        client.cancel_job(name=name)  # an ended job: FAILED_PRECONDITION
+
+
+def test_delete_is_an_operation_that_completes_and_the_job_is_gone(sched: GcpBatchScheduler, client: Any) -> None:
+    """A user deletes a running job (``gcloud batch jobs delete``): DELETION_IN_PROGRESS, its
+    tasks stop, and when the operation is done the job is gone; ``operations.get`` answers."""
+    app_id = sched.submit(AppDef("deleteme", roles=[sh("w", PID_THEN_SLEEP)]), {})
+    pid = int(wait_until("started", lambda: lines(sched, app_id, "w"))[0].split()[1])
+    name = sched.describe(app_id).metadata["job_name"]
+    op = client.delete_job(name=name)
+    deleting = sched.describe(app_id)  # being deleted, or already gone
+    assert deleting is None or (deleting.state == AppState.UNKNOWN and "being deleted" in deleting.msg), deleting
+    op.result(timeout=30)
+    assert (op.metadata.verb, op.metadata.target) == ("delete", name)
+    with pytest.raises(gex.NotFound):
+        client.get_job(name=name)
     assert sched.describe(app_id) is None
     assert app_id not in [a.app_id for a in sched.list()]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    from google.longrunning import operations_pb2
+
+    done = client.get_operation(operations_pb2.GetOperationRequest(name=op.operation.name))
+    assert done.done and done.response.type_url.endswith("google.protobuf.Empty")
+    sched.cancel(app_id)  # a deleted job: nothing to do
 
 
-def test_list_shows_only_tx_jobs_of_the_location(sched: GcpBatchScheduler, fake_gcp: FakeGcp) -> None:
-    client = batch_v1.BatchServiceClient(credentials=AnonymousCredentials(), transport="rest",
-                                         client_options=ClientOptions(api_endpoint=fake_gcp.url))
+def test_list_shows_only_tx_jobs_of_the_location(sched: GcpBatchScheduler, client: Any) -> None:
     runnable = batch_v1.Runnable(script=batch_v1.Runnable.Script(text="true"))
     foreign = batch_v1.Job(task_groups=[batch_v1.TaskGroup(task_spec=batch_v1.TaskSpec(runnables=[runnable]))])
     client.create_job(parent=f"projects/{PROJECT}/locations/{LOCATION}", job=foreign, job_id="not-from-tx")
