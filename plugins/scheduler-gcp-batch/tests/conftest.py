@@ -38,3 +38,4 @@ def fake_gcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcp]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v  # type: ignore[assignment]
+    assert not server.errors, f"the local Batch server moved jobs as Batch never does: {server.errors}"
