@@ -341,6 +341,26 @@ def test_cancel_is_an_operation_that_completes(sched: GcpBatchScheduler, client:
     assert client.get_job(name=name).status.state.name == "CANCELLED"
     with pytest.raises(gex.BadRequest, match="cannot be cancelled"):
         client.cancel_job(name=name)  # an ended job: FAILED_PRECONDITION
+    client.delete_job(name=name).result(timeout=30)  # an ended job holds nothing: deleted
+    with pytest.raises(gex.NotFound):
+        client.get_job(name=name)
+
+
+def test_cancel_while_queued_runs_nothing(sched: GcpBatchScheduler, fake_gcp: FakeGcp, client: Any) -> None:
+    """A job cancelled before it got VMs ends CANCELLED without running: its tasks end
+    UNEXECUTED, its replicas CANCELLED, and it wrote no log."""
+    with fake_gcp.vms(0):
+        app_id = sched.submit(AppDef("queuedcancel", roles=[sh("w", "echo ran", 2)]), {})
+        assert sched.describe(app_id).metadata["batch_state"] == "QUEUED"
+        name = sched.describe(app_id).metadata["job_name"]
+        client.cancel_job(name=name).result(timeout=30)
+    desc = sched.describe(app_id)
+    assert desc.state == AppState.CANCELLED
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.CANCELLED, AppState.CANCELLED]
+    job = client.get_job(name=name)
+    assert assert_events_chain(job) == [("QUEUED", "CANCELLATION_IN_PROGRESS"), ("CANCELLATION_IN_PROGRESS", "CANCELLED")]
+    assert dict(job.status.task_groups["group0"].counts) == {"UNEXECUTED": 2}
+    assert lines(sched, app_id, "w", 0) == [] and lines(sched, app_id, "w", 1) == []
 
 
 def test_delete_is_an_operation_that_completes_and_the_job_is_gone(sched: GcpBatchScheduler, client: Any) -> None:
