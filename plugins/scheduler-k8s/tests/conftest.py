@@ -29,8 +29,9 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
     try:
         import jsonschema  # noqa: F401
         import kubernetes  # noqa: F401
+        import kubernetes_validate  # noqa: F401  (the server validates core kinds with it)
     except ImportError as e:
-        backend_unavailable("kubernetes (fake API server)", f"{e.name} is not installed: pip install kubernetes jsonschema")
+        backend_unavailable("kubernetes (fake API server)", f"{e.name} is not installed: pip install kubernetes jsonschema kubernetes-validate")
     base = tmp_path_factory.mktemp("fakekube")
     port = free_port()
     argv = [sys.executable, str(HERE / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),

@@ -4,12 +4,13 @@ GPUs, devices, named resources (node selectors), ports and long names."""
 from pathlib import Path
 from typing import Any, Dict
 
+from fakekube.schemas import KUBE_VERSION  # beside this file
 from tx.specs import AppDef, BindMount, DeviceMount, Resource, RetryPolicy, Role, VolumeMount, macros
 
 HERE = Path(__file__).resolve().parent
 SCHEMAS = HERE / "data" / "schemas"
 
-K8S_VERSION = "1.37.0"
+K8S_VERSION = KUBE_VERSION  # the version the fake API server validates against, too
 
 
 def need(module: str) -> Any:

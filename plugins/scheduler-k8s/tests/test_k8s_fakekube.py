@@ -1,0 +1,109 @@
+"""The fake API server answers as a real one of Kubernetes ``KUBE_VERSION`` does: what it is
+sent is validated against that version's OpenAPI schemas (core kinds, with
+kubernetes-validate) and the vendored CRDs, and a request that does not validate gets 422
+``Invalid`` naming the field, through tx's own client."""
+import copy
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, Tuple
+
+import pytest
+
+from k8s_apps import apps, role
+from k8s_kubeconfig import ADMIN_TOKEN
+from tx.specs import AppDef
+from tx_scheduler_k8s import kubernetes_jobset_scheduler, kubernetes_mcad_scheduler, kubernetes_scheduler
+from tx_scheduler_k8s._client import Kube, KubeError
+
+APPS = apps()
+
+
+def resource(module: Any, app: AppDef, **cfg: Any) -> Dict[str, Any]:
+    return module.create_scheduler("t").submit_dryrun(app, cfg).request.resource
+
+
+def volcano() -> Dict[str, Any]:
+    return resource(kubernetes_scheduler, APPS["all_mounts"], queue="default")
+
+
+def jobset() -> Dict[str, Any]:
+    return resource(kubernetes_jobset_scheduler, AppDef("js", roles=[role(replicas=2)]))
+
+
+def appwrapper() -> Dict[str, Any]:
+    return resource(kubernetes_mcad_scheduler, APPS["ports"])
+
+
+def refused(fake_cluster: Dict[str, Any], plural: str, obj: Dict[str, Any]) -> str:
+    """The one-line error of creating ``obj`` (which must be refused with 422 Invalid)."""
+    group, version = obj["apiVersion"].split("/")
+    with pytest.raises(KubeError) as e:
+        Kube().create_object(group, version, plural, "default", obj)
+    assert e.value.status == 422 and e.value.reason == "Invalid", str(e.value)
+    assert "Traceback" not in str(e.value)
+    return str(e.value)
+
+
+def _container(obj: Dict[str, Any]) -> Dict[str, Any]:
+    return obj["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("make,plural,change,field", [
+    # a misspelt container field in a Volcano task's pod template: the core Pod schema
+    (volcano, "jobs", lambda o: _container(o).update(resource={}),
+     "spec.tasks[0].template.spec.containers[0]: Additional properties are not allowed ('resource'"),
+    # a port number as a string, in a JobSet's Job template
+    (jobset, "jobsets", lambda o: o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+     ["containers"][0].update(ports=[{"containerPort": "8080"}]),
+     "spec.replicatedJobs[0].template.spec.template.spec.containers[0].ports[0].containerPort: '8080' is not of type"),
+    # a Service in an AppWrapper with an unknown field
+    (appwrapper, "appwrappers", lambda o: o["spec"]["resources"]["GenericItems"][-1]["generictemplate"]["spec"]
+     .update(clusterIp="None"),
+     "generictemplate.spec: Additional properties are not allowed ('clusterIp'"),
+    # a label value longer than 63 characters (ObjectMeta validation)
+    (volcano, "jobs", lambda o: o["metadata"]["labels"].update({"tx.pytorch.org/app-name": "a" * 64}),
+     'metadata.labels: Invalid value: "' + "a" * 64),
+    # a label key with two slashes in a pod template
+    (jobset, "jobsets", lambda o: o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]
+     ["labels"].update({"a/b/c": "x"}), "template.spec.template.metadata.labels: Invalid value: \"a/b/c\""),
+    # the CRD's own schema: an unknown field of the Volcano Job spec
+    (volcano, "jobs", lambda o: o["spec"].update(minAvaliable=1),
+     "spec: Additional properties are not allowed ('minAvaliable'"),
+])
+def test_an_invalid_object_is_422_naming_the_field(fake_cluster: Dict[str, Any], make: Callable[[], Dict[str, Any]],
+                                                   plural: str, change: Callable[[Dict[str, Any]], None],
+                                                   field: str) -> None:
+    obj = make()
+    group, version = obj["apiVersion"].split("/")
+    Kube().create_object(group, version, plural, "default", copy.deepcopy(obj))  # valid as tx makes it
+    Kube().delete_object(group, version, plural, "default", obj["metadata"]["name"])
+    obj["metadata"]["name"] += "-bad"
+    change(obj)
+    assert field in refused(fake_cluster, plural, obj)
+
+
+def post(fake_cluster: Dict[str, Any], path: str, obj: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
+    """POST ``obj`` as JSON, as any client may (the official client checks field names
+    itself, so it cannot send a misspelt one)."""
+    req = urllib.request.Request(fake_cluster["url"] + path, data=json.dumps(obj).encode(), method="POST",
+                                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize("plural,obj,field", [
+    ("services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc-bad"}, "spec": {"clusterIp": "None"}},
+     "spec: Additional properties are not allowed ('clusterIp'"),
+    ("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-bad"},
+              "spec": {"containers": [{"name": "c", "image": "busybox", "command": "sh"}]}},
+     "spec.containers[0].command: 'sh' is not of type 'array'"),
+])
+def test_core_kinds_are_validated(fake_cluster: Dict[str, Any], plural: str, obj: Dict[str, Any], field: str) -> None:
+    """A Service and a Pod sent on their own: the strict core schemas of the stated version."""
+    code, body = post(fake_cluster, f"/api/v1/namespaces/default/{plural}", obj)
+    assert code == 422 and body["kind"] == "Status" and body["reason"] == "Invalid", body
+    assert field in body["message"] and obj["kind"] in body["message"], body["message"]
