@@ -54,3 +54,7 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
                 os.environ["KUBECONFIG"] = old
     finally:
         svc.stop()
+    # the server validates every status its controllers write, as the API server validates a
+    # controller's status update: one that its schema rejects is a bug of the fake
+    invalid = [ln for ln in svc.log.read_text(errors="replace").splitlines() if ln.startswith("INVALID STATUS")]
+    assert not invalid, f"the fake API server wrote {len(invalid)} invalid status(es), first: {invalid[0]}"

@@ -1,18 +1,22 @@
 """The fake API server answers as a real one of Kubernetes ``KUBE_VERSION`` does: what it is
 sent is validated against that version's OpenAPI schemas (core kinds, with
 kubernetes-validate) and the vendored CRDs, and a request that does not validate gets 422
-``Invalid`` naming the field, through tx's own client."""
+``Invalid`` naming the field, through tx's own client; and the statuses the server writes
+itself validate against the same schemas."""
 import copy
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
-from k8s_apps import apps, role
+from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
 from k8s_kubeconfig import ADMIN_TOKEN
-from tx.specs import AppDef
+from tx.specs import AppDef, AppState, Resource, Role
 from tx_scheduler_k8s import kubernetes_jobset_scheduler, kubernetes_mcad_scheduler, kubernetes_scheduler
 from tx_scheduler_k8s._client import Kube, KubeError
 
@@ -107,3 +111,75 @@ def test_core_kinds_are_validated(fake_cluster: Dict[str, Any], plural: str, obj
     code, body = post(fake_cluster, f"/api/v1/namespaces/default/{plural}", obj)
     assert code == 422 and body["kind"] == "Status" and body["reason"] == "Invalid", body
     assert field in body["message"] and obj["kind"] in body["message"], body["message"]
+
+
+def sh(name: str, script: str, replicas: int = 1) -> Role:
+    return Role(name, image="busybox:1.36", entrypoint="sh", args=["-c", script], num_replicas=replicas,
+                resource=Resource(cpu=1, gpu=0, memMB=64))
+
+
+#: (group, version, plural) of the objects whose status the fake writes, besides pods
+STATUS_KINDS = [("batch.volcano.sh", "v1alpha1", "jobs"), ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+                ("kueue.x-k8s.io", "v1beta1", "workloads"), ("workload.codeflare.dev", "v1beta1", "appwrappers")]
+
+
+def test_every_status_the_server_writes_validates(fake_cluster: Dict[str, Any]) -> None:
+    """A few apps' lifetimes on each scheduler (succeeding, failing, cancelled, queued by
+    Kueue), their objects read every 50 ms: every distinct status seen validates against the
+    vendored CRD (status schema included, unknown fields rejected) or, for pods and Jobs,
+    Kubernetes' own schema; and the server's own audit of every status it wrote found none
+    invalid."""
+    from fakekube.schemas import load_crds
+
+    kv = need("kubernetes_validate")
+    crds = load_crds(str(SCHEMAS))
+    kube = Kube()
+    seen: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for group, version, plural in STATUS_KINDS:
+                for obj in kube.list_objects(group, version, plural, "default", ""):
+                    seen.setdefault((f"{group}/{version}/{plural}", json.dumps(obj.get("status"), sort_keys=True)), obj)
+            for pod in kube.list_pods("default", ""):
+                seen.setdefault(("v1/pods", json.dumps(pod.get("status"), sort_keys=True)), pod)
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    runs = [
+        (kubernetes_scheduler, {"queue": "default"}, [sh("ok", "echo hi", 2)], AppState.SUCCEEDED),
+        (kubernetes_scheduler, {"queue": "default"}, [sh("bad", "exit 3")], AppState.FAILED),
+        (kubernetes_jobset_scheduler, {"queue": "user-queue"}, [sh("ok", "echo hi", 2)], AppState.SUCCEEDED),
+        (kubernetes_jobset_scheduler, {}, [sh("bad", "exit 3")], AppState.FAILED),
+        (kubernetes_jobset_scheduler, {"queue": "user-queue"}, [sh("slow", "sleep 60")], AppState.CANCELLED),
+        (kubernetes_mcad_scheduler, {}, [sh("ok", "echo hi", 2)], AppState.SUCCEEDED),
+        (kubernetes_mcad_scheduler, {}, [sh("bad", "exit 3")], AppState.FAILED),
+    ]
+    try:
+        for module, cfg, roles, want in runs:
+            sched = module.create_scheduler("tx")
+            app_id = sched.submit(AppDef("st", roles=roles), cfg)
+            if want == AppState.CANCELLED:
+                deadline = time.monotonic() + 30
+                while sched.describe(app_id).state != AppState.RUNNING and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                sched.cancel(app_id)
+            desc = sched.wait(app_id, timeout=60, poll_interval=0.2)
+            assert desc is not None and desc.state == want, (module.__name__, desc)
+            time.sleep(0.2)  # the poller sees the final status
+    finally:
+        stop.set()
+        poller.join()
+    kinds = {res for res, _ in seen}
+    assert kinds == {"v1/pods"} | {f"{g}/{v}/{p}" for g, v, p in STATUS_KINDS}, kinds
+    for (res, _), obj in seen.items():
+        if res == "v1/pods":
+            kv.validate(obj, K8S_VERSION, strict=True)
+            continue
+        errors = list(crds[res][1].iter_errors(obj))
+        assert not errors, f"{res} {obj['metadata']['name']}: {errors[0].message} at {list(errors[0].absolute_path)}"
+    invalid = [ln for ln in Path(fake_cluster["log"]).read_text(errors="replace").splitlines()
+               if ln.startswith("INVALID STATUS")]
+    assert not invalid, invalid

@@ -189,7 +189,8 @@ class JobSetController:
             if bool(j["spec"].get("suspend")) != suspend:
                 j["spec"]["suspend"] = suspend
                 self.store.touch(j)
-        set_condition(js, "Suspended", "True" if suspend else "False", "SuspendedJobs" if suspend else "ResumeJobs", "")
+        set_condition(js, "Suspended", "True" if suspend else "False", "SuspendedJobs" if suspend else "ResumeJobs",
+                      "jobset is suspended" if suspend else "jobset is resumed", style="meta")
         failed = [j for j in jobs if _cond_true(j, "Failed")]
         if failed:
             maxr = int((js["spec"].get("failurePolicy") or {}).get("maxRestarts", 0))
@@ -203,10 +204,10 @@ class JobSetController:
                     (c.get("message", "") for c in failed[0]["status"].get("conditions", []) if c["type"] == "Failed"), "")
                 for j in jobs:
                     j["spec"]["suspend"] = True  # stops the other Jobs' pods
-                set_condition(js, "Failed", "True", "FailedJobs", msg)
+                set_condition(js, "Failed", "True", "FailedJobs", msg, style="meta")
                 st["terminalState"] = "Failed"
         elif jobs and all(_cond_true(j, "Complete") for j in jobs):
-            set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully")
+            set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully", style="meta")
             st["terminalState"] = "Completed"
         st["replicatedJobsStatus"] = [
             {"name": rj["name"], "ready": 0, "suspended": sum(1 for j in jobs if j["spec"].get("suspend")),
@@ -246,13 +247,14 @@ class KueueController:
                 if not js["spec"].get("suspend"):
                     js["spec"]["suspend"] = True
                     self.store.touch(js)
-                set_condition(wl, "Evicted", "True", "Deactivated", "The workload is deactivated")
-                set_condition(wl, "QuotaReserved", "False", "Pending", "The workload is deactivated")
+                set_condition(wl, "Evicted", "True", "Deactivated", "The workload is deactivated", style="meta")
+                set_condition(wl, "QuotaReserved", "False", "Pending", "The workload is deactivated", style="meta")
                 continue
             if _cond_true(wl, "Admitted"):
                 continue
             if not self.store.exists(LOCALQUEUES, ns, queue):
-                set_condition(wl, "QuotaReserved", "False", "Inadmissible", f"LocalQueue {queue} doesn't exist")
+                set_condition(wl, "QuotaReserved", "False", "Inadmissible", f"LocalQueue {queue} doesn't exist",
+                              style="meta")
                 self.store.touch(wl)
                 continue
             need: Dict[str, int] = {}
@@ -268,11 +270,13 @@ class KueueController:
                 k = short[0]
                 set_condition(wl, "QuotaReserved", "False", "Pending",
                               f"couldn't assign flavors to pod set {wl['spec']['podSets'][0]['name']}: insufficient "
-                              f"unused quota for {k} in flavor default-flavor, {need[k] - free.get(k, 0)} more needed")
+                              f"unused quota for {k} in flavor default-flavor, {need[k] - free.get(k, 0)} more needed",
+                              style="meta")
                 self.store.touch(wl)
                 continue
-            set_condition(wl, "QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-queue")
-            set_condition(wl, "Admitted", "True", "Admitted", "The workload is admitted")
+            set_condition(wl, "QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-queue",
+                          style="meta")
+            set_condition(wl, "Admitted", "True", "Admitted", "The workload is admitted", style="meta")
             js["spec"]["suspend"] = False
             self.store.touch(wl)
             self.store.touch(js)

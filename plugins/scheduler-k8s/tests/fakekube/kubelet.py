@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -219,17 +220,20 @@ class Kubelet:
             uid = pod["metadata"]["uid"]
             if pod["spec"].get("nodeName") and uid not in self.containers and st.get("phase") == "Pending":
                 d = tempfile.mkdtemp(prefix=pod["metadata"]["name"][:40] + "-", dir=self.workdir)
-                name = pod["spec"]["containers"][0]["name"]
+                c0 = pod["spec"]["containers"][0]
+                # what a kubelet reports of the container's image (its digest made up from its name)
+                image = {"name": c0["name"], "image": c0.get("image", ""),
+                         "imageID": f"{c0.get('image', '')}@sha256:{hashlib.sha256(c0.get('image', '').encode()).hexdigest()}"}
                 try:
                     self.containers[uid] = Container(pod, d)
                 except OSError as e:
-                    st.update(phase="Failed", containerStatuses=[{"name": name, "ready": False, "restartCount": 0, "state": {
+                    st.update(phase="Failed", containerStatuses=[{**image, "ready": False, "restartCount": 0, "state": {
                         "terminated": {"exitCode": 128, "reason": "StartError", "message": str(e),
                                        "startedAt": now(), "finishedAt": now()}}}])
                     self.store.touch(pod)
                     continue
                 st.update(phase="Running", startTime=now(), hostIP="127.0.0.1", podIP="127.0.0.1",
-                          containerStatuses=[{"name": name, "ready": True, "restartCount": 0, "image": "",
+                          containerStatuses=[{**image, "ready": True, "restartCount": 0,
                                               "state": {"running": {"startedAt": self.containers[uid].started}}}])
                 set_condition(pod, "Ready", "True", "", "")
                 self.store.touch(pod)
@@ -278,18 +282,34 @@ def node_label(node: Node, key: str) -> str:
     return {"kubernetes.io/hostname": node.name, "node.kubernetes.io/instance-type": "fake.large"}.get(key, "")
 
 
-def set_condition(obj: Dict[str, Any], type_: str, status: str, reason: str, message: str) -> None:
-    """Set a condition of ``obj.status.conditions`` (lastTransitionTime moves on change)."""
+def set_condition(obj: Dict[str, Any], type_: str, status: str, reason: str, message: str, style: str = "pod") -> None:
+    """Set a condition of ``obj.status.conditions`` (its transition time moves on change),
+    shaped as the object's schema wants it (``style``):
+
+    * ``pod``: a Pod's or Job's condition (``reason`` and ``message`` only when set);
+    * ``meta``: ``metav1.Condition`` (JobSet, Kueue): ``reason`` (CamelCase, required) and
+      ``message`` (possibly empty) always there;
+    * ``mcad``: an AppWrapper's condition: ``lastTransitionMicroTime`` and
+      ``lastUpdateMicroTime`` instead of ``lastTransitionTime``.
+    """
     conds = obj.setdefault("status", {}).setdefault("conditions", [])
-    new = {"type": type_, "status": status, "lastTransitionTime": now()}
-    if reason:
-        new["reason"] = reason
-    if message:
-        new["message"] = message
+    stamp = "lastTransitionMicroTime" if style == "mcad" else "lastTransitionTime"
+    new = {"type": type_, "status": status, stamp: now()}
+    if style == "meta":
+        if not reason:
+            raise ValueError(f"condition {type_} needs a reason")
+        new.update(reason=reason, message=message)
+    else:
+        if reason:
+            new["reason"] = reason
+        if message:
+            new["message"] = message
+    if style == "mcad":
+        new["lastUpdateMicroTime"] = new[stamp]
     for i, c in enumerate(conds):
         if c["type"] == type_:
             if c["status"] == status:
-                new["lastTransitionTime"] = c["lastTransitionTime"]
+                new[stamp] = c[stamp]
             conds[i] = new
             return
     conds.append(new)

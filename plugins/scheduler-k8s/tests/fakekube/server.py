@@ -24,7 +24,9 @@ pod and Job templates inside Volcano Jobs, JobSets and AppWrappers against the c
 schemas (a real cluster rejects those when its controller creates the pods; here the
 create fails at once, so the test that sent it fails). Unknown fields are rejected, as with
 ``fieldValidation=Strict``. A create ignores ``status`` and a patch of the main resource
-keeps it (every kind served has a status subresource).
+keeps it (every kind served has a status subresource). The statuses its own controllers
+write are validated against the same schemas after each reconcile pass; one that does not
+validate is a bug of the fake, printed as an ``INVALID STATUS`` line (the tests fail on it).
 
 Errors are ``Status`` objects with the API server's codes and reasons: 401 without a
 token, 403 ``Forbidden`` for a verb the token's user may not use, 404 ``NotFound`` (also
@@ -92,6 +94,7 @@ class Cluster:
         self.crds = load_crds(args.schemas)
         self.core = CoreSchemas(KUBE_VERSION)
         self.store.check = self.problem
+        self._audited: Dict[Tuple[str, str, str], Tuple[str, str]] = {}  # object -> (resourceVersion, status) checked
         self.users: Dict[str, Tuple[str, Optional[set]]] = {}
         for spec in args.token or []:
             user, _, rest = spec.partition("=")
@@ -108,9 +111,27 @@ class Cluster:
                     for c in self.controllers:
                         c.sync()
                     self.kubelet.sync()
+                    self._audit()
             except Exception:  # noqa: BLE001 - a controller bug must show, not stop the cluster
                 traceback.print_exc()
             time.sleep(0.05)
+
+    def _audit(self) -> None:
+        """Validate every object whose status the fake's controllers changed (lock held), as
+        the API server validates a controller's status update: a status the schema rejects
+        is a bug of the fake, written to stderr as ``INVALID STATUS <resource> <name>:
+        <why>`` (the tests' fixture fails on such a line)."""
+        for (resource, ns, name), obj in self.store.objects.items():
+            rv = obj["metadata"].get("resourceVersion")
+            key = (resource, ns, name)
+            if self._audited.get(key, ("",))[0] == rv:
+                continue
+            digest = json.dumps(obj.get("status"), sort_keys=True)
+            if self._audited.get(key, ("", ""))[1] != digest:
+                why = self.problem(resource, obj)
+                if why:
+                    sys.stderr.write(f"INVALID STATUS {resource} {ns}/{name}: {why}\n")
+            self._audited[key] = (rv, digest)
 
     def problem(self, resource: str, obj: Dict[str, Any]) -> Optional[str]:
         """What the API server of Kubernetes :data:`KUBE_VERSION` rejects in ``obj``
