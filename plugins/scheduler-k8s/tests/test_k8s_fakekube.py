@@ -183,3 +183,17 @@ def test_every_status_the_server_writes_validates(fake_cluster: Dict[str, Any]) 
     invalid = [ln for ln in Path(fake_cluster["log"]).read_text(errors="replace").splitlines()
                if ln.startswith("INVALID STATUS")]
     assert not invalid, invalid
+
+
+def test_pod_logs_are_one_stream(fake_cluster: Dict[str, Any]) -> None:
+    """stdout and stderr in one log, and ``stream`` ignored, as by an API server without the
+    alpha feature gate PodLogsQuerySplitStreams."""
+    sched = kubernetes_scheduler.create_scheduler("tx")
+    app_id = sched.submit(AppDef("logs", roles=[sh("w", "echo out; sleep 0.2; echo err >&2; sleep 0.2; echo out2")]), {"queue": "default"})
+    assert sched.wait(app_id, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED
+    pod = Kube().list_pods("default", f"volcano.sh/job-name={app_id.split(':')[1]}")[0]["metadata"]["name"]
+    for query in ("", "?stream=Stdout", "?stream=Stderr"):
+        req = urllib.request.Request(f"{fake_cluster['url']}/api/v1/namespaces/default/pods/{pod}/log{query}",
+                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.read().decode().splitlines() == ["out", "err", "out2"], query

@@ -9,7 +9,9 @@ response shapes (https://kubernetes.io/docs/reference/using-api/api-concepts/):
 * ``/api/v1/namespaces/{ns}``: GET;
 * ``/api/v1/namespaces/{ns}/{pods,services}[/{name}]``: POST, GET (one, or a list with
   ``labelSelector``), DELETE; ``/pods/{name}/log`` with ``follow``, ``timestamps``,
-  ``sinceSeconds``, ``tailLines``, ``stream`` (Stdout/Stderr/All), streamed chunked;
+  ``sinceSeconds``, ``tailLines``, streamed chunked: stdout and stderr in one log, as a
+  cluster without alpha features keeps it (``stream`` is ignored, as without the alpha
+  feature gate ``PodLogsQuerySplitStreams``);
 * ``/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}]``: POST, GET, LIST, DELETE
   (``propagationPolicy``: dependents go too) and PATCH (``application/merge-patch+json``)
   of the custom resources whose CRDs are in ``--schemas`` (Volcano, JobSet, Kueue, MCAD)
@@ -383,9 +385,8 @@ class Handler(BaseHTTPRequestHandler):
         cname = pod["spec"]["containers"][0]["name"]
         if c is None:
             raise ApiError(400, "BadRequest", f'container "{cname}" in pod "{name}" is waiting to start: ContainerCreating')
-        stream = q.get("stream", "All")
-        if stream not in ("All", "Stdout", "Stderr"):
-            raise ApiError(422, "Invalid", f"stream: Unsupported value: {stream!r}")
+        # ``stream`` (Stdout/Stderr) is ignored, as by an API server without the alpha feature
+        # gate PodLogsQuerySplitStreams (it does not pass it on to the kubelet): one log
         follow = q.get("follow") == "true"
         stamps = q.get("timestamps") == "true"
         since = None
@@ -399,9 +400,7 @@ class Handler(BaseHTTPRequestHandler):
 
         def pick(records: List[Tuple[str, str, bytes]]) -> bytes:
             out = []
-            for ts, s, line in records:
-                if stream != "All" and s != stream:
-                    continue
+            for ts, _, line in records:
                 if since is not None and _epoch(ts) < since:
                     continue
                 out.append((ts.encode() + b" " if stamps else b"") + line)
