@@ -36,7 +36,8 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
     port = free_port()
     argv = [sys.executable, str(HERE / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
             "--schemas", str(SCHEMAS), "--token", f"admin={ADMIN_TOKEN}", "--token", f"viewer={VIEWER_TOKEN}:get,list",
-            "--namespace", "team-a", "--localqueue", "default/user-queue", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi"]
+            "--namespace", "team-a", "--localqueue", "default/user-queue", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi",
+            "--cluster-queue", "cpu=16,memory=64Gi,nvidia.com/gpu=0"]  # Kueue's quota: less than the nodes have
     svc = ServiceProcess.start(argv, log=base / "server.log")
     try:
         wait_for(lambda: port_open(port), timeout=30, what="the fake API server to listen", service=svc)

@@ -109,6 +109,27 @@ def test_pending_in_kueue_says_why(sched: KubernetesJobSetScheduler) -> None:
     assert wait(sched, app_id).state == AppState.CANCELLED
 
 
+def test_kueue_admits_by_cluster_queue_quota(sched: KubernetesJobSetScheduler) -> None:
+    """The ClusterQueue's nominal quota (16 cpu, conftest.py) decides, not the free nodes
+    (2 x 64 cpu): 20 cpu wait although they fit the nodes; of two apps of 10 cpu the second
+    waits for the first's quota and runs when the first ends."""
+    big = Resource(cpu=10, gpu=0, memMB=64)
+    too_big = submit(sched, sh("trainer", "echo never", 2, resource=big))
+    desc = wait_msg(sched, too_big, "insufficient")
+    assert desc.state == AppState.PENDING, desc
+    assert "insufficient unused quota for cpu in flavor default-flavor, 4 more needed" in desc.msg, desc.msg
+    sched.cancel(too_big)
+    first = submit(sched, sh("trainer", "sleep 3", 1, resource=big))
+    deadline = time.monotonic() + 30
+    while sched.describe(first).state != AppState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = submit(sched, sh("trainer", "echo second", 1, resource=big))
+    desc = wait_msg(sched, second, "insufficient")
+    assert desc.state == AppState.PENDING and "for cpu in flavor default-flavor, 4 more needed" in desc.msg, desc.msg
+    assert wait(sched, first).state == AppState.SUCCEEDED
+    assert wait(sched, second).state == AppState.SUCCEEDED
+
+
 def test_unknown_local_queue(sched: KubernetesJobSetScheduler) -> None:
     app_id = submit(sched, sh("trainer", "echo never"), queue="no-such-queue")
     desc = wait_msg(sched, app_id, "doesn't exist")

@@ -54,7 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
-from kubelet import Kubelet, Node, _mib
+from kubelet import Kubelet, Node, _mib, _milli
 from schemas import KUBE_VERSION, CoreSchemas, first_error, load_crds, meta_error
 from store import Store, now
 from jobset import JobController, JobSetController, KueueController
@@ -85,7 +85,11 @@ class Cluster:
         cap = {"cpu": int(args.node_cpu * 1000), "memory": _mib(args.node_memory), "nvidia.com/gpu": args.node_gpu,
                "pods": 110}
         self.kubelet = Kubelet(self.store, [Node(f"node{i + 1}", dict(cap)) for i in range(args.nodes)], args.workdir)
-        self.controllers = [VolcanoController(self.store, self.kubelet), KueueController(self.store, self.kubelet),
+        quota = {"cpu": 0, "memory": 0, "nvidia.com/gpu": 0}
+        for item in filter(None, (args.cluster_queue or "").split(",")):
+            k, _, v = item.partition("=")
+            quota[k] = _milli(v) if k == "cpu" else _mib(v) if k == "memory" else int(v)
+        self.controllers = [VolcanoController(self.store, self.kubelet), KueueController(self.store, self.kubelet, quota),
                             JobSetController(self.store, self.kubelet), JobController(self.store, self.kubelet),
                             MCADController(self.store, self.kubelet)]
         for spec in args.localqueue or []:
@@ -461,6 +465,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--node-cpu", type=float, default=8)
     ap.add_argument("--node-memory", default="16Gi")
     ap.add_argument("--node-gpu", type=int, default=0)
+    ap.add_argument("--cluster-queue", default="cpu=16,memory=64Gi,nvidia.com/gpu=0",
+                    help="nominal quota of Kueue's ClusterQueue cluster-queue (flavor default-flavor), as "
+                         "RESOURCE=QUANTITY,...: Kueue admits by it, not by free node capacity")
     args = ap.parse_args(argv)
     cluster = Cluster(args)
     Handler.cluster = cluster
