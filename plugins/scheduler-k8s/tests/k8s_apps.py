@@ -56,3 +56,11 @@ def apps() -> Dict[str, AppDef]:
         "long_role_name": AppDef("x", roles=[role("r" * 40, replicas=3)]),
         "odd_names": AppDef("My App!", roles=[role("Trainer_Main"), role("eval.step")]),
     }
+
+
+def shared(directory: Any) -> list:
+    """The mounts of a retry test's replicas that keep a marker file across attempts: a
+    hostPath volume at the same path, as pods on one node of a real cluster share it (the
+    fake kubelet gives pods nothing else in common on the host)."""
+    return [BindMount(str(directory), str(directory))]
+

@@ -197,3 +197,15 @@ def test_pod_logs_are_one_stream(fake_cluster: Dict[str, Any]) -> None:
                                      headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert resp.read().decode().splitlines() == ["out", "err", "out2"], query
+
+
+def test_pods_share_no_directory(fake_cluster: Dict[str, Any]) -> None:
+    """Each pod runs in a directory of its own (working directory, HOME, TMPDIR): what one
+    replica writes there the other does not see."""
+    sched = kubernetes_scheduler.create_scheduler("tx")
+    script = ('touch "mine-$TX_REPLICA_ID" "$HOME/home-$TX_REPLICA_ID" "$TMPDIR/tmp-$TX_REPLICA_ID"; sleep 1; '
+              'for f in * "$HOME"/* "$TMPDIR"/*; do basename "$f"; done | sort -u')
+    app_id = sched.submit(AppDef("private", roles=[sh("w", script, 2)]), {"queue": "default"})
+    assert sched.wait(app_id, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED
+    for k in (0, 1):
+        assert list(sched.log_iter(app_id, "w", k)) == [f"home-{k}\n", f"mine-{k}\n", f"tmp-{k}\n"]

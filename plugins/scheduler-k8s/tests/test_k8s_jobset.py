@@ -8,6 +8,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
+from k8s_apps import shared
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_jobset_scheduler import (
@@ -140,7 +141,7 @@ def test_replica_retry_reruns_only_that_index(sched: KubernetesJobSetScheduler, 
     marker = tmp_path / "once"
     script = (f'if [ "$TX_REPLICA_ID" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 5; fi; '
               'echo done ${replica_id}')
-    app_id = submit(sched, sh("w", script, 2, max_retries=1, retry_policy="REPLICA"))
+    app_id = submit(sched, sh("w", script, 2, max_retries=1, retry_policy="REPLICA", mounts=shared(tmp_path)))
     desc = wait(sched, app_id)
     assert desc.state == AppState.SUCCEEDED, desc
     assert desc.num_restarts == 0
@@ -150,7 +151,7 @@ def test_replica_retry_reruns_only_that_index(sched: KubernetesJobSetScheduler, 
 def test_application_retry_restarts_the_jobset(sched: KubernetesJobSetScheduler, tmp_path: Path) -> None:
     marker = tmp_path / "once"
     script = f'if [ -e {marker} ]; then echo second; else touch {marker}; exit 1; fi'
-    app_id = submit(sched, sh("w", script, 2, max_retries=1))
+    app_id = submit(sched, sh("w", script, 2, max_retries=1, mounts=shared(tmp_path)))
     desc = wait(sched, app_id)
     assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1, desc
 
