@@ -29,13 +29,15 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
     try:
         import jsonschema  # noqa: F401
         import kubernetes  # noqa: F401
+        import kubernetes_validate  # noqa: F401  (the server validates core kinds with it)
     except ImportError as e:
-        backend_unavailable("kubernetes (fake API server)", f"{e.name} is not installed: pip install kubernetes jsonschema")
+        backend_unavailable("kubernetes (fake API server)", f"{e.name} is not installed: pip install kubernetes jsonschema kubernetes-validate")
     base = tmp_path_factory.mktemp("fakekube")
     port = free_port()
     argv = [sys.executable, str(HERE / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
             "--schemas", str(SCHEMAS), "--token", f"admin={ADMIN_TOKEN}", "--token", f"viewer={VIEWER_TOKEN}:get,list",
-            "--namespace", "team-a", "--localqueue", "default/user-queue", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi"]
+            "--namespace", "team-a", "--localqueue", "default/user-queue", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi",
+            "--cluster-queue", "cpu=16,memory=64Gi,nvidia.com/gpu=0"]  # Kueue's quota: less than the nodes have
     svc = ServiceProcess.start(argv, log=base / "server.log")
     try:
         wait_for(lambda: port_open(port), timeout=30, what="the fake API server to listen", service=svc)
@@ -53,3 +55,7 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
                 os.environ["KUBECONFIG"] = old
     finally:
         svc.stop()
+    # the server validates every status its controllers write, as the API server validates a
+    # controller's status update: one that its schema rejects is a bug of the fake
+    invalid = [ln for ln in svc.log.read_text(errors="replace").splitlines() if ln.startswith("INVALID STATUS")]
+    assert not invalid, f"the fake API server wrote {len(invalid)} invalid status(es), first: {invalid[0]}"

@@ -4,12 +4,13 @@ GPUs, devices, named resources (node selectors), ports and long names."""
 from pathlib import Path
 from typing import Any, Dict
 
+from fakekube.schemas import KUBE_VERSION  # beside this file
 from tx.specs import AppDef, BindMount, DeviceMount, Resource, RetryPolicy, Role, VolumeMount, macros
 
 HERE = Path(__file__).resolve().parent
 SCHEMAS = HERE / "data" / "schemas"
 
-K8S_VERSION = "1.37.0"
+K8S_VERSION = KUBE_VERSION  # the version the fake API server validates against, too
 
 
 def need(module: str) -> Any:
@@ -55,3 +56,11 @@ def apps() -> Dict[str, AppDef]:
         "long_role_name": AppDef("x", roles=[role("r" * 40, replicas=3)]),
         "odd_names": AppDef("My App!", roles=[role("Trainer_Main"), role("eval.step")]),
     }
+
+
+def shared(directory: Any) -> list:
+    """The mounts of a retry test's replicas that keep a marker file across attempts: a
+    hostPath volume at the same path, as pods on one node of a real cluster share it (the
+    fake kubelet gives pods nothing else in common on the host)."""
+    return [BindMount(str(directory), str(directory))]
+

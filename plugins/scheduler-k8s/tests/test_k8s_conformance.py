@@ -4,13 +4,18 @@ from typing import Any, Dict
 
 import pytest
 
+from tx.schedulers import Stream
 from tx.testing import SchedulerConformance
 from tx_scheduler_k8s.kubernetes_scheduler import KubernetesScheduler, create_scheduler
+
+#: Kubernetes keeps one log per container (stdout and stderr apart only behind an alpha gate)
+LOG_STREAMS = (Stream.COMBINED,)
 
 
 class TestVolcanoConformance(SchedulerConformance):
     timeout = 90.0
     poll_interval = 0.2
+    log_streams = LOG_STREAMS
 
     @pytest.fixture
     def scheduler(self, fake_cluster: Dict[str, Any]) -> KubernetesScheduler:
@@ -33,6 +38,7 @@ class TestJobSetKueueConformance(SchedulerConformance):
 
     timeout = 90.0
     poll_interval = 0.2
+    log_streams = LOG_STREAMS
 
     @pytest.fixture
     def scheduler(self, fake_cluster: Dict[str, Any]) -> Any:
@@ -59,6 +65,7 @@ class TestMCADConformance(SchedulerConformance):
 
     timeout = 90.0
     poll_interval = 0.2
+    log_streams = LOG_STREAMS
 
     @pytest.fixture
     def scheduler(self, fake_cluster: Dict[str, Any]) -> Any:

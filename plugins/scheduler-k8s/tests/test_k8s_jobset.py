@@ -8,6 +8,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
+from k8s_apps import shared
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_jobset_scheduler import (
@@ -109,6 +110,27 @@ def test_pending_in_kueue_says_why(sched: KubernetesJobSetScheduler) -> None:
     assert wait(sched, app_id).state == AppState.CANCELLED
 
 
+def test_kueue_admits_by_cluster_queue_quota(sched: KubernetesJobSetScheduler) -> None:
+    """The ClusterQueue's nominal quota (16 cpu, conftest.py) decides, not the free nodes
+    (2 x 64 cpu): 20 cpu wait although they fit the nodes; of two apps of 10 cpu the second
+    waits for the first's quota and runs when the first ends."""
+    big = Resource(cpu=10, gpu=0, memMB=64)
+    too_big = submit(sched, sh("trainer", "echo never", 2, resource=big))
+    desc = wait_msg(sched, too_big, "insufficient")
+    assert desc.state == AppState.PENDING, desc
+    assert "insufficient unused quota for cpu in flavor default-flavor, 4 more needed" in desc.msg, desc.msg
+    sched.cancel(too_big)
+    first = submit(sched, sh("trainer", "sleep 3", 1, resource=big))
+    deadline = time.monotonic() + 30
+    while sched.describe(first).state != AppState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = submit(sched, sh("trainer", "echo second", 1, resource=big))
+    desc = wait_msg(sched, second, "insufficient")
+    assert desc.state == AppState.PENDING and "for cpu in flavor default-flavor, 4 more needed" in desc.msg, desc.msg
+    assert wait(sched, first).state == AppState.SUCCEEDED
+    assert wait(sched, second).state == AppState.SUCCEEDED
+
+
 def test_unknown_local_queue(sched: KubernetesJobSetScheduler) -> None:
     app_id = submit(sched, sh("trainer", "echo never"), queue="no-such-queue")
     desc = wait_msg(sched, app_id, "doesn't exist")
@@ -119,7 +141,7 @@ def test_replica_retry_reruns_only_that_index(sched: KubernetesJobSetScheduler, 
     marker = tmp_path / "once"
     script = (f'if [ "$TX_REPLICA_ID" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 5; fi; '
               'echo done ${replica_id}')
-    app_id = submit(sched, sh("w", script, 2, max_retries=1, retry_policy="REPLICA"))
+    app_id = submit(sched, sh("w", script, 2, max_retries=1, retry_policy="REPLICA", mounts=shared(tmp_path)))
     desc = wait(sched, app_id)
     assert desc.state == AppState.SUCCEEDED, desc
     assert desc.num_restarts == 0
@@ -129,7 +151,7 @@ def test_replica_retry_reruns_only_that_index(sched: KubernetesJobSetScheduler, 
 def test_application_retry_restarts_the_jobset(sched: KubernetesJobSetScheduler, tmp_path: Path) -> None:
     marker = tmp_path / "once"
     script = f'if [ -e {marker} ]; then echo second; else touch {marker}; exit 1; fi'
-    app_id = submit(sched, sh("w", script, 2, max_retries=1))
+    app_id = submit(sched, sh("w", script, 2, max_retries=1, mounts=shared(tmp_path)))
     desc = wait(sched, app_id)
     assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1, desc
 

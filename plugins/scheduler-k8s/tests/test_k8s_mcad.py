@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator
 import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
+from k8s_apps import shared
 from tx.specs import AppDef, AppState, InvalidRunConfigException, Resource, Role, is_terminal
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_mcad_scheduler import GROUPS, KubernetesMCADScheduler, create_scheduler
@@ -125,7 +126,7 @@ def test_pending_says_why(sched: KubernetesMCADScheduler) -> None:
 def test_requeuing_retries_the_app(sched: KubernetesMCADScheduler, tmp_path: Path) -> None:
     marker = tmp_path / "once"
     script = f'if [ -e {marker} ]; then echo second; else touch {marker}; exit 1; fi'
-    app_id = submit(sched, sh("w", script, 2, max_retries=1))
+    app_id = submit(sched, sh("w", script, 2, max_retries=1, mounts=shared(tmp_path)))
     desc = wait(sched, app_id)
     assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1, desc
 

@@ -224,18 +224,12 @@ class Kube:
                 return False
             raise
 
-    def pod_log(self, namespace: str, pod: str, *, follow: bool = False, stream: Optional[str] = None,
+    def pod_log(self, namespace: str, pod: str, *, follow: bool = False,
                 timestamps: bool = False, since_seconds: Optional[int] = None,
                 tail_lines: Optional[int] = None) -> Iterator[bytes]:
-        """The raw bytes of a pod's log, as they arrive (``follow``: until the container ends).
-
-        Args:
-            stream: ``Stdout``, ``Stderr`` or None (both, interleaved); see the
-                ``PodLogsQuerySplitStreams`` feature of Kubernetes 1.32+.
-        """
+        """The raw bytes of a pod's log (stdout and stderr interleaved, as the kubelet keeps
+        them), as they arrive (``follow``: until the container ends)."""
         kwargs: Dict[str, Any] = {"follow": follow, "timestamps": timestamps}
-        if stream:
-            kwargs["stream"] = stream
         if since_seconds is not None:
             kwargs["since_seconds"] = since_seconds
         if tail_lines is not None:

@@ -395,15 +395,19 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             regex: keep lines where it is found.
             since, until: time window (the API server's timestamps; ``since`` is also sent
                 as ``sinceSeconds``).
-            streams: ``combined`` (default: what Kubernetes keeps), ``stdout`` or ``stderr``
-                (sent as the log ``stream`` parameter, Kubernetes 1.32+ with the
-                ``PodLogsQuerySplitStreams`` feature).
+            streams: None or ``combined``: Kubernetes keeps one log per container, stdout
+                and stderr interleaved (reading them apart needs the alpha feature gate
+                ``PodLogsQuerySplitStreams``, off on a GA cluster, which ignores the request).
 
         Raises:
-            ValueError: the app has no such replica, or an unknown stream.
+            ValueError: the app has no such replica, or ``stdout``/``stderr`` (or an
+                unknown stream) was asked for.
             KubeError: the API server refused the request.
         """
         stream = Stream(streams) if streams is not None else Stream.COMBINED
+        if stream != Stream.COMBINED:
+            raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
+                             f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
         ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
         pod = self._find_pod(ns, name, role_name, k)
         if pod is None and should_tail:
@@ -416,8 +420,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         since_seconds = None
         if since is not None:
             since_seconds = max(1, int(math.ceil(time.time() - since.timestamp())))
-        api_stream = {Stream.STDOUT: "Stdout", Stream.STDERR: "Stderr"}.get(stream)
-        chunks = self.kube.pod_log(ns, pod_name, follow=should_tail, stream=api_stream,
+        chunks = self.kube.pod_log(ns, pod_name, follow=should_tail,
                                    timestamps=since is not None or until is not None, since_seconds=since_seconds)
         lines = split_lines_iterator(_decode(chunks))
         if since is not None or until is not None:

@@ -16,10 +16,12 @@ behaviour:
   exceeds its limit with ``maxFailedIndexes: 0``).
 * Kueue (https://kueue.sigs.k8s.io/docs/concepts/workload/): a suspended JobSet labelled
   ``kueue.x-k8s.io/queue-name`` gets a Workload (label ``kueue.x-k8s.io/job-uid``); it is
-  admitted when the LocalQueue exists and the pods fit the cluster's free capacity
-  (conditions ``QuotaReserved``/``Admitted``, the JobSet unsuspended), else
-  ``QuotaReserved=False`` says why; a Workload with ``spec.active: false`` is evicted
-  (the JobSet suspended).
+  admitted when the LocalQueue exists and the pods' requests fit in the ClusterQueue's
+  nominal quota left by the other admitted, unfinished Workloads (conditions
+  ``QuotaReserved``/``Admitted``, ``status.admission``, the JobSet unsuspended), else
+  ``QuotaReserved=False`` says why; a finished JobSet's Workload gets ``Finished`` (its
+  quota goes back); a Workload with ``spec.active: false`` is evicted (the JobSet
+  suspended, its quota back).
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ PODS = "v1/pods"
 SERVICES = "v1/services"
 WORKLOADS = "kueue.x-k8s.io/v1beta1/workloads"
 LOCALQUEUES = "kueue.x-k8s.io/v1beta1/localqueues"
+CLUSTERQUEUES = "kueue.x-k8s.io/v1beta1/clusterqueues"
+CLUSTER_QUEUE = "cluster-queue"
+FLAVOR = "default-flavor"
 INDEX = "batch.kubernetes.io/job-completion-index"
 QUEUE = "kueue.x-k8s.io/queue-name"
 
@@ -189,7 +194,8 @@ class JobSetController:
             if bool(j["spec"].get("suspend")) != suspend:
                 j["spec"]["suspend"] = suspend
                 self.store.touch(j)
-        set_condition(js, "Suspended", "True" if suspend else "False", "SuspendedJobs" if suspend else "ResumeJobs", "")
+        set_condition(js, "Suspended", "True" if suspend else "False", "SuspendedJobs" if suspend else "ResumeJobs",
+                      "jobset is suspended" if suspend else "jobset is resumed", style="meta")
         failed = [j for j in jobs if _cond_true(j, "Failed")]
         if failed:
             maxr = int((js["spec"].get("failurePolicy") or {}).get("maxRestarts", 0))
@@ -203,10 +209,10 @@ class JobSetController:
                     (c.get("message", "") for c in failed[0]["status"].get("conditions", []) if c["type"] == "Failed"), "")
                 for j in jobs:
                     j["spec"]["suspend"] = True  # stops the other Jobs' pods
-                set_condition(js, "Failed", "True", "FailedJobs", msg)
+                set_condition(js, "Failed", "True", "FailedJobs", msg, style="meta")
                 st["terminalState"] = "Failed"
         elif jobs and all(_cond_true(j, "Complete") for j in jobs):
-            set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully")
+            set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully", style="meta")
             st["terminalState"] = "Completed"
         st["replicatedJobsStatus"] = [
             {"name": rj["name"], "ready": 0, "suspended": sum(1 for j in jobs if j["spec"].get("suspend")),
@@ -220,18 +226,65 @@ class JobSetController:
         self.store.touch(js)
 
 
+def _quantity(resource: str, value: int) -> str:
+    """A quantity in the fake's units (cpu millicores, memory MiB, others counts) as
+    Kubernetes writes it."""
+    if resource == "cpu":
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource == "memory":
+        return f"{value}Mi"
+    return str(value)
+
+
 class KueueController:
-    def __init__(self, store: Store, kubelet: Kubelet) -> None:
+    """Kueue with one ClusterQueue (``cluster-queue``, flavor ``default-flavor``) whose
+    nominal quota covers ``quota``'s resources: a Workload is admitted when its pods'
+    requests fit in what the quota leaves after the admitted, unfinished Workloads (free
+    node capacity does not matter: the pods then wait for nodes, as on a real cluster); a
+    resource the ClusterQueue does not cover cannot be admitted."""
+
+    def __init__(self, store: Store, kubelet: Kubelet, quota: Dict[str, int]) -> None:
         self.store = store
         self.kubelet = kubelet
+        self.quota = quota
+        store.create(CLUSTERQUEUES, "", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                "coveredResources": sorted(quota), "flavors": [{"name": FLAVOR, "resources": [
+                    {"name": k, "nominalQuota": _quantity(k, v)} for k, v in sorted(quota.items())]}]}]}})
+
+    @staticmethod
+    def _need(wl: Dict[str, Any]) -> Dict[str, int]:
+        need: Dict[str, int] = {}
+        for ps in wl["spec"]["podSets"]:
+            for k, v in requests_of({"spec": ps["template"]["spec"]}).items():
+                if v:
+                    need[k] = need.get(k, 0) + v * ps["count"]
+        return need
+
+    def _usage(self) -> Dict[str, int]:
+        used: Dict[str, int] = {}
+        for wl in self.store.items(WORKLOADS):
+            if _cond_true(wl, "QuotaReserved") and not _cond_true(wl, "Finished"):
+                for k, v in self._need(wl).items():
+                    used[k] = used.get(k, 0) + v
+        return used
 
     def sync(self) -> None:
         for js in list(self.store.items(JOBSETS)):
             queue = (js["metadata"].get("labels") or {}).get(QUEUE)
-            if not queue or (js.get("status") or {}).get("terminalState"):
+            if not queue:
                 continue
             ns, uid = js["metadata"]["namespace"], js["metadata"]["uid"]
             wls = list(self.store.items(WORKLOADS, ns, f"kueue.x-k8s.io/job-uid={uid}"))
+            terminal = (js.get("status") or {}).get("terminalState")
+            if terminal:
+                for wl in wls:  # the job finished: its quota goes back
+                    if not _cond_true(wl, "Finished"):
+                        set_condition(wl, "Finished", "True", "Succeeded" if terminal == "Completed" else "Failed",
+                                      f"jobset {terminal.lower()}", style="meta")
+                        self.store.touch(wl)
+                continue
             if not wls:
                 pod_sets = [{"name": rj["name"], "count": int(rj["template"]["spec"].get("parallelism", 1)) * int(rj.get("replicas", 1)),
                              "template": rj["template"]["spec"]["template"]} for rj in js["spec"]["replicatedJobs"]]
@@ -246,33 +299,50 @@ class KueueController:
                 if not js["spec"].get("suspend"):
                     js["spec"]["suspend"] = True
                     self.store.touch(js)
-                set_condition(wl, "Evicted", "True", "Deactivated", "The workload is deactivated")
-                set_condition(wl, "QuotaReserved", "False", "Pending", "The workload is deactivated")
+                if not _cond_true(wl, "Evicted"):
+                    set_condition(wl, "Evicted", "True", "Deactivated", "The workload is deactivated", style="meta")
+                    set_condition(wl, "QuotaReserved", "False", "Pending", "The workload is deactivated", style="meta")
+                    if any(c["type"] == "Admitted" for c in wl["status"]["conditions"]):
+                        set_condition(wl, "Admitted", "False", "NoReservation", "The workload has no reservation",
+                                      style="meta")
+                    wl["status"].pop("admission", None)
+                    self.store.touch(wl)
                 continue
             if _cond_true(wl, "Admitted"):
                 continue
             if not self.store.exists(LOCALQUEUES, ns, queue):
-                set_condition(wl, "QuotaReserved", "False", "Inadmissible", f"LocalQueue {queue} doesn't exist")
+                set_condition(wl, "QuotaReserved", "False", "Inadmissible", f"LocalQueue {queue} doesn't exist",
+                              style="meta")
                 self.store.touch(wl)
                 continue
-            need: Dict[str, int] = {}
-            for ps in wl["spec"]["podSets"]:
-                for k, v in requests_of({"spec": ps["template"]["spec"]}).items():
-                    need[k] = need.get(k, 0) + v * ps["count"]
-            free: Dict[str, int] = {}
-            for node in self.kubelet.nodes:
-                for k, v in node.capacity.items():
-                    free[k] = free.get(k, 0) + v - node.used.get(k, 0)
-            short = [k for k, v in need.items() if v > free.get(k, 0)]
+            need = self._need(wl)
+            used = self._usage()
+            first = wl["spec"]["podSets"][0]["name"]
+            uncovered = sorted(k for k in need if k not in self.quota)
+            short = sorted(k for k in need if k in self.quota and used.get(k, 0) + need[k] > self.quota[k])
+            if uncovered:
+                set_condition(wl, "QuotaReserved", "False", "Pending",
+                              f"couldn't assign flavors to pod set {first}: resource {uncovered[0]} unavailable in "
+                              f"ClusterQueue", style="meta")
+                self.store.touch(wl)
+                continue
             if short:
                 k = short[0]
+                more = used.get(k, 0) + need[k] - self.quota[k]
                 set_condition(wl, "QuotaReserved", "False", "Pending",
-                              f"couldn't assign flavors to pod set {wl['spec']['podSets'][0]['name']}: insufficient "
-                              f"unused quota for {k} in flavor default-flavor, {need[k] - free.get(k, 0)} more needed")
+                              f"couldn't assign flavors to pod set {first}: insufficient unused quota for {k} in "
+                              f"flavor {FLAVOR}, {_quantity(k, more)} more needed", style="meta")
                 self.store.touch(wl)
                 continue
-            set_condition(wl, "QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-queue")
-            set_condition(wl, "Admitted", "True", "Admitted", "The workload is admitted")
+            wl.setdefault("status", {})["admission"] = {"clusterQueue": CLUSTER_QUEUE, "podSetAssignments": [
+                {"name": ps["name"], "count": ps["count"],
+                 "flavors": {k: FLAVOR for k, v in requests_of({"spec": ps["template"]["spec"]}).items() if v},
+                 "resourceUsage": {k: _quantity(k, v * ps["count"])
+                                   for k, v in requests_of({"spec": ps["template"]["spec"]}).items() if v}}
+                for ps in wl["spec"]["podSets"]]}
+            set_condition(wl, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}",
+                          style="meta")
+            set_condition(wl, "Admitted", "True", "Admitted", "The workload is admitted", style="meta")
             js["spec"]["suspend"] = False
             self.store.touch(wl)
             self.store.touch(js)

@@ -7,12 +7,15 @@
   JobSet) are bound all at once or not at all.
 * The kubelet runs a bound pod's container as a local process: the container's
   ``command`` + ``args`` with its ``env`` (the image is not pulled: tests use commands that
-  exist on the host, such as ``sh``), stdout and stderr captured line by line with their
-  times, so pod logs, exit codes and phases are real. Deleting a pod sends SIGTERM to its
+  exist on the host, such as ``sh``), in a directory of its own (working directory, HOME,
+  TMPDIR: what one pod writes there no other pod, and no retry, sees), stdout and stderr
+  captured line by line with their times, so pod logs, exit codes and phases are real.
+  Pods share files only through the hostPath volumes they declare (see ``volume_error``). Deleting a pod sends SIGTERM to its
   process group, then SIGKILL after the grace period.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -94,13 +97,34 @@ class Node:
             self.used[k] = self.used.get(k, 0) + sign * v
 
 
+def volume_error(pod: Dict[str, Any]) -> Optional[str]:
+    """Why the fake kubelet cannot give the container its volumes as a real one would, or
+    None. Pods run as host processes, without a mount namespace: a ``hostPath`` volume is
+    served only where it is mounted at its own path (the process then reads and writes
+    the host path, as a pod on that node does); a memory ``emptyDir`` only at
+    ``/dev/shm``; other volumes (PersistentVolumeClaims ...) not at all."""
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+    for m in pod["spec"]["containers"][0].get("volumeMounts") or []:
+        v = volumes.get(m["name"], {})
+        if "hostPath" in v and v["hostPath"].get("path") == m["mountPath"]:
+            continue
+        if "emptyDir" in v and m["mountPath"] == "/dev/shm":
+            continue
+        return (f"volume {m['name']!r} at {m['mountPath']}: the fake kubelet serves only hostPath volumes "
+                "mounted at their own path and a /dev/shm emptyDir")
+    return None
+
+
 class Container:
     """One running container: its process and its log records ``(time, stream, bytes)``."""
 
     def __init__(self, pod: Dict[str, Any], workdir: str) -> None:
         c = pod["spec"]["containers"][0]
         argv = list(c.get("command") or []) + list(c.get("args") or [])
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": workdir,
+        # the pod's own directory is its working directory, home and temporary directory:
+        # pods share nothing through the host's file system but the hostPath volumes they
+        # declare (see :func:`volume_error`)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": workdir, "TMPDIR": workdir,
                "HOSTNAME": pod["spec"].get("hostname") or pod["metadata"]["name"]}
         for e in c.get("env") or []:
             if "value" in e:
@@ -219,17 +243,23 @@ class Kubelet:
             uid = pod["metadata"]["uid"]
             if pod["spec"].get("nodeName") and uid not in self.containers and st.get("phase") == "Pending":
                 d = tempfile.mkdtemp(prefix=pod["metadata"]["name"][:40] + "-", dir=self.workdir)
-                name = pod["spec"]["containers"][0]["name"]
+                c0 = pod["spec"]["containers"][0]
+                # what a kubelet reports of the container's image (its digest made up from its name)
+                image = {"name": c0["name"], "image": c0.get("image", ""),
+                         "imageID": f"{c0.get('image', '')}@sha256:{hashlib.sha256(c0.get('image', '').encode()).hexdigest()}"}
                 try:
+                    why = volume_error(pod)
+                    if why:
+                        raise OSError(why)
                     self.containers[uid] = Container(pod, d)
                 except OSError as e:
-                    st.update(phase="Failed", containerStatuses=[{"name": name, "ready": False, "restartCount": 0, "state": {
+                    st.update(phase="Failed", containerStatuses=[{**image, "ready": False, "restartCount": 0, "state": {
                         "terminated": {"exitCode": 128, "reason": "StartError", "message": str(e),
                                        "startedAt": now(), "finishedAt": now()}}}])
                     self.store.touch(pod)
                     continue
                 st.update(phase="Running", startTime=now(), hostIP="127.0.0.1", podIP="127.0.0.1",
-                          containerStatuses=[{"name": name, "ready": True, "restartCount": 0, "image": "",
+                          containerStatuses=[{**image, "ready": True, "restartCount": 0,
                                               "state": {"running": {"startedAt": self.containers[uid].started}}}])
                 set_condition(pod, "Ready", "True", "", "")
                 self.store.touch(pod)
@@ -278,18 +308,34 @@ def node_label(node: Node, key: str) -> str:
     return {"kubernetes.io/hostname": node.name, "node.kubernetes.io/instance-type": "fake.large"}.get(key, "")
 
 
-def set_condition(obj: Dict[str, Any], type_: str, status: str, reason: str, message: str) -> None:
-    """Set a condition of ``obj.status.conditions`` (lastTransitionTime moves on change)."""
+def set_condition(obj: Dict[str, Any], type_: str, status: str, reason: str, message: str, style: str = "pod") -> None:
+    """Set a condition of ``obj.status.conditions`` (its transition time moves on change),
+    shaped as the object's schema wants it (``style``):
+
+    * ``pod``: a Pod's or Job's condition (``reason`` and ``message`` only when set);
+    * ``meta``: ``metav1.Condition`` (JobSet, Kueue): ``reason`` (CamelCase, required) and
+      ``message`` (possibly empty) always there;
+    * ``mcad``: an AppWrapper's condition: ``lastTransitionMicroTime`` and
+      ``lastUpdateMicroTime`` instead of ``lastTransitionTime``.
+    """
     conds = obj.setdefault("status", {}).setdefault("conditions", [])
-    new = {"type": type_, "status": status, "lastTransitionTime": now()}
-    if reason:
-        new["reason"] = reason
-    if message:
-        new["message"] = message
+    stamp = "lastTransitionMicroTime" if style == "mcad" else "lastTransitionTime"
+    new = {"type": type_, "status": status, stamp: now()}
+    if style == "meta":
+        if not reason:
+            raise ValueError(f"condition {type_} needs a reason")
+        new.update(reason=reason, message=message)
+    else:
+        if reason:
+            new["reason"] = reason
+        if message:
+            new["message"] = message
+    if style == "mcad":
+        new["lastUpdateMicroTime"] = new[stamp]
     for i, c in enumerate(conds):
         if c["type"] == type_:
             if c["status"] == status:
-                new["lastTransitionTime"] = c["lastTransitionTime"]
+                new[stamp] = c[stamp]
             conds[i] = new
             return
     conds.append(new)

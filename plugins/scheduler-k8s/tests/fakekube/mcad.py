@@ -57,7 +57,7 @@ class MCADController:
         short = [f"{k} (requested {v}, free {free.get(k, 0)})" for k, v in need.items() if v > free.get(k, 0)]
         if short:
             set_condition(aw, "Backoff", "True", "AppWrapperNotRunnable",
-                          "Insufficient resources to dispatch AppWrapper: " + ", ".join(short))
+                          "Insufficient resources to dispatch AppWrapper: " + ", ".join(short), style="mcad")
             return False
         ns, name = aw["metadata"]["namespace"], aw["metadata"]["name"]
         ref = {"apiVersion": f"{group}/v1beta1", "kind": "AppWrapper", "name": name, "uid": aw["metadata"]["uid"],
@@ -88,7 +88,7 @@ class MCADController:
             st.setdefault("controllerfirsttimestamp", now())
             if self._dispatch(group, aw):
                 st.update(state="Running", isdispatched=True)
-                set_condition(aw, "Dispatched", "True", "AppWrapperRunnable", "AppWrapper dispatched")
+                set_condition(aw, "Dispatched", "True", "AppWrapperRunnable", "AppWrapper dispatched", style="mcad")
             self.store.touch(aw)
             return
         pods = self._pods(aw)
@@ -109,7 +109,8 @@ class MCADController:
                 for p in pods:
                     self.store.delete(PODS, aw["metadata"]["namespace"], p["metadata"]["name"])
                 st.update(state="Pending", isdispatched=False)
-                set_condition(aw, "Requeuing", "True", "PodsFailed", f"pod {failed[0]['metadata']['name']} failed")
+                set_condition(aw, "Requeuing", "True", "PodsFailed", f"pod {failed[0]['metadata']['name']} failed",
+                              style="mcad")
             else:
                 for p in pods:  # the app cannot succeed: stop the rest (MCAD's dispatchDuration would)
                     if p["status"].get("phase") in ("Pending", "Running"):

@@ -9,17 +9,31 @@ response shapes (https://kubernetes.io/docs/reference/using-api/api-concepts/):
 * ``/api/v1/namespaces/{ns}``: GET;
 * ``/api/v1/namespaces/{ns}/{pods,services}[/{name}]``: POST, GET (one, or a list with
   ``labelSelector``), DELETE; ``/pods/{name}/log`` with ``follow``, ``timestamps``,
-  ``sinceSeconds``, ``tailLines``, ``stream`` (Stdout/Stderr/All), streamed chunked;
+  ``sinceSeconds``, ``tailLines``, streamed chunked: stdout and stderr in one log, as a
+  cluster without alpha features keeps it (``stream`` is ignored, as without the alpha
+  feature gate ``PodLogsQuerySplitStreams``);
 * ``/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}]``: POST, GET, LIST, DELETE
   (``propagationPolicy``: dependents go too) and PATCH (``application/merge-patch+json``)
   of the custom resources whose CRDs are in ``--schemas`` (Volcano, JobSet, Kueue, MCAD)
   and of ``bus.volcano.sh`` Commands and ``batch/v1`` Jobs.
 
+It answers as an API server of Kubernetes 1.37 (``schemas.KUBE_VERSION``): every object
+it is sent, and every object its own controllers create, is validated before it is stored:
+core kinds (Pods, Services, Jobs, ...) against that version's OpenAPI schemas as
+kubernetes-validate carries them, custom resources against their CRDs in ``--schemas``
+(status included), labels and annotations as ObjectMeta validation checks them, and the
+pod and Job templates inside Volcano Jobs, JobSets and AppWrappers against the core
+schemas (a real cluster rejects those when its controller creates the pods; here the
+create fails at once, so the test that sent it fails). Unknown fields are rejected, as with
+``fieldValidation=Strict``. A create ignores ``status`` and a patch of the main resource
+keeps it (every kind served has a status subresource). The statuses its own controllers
+write are validated against the same schemas after each reconcile pass; one that does not
+validate is a bug of the fake, printed as an ``INVALID STATUS`` line (the tests fail on it).
+
 Errors are ``Status`` objects with the API server's codes and reasons: 401 without a
 token, 403 ``Forbidden`` for a verb the token's user may not use, 404 ``NotFound`` (also
-for an unknown namespace), 409 ``AlreadyExists``, 422 ``Invalid`` for a bad name or an
-object that its CRD's schema rejects (unknown fields are rejected, as with
-``fieldValidation=Strict``).
+for an unknown namespace), 409 ``AlreadyExists``, 422 ``Invalid`` naming the field for an
+object that does not validate (``<Kind> "<name>" is invalid: <field>: <why>``).
 
 Behind it, a fake cluster (:mod:`kubelet`, :mod:`volcano`) schedules and runs the pods as
 local processes, so phases, exit codes and logs are real. It prints ``PORT <n>`` once it
@@ -40,8 +54,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
-from kubelet import Kubelet, Node, _mib
-from schemas import load_crds
+from kubelet import Kubelet, Node, _mib, _milli
+from schemas import KUBE_VERSION, CoreSchemas, first_error, load_crds, meta_error
 from store import Store, now
 from jobset import JobController, JobSetController, KueueController
 from mcad import MCADController
@@ -71,7 +85,11 @@ class Cluster:
         cap = {"cpu": int(args.node_cpu * 1000), "memory": _mib(args.node_memory), "nvidia.com/gpu": args.node_gpu,
                "pods": 110}
         self.kubelet = Kubelet(self.store, [Node(f"node{i + 1}", dict(cap)) for i in range(args.nodes)], args.workdir)
-        self.controllers = [VolcanoController(self.store, self.kubelet), KueueController(self.store, self.kubelet),
+        quota = {"cpu": 0, "memory": 0, "nvidia.com/gpu": 0}
+        for item in filter(None, (args.cluster_queue or "").split(",")):
+            k, _, v = item.partition("=")
+            quota[k] = _milli(v) if k == "cpu" else _mib(v) if k == "memory" else int(v)
+        self.controllers = [VolcanoController(self.store, self.kubelet), KueueController(self.store, self.kubelet, quota),
                             JobSetController(self.store, self.kubelet), JobController(self.store, self.kubelet),
                             MCADController(self.store, self.kubelet)]
         for spec in args.localqueue or []:
@@ -80,6 +98,9 @@ class Cluster:
                 "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name},
                 "spec": {"clusterQueue": "cluster-queue"}})
         self.crds = load_crds(args.schemas)
+        self.core = CoreSchemas(KUBE_VERSION)
+        self.store.check = self.problem
+        self._audited: Dict[Tuple[str, str, str], Tuple[str, str]] = {}  # object -> (resourceVersion, status) checked
         self.users: Dict[str, Tuple[str, Optional[set]]] = {}
         for spec in args.token or []:
             user, _, rest = spec.partition("=")
@@ -96,9 +117,80 @@ class Cluster:
                     for c in self.controllers:
                         c.sync()
                     self.kubelet.sync()
+                    self._audit()
             except Exception:  # noqa: BLE001 - a controller bug must show, not stop the cluster
                 traceback.print_exc()
             time.sleep(0.05)
+
+    def _audit(self) -> None:
+        """Validate every object whose status the fake's controllers changed (lock held), as
+        the API server validates a controller's status update: a status the schema rejects
+        is a bug of the fake, written to stderr as ``INVALID STATUS <resource> <name>:
+        <why>`` (the tests' fixture fails on such a line)."""
+        for (resource, ns, name), obj in self.store.objects.items():
+            rv = obj["metadata"].get("resourceVersion")
+            key = (resource, ns, name)
+            if self._audited.get(key, ("",))[0] == rv:
+                continue
+            digest = json.dumps(obj.get("status"), sort_keys=True)
+            if self._audited.get(key, ("", ""))[1] != digest:
+                why = self.problem(resource, obj)
+                if why:
+                    sys.stderr.write(f"INVALID STATUS {resource} {ns}/{name}: {why}\n")
+            self._audited[key] = (rv, digest)
+
+    def problem(self, resource: str, obj: Dict[str, Any]) -> Optional[str]:
+        """What the API server of Kubernetes :data:`KUBE_VERSION` rejects in ``obj``
+        (``"<field>: <why>"``), or None: a core kind against its strict OpenAPI schema, a
+        custom resource against its CRD's schema (status included, unknown fields
+        rejected), labels and annotations as ObjectMeta validation checks them, and the
+        pod and job templates inside custom resources against the core schemas (a real
+        cluster rejects those later, when the controller creates the pods)."""
+        why = meta_error(obj.get("metadata") or {})
+        if why:
+            return why
+        crd = self.crds.get(resource)
+        if crd is not None:
+            return first_error(crd[1], obj) or self._embedded(resource, obj)
+        v = self.core.validator(resource.rsplit("/", 1)[0], BUILTIN.get(resource, ""))
+        if v is None:
+            return None
+        return first_error(v, obj)
+
+    def _embedded(self, resource: str, obj: Dict[str, Any]) -> Optional[str]:
+        spec = obj.get("spec") or {}
+        checks: List[Tuple[str, Dict[str, Any], str]] = []  # (path, object as a core kind, path prefix to cut)
+        if resource.startswith("batch.volcano.sh/"):
+            for i, t in enumerate(spec.get("tasks") or []):
+                checks.append((f"spec.tasks[{i}].template", {
+                    "apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+                    "template": t.get("template") or {}}, "template"))
+        elif resource.startswith("jobset.x-k8s.io/"):
+            for i, rj in enumerate(spec.get("replicatedJobs") or []):
+                t = rj.get("template") or {}
+                checks.append((f"spec.replicatedJobs[{i}].template", {
+                    "apiVersion": "batch/v1", "kind": "Job", "metadata": {**(t.get("metadata") or {}), "name": "t"},
+                    "spec": t.get("spec") or {}}, ""))
+        elif resource.endswith("/appwrappers"):
+            for i, item in enumerate((spec.get("resources") or {}).get("GenericItems") or []):
+                t = item.get("generictemplate") or {}
+                if t.get("kind") in ("Pod", "Service") and t.get("apiVersion") == "v1":
+                    checks.append((f"spec.resources.GenericItems[{i}].generictemplate", t, ""))
+        for path, o, cut in checks:
+            why = meta_error(o.get("metadata") or {}, "metadata")
+            if why is None:
+                v = self.core.validator(o["apiVersion"], o["kind"])
+                why = first_error(v, o) if v is not None else None
+                if why is None and "template" in o:
+                    why = meta_error((o["template"] or {}).get("metadata") or {}, "template.metadata")
+                if why is None and o["kind"] == "Job":
+                    why = meta_error(((o["spec"] or {}).get("template") or {}).get("metadata") or {},
+                                     "spec.template.metadata")
+            if why:
+                if cut and why.startswith(cut):
+                    why = why[len(cut):].lstrip(".")
+                return f"{path}.{why}" if not why.startswith("[") else f"{path}{why}"
+        return None
 
     def kind(self, resource: str) -> Optional[str]:
         if resource in BUILTIN:
@@ -234,15 +326,13 @@ class Handler(BaseHTTPRequestHandler):
                         {"name": name, "group": g, "kind": plural})
 
     def _validate(self, resource: str, obj: Dict[str, Any]) -> None:
-        crd = self.cluster.crds.get(resource)
-        if crd is None:
-            return
-        errors = sorted(crd[1].iter_errors(obj), key=lambda e: list(e.absolute_path))
-        if errors:
-            e = errors[0]
-            path = ".".join(str(p) for p in e.absolute_path) or "<root>"
-            raise ApiError(422, "Invalid", f'{crd[0]}.{resource.split("/")[0]} "{obj["metadata"].get("name", "")}" '
-                                           f"is invalid: {path}: {e.message}")
+        why = self.cluster.problem(resource, obj)
+        if why:
+            kind = self.cluster.kind(resource) or ""
+            group = resource.rsplit("/", 2)[0] if resource.count("/") == 2 else ""
+            raise ApiError(422, "Invalid", f'{kind}{"." + group if group else ""} "{obj["metadata"].get("name", "")}" '
+                                           f"is invalid: {why}", {"name": obj["metadata"].get("name", ""),
+                                                                   "kind": kind, "causes": [{"message": why}]})
 
     def _create(self, resource: str, ns: str, obj: Dict[str, Any]) -> None:
         store = self.cluster.store
@@ -259,6 +349,7 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: metadata.name: Invalid value: "{name}": '
                                            "a lowercase RFC 1123 name must consist of lower case alphanumeric "
                                            "characters or '-', and must start and end with an alphanumeric character")
+        obj.pop("status", None)  # every kind served has a status subresource: a create ignores status
         self._validate(resource, obj)
         with store.lock:
             if store.exists(resource, ns, name):
@@ -266,8 +357,9 @@ class Handler(BaseHTTPRequestHandler):
                 g = group.rsplit("/", 1)[0] if "/" in group else ""
                 raise ApiError(409, "AlreadyExists", f'{plural}{"." + g if g else ""} "{name}" already exists',
                                {"name": name, "group": g, "kind": plural})
-            obj.pop("status", None) if resource != "v1/pods" else None
-            created = store.create(resource, ns, obj)
+            if resource == "v1/pods":
+                obj["status"] = {"phase": "Pending"}
+            created = store.create(resource, ns, obj, checked=True)
         self._send(201, created)
 
     def _patch(self, resource: str, ns: str, name: str, patch: Dict[str, Any]) -> None:
@@ -277,7 +369,11 @@ class Handler(BaseHTTPRequestHandler):
             if obj is None:
                 raise self._not_found(resource, name)
             new = merge_patch(obj, patch)
-            self._validate(resource, {k: v for k, v in new.items() if k != "status"})
+            if "status" in patch:  # the main resource ignores status; only .../status changes it
+                new["status"] = obj.get("status")
+                if new["status"] is None:
+                    new.pop("status")
+            self._validate(resource, {k: v for k, v in new.items() if k != "status"})  # status: the server's own
             obj.clear()
             obj.update(new)
             store.touch(obj)
@@ -293,9 +389,8 @@ class Handler(BaseHTTPRequestHandler):
         cname = pod["spec"]["containers"][0]["name"]
         if c is None:
             raise ApiError(400, "BadRequest", f'container "{cname}" in pod "{name}" is waiting to start: ContainerCreating')
-        stream = q.get("stream", "All")
-        if stream not in ("All", "Stdout", "Stderr"):
-            raise ApiError(422, "Invalid", f"stream: Unsupported value: {stream!r}")
+        # ``stream`` (Stdout/Stderr) is ignored, as by an API server without the alpha feature
+        # gate PodLogsQuerySplitStreams (it does not pass it on to the kubelet): one log
         follow = q.get("follow") == "true"
         stamps = q.get("timestamps") == "true"
         since = None
@@ -309,9 +404,7 @@ class Handler(BaseHTTPRequestHandler):
 
         def pick(records: List[Tuple[str, str, bytes]]) -> bytes:
             out = []
-            for ts, s, line in records:
-                if stream != "All" and s != stream:
-                    continue
+            for ts, _, line in records:
                 if since is not None and _epoch(ts) < since:
                     continue
                 out.append((ts.encode() + b" " if stamps else b"") + line)
@@ -372,6 +465,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--node-cpu", type=float, default=8)
     ap.add_argument("--node-memory", default="16Gi")
     ap.add_argument("--node-gpu", type=int, default=0)
+    ap.add_argument("--cluster-queue", default="cpu=16,memory=64Gi,nvidia.com/gpu=0",
+                    help="nominal quota of Kueue's ClusterQueue cluster-queue (flavor default-flavor), as "
+                         "RESOURCE=QUANTITY,...: Kueue admits by it, not by free node capacity")
     args = ap.parse_args(argv)
     cluster = Cluster(args)
     Handler.cluster = cluster

@@ -53,8 +53,21 @@ class Store:
         self.version = "0"  # the latest resourceVersion (of lists)
         self.namespaces = {"default", "kube-system"}
         self.on_delete: List[Callable[[str, Dict[str, Any]], None]] = []
+        #: what the API server rejects in an object (``"<field>: <why>"``) or None; objects
+        #: the fake's controllers create go through it too, so the fake cannot store what
+        #: a real API server would refuse
+        self.check: Optional[Callable[[str, Dict[str, Any]], Optional[str]]] = None
 
-    def create(self, resource: str, ns: str, obj: Dict[str, Any]) -> Dict[str, Any]:
+    def create(self, resource: str, ns: str, obj: Dict[str, Any], checked: bool = False) -> Dict[str, Any]:
+        """Store ``obj`` (its metadata completed); ``checked``: :attr:`check` already passed.
+
+        Raises:
+            ValueError: :attr:`check` rejects the object (a bug of the fake's controllers).
+        """
+        if not checked and self.check is not None:
+            why = self.check(resource, {**obj, "metadata": {**obj.get("metadata", {}), "namespace": ns}})
+            if why:
+                raise ValueError(f"the fake cluster made an invalid {resource} {obj['metadata'].get('name')}: {why}")
         with self.lock:
             meta = obj.setdefault("metadata", {})
             self.version = str(next(self._rv))
