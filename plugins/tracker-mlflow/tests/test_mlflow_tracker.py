@@ -50,6 +50,33 @@ def test_metadata_are_params_of_one_run_named_by_the_run_id(tracker, store_uri, 
     assert MLflowTracker(tracking_uri=store_uri).metadata(run_id) == expected
 
 
+def test_ranks_logging_the_same_params_at_once_all_succeed(store_uri, experiment):
+    """Every rank of a DDP job logs the same params into the one run at the same moment (the
+    README's record.py): two inserts of one param race in the store, and neither rank fails."""
+    import threading
+
+    for _ in range(8):
+        run_id = new_run_id()
+        MLflowTracker(experiment_name=experiment, tracking_uri=store_uri).add_metadata(run_id, seed=1)
+        ranks = [MLflowTracker(experiment_name=experiment, tracking_uri=store_uri) for _ in range(4)]
+        start, errors = threading.Barrier(len(ranks)), []
+
+        def log(t: MLflowTracker) -> None:
+            start.wait()
+            try:
+                t.add_metadata(run_id, lr=0.05, epochs=8, optimizer={"name": "sgd"})
+            except Exception as e:  # noqa: BLE001 - collected, asserted below
+                errors.append(e)
+
+        threads = [threading.Thread(target=log, args=(t,)) for t in ranks]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        assert errors == []
+        assert ranks[0].metadata(run_id) == {"seed": "1", "lr": "0.05", "epochs": "8", "optimizer.name": "sgd"}
+
+
 def test_a_changed_param_is_a_clear_error(tracker):
     run_id = new_run_id()
     tracker.add_metadata(run_id, lr=0.1)

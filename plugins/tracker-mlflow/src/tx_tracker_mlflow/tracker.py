@@ -289,10 +289,18 @@ class MLflowTracker(TrackerBase):
         entities: List[Any] = [Param(k, v) for k, v in params] + [RunTag(k, v) for k, v in tags]
         for i in range(0, len(entities), _BATCH):
             chunk = entities[i:i + _BATCH]
+            params_ = [e for e in chunk if isinstance(e, Param)]
+            tags_ = [e for e in chunk if isinstance(e, RunTag)]
             try:
-                self.client.log_batch(
-                    mid, params=[e for e in chunk if isinstance(e, Param)], tags=[e for e in chunk if isinstance(e, RunTag)]
-                )
+                try:
+                    self.client.log_batch(mid, params=params_, tags=tags_)
+                except MlflowException as e:
+                    if e.error_code == "INVALID_PARAMETER_VALUE":
+                        raise
+                    # every rank of a job logs the same params: two inserts of one param at
+                    # once fail in the store (sqlite: "UNIQUE constraint failed"); the first
+                    # has committed, and logging a param again with its value is allowed
+                    self.client.log_batch(mid, params=params_, tags=tags_)
             except MlflowException as e:
                 if e.error_code == "INVALID_PARAMETER_VALUE":
                     msg = str(e.message).removeprefix("INVALID_PARAMETER_VALUE: ")
