@@ -44,6 +44,8 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx.components.system.file_linter": "docstring_parser only to read a docstring",
     "tx.tracker.backend.fsspec": "fsspec only when the file tracker is used",
     "tx.workspace.api": "pathspec (30 modules) only when a workspace is walked",
+    "tx.config.files": "configparser only when a config file exists (the cold run path has none)",
+    "tx.components.system._custom_components": "hashlib (~5 ms with OpenSSL) only for a component file",
     "tx.runner.api": "Runner.run of an AppDef needs no component system",
     "tx.apps": "helper programs: fsspec only for the URL they were given",
     "tx.cli": "`tx --version`, `tx --help` and the `tx run` cold path",

@@ -37,12 +37,14 @@ trackers' sections are read by :mod:`tx.config.trackers`.
 """
 from __future__ import annotations
 
-import configparser
 import os
 import sys
-from typing import Any, Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 from tx.errors import UserError
+
+if TYPE_CHECKING:
+    import configparser
 
 __all__ = [
     "CONFIG_FILE", "ENV_TORCHXCONFIG", "ENV_TXCONFIG", "TORCHX_CONFIG_FILE", "ConfigError",
@@ -148,19 +150,23 @@ class _NoConfig:
         return False
 
 
-def new_parser() -> configparser.ConfigParser:
+def new_parser() -> "configparser.ConfigParser":
     """An empty parser as tx reads INI files: no interpolation, case-sensitive keys."""
+    import configparser  # deferred: configparser only when a config file exists (the cold run path has none)
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment, method-assign]
     return parser
 
 
-def read_ini(text_or_file: Any, where: str) -> configparser.ConfigParser:
+def read_ini(text_or_file: Any, where: str) -> "configparser.ConfigParser":
     """Parse INI text (a string, or a file object) as tx does.
 
     Raises:
         ConfigError: not valid INI (the first line of the parser's message, with ``where``).
     """
+    import configparser  # deferred: configparser only when a config file exists
+
     parser = new_parser()
     try:
         if isinstance(text_or_file, str):
@@ -175,6 +181,8 @@ def read_ini(text_or_file: Any, where: str) -> configparser.ConfigParser:
 def _read(paths: List[str]) -> Any:
     if not paths:
         return _NoConfig()
+    import configparser  # deferred: configparser only when a config file exists
+
     parser = new_parser()
     for p in paths:
         try:

@@ -9,8 +9,7 @@ import difflib
 import os
 import warnings
 from collections.abc import Mapping as _Mapping
-from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
 import attrs
 
@@ -34,6 +33,9 @@ from tx.specs.api import (
 from tx.specs.handles import AppHandle, make_app_handle, parse_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import AppStatus
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["DEFAULT_SESSION", "Runner", "get_runner"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -47,6 +46,8 @@ def _suggest(name: str, candidates: List[str]) -> str:
 
 def _exec_file(abspath: str) -> ModuleType:
     stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(abspath))[0])
+    import hashlib  # deferred: hashlib (~5 ms with OpenSSL) only for a component file
+
     digest = hashlib.sha1(abspath.encode("utf-8")).hexdigest()[:10]
     modname = f"_tx_component_{stem}_{digest}"
     directory = os.path.dirname(abspath)
