@@ -89,14 +89,18 @@ def test_entrypoint_not_found_is_a_dryrun_error(sched: Any, cfg: Dict[str, Any])
         sched.submit_dryrun(app, cfg)
 
 
-def test_log_dir_parent_must_exist(sched: Any, tmp_path: Path, h: Any) -> None:
+def test_log_dir_parents_are_made_and_a_file_is_refused(sched: Any, tmp_path: Path, h: Any) -> None:
     app = AppDef("ld", roles=[h.sh("r", "true")])
-    with pytest.raises(InvalidRunConfigException, match="parent directory .* does not exist") as e:
-        sched.submit_dryrun(app, {"log_dir": str(tmp_path / "nope" / "logs")})
-    assert e.value.cfg_key == "log_dir"
+    nested = tmp_path / "nope" / "deeper" / "logs"
+    info = sched.submit_dryrun(app, {"log_dir": str(nested)})  # as TorchX: parents are made
+    assert info.request.log_dir.startswith(str(nested) + os.sep)
+    assert not (tmp_path / "nope").exists()  # a dryrun creates nothing
     (tmp_path / "file").write_text("x")
-    with pytest.raises(InvalidRunConfigException, match="not a directory"):
+    with pytest.raises(InvalidRunConfigException, match="not a directory") as e:
         sched.submit_dryrun(app, {"log_dir": str(tmp_path / "file")})
+    assert e.value.cfg_key == "log_dir"
+    with pytest.raises(InvalidRunConfigException, match="file' is not a directory"):
+        sched.submit_dryrun(app, {"log_dir": str(tmp_path / "file" / "sub" / "logs")})
 
 
 def test_bad_names_and_cancel_timeout(sched: Any, cfg: Dict[str, Any], state_dir: Path, h: Any) -> None:

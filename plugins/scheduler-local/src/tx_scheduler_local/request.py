@@ -101,12 +101,16 @@ def _log_root(cfg: Mapping[str, CfgVal]) -> str:
     if not value:
         return default_log_root()
     path = os.path.abspath(os.path.expanduser(str(value)))
-    parent = os.path.dirname(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise InvalidRunConfigException(f"log_dir {path!r} exists and is not a directory", "log_dir", cfg)
-    if not os.path.isdir(parent):
+    # missing parents are created when the app is scheduled (os.makedirs), as TorchX does;
+    # the nearest existing one must be a directory
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
         raise InvalidRunConfigException(
-            f"log_dir {path!r}: its parent directory {parent!r} does not exist", "log_dir", cfg
+            f"log_dir {path!r}: {ancestor!r} is not a directory", "log_dir", cfg
         )
     return path
 
@@ -192,7 +196,7 @@ def build_request(
     Raises:
         ValueError: a role or session name that cannot be a directory name, an image that
             is not a directory (local_dir), an entrypoint that is not found.
-        InvalidRunConfigException: a log_dir whose parent does not exist.
+        InvalidRunConfigException: a log_dir that is, or is under, a file that is not a directory.
     """
     _check_name("session name", session)
     if not app.roles:
