@@ -50,14 +50,13 @@ def _exec_file(abspath: str) -> ModuleType:
 
     digest = hashlib.sha1(abspath.encode("utf-8")).hexdigest()[:10]
     modname = f"_tx_component_{stem}_{digest}"
-    directory = os.path.dirname(abspath)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)  # sibling imports of the component file
     spec = importlib.util.spec_from_file_location(modname, abspath)
     if spec is None or spec.loader is None:
         raise ComponentValidationException(f"cannot load {abspath} as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module
+    siblings = _SiblingFinder(abspath)
+    sys.meta_path.append(siblings)
     try:
         spec.loader.exec_module(module)
     except BaseException as e:  # noqa: BLE001 - SystemExit in a user file must not exit tx
@@ -65,12 +64,35 @@ def _exec_file(abspath: str) -> ModuleType:
         raise ComponentValidationException(
             f"cannot load component file {abspath}: {type(e).__name__}: {one_line(e)}"
         ) from None
+    finally:
+        sys.meta_path.remove(siblings)
     return module
 
 
+class _SiblingFinder:
+    """While a component file runs, the top-level modules beside it that nothing else
+    provides (``import helpers`` of ``helpers.py`` next to the file): last on
+    ``sys.meta_path``, so a sibling never shadows an installed module (a component file
+    ``torchx.py`` or a ``yaml.py`` beside one), and the file itself is never imported
+    again under its own name. ``sys.path`` is not changed (TorchX executes the file
+    without touching it)."""
+
+    def __init__(self, abspath: str) -> None:
+        self.directory = os.path.dirname(abspath)
+        self.own_name = os.path.splitext(os.path.basename(abspath))[0]
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if path is not None or "." in fullname or fullname == self.own_name:
+            return None
+        from importlib.machinery import PathFinder  # the loader of .py files and packages
+
+        return PathFinder.find_spec(fullname, [self.directory])
+
+
 def load_file_component(path: str, fn_name: str, name: str) -> Tuple[Callable[..., Any], List[str], str]:
-    """Load ``fn_name`` from the file ``path`` as a real module (unique module name, the
-    file's directory importable, ``__file__`` set).
+    """Load ``fn_name`` from the file ``path`` as a real module (unique module name,
+    ``__file__`` set; modules beside the file importable while it loads, ``sys.path``
+    unchanged).
 
     Returns:
         ``(function, linter error descriptions, absolute path)``.
