@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import pytest
 
 BIN = Path(sys.executable).parent
+#: what the ``torchx`` console script runs
+CONSOLE = "import sys\nfrom tx_torchx_compat.torchx.cli.main import console\nsys.exit(console())"
 
 
 @pytest.fixture
@@ -52,11 +54,30 @@ def env(tmp_path: Path, site: Path) -> Dict[str, str]:
 
 @pytest.fixture
 def py(env: Dict[str, str], tmp_path: Path) -> Callable[..., subprocess.CompletedProcess]:
-    """Run ``python -c CODE`` (or ``tx ARGS`` with ``tx=True``) in a fresh interpreter."""
+    """Run ``python -c CODE`` (or ``tx ARGS`` with ``tx=True``, ``torchx ARGS`` with
+    ``torchx=True``: the ``torchx`` console script's function; the script of the shared
+    environment comes from another checkout) in a fresh interpreter."""
 
-    def run(*args: str, tx: bool = False, extra: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-        cmd = [str(BIN / "tx"), *args] if tx else [sys.executable, "-c", *args]
-        return subprocess.run(cmd, env={**env, **(extra or {})}, cwd=tmp_path, capture_output=True, text=True,
+    def run(*args: str, tx: bool = False, torchx: bool = False, extra: Optional[Dict[str, str]] = None,
+            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+        if tx:
+            cmd = [str(BIN / "tx"), *args]
+        elif torchx:  # what the console script runs (-P: no working directory on sys.path)
+            cmd = [sys.executable, "-P", "-c", CONSOLE, *args]
+        else:
+            cmd = [sys.executable, "-c", *args]
+        return subprocess.run(cmd, env={**env, **(extra or {})}, cwd=cwd or tmp_path, capture_output=True, text=True,
                               timeout=120)
 
+    return run
+
+
+@pytest.fixture(params=["tx", "torchx"])
+def cli(request: Any, py: Callable[..., subprocess.CompletedProcess]) -> Callable[..., subprocess.CompletedProcess]:
+    """The same arguments through ``tx`` and through ``torchx`` (``cli.name`` says which)."""
+
+    def run(*args: str, **kw: Any) -> subprocess.CompletedProcess:
+        return py(*args, **{request.param: True}, **kw)
+
+    run.name = request.param  # type: ignore[attr-defined]
     return run

@@ -26,4 +26,5 @@ def test_wheel_contents(tmp_path: Path) -> None:
         assert z.read("tx_torchx_compat.pth").decode().strip() == "import tx_torchx_compat._finder"
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "[tx]" in entry_points and "torchx_compat = tx_torchx_compat.hooks" in entry_points
-    assert "console_scripts" not in entry_points
+    # the `torchx` command (it hands over to a real TorchX where one is installed)
+    assert "[console_scripts]\ntorchx = tx_torchx_compat.torchx.cli.main:console\n" in entry_points

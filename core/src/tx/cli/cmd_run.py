@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tx.runner import Runner
     from tx.specs.api import AppDef, AppDryRunInfo, AppStatus
 
-__all__ = ["COMMAND", "format_duration", "summary"]
+__all__ = ["COMMAND", "UNKNOWN_CFG_KEYS", "format_duration", "summary"]
 
 _APPDEF_EXTS = (".yaml", ".yml", ".json")
 
@@ -44,6 +44,25 @@ def _split_component(args: argparse.Namespace) -> Tuple[str, List[str]]:
     return rest[0], rest[1:]
 
 
+#: what ``-cfg`` does with a key that is not a run option of the scheduler: ``"error"`` (tx),
+#: or ``"warn"``: a warning naming it, and the key is dropped (the ``torchx`` command of
+#: tx-torchx-compat sets this, as TorchX 0.7 drops such keys)
+UNKNOWN_CFG_KEYS = "error"
+
+
+def _warn_unknown_keys(opts: Any, scheduler: str, text: str) -> None:
+    from tx.specs.runopts import to_dict  # see _parse_cfg
+
+    try:
+        keys = list(to_dict(text))
+    except ValueError:
+        return  # cfg_from_str reports the malformed text
+    for key in keys:
+        if key not in opts:
+            print(f"torchx run: warning: -cfg {key} is not a run option of {scheduler}{opts.suggest(key)}; "
+                  f"ignored, as TorchX does (see `torchx runopts {scheduler}`)", file=sys.stderr)
+
+
 def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, Any]:
     # the settings and the model are imported when the command runs, not when its parser is built
     from tx.config.run_options import apply
@@ -52,7 +71,9 @@ def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, An
     opts = runner.scheduler_run_opts(scheduler)
     cfg: Dict[str, Any] = {}
     for text in texts:
-        parsed = opts.cfg_from_str(text)
+        if UNKNOWN_CFG_KEYS == "warn":
+            _warn_unknown_keys(opts, scheduler, text)
+        parsed = opts.cfg_from_str(text, strict=UNKNOWN_CFG_KEYS != "warn")
         twice = sorted(set(parsed) & set(cfg))
         if twice:
             raise InvalidRunConfigException(

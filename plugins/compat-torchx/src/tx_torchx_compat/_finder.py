@@ -40,6 +40,28 @@ class _AliasLoader:
 
         sys.modules[module.__name__] = importlib.import_module(self.target)
 
+    def _target_loader(self):
+        import importlib.util
+
+        spec = importlib.util.find_spec(self.target)
+        return spec.loader if spec is not None else None
+
+    def get_code(self, fullname):
+        """The code of the shim module (``runpy``: ``python -m torchx.cli.main`` runs it as
+        ``__main__``)."""
+        loader = self._target_loader()
+        return loader.get_code(self.target) if loader is not None else None
+
+    def get_source(self, fullname):
+        """The source of the shim module (``inspect``, tracebacks)."""
+        loader = self._target_loader()
+        return loader.get_source(self.target) if loader is not None else None
+
+    def is_package(self, fullname):
+        """Whether the shim module is a package."""
+        loader = self._target_loader()
+        return bool(loader is not None and loader.is_package(self.target))
+
 
 def _found_elsewhere(fullname):
     """The spec another finder of ``sys.meta_path`` gives ``fullname``, or None."""
@@ -81,8 +103,9 @@ class TorchxFinder:
             target_spec = None
         if target_spec is None:
             return None
+        # origin: the shim's file (runpy sets sys.argv[0] to it for `python -m torchx.X`)
         return importlib.util.spec_from_loader(
-            fullname, _AliasLoader(target_name),
+            fullname, _AliasLoader(target_name), origin=target_spec.origin,
             is_package=target_spec.submodule_search_locations is not None,
         )
 

@@ -1,6 +1,174 @@
-"""``torchx.cli.main``: TorchX 0.7's ``main(argv)``, running tx's CLI."""
+"""``torchx.cli.main``: the ``torchx`` command of tx-torchx-compat (TorchX 0.7.0's CLI, run
+by tx).
+
+The console script ``torchx`` (:func:`console`), ``python -m torchx.cli.main`` and
+``torchx.cli.main.main(argv)`` run tx's commands with TorchX 0.7.0's surface:
+
+* the verbs of TorchX (``builtins cancel configure describe list log run runopts status
+  tracker``) and tx's others; commands of TorchX's ``torchx.cli.cmds`` entry-point group
+  (a class with ``add_arguments(parser)`` and ``run(args)``) are added and, as in TorchX,
+  win over a built-in command of the same name;
+* ``torchx --version`` prints ``torchx-0.7.0``; ``torchx`` alone prints the help on stdout
+  and exits 1;
+* ``torchx run`` without ``-s`` and without ``[cli:run] scheduler`` uses the first
+  installed scheduler in TorchX 0.7.0's order (``local_docker``, ``local_cwd``, ``slurm``,
+  ...), as TorchX does; an unknown ``-cfg`` key is a warning naming it (TorchX drops it
+  silently; ``tx`` rejects it);
+* exit codes: 0, 1 for a failed command or app, 2 for a usage error (argparse's).
+
+Errors stay tx's one line, never a traceback. Where a real TorchX is installed,
+:func:`console` hands over to it.
+"""
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
+
+#: TorchX 0.7.0's built-in schedulers, in its registration order: the first installed one
+#: is ``torchx run``'s default scheduler
+TORCHX_SCHEDULER_ORDER = (
+    "local_docker", "local_cwd", "slurm", "kubernetes", "kubernetes_mcad", "aws_batch",
+    "aws_sagemaker", "gcp_batch", "ray", "lsf",
+)
+
+__all__ = ["TORCHX_SCHEDULER_ORDER", "console", "main", "run_main"]
+
+
+def _torchx_cli_commands() -> Any:
+    """``{name: (loader, help)}`` of TorchX's ``torchx.cli.cmds`` entry points."""
+    from tx_torchx_compat.hooks import torchx_entry_points
+
+    out = {}
+    for name, value, dist, version in torchx_entry_points("torchx.cli.cmds"):
+        target = value.split("[", 1)[0].strip()
+
+        def load(target: str = target) -> Any:
+            import importlib
+
+            module, _, attr = target.partition(":")
+            return getattr(importlib.import_module(module), attr)
+
+        out[name] = (load, f"{dist} {version}, TorchX entry point torchx.cli.cmds")
+    return out
+
+
+def _default_scheduler(runner: Any) -> Optional[str]:
+    """The first installed scheduler in TorchX's order, else tx's default; None when
+    ``[cli:run] scheduler`` is set (tx reads it)."""
+    from tx.config import get_config
+
+    if get_config("cli", "run", "scheduler"):
+        return None
+    installed = set(runner.scheduler_backends())
+    for name in TORCHX_SCHEDULER_ORDER:
+        if name in installed:
+            return name
+    return None
+
+
+def _command_of(argv: List[str]) -> str:
+    """The command argv names: its first word that is not an option or the value of
+    ``--log_level``; "" if there is none."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--log_level", "--log-level"):
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return ""
+
+
+def run_main(argv: List[str]) -> int:
+    """Run the ``torchx`` command on ``argv``; returns the exit code.
+
+    Raises:
+        SystemExit: ``--help`` (0) or a usage error (2), as argparse does.
+    """
+    from tx.cli import errors
+    from tx.cli.main import build_parser, builtin_commands, plugin_commands
+
+    if argv and argv[0] == "--version":
+        import torchx
+
+        print(f"torchx-{torchx.__version__}")
+        return 0
+    command = _command_of(argv)
+    try:
+        commands = builtin_commands()
+        extra = _torchx_cli_commands()
+        if command and command not in commands and command not in extra:
+            commands.update(plugin_commands())
+        commands.update(extra)
+        parser = build_parser(commands, None if command in extra else command)
+    except Exception as e:  # noqa: BLE001 - a broken plugin command must not break the CLI
+        print(f"torchx: error: {errors.describe_error(e)}", file=sys.stderr)
+        return errors.EXIT_FAILURE
+    parser.prog = "torchx"
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        for name, sub in getattr(action, "choices", {}).items():
+            sub.prog = f"torchx {name}"  # usage errors: `torchx run: error: ...`
+    parser.usage = None
+    parser.description = "torchx CLI (tx-torchx-compat: TorchX 0.7.0's commands, run by tx)"
+    if command == "":
+        # build_parser made no subparsers for `--help`: list the commands in the help text
+        parser.epilog = "commands: " + ", ".join(sorted(set(commands))) + "\nEach command has its own --help."
+    args = parser.parse_args(argv)
+    from tx import log as _log
+
+    try:
+        _log.configure(args.log_level, json=args.log_json)
+    except ValueError as e:
+        parser.error(str(e))
+    if getattr(args, "command", None) is None:
+        parser.print_help()  # TorchX: the help on stdout, exit 1
+        return errors.EXIT_FAILURE
+    import os
+
+    os.environ.setdefault("TX_CONTEXT_NAME", f"cli_{args.command}")
+    os.environ.setdefault("TORCHX_CONTEXT_NAME", f"cli_{args.command}")
+    try:
+        if args.command == "run" and command not in extra:
+            return _run(args)
+        return int(args._command.run(args) or 0)
+    except (SystemExit, BrokenPipeError):
+        raise
+    except Exception as e:  # noqa: BLE001 - user errors become one line, never a traceback
+        return _report(e, args.command, traceback=_log.level() <= 10)
+
+
+def _report(e: BaseException, command: str, traceback: bool) -> int:
+    """:func:`tx.cli.errors.report`, the line starting ``torchx COMMAND: error:``."""
+    import contextlib
+    import io
+
+    from tx.cli import errors
+
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = errors.report(e, command, traceback=traceback)
+    text = buf.getvalue()
+    if text.startswith(f"tx {command}: "):
+        text = "torchx" + text[2:]
+    sys.stderr.write(text)
+    return code
+
+
+def _run(args: Any) -> int:
+    """``torchx run``: tx's ``run`` with TorchX's default scheduler and unknown ``-cfg``
+    keys a warning."""
+    from tx.cli import cmd_run
+
+    if args.scheduler is None:
+        from tx.runner import Runner
+
+        with Runner() as runner:
+            args.scheduler = _default_scheduler(runner)
+    saved = cmd_run.UNKNOWN_CFG_KEYS
+    cmd_run.UNKNOWN_CFG_KEYS = "warn"
+    try:
+        return int(args._command.run(args) or 0)
+    finally:
+        cmd_run.UNKNOWN_CFG_KEYS = saved
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -9,10 +177,32 @@ def main(argv: Optional[List[str]] = None) -> None:
     fails (TorchX's commands call ``sys.exit``).
 
     Raises:
-        SystemExit: the command failed (code 1, or 2 for a usage error).
+        SystemExit: the command failed (code 1, or 2 for a usage error), or ``--help``.
     """
-    from tx.cli.main import main as tx_main
-
-    rc = tx_main(list(sys.argv[1:] if argv is None else argv))
+    rc = run_main(list(sys.argv[1:] if argv is None else argv))
     if rc:
         raise SystemExit(rc)
+
+
+def console() -> int:
+    """The ``torchx`` console script: a real TorchX, where one is installed, runs instead
+    (its ``torchx.cli.main.main``); otherwise :func:`main`. Returns the exit code."""
+    from tx_torchx_compat.hooks import real_torchx
+
+    if real_torchx() is not None:
+        import importlib
+
+        importlib.import_module("torchx.cli.main").main()
+        return 0
+    try:
+        main()
+    except SystemExit as e:  # the status Python gives SystemExit(code)
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # python -m torchx.cli.main
+    sys.exit(console())

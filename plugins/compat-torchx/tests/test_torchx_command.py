@@ -1,0 +1,105 @@
+"""The ``torchx`` command of tx-torchx-compat, and what TorchX projects run through it and
+through ``tx``: component files named like modules, nested log directories."""
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HELLO = '''
+import torchx.specs as specs
+
+
+def hello(who: str = "world") -> specs.AppDef:
+    """Says hello.
+
+    Args:
+        who: whom to greet
+    """
+    return specs.AppDef("hello", [specs.Role("greeter", image="img", entrypoint="echo", args=["hello", who])])
+'''
+
+
+def test_version_help_and_exit_codes(py: Any, env: Any) -> None:
+    v = py("--version", torchx=True)
+    assert (v.returncode, v.stdout) == (0, "torchx-0.7.0\n"), v.stderr
+    bare = py(torchx=True)  # TorchX: the help on stdout, exit 1
+    assert bare.returncode == 1 and bare.stdout.startswith("usage: torchx"), bare
+    assert "run" in bare.stdout and "Traceback" not in bare.stderr
+    usage = py("status", torchx=True)
+    assert usage.returncode == 2 and "torchx status: error:" in usage.stderr, usage.stderr
+    missing = py("status", "local_cwd://torchx/nope-123", torchx=True)
+    assert missing.returncode == 1 and missing.stderr.startswith("torchx status: error:"), missing.stderr
+    # python -m torchx.cli.main (TorchX's module) runs the same command
+    m = subprocess.run([sys.executable, "-m", "torchx.cli.main", "--version"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert (m.returncode, m.stdout) == (0, "torchx-0.7.0\n"), m.stderr
+
+
+def test_unknown_cfg_key_warns_under_torchx_and_fails_under_tx(cli: Any) -> None:
+    p = cli("run", "--dryrun", "-s", "local_cwd", "-cfg", "prepend_cwd=True,bogus_key=1", "utils.echo", "--msg", "hi")
+    if cli.name == "torchx":
+        assert p.returncode == 0, p.stderr
+        assert "torchx run: warning: -cfg bogus_key is not a run option of local_cwd" in p.stderr, p.stderr
+        assert "=== SCHEDULER REQUEST ===" in p.stdout
+    else:
+        assert p.returncode == 1 and "unknown run option 'bogus_key'" in p.stderr, p.stderr
+
+
+def test_torchx_cli_cmds_entry_point(py: Any, install: Any) -> None:
+    install("acme-cmds", "1.0", {"acme_cmds.py": (
+        "class CmdHi:\n"
+        "    def add_arguments(self, subparser):\n"
+        "        subparser.add_argument('--who', default='you')\n"
+        "    def run(self, args):\n"
+        "        print('hi', args.who)\n")},
+        "[torchx.cli.cmds]\nhi = acme_cmds:CmdHi\n")
+    p = py("hi", "--who", "me", torchx=True)
+    assert (p.returncode, p.stdout) == (0, "hi me\n"), p.stderr
+
+
+def test_component_file_named_torchx_beside_torchxconfig(cli: Any, tmp_path: Path) -> None:
+    """A component file ``proj/torchx.py`` (named after the package it imports), picked by
+    ``[cli:run] component`` of ``.torchxconfig``."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "torchx.py").write_text(HELLO)
+    (tmp_path / ".torchxconfig").write_text("[cli:run]\ncomponent = proj/torchx.py:hello\n")
+    p = cli("run", "--dryrun", "-s", "local_cwd", "--", "--who", "torchft")
+    assert p.returncode == 0, p.stderr
+    assert "- hello\n  - torchft\n" in p.stdout, p.stdout
+
+
+def test_component_file_named_yaml_does_not_shadow_pyyaml(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "yaml.py").write_text(HELLO)
+    p = cli("run", "--dryrun", "-s", "local_cwd", "yaml.py:hello")
+    assert p.returncode == 0, p.stderr
+    assert "entrypoint: echo" in p.stdout  # the dryrun's YAML, written by PyYAML
+
+
+def test_component_file_leaves_sys_path_alone(py: Any, tmp_path: Path) -> None:
+    (tmp_path / "comps").mkdir()
+    (tmp_path / "comps" / "logging.py").write_text(HELLO)
+    (tmp_path / "comps" / "helpers.py").write_text("WHO = 'sibling'\n")
+    (tmp_path / "comps" / "c.py").write_text(HELLO.replace('who: str = "world"', "who: str = helpers.WHO")
+                                             .replace("import torchx.specs as specs", "import helpers\nimport torchx.specs as specs"))
+    p = py("import sys\nbefore = list(sys.path)\n"
+           "from torchx.specs.finder import get_component\n"
+           "for f in ('comps/logging.py:hello', 'comps/c.py:hello'):\n"
+           "    app = get_component(f).fn()\n"
+           "    print(app.roles[0].args)\n"
+           "import logging\n"
+           "assert sys.path == before, (before, sys.path)\n"
+           "print(hasattr(logging, 'getLogger'))\n", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["['hello', 'world']", "['hello', 'sibling']", "True"], p.stdout
+
+
+def test_nested_log_dir_is_created(cli: Any, tmp_path: Path) -> None:
+    dry = cli("run", "--dryrun", "-s", "local_cwd", "-cfg", "log_dir=log/avazu/w2_p1_16k", "utils.echo")
+    assert dry.returncode == 0, dry.stderr
+    assert not (tmp_path / "log").exists()
+    p = cli("run", "-s", "local_cwd", "-cfg", "log_dir=log/avazu/w2_p1_16k", "utils.echo", "--msg", "nested")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.split()[0]
+    app_id = handle.rsplit("/", 1)[1]
+    logs = list((tmp_path / "log" / "avazu" / "w2_p1_16k").glob(f"*/{app_id}/echo/0/stdout.log"))
+    assert len(logs) == 1 and logs[0].read_text() == "nested\n", (handle, logs)
