@@ -99,7 +99,7 @@ CORPUS = [
     (["run", "-cfg", "nosuch=1", "utils.echo"], "unknown run option 'nosuch'", 1),
     (["run", "-cfg", "log_dri=/tmp", "utils.echo"], "did you mean 'log_dir'", 1),
     (["run", "-cfg", "prepend_cwd=maybe", "utils.echo"], "run option 'prepend_cwd' must be bool", 1),
-    (["run", "-cfg", "log_dir=/nonexistent/parent/x", "utils.echo"], "does not exist", 1),
+    (["run", "-cfg", "log_dir=/dev/null/x", "utils.echo"], "'/dev/null' is not a directory", 1),
     (["run", "-s", "local_dir", "utils.echo"], "is not an existing directory", 1),
     # components and their arguments
     (["run"], "missing component name", 2),
