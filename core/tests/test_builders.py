@@ -137,6 +137,12 @@ def undocumented(x: int) -> specs.AppDef:
     return _app(x=x)
 
 
+def test_unambiguous_prefixes_of_options_are_accepted():
+    """As TorchX's component parser (argparse's default): ``--mount`` for ``--mounts``."""
+    v = build("--nam", "n", "--cou", "3", "--fl", "--nu", "7")
+    assert (v["name"], v["count"], v["flag"], v["nums"]) == ("n", 3, True, [7])
+
+
 def test_help_without_docstring():
     text = create_args_parser(undocumented).format_help()
     assert "TIP: improve this help string" in text
@@ -154,7 +160,7 @@ def test_help_without_docstring():
         (["--name", "n", "--nums", "1,x"], "test.comp: argument --nums: invalid int value: 'x'"),
         (["--name", "n", "--env", "novalue"], "test.comp: argument --env: expected KEY=VALUE,KEY2=VALUE2"),
         (["--name"], "test.comp: argument --name: expected one argument"),
-        (["--nam", "n"], "test.comp: the following arguments are required: --name"),
+        (["--na", "n", "--n", "3"], "test.comp: ambiguous option: --n could match --name, --nums (write more"),
     ],
 )
 def test_parse_errors_raise_one_line(argv, message):

@@ -103,3 +103,14 @@ def test_nested_log_dir_is_created(cli: Any, tmp_path: Path) -> None:
     app_id = handle.rsplit("/", 1)[1]
     logs = list((tmp_path / "log" / "avazu" / "w2_p1_16k").glob(f"*/{app_id}/echo/0/stdout.log"))
     assert len(logs) == 1 and logs[0].read_text() == "nested\n", (handle, logs)
+
+
+def test_component_option_prefixes(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('training')\n")
+    p = cli("run", "--dryrun", "-s", "local_cwd", "dist.ddp", "--script", "train.py", "--j", "1x1",
+            "--mount", "type=bind,src=/tmp,dst=/data")
+    assert p.returncode == 0, p.stderr
+    assert "dst_path: /data" in p.stdout, p.stdout
+    bad = cli("run", "--dryrun", "-s", "local_cwd", "dist.ddp", "--script", "train.py", "--rdzv", "x")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.count("\n") == 1 and "ambiguous option: --rdzv could match --rdzv_port" in bad.stderr, bad.stderr

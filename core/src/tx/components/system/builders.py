@@ -10,7 +10,9 @@ A component function's signature and Google-style docstring become an argparse p
   ``[component:NAME]`` section of ``.txconfig``) gives one; ``defaults`` also override the
   declared defaults;
 * help lines end with ``(required)`` or ``(default: X)``;
-* a ``bool`` option takes ``true``/``false`` or nothing (``--debug`` = ``--debug true``).
+* a ``bool`` option takes ``true``/``false`` or nothing (``--debug`` = ``--debug true``);
+* an unambiguous prefix names an option (``--mount`` for ``--mounts``), as in TorchX; an
+  ambiguous one is an error naming the candidates.
 
 Values are decoded by type (see :func:`tx.components.system.decode.decode`): ``List[T]`` from
 ``a,b,c``, ``Dict[K, V]`` from ``K=V,K2=V2``, ``Optional[X]`` and ``X | None`` unwrapped.
@@ -115,6 +117,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments"):
             message += " (put the program's own arguments after --)"
+        elif message.startswith("ambiguous option"):
+            message += " (write more of the option's name)"
         raise ComponentArgumentError(message, self.component)
 
 
@@ -178,7 +182,7 @@ def create_args_parser(
         prog=f"tx run <run args...> {cname}",
         formatter_class=_HelpFormatter,
         add_help=False,
-        allow_abbrev=False,
+        allow_abbrev=True,  # `--mount` for `--mounts`, as TorchX's component parser accepts
     )
     parser.component = cname
     parser.component_fn = fn  # help texts are filled in by format_help
