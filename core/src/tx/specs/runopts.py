@@ -163,6 +163,7 @@ class runopts:
 
     def __init__(self) -> None:
         self._opts: Dict[str, runopt] = {}
+        self._explained: Dict[str, str] = {}
 
     @staticmethod
     def is_type(obj: CfgVal, tp: Any) -> bool:
@@ -206,10 +207,19 @@ class runopts:
 
     def update(self, other: "runopts") -> None:
         self._opts.update(other._opts)
+        self._explained.update(other._explained)
+
+    def explain(self, key: str, text: str) -> None:
+        """Say what to do instead when ``key``, which is not an option, is given (a key
+        users bring from TorchX or from the backend's own tools): the error or warning
+        about it ends with `` (text)``."""
+        self._explained[key] = text
 
     def suggest(self, key: str) -> str:
-        """`` (did you mean 'x'?)`` for a misspelt key, else an empty string."""
-
+        """`` (text)`` for a key :meth:`explain` knows, `` (did you mean 'x'?)`` for a
+        misspelt key, else an empty string."""
+        if key in self._explained:
+            return f" ({self._explained[key]})"
         close = difflib.get_close_matches(key, list(self._opts), n=1)
         return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -63,6 +63,8 @@ def ray_runopts() -> runopts:
     opts.add("requirements", type_=str, default=None,
              help="pip requirements file installed into the job's runtime env (default: "
                   "requirements.txt of the working directory, if there is one)")
+    # TorchX 0.7's ray drops this key silently (projects' READMEs pass it)
+    opts.explain("working_dir", "the job's working_dir is the workspace: pass --workspace DIR")
     return opts
 
 

@@ -1,4 +1,29 @@
-"""``torchx.schedulers.gcp_batch_scheduler``: tx-scheduler-gcp-batch's ``tx_scheduler_gcp_batch.scheduler``."""
+"""``torchx.schedulers.gcp_batch_scheduler``: tx-scheduler-gcp-batch's
+``tx_scheduler_gcp_batch.scheduler``, with TorchX 0.7.0's ``GCPBatchScheduler(session_name,
+client=None)`` and ``create_scheduler(session_name, client=None, **kwargs)``."""
+from typing import Any, Optional
+
 from tx_torchx_compat._missing import reexport
 
-reexport(globals(), "tx_scheduler_gcp_batch.scheduler", "tx-scheduler-gcp-batch")
+_gcp = reexport(globals(), "tx_scheduler_gcp_batch.scheduler", "tx-scheduler-gcp-batch")
+
+
+class GCPBatchScheduler(_gcp.GcpBatchScheduler):  # type: ignore[misc,valid-type]
+    """tx's GCP Batch scheduler (``GcpBatchScheduler``), constructed as TorchX 0.7.0's.
+
+    Args:
+        session_name: the session part of app handles.
+        client: a ``google.cloud.batch_v1.BatchServiceClient`` (None: made from the
+            environment's credentials).
+        kwargs: tx's own keyword arguments (``project``, ``location``, ``logging_client``).
+    """
+
+    def __init__(self, session_name: str, client: Optional[Any] = None, **kwargs: Any) -> None:
+        super().__init__(session_name, batch_client=client, **kwargs)
+
+
+def create_scheduler(session_name: str, client: Optional[Any] = None, **kwargs: Any) -> GCPBatchScheduler:
+    """TorchX 0.7.0's factory: a :class:`GCPBatchScheduler`; scheduler params other than
+    tx's (``project``, ``location``, ``logging_client``) are ignored, as TorchX does."""
+    own = {k: v for k, v in kwargs.items() if k in ("project", "location", "logging_client")}
+    return GCPBatchScheduler(session_name, client=client, **own)

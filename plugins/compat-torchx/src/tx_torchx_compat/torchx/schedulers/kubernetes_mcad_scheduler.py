@@ -1,4 +1,32 @@
-"""``torchx.schedulers.kubernetes_mcad_scheduler``: tx-scheduler-k8s's ``tx_scheduler_k8s.kubernetes_mcad_scheduler``."""
+"""``torchx.schedulers.kubernetes_mcad_scheduler``: tx-scheduler-k8s's ``tx_scheduler_k8s.kubernetes_mcad_scheduler``,
+with TorchX 0.7.0's constructors ``KubernetesMCADScheduler(session_name, client=None, docker_client=None)``
+and ``create_scheduler(session_name, client=None, docker_client=None, **kwargs)``."""
+from typing import Any, Optional
+
 from tx_torchx_compat._missing import reexport
 
-reexport(globals(), "tx_scheduler_k8s.kubernetes_mcad_scheduler", "tx-scheduler-k8s")
+_k8s = reexport(globals(), "tx_scheduler_k8s.kubernetes_mcad_scheduler", "tx-scheduler-k8s")
+
+
+class KubernetesMCADScheduler(_k8s.KubernetesMCADScheduler):  # type: ignore[misc,valid-type]
+    """tx's scheduler, constructed as TorchX 0.7.0's.
+
+    Args:
+        session_name: the session part of app handles.
+        client: a ``kubernetes.client.ApiClient`` (None: from the kube config).
+        docker_client: accepted and unused: tx builds and pushes workspace images with its
+            own image builder (docker or podman), not a docker SDK client.
+        kwargs: tx's own keyword arguments (``context``).
+    """
+
+    def __init__(self, session_name: str, client: Optional[Any] = None, docker_client: Optional[Any] = None,
+                 **kwargs: Any) -> None:
+        super().__init__(session_name, client, **kwargs)
+
+
+def create_scheduler(session_name: str, client: Optional[Any] = None, docker_client: Optional[Any] = None,
+                     **kwargs: Any) -> KubernetesMCADScheduler:
+    """TorchX 0.7.0's factory: a :class:`KubernetesMCADScheduler`; scheduler params other than tx's
+    ``context`` are ignored, as TorchX does."""
+    own = {k: v for k, v in kwargs.items() if k == "context"}
+    return KubernetesMCADScheduler(session_name, client=client, docker_client=docker_client, **own)

@@ -1,0 +1,63 @@
+"""TorchX 0.7.0's public scheduler constructors, as code that builds schedulers itself
+(codeflare-sdk's ``RayScheduler(session_name, ray_client=...)``) calls them."""
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# (module, class, TorchX 0.7.0's constructor parameters after self, its create_scheduler's)
+SIGNATURES = [
+    ("ray_scheduler", "RayScheduler", ["session_name", "ray_client"], ["session_name", "ray_client", "kwargs"]),
+    ("kubernetes_scheduler", "KubernetesScheduler", ["session_name", "client", "docker_client"],
+     ["session_name", "client", "docker_client", "kwargs"]),
+    ("kubernetes_mcad_scheduler", "KubernetesMCADScheduler", ["session_name", "client", "docker_client"],
+     ["session_name", "client", "docker_client", "kwargs"]),
+    ("aws_batch_scheduler", "AWSBatchScheduler", ["session_name", "client", "log_client", "docker_client"],
+     ["session_name", "client", "log_client", "docker_client", "kwargs"]),
+    ("gcp_batch_scheduler", "GCPBatchScheduler", ["session_name", "client"], ["session_name", "client", "kwargs"]),
+    ("docker_scheduler", "DockerScheduler", ["session_name"], ["session_name"]),
+    ("slurm_scheduler", "SlurmScheduler", ["session_name"], ["session_name"]),
+]
+
+
+@pytest.mark.parametrize("module, cls, ctor, factory", SIGNATURES)
+def test_constructors_take_torchx_arguments(module: str, cls: str, ctor: Any, factory: Any) -> None:
+    import importlib
+
+    mod = importlib.import_module(f"torchx.schedulers.{module}")
+    klass = getattr(mod, cls)
+    params = list(inspect.signature(klass.__init__).parameters)[1:]
+    assert params[:len(ctor)] == ctor, params
+    fparams = list(inspect.signature(mod.create_scheduler).parameters)
+    assert fparams[:len(factory) - 1] == factory[:len(factory) - 1], fparams
+    # positionally, as TorchX's callers pass them; None for every client
+    sched = klass("sess", *[None] * (len(ctor) - 1))
+    assert sched.session_name == "sess"
+    made = mod.create_scheduler("sess", some_torchx_param=1)  # unknown scheduler params are ignored
+    assert made.session_name == "sess" and isinstance(made, klass)
+
+
+def test_ray_scheduler_with_a_client_uses_it() -> None:
+    from torchx.schedulers.ray_scheduler import RayScheduler
+
+    class Client:  # what a JobSubmissionClient answers about itself
+        def get_address(self) -> str:
+            return "http://head.example:8265"
+
+    plain = RayScheduler("sess", ray_client=None)
+    given = RayScheduler("sess", Client())
+    assert plain.session_name == given.session_name == "sess"
+    assert given._default_url() == "http://head.example:8265"
+
+
+def test_ray_working_dir_cfg(cli: Any, tmp_path: Path) -> None:
+    """torchrec's Ray README passes -cfg working_dir=..., which TorchX 0.7.0 drops."""
+    p = cli("run", "--dryrun", "-s", "ray", "-cfg", "working_dir=.,dashboard_address=localhost:8265", "utils.echo")
+    hint = "working_dir is the workspace: pass --workspace DIR"
+    if cli.name == "torchx":
+        assert p.returncode == 0, p.stderr
+        assert f"torchx run: warning: -cfg working_dir is not a run option of ray (the job's {hint})" in p.stderr
+    else:
+        assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+        assert "unknown run option 'working_dir'" in p.stderr and hint in p.stderr, p.stderr
