@@ -1,6 +1,7 @@
 """The public names TorchX 0.7.0 code imports, at TorchX's module paths (the list is
-TorchX 0.7.0's public API surface; TorchX's private helpers, CLI command classes and local
-scheduler internals are not provided)."""
+TorchX 0.7.0's public API surface, and the private names of the local scheduler and the
+CLI that projects subclassing TorchX's schedulers import; TorchX's CLI command classes are
+not provided)."""
 import importlib
 
 import pytest
@@ -47,8 +48,17 @@ NAMES = {
         "filter_regex", "split_lines", "split_lines_iterator",
     ],
     "torchx.schedulers.ids": ["get_len_random_id", "make_unique", "random_id", "random_uint64"],
-    "torchx.schedulers.local_scheduler": ["CWDImageProvider", "LocalDirectoryImageProvider", "LocalScheduler",
-                                          "create_scheduler"],
+    "torchx.schedulers.local_scheduler": [
+        "CWDImageProvider", "LocalDirectoryImageProvider", "LocalScheduler", "create_scheduler", "LocalOpts",
+        "ImageProvider", "PopenRequest", "ReplicaParam", "_LocalAppDef", "_LocalReplica", "LogIterator",
+        "STDOUT_LOG", "STDERR_LOG", "COMBINED_LOG", "AppId", "_join_PATH",
+    ],
+    "torchx.schedulers.slurm_scheduler": ["SLURM_STATES", "SlurmScheduler", "create_scheduler"],
+    "torchx.schedulers.docker_scheduler": ["_to_str", "DockerScheduler", "create_scheduler"],
+    "torchx.schedulers.ray_scheduler": ["RayScheduler", "create_scheduler"],
+    "torchx.runtime.tracking": ["FsspecResultTracker", "ResultTracker"],
+    "torchx.cli.cmd_log": ["ID_FORMAT", "_prefix_line", "find_role_replicas", "validate"],
+    "torchx.cli.colors": ["BLUE", "ENDC", "GRAY", "GREEN", "ORANGE"],
     "torchx.components.dist": ["ddp", "spmd", "parse_nnodes", "macros"],
     "torchx.components.utils": ["binary", "booth", "copy", "echo", "python", "sh", "touch"],
     "torchx.components.serve": ["torchserve"],
@@ -59,7 +69,7 @@ NAMES = {
                            "trackers_from_environ", "ENV_TORCHX_JOB_ID"],
     "torchx.workspace": ["WorkspaceMixin"],
     "torchx.workspace.api": ["WorkspaceMixin"],
-    "torchx.cli.main": ["main"],
+    "torchx.cli.main": ["main", "console"],
     "torchx.distributed": ["init_pg", "local_rank", "local_device", "on_rank0_first", "rank", "world_size",
                            "is_rank0", "is_local_rank0", "on_local_rank0_first", "local_cuda_device"],
     "torchx.util.types": ["decode", "decode_optional", "is_bool", "none_throws", "to_dict", "to_list"],

@@ -259,7 +259,11 @@ class Runner:
                 role = sched.build_workspace(app.roles[0], workspace, resolved)
                 if role is not None:
                     app = attrs.evolve(app, roles=[role, *app.roles[1:]])
-            return sched.submit_dryrun(app, cfg)
+            info = sched.submit_dryrun(app, cfg)
+            # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
+            # under another name than its backend (a subclass of a TorchX scheduler) keeps it
+            info._scheduler = scheduler
+            return info
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit what :meth:`dryrun` returned; returns the app handle

@@ -96,8 +96,25 @@ def _factory(name: str) -> Callable[..., Any]:
         raise AttributeError(f"no scheduler {name!r} in entry-point group torchx.schedulers")
 
     def create_scheduler(session_name: str, **kwargs: Any) -> Any:
-        """The scheduler of entry point ``torchx.schedulers`` ``name``, adapted (:func:`adapt`)."""
-        return adapt(ep.load()(session_name, **kwargs))
+        """The scheduler of entry point ``torchx.schedulers`` ``name``, adapted (:func:`adapt`).
+
+        Raises:
+            tx.plugins.PluginError: the entry point cannot be loaded (one line naming the
+                entry point and its distribution).
+        """
+        try:
+            factory = ep.load()
+        except Exception as e:  # noqa: BLE001 - any import-time failure of the plugin
+            from tx.plugins import PluginError
+
+            dist = getattr(ep, "dist", None)
+            where = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "an unknown distribution"
+            msg = str(e).splitlines()[0] if str(e) else ""
+            raise PluginError(
+                f"scheduler {name!r} cannot be loaded: entry point {ep.name} = {ep.value} "
+                f"(group torchx.schedulers) of {where} failed: {type(e).__name__}: {msg}"
+            ) from None
+        return adapt(factory(session_name, **kwargs))
 
     create_scheduler.__name__ = f"create_{name}"
     return create_scheduler

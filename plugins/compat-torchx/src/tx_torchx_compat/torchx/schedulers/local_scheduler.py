@@ -1,21 +1,41 @@
-"""``torchx.schedulers.local_scheduler``: tx-scheduler-local's ``local_cwd``/``local_dir``
-with TorchX 0.7's factory ``create_scheduler(session_name, cache_size=100,
-extra_paths=None, image_provider_class=CWDImageProvider)``."""
+"""``torchx.schedulers.local_scheduler``.
+
+* ``create_scheduler(session_name, cache_size=100, extra_paths=None,
+  image_provider_class=CWDImageProvider)`` (TorchX 0.7's factory) makes tx-scheduler-local's
+  ``local_cwd``/``local_dir`` scheduler, whose apps outlive the process (``tx status``,
+  ``tx log`` from another shell).
+* ``LocalScheduler`` and what projects that subclass it import (``LocalOpts``,
+  ``ImageProvider``, ``CWDImageProvider``, ``LocalDirectoryImageProvider``,
+  ``ReplicaParam``, ``PopenRequest``, ``_LocalAppDef``, ``_LocalReplica``, ``LogIterator``,
+  ``STDOUT_LOG``/``STDERR_LOG``/``COMBINED_LOG``, ``AppId``, ``_join_PATH``) are TorchX
+  0.7.0's in-process local scheduler (:mod:`tx_torchx_compat._torchx_local`).
+"""
 from typing import Any, List, Optional
 
 from tx_torchx_compat._missing import reexport
 
 _local = reexport(globals(), "tx_scheduler_local.scheduler", "tx-scheduler-local")
 
-
-class CWDImageProvider:
-    """Selects ``local_cwd`` in ``create_scheduler`` (replicas run in the current
-    directory; ``role.image`` is ignored)."""
-
-
-class LocalDirectoryImageProvider:
-    """Selects ``local_dir`` in ``create_scheduler`` (replicas run in ``role.image``, an
-    existing directory)."""
+from tx_torchx_compat._torchx_local import (  # noqa: E402,F401 - after reexport: these names win
+    COMBINED_LOG,
+    ENV_CUDA_VISIBLE_DEVICES,
+    STDERR_LOG,
+    STDOUT_LOG,
+    AppId,
+    AppName,
+    CWDImageProvider,
+    ImageProvider,
+    LocalDirectoryImageProvider,
+    LocalOpts,
+    LocalScheduler,
+    LogIterator,
+    PopenRequest,
+    ReplicaParam,
+    RoleName,
+    _join_PATH,
+    _LocalAppDef,
+    _LocalReplica,
+)
 
 
 def create_scheduler(
