@@ -398,8 +398,9 @@ class LocalScheduler(Scheduler):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return open(path, "wb", buffering=0)
 
-    def _popen(self, role_name: RoleName, replica_id: int, params: ReplicaParam) -> _LocalReplica:
+    def _popen(self, role_name: RoleName, replica_id: int, replica_params: ReplicaParam) -> _LocalReplica:
         """Start one replica with its output copied to its log files."""
+        params = replica_params
         out, err, combined = (self._get_file_io(p) for p in (params.stdout, params.stderr, params.combined))
         env = {**os.environ, **params.env}
         env["PATH"] = _join_PATH(params.env.get("PATH"), os.environ.get("PATH"))

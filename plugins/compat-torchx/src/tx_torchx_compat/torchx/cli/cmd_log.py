@@ -6,6 +6,7 @@ import sys
 from typing import List, Optional, Tuple
 
 from tx.specs.api import AppDef
+from tx_torchx_compat.torchx.cli.colors import ENDC, GREEN  # noqa: F401 - TorchX's cmd_log has them
 
 __all__ = ["ID_FORMAT", "find_role_replicas", "validate"]
 

@@ -79,3 +79,6 @@ def dump(f: IO[str], schedulers: Any = None, required_only: bool = False) -> Non
     with Runner() as runner:
         names = list(schedulers) if schedulers is not None else runner.scheduler_backends()
         _run_options.dump(f, {n: runner.scheduler_run_opts(n) for n in names}, required_only)
+
+#: the variable naming the one config file to read (TorchX 0.7's name)
+ENV_TORCHXCONFIG = "TORCHXCONFIG"

@@ -12,6 +12,7 @@
 """
 from typing import Any, List, Optional
 
+from tx.schedulers.ids import make_unique  # noqa: F401 - TorchX's local_scheduler has it
 from tx_torchx_compat._missing import reexport
 
 _local = reexport(globals(), "tx_scheduler_local.scheduler", "tx-scheduler-local")

@@ -7,3 +7,7 @@ from tx.specs.mounts import BindMount, DeviceMount, MountType, VolumeMount, pars
 from tx.specs.runopts import CfgVal, get_type_name, runopt, runopts, to_dict  # noqa: F401
 from tx.specs.status import AppStatus, ReplicaStatus, RoleStatus  # noqa: F401
 from tx_torchx_compat._handles import parse_app_handle  # noqa: F401
+
+#: the states an app ends in, and those of a started app (TorchX 0.7's module constants)
+_TERMINAL_STATES = [AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED]  # noqa: F405
+_STARTED_STATES = _TERMINAL_STATES + [AppState.RUNNING]  # noqa: F405
