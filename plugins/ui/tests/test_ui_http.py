@@ -183,3 +183,14 @@ def test_bad_options_are_one_line(ui_env, one_line_error):
                          (["--timeout", "0"], "seconds > 0")):
         p = subprocess.run([tx, "ui", *args], env=ui_env, capture_output=True, text=True, timeout=60)
         one_line_error(p, needle, 2)
+
+
+def test_app_page_has_a_timeline_of_each_replicas_attempts(ui, txm, handle):
+    h = handle(txm("run", "-s", "local_cwd", "utils.sh", "--max_retries", "1", "sh", "-c", "sleep 0.2; exit 4"))
+    page = ui.get("/app", handle=h)[1]
+    row = re.search(r'<td class="replica">sh/0</td>(.*?)</tr>', page, re.S)[1]
+    bars = re.findall(r'<span class="bar (\w+)" style="left: ([\d.]+)%; width: ([\d.]+)%"', row)
+    assert [kind for kind, _, _ in bars] == ["failed", "failed"]
+    assert float(bars[0][1]) == 0.0 and float(bars[1][1]) >= float(bars[0][2])  # the retry comes after
+    assert "attempt 1:" in row and "exit code 4" in row
+    assert re.search(r'<pre class="yaml" id="record">log_dir: ', page)

@@ -16,9 +16,10 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 
 from tx.errors import UserError
 from tx.runner import Runner
-from tx.schedulers import ListAppResponse, PartialListError
+from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
+from tx.specs import parse_app_handle
 
-__all__ = ["Backend", "NoAnswer", "describe_problem"]
+__all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
 
 
 class NoAnswer(UserError):
@@ -59,6 +60,7 @@ class Backend:
             worker.start()
         self._local = threading.local()
         self._runners: List[Runner] = []
+        self._schedulers: List[Any] = []
         self._lock = threading.Lock()
         self._calls: Dict[Hashable, Tuple[Future, float]] = {}
         #: the last apps each scheduler listed, with when: shown while it gives no answer
@@ -121,6 +123,19 @@ class Backend:
         except asyncio.TimeoutError:
             raise NoAnswer(f"no answer within {limit:g} s") from None
 
+    def scheduler(self, name: str) -> Any:
+        """The calling worker thread's scheduler ``name`` (made on first use, closed with the
+        runners)."""
+        schedulers = getattr(self._local, "schedulers", None)
+        if schedulers is None:
+            schedulers = self._local.schedulers = {}
+        if name not in schedulers:
+            sched = get_scheduler_factories()[name](self._session or "tx")
+            schedulers[name] = sched
+            with self._lock:
+                self._schedulers.append(sched)
+        return schedulers[name]
+
     # -- what the pages show -----------------------------------------------------------------
     async def apps(self, schedulers: Optional[Sequence[str]] = None) -> Tuple[List[ListAppResponse], List[str]]:
         """The apps of ``schedulers`` (default: all of this backend's), listed at once, and
@@ -158,11 +173,19 @@ class Backend:
             self._queue.put(None)
         with self._lock:
             runners, self._runners = self._runners, []
-        for runner in runners:
+            schedulers, self._schedulers = self._schedulers, []
+        for runner in [*runners, *schedulers]:
             try:
                 runner.close()
             except Exception:  # noqa: BLE001 - closing is best effort at exit
                 pass
+
+
+def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
+    """What the handle's scheduler keeps of the app (its ``describe``: metadata such as the
+    log directory and, on the local schedulers, each replica's attempts), on a worker thread."""
+    parsed = parse_app_handle(handle)
+    return backend.scheduler(parsed.scheduler_backend).describe(parsed.app_id)
 
 
 def _list(runner: Runner, scheduler: str) -> List[ListAppResponse]:

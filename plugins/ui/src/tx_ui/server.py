@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import jinja2
 import uvicorn
+import yaml
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -37,10 +38,10 @@ from starlette.staticfiles import StaticFiles
 from tx.cli.cmd_list import format_age, newest_first
 from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
-from tx_ui._backend import Backend, NoAnswer, describe_problem
+from tx_ui._backend import Backend, NoAnswer, describe_problem, record
 from tx_ui._logs import log_events
 
-__all__ = ["ACTIVE_STATES", "REFRESH_S", "TokenGate", "create_app", "new_token", "run_server", "serve_url"]
+__all__ = ["ACTIVE_STATES", "REFRESH_S", "TokenGate", "create_app", "new_token", "run_server", "serve_url", "timeline"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -166,6 +167,39 @@ def _why(status: AppStatus) -> str:
     return ""
 
 
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def timeline(metadata: Dict[str, Any], now: Optional[float] = None) -> List[Dict[str, Any]]:
+    """Each replica's attempts as bars on one time axis, from a scheduler's ``attempts``
+    metadata (``{"role/k": [{"n", "start", "end", "exit_code"}]}``, epoch seconds; the local
+    schedulers keep it); ``[]`` where the scheduler keeps none. Each row is ``{"replica",
+    "bars": [{"left", "width" (percent of the axis), "kind" (ok, failed, running), "label"}]}``."""
+    attempts = metadata.get("attempts")
+    if not isinstance(attempts, dict):
+        return []
+    now = time.time() if now is None else now
+    spans = [(replica, a) for replica, tries in attempts.items() if isinstance(tries, list)
+             for a in tries if isinstance(a, dict) and isinstance(a.get("start"), (int, float))]
+    if not spans:
+        return []
+    t0 = min(a["start"] for _, a in spans)
+    t1 = max(a["end"] if isinstance(a.get("end"), (int, float)) else now for _, a in spans)
+    axis = max(t1 - t0, 1e-3)
+    rows: Dict[str, List[Dict[str, Any]]] = {}
+    for replica, a in spans:
+        end = a["end"] if isinstance(a.get("end"), (int, float)) else None
+        code = a.get("exit_code")
+        kind = "running" if end is None else ("ok" if code == 0 else "failed")
+        label = (f"attempt {a.get('n', 0)}: {_clock(a['start'])} - {_clock(end) if end else 'running'}"
+                 + ("" if code is None else f", exit code {code}"))
+        rows.setdefault(replica, []).append({
+            "left": round(100 * (a["start"] - t0) / axis, 2),
+            "width": round(max(100 * ((end or now) - a["start"]) / axis, 0.5), 2), "kind": kind, "label": label})
+    return [{"replica": r, "bars": bars} for r, bars in rows.items()]
+
+
 def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional[bytes] = None) -> ASGIApp:
     """The ``tx ui`` ASGI application, behind :class:`TokenGate`.
 
@@ -250,6 +284,15 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             if not replicas:
                 replicas = [(rs.role, r.id) for rs in view["status"].roles for r in rs.replicas]
         code = 404 if view["status"] is None else 200
+        if view["status"] is not None:
+            try:
+                described = await backend.call(("record", handle), lambda _r, h: record(backend, h), handle)
+                metadata = dict(described.metadata) if described is not None else {}
+            except Exception:  # noqa: BLE001 - the status above already says what is wrong
+                metadata = {}
+            view["timeline"] = timeline(metadata)
+            rest = {k: v for k, v in metadata.items() if k != "attempts"}
+            view["record_yaml"] = yaml.safe_dump(rest, sort_keys=False, default_flow_style=False) if rest else ""
         view["problem"] = problem
         response = page("app.html", **view, appdef_yaml=appdef_yaml, replicas=replicas,
                         csrf=csrf, message=request.query_params.get("msg", ""),
