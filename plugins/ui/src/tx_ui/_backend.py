@@ -19,7 +19,11 @@ from tx.runner import Runner
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
 from tx.specs import parse_app_handle
 
-__all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
+__all__ = ["LIST_MAX_AGE_S", "Backend", "NoAnswer", "describe_problem", "record"]
+
+
+#: seconds a scheduler's list is reused before it is listed again
+LIST_MAX_AGE_S = 1.0
 
 
 class NoAnswer(UserError):
@@ -151,20 +155,41 @@ class Backend:
                 problems.append(problem)
         return apps, problems
 
+    def prefetch(self) -> None:
+        """Start listing every scheduler now (at start-up: the first page view finds the
+        lists made, the scheduler plugins imported)."""
+        for scheduler in self.schedulers:
+            self._start_list(scheduler)
+
+    def _start_list(self, scheduler: str) -> Future:
+        """The list call of ``scheduler`` (shared while it runs or is fresh); a new one
+        records its apps as the last known when it succeeds."""
+        future = self._submit(("list", scheduler), _list, (scheduler,), LIST_MAX_AGE_S)
+        if not getattr(future, "_tx_ui_recorded", False):
+            future._tx_ui_recorded = True  # type: ignore[attr-defined]
+
+            def record(f: Future) -> None:
+                if not f.cancelled() and f.exception() is None:
+                    self._last_apps[scheduler] = (time.monotonic(), f.result())
+
+            future.add_done_callback(record)
+        return future
+
     async def _apps_of(self, scheduler: str) -> Tuple[List[ListAppResponse], Optional[str]]:
+        future = self._start_list(scheduler)
         try:
-            apps = await self.call(("list", scheduler), _list, scheduler)
+            apps = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), self.timeout)
+        except asyncio.TimeoutError:
+            last = self._last_apps.get(scheduler)
+            problem = f"no answer within {self.timeout:g} s"
+            if last is None:
+                return [], f"{scheduler}: {problem} (none of its apps are shown)"
+            age = int(time.monotonic() - last[0])
+            return list(last[1]), f"{scheduler}: {problem} (its apps as listed {age} s ago are shown)"
         except PartialListError as e:
             return list(e.apps), f"{scheduler}: {describe_problem(e)} (the apps it could list are shown)"
-        except NoAnswer as e:
-            last = self._last_apps.get(scheduler)
-            if last is None:
-                return [], f"{scheduler}: {e} (none of its apps are shown)"
-            age = int(time.monotonic() - last[0])
-            return list(last[1]), f"{scheduler}: {e} (its apps as listed {age} s ago are shown)"
         except Exception as e:  # noqa: BLE001 - one scheduler's failure is one line, the rest shows
             return [], f"{scheduler}: {describe_problem(e)} (none of its apps are shown)"
-        self._last_apps[scheduler] = (time.monotonic(), apps)
         return list(apps), None
 
     def close(self) -> None:

@@ -77,6 +77,7 @@ def _ui(args: argparse.Namespace) -> int:
     token = new_token()
     url = serve_url(args.host, port, token)
     backend = Backend(schedulers, timeout=args.timeout)
+    backend.prefetch()
     app = create_app(backend, token, port)
 
     def ready() -> None:

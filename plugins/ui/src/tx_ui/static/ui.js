@@ -42,19 +42,35 @@ function logs() {
   const follow = document.getElementById("follow");
   const search = document.getElementById("search");
   let lines = [];
+  let pending = [];
+  let timer = null;
   let source = null;
 
   function matches(line) { return !search.value || line.includes(search.value); }
   function scroll() { if (follow.checked) pre.scrollTop = pre.scrollHeight; }
+  // each batch is a block of its own, so that the browser lays out only what is new
   function show(batch) {
     const shown = batch.filter(matches);
-    if (shown.length) pre.appendChild(document.createTextNode(shown.join("")));
+    if (!shown.length) return;
+    const block = document.createElement("span");
+    block.className = "batch";
+    block.textContent = shown.join("");
+    pre.appendChild(block);
+  }
+  // lines are drawn at most every 50 ms, however fast they come
+  function flush() {
+    timer = null;
+    if (pending.length) { show(pending); pending = []; }
+    pre.dataset.lines = String(lines.length);
+    scroll();
   }
   function redraw() { pre.textContent = ""; show(lines); scroll(); }
 
   function open() {
     if (source) source.close();
+    if (timer) { clearTimeout(timer); timer = null; }
     lines = [];
+    pending = [];
     pre.textContent = "";
     pre.dataset.lines = "0";
     pre.dataset.done = "";
@@ -71,22 +87,19 @@ function logs() {
       const batch = JSON.parse(ev.data);
       const first = Number(ev.lastEventId) - batch.length;
       if (first !== lines.length) { state.textContent = "out of order: expected line " + lines.length + ", got " + first; }
-      for (const line of batch) lines.push(line);
-      show(batch);
-      pre.dataset.lines = String(lines.length);
+      for (const line of batch) { lines.push(line); pending.push(line); }
       state.textContent = lines.length + " lines" + (follow.checked ? ", following" : "");
-      scroll();
+      if (!timer) timer = setTimeout(flush, 50);
     });
-    source.addEventListener("end", (ev) => {
+    function finish(text) {
       source.close();
+      if (timer) clearTimeout(timer);
+      flush();
       pre.dataset.done = "1";
-      state.textContent = "end of log: " + JSON.parse(ev.data).lines + " lines";
-    });
-    source.addEventListener("problem", (ev) => {
-      source.close();
-      pre.dataset.done = "1";
-      state.textContent = ev.data;
-    });
+      state.textContent = text;
+    }
+    source.addEventListener("end", (ev) => finish("end of log: " + JSON.parse(ev.data).lines + " lines"));
+    source.addEventListener("problem", (ev) => finish(ev.data));
     source.onerror = () => { if (!pre.dataset.done) state.textContent = "reconnecting..."; };
   }
 
