@@ -8,7 +8,10 @@ import html
 import json
 import re
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -174,10 +177,6 @@ def test_a_hanging_scheduler_is_one_line_and_the_rest_shows(ui_env, txm, handle,
 
 
 def test_bad_options_are_one_line(ui_env, one_line_error):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     tx = str(Path(sys.executable).parent / "tx")
     for args, needle in ((["--port", "99999"], "port number"), (["-s", "nosuch"], "unknown scheduler 'nosuch'"),
                          (["--timeout", "0"], "seconds > 0")):
@@ -194,3 +193,38 @@ def test_app_page_has_a_timeline_of_each_replicas_attempts(ui, txm, handle):
     assert float(bars[0][1]) == 0.0 and float(bars[1][1]) >= float(bars[0][2])  # the retry comes after
     assert "attempt 1:" in row and "exit code 4" in row
     assert re.search(r'<pre class="yaml" id="record">log_dir: ', page)
+
+
+RECORD = """
+from tx.tracker import app_run_from_env
+run = app_run_from_env()
+run.add_metadata(lr=0.05, optimizer={"name": "sgd"})
+run.add_artifact("model", "/models/m.pt", {"accuracy": 0.97})
+"""
+
+
+def test_tracking_pages_show_runs_metadata_artifacts_and_lineage(ui_env, txm, handle, tmp_path):
+    env = {**ui_env, "TX_TRACKERS": "file", "TX_TRACKER_FILE_CONFIG": str(tmp_path / "runs")}
+    with serve(ui_env, "-s", "local_cwd") as server:
+        assert "no tracker is configured" in server.get("/tracking")[1]
+    tx = str(Path(sys.executable).parent / "tx")
+
+    def run(*args: str) -> str:
+        p = subprocess.run([tx, "run", "-s", "local_cwd", *args], env=env, capture_output=True, text=True,
+                           timeout=120, cwd=ui_env["TX_UI_TEST_WORK"])
+        return handle(p)
+
+    parent = run("utils.python", "-c", RECORD)
+    child = run("--parent_run_id", parent, "utils.python", "-c", RECORD)
+    with serve(env, "-s", "local_cwd") as server:
+        status, page = server.get("/tracking")
+        assert status == 200
+        assert {parent, child} <= set(re.findall(r'run=[^"]+">([^<]+)</a>', page))
+        page = server.get("/tracking/run", run=parent)[1]
+        assert re.search(r"<td>lr</td><td><code>0.05</code></td>", page)
+        assert "<td>model</td><td><code>/models/m.pt</code></td>" in page
+        assert html.unescape(re.search(r'children \(runs that consumed it\)</h3>\s*<div class="node child">'
+                                       r'<a [^>]*>([^<]+)</a>', page)[1]) == child
+        page = server.get("/tracking/run", run=child)[1]
+        assert html.unescape(re.search(r'parents \(runs it consumed\)</h3>\s*<div class="node parent">'
+                                       r'<a [^>]*>([^<]+)</a>', page)[1]) == parent

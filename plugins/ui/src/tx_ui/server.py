@@ -40,6 +40,7 @@ from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
 from tx_ui._backend import Backend, NoAnswer, describe_problem, record
 from tx_ui._logs import log_events
+from tx_ui._tracking import run_record, runs, tracker_names
 
 __all__ = ["ACTIVE_STATES", "REFRESH_S", "TokenGate", "create_app", "new_token", "run_server", "serve_url", "timeline"]
 
@@ -355,6 +356,29 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             msg = f"cannot cancel {handle}: {describe_problem(e)}"
         return RedirectResponse(f"/app?handle={quote(handle, safe='')}&msg={quote(msg, safe='')}", status_code=303)
 
+    async def tracking_page(request: Request) -> Response:
+        name = request.query_params.get("tracker") or None
+        context: Dict[str, Any] = {"tracker": name or "", "trackers": [], "run_ids": None, "problem": ""}
+        try:
+            context["trackers"] = await backend.call(("trackers",), lambda _r: tracker_names(), max_age=10)
+            got = await backend.call(("runs", name), runs, name)
+            context.update(tracker=got["tracker"], run_ids=got["runs"])
+        except Exception as e:  # noqa: BLE001 - the tracker's failure is one line on the page
+            context["problem"] = describe_problem(e)
+        return page("tracking.html", **context)
+
+    async def tracking_run_page(request: Request) -> Response:
+        name = request.query_params.get("tracker") or None
+        run_id = request.query_params.get("run", "")
+        context: Dict[str, Any] = {"tracker": name or "", "run_id": run_id, "lineage": None, "metadata": {},
+                                   "problem": ""}
+        try:
+            got = await backend.call(("run", name, run_id), run_record, name, run_id)
+            context.update(tracker=got["tracker"], lineage=got["lineage"], metadata=got["metadata"])
+        except Exception as e:  # noqa: BLE001 - the tracker's failure is one line on the page
+            context["problem"] = describe_problem(e)
+        return page("tracking_run.html", **context)
+
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok\n")
 
@@ -365,6 +389,8 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
         Route("/events/apps", apps_events),
         Route("/events/app", app_events),
         Route("/events/log", log_stream),
+        Route("/tracking", tracking_page),
+        Route("/tracking/run", tracking_run_page),
         Route("/health", health),
         Mount("/static", app=StaticFiles(packages=[("tx_ui", "static")]), name="static"),
     ]
