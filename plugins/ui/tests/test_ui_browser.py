@@ -108,16 +108,13 @@ def test_local_apps_appear_and_new_ones_arrive_without_a_reload(browser, ui, txm
     ok = handle(txm("run", "-s", "local_cwd", "utils.echo", "--msg", "hello"))
     bad = handle(txm("run", "-s", "local_cwd", "utils.sh", "sh", "-c", "exit 3"))
     browser.get(ui.url)
-    rows = browser.find_elements(By.CSS_SELECTOR, "tr.app")
-    states = {r.get_attribute("data-handle"): r.get_attribute("data-state") for r in rows}
+    states = _states(browser)
     assert states[ok] == "SUCCEEDED" and states[bad] == "FAILED"
     _js(browser, "window.notReloaded = true")
     new = handle(txm("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "2"))
     try:
-        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, f'tr.app[data-handle="{new}"]'),
-                 message="the new app's row")
-        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f'tr.app[data-handle="{new}"]')
-                 .get_attribute("data-state") == "SUCCEEDED", message="the new app to succeed on the page")
+        wait_for(lambda: new in _states(browser), message="the new app's row")
+        wait_for(lambda: _states(browser)[new] == "SUCCEEDED", message="the new app to succeed on the page")
         assert _js(browser, "return window.notReloaded") is True
         browser.save_screenshot(str(shots / "apps.png"))
     finally:
@@ -187,6 +184,12 @@ def test_cancel_from_the_page_asks_first_then_ends_the_app(browser, ui, txm, han
         wait_for(lambda: _text(browser, "state") == "CANCELLED", message="CANCELLED on the page")
     finally:
         txm("cancel", h)
+
+
+def _states(browser) -> dict:
+    """``{handle: state}`` of the apps table now (read at once: the live table is re-rendered)."""
+    return dict(_js(browser, "return Array.from(document.querySelectorAll('tr.app'))"
+                             ".map(r => [r.dataset.handle, r.dataset.state])"))
 
 
 def _alert(browser):
