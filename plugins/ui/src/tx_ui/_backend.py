@@ -1,9 +1,12 @@
 """What the page asks tx, on worker threads and bounded by a timeout: a scheduler that hangs
 never blocks the page (its call goes on in its thread; the page says it gave no answer).
 
-Every call is keyed (``("list", "slurm")``, ``("status", handle)``): a call with the same key
-that is still running, or ended less than ``max_age`` seconds ago, is shared rather than
-started again, so a hanging backend holds one thread, not one per page view.
+Every call is keyed (``("list", "slurm")``, ``("status", handle)``), and a request gets the
+answer of a call that started after it arrived (what it shows is never older than the
+request): a call of the same key still running is waited for, then one is started anew if
+that one had started earlier; requests that arrive together share one call. So a hanging
+backend holds one thread, not one per page view, and a page shows the app a `tx run` just
+made.
 """
 from __future__ import annotations
 
@@ -19,11 +22,7 @@ from tx.runner import Runner
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
 from tx.specs import parse_app_handle
 
-__all__ = ["LIST_MAX_AGE_S", "Backend", "NoAnswer", "describe_problem", "record"]
-
-
-#: seconds a scheduler's list is reused before it is listed again
-LIST_MAX_AGE_S = 1.0
+__all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
 
 
 class NoAnswer(UserError):
@@ -94,38 +93,54 @@ class Backend:
             except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
                 future.set_exception(e)
 
-    def _submit(self, key: Optional[Hashable], fn: Callable[..., Any], args: Tuple[Any, ...],
-                max_age: float) -> Future:
-        now = time.monotonic()
+    def _current(self, key: Hashable, fn: Callable[..., Any], args: Tuple[Any, ...],
+                 since: float) -> Tuple[Future, float]:
+        """The call of ``key`` to wait for: the one running, else the last one if it started
+        at ``since`` or later, else a new one."""
         with self._lock:
-            if key is not None and key in self._calls:
-                future, started = self._calls[key]
-                if not future.done() or now - started < max_age:
-                    return future
-            future = Future()
-            self._queue.put((future, fn, args))
-            if key is not None:
-                self._calls[key] = (future, now)
-        return future
+            entry = self._calls.get(key)
+            if entry is None or (entry[0].done() and entry[1] < since):
+                future: Future = Future()
+                entry = (future, time.monotonic())
+                self._calls[key] = entry
+                self._queue.put((future, fn, args))
+                if key[0] == "list":
+                    future.add_done_callback(lambda f, s=key[1]: self._remember_list(s, f))
+            return entry
 
-    async def call(self, key: Optional[Hashable], fn: Callable[..., Any], *args: Any,
-                   max_age: float = 1.0, timeout: Optional[float] = None) -> Any:
-        """``fn(runner, *args)`` on a worker thread; its result, or its exception.
+    def _remember_list(self, scheduler: str, future: Future) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self._last_apps[scheduler] = (time.monotonic(), future.result())
+
+    async def call(self, key: Hashable, fn: Callable[..., Any], *args: Any, timeout: Optional[float] = None) -> Any:
+        """``fn(runner, *args)`` on a worker thread, from a call that started after this
+        one did (module docstring); its result, or its exception.
 
         Args:
-            key: calls with the same key share one run (None: never shared).
-            max_age: seconds a finished call's result is reused for the same key.
-            timeout: seconds to wait (default: the backend's timeout).
+            key: a tuple; calls with the same key share runs. Its first item names the kind
+                of call (``"list"``: its scheduler's apps are kept as the last known).
+            timeout: seconds to wait in all (default: the backend's timeout).
 
         Raises:
             NoAnswer: no result within the timeout.
         """
-        future = self._submit(key, fn, args, max_age)
+        arrived = time.monotonic()
         limit = self.timeout if timeout is None else timeout
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), limit)
-        except asyncio.TimeoutError:
-            raise NoAnswer(f"no answer within {limit:g} s") from None
+        while True:
+            future, started = self._current(key, fn, args, arrived)
+            left = arrived + limit - time.monotonic()
+            try:
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), left)
+            except asyncio.TimeoutError:
+                raise NoAnswer(f"no answer within {limit:g} s") from None
+            except Exception:
+                if started >= arrived:
+                    raise
+                continue  # an older call's failure: ask again
+            if started >= arrived:
+                return result
 
     def scheduler(self, name: str) -> Any:
         """The calling worker thread's scheduler ``name`` (made on first use, closed with the
@@ -139,6 +154,13 @@ class Backend:
             with self._lock:
                 self._schedulers.append(sched)
         return schedulers[name]
+
+    def prefetch(self) -> None:
+        """Start listing every scheduler now (at start-up: the first page view finds the
+        scheduler plugins imported and the backends warm)."""
+        now = time.monotonic()
+        for scheduler in self.schedulers:
+            self._current(("list", scheduler), _list, (scheduler,), now)
 
     # -- what the pages show -----------------------------------------------------------------
     async def apps(self, schedulers: Optional[Sequence[str]] = None) -> Tuple[List[ListAppResponse], List[str]]:
@@ -155,37 +177,15 @@ class Backend:
                 problems.append(problem)
         return apps, problems
 
-    def prefetch(self) -> None:
-        """Start listing every scheduler now (at start-up: the first page view finds the
-        lists made, the scheduler plugins imported)."""
-        for scheduler in self.schedulers:
-            self._start_list(scheduler)
-
-    def _start_list(self, scheduler: str) -> Future:
-        """The list call of ``scheduler`` (shared while it runs or is fresh); a new one
-        records its apps as the last known when it succeeds."""
-        future = self._submit(("list", scheduler), _list, (scheduler,), LIST_MAX_AGE_S)
-        if not getattr(future, "_tx_ui_recorded", False):
-            future._tx_ui_recorded = True  # type: ignore[attr-defined]
-
-            def record(f: Future) -> None:
-                if not f.cancelled() and f.exception() is None:
-                    self._last_apps[scheduler] = (time.monotonic(), f.result())
-
-            future.add_done_callback(record)
-        return future
-
     async def _apps_of(self, scheduler: str) -> Tuple[List[ListAppResponse], Optional[str]]:
-        future = self._start_list(scheduler)
         try:
-            apps = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), self.timeout)
-        except asyncio.TimeoutError:
+            apps = await self.call(("list", scheduler), _list, scheduler)
+        except NoAnswer as e:
             last = self._last_apps.get(scheduler)
-            problem = f"no answer within {self.timeout:g} s"
             if last is None:
-                return [], f"{scheduler}: {problem} (none of its apps are shown)"
+                return [], f"{scheduler}: {e} (none of its apps are shown)"
             age = int(time.monotonic() - last[0])
-            return list(last[1]), f"{scheduler}: {problem} (its apps as listed {age} s ago are shown)"
+            return list(last[1]), f"{scheduler}: {e} (its apps as listed {age} s ago are shown)"
         except PartialListError as e:
             return list(e.apps), f"{scheduler}: {describe_problem(e)} (the apps it could list are shown)"
         except Exception as e:  # noqa: BLE001 - one scheduler's failure is one line, the rest shows

@@ -234,17 +234,25 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
 
     async def apps_page(request: Request) -> Response:
         view = await apps_view(request)
-        return page("apps.html", **view, events_url="/events/apps?" + request.url.query)
+        # rendering a thousand rows takes tens of ms: off the event loop, which serves the streams
+        body = await asyncio.to_thread(render, "apps.html", schedulers=backend.schedulers, states=states, **view,
+                                       events_url="/events/apps?" + request.url.query)
+        return HTMLResponse(body)
 
     async def apps_events(request: Request) -> Response:
         async def events() -> AsyncIterator[Dict[str, Any]]:
+            last = ""
             while True:
+                # the page was rendered just now: the first update comes one period later
+                await asyncio.sleep(REFRESH_S)
                 view = await apps_view(request)
-                yield {"event": "apps", "data": json.dumps({
+                data = await asyncio.to_thread(lambda: json.dumps({
                     "rows": render("_rows.html", rows=view["rows"]),
                     "problems": render("_problems.html", problems=view["problems"]),
-                    "count": len(view["rows"]), "total": view["total"]})}
-                await asyncio.sleep(REFRESH_S)
+                    "count": len(view["rows"]), "total": view["total"]}))
+                if data != last:  # nothing changed (ages included): nothing sent
+                    last = data
+                    yield {"event": "apps", "data": data}
 
         return EventSourceResponse(events(), ping=15)
 
@@ -276,7 +284,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
         appdef_yaml, replicas, problem = "", [], view["problem"]
         if view["status"] is not None:
             try:
-                appdef = await backend.call(("describe", handle), lambda r, h: r.describe(h), handle, max_age=30)
+                appdef = await backend.call(("describe", handle), lambda r, h: r.describe(h), handle)
                 if appdef is not None:
                     appdef_yaml = appdef_to_yaml(appdef)
                     replicas = [(role.name, k) for role in appdef.roles for k in range(role.num_replicas)]
@@ -348,7 +356,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
                                      status_code=403)
         try:
             parse_app_handle(handle)
-            await backend.call(None, lambda r, h: r.cancel(h), handle)
+            await backend.call(("cancel", handle), lambda r, h: r.cancel(h), handle)
             msg = f"asked {handle} to cancel"
         except NoAnswer as e:
             msg = f"cancel of {handle} sent; its scheduler gave {e}"
@@ -360,7 +368,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
         name = request.query_params.get("tracker") or None
         context: Dict[str, Any] = {"tracker": name or "", "trackers": [], "run_ids": None, "problem": ""}
         try:
-            context["trackers"] = await backend.call(("trackers",), lambda _r: tracker_names(), max_age=10)
+            context["trackers"] = await backend.call(("trackers",), lambda _r: tracker_names())
             got = await backend.call(("runs", name), runs, name)
             context.update(tracker=got["tracker"], run_ids=got["runs"])
         except Exception as e:  # noqa: BLE001 - the tracker's failure is one line on the page
