@@ -112,6 +112,11 @@ def test_log_stream_is_what_tx_log_prints_lossless_in_order_and_resumable(ui, tx
     assert ui.get("/events/log", handle=h, role="python", streams="nope")[0] == 400
     problem = ui.events("/events/log", until="problem", handle="local_cwd://tx/gone", role="x", follow=0)
     assert problem[-1] == {"event": "problem", "data": "no app local_cwd://tx/gone"}
+    # a role or replica the app does not have never reaches a file
+    for role, k in (("../../../../etc", 0), ("python", 1), ("python", -1)):
+        problem = ui.events("/events/log", until="problem", handle=h, role=role, replica=k, follow=0)
+        assert problem[-1] == {"event": "problem",
+                               "data": f"app {h} has no replica {role}/{k} (replicas: python/0-0)"}
 
 
 def test_follow_streams_a_running_app_until_it_ends(ui, txm, handle):

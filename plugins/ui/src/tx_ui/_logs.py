@@ -47,8 +47,18 @@ def _read(runner_factory: Any, handle: str, role: str, replica: int, follow: boo
 
     try:
         with runner_factory() as runner:
-            if runner.status(handle) is None:
+            status = runner.status(handle)
+            if status is None:
                 put(_Problem(f"no app {handle}"))
+                return
+            # only the app's own replicas: a role or index from the request never names a path
+            roles = {rs.role: len(rs.replicas) for rs in status.roles}
+            if role not in roles:
+                app = runner.describe(handle)
+                roles.update({r.name: r.num_replicas for r in (app.roles if app is not None else [])})
+            if role not in roles or not 0 <= replica < max(roles[role], 1):
+                put(_Problem(f"app {handle} has no replica {role}/{replica} (replicas: "
+                             f"{', '.join(f'{r}/0-{n - 1}' for r, n in roles.items()) or 'none'})"))
                 return
             carry = b""
             for block in runner.log_blocks(handle, role, replica, should_tail=follow, streams=streams):
