@@ -168,6 +168,14 @@ def _why(status: AppStatus) -> str:
     return ""
 
 
+def _as_yaml(data: Dict[str, Any]) -> str:
+    """``data`` as YAML; what YAML cannot represent (a scheduler's own objects) as text."""
+    try:
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    except yaml.YAMLError:
+        return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False, default_flow_style=False)
+
+
 def _clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
@@ -301,7 +309,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
                 metadata = {}
             view["timeline"] = timeline(metadata)
             rest = {k: v for k, v in metadata.items() if k != "attempts"}
-            view["record_yaml"] = yaml.safe_dump(rest, sort_keys=False, default_flow_style=False) if rest else ""
+            view["record_yaml"] = _as_yaml(rest) if rest else ""
         view["problem"] = problem
         response = page("app.html", **view, appdef_yaml=appdef_yaml, replicas=replicas,
                         csrf=csrf, message=request.query_params.get("msg", ""),
