@@ -1,0 +1,217 @@
+"""What the page asks tx, on worker threads and bounded by a timeout: a scheduler that hangs
+never blocks the page (its call goes on in its thread; the page says it gave no answer).
+
+Every call is keyed (``("list", "slurm")``, ``("status", handle)``), and a request gets the
+answer of a call that started after it arrived (what it shows is never older than the
+request): a call of the same key still running is waited for, then one is started anew if
+that one had started earlier; requests that arrive together share one call. So a hanging
+backend holds one thread, not one per page view, and a page shows the app a `tx run` just
+made.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import queue
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+
+from tx.errors import UserError
+from tx.runner import Runner
+from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
+from tx.specs import parse_app_handle
+
+__all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
+
+
+class NoAnswer(UserError):
+    """A backend call did not return within the timeout (it goes on in its thread)."""
+
+
+def describe_problem(e: BaseException) -> str:
+    """One line for an exception raised by a backend call: the message of a user error
+    (``UserError``, a scheduler's error), else the type and the message."""
+    if isinstance(e, UserError):
+        return " ".join(str(e).split()) or type(e).__name__
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
+class Backend:
+    """Calls into :class:`tx.runner.Runner` on a pool of worker threads, each worker with a
+    runner of its own (a runner's schedulers are made lazily and are not shared between
+    threads).
+
+    Args:
+        schedulers: the schedulers whose apps the apps page lists.
+        timeout: seconds a page waits for a backend call before saying it gave no answer.
+        session: the session name of the runners (the part of new handles after ``://``).
+        workers: threads in the pool.
+    """
+
+    def __init__(self, schedulers: Sequence[str], timeout: float = 10.0, session: Optional[str] = None,
+                 workers: int = 16) -> None:
+        self.schedulers: List[str] = list(dict.fromkeys(schedulers))
+        self.timeout = timeout
+        self._session = session
+        # daemon threads, not a ThreadPoolExecutor: the interpreter joins an executor's
+        # threads at exit, and one stuck in a hanging backend would keep `tx ui` from ending
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._workers = [threading.Thread(target=self._work, name=f"tx-ui-{i}", daemon=True)
+                         for i in range(workers)]
+        for worker in self._workers:
+            worker.start()
+        self._local = threading.local()
+        self._runners: List[Runner] = []
+        self._schedulers: List[Any] = []
+        self._lock = threading.Lock()
+        self._calls: Dict[Hashable, Tuple[Future, float]] = {}
+        #: the last apps each scheduler listed, with when: shown while it gives no answer
+        self._last_apps: Dict[str, Tuple[float, List[ListAppResponse]]] = {}
+
+    # -- threads ---------------------------------------------------------------------------
+    def runner(self) -> Runner:
+        """The calling worker thread's runner (made on first use)."""
+        runner = getattr(self._local, "runner", None)
+        if runner is None:
+            runner = Runner(self._session) if self._session else Runner()
+            self._local.runner = runner
+            with self._lock:
+                self._runners.append(runner)
+        return runner
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(self.runner(), *args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
+                future.set_exception(e)
+
+    def _current(self, key: Hashable, fn: Callable[..., Any], args: Tuple[Any, ...],
+                 since: float) -> Tuple[Future, float]:
+        """The call of ``key`` to wait for: the one running, else the last one if it started
+        at ``since`` or later, else a new one."""
+        with self._lock:
+            entry = self._calls.get(key)
+            if entry is None or (entry[0].done() and entry[1] < since):
+                future: Future = Future()
+                entry = (future, time.monotonic())
+                self._calls[key] = entry
+                self._queue.put((future, fn, args))
+                if key[0] == "list":
+                    future.add_done_callback(lambda f, s=key[1]: self._remember_list(s, f))
+            return entry
+
+    def _remember_list(self, scheduler: str, future: Future) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self._last_apps[scheduler] = (time.monotonic(), future.result())
+
+    async def call(self, key: Hashable, fn: Callable[..., Any], *args: Any, timeout: Optional[float] = None) -> Any:
+        """``fn(runner, *args)`` on a worker thread, from a call that started after this
+        one did (module docstring); its result, or its exception.
+
+        Args:
+            key: a tuple; calls with the same key share runs. Its first item names the kind
+                of call (``"list"``: its scheduler's apps are kept as the last known).
+            timeout: seconds to wait in all (default: the backend's timeout).
+
+        Raises:
+            NoAnswer: no result within the timeout.
+        """
+        arrived = time.monotonic()
+        limit = self.timeout if timeout is None else timeout
+        while True:
+            future, started = self._current(key, fn, args, arrived)
+            left = arrived + limit - time.monotonic()
+            try:
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), left)
+            except asyncio.TimeoutError:
+                raise NoAnswer(f"no answer within {limit:g} s") from None
+            except Exception:
+                if started >= arrived:
+                    raise
+                continue  # an older call's failure: ask again
+            if started >= arrived:
+                return result
+
+    def scheduler(self, name: str) -> Any:
+        """The calling worker thread's scheduler ``name`` (made on first use, closed with the
+        runners)."""
+        schedulers = getattr(self._local, "schedulers", None)
+        if schedulers is None:
+            schedulers = self._local.schedulers = {}
+        if name not in schedulers:
+            sched = get_scheduler_factories()[name](self._session or "tx")
+            schedulers[name] = sched
+            with self._lock:
+                self._schedulers.append(sched)
+        return schedulers[name]
+
+    def prefetch(self) -> None:
+        """Start listing every scheduler now (at start-up: the first page view finds the
+        scheduler plugins imported and the backends warm)."""
+        now = time.monotonic()
+        for scheduler in self.schedulers:
+            self._current(("list", scheduler), _list, (scheduler,), now)
+
+    # -- what the pages show -----------------------------------------------------------------
+    async def apps(self, schedulers: Optional[Sequence[str]] = None) -> Tuple[List[ListAppResponse], List[str]]:
+        """The apps of ``schedulers`` (default: all of this backend's), listed at once, and
+        one line for each scheduler that could not be read in whole (what it could list, or
+        listed last, is kept and said so)."""
+        names = list(schedulers or self.schedulers)
+        results = await asyncio.gather(*(self._apps_of(s) for s in names))
+        apps: List[ListAppResponse] = []
+        problems: List[str] = []
+        for got, problem in results:
+            apps.extend(got)
+            if problem:
+                problems.append(problem)
+        return apps, problems
+
+    async def _apps_of(self, scheduler: str) -> Tuple[List[ListAppResponse], Optional[str]]:
+        try:
+            apps = await self.call(("list", scheduler), _list, scheduler)
+        except NoAnswer as e:
+            last = self._last_apps.get(scheduler)
+            if last is None:
+                return [], f"{scheduler}: {e} (none of its apps are shown)"
+            age = int(time.monotonic() - last[0])
+            return list(last[1]), f"{scheduler}: {e} (its apps as listed {age} s ago are shown)"
+        except PartialListError as e:
+            return list(e.apps), f"{scheduler}: {describe_problem(e)} (the apps it could list are shown)"
+        except Exception as e:  # noqa: BLE001 - one scheduler's failure is one line, the rest shows
+            return [], f"{scheduler}: {describe_problem(e)} (none of its apps are shown)"
+        return list(apps), None
+
+    def close(self) -> None:
+        """Stop taking calls and close every runner (calls still running are not waited for)."""
+        for _ in self._workers:
+            self._queue.put(None)
+        with self._lock:
+            runners, self._runners = self._runners, []
+            schedulers, self._schedulers = self._schedulers, []
+        for runner in [*runners, *schedulers]:
+            try:
+                runner.close()
+            except Exception:  # noqa: BLE001 - closing is best effort at exit
+                pass
+
+
+def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
+    """What the handle's scheduler keeps of the app (its ``describe``: metadata such as the
+    log directory and, on the local schedulers, each replica's attempts), on a worker thread."""
+    parsed = parse_app_handle(handle)
+    return backend.scheduler(parsed.scheduler_backend).describe(parsed.app_id)
+
+
+def _list(runner: Runner, scheduler: str) -> List[ListAppResponse]:
+    return runner.list(scheduler)

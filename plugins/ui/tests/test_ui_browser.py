@@ -1,0 +1,199 @@
+"""`tx ui` in a real browser: Debian's headless chromium driven through its chromedriver
+(selenium; no browser is downloaded). Local apps appear and update without a reload; a
+running app's log lines arrive live, in order, none lost (compared with `tx log`); a failed
+DDP app shows its root cause; cancel from the page (after it asks) ends the app; a request
+without the token is refused. Screenshots of the pages go to $TX_UI_SCREENSHOTS (default: a
+temporary directory, printed), the test artifacts CI keeps."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from tx.testing.backends import backend_unavailable, require_module
+
+webdriver = require_module("selenium.webdriver", "the browser tests drive chromium: pip install selenium")
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402 - after the check above
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("TX_UI_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("TX_UI_CHROMEDRIVER", "/usr/bin/chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,900")
+
+#: a DDP app (torchrun, 2 workers) whose rank 1 fails in its third step
+DDP_SCRIPT = '''\
+import os
+import time
+
+
+def train_step(step, rank):
+    if rank == 1 and step == 3:
+        raise RuntimeError(f"loss is NaN at step {step} (simulated)")
+
+
+for step in range(1, 5):
+    train_step(step, int(os.environ["RANK"]))
+    time.sleep(0.1)
+'''
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go."""
+    d = Path(os.environ.get("TX_UI_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    print(f"tx ui screenshots: {d}")
+    return d
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator["webdriver.Chrome"]:
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        backend_unavailable("chromium", f"{CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium "
+                                        "chromium-driver (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(what: Callable[[], object], timeout: float = 30, message: str = "") -> object:
+    """``what()`` once it is truthy, polling every 0.1 s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message or what}")
+        time.sleep(0.1)
+
+
+def _js(browser, script: str):
+    return browser.execute_script(script)
+
+
+def _text(browser, element_id: str) -> str:
+    """The text of element ``element_id`` now (the live parts of a page are re-rendered:
+    a selenium element found earlier may be gone)."""
+    return browser.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.textContent : ''")
+
+
+def test_a_request_without_the_token_is_refused(browser, ui):
+    browser.get(ui.base + "/")
+    assert "needs the token" in browser.find_element(By.TAG_NAME, "body").text
+    browser.get(ui.base + "/static/ui.js")
+    assert "needs the token" in browser.find_element(By.TAG_NAME, "body").text
+    browser.get(ui.url)
+    assert browser.title == "tx ui: apps"
+
+
+def test_local_apps_appear_and_new_ones_arrive_without_a_reload(browser, ui, txm, handle, shots):
+    ok = handle(txm("run", "-s", "local_cwd", "utils.echo", "--msg", "hello"))
+    bad = handle(txm("run", "-s", "local_cwd", "utils.sh", "sh", "-c", "exit 3"))
+    browser.get(ui.url)
+    states = _states(browser)
+    assert states[ok] == "SUCCEEDED" and states[bad] == "FAILED"
+    _js(browser, "window.notReloaded = true")
+    new = handle(txm("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "2"))
+    try:
+        wait_for(lambda: new in _states(browser), message="the new app's row")
+        wait_for(lambda: _states(browser)[new] == "SUCCEEDED", message="the new app to succeed on the page")
+        assert _js(browser, "return window.notReloaded") is True
+        browser.save_screenshot(str(shots / "apps.png"))
+    finally:
+        txm("cancel", new)
+
+
+def test_a_running_apps_log_arrives_live_in_order_none_lost(browser, ui, txm, handle, shots):
+    n = 400
+    h = handle(txm("run", "--detach", "-s", "local_cwd", "utils.sh", "sh", "-c",
+                   f"for i in $(seq 1 {n}); do echo \"step $i loss 0.$i\"; sleep 0.01; done"))
+    try:
+        browser.get(ui.link("/app", handle=h))
+        seen_while_running = wait_for(lambda: 0 < int(_js(browser, "return document.getElementById('log')"
+                                                                   ".dataset.lines")) < n,
+                                      message="lines before the app ended")
+        assert seen_while_running
+        browser.save_screenshot(str(shots / "app-running.png"))
+        wait_for(lambda: _js(browser, "return document.getElementById('log').dataset.done") == "1", timeout=60,
+                 message="the end of the log")
+        text = _js(browser, "return document.getElementById('log').textContent")
+        printed = txm("log", h, text=False).stdout.decode()
+        assert text == "".join(line[len("sh/0 "):] for line in printed.splitlines(keepends=True))
+        assert text.splitlines() == [f"step {i} loss 0.{i}" for i in range(1, n + 1)]
+        # search: only the lines containing the text
+        browser.find_element(By.ID, "search").send_keys("step 39")
+        shown = _js(browser, "return document.getElementById('log').textContent").splitlines()
+        assert shown == [f"step {i} loss 0.{i}" for i in [39, *range(390, 400)]]
+    finally:
+        txm("cancel", h)
+
+
+def test_a_failed_ddp_app_shows_its_root_cause(browser, ui, txm, handle, shots, ui_env):
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    script = Path(ui_env["TX_UI_TEST_WORK"]) / "train.py"
+    script.write_text(DDP_SCRIPT)
+    p = txm("run", "-s", "local_cwd", "dist.ddp", "-j", "1x2", "--script", str(script), timeout=300)
+    h = handle(p)
+    why = json.loads(txm("status", "--json", h).stdout)["root_cause"]["text"]
+    assert why.startswith("train/0 rank 1: RuntimeError: loss is NaN at step 3 (simulated) at train.py:"), why
+    browser.get(ui.link("/app", handle=h))
+    assert _text(browser, "state") == "FAILED"
+    assert _text(browser, "why") == f"why it failed: {why}"
+    assert not browser.find_element(By.ID, "cancel").is_enabled()
+    wait_for(lambda: _js(browser, "return document.getElementById('log').dataset.done") == "1",
+             message="the failed app's log")
+    assert "RuntimeError: loss is NaN at step 3" in _js(browser, "return document.getElementById('log').textContent")
+    browser.save_screenshot(str(shots / "app-failed.png"))
+
+
+def test_cancel_from_the_page_asks_first_then_ends_the_app(browser, ui, txm, handle):
+    h = handle(txm("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "300"))
+    try:
+        browser.get(ui.link("/app", handle=h))
+        wait_for(lambda: _text(browser, "state") == "RUNNING", message="RUNNING")
+        browser.find_element(By.ID, "cancel").click()
+        alert = wait_for(lambda: _alert(browser), message="the confirmation")
+        assert alert.text == f"Cancel {h}?"
+        alert.dismiss()
+        time.sleep(0.5)
+        assert json.loads(txm("status", "--json", h).stdout)["state"] == "RUNNING"
+        browser.find_element(By.ID, "cancel").click()
+        wait_for(lambda: _alert(browser), message="the confirmation").accept()
+        wait_for(lambda: browser.find_elements(By.ID, "message"), message="the page after cancel")
+        assert _text(browser, "message") == f"asked {h} to cancel"
+        wait_for(lambda: json.loads(txm("status", "--json", h).stdout)["state"] == "CANCELLED", timeout=30,
+                 message="the app to be cancelled")
+        wait_for(lambda: _text(browser, "state") == "CANCELLED", message="CANCELLED on the page")
+    finally:
+        txm("cancel", h)
+
+
+def _states(browser) -> dict:
+    """``{handle: state}`` of the apps table now (read at once: the live table is re-rendered)."""
+    return dict(_js(browser, "return Array.from(document.querySelectorAll('tr.app'))"
+                             ".map(r => [r.dataset.handle, r.dataset.state])"))
+
+
+def _alert(browser):
+    try:
+        return browser.switch_to.alert
+    except NoAlertPresentException:
+        return None

@@ -1,0 +1,65 @@
+"""`tx ui -s local_cwd,slurm` on the session's private Slurm cluster: a Slurm job shows in the
+apps page beside a local app, its page shows its replica, and cancel from the page ends it."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tx_ui.testing import request, serve
+
+pytestmark = pytest.mark.slurm
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def env(slurm_nodes: List[str], tmp_path: Path) -> Dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
+    e["PATH"] = f"{BIN}{os.pathsep}{e['PATH']}"
+    e["HOME"] = str(tmp_path)  # no ~/.txconfig of the developer; the state under it
+    e["TMPDIR"] = str(tmp_path)
+    return e
+
+
+def tx(env: Dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "tx"), *args], cwd=str(cwd), env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[str, str], tmp_path: Path) -> None:
+    local = tx(env, tmp_path, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi").stdout.strip()
+    p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", f"job_dir={tmp_path / 'j'},time=10", "utils.sh", "sleep", "300")
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip()
+    try:
+        with serve(env, "-s", "local_cwd,slurm") as ui:
+            deadline = time.monotonic() + 120
+            while True:
+                page = ui.get("/")[1]
+                rows = dict(re.findall(r'<tr class="app" data-handle="([^"]+)" data-state="(\w+)">', page))
+                if rows.get(job) == "RUNNING":
+                    break
+                assert time.monotonic() < deadline, rows
+                time.sleep(0.5)
+            assert rows[local] == "SUCCEEDED"
+            assert '<p class="problem">' not in page
+            assert ui.get("/", scheduler="slurm")[1].count('<tr class="app"') == sum(
+                h.startswith("slurm://") for h in rows)
+            page = ui.get("/app", handle=job)[1]
+            assert re.search(r"<tr><td>sh</td><td>0</td><td><span class=\"state state-RUNNING\">", page), page
+            csrf = re.search(r'name="csrf" value="(\w+)"', page)[1]
+            status, _ = request(ui.link("/cancel"), data=f"handle={job}&csrf={csrf}".encode())
+            assert status == 303
+            while json.loads(tx(env, tmp_path, "status", "--json", job).stdout)["state"] != "CANCELLED":
+                assert time.monotonic() < deadline + 60, "the Slurm job did not end after cancel"
+                time.sleep(0.5)
+    finally:
+        tx(env, tmp_path, "cancel", job)
