@@ -340,6 +340,104 @@ class Runner:
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
                                                    workspace, parent_run_id))
 
+    # -- sweeps ----------------------------------------------------------------------
+    def dryrun_sweep(
+        self,
+        app_or_component: Union[AppDef, str],
+        spec: Any,
+        scheduler: str,
+        component_args: Optional[List[str]] = None,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        max_parallel: Optional[int] = None,
+        env: Optional[Mapping[str, str]] = None,
+        name: Optional[str] = None,
+    ) -> Any:
+        """What :meth:`run_sweep` would submit: every trial's request and, where the
+        scheduler has one, the native array request (a :class:`tx.runner.sweep.SweepDryRunInfo`;
+        ``str()`` of it is the request(s) and the trial table).
+
+        Args:
+            app_or_component: an AppDef, or a component name (``dist.ddp``, ``file.py:fn``).
+            spec: the :class:`tx.specs.sweep.SweepSpec` (grid, random, trials, seed).
+            component_args: the component's arguments; ``${NAME}`` stands for parameter
+                NAME. A parameter not used as ``${NAME}`` is passed as ``--NAME=VALUE``.
+            max_parallel: the most trials running at once (None: no bound).
+            env: env added to every role (``${NAME}`` substituted).
+            name: the sweep's name (default: the app's or the component's).
+
+        Every replica of trial ``i`` gets ``TX_SWEEP_ID`` (the sweep handle),
+        ``TX_TRIAL_INDEX`` (``i``) and ``TX_TRIAL_PARAMS`` (its parameters as JSON).
+
+        Raises:
+            tx.specs.sweep.SweepFormatError: no parameters, an empty grid, a parameter the
+                app does not take, a value the component rejects, more trials than the
+                scheduler's array limit.
+            what :meth:`dryrun` raises, for a trial.
+        """
+        # deferred: sweeps need the component system, which Runner.run of an AppDef does not
+        from tx.runner import sweep
+
+        return sweep.dryrun_sweep(self, app_or_component, spec, scheduler, component_args or [],
+                                  cfg, max_parallel, env, name)
+
+    def schedule_sweep(self, sweep_dryrun_info: Any) -> str:
+        """Submit what :meth:`dryrun_sweep` returned; returns the sweep handle
+        ``{scheduler}://{session}/{sweep_id}``. Trials beyond ``max_parallel`` are submitted
+        by a supervisor process as others finish.
+
+        Raises:
+            tx.schedulers.SchedulerError: the backend refused a request.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        return sweep.run_sweep(self, sweep_dryrun_info)
+
+    def run_sweep(self, app_or_component: Union[AppDef, str], spec: Any, scheduler: str,
+                  component_args: Optional[List[str]] = None, cfg: Optional[Mapping[str, CfgVal]] = None,
+                  max_parallel: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+                  name: Optional[str] = None) -> str:
+        """:meth:`dryrun_sweep` then :meth:`schedule_sweep`; returns the sweep handle."""
+        return self.schedule_sweep(self.dryrun_sweep(app_or_component, spec, scheduler, component_args,
+                                                     cfg, max_parallel, env, name))
+
+    def sweep_status(self, sweep_handle: str) -> Any:
+        """The sweep's trials (a :class:`tx.runner.sweep.SweepStatus`: index, params,
+        state, attempts, duration, why failed).
+
+        Raises:
+            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
+            tx.schedulers.SchedulerError: the backend cannot be reached.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        return sweep.sweep_status(self, sweep_handle)
+
+    def cancel_sweep(self, sweep_handle: str) -> None:
+        """Cancel every trial of the sweep; pending trials are not submitted any more.
+
+        Raises:
+            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        sweep.cancel_sweep(self, sweep_handle)
+
+    def resume_sweep(self, sweep_handle: str) -> List[int]:
+        """Submit again exactly the trials that failed or were cancelled (each a new attempt
+        of the same trial, in the same sweep); returns their indexes.
+
+        Raises:
+            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
+            tx.schedulers.SchedulerError: the backend refused a request.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        return sweep.resume_sweep(self, sweep_handle)
+
     # -- app handles -----------------------------------------------------------------
     def _resolve(self, app_handle: AppHandle) -> tuple:
 

@@ -255,6 +255,40 @@ class Scheduler(abc.ABC, Generic[T]):
                     f"role {role.name!r} has no resource; {scheduler} needs cpu, gpu and memMB"
                 )
 
+    # -- sweeps (optional) ---------------------------------------------------------------
+    #: the most trials one native array request may hold (Slurm's MaxArraySize, AWS Batch's
+    #: 10,000); None: no limit of its own. A sweep with more trials is refused before
+    #: anything is submitted.
+    sweep_array_limit: ClassVar[Optional[int]] = None
+
+    def submit_sweep_dryrun(
+        self, trials: Sequence[AppDryRunInfo[T]], max_parallel: Optional[int]
+    ) -> Optional[AppDryRunInfo[Any]]:
+        """The backend's native array request for a sweep's trials, without side effects;
+        None where the backend has no native array for these trials (the default): the
+        Runner then submits each trial's own request, at most ``max_parallel`` running at
+        once under one supervisor (docs/sweeps.md).
+
+        Args:
+            trials: each trial's request as :meth:`submit_dryrun` made it, in trial order
+                (the trials differ only in arguments and env).
+            max_parallel: the most trials to run at once (None: no bound).
+
+        Raises:
+            ValueError: the trials cannot run as one array on this backend.
+        """
+        return None
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Submit what :meth:`submit_sweep_dryrun` returned; returns each trial's app id, in
+        trial order (each one :meth:`describe`, :meth:`log_iter` and :meth:`cancel` take).
+
+        Raises:
+            SchedulerError: the backend refused the request or cannot be reached.
+            NotImplementedError: the scheduler has no native arrays.
+        """
+        raise NotImplementedError(f"{self.backend} has no native sweep arrays")
+
     # -- queries -------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
