@@ -34,6 +34,7 @@ from tx.components.system import finder
 from tx.components.system.errors import ComponentError
 from tx.config.environ import SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
 from tx.errors import UserError
+from tx.schedulers.api import ListAppResponse
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
-    "UnknownSweepError", "is_sweep_handle", "list_records", "load_record", "record_path",
+    "UnknownSweepError", "collapse_listed", "is_sweep_handle", "list_records", "load_record", "record_path",
 ]
 
 _ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
@@ -186,7 +187,9 @@ class SweepStatus:
 
     def to_json(self) -> Dict[str, Any]:
         return {"sweep_handle": self.sweep_handle, "state": self.state.name, "counts": self.counts(),
-                "trials": [{**attrs.asdict(t), "state": t.state.name} for t in self.trials]}
+                "trials": [{**attrs.asdict(t), "state": t.state.name,
+                            "duration": None if t.duration is None else round(t.duration, 3)}
+                           for t in self.trials]}
 
 
 @attrs.define
@@ -534,3 +537,30 @@ def resume_sweep(runner: "Runner", handle: str, supervise: bool = True) -> List[
     if left and supervise:
         start_supervisor(rec)
     return todo
+
+
+def collapse_listed(apps: Sequence[Any], records: Sequence[SweepRecord]) -> List[Any]:
+    """``apps`` (a scheduler's :class:`tx.schedulers.ListAppResponse` list, with handles)
+    with the trials of each sweep in ``records`` replaced by one row for the sweep: its
+    handle, its state (as :attr:`SweepStatus.state` from the listed states), its name with
+    the trial counts by state, and when it was submitted. No scheduler call: the listed
+    states are used (a trial not listed counts as UNKNOWN, or UNSUBMITTED/CANCELLED while
+    pending)."""
+    by_id = {a.app_id: a for a in apps}
+    taken = set()
+    rows = []
+    for rec in records:
+        trials = []
+        for t in rec.trials:
+            if t.pending or not t.attempts:
+                state = AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED
+            else:
+                listed = by_id.get(t.attempts[-1])
+                state = listed.state if listed is not None else AppState.UNKNOWN
+            taken.update(t.attempts)
+            trials.append(TrialStatus(t.index, t.params, state, None, len(t.attempts), None))
+        status = SweepStatus(rec.handle, trials, rec.cancelled)
+        counts = ", ".join(f"{n} {s.lower()}" for s, n in status.counts().items())
+        rows.append(ListAppResponse(app_id=rec.sweep_id, state=status.state, app_handle=rec.handle,
+                                    name=f"{rec.name} [sweep of {len(trials)}: {counts}]", submitted=rec.created))
+    return rows + [a for a in apps if a.app_id not in taken]
