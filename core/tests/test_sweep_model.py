@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +138,17 @@ def test_load_sweep_file_yaml_json_and_errors(tmp_path):
         load_sweep_file(str(j))
     with pytest.raises(SweepFormatError, match="cannot read sweep file"):
         load_sweep_file(str(tmp_path / "missing.yaml"))
+
+
+def test_docs_show_the_schema_and_a_valid_example():
+    jsonschema = pytest.importorskip("jsonschema")
+    yaml = pytest.importorskip("yaml")
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sweeps.md").read_text()
+    blocks = dict(re.findall(r"```(yaml|json)\n(.*?)```", text, re.S))
+    assert json.loads(blocks["json"]) == SWEEP_FILE_SCHEMA
+    jsonschema.Draft202012Validator.check_schema(SWEEP_FILE_SCHEMA)
+    example = yaml.safe_load(blocks["yaml"])
+    jsonschema.validate(example, SWEEP_FILE_SCHEMA)
+    f = sweep_spec_from_dict(example)
+    assert len(expand_trials(f.spec)) == 8 and f.component == "dist.ddp" and f.max_parallel == 4
