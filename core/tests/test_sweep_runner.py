@@ -210,3 +210,20 @@ def test_unknown_sweep_is_one_line(runner):
     with pytest.raises(sw.UnknownSweepError, match="no sweep mem://tx/sweep-x-0000abcd on this host"):
         runner.sweep_status("mem://tx/sweep-x-0000abcd")
     assert not sw.is_sweep_handle("mem://tx/sweep-x-0000abcd")
+
+
+def test_status_of_many_trials_lists_once_and_describes_only_the_failed(runner, component, monkeypatch):
+    handle = runner.run_sweep(component, grid(lr=list(range(20))), "mem")
+    StateScheduler.apps["app3"]["state"] = AppState.FAILED
+    StateScheduler.apps["app5"]["state"] = AppState.SUCCEEDED
+    calls = {"describe": 0, "list": 0}
+    for name in calls:
+        real = getattr(StateScheduler, name)
+
+        def counted(self, *a, _real=real, _name=name):
+            calls[_name] += 1
+            return _real(self, *a)
+        monkeypatch.setattr(StateScheduler, name, counted)
+    st = runner.sweep_status(handle)
+    assert calls == {"describe": 1, "list": 1}
+    assert st.counts() == {"RUNNING": 18, "FAILED": 1, "SUCCEEDED": 1} and st.trials[3].why == "boom"

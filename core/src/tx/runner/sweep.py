@@ -34,7 +34,7 @@ from tx.components.system import finder
 from tx.components.system.errors import ComponentError
 from tx.config.environ import SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
 from tx.errors import UserError
-from tx.schedulers.api import ListAppResponse
+from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
@@ -449,12 +449,13 @@ def submit_pending(runner: "Runner", handle: str, infos: Optional[Dict[int, AppD
         room = len(pending)
         if rec.max_parallel is not None:
             running, now = 0, time.time()
-            for t in rec.trials:
-                if not t.pending and t.attempts and t.ended is None:
-                    if is_terminal(_trial_state(runner, rec, t)[0]):
-                        t.ended = now
-                    else:
-                        running += 1
+            live = [t for t in rec.trials if not t.pending and t.attempts and t.ended is None]
+            listed = _listed_states(runner, rec, live)
+            for t in live:
+                if is_terminal(_trial_state(runner, rec, t, listed)[0]):
+                    t.ended = now
+                else:
+                    running += 1
             room = max(0, min(room, rec.max_parallel - running))
         as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env) if room else []
         for t in pending[:room]:
@@ -478,9 +479,29 @@ def start_supervisor(rec: SweepRecord) -> None:
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True)
 
 
-def _trial_state(runner: "Runner", rec: SweepRecord, t: TrialRecord) -> "tuple[AppState, str]":
+#: above this many trials to look at, one ``Scheduler.list`` gives their states (one
+#: squeue on Slurm, O(pages) elsewhere) and only failed or unlisted trials are described
+LIST_OVER = 8
+
+
+def _listed_states(runner: "Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
+    """App id -> state of the listed apps, when ``trials`` are many enough to list (else {})."""
+    if len(trials) <= LIST_OVER:
+        return {}
+    try:
+        apps = runner.list(rec.scheduler)
+    except PartialListError as e:
+        apps = e.apps
+    return {a.app_id: a.state for a in apps}
+
+
+def _trial_state(runner: "Runner", rec: SweepRecord, t: TrialRecord,
+                 listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
     if t.pending or not t.attempts:
         return (AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED), ""
+    state = (listed or {}).get(t.attempts[-1])
+    if state is not None and state != AppState.FAILED:
+        return state, ""
     status = runner.status(make_app_handle(rec.scheduler, rec.session, t.attempts[-1]))
     if status is None:
         return AppState.UNKNOWN, "the scheduler no longer knows this app"
@@ -497,8 +518,9 @@ def sweep_status(runner: "Runner", handle: str) -> SweepStatus:
     now = time.time()
     out = []
     newly_ended = {}
+    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending])
     for t in rec.trials:
-        state, why = _trial_state(runner, rec, t)
+        state, why = _trial_state(runner, rec, t, listed)
         ended = t.ended
         if ended is None and is_terminal(state) and t.attempts and not t.pending:
             ended = newly_ended[t.index] = now
