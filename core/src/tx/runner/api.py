@@ -227,39 +227,58 @@ class Runner:
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
 
-        if not app.roles:
-            raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
-        for role in app.roles:
-            if not role.entrypoint or role.entrypoint == MISSING:
-                raise ValueError(f"role {role.name!r} has no entrypoint")
+        _check_roles(app)
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
+            return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id),
+                                     dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {}))), workspace)
 
-            extra_env = {JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
-            # an explicit argument wins over the submitter's environment (as in TorchX)
-            parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
-            if parent:
-                extra_env[PARENT_RUN_ID] = parent
-            # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
+    def _submission_env(self, scheduler: str, parent_run_id: Optional[str]) -> Dict[str, str]:
+        """What :meth:`dryrun` adds to every role's env (its docstring says what)."""
+        extra_env = {JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+        # an explicit argument wins over the submitter's environment (as in TorchX)
+        parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
+        if parent:
+            extra_env[PARENT_RUN_ID] = parent
+        # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
+        trackers = configured_trackers()
+        if trackers:
+            extra_env[TRACKERS] = ",".join(trackers)
+            for tracker_name, tracker_config in trackers.items():
+                if tracker_config:
+                    extra_env[tracker_config_var(tracker_name)] = tracker_config
+        return with_torchx_names(extra_env)
 
-            trackers = configured_trackers()
-            if trackers:
-                extra_env[TRACKERS] = ",".join(trackers)
-                for tracker_name, tracker_config in trackers.items():
-                    if tracker_config:
-                        extra_env[tracker_config_var(tracker_name)] = tracker_config
-            extra_env = with_torchx_names(extra_env)
-            app = attrs.evolve(
-                app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
-            )
-            cfg = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
-            if workspace:
-                resolved = sched.run_opts().resolve(cfg)
-                role = sched.build_workspace(app.roles[0], workspace, resolved)
-                if role is not None:
-                    app = attrs.evolve(app, roles=[role, *app.roles[1:]])
-            return sched.submit_dryrun(app, cfg)
+    def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
+                     cfg: Dict[str, Any], workspace: Optional[str] = None) -> AppDryRunInfo[Any]:
+        app = attrs.evolve(
+            app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
+        )
+        if workspace:
+            resolved = sched.run_opts().resolve(cfg)
+            role = sched.build_workspace(app.roles[0], workspace, resolved)
+            if role is not None:
+                app = attrs.evolve(app, roles=[role, *app.roles[1:]])
+        return sched.submit_dryrun(app, cfg)
+
+    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str,
+                    cfg: Optional[Mapping[str, CfgVal]] = None) -> List[AppDryRunInfo[Any]]:
+        """:meth:`dryrun` of each app (a sweep's trials), in order, with one lifecycle event
+        and one look at the trackers and the run options for all (no workspace).
+
+        Raises:
+            what :meth:`dryrun` raises, for the first app that fails.
+        """
+        sched = self._scheduler(scheduler)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun_many"):
+            extra_env = self._submission_env(scheduler, None)
+            resolved = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
+            out = []
+            for app in apps:
+                _check_roles(app)
+                out.append(self._dryrun_with(sched, scheduler, app, extra_env, resolved))
+            return out
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit what :meth:`dryrun` returned; returns the app handle
@@ -594,6 +613,14 @@ class Runner:
             else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
             for a in apps
         ]
+
+
+def _check_roles(app: AppDef) -> None:
+    if not app.roles:
+        raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
+    for role in app.roles:
+        if not role.entrypoint or role.entrypoint == MISSING:
+            raise ValueError(f"role {role.name!r} has no entrypoint")
 
 
 def _status_of(desc: Any) -> AppStatus:

@@ -350,8 +350,10 @@ def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[
     return as_args
 
 
-def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = ()) -> AppDef:
-    """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role.
+def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
+              base: Optional[AppDef] = None) -> AppDef:
+    """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
+    (``base``: the sweep's AppDef where its source is one, already read).
 
     Raises:
         SweepFormatError: the component rejected the trial's values (one line naming the
@@ -364,7 +366,7 @@ def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: S
             args += [substitute(a, params) for a in rec.source["args"]]
             app = runner.component_app(rec.source["component"], args)
         else:
-            app = appdef_from_dict(rec.source["appdef"])
+            app = base if base is not None else appdef_from_dict(rec.source["appdef"])
     except (ComponentError, ValueError) as e:
         raise SweepFormatError(f"trial {trial.index} ({_params_text(params)}): {e}") from None
     extra = {k: substitute(v, params) for k, v in rec.env.items()}
@@ -409,7 +411,8 @@ def dryrun_sweep(
                       name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
                       max_parallel=max_parallel, native="apps",
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
-    infos = [runner.dryrun(trial_app(runner, rec, t, as_args), scheduler, cfg) for t in rec.trials]
+    base = app_or_component if isinstance(app_or_component, AppDef) else None
+    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in rec.trials], scheduler, cfg)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
@@ -457,11 +460,16 @@ def submit_pending(runner: "Runner", handle: str, infos: Optional[Dict[int, AppD
                 else:
                     running += 1
             room = max(0, min(room, rec.max_parallel - running))
-        as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env) if room else []
-        for t in pending[:room]:
-            info = (infos or {}).get(t.index) or runner.dryrun(trial_app(runner, rec, t, as_args),
-                                                              rec.scheduler, rec.cfg)
-            app_handle = runner.schedule(info)
+        todo = pending[:room]
+        missing = [t for t in todo if t.index not in (infos or {})]
+        if missing:
+            as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
+            base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
+            made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in missing],
+                                      rec.scheduler, rec.cfg)
+            infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
+        for t in todo:
+            app_handle = runner.schedule(infos[t.index])
             t.attempts.append(parse_app_handle(app_handle).app_id)
             t.submitted.append(time.time())
             t.ended = None

@@ -16,6 +16,7 @@ errors. Standard library and attrs only (PyYAML when a YAML file is read).
 """
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
@@ -215,8 +216,13 @@ def expand_trials(spec: SweepSpec) -> List[Dict[str, Scalar]]:
     return out
 
 
-def _pattern(names: Sequence[str]) -> "re.Pattern[str]":
+@functools.lru_cache(maxsize=64)
+def _pattern_of(names: Tuple[str, ...]) -> "re.Pattern[str]":
     return re.compile(r"\$\{(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")\}")
+
+
+def _pattern(names: Sequence[str]) -> "re.Pattern[str]":
+    return _pattern_of(tuple(names))
 
 
 def substitute(text: str, params: Mapping[str, Any]) -> str:
