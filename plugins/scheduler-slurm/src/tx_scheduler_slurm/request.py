@@ -474,6 +474,7 @@ class SlurmArrayRequest:
 
     trials: List[SlurmBatchRequest]
     max_parallel: Optional[int] = None
+    _script: Optional[str] = attrs.field(default=None, init=False, repr=False, eq=False)
 
     @property
     def cmd(self) -> List[str]:

@@ -133,11 +133,15 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
     @property
     def sweep_array_limit(self) -> Optional[int]:  # type: ignore[override]
         """The most tasks of one array: the cluster's ``MaxArraySize`` (task ids run up to
-        MaxArraySize - 1; https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize),
-        None when it cannot be read (or the cluster facts are fixed for offline dryruns)."""
+        MaxArraySize - 1; https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize), read
+        from slurm.conf where readable, else from ``scontrol show config``; None when it
+        cannot be read (or the cluster facts are fixed for offline dryruns)."""
         if self._max_array is None:
             self._max_array = -1
-            if self._cluster is None:
+            in_conf = _index.max_array_size_in_conf() if self._cluster is None else None
+            if in_conf is not None:
+                self._max_array = in_conf
+            elif self._cluster is None:
                 try:
                     conf = parse_config(_client.run(["scontrol", "show", "config"], self._timeout).stdout)
                     value = conf.get("MaxArraySize", "")
@@ -167,8 +171,8 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
         ids = [f"{job_id}_{i}" for i in range(len(req.trials))]
         log.info("slurm_submitted_array", app_id=job_id, tasks=len(ids))
-        for app_id, t in zip(ids, req.trials):
-            _index.record(app_id, req.workdir, [(r.role, r.replica_id) for r in t.replicas.values()])
+        # one index entry for the array: its tasks' replicas are alike (array_unsupported)
+        _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.trials[0].replicas.values()])
         return ids
 
     def _hostnames(self, nodelist: str) -> List[str]:
