@@ -2,6 +2,7 @@
 the session's private cluster: a 2x3 grid with max_parallel, one sbatch, status, logs,
 list, resume of exactly the failed trials); heterogeneous apps one job per trial."""
 import sys
+from pathlib import Path
 from typing import Any, List
 
 import pytest
@@ -98,3 +99,38 @@ def test_grid_runs_as_one_array_and_resume_reruns_exactly_the_failed(slurm_nodes
                 runner.wait(t.app_handle, wait_interval=0.5, timeout=180)
         st2 = runner.sweep_status(handle)
         assert st2.state == AppState.SUCCEEDED, st2.format()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_ddp_example_as_a_2x3_grid_through_the_cli(slurm_nodes, tmp_path):
+    """`tx sweep -s slurm ... dist.ddp -j 1x2` (one replica of 2 processes per trial): one
+    array, every trial trains, `tx status` shows them all SUCCEEDED, `tx log` reads one."""
+    import os
+    import re
+    import subprocess
+
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", HOME=str(tmp_path), TX_STATE_DIR=str(tmp_path / "state"))
+    train = Path(__file__).resolve().parents[3] / "examples" / "train.py"
+
+    def tx(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "tx"), *args], cwd=str(tmp_path), env=env, capture_output=True,
+                              text=True, timeout=900)
+
+    p = tx("sweep", "-s", "slurm", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",
+           "--wait", "dist.ddp", "-j", "1x2", "--script", str(train), "--", "--epochs", "1", "--lr", "${lr}",
+           "--batch-size", "${batch}", "--output-dir", "out-${lr}-${batch}")
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    handle = p.stdout.splitlines()[0]
+    assert "SUCCEEDED (6 succeeded)" in p.stdout
+    apps = re.findall(r"slurm://tx/(\d+_\d)", tx("status", handle, "--json").stdout)
+    assert len(apps) == 6 and len({a.split("_")[0] for a in apps}) == 1  # one array
+    for lr in ("0.05", "0.1"):
+        for b in ("16", "32", "64"):
+            assert (tmp_path / f"out-{lr}-{b}" / "checkpoint.pt").exists()
+    log = tx("log", f"{handle}/5/train/0")
+    assert re.search(r"world_size=2 test_accuracy=0\.\d+", log.stdout), log.stdout + log.stderr
