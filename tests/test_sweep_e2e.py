@@ -139,3 +139,21 @@ def test_ddp_example_as_a_2x3_grid(tx, tmp_path):
     for lr in ("0.05", "0.1"):
         for b in ("16", "32", "64"):
             assert (tmp_path / f"out-{lr}-{b}" / "checkpoint.pt").exists()
+
+
+def test_trials_record_a_metric_and_best_and_lineage_read_it(tx, tx_env, tmp_path):
+    env = {**tx_env, "TX_TRACKERS": "file", "TX_TRACKER_FILE_CONFIG": str(tmp_path / "runs")}
+    code = "from tx.tracker import app_run_from_env; app_run_from_env().add_metadata(loss=abs(${x} - 2.5))"
+    p = tx("sweep", "-s", "local_cwd", "--grid", "x=1,2,3,4", "--wait", "utils.python", "-c", code, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    handle = p.stdout.splitlines()[0]
+    best = tx("sweep", "best", handle, "--metric", "loss", "-n", "2", env=env)
+    assert best.returncode == 0, best.stderr
+    assert [ln.split()[:3] for ln in best.stdout.splitlines()] == [["1", "x=2", "loss=0.5"], ["2", "x=3", "loss=0.5"]]
+    worst = tx("sweep", "best", handle, "--metric", "loss", "--max", "--json", env=env)
+    assert json.loads(worst.stdout)["params"] in ({"x": 1}, {"x": 4})
+    lineage = tx("tracker", "lineage", handle, "--json", env=env)
+    assert lineage.returncode == 0, lineage.stderr
+    st = _status(tx, handle)
+    assert sorted(c["run_id"] for c in json.loads(lineage.stdout)["children"]) == \
+        sorted(t["app_handle"] for t in st["trials"])

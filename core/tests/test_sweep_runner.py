@@ -227,3 +227,29 @@ def test_status_of_many_trials_lists_once_and_describes_only_the_failed(runner, 
     st = runner.sweep_status(handle)
     assert calls == {"describe": 1, "list": 1}
     assert st.counts() == {"RUNNING": 18, "FAILED": 1, "SUCCEEDED": 1} and st.trials[3].why == "boom"
+
+
+def test_trackers_get_the_sweep_as_the_trials_parent_and_best_reads_their_metric(runner, component, tmp_path,
+                                                                                monkeypatch):
+    from tx.tracker import build_trackers
+
+    monkeypatch.setenv("TX_TRACKERS", "file")
+    monkeypatch.setenv("TX_TRACKER_FILE_CONFIG", str(tmp_path / "runs"))
+    handle = runner.run_sweep(component, grid(lr=[0.1, 0.2, 0.3]), "mem")
+    tracker = build_trackers({"file": str(tmp_path / "runs")})[0]
+    trials = runner.sweep_status(handle).trials
+    assert sorted(c.run_id for c in tracker.lineage(handle).children) == sorted(t.app_handle for t in trials)
+    assert [p.run_id for p in tracker.lineage(trials[1].app_handle).parents] == [handle]
+    assert tracker.metadata(trials[1].app_handle) == {"lr": 0.2, "sweep": handle, "trial_index": 1}
+    assert tracker.metadata(handle)["trials"] == 3
+    env = StateScheduler.apps[trials[0].app_handle.rsplit("/", 1)[1]]["app"].roles[0].env
+    assert env["TX_PARENT_RUN_ID"] == handle and env["TX_TRACKERS"] == "file"
+    with pytest.raises(SweepFormatError, match="no trial of .* recorded metric 'loss'"):
+        sw.best_trials(runner, handle, "loss")
+    for t, loss in zip(trials, [0.5, 0.2, 0.9]):  # what each trial's rank 0 records
+        tracker.add_metadata(t.app_handle, loss=loss)
+    assert [m.index for m in sw.best_trials(runner, handle, "loss")] == [1, 0, 2]
+    assert [m.index for m in sw.best_trials(runner, handle, "loss", maximize=True)] == [2, 0, 1]
+    monkeypatch.setenv("TX_TRACKERS", "")
+    with pytest.raises(SweepFormatError, match="no tracker is configured"):
+        sw.best_trials(runner, handle, "loss")

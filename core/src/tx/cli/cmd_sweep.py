@@ -4,6 +4,7 @@
              [--file SWEEP.yaml] [--max_parallel N] [--env K=V]... [--dryrun] [--wait]
              COMPONENT [ARGS...]          (${K} in ARGS stands for parameter K)
     tx sweep resume SWEEP_HANDLE         submit again the trials that failed or were cancelled
+    tx sweep best SWEEP_HANDLE --metric NAME [--max]   the trials by the metric they recorded
 
 The other verbs take a sweep handle too (``tx status``, ``tx cancel``, ``tx log
 SWEEP/TRIAL/ROLE/REPLICA``, ``tx list``): the functions below are what they call. The
@@ -146,6 +147,31 @@ def _resume(runner: Runner, rest: List[str], wait: bool) -> int:
     return _wait(runner, handle) if wait and resumed else 0
 
 
+def _best(runner: Runner, rest: List[str]) -> int:
+    """``tx sweep best SWEEP --metric NAME [--max|--min] [-n N] [--json]``."""
+    # see looks_like_sweep
+    from tx.cli.command import ArgumentParser
+    from tx.runner.sweep import best_trials
+    from tx.specs.sweep import format_value
+
+    p = ArgumentParser(prog="tx sweep best", description="the trials of a sweep by a metric they recorded")
+    p.add_argument("sweep_handle", metavar="SWEEP_HANDLE")
+    p.add_argument("--metric", required=True, help="the metadata key the trials recorded (a number)")
+    order = p.add_mutually_exclusive_group()
+    order.add_argument("--max", dest="maximize", action="store_true", help="higher is better")
+    order.add_argument("--min", dest="maximize", action="store_false", help="lower is better (the default)")
+    p.add_argument("-n", type=_positive, default=1, help="show the best N trials (default 1)")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    a = p.parse_args(rest)
+    for m in best_trials(runner, a.sweep_handle, a.metric, a.maximize)[:a.n]:
+        if a.json:
+            print(json.dumps({"trial": m.index, "params": m.params, a.metric: m.value, "app_handle": m.app_handle}))
+        else:
+            params = " ".join(f"{k}={format_value(v)}" for k, v in m.params.items())
+            print(f"{m.index}  {params}  {a.metric}={format_value(m.value)}  {m.app_handle}")
+    return 0
+
+
 def _sweep(args: argparse.Namespace) -> int:
     rest: List[str] = list(args.component_and_args)
     if rest and rest[0] == "--":
@@ -153,6 +179,8 @@ def _sweep(args: argparse.Namespace) -> int:
     with make_runner(with_component_defaults=True) as runner:
         if rest and rest[0] == "resume":
             return _resume(runner, rest[1:], args.wait)
+        if rest and rest[0] == "best":
+            return _best(runner, rest[1:])
         spec, file = _spec(args)
         if rest:
             component, comp_args = rest[0], rest[1:]
@@ -223,7 +251,7 @@ COMMAND = Command(run=_sweep, arguments=(
     Argument("--name", default=None, help="the sweep's name (default: the component's)"),
     Argument("--dryrun", action="store_true", help="print the request(s) and the trial table; submit nothing"),
     Argument("--wait", action="store_true", help="wait for every trial to end and print the trial table"),
-    Argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...] | resume SWEEP",
+    Argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...] | resume SWEEP | best SWEEP",
              help="the component (or AppDef file) and its arguments, ${NAME} standing for a parameter; "
-                  "or `resume SWEEP_HANDLE`"),
+                  "or `resume SWEEP_HANDLE`; or `best SWEEP_HANDLE --metric NAME [--max]`"),
 ))

@@ -262,8 +262,8 @@ class Runner:
                 app = attrs.evolve(app, roles=[role, *app.roles[1:]])
         return sched.submit_dryrun(app, cfg)
 
-    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str,
-                    cfg: Optional[Mapping[str, CfgVal]] = None) -> List[AppDryRunInfo[Any]]:
+    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
+                    parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]:
         """:meth:`dryrun` of each app (a sweep's trials), in order, with one lifecycle event
         and one look at the trackers and the run options for all (no workspace).
 
@@ -272,7 +272,7 @@ class Runner:
         """
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun_many"):
-            extra_env = self._submission_env(scheduler, None)
+            extra_env = self._submission_env(scheduler, parent_run_id)
             resolved = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
             out = []
             for app in apps:

@@ -33,11 +33,13 @@ import attrs
 from tx.components.system import finder
 from tx.components.system.errors import ComponentError
 from tx.config.environ import SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
+from tx.config.trackers import configured_trackers
 from tx.errors import UserError
 from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
+from tx.tracker.api import build_trackers
 from tx.specs.sweep import SweepFormatError, SweepSpec, expand_trials, format_value, referenced_params, substitute
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
-    "UnknownSweepError", "collapse_listed", "is_sweep_handle", "list_records", "load_record", "record_path",
+    "TrialMetric", "UnknownSweepError", "best_trials", "collapse_listed", "is_sweep_handle", "list_records", "load_record", "record_path", "track",
 ]
 
 _ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
@@ -412,7 +414,8 @@ def dryrun_sweep(
                       max_parallel=max_parallel, native="apps",
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
-    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in rec.trials], scheduler, cfg)
+    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in rec.trials], scheduler, cfg,
+                               parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
@@ -431,6 +434,7 @@ def run_sweep(runner: "Runner", info: SweepDryRunInfo, supervise: bool = True) -
             t.attempts.append(app_id)
             t.submitted.append(now)
         _write(rec)
+        track(rec, rec.trials)
         return rec.handle
     for t in rec.trials:
         t.pending = True
@@ -466,7 +470,7 @@ def submit_pending(runner: "Runner", handle: str, infos: Optional[Dict[int, AppD
             as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
             base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
             made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in missing],
-                                      rec.scheduler, rec.cfg)
+                                      rec.scheduler, rec.cfg, parent_run_id=rec.handle)
             infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
         for t in todo:
             app_handle = runner.schedule(infos[t.index])
@@ -474,6 +478,7 @@ def submit_pending(runner: "Runner", handle: str, infos: Optional[Dict[int, AppD
             t.submitted.append(time.time())
             t.ended = None
             t.pending = False
+        track(rec, todo)
         return len(pending) - room
 
 
@@ -594,3 +599,58 @@ def collapse_listed(apps: Sequence[Any], records: Sequence[SweepRecord]) -> List
         rows.append(ListAppResponse(app_id=rec.sweep_id, state=status.state, app_handle=rec.handle,
                                     name=f"{rec.name} [sweep of {len(trials)}: {counts}]", submitted=rec.created))
     return rows + [a for a in apps if a.app_id not in taken]
+
+
+# -- trackers ----------------------------------------------------------------------------
+def track(rec: SweepRecord, trials: Sequence[TrialRecord]) -> None:
+    """Record the sweep and ``trials`` (their last attempts) in the configured trackers
+    (``.txconfig`` / ``TX_TRACKERS``; none: nothing): the sweep is a run (id: its handle)
+    with metadata ``sweep_parameters`` and ``trials``; each trial is a run (id: its app
+    handle, the ``TX_JOB_ID`` its replicas see) with its parameters as metadata, plus
+    ``sweep`` and ``trial_index``, and the sweep as its source, so that ``tx tracker
+    lineage SWEEP`` lists the trials, and a trial's lineage names the sweep."""
+    trackers = build_trackers(configured_trackers())
+    for tracker in trackers:
+        tracker.add_metadata(rec.handle, kind="sweep", sweep_parameters=list(rec.trials[0].params) if rec.trials
+                             else [], trials=len(rec.trials), name=rec.name)
+        for t in trials:
+            run = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
+            tracker.add_metadata(run, **t.params, sweep=rec.handle, trial_index=t.index)
+            tracker.add_source(run, rec.handle)
+
+
+@attrs.frozen
+class TrialMetric:
+    """A trial's value of a metric its runs recorded (see :func:`best_trials`)."""
+
+    index: int
+    params: Dict[str, Any]
+    app_handle: str
+    value: float
+
+
+def best_trials(runner: "Runner", handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
+    """The trials whose last attempt recorded metadata ``metric`` (a number) in the first
+    configured tracker, best first (lowest, or highest with ``maximize``).
+
+    Raises:
+        UnknownSweepError: no such sweep.
+        SweepFormatError: no tracker is configured, or no trial recorded ``metric``.
+    """
+    rec = load_record(handle)
+    trackers = build_trackers(configured_trackers())
+    if not trackers:
+        raise SweepFormatError("no tracker is configured: set [tx:tracker] in .txconfig or TX_TRACKERS "
+                               "(docs/sweeps.md), and record the metric from the trials")
+    out = []
+    for t in rec.trials:
+        if t.pending or not t.attempts:
+            continue
+        run = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
+        value = trackers[0].metadata(run).get(metric)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(TrialMetric(t.index, t.params, run, float(value)))
+    if not out:
+        raise SweepFormatError(f"no trial of {handle} recorded metric {metric!r} (AppRun.run_from_env()"
+                               f".add_metadata({metric}=...) in the trial)")
+    return sorted(out, key=lambda m: (-m.value if maximize else m.value, m.index))
