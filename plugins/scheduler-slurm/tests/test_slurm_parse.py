@@ -262,3 +262,12 @@ def test_replica_state_waits_for_the_app_before_calling_a_killed_replica_failed(
     assert replica_state(running, running, 3) == failed
     assert replica_state(running, running, 0) == AppState.SUCCEEDED
     assert replica_state(running, AppState.PENDING, None) == AppState.PENDING
+
+
+def test_array_task_ids_in_squeues_spec() -> None:
+    from tx_scheduler_slurm._parse import in_array_tasks
+
+    assert in_array_tasks(3, "2-9%2") and not in_array_tasks(1, "2-9%2")
+    assert in_array_tasks(6, "1,3,5-7") and not in_array_tasks(4, "1,3,5-7")
+    assert in_array_tasks(4, "0-10:2") and not in_array_tasks(5, "0-10:2")
+    assert in_array_tasks(7, "")  # the whole array (cancelled before any task started)

@@ -134,3 +134,21 @@ def test_ddp_example_as_a_2x3_grid_through_the_cli(slurm_nodes, tmp_path):
             assert (tmp_path / f"out-{lr}-{b}" / "checkpoint.pt").exists()
     log = tx("log", f"{handle}/5/train/0")
     assert re.search(r"world_size=2 test_accuracy=0\.\d+", log.stdout), log.stdout + log.stderr
+
+
+@pytest.mark.slurm
+def test_cancel_of_an_array_sweep_is_one_scancel(slurm_nodes, tmp_path, monkeypatch, sbatch_calls):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    app = AppDef("slow", [Role("r", image="", entrypoint="sleep", args=["600"], env={"I": "${i}"},
+                               resource=Resource(cpu=1, gpu=0, memMB=64))])
+    with Runner() as runner:
+        handle = runner.run_sweep(app, SweepSpec(grid={"i": list(range(12))}), "slurm",
+                                  cfg={"job_dir": str(tmp_path / "job")}, max_parallel=2)
+        del sbatch_calls[:]
+        runner.cancel_sweep(handle)
+        assert [c[0] for c in sbatch_calls] == ["squeue", "scancel"], sbatch_calls
+        assert len(sbatch_calls[1]) == 13
+        rec = sw.load_record(handle)
+        for t in rec.trials:
+            runner.wait(f"slurm://tx/{t.attempts[0]}", wait_interval=0.5, timeout=60)
+        assert runner.sweep_status(handle).counts() == {"CANCELLED": 12}

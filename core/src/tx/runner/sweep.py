@@ -554,9 +554,13 @@ def cancel_sweep(runner: "Runner", handle: str) -> None:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
         rec.cancelled = True
-    for t in rec.trials:
-        if t.attempts and not t.pending:
-            runner.cancel(make_app_handle(rec.scheduler, rec.session, t.attempts[-1]))
+    live = [t for t in rec.trials if t.attempts and not t.pending]
+    listed = _listed_states(runner, rec, live)
+    ids = [t.attempts[-1] for t in live
+           if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
+                              else _trial_state(runner, rec, t)[0])]
+    if ids:  # one call where the backend cancels many at once (Scheduler.cancel_many)
+        runner.scheduler(rec.scheduler).cancel_many(ids)
 
 
 def resume_sweep(runner: "Runner", handle: str, supervise: bool = True) -> List[int]:

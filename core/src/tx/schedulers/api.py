@@ -334,6 +334,17 @@ class Scheduler(abc.ABC, Generic[T]):
         if self.exists(app_id):
             self._cancel_existing(app_id)
 
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """Cancel each app of ``app_ids`` (a sweep's trials) as :meth:`cancel` does. The
+        default calls :meth:`cancel` for each; a backend that cancels several apps in one
+        call (Slurm's ``scancel ID...``) overrides it.
+
+        Raises:
+            SchedulerError: the backend cannot be reached or refused.
+        """
+        for app_id in app_ids:
+            self.cancel(app_id)
+
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:
         """Cancel an app known to exist (called by :meth:`cancel`).

@@ -65,6 +65,9 @@ class JobRecord:
         work_dir: the job's working directory (where tx's replica log files are).
         exit_code: Slurm's ``status:signal`` exit code of the component, if reported.
         comment: the job's comment ("" where the source does not report it).
+        array_tasks: for the record of a job array's tasks that have no record of their own
+            yet (pending, or cancelled before they started), their ids as squeue prints them
+            (``2-9%2``; "" for all of them); else "".
     """
 
     job_id: str
@@ -84,6 +87,7 @@ class JobRecord:
     work_dir: str = ""
     exit_code: Optional[str] = None
     comment: str = ""
+    array_tasks: str = ""
 
     @property
     def is_tx(self) -> bool:
@@ -166,8 +170,9 @@ def parse_squeue(text: str) -> List[JobRecord]:
         if not job_id:
             continue
         task = _clean(f["ArrayTaskID"])
+        array = _clean(f["ArrayJobID"])
         if task.isdigit():  # a job array's task (squeue --array): its id is <array job>_<task>
-            job_id = f"{_clean(f['ArrayJobID'])}_{task}"
+            job_id = f"{array}_{task}"
         out.append(JobRecord(
             job_id=job_id,
             app_id=_leader(job_id, f["HetJobID"]),
@@ -185,8 +190,26 @@ def parse_squeue(text: str) -> List[JobRecord]:
             command=_clean(f["Command"]),
             comment=_clean(f["Comment"]),
             work_dir=f["WorkDir"].rstrip("\n"),
+            array_tasks=task if not task.isdigit() and array == job_id else "",
         ))
     return out
+
+
+def in_array_tasks(task: int, spec: str) -> bool:
+    """Whether task id ``task`` is among squeue's ``spec`` of an array's tasks (``2-9%2``,
+    ``1,3,5-7``, ``0-10:2``; "" means all)."""
+    spec = spec.split("%", 1)[0].strip("[]")
+    if not spec:
+        return True
+    for part in spec.split(","):
+        rng, _, step = part.partition(":")
+        lo, _, hi = rng.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            continue
+        first, last = int(lo), int(hi or lo)
+        if first <= task <= last and (task - first) % (int(step) if step.isdigit() and int(step) else 1) == 0:
+            return True
+    return False
 
 
 _SACCT_ID = re.compile(r"^(\d+(?:_\d+)?)(?:\+(\d+))?$")

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+
+import attrs
 import re
 import time
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -33,7 +35,7 @@ from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotIn
 from tx_scheduler_slurm._cluster import NOMEM_THRESHOLD_MB, ClusterInfo, query_cluster
 from tx_scheduler_slurm._logs import iter_blocks
 from tx_scheduler_slurm._parse import (
-    SACCT_FIELDS, JobRecord, Partition, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
+    SACCT_FIELDS, JobRecord, Partition, in_array_tasks, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
     squeue_format,
 )
 from tx_scheduler_slurm._states import appstate_from_slurm
@@ -281,6 +283,12 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         recs = [r for r in self._squeue(["--jobs", app_id]) if r.app_id == app_id]
         if recs:
             return recs, "squeue"
+        if "_" in app_id:  # a task with no record of its own yet: its array's record
+            array, task = app_id.split("_", 1)
+            recs = [attrs.evolve(r, job_id=app_id, app_id=app_id) for r in self._squeue(["--jobs", array])
+                    if r.job_id == array and in_array_tasks(int(task), r.array_tasks)]
+            if recs:
+                return recs, "squeue"
         recs = self._sacct(["--jobs", app_id], app_id)
         if recs:
             return recs, "sacct"
@@ -415,6 +423,19 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         if proc.returncode != 0 and "already completing or completed" not in proc.stderr:
             raise SlurmCommandError(["scancel", app_id], proc.returncode, proc.stderr)
         log.info("slurm_cancelled", app_id=app_id)
+
+    def cancel_many(self, app_ids: Any) -> None:
+        """``scancel ID ID ...`` (500 ids a call): a sweep's trials, such as a job array's
+        tasks ``<array>_<i>``, in one call; jobs that ended or are gone are not errors."""
+        ids = list(app_ids)
+        for i in range(0, len(ids), 500):
+            argv = ["scancel", *ids[i:i + 500]]
+            proc = _client.run(argv, self._timeout, check=False)
+            errors = [ln for ln in proc.stderr.splitlines() if ln.strip()
+                      and "already completing or completed" not in ln and "Invalid job id" not in ln]
+            if proc.returncode != 0 and errors:
+                raise SlurmCommandError(argv[:1] + ids[i:i + 1] + ["..."], proc.returncode, "\n".join(errors))
+        log.info("slurm_cancelled", apps=len(ids))
 
     # -- logs -----------------------------------------------------------------------------
     def _log_path(self, app_id: str, role_name: str, k: int, streams: Optional[Any]) -> str:
