@@ -118,7 +118,7 @@ def test_sweep_file_and_dryrun_print_the_requests_and_the_trials(tx, tmp_path):
         "random: {lr: {distribution: loguniform, low: 0.0001, high: 0.1}}\ntrials: 2\nseed: 3\n")
     p = tx("sweep", "-s", "local_cwd", "--file", "s.yaml", "--dryrun")
     assert p.returncode == 0, p.stderr
-    assert "=== local_cwd: 4 requests, one per trial (no native array" in p.stdout
+    assert "=== local_cwd: 4 requests, one per trial (local_cwd has no native array); trial 0's: ===" in p.stdout
     trials = p.stdout.split("=== TRIALS (4) ===\n")[1].splitlines()
     assert trials[0].split() == ["TRIAL", "PARAMS"]
     assert [t.split()[1] for t in trials[1:]] == ["opt=adam", "opt=adam", "opt=sgd", "opt=sgd"]

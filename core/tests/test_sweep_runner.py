@@ -133,7 +133,7 @@ def test_an_appdef_parameter_must_be_used(runner):
         runner.dryrun_sweep(app, grid(x=[1], y=[2]), "mem")
     info = runner.dryrun_sweep(app, grid(x=[1, 2]), "mem")
     assert [t._app.roles[0].args for t in info.trials] == [["1"], ["2"]]
-    assert "2 requests, one per trial" in str(info) and "x=2" in str(info)
+    assert "2 requests, one per trial (mem has no native array)" in str(info) and "x=2" in str(info)
 
 
 def test_native_array_is_one_call_and_its_limit_is_checked_first(runner, component):

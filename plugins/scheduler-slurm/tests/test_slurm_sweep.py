@@ -49,7 +49,8 @@ def test_dryrun_of_single_replica_trials_is_one_array(offline, tmp_path):
 def test_dryrun_of_heterogeneous_trials_is_one_job_per_trial(offline, tmp_path):
     info = offline.dryrun_sweep(_app(replicas=2), GRID, "slurm", cfg={"job_dir": str(tmp_path / "j")})
     assert info.native is None
-    assert "=== slurm: 6 requests, one per trial (no native array" in str(info)
+    assert ("=== slurm: 6 requests, one per trial (an app of several replicas is a heterogeneous job, which "
+            "Slurm cannot put in an array); trial 0's: ===") in str(info)
     assert "--array" not in str(info)
 
 

@@ -202,11 +202,13 @@ class SweepDryRunInfo:
         record: the sweep's record (no attempts yet).
         trials: each trial's own dry run, in trial order.
         native: the backend's one array request, or None (one request per trial).
+        not_native: why there is no array request (the scheduler's words), else "".
     """
 
     record: SweepRecord
     trials: List[AppDryRunInfo[Any]]
     native: Optional[AppDryRunInfo[Any]] = None
+    not_native: str = ""
 
     @property
     def sweep_handle(self) -> str:
@@ -223,8 +225,8 @@ class SweepDryRunInfo:
             head = f"=== {self.record.scheduler}: one native array request for {n} trials{bound} ===\n"
             body = str(self.native)
         else:
-            head = (f"=== {self.record.scheduler}: {n} requests, one per trial{bound} (no native array "
-                    f"for this app on this scheduler); trial 0's: ===\n")
+            why = self.not_native or "no native array for this app on this scheduler"
+            head = f"=== {self.record.scheduler}: {n} requests, one per trial{bound} ({why}); trial 0's: ===\n"
             body = str(self.trials[0])
         return f"{head}{body}\n=== TRIALS ({n}) ===\n{self.trial_table()}"
 
@@ -419,7 +421,8 @@ def dryrun_sweep(
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
-    return SweepDryRunInfo(record=rec, trials=infos, native=native)
+    return SweepDryRunInfo(record=rec, trials=infos, native=native,
+                           not_native="" if native is not None else sched.sweep_not_an_array(infos))
 
 
 def run_sweep(runner: "Runner", info: SweepDryRunInfo, supervise: bool = True) -> str:

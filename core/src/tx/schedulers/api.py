@@ -279,6 +279,11 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         return None
 
+    def sweep_not_an_array(self, trials: Sequence[AppDryRunInfo[T]]) -> str:
+        """Why :meth:`submit_sweep_dryrun` returned None for ``trials``, in a few words for
+        the sweep's dryrun (the default: the scheduler has no native arrays)."""
+        return f"{self.backend} has no native array"
+
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
         """Submit what :meth:`submit_sweep_dryrun` returned; returns each trial's app id, in
         trial order (each one :meth:`describe`, :meth:`log_iter` and :meth:`cancel` take).

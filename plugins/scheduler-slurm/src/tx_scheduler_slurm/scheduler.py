@@ -163,6 +163,10 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             return None
         return AppDryRunInfo(SlurmArrayRequest(reqs, max_parallel), repr)
 
+    def sweep_not_an_array(self, trials: Any) -> str:
+        """Why these trials are one job each (:func:`tx_scheduler_slurm.request.array_unsupported`)."""
+        return array_unsupported([t.request for t in trials]) or "slurm has no array for these trials"
+
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
         """Submit the array with one ``sbatch``; returns ``<array job id>_<i>`` for each trial.
 
