@@ -45,6 +45,7 @@ def tx_register_commands(register: Callable[..., None]) -> None:
     register("log", "tx.cli.cmd_log:COMMAND", help="print or follow an app's logs")
     register("list", "tx.cli.cmd_list:COMMAND", help="list the apps a scheduler knows")
     register("cancel", "tx.cli.cmd_cancel:COMMAND", help="cancel an app")
+    register("sweep", "tx.cli.cmd_sweep:COMMAND", help="run an app over a parameter grid or random draws, as one sweep")
     register("gc", "tx.cli.cmd_gc:COMMAND", help="delete the state and logs of apps that finished long ago")
     register("configure", "tx.cli.cmd_configure:COMMAND", help="write a .txconfig with the schedulers' run options")
     register("plugins", "tx.cli.cmd_plugins:COMMAND", help="list installed plugins and what they registered")

@@ -20,13 +20,16 @@ SQUEUE = "".join(
     US.join(fields) + US + "\n"
     for fields in [
         ["54", "54", "0", "trainer-0", "RUNNING", "None", "node1", "0", "2", "1024M", "N/A", "N/A", "root",
-         "debug", "(null)", "tx-app:x", "/tmp/sx"],
+         "debug", "(null)", "tx-app:x", "54", "N/A", "/tmp/sx"],
         ["55", "54", "1", "trainer-1", "RUNNING", "None", "node2", "0", "2", "1024M", "N/A", "gres:gpu:2", "root",
-         "debug", "(null)", "tx-app:x", "/tmp/sx"],
+         "debug", "(null)", "tx-app:x", "54", "N/A", "/tmp/sx"],
         ["56", "54", "2", "reader-0", "PENDING", "Resources", "", "1", "1", "1G", "gres/gpu:a100:4", "N/A", "root",
-         "debug", "/w/tx-sbatch.sh", "(null)", "/tmp/dir with spaces | and pipes"],
+         "debug", "/w/tx-sbatch.sh", "(null)", "54", "N/A", "/tmp/dir with spaces | and pipes"],
         ["10", "N/A", "N/A", "wrap", "COMPLETED", "None", "node1", "0", "1", "0", "N/A", "N/A", "root", "debug",
-         "(null)", "(null)", "/tmp"],
+         "(null)", "(null)", "10", "N/A", "/tmp"],
+        # a job array's task (squeue --array): its own job id 73, named by its array's
+        ["73", "N/A", "N/A", "t@r-0", "RUNNING", "None", "node1", "0", "1", "0", "N/A", "N/A", "root", "debug",
+         "(null)", "tx-app:t", "70", "3", "/tmp"],
     ]
 )
 
@@ -52,9 +55,9 @@ def test_squeue_records() -> None:
     recs = parse_squeue(SQUEUE)
     assert [(r.job_id, r.app_id, r.offset, r.name) for r in recs] == [
         ("54", "54", 0, "trainer-0"), ("55", "54", 1, "trainer-1"), ("56", "54", 2, "reader-0"),
-        ("10", "10", 0, "wrap"),
+        ("10", "10", 0, "wrap"), ("70_3", "70_3", 0, "t@r-0"),
     ]
-    first, second, third, solo = recs
+    first, second, third, solo, _task = recs
     assert (first.state, first.nodes, first.restarts, first.cpus_per_task, first.mem_mb, first.gpus) == (
         "RUNNING", "node1", 0, 2, 1024, 0)
     assert second.gpus == 2 and third.gpus == 4 and third.mem_mb == 1024
@@ -109,6 +112,7 @@ def test_sacct_records() -> None:
     assert [(r.job_id, r.app_id, r.offset, r.name, r.state) for r in recs] == [
         ("54+0", "54", 0, "trainer-0", "COMPLETED"), ("54+1", "54", 1, "trainer-1", "FAILED"),
         ("54+2", "54", 2, "reader-0", "CANCELLED"), ("61", "61", 0, "solo-0", "TIMEOUT"),
+        ("61_3", "61_3", 0, "arr", "COMPLETED"),
     ]
     assert recs[1].exit_code == "3:0" and recs[2].exit_code == "0:15"
     assert recs[2].nodes == "" and recs[2].work_dir == "/tmp/a|b" and recs[2].mem_mb == 1024
@@ -258,3 +262,12 @@ def test_replica_state_waits_for_the_app_before_calling_a_killed_replica_failed(
     assert replica_state(running, running, 3) == failed
     assert replica_state(running, running, 0) == AppState.SUCCEEDED
     assert replica_state(running, AppState.PENDING, None) == AppState.PENDING
+
+
+def test_array_task_ids_in_squeues_spec() -> None:
+    from tx_scheduler_slurm._parse import in_array_tasks
+
+    assert in_array_tasks(3, "2-9%2") and not in_array_tasks(1, "2-9%2")
+    assert in_array_tasks(6, "1,3,5-7") and not in_array_tasks(4, "1,3,5-7")
+    assert in_array_tasks(4, "0-10:2") and not in_array_tasks(5, "0-10:2")
+    assert in_array_tasks(7, "")  # the whole array (cancelled before any task started)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from tx.cli._common import make_runner
+from tx.cli.cmd_sweep import looks_like_sweep, sweep_cancel
 from tx.cli.command import Argument, Command
 from tx.cli.errors import unknown_app
 
@@ -12,6 +13,8 @@ __all__ = ["COMMAND"]
 
 def _cancel(args: argparse.Namespace) -> int:
     with make_runner() as runner:
+        if looks_like_sweep(args.app_handle):
+            return sweep_cancel(runner, args.app_handle)
         if runner.status(args.app_handle) is None:
             raise unknown_app(args.app_handle)
         runner.cancel(args.app_handle)
@@ -20,5 +23,5 @@ def _cancel(args: argparse.Namespace) -> int:
 
 #: ``tx cancel``: cancel an app
 COMMAND = Command(run=_cancel, arguments=(
-    Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id"),
+    Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id, or a sweep handle (cancels every trial)"),
 ))

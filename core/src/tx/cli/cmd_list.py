@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, List, Tuple
 
 from tx.cli._common import default_scheduler, make_runner
+from tx.cli.cmd_sweep import collapse_sweeps
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError
 
@@ -129,6 +130,8 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
     wanted = _state_filter(args.state)
     schedulers = [s.strip() for s in (args.scheduler or "").split(",") if s.strip()] or [default_scheduler(runner)]
     found, problems = _gather(runner, list(dict.fromkeys(schedulers)))
+    for scheduler in dict.fromkeys(schedulers):  # each sweep's trials as one row
+        found = collapse_sweeps(runner, scheduler, found)
     apps, ordered = newest_first(found)
     if wanted is not None:
         apps = [a for a in apps if a.state.name in wanted]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from tx.cli._common import make_runner
 from tx.cli._relay import Relay
+from tx.cli.cmd_sweep import looks_like_sweep, sweep_log_identifier
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError, unknown_app
 
@@ -89,7 +90,8 @@ def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[Li
 
 
 def _log(args: argparse.Namespace) -> int:
-    handle, role, ids = parse_identifier(args.identifier)
+    ident = sweep_log_identifier(args.identifier) if looks_like_sweep(args.identifier) else args.identifier
+    handle, role, ids = parse_identifier(ident)
     since, until = parse_time(args.since), parse_time(args.until)
     filtered = bool(args.regex or since or until)
     with make_runner() as runner:
@@ -113,7 +115,8 @@ def _log(args: argparse.Namespace) -> int:
 #: ``tx log``: print or follow an app's logs
 COMMAND = Command(run=_log, arguments=(
     Argument("identifier", metavar="IDENTIFIER",
-             help="scheduler://session/app_id[/role[/replica_ids]], e.g. local_cwd://tx/train-x1/train/0,1"),
+             help="scheduler://session/app_id[/role[/replica_ids]], e.g. local_cwd://tx/train-x1/train/0,1; "
+                  "of a sweep's trial: SWEEP_HANDLE/TRIAL[/role[/replica_ids]]"),
     Argument("-f", "-t", "--follow", "--tail", dest="tail", action="store_true",
              help="follow the logs until the app ends"),
     Argument("--regex", default=None, help="only lines matching this regular expression"),

@@ -20,7 +20,7 @@ from typing import Dict, Mapping, Optional
 
 __all__ = [
     "APP_ID", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
-    "ROLE_NAME", "STATE_DIR", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
+    "ROLE_NAME", "STATE_DIR", "SWEEP_ID", "TRIAL_INDEX", "TRIAL_PARAMS", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
     "tracker_config_var",
 ]
 
@@ -35,6 +35,10 @@ RANK0_HOST = "TX_RANK0_HOST"
 # settings the Runner passes to every replica (trackers)
 PARENT_RUN_ID = "TX_PARENT_RUN_ID"
 TRACKERS = "TX_TRACKERS"
+# the trial of a sweep, set by the Runner in every replica of every trial (no TorchX name)
+SWEEP_ID = "TX_SWEEP_ID"
+TRIAL_INDEX = "TX_TRIAL_INDEX"
+TRIAL_PARAMS = "TX_TRIAL_PARAMS"
 #: where tx keeps the state of apps it launched (local apps, the Slurm job index)
 STATE_DIR = "TX_STATE_DIR"
 

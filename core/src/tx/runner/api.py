@@ -227,43 +227,62 @@ class Runner:
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
 
-        if not app.roles:
-            raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
-        for role in app.roles:
-            if not role.entrypoint or role.entrypoint == MISSING:
-                raise ValueError(f"role {role.name!r} has no entrypoint")
+        _check_roles(app)
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
+            return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id),
+                                     dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {}))), workspace)
 
-            extra_env = {JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
-            # an explicit argument wins over the submitter's environment (as in TorchX)
-            parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
-            if parent:
-                extra_env[PARENT_RUN_ID] = parent
-            # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
+    def _submission_env(self, scheduler: str, parent_run_id: Optional[str]) -> Dict[str, str]:
+        """What :meth:`dryrun` adds to every role's env (its docstring says what)."""
+        extra_env = {JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+        # an explicit argument wins over the submitter's environment (as in TorchX)
+        parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
+        if parent:
+            extra_env[PARENT_RUN_ID] = parent
+        # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
+        trackers = configured_trackers()
+        if trackers:
+            extra_env[TRACKERS] = ",".join(trackers)
+            for tracker_name, tracker_config in trackers.items():
+                if tracker_config:
+                    extra_env[tracker_config_var(tracker_name)] = tracker_config
+        return with_torchx_names(extra_env)
 
-            trackers = configured_trackers()
-            if trackers:
-                extra_env[TRACKERS] = ",".join(trackers)
-                for tracker_name, tracker_config in trackers.items():
-                    if tracker_config:
-                        extra_env[tracker_config_var(tracker_name)] = tracker_config
-            extra_env = with_torchx_names(extra_env)
-            app = attrs.evolve(
-                app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
-            )
-            cfg = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
-            if workspace:
-                resolved = sched.run_opts().resolve(cfg)
-                role = sched.build_workspace(app.roles[0], workspace, resolved)
-                if role is not None:
-                    app = attrs.evolve(app, roles=[role, *app.roles[1:]])
-            info = sched.submit_dryrun(app, cfg)
-            # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
-            # under another name than its backend (a subclass of a TorchX scheduler) keeps it
-            info._scheduler = scheduler
-            return info
+    def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
+                     cfg: Dict[str, Any], workspace: Optional[str] = None) -> AppDryRunInfo[Any]:
+        app = attrs.evolve(
+            app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
+        )
+        if workspace:
+            resolved = sched.run_opts().resolve(cfg)
+            role = sched.build_workspace(app.roles[0], workspace, resolved)
+            if role is not None:
+                app = attrs.evolve(app, roles=[role, *app.roles[1:]])
+        info = sched.submit_dryrun(app, cfg)
+        # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
+        # under another name than its backend (a subclass of a TorchX scheduler) keeps it
+        info._scheduler = scheduler
+        return info
+
+    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
+                    parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]:
+        """:meth:`dryrun` of each app (a sweep's trials), in order, with one lifecycle event
+        and one look at the trackers and the run options for all (no workspace).
+
+        Raises:
+            what :meth:`dryrun` raises, for the first app that fails.
+        """
+        sched = self._scheduler(scheduler)
+        with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun_many"):
+            extra_env = self._submission_env(scheduler, parent_run_id)
+            resolved = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
+            out = []
+            for app in apps:
+                _check_roles(app)
+                out.append(self._dryrun_with(sched, scheduler, app, extra_env, resolved))
+            return out
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit what :meth:`dryrun` returned; returns the app handle
@@ -343,6 +362,104 @@ class Runner:
         """Run a component; returns the app handle."""
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
                                                    workspace, parent_run_id))
+
+    # -- sweeps ----------------------------------------------------------------------
+    def dryrun_sweep(
+        self,
+        app_or_component: Union[AppDef, str],
+        spec: Any,
+        scheduler: str,
+        component_args: Optional[List[str]] = None,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        max_parallel: Optional[int] = None,
+        env: Optional[Mapping[str, str]] = None,
+        name: Optional[str] = None,
+    ) -> Any:
+        """What :meth:`run_sweep` would submit: every trial's request and, where the
+        scheduler has one, the native array request (a :class:`tx.runner.sweep.SweepDryRunInfo`;
+        ``str()`` of it is the request(s) and the trial table).
+
+        Args:
+            app_or_component: an AppDef, or a component name (``dist.ddp``, ``file.py:fn``).
+            spec: the :class:`tx.specs.sweep.SweepSpec` (grid, random, trials, seed).
+            component_args: the component's arguments; ``${NAME}`` stands for parameter
+                NAME. A parameter not used as ``${NAME}`` is passed as ``--NAME=VALUE``.
+            max_parallel: the most trials running at once (None: no bound).
+            env: env added to every role (``${NAME}`` substituted).
+            name: the sweep's name (default: the app's or the component's).
+
+        Every replica of trial ``i`` gets ``TX_SWEEP_ID`` (the sweep handle),
+        ``TX_TRIAL_INDEX`` (``i``) and ``TX_TRIAL_PARAMS`` (its parameters as JSON).
+
+        Raises:
+            tx.specs.sweep.SweepFormatError: no parameters, an empty grid, a parameter the
+                app does not take, a value the component rejects, more trials than the
+                scheduler's array limit.
+            what :meth:`dryrun` raises, for a trial.
+        """
+        # deferred: sweeps need the component system, which Runner.run of an AppDef does not
+        from tx.runner import sweep
+
+        return sweep.dryrun_sweep(self, app_or_component, spec, scheduler, component_args or [],
+                                  cfg, max_parallel, env, name)
+
+    def schedule_sweep(self, sweep_dryrun_info: Any) -> str:
+        """Submit what :meth:`dryrun_sweep` returned; returns the sweep handle
+        ``{scheduler}://{session}/{sweep_id}``. Trials beyond ``max_parallel`` are submitted
+        by a supervisor process as others finish.
+
+        Raises:
+            tx.schedulers.SchedulerError: the backend refused a request.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        return sweep.run_sweep(self, sweep_dryrun_info)
+
+    def run_sweep(self, app_or_component: Union[AppDef, str], spec: Any, scheduler: str,
+                  component_args: Optional[List[str]] = None, cfg: Optional[Mapping[str, CfgVal]] = None,
+                  max_parallel: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+                  name: Optional[str] = None) -> str:
+        """:meth:`dryrun_sweep` then :meth:`schedule_sweep`; returns the sweep handle."""
+        return self.schedule_sweep(self.dryrun_sweep(app_or_component, spec, scheduler, component_args,
+                                                     cfg, max_parallel, env, name))
+
+    def sweep_status(self, sweep_handle: str) -> Any:
+        """The sweep's trials (a :class:`tx.runner.sweep.SweepStatus`: index, params,
+        state, attempts, duration, why failed).
+
+        Raises:
+            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
+            tx.schedulers.SchedulerError: the backend cannot be reached.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        return sweep.sweep_status(self, sweep_handle)
+
+    def cancel_sweep(self, sweep_handle: str) -> None:
+        """Cancel every trial of the sweep; pending trials are not submitted any more.
+
+        Raises:
+            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        sweep.cancel_sweep(self, sweep_handle)
+
+    def resume_sweep(self, sweep_handle: str) -> List[int]:
+        """Submit again exactly the trials that failed or were cancelled (each a new attempt
+        of the same trial, in the same sweep); returns their indexes.
+
+        Raises:
+            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
+            tx.schedulers.SchedulerError: the backend refused a request.
+        """
+        # deferred: see dryrun_sweep
+        from tx.runner import sweep
+
+        return sweep.resume_sweep(self, sweep_handle)
 
     # -- app handles -----------------------------------------------------------------
     def _resolve(self, app_handle: AppHandle) -> tuple:
@@ -500,6 +617,14 @@ class Runner:
             else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
             for a in apps
         ]
+
+
+def _check_roles(app: AppDef) -> None:
+    if not app.roles:
+        raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
+    for role in app.roles:
+        if not role.entrypoint or role.entrypoint == MISSING:
+            raise ValueError(f"role {role.name!r} has no entrypoint")
 
 
 def _status_of(desc: Any) -> AppStatus:

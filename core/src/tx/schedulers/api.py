@@ -255,6 +255,45 @@ class Scheduler(abc.ABC, Generic[T]):
                     f"role {role.name!r} has no resource; {scheduler} needs cpu, gpu and memMB"
                 )
 
+    # -- sweeps (optional) ---------------------------------------------------------------
+    #: the most trials one native array request may hold (Slurm's MaxArraySize, AWS Batch's
+    #: 10,000); None: no limit of its own. A sweep with more trials is refused before
+    #: anything is submitted.
+    sweep_array_limit: ClassVar[Optional[int]] = None
+
+    def submit_sweep_dryrun(
+        self, trials: Sequence[AppDryRunInfo[T]], max_parallel: Optional[int]
+    ) -> Optional[AppDryRunInfo[Any]]:
+        """The backend's native array request for a sweep's trials, without side effects;
+        None where the backend has no native array for these trials (the default): the
+        Runner then submits each trial's own request, at most ``max_parallel`` running at
+        once under one supervisor (docs/sweeps.md).
+
+        Args:
+            trials: each trial's request as :meth:`submit_dryrun` made it, in trial order
+                (the trials differ only in arguments and env).
+            max_parallel: the most trials to run at once (None: no bound).
+
+        Raises:
+            ValueError: the trials cannot run as one array on this backend.
+        """
+        return None
+
+    def sweep_not_an_array(self, trials: Sequence[AppDryRunInfo[T]]) -> str:
+        """Why :meth:`submit_sweep_dryrun` returned None for ``trials``, in a few words for
+        the sweep's dryrun (the default: the scheduler has no native arrays)."""
+        return f"{self.backend} has no native array"
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Submit what :meth:`submit_sweep_dryrun` returned; returns each trial's app id, in
+        trial order (each one :meth:`describe`, :meth:`log_iter` and :meth:`cancel` take).
+
+        Raises:
+            SchedulerError: the backend refused the request or cannot be reached.
+            NotImplementedError: the scheduler has no native arrays.
+        """
+        raise NotImplementedError(f"{self.backend} has no native sweep arrays")
+
     # -- queries -------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
@@ -299,6 +338,17 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         if self.exists(app_id):
             self._cancel_existing(app_id)
+
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """Cancel each app of ``app_ids`` (a sweep's trials) as :meth:`cancel` does. The
+        default calls :meth:`cancel` for each; a backend that cancels several apps in one
+        call (Slurm's ``scancel ID...``) overrides it.
+
+        Raises:
+            SchedulerError: the backend cannot be reached or refused.
+        """
+        for app_id in app_ids:
+            self.cancel(app_id)
 
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:

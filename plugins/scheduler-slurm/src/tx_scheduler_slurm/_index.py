@@ -54,11 +54,14 @@ def record(job_id: str, work_dir: str, replicas: List[Tuple[str, int]]) -> None:
 
 def lookup(job_id: str) -> Optional[Tuple[str, List[Tuple[str, int]]]]:
     """``(work_dir, [(role, replica_id), ...])`` of ``job_id``; None when not recorded
-    here or unreadable."""
+    here or unreadable. A job array's task (``<array>_<task>``, a sweep's trial) without an
+    entry of its own has its array's (one entry for all its tasks)."""
     try:
         with open(os.path.join(index_dir(), f"{job_id}.json"), encoding="utf-8") as f:
             data = json.load(f)
         return str(data["work_dir"]), [(str(r), int(k)) for r, k in data["replicas"]]
+    except FileNotFoundError:
+        return lookup(job_id.split("_", 1)[0]) if "_" in job_id else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -81,3 +84,26 @@ def accounting_in_conf() -> Optional[bool]:
         if line.lower().startswith("include"):
             return None
     return value != "accounting_storage/none"
+
+
+#: Slurm's MaxArraySize where slurm.conf does not set it (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize)
+DEFAULT_MAX_ARRAY_SIZE = 1001
+
+
+def max_array_size_in_conf() -> Optional[int]:
+    """``MaxArraySize`` of slurm.conf (:func:`conf_path`; Slurm's default where unset); None
+    when the file cannot be read or includes others, so that the caller asks ``scontrol``."""
+    try:
+        with open(conf_path(), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    value = DEFAULT_MAX_ARRAY_SIZE
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        key, sep, val = line.partition("=")
+        if sep and key.strip().lower() == "maxarraysize" and val.strip().isdigit():
+            value = int(val.strip())
+        if line.lower().startswith("include"):
+            return None
+    return value

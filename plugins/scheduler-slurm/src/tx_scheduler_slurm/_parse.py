@@ -33,7 +33,7 @@ def is_tx_job_name(name: str) -> bool:
 SQUEUE_FIELDS = (
     "JobID", "HetJobID", "HetJobOffset", "Name", "State", "Reason", "NodeList",
     "RestartCnt", "cpus-per-task", "MinMemory", "tres-per-node", "tres-per-task",
-    "UserName", "Partition", "Command", "Comment", "WorkDir",
+    "UserName", "Partition", "Command", "Comment", "ArrayJobID", "ArrayTaskID", "WorkDir",
 )
 
 #: sacct --format fields, in the order :func:`parse_sacct` reads them (WorkDir last)
@@ -65,6 +65,9 @@ class JobRecord:
         work_dir: the job's working directory (where tx's replica log files are).
         exit_code: Slurm's ``status:signal`` exit code of the component, if reported.
         comment: the job's comment ("" where the source does not report it).
+        array_tasks: for the record of a job array's tasks that have no record of their own
+            yet (pending, or cancelled before they started), their ids as squeue prints them
+            (``2-9%2``; "" for all of them); else "".
     """
 
     job_id: str
@@ -84,6 +87,7 @@ class JobRecord:
     work_dir: str = ""
     exit_code: Optional[str] = None
     comment: str = ""
+    array_tasks: str = ""
 
     @property
     def is_tx(self) -> bool:
@@ -165,6 +169,10 @@ def parse_squeue(text: str) -> List[JobRecord]:
         job_id = _clean(f["JobID"])
         if not job_id:
             continue
+        task = _clean(f["ArrayTaskID"])
+        array = _clean(f["ArrayJobID"])
+        if task.isdigit():  # a job array's task (squeue --array): its id is <array job>_<task>
+            job_id = f"{array}_{task}"
         out.append(JobRecord(
             job_id=job_id,
             app_id=_leader(job_id, f["HetJobID"]),
@@ -182,12 +190,30 @@ def parse_squeue(text: str) -> List[JobRecord]:
             command=_clean(f["Command"]),
             comment=_clean(f["Comment"]),
             work_dir=f["WorkDir"].rstrip("\n"),
+            array_tasks=task if not task.isdigit() and array == job_id else "",
         ))
     return out
 
 
-_SACCT_ID = re.compile(r"^(\d+)(?:\+(\d+))?$")
-_SACCT_STEP = re.compile(r"^(\d+(?:\+\d+)?)\.\w+$")
+def in_array_tasks(task: int, spec: str) -> bool:
+    """Whether task id ``task`` is among squeue's ``spec`` of an array's tasks (``2-9%2``,
+    ``1,3,5-7``, ``0-10:2``; "" means all)."""
+    spec = spec.split("%", 1)[0].strip("[]")
+    if not spec:
+        return True
+    for part in spec.split(","):
+        rng, _, step = part.partition(":")
+        lo, _, hi = rng.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            continue
+        first, last = int(lo), int(hi or lo)
+        if first <= task <= last and (task - first) % (int(step) if step.isdigit() and int(step) else 1) == 0:
+            return True
+    return False
+
+
+_SACCT_ID = re.compile(r"^(\d+(?:_\d+)?)(?:\+(\d+))?$")
+_SACCT_STEP = re.compile(r"^(\d+(?:_\d+)?(?:\+\d+)?)\.\w+$")
 #: step states that explain why the component's allocation FAILED; sacct records them only
 #: on the step (``6.0 OUT_OF_MEMORY`` under ``6 FAILED``)
 STEP_FAILURES = ("OUT_OF_MEMORY",)
@@ -198,7 +224,8 @@ def parse_sacct(text: str) -> List[JobRecord]:
     output: one per job or het component (``6`` or ``6+1``). Step rows (``6+1.0``,
     ``6.batch``, present without ``--allocations``) are not records, but a component that
     FAILED because one of its steps ran out of memory reads ``OUT_OF_MEMORY``, as the step
-    does (:data:`STEP_FAILURES`). Array rows are skipped."""
+    does (:data:`STEP_FAILURES`). A job array's task is a record of its own (``61_3``: a
+sweep's trial); the pending rest of an array (``61_[4-9]``) is skipped."""
     out: List[JobRecord] = []
     step_failures: Dict[str, str] = {}
     n = len(SACCT_FIELDS)
@@ -262,11 +289,15 @@ def parse_jobcomp(text: str, app_id: str) -> List[JobRecord]:
     """Records of ``app_id`` from a jobcomp/filetxt file (one line per ended job component;
     a requeued job has one line per attempt: the last one wins)."""
     by_job: Dict[str, JobRecord] = {}
+    array, _, task = app_id.partition("_")
     for line in text.splitlines():
-        if f"JobId={app_id} " not in line and f"HetJobId={app_id} " not in line:
+        if task:  # a job array's task: ArrayJobId=<array> ArrayTaskId=<task>
+            if f"ArrayJobId={array} " not in line or f"ArrayTaskId={task} " not in line:
+                continue
+        elif f"JobId={app_id} " not in line and f"HetJobId={app_id} " not in line:
             continue
         kv = parse_kv_line(line)
-        job_id = kv.get("JobId", "")
+        job_id = app_id if task else kv.get("JobId", "")
         het = _clean(kv.get("HetJobId", ""))
         leader = het if het and het != "0" else job_id
         if leader != app_id:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+
+import attrs
 import re
 import time
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -33,13 +35,15 @@ from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotIn
 from tx_scheduler_slurm._cluster import NOMEM_THRESHOLD_MB, ClusterInfo, query_cluster
 from tx_scheduler_slurm._logs import iter_blocks
 from tx_scheduler_slurm._parse import (
-    SACCT_FIELDS, JobRecord, Partition, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
+    SACCT_FIELDS, JobRecord, Partition, in_array_tasks, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
     squeue_format,
 )
 from tx_scheduler_slurm._states import appstate_from_slurm
 from tx_scheduler_slurm._status import build_describe, group_replicas
 from tx_scheduler_slurm.options import check_cfg, slurm_runopts, workdir_of
-from tx_scheduler_slurm.request import SlurmBatchRequest, build_request, log_file, total_replicas, validate_app
+from tx_scheduler_slurm.request import (
+    SlurmArrayRequest, SlurmBatchRequest, array_unsupported, build_request, log_file, total_replicas, validate_app,
+)
 
 __all__ = [
     "SlurmCommandError", "SlurmError", "SlurmNotInstalledError", "SlurmScheduler", "SlurmTimeoutError",
@@ -48,8 +52,16 @@ __all__ = [
 
 log = get_logger(__name__)
 
-_APP_ID = re.compile(r"^\d+$")
+#: a job id, or a job array task's ``<array job id>_<task id>`` (a sweep's trial)
+_APP_ID = re.compile(r"^\d+(?:_\d+)?$")
+
+
+def _id_key(app_id: str) -> Tuple[int, ...]:
+    """Sort key of app ids: numeric, an array's tasks after their array job id."""
+    return tuple(int(p) for p in app_id.split("_"))
 SCRIPT_NAME = "tx-sbatch.sh"
+#: seconds a dryrun reuses the cluster facts ``sinfo`` gave (a sweep's trials share them)
+CLUSTER_TTL_S = 30.0
 
 
 class SlurmScheduler(Scheduler[SlurmBatchRequest]):
@@ -78,6 +90,8 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         self._accounting: Optional[bool] = None  # learnt from the first sacct call
         self._jobcomp_path: Optional[str] = None  # "" once known to be unusable
         self._acct_configured: Optional[bool] = None
+        self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, sinfo's answer)
+        self._max_array: Optional[int] = None  # MaxArraySize, -1 once known to be unknown
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -92,7 +106,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmBatchRequest]:
         check_cfg(cfg)
-        cluster = self._cluster if self._cluster is not None else query_cluster(self._timeout)
+        cluster = self._cluster_info()
         name = str(cfg["partition"]) if cfg.get("partition") is not None else None
         self._check_partitions(app, cluster, name, cfg)
         nodes = None
@@ -106,6 +120,66 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             nodes=nodes,
         )
         return AppDryRunInfo(req, repr)
+
+    def _cluster_info(self) -> ClusterInfo:
+        """The cluster facts dryruns check against: the fixed ones given, else ``sinfo``'s,
+        asked again after :data:`CLUSTER_TTL_S` (a sweep's trials share one answer)."""
+        if self._cluster is not None:
+            return self._cluster
+        now = time.monotonic()
+        if self._queried is None or now - self._queried[0] > CLUSTER_TTL_S:
+            self._queried = (now, query_cluster(self._timeout))
+        return self._queried[1]
+
+    # -- sweeps: one job array ---------------------------------------------------------
+    @property
+    def sweep_array_limit(self) -> Optional[int]:  # type: ignore[override]
+        """The most tasks of one array: the cluster's ``MaxArraySize`` (task ids run up to
+        MaxArraySize - 1; https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize), read
+        from slurm.conf where readable, else from ``scontrol show config``; None when it
+        cannot be read (or the cluster facts are fixed for offline dryruns)."""
+        if self._max_array is None:
+            self._max_array = -1
+            in_conf = _index.max_array_size_in_conf() if self._cluster is None else None
+            if in_conf is not None:
+                self._max_array = in_conf
+            elif self._cluster is None:
+                try:
+                    conf = parse_config(_client.run(["scontrol", "show", "config"], self._timeout).stdout)
+                    value = conf.get("MaxArraySize", "")
+                    self._max_array = int(value) if value.isdigit() else -1
+                except SlurmError as e:
+                    log.debug("slurm_config_unavailable", error=str(e))
+        return self._max_array if self._max_array > 0 else None
+
+    def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
+        """One ``sbatch --array`` for trials of one replica each
+        (:class:`tx_scheduler_slurm.request.SlurmArrayRequest`); None (one job per trial)
+        for heterogeneous apps, which Slurm cannot put in an array."""
+        reqs = [t.request for t in trials]
+        why = array_unsupported(reqs)
+        if why is not None:
+            log.info("slurm_sweep_not_an_array", reason=why)
+            return None
+        return AppDryRunInfo(SlurmArrayRequest(reqs, max_parallel), repr)
+
+    def sweep_not_an_array(self, trials: Any) -> str:
+        """Why these trials are one job each (:func:`tx_scheduler_slurm.request.array_unsupported`)."""
+        return array_unsupported([t.request for t in trials]) or "slurm has no array for these trials"
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Submit the array with one ``sbatch``; returns ``<array job id>_<i>`` for each trial.
+
+        Raises:
+            SlurmNotInstalledError, SlurmCommandError: as :meth:`schedule`.
+        """
+        req: SlurmArrayRequest = dryrun_info.request
+        job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
+        ids = [f"{job_id}_{i}" for i in range(len(req.trials))]
+        log.info("slurm_submitted_array", app_id=job_id, tasks=len(ids))
+        # one index entry for the array: its tasks' replicas are alike (array_unsupported)
+        _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.trials[0].replicas.values()])
+        return ids
 
     def _hostnames(self, nodelist: str) -> List[str]:
         """``node[1-2],gpu3`` expanded by ``scontrol show hostnames``; split at commas
@@ -156,22 +230,26 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             SlurmCommandError: sbatch refused the job (its error in the message).
         """
         req = dryrun_info.request
-        script = req.materialize()
-        cmd = list(req.cmd)
+        job_id = self._sbatch(list(req.cmd), req.materialize(), req.job_dir)
+        log.info("slurm_submitted", app_id=job_id, components=len(req.replicas))
+        _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.replicas.values()])
+        return job_id
+
+    def _sbatch(self, cmd: List[str], script: str, job_dir: Optional[str]) -> str:
+        """Run ``cmd`` with ``script`` (written to ``job_dir`` as :data:`SCRIPT_NAME` when
+        set, else on stdin); returns the job id sbatch printed."""
         stdin: Optional[str] = script
-        if req.job_dir:
-            os.makedirs(req.job_dir, exist_ok=True)
-            path = os.path.join(os.path.abspath(req.job_dir), SCRIPT_NAME)
+        if job_dir:
+            os.makedirs(job_dir, exist_ok=True)
+            path = os.path.join(os.path.abspath(job_dir), SCRIPT_NAME)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(script)
-            cmd.append(path)
+            cmd = [*cmd, path]
             stdin = None
         out = _client.run(cmd, self._timeout, input=stdin)
         job_id = out.stdout.strip().split(";")[0].strip()
-        if not _APP_ID.match(job_id):
+        if not re.match(r"^\d+$", job_id):
             raise SlurmError(f"sbatch printed no job id (stdout {out.stdout.strip()!r})")
-        log.info("slurm_submitted", app_id=job_id, components=len(req.replicas))
-        _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.replicas.values()])
         return job_id
 
     # -- status ---------------------------------------------------------------------------
@@ -209,6 +287,12 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         recs = [r for r in self._squeue(["--jobs", app_id]) if r.app_id == app_id]
         if recs:
             return recs, "squeue"
+        if "_" in app_id:  # a task with no record of its own yet: its array's record
+            array, task = app_id.split("_", 1)
+            recs = [attrs.evolve(r, job_id=app_id, app_id=app_id) for r in self._squeue(["--jobs", array])
+                    if r.job_id == array and in_array_tasks(int(task), r.array_tasks)]
+            if recs:
+                return recs, "squeue"
         recs = self._sacct(["--jobs", app_id], app_id)
         if recs:
             return recs, "sacct"
@@ -216,7 +300,9 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         return (recs, "jobcomp") if recs else ([], "")
 
     def _squeue(self, extra: List[str]) -> List[JobRecord]:
-        argv = ["squeue", "--noheader", "--noconvert", "--states=all", f"--Format={squeue_format()}", *extra]
+        # --array: one line per task of a job array (a sweep's trials), pending ones too
+        argv = ["squeue", "--array", "--noheader", "--noconvert", "--states=all", f"--Format={squeue_format()}",
+                *extra]
         proc = _client.run(argv, self._timeout, check=False)
         if proc.returncode != 0:
             if "Invalid job id" in proc.stderr:  # purged from slurmctld's memory, or never was
@@ -303,7 +389,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             try:
                 recs = self._sacct(["--user", user, "--starttime=1970-01-01T00:00:01"], strict=True)
             except SlurmError as e:
-                raise PartialListError(str(e), [apps[k] for k in sorted(apps, key=int)]) from None
+                raise PartialListError(str(e), [apps[k] for k in sorted(apps, key=_id_key)]) from None
             for rec in recs:
                 if rec.offset != 0 or rec.app_id in apps:
                     continue
@@ -314,9 +400,9 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         if others:
             log.warning(
                 f"slurm: {len(others)} job(s) of this user were not submitted by tx and are not listed "
-                f"(e.g. {min(others, key=int)}); see squeue or sacct",
+                f"(e.g. {min(others, key=_id_key)}); see squeue or sacct",
             )
-        return [apps[k] for k in sorted(apps, key=int)]
+        return [apps[k] for k in sorted(apps, key=_id_key)]
 
     def accounting_configured(self) -> bool:
         """Whether the cluster has accounting (``AccountingStorageType`` other than
@@ -341,6 +427,19 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         if proc.returncode != 0 and "already completing or completed" not in proc.stderr:
             raise SlurmCommandError(["scancel", app_id], proc.returncode, proc.stderr)
         log.info("slurm_cancelled", app_id=app_id)
+
+    def cancel_many(self, app_ids: Any) -> None:
+        """``scancel ID ID ...`` (500 ids a call): a sweep's trials, such as a job array's
+        tasks ``<array>_<i>``, in one call; jobs that ended or are gone are not errors."""
+        ids = list(app_ids)
+        for i in range(0, len(ids), 500):
+            argv = ["scancel", *ids[i:i + 500]]
+            proc = _client.run(argv, self._timeout, check=False)
+            errors = [ln for ln in proc.stderr.splitlines() if ln.strip()
+                      and "already completing or completed" not in ln and "Invalid job id" not in ln]
+            if proc.returncode != 0 and errors:
+                raise SlurmCommandError(argv[:1] + ids[i:i + 1] + ["..."], proc.returncode, "\n".join(errors))
+        log.info("slurm_cancelled", apps=len(ids))
 
     # -- logs -----------------------------------------------------------------------------
     def _log_path(self, app_id: str, role_name: str, k: int, streams: Optional[Any]) -> str:

@@ -1,0 +1,257 @@
+"""``tx sweep``: run one app over a parameter grid or random draws, as one sweep.
+
+    tx sweep [-s SCHED] [--grid K=V1,V2]... [--random K=DIST(A,B)]... [--trials N] [--seed S]
+             [--file SWEEP.yaml] [--max_parallel N] [--env K=V]... [--dryrun] [--wait]
+             COMPONENT [ARGS...]          (${K} in ARGS stands for parameter K)
+    tx sweep resume SWEEP_HANDLE         submit again the trials that failed or were cancelled
+    tx sweep best SWEEP_HANDLE --metric NAME [--max]   the trials by the metric they recorded
+
+The other verbs take a sweep handle too (``tx status``, ``tx cancel``, ``tx log
+SWEEP/TRIAL/ROLE/REPLICA``, ``tx list``): the functions below are what they call. The
+runner and the sweep code are imported when a command runs (see :mod:`tx.cli._common`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from tx.cli._common import default_scheduler, make_runner
+from tx.cli.command import Argument, Command
+from tx.cli.errors import CLIError
+
+if TYPE_CHECKING:
+    from tx.runner import Runner
+
+__all__ = ["COMMAND", "collapse_sweeps", "looks_like_sweep", "sweep_cancel", "sweep_log_identifier",
+           "sweep_status"]
+
+# the id part of a sweep handle (tx.runner.sweep._ID): tested before importing anything
+_SWEEP = re.compile(r"^[A-Za-z0-9_.\-]+://[^/]+/sweep-[a-z0-9-]*[0-9a-f]{8}")
+_APPDEF_EXTS = (".yaml", ".yml", ".json")
+
+
+def looks_like_sweep(text: str) -> bool:
+    """Whether ``text`` starts with a sweep handle that is recorded on this host."""
+    m = _SWEEP.match(text or "")
+    if not m:
+        return False
+    # the sweep record is read when a handle looks like a sweep's (see the module docstring)
+    from tx.runner.sweep import is_sweep_handle
+
+    return is_sweep_handle(m.group(0))
+
+
+def sweep_status(runner: Runner, handle: str, as_json: bool) -> int:
+    """``tx status SWEEP``: the trial table (or JSON); exit 0."""
+    status = runner.sweep_status(handle)
+    if as_json:
+        print(json.dumps(status.to_json(), indent=2))
+    else:
+        sys.stdout.write(status.format())
+    return 0
+
+
+def sweep_cancel(runner: Runner, handle: str) -> int:
+    """``tx cancel SWEEP``: cancel every trial; exit 0."""
+    runner.cancel_sweep(handle)
+    return 0
+
+
+def sweep_log_identifier(text: str) -> str:
+    """``SWEEP/TRIAL[/ROLE[/REPLICAS]]`` -> the trial's last attempt's log identifier
+    (``APP_HANDLE[/ROLE[/REPLICAS]]``).
+
+    Raises:
+        CLIError: no trial number, or no such trial, or the trial was not submitted yet.
+    """
+    # see looks_like_sweep
+    from tx.runner.sweep import load_record
+    from tx.specs.handles import make_app_handle
+
+    m = _SWEEP.match(text)
+    assert m is not None
+    handle, rest = m.group(0), text[m.end():].strip("/")
+    trial, _, tail = rest.partition("/")
+    if not trial.isdigit():
+        raise CLIError(f"log of a sweep: name a trial, {handle}/TRIAL[/ROLE[/REPLICAS]] (see `tx status {handle}`)", 2)
+    rec = load_record(handle)
+    if int(trial) >= len(rec.trials):
+        raise CLIError(f"sweep {handle} has no trial {trial}: it has {len(rec.trials)} (0-{len(rec.trials) - 1})")
+    t = rec.trials[int(trial)]
+    if t.pending or not t.attempts:
+        raise CLIError(f"trial {trial} of {handle} has not been submitted yet")
+    app = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
+    return f"{app}/{tail}" if tail else app
+
+
+def collapse_sweeps(runner: Runner, scheduler: str, apps: List[Any]) -> List[Any]:
+    """``tx list``: the apps of ``scheduler`` with each sweep's trials as one row."""
+    # see looks_like_sweep
+    from tx.runner.sweep import collapse_listed, list_records
+
+    records = list_records(scheduler, runner.name())
+    return collapse_listed(apps, records) if records else apps
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    """The SweepSpec and the sweep file's settings from the command line."""
+    # the sweep model is imported when the command runs
+    from tx.specs.sweep import SweepSpec, load_sweep_file, parse_grid, parse_random
+
+    file = load_sweep_file(args.file) if args.file else None
+    grid: Dict[str, Any] = dict(file.spec.grid) if file else {}
+    rand: Dict[str, Any] = dict(file.spec.random) if file else {}
+    for text in args.grid:
+        k, v = parse_grid(text)
+        grid[k] = v
+    for text in args.random:
+        k, d = parse_random(text)
+        rand[k] = d
+    trials = args.trials if args.trials is not None else (file.spec.trials if file else None)
+    seed = args.seed if args.seed is not None else (file.spec.seed if file else 0)
+    return SweepSpec(grid=grid, random=rand, trials=trials, seed=seed), file
+
+
+def _env(texts: List[str]) -> Dict[str, str]:
+    out = {}
+    for text in texts:
+        k, sep, v = text.partition("=")
+        if not sep or not k:
+            raise CLIError(f"--env {text!r}: expected NAME=VALUE", 2)
+        out[k] = v
+    return out
+
+
+def _wait(runner: Runner, handle: str) -> int:
+    """Wait until every trial is terminal; print the table; 0 if all succeeded."""
+    while True:
+        status = runner.sweep_status(handle)
+        if all(t.state.name in ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN") for t in status.trials):
+            sys.stdout.write(status.format())
+            return 0 if status.state.name == "SUCCEEDED" else 1
+        time.sleep(1)
+
+
+def _resume(runner: Runner, rest: List[str], wait: bool) -> int:
+    wait = wait or "--wait" in rest
+    rest = [r for r in rest if r != "--wait"]
+    if len(rest) != 1 or rest[0].startswith("-"):
+        raise CLIError("usage: tx sweep resume [--wait] SWEEP_HANDLE", 2)
+    handle = rest[0]
+    resumed = runner.resume_sweep(handle)
+    print(f"{handle}: resumed {len(resumed)} trial(s){': ' + ','.join(map(str, resumed)) if resumed else ''}")
+    return _wait(runner, handle) if wait and resumed else 0
+
+
+def _best(runner: Runner, rest: List[str]) -> int:
+    """``tx sweep best SWEEP --metric NAME [--max|--min] [-n N] [--json]``."""
+    # see looks_like_sweep
+    from tx.cli.command import ArgumentParser
+    from tx.runner.sweep import best_trials
+    from tx.specs.sweep import format_value
+
+    p = ArgumentParser(prog="tx sweep best", description="the trials of a sweep by a metric they recorded")
+    p.add_argument("sweep_handle", metavar="SWEEP_HANDLE")
+    p.add_argument("--metric", required=True, help="the metadata key the trials recorded (a number)")
+    order = p.add_mutually_exclusive_group()
+    order.add_argument("--max", dest="maximize", action="store_true", help="higher is better")
+    order.add_argument("--min", dest="maximize", action="store_false", help="lower is better (the default)")
+    p.add_argument("-n", type=_positive, default=1, help="show the best N trials (default 1)")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    a = p.parse_args(rest)
+    for m in best_trials(runner, a.sweep_handle, a.metric, a.maximize)[:a.n]:
+        if a.json:
+            print(json.dumps({"trial": m.index, "params": m.params, a.metric: m.value, "app_handle": m.app_handle}))
+        else:
+            params = " ".join(f"{k}={format_value(v)}" for k, v in m.params.items())
+            print(f"{m.index}  {params}  {a.metric}={format_value(m.value)}  {m.app_handle}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    rest: List[str] = list(args.component_and_args)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    with make_runner(with_component_defaults=True) as runner:
+        if rest and rest[0] == "resume":
+            return _resume(runner, rest[1:], args.wait)
+        if rest and rest[0] == "best":
+            return _best(runner, rest[1:])
+        spec, file = _spec(args)
+        if rest:
+            component, comp_args = rest[0], rest[1:]
+        elif file is not None and file.component:
+            component, comp_args = file.component, list(file.args or [])
+        else:
+            raise CLIError("missing component: `tx sweep [--grid K=V1,V2] COMPONENT [ARGS]` "
+                           "(or `component:` in the sweep file)", 2)
+        env = {**(dict(file.env) if file else {}), **_env(args.env)}
+        max_parallel = args.max_parallel if args.max_parallel is not None else (file.max_parallel if file else None)
+        name = args.name or (file.name if file else None)
+        scheduler = args.scheduler or default_scheduler(runner)
+        cfg = _parse_cfg(runner, scheduler, args.cfg)
+        app_or_component: Any = component
+        if component.endswith(_APPDEF_EXTS) and ":" not in component:
+            if comp_args:
+                raise CLIError(f"an AppDef file takes no arguments, got {' '.join(comp_args)}", 2)
+            # the AppDef file reader (yaml) is imported only for an AppDef file
+            from tx.specs.files import load_appdef
+
+            app_or_component = load_appdef(component)
+        info = runner.dryrun_sweep(app_or_component, spec, scheduler, comp_args, cfg, max_parallel, env, name)
+        if args.dryrun:
+            sys.stdout.write(str(info))
+            return 0
+        handle = runner.schedule_sweep(info)
+        print(handle, flush=True)
+        return _wait(runner, handle) if args.wait else 0
+
+
+def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, Any]:
+    # the same parsing as `tx run -cfg`
+    from tx.cli.cmd_run import _parse_cfg as parse
+
+    return parse(runner, scheduler, texts)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _int(text: str) -> Optional[int]:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+#: ``tx sweep``: run a component over a parameter set as one sweep
+COMMAND = Command(run=_sweep, arguments=(
+    Argument("-s", "--scheduler", default=None, help="the scheduler (default: as for `tx run`)"),
+    Argument("-cfg", "--scheduler_args", "--cfg", dest="cfg", action="append", default=[],
+             help="run options, as for `tx run` (key=value,key=value)"),
+    Argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+             help="a grid parameter and its values (repeat: the trials are the product)"),
+    Argument("--random", action="append", default=[], metavar="NAME=DIST(A,B)",
+             help="a random parameter: uniform(a,b), loguniform(a,b), randint(a,b) or choice(v1,v2,...)"),
+    Argument("--trials", type=_positive, default=None, help="random draws (per grid point with --grid)"),
+    Argument("--seed", type=_int, default=None, help="the random seed (default 0)"),
+    Argument("--file", "-f", default=None, metavar="SWEEP_FILE",
+             help="a YAML or JSON sweep file (docs/sweeps.md); the command line adds to it and wins"),
+    Argument("--max_parallel", "--max-parallel", dest="max_parallel", type=_positive, default=None,
+             help="the most trials running at once (default: no bound)"),
+    Argument("--env", "-e", action="append", default=[], metavar="NAME=VALUE",
+             help="env for every role of every trial; ${NAME} of a parameter is substituted"),
+    Argument("--name", default=None, help="the sweep's name (default: the component's)"),
+    Argument("--dryrun", action="store_true", help="print the request(s) and the trial table; submit nothing"),
+    Argument("--wait", action="store_true", help="wait for every trial to end and print the trial table"),
+    Argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...] | resume SWEEP | best SWEEP",
+             help="the component (or AppDef file) and its arguments, ${NAME} standing for a parameter; "
+                  "or `resume SWEEP_HANDLE`; or `best SWEEP_HANDLE --metric NAME [--max]`"),
+))

@@ -1,0 +1,663 @@
+"""Sweeps: one app times a parameter set, submitted, followed, cancelled and resumed as one.
+
+A sweep has a handle, ``{scheduler}://{session}/{sweep_id}``, like an app's. What tx needs
+to follow it from any process on this host is a record, a JSON file under
+``state_dir()/sweeps/{scheduler}/{sweep_id}.json``: where each trial's app came from (the
+component and its arguments, or the AppDef), each trial's parameters and the app ids of its
+attempts. A trial's state is its last attempt's state, asked of the scheduler.
+
+Submitting: each trial is one AppDef (the parameters substituted for ``${name}`` in the
+component's arguments, the roles' args and env), dry-run like any app; a scheduler with a
+native array for these trials (:meth:`tx.schedulers.Scheduler.submit_sweep_dryrun`) gets
+one request, the others one request per trial, at most ``max_parallel`` running at once:
+what does not fit at once is submitted by a supervisor process
+(:mod:`tx.runner._sweep_supervisor`) as trials finish. Every replica of every trial has
+``TX_SWEEP_ID`` (the sweep handle), ``TX_TRIAL_INDEX`` and ``TX_TRIAL_PARAMS`` (JSON).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import inspect
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence
+
+import attrs
+
+from tx.components.system import finder
+from tx.components.system.errors import ComponentError
+from tx.config.environ import SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
+from tx.config.trackers import configured_trackers
+from tx.errors import UserError
+from tx.schedulers.api import ListAppResponse, PartialListError
+from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
+from tx.specs.files import appdef_from_dict, appdef_to_dict
+from tx.specs.handles import make_app_handle, parse_app_handle
+from tx.tracker.api import build_trackers
+from tx.specs.sweep import SweepFormatError, SweepSpec, expand_trials, format_value, referenced_params, substitute
+
+if TYPE_CHECKING:
+    from tx.runner.api import Runner
+
+__all__ = [
+    "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
+    "TrialMetric", "UnknownSweepError", "best_trials", "collapse_listed", "is_sweep_handle", "list_records", "load_record", "record_path", "track",
+]
+
+_ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
+#: states after which ``resume`` submits a trial again
+RESUMABLE = (AppState.FAILED, AppState.CANCELLED)
+
+
+class UnknownSweepError(UserError, LookupError):
+    """No sweep with this handle is recorded on this host."""
+
+
+@attrs.define
+class TrialRecord:
+    """One trial of a recorded sweep.
+
+    Attributes:
+        index: the trial's index (0-based), its ``TX_TRIAL_INDEX``.
+        params: its parameter values.
+        attempts: the app ids of its submissions, oldest first (empty: not submitted yet).
+        submitted: when each attempt was submitted (seconds since the epoch).
+        ended: when tx first saw the last attempt terminal (None: not seen yet).
+        pending: waiting to be submitted (by the run, ``resume`` or the supervisor) when
+            fewer than ``max_parallel`` trials run.
+    """
+
+    index: int
+    params: Dict[str, Any]
+    attempts: List[str] = attrs.field(factory=list)
+    submitted: List[float] = attrs.field(factory=list)
+    ended: Optional[float] = None
+    pending: bool = False
+
+
+@attrs.define
+class SweepRecord:
+    """What tx keeps of a sweep (the JSON file :func:`record_path` names).
+
+    Attributes:
+        sweep_id, scheduler, session: the parts of the handle.
+        name: the app's name.
+        source: ``{"component": name, "args": [...]}`` or ``{"appdef": {...}}``.
+        env: env added to every role (``${name}`` substituted per trial).
+        cfg: the run options.
+        max_parallel: the most trials running at once (None: no bound).
+        native: how the backend holds the trials (``"array"`` or ``"apps"``).
+        cancelled: ``tx cancel`` was asked (no trial is submitted any more until resumed).
+        created: when the sweep was submitted (seconds since the epoch).
+        trials: the trials.
+    """
+
+    sweep_id: str
+    scheduler: str
+    session: str
+    name: str
+    source: Dict[str, Any]
+    env: Dict[str, str]
+    cfg: Dict[str, Any]
+    max_parallel: Optional[int]
+    native: str
+    cancelled: bool = False
+    created: float = 0.0
+    trials: List[TrialRecord] = attrs.field(factory=list)
+
+    @property
+    def handle(self) -> str:
+        return make_app_handle(self.scheduler, self.session, self.sweep_id)
+
+    def to_json(self) -> Dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SweepRecord":
+        fields = dict(data)
+        fields["trials"] = [TrialRecord(**t) for t in fields.get("trials", [])]
+        return cls(**fields)
+
+
+@attrs.frozen
+class TrialStatus:
+    """A trial as ``tx status`` shows it.
+
+    Attributes:
+        index, params: the trial's.
+        state: its last attempt's state (UNSUBMITTED: not submitted yet; CANCELLED: the
+            sweep was cancelled before it was submitted).
+        app_handle: its last attempt's app handle (None before it is submitted).
+        attempts: how many times it was submitted.
+        duration: seconds from its last submission until tx saw it end (or until now),
+            None before it is submitted.
+        why: why it failed (the scheduler's first failed replica), else "".
+    """
+
+    index: int
+    params: Dict[str, Any]
+    state: AppState
+    app_handle: Optional[str]
+    attempts: int
+    duration: Optional[float]
+    why: str = ""
+
+
+@attrs.frozen
+class SweepStatus:
+    """A sweep's trials, and counts by state."""
+
+    sweep_handle: str
+    trials: List[TrialStatus]
+    cancelled: bool = False
+
+    def counts(self) -> Dict[str, int]:
+        """State name -> how many trials are in it (only states that occur)."""
+        out: Dict[str, int] = {}
+        for t in self.trials:
+            out[t.state.name] = out.get(t.state.name, 0) + 1
+        return out
+
+    @property
+    def state(self) -> AppState:
+        """RUNNING while a trial is not terminal; else FAILED if one failed, CANCELLED if
+        one was cancelled, else SUCCEEDED."""
+        states = {t.state for t in self.trials}
+        if any(not is_terminal(s) for s in states) and not (self.cancelled and states <= {
+                AppState.UNSUBMITTED, *(s for s in states if is_terminal(s))}):
+            return AppState.RUNNING if AppState.RUNNING in states else AppState.PENDING
+        for s in (AppState.FAILED, AppState.CANCELLED):
+            if s in states:
+                return s
+        return AppState.SUCCEEDED if states <= {AppState.SUCCEEDED} else AppState.CANCELLED
+
+    def format(self) -> str:
+        """The trial table: index, params, state, attempts, duration, why failed."""
+        rows = [("TRIAL", "PARAMS", "STATE", "TRIES", "DURATION", "WHY FAILED")]
+        for t in self.trials:
+            rows.append((str(t.index), _params_text(t.params), t.state.name, str(t.attempts),
+                         "-" if t.duration is None else f"{t.duration:.0f}s", t.why or ""))
+        counts = ", ".join(f"{n} {s.lower()}" for s, n in self.counts().items())
+        head = f"sweep {self.sweep_handle}: {self.state.name} ({counts})\n"
+        return head + _table(rows)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"sweep_handle": self.sweep_handle, "state": self.state.name, "counts": self.counts(),
+                "trials": [{**attrs.asdict(t), "state": t.state.name,
+                            "duration": None if t.duration is None else round(t.duration, 3)}
+                           for t in self.trials]}
+
+
+@attrs.define
+class SweepDryRunInfo:
+    """What :meth:`tx.runner.Runner.run_sweep` would submit: the trials and the request(s).
+
+    Attributes:
+        record: the sweep's record (no attempts yet).
+        trials: each trial's own dry run, in trial order.
+        native: the backend's one array request, or None (one request per trial).
+        not_native: why there is no array request (the scheduler's words), else "".
+    """
+
+    record: SweepRecord
+    trials: List[AppDryRunInfo[Any]]
+    native: Optional[AppDryRunInfo[Any]] = None
+    not_native: str = ""
+
+    @property
+    def sweep_handle(self) -> str:
+        return self.record.handle
+
+    def trial_table(self) -> str:
+        rows = [("TRIAL", "PARAMS")] + [(str(t.index), _params_text(t.params)) for t in self.record.trials]
+        return _table(rows)
+
+    def __str__(self) -> str:
+        n = len(self.trials)
+        bound = f", at most {self.record.max_parallel} at once" if self.record.max_parallel else ""
+        if self.native is not None:
+            head = f"=== {self.record.scheduler}: one native array request for {n} trials{bound} ===\n"
+            body = str(self.native)
+        else:
+            why = self.not_native or "no native array for this app on this scheduler"
+            head = f"=== {self.record.scheduler}: {n} requests, one per trial{bound} ({why}); trial 0's: ===\n"
+            body = str(self.trials[0])
+        return f"{head}{body}\n=== TRIALS ({n}) ===\n{self.trial_table()}"
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in rows)
+
+
+# -- the record on disk ------------------------------------------------------------------
+def record_path(scheduler: str, sweep_id: str) -> str:
+    """Where the record of sweep ``sweep_id`` on ``scheduler`` is kept."""
+    return os.path.join(state_dir(), "sweeps", scheduler, f"{sweep_id}.json")
+
+
+def is_sweep_handle(handle: str) -> bool:
+    """Whether ``handle`` names a sweep recorded on this host (a stat, no scheduler call)."""
+    try:
+        scheduler, _session, sweep_id = parse_app_handle(handle)
+    except ValueError:
+        return False
+    return bool(_ID.match(sweep_id)) and os.path.exists(record_path(scheduler, sweep_id))
+
+
+def load_record(handle: str) -> SweepRecord:
+    """The record of the sweep ``handle``.
+
+    Raises:
+        UnknownSweepError: none on this host.
+        MalformedAppHandleException: not ``{scheduler}://{session}/{sweep_id}``.
+    """
+    scheduler, session, sweep_id = parse_app_handle(handle)
+    try:
+        with open(record_path(scheduler, sweep_id), encoding="utf-8") as f:
+            rec = SweepRecord.from_json(json.load(f))
+    except FileNotFoundError:
+        raise UnknownSweepError(f"no sweep {handle} on this host (sweeps are kept in {state_dir()}/sweeps)") from None
+    if rec.session != session:
+        raise UnknownSweepError(f"no sweep {handle}: {sweep_id} belongs to session {rec.session!r}")
+    return rec
+
+
+def _write(rec: SweepRecord) -> None:
+    path = record_path(rec.scheduler, rec.sweep_id)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(rec.to_json(), f)
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def updating(handle: str) -> Iterator[SweepRecord]:
+    """Load the record under an exclusive lock, yield it, and write it back: the CLI and a
+    supervisor never lose each other's updates."""
+    scheduler, _session, sweep_id = parse_app_handle(handle)
+    lock = record_path(scheduler, sweep_id) + ".lock"
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    with open(lock, "a") as lf:
+        fcntl.flock(lf, fcntl.LOCK_EX)
+        rec = load_record(handle)
+        yield rec
+        _write(rec)
+
+
+def list_records(scheduler: str, session: Optional[str] = None) -> List[SweepRecord]:
+    """The sweeps recorded for ``scheduler`` (of ``session`` if given), oldest first."""
+    d = os.path.join(state_dir(), "sweeps", scheduler)
+    out = []
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.endswith(".json"):
+            try:
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    rec = SweepRecord.from_json(json.load(f))
+            except (OSError, ValueError, TypeError):
+                continue
+            if session is None or rec.session == session:
+                out.append(rec)
+    return sorted(out, key=lambda r: r.created)
+
+
+# -- building the trials -----------------------------------------------------------------
+def _new_id(name: str) -> str:
+    stem = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24]
+    return f"sweep-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
+
+
+def _component_params(component: str) -> List[str]:
+    return list(inspect.signature(finder.get_component(component).fn).parameters)
+
+
+def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[str, str]) -> List[str]:
+    """The parameters to pass as ``--name=value`` component arguments: those that are
+    arguments of the component and not given in its arguments already. Every other
+    parameter must appear as ``${name}`` in the arguments, the app or ``env``.
+
+    Raises:
+        SweepFormatError: a parameter the app does not take.
+    """
+    if "component" in source:
+        args = list(source["args"])
+        own = args[:args.index("--")] if "--" in args else args
+        given = {a[2:].split("=", 1)[0] for a in own if a.startswith("--")}
+        takes = _component_params(source["component"])
+        as_args = [n for n in names if n in takes and n not in given]
+        texts = [*args, *env.values()]
+    else:
+        app = source["appdef"]
+        as_args, takes = [], []
+        texts = [*env.values()] + [str(t) for r in app.get("roles", [])
+                                   for t in [*r.get("args", []), *r.get("env", {}).values(), r.get("entrypoint", "")]]
+    used = set(referenced_params(texts, names))
+    for n in names:
+        if n in used or n in as_args:
+            continue
+        if "component" not in source:
+            raise SweepFormatError(f"parameter {n!r} is not used: put ${{{n}}} in the app's args or env (or --env)")
+        raise SweepFormatError(
+            f"parameter {n!r} is not an argument of component {source['component']} "
+            f"(it takes {', '.join(takes) or 'none'}) and ${{{n}}} is not in its arguments or --env")
+    return as_args
+
+
+def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
+              base: Optional[AppDef] = None) -> AppDef:
+    """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
+    (``base``: the sweep's AppDef where its source is one, already read).
+
+    Raises:
+        SweepFormatError: the component rejected the trial's values (one line naming the
+            trial).
+    """
+    params = trial.params
+    try:
+        if "component" in rec.source:
+            args = [f"--{n}={format_value(params[n])}" for n in as_args]
+            args += [substitute(a, params) for a in rec.source["args"]]
+            app = runner.component_app(rec.source["component"], args)
+        else:
+            app = base if base is not None else appdef_from_dict(rec.source["appdef"])
+    except (ComponentError, ValueError) as e:
+        raise SweepFormatError(f"trial {trial.index} ({_params_text(params)}): {e}") from None
+    extra = {k: substitute(v, params) for k, v in rec.env.items()}
+    extra[SWEEP_ID] = rec.handle
+    extra[TRIAL_INDEX] = str(trial.index)
+    extra[TRIAL_PARAMS] = json.dumps(params, sort_keys=True)
+    roles = [attrs.evolve(r, args=[substitute(a, params) for a in r.args],
+                          entrypoint=substitute(r.entrypoint, params),
+                          env={**{k: substitute(v, params) for k, v in r.env.items()}, **extra})
+             for r in app.roles]
+    return attrs.evolve(app, roles=roles)
+
+
+def dryrun_sweep(
+    runner: "Runner",
+    app_or_component: Any,
+    spec: SweepSpec,
+    scheduler: str,
+    component_args: Sequence[str] = (),
+    cfg: Optional[Mapping[str, Any]] = None,
+    max_parallel: Optional[int] = None,
+    env: Optional[Mapping[str, str]] = None,
+    name: Optional[str] = None,
+) -> SweepDryRunInfo:
+    """See :meth:`tx.runner.Runner.dryrun_sweep`."""
+    trials = expand_trials(spec)
+    if max_parallel is not None and max_parallel < 1:
+        raise SweepFormatError(f"max_parallel must be at least 1, got {max_parallel}")
+    if isinstance(app_or_component, AppDef):
+        source: Dict[str, Any] = {"appdef": appdef_to_dict(app_or_component)}
+        default_name = app_or_component.name
+    else:
+        source = {"component": str(app_or_component), "args": list(component_args)}
+        default_name = str(app_or_component).rsplit(":", 1)[-1].rsplit(".", 1)[-1].rsplit("/", 1)[-1]
+    env = dict(env or {})
+    as_args = _check_params(source, spec.names, env)
+    sched = runner.scheduler(scheduler)
+    limit = sched.sweep_array_limit
+    if limit is not None and len(trials) > limit:
+        raise SweepFormatError(f"{len(trials)} trials are more than {scheduler}'s array limit of {limit}")
+    rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=runner.name(),
+                      name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
+                      max_parallel=max_parallel, native="apps",
+                      trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
+    base = app_or_component if isinstance(app_or_component, AppDef) else None
+    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in rec.trials], scheduler, cfg,
+                               parent_run_id=rec.handle)
+    native = sched.submit_sweep_dryrun(infos, max_parallel)
+    if native is not None:
+        rec.native = "array"
+    return SweepDryRunInfo(record=rec, trials=infos, native=native,
+                           not_native="" if native is not None else sched.sweep_not_an_array(infos))
+
+
+def run_sweep(runner: "Runner", info: SweepDryRunInfo, supervise: bool = True) -> str:
+    """See :meth:`tx.runner.Runner.schedule_sweep`."""
+    rec = info.record
+    rec.created = time.time()
+    sched = runner.scheduler(rec.scheduler)
+    if info.native is not None:
+        ids = sched.schedule_sweep(info.native)
+        now = time.time()
+        for t, app_id in zip(rec.trials, ids):
+            t.attempts.append(app_id)
+            t.submitted.append(now)
+        _write(rec)
+        track(rec, rec.trials)
+        return rec.handle
+    for t in rec.trials:
+        t.pending = True
+    _write(rec)  # before any trial starts, so that its TX_SWEEP_ID resolves
+    left = submit_pending(runner, rec.handle, dict(enumerate(info.trials)))
+    if left and supervise:
+        start_supervisor(rec)
+    return rec.handle
+
+
+def submit_pending(runner: "Runner", handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
+    """Submit pending trials, in index order, while fewer than ``max_parallel`` run;
+    returns how many stay pending (0 too when the sweep is cancelled). ``infos``: trial
+    index -> its dry run, where already made."""
+    with updating(handle) as rec:
+        pending = [t for t in rec.trials if t.pending]
+        if rec.cancelled or not pending:
+            return 0
+        room = len(pending)
+        if rec.max_parallel is not None:
+            running, now = 0, time.time()
+            live = [t for t in rec.trials if not t.pending and t.attempts and t.ended is None]
+            listed = _listed_states(runner, rec, live)
+            for t in live:
+                if is_terminal(_trial_state(runner, rec, t, listed)[0]):
+                    t.ended = now
+                else:
+                    running += 1
+            room = max(0, min(room, rec.max_parallel - running))
+        todo = pending[:room]
+        missing = [t for t in todo if t.index not in (infos or {})]
+        if missing:
+            as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
+            base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
+            made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in missing],
+                                      rec.scheduler, rec.cfg, parent_run_id=rec.handle)
+            infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
+        for t in todo:
+            app_handle = runner.schedule(infos[t.index])
+            t.attempts.append(parse_app_handle(app_handle).app_id)
+            t.submitted.append(time.time())
+            t.ended = None
+            t.pending = False
+        track(rec, todo)
+        return len(pending) - room
+
+
+def start_supervisor(rec: SweepRecord) -> None:
+    """Start the process that submits the pending trials as others finish (it outlives this
+    one; its output goes to the record's ``.log`` beside it)."""
+    log = record_path(rec.scheduler, rec.sweep_id)[:-len(".json")] + ".log"
+    with open(log, "ab") as out:
+        subprocess.Popen(  # noqa: S603 - our own module, with the record's handle
+            [sys.executable, "-m", "tx.runner._sweep_supervisor", rec.handle],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True)
+
+
+#: above this many trials to look at, one ``Scheduler.list`` gives their states (one
+#: squeue on Slurm, O(pages) elsewhere) and only failed or unlisted trials are described
+LIST_OVER = 8
+
+
+def _listed_states(runner: "Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
+    """App id -> state of the listed apps, when ``trials`` are many enough to list (else {})."""
+    if len(trials) <= LIST_OVER:
+        return {}
+    try:
+        apps = runner.list(rec.scheduler)
+    except PartialListError as e:
+        apps = e.apps
+    return {a.app_id: a.state for a in apps}
+
+
+def _trial_state(runner: "Runner", rec: SweepRecord, t: TrialRecord,
+                 listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
+    if t.pending or not t.attempts:
+        return (AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED), ""
+    state = (listed or {}).get(t.attempts[-1])
+    if state is not None and state != AppState.FAILED:
+        return state, ""
+    status = runner.status(make_app_handle(rec.scheduler, rec.session, t.attempts[-1]))
+    if status is None:
+        return AppState.UNKNOWN, "the scheduler no longer knows this app"
+    why = ""
+    if status.state == AppState.FAILED:
+        why = (status.structured_error_msg if status.structured_error_msg not in ("", "<NONE>") else status.msg)
+        why = " ".join(str(why).split())[:120]
+    return status.state, why
+
+
+def sweep_status(runner: "Runner", handle: str) -> SweepStatus:
+    """See :meth:`tx.runner.Runner.sweep_status`."""
+    rec = load_record(handle)
+    now = time.time()
+    out = []
+    newly_ended = {}
+    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending])
+    for t in rec.trials:
+        state, why = _trial_state(runner, rec, t, listed)
+        ended = t.ended
+        if ended is None and is_terminal(state) and t.attempts and not t.pending:
+            ended = newly_ended[t.index] = now
+        duration = None if not t.submitted or t.pending else (ended or now) - t.submitted[-1]
+        out.append(TrialStatus(t.index, t.params, state,
+                               make_app_handle(rec.scheduler, rec.session, t.attempts[-1]) if t.attempts else None,
+                               len(t.attempts), duration, why))
+    if newly_ended:
+        with updating(handle) as fresh:
+            for t in fresh.trials:
+                if (t.index in newly_ended and t.ended is None and not t.pending
+                        and len(t.attempts) == out[t.index].attempts):
+                    t.ended = newly_ended[t.index]
+    return SweepStatus(handle, out, rec.cancelled)
+
+
+def cancel_sweep(runner: "Runner", handle: str) -> None:
+    """See :meth:`tx.runner.Runner.cancel_sweep`."""
+    with updating(handle) as rec:
+        rec.cancelled = True
+    live = [t for t in rec.trials if t.attempts and not t.pending]
+    listed = _listed_states(runner, rec, live)
+    ids = [t.attempts[-1] for t in live
+           if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
+                              else _trial_state(runner, rec, t)[0])]
+    if ids:  # one call where the backend cancels many at once (Scheduler.cancel_many)
+        runner.scheduler(rec.scheduler).cancel_many(ids)
+
+
+def resume_sweep(runner: "Runner", handle: str, supervise: bool = True) -> List[int]:
+    """See :meth:`tx.runner.Runner.resume_sweep`."""
+    status = sweep_status(runner, handle)
+    todo = [t.index for t in status.trials if t.state in RESUMABLE]
+    with updating(handle) as rec:
+        rec.cancelled = False
+        for i in todo:
+            rec.trials[i].pending = True
+            rec.trials[i].ended = None
+    left = submit_pending(runner, handle)
+    if left and supervise:
+        start_supervisor(rec)
+    return todo
+
+
+def collapse_listed(apps: Sequence[Any], records: Sequence[SweepRecord]) -> List[Any]:
+    """``apps`` (a scheduler's :class:`tx.schedulers.ListAppResponse` list, with handles)
+    with the trials of each sweep in ``records`` replaced by one row for the sweep: its
+    handle, its state (as :attr:`SweepStatus.state` from the listed states), its name with
+    the trial counts by state, and when it was submitted. No scheduler call: the listed
+    states are used (a trial not listed counts as UNKNOWN, or UNSUBMITTED/CANCELLED while
+    pending)."""
+    by_id = {a.app_id: a for a in apps}
+    taken = set()
+    rows = []
+    for rec in records:
+        trials = []
+        for t in rec.trials:
+            if t.pending or not t.attempts:
+                state = AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED
+            else:
+                listed = by_id.get(t.attempts[-1])
+                state = listed.state if listed is not None else AppState.UNKNOWN
+            taken.update(t.attempts)
+            trials.append(TrialStatus(t.index, t.params, state, None, len(t.attempts), None))
+        status = SweepStatus(rec.handle, trials, rec.cancelled)
+        counts = ", ".join(f"{n} {s.lower()}" for s, n in status.counts().items())
+        rows.append(ListAppResponse(app_id=rec.sweep_id, state=status.state, app_handle=rec.handle,
+                                    name=f"{rec.name} [sweep of {len(trials)}: {counts}]", submitted=rec.created))
+    return rows + [a for a in apps if a.app_id not in taken]
+
+
+# -- trackers ----------------------------------------------------------------------------
+def track(rec: SweepRecord, trials: Sequence[TrialRecord]) -> None:
+    """Record the sweep and ``trials`` (their last attempts) in the configured trackers
+    (``.txconfig`` / ``TX_TRACKERS``; none: nothing): the sweep is a run (id: its handle)
+    with metadata ``sweep_parameters`` and ``trials``; each trial is a run (id: its app
+    handle, the ``TX_JOB_ID`` its replicas see) with its parameters as metadata, plus
+    ``sweep`` and ``trial_index``, and the sweep as its source, so that ``tx tracker
+    lineage SWEEP`` lists the trials, and a trial's lineage names the sweep."""
+    trackers = build_trackers(configured_trackers())
+    for tracker in trackers:
+        tracker.add_metadata(rec.handle, kind="sweep", sweep_parameters=list(rec.trials[0].params) if rec.trials
+                             else [], trials=len(rec.trials), name=rec.name)
+        for t in trials:
+            run = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
+            tracker.add_metadata(run, **t.params, sweep=rec.handle, trial_index=t.index)
+            tracker.add_source(run, rec.handle)
+
+
+@attrs.frozen
+class TrialMetric:
+    """A trial's value of a metric its runs recorded (see :func:`best_trials`)."""
+
+    index: int
+    params: Dict[str, Any]
+    app_handle: str
+    value: float
+
+
+def best_trials(runner: "Runner", handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
+    """The trials whose last attempt recorded metadata ``metric`` (a number) in the first
+    configured tracker, best first (lowest, or highest with ``maximize``).
+
+    Raises:
+        UnknownSweepError: no such sweep.
+        SweepFormatError: no tracker is configured, or no trial recorded ``metric``.
+    """
+    rec = load_record(handle)
+    trackers = build_trackers(configured_trackers())
+    if not trackers:
+        raise SweepFormatError("no tracker is configured: set [tx:tracker] in .txconfig or TX_TRACKERS "
+                               "(docs/sweeps.md), and record the metric from the trials")
+    out = []
+    for t in rec.trials:
+        if t.pending or not t.attempts:
+            continue
+        run = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
+        value = trackers[0].metadata(run).get(metric)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(TrialMetric(t.index, t.params, run, float(value)))
+    if not out:
+        raise SweepFormatError(f"no trial of {handle} recorded metric {metric!r} (AppRun.run_from_env()"
+                               f".add_metadata({metric}=...) in the trial)")
+    return sorted(out, key=lambda m: (-m.value if maximize else m.value, m.index))

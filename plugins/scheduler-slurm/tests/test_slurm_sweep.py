@@ -1,0 +1,155 @@
+"""Sweeps on Slurm: single-replica trials as one ``sbatch --array`` (offline dryrun, then on
+the session's private cluster: a 2x3 grid with max_parallel, one sbatch, status, logs,
+list, resume of exactly the failed trials); heterogeneous apps one job per trial."""
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from tx.runner import Runner
+from tx.runner import sweep as sw
+from tx.specs import AppDef, AppState, Resource, Role
+from tx.specs.sweep import SweepSpec
+from tx_scheduler_slurm import _client
+from tx_scheduler_slurm._cluster import ClusterInfo
+from tx_scheduler_slurm.scheduler import create_scheduler
+
+PY = sys.executable
+
+
+def _app(replicas: int = 1) -> AppDef:
+    return AppDef("sw", [Role("r", image="", entrypoint=PY, num_replicas=replicas,
+                              args=["-c", "import os,sys; print('lr=${lr} b=${b}', os.environ['TX_TRIAL_INDEX'], "
+                                          "os.environ['TX_APP_ID']); sys.exit(1 if '${b}' == '2' and "
+                                          "not os.path.exists('fixed') else 0)"],
+                              resource=Resource(cpu=1, gpu=0, memMB=64))])
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    with Runner(scheduler_factories={"slurm": lambda s, **kw: create_scheduler(s, cluster=ClusterInfo())}) as r:
+        yield r
+
+
+GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
+
+
+def test_dryrun_of_single_replica_trials_is_one_array(offline, tmp_path):
+    info = offline.dryrun_sweep(_app(), GRID, "slurm", cfg={"job_dir": str(tmp_path / "j")}, max_parallel=2)
+    text = str(info)
+    assert "=== slurm: one native array request for 6 trials, at most 2 at once ===" in text
+    assert "--array=0-5%2 $SBATCH_SCRIPT" in text
+    assert 'tx_app_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' in text
+    assert text.count(") srun ") == 6 and "  5) srun " in text and "lr=1 b=3" in text
+    assert "$SLURM_JOB_ID\"" not in text.split("SBATCH_SCRIPT\n#---")[1].replace("echo \"[tx] job $SLURM_JOB_ID", "")
+
+
+def test_dryrun_of_heterogeneous_trials_is_one_job_per_trial(offline, tmp_path):
+    info = offline.dryrun_sweep(_app(replicas=2), GRID, "slurm", cfg={"job_dir": str(tmp_path / "j")})
+    assert info.native is None
+    assert ("=== slurm: 6 requests, one per trial (an app of several replicas is a heterogeneous job, which "
+            "Slurm cannot put in an array); trial 0's: ===") in str(info)
+    assert "--array" not in str(info)
+
+
+@pytest.fixture
+def sbatch_calls(monkeypatch) -> List[List[str]]:
+    """The Slurm commands tx runs (counted, then run for real)."""
+    calls: List[List[str]] = []
+    real = _client.run
+
+    def run(argv: Any, *a: Any, **kw: Any) -> Any:
+        calls.append(list(argv))
+        return real(argv, *a, **kw)
+
+    monkeypatch.setattr(_client, "run", run)
+    return calls
+
+
+@pytest.mark.slurm
+def test_grid_runs_as_one_array_and_resume_reruns_exactly_the_failed(slurm_nodes, tmp_path, monkeypatch,
+                                                                     sbatch_calls):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    job_dir = tmp_path / "job"
+    with Runner() as runner:
+        handle = runner.run_sweep(_app(), GRID, "slurm", cfg={"job_dir": str(job_dir)}, max_parallel=2)
+        assert [c[0] for c in sbatch_calls].count("sbatch") == 1
+        assert any(a == "--array=0-5%2" for a in next(c for c in sbatch_calls if c[0] == "sbatch"))
+        rec = sw.load_record(handle)
+        array = rec.trials[0].attempts[0].split("_")[0]
+        assert [t.attempts for t in rec.trials] == [[f"{array}_{i}"] for i in range(6)]
+        for t in rec.trials:
+            runner.wait(f"slurm://tx/{t.attempts[0]}", wait_interval=0.5, timeout=180)
+        st = runner.sweep_status(handle)
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED, AppState.FAILED, AppState.SUCCEEDED] * 2
+        out = "".join(runner.log_lines(st.trials[4].app_handle, "r", 0))
+        assert out == f"lr=1 b=2 4 {array}_4\n"
+        listed = sw.collapse_listed(runner.list("slurm"), [rec])
+        row = next(a for a in listed if a.app_handle == handle)
+        assert row.state == AppState.FAILED and "4 succeeded, 2 failed" in row.name
+        assert not any(a.app_id.startswith(f"{array}_") for a in listed)
+
+        (job_dir / "fixed").write_text("")
+        assert runner.resume_sweep(handle) == [1, 4]
+        st2 = runner.sweep_status(handle)
+        for t in st2.trials:
+            if t.index in (1, 4):
+                assert t.attempts == 2 and "_" not in t.app_handle.rsplit("/", 1)[1]  # a job of its own
+                runner.wait(t.app_handle, wait_interval=0.5, timeout=180)
+        st2 = runner.sweep_status(handle)
+        assert st2.state == AppState.SUCCEEDED, st2.format()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_ddp_example_as_a_2x3_grid_through_the_cli(slurm_nodes, tmp_path):
+    """`tx sweep -s slurm ... dist.ddp -j 1x2` (one replica of 2 processes per trial): one
+    array, every trial trains, `tx status` shows them all SUCCEEDED, `tx log` reads one."""
+    import os
+    import re
+    import subprocess
+
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", HOME=str(tmp_path), TX_STATE_DIR=str(tmp_path / "state"))
+    train = Path(__file__).resolve().parents[3] / "examples" / "train.py"
+
+    def tx(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "tx"), *args], cwd=str(tmp_path), env=env, capture_output=True,
+                              text=True, timeout=900)
+
+    p = tx("sweep", "-s", "slurm", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",
+           "--wait", "dist.ddp", "-j", "1x2", "--script", str(train), "--", "--epochs", "1", "--lr", "${lr}",
+           "--batch-size", "${batch}", "--output-dir", "out-${lr}-${batch}")
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    handle = p.stdout.splitlines()[0]
+    assert "SUCCEEDED (6 succeeded)" in p.stdout
+    apps = re.findall(r"slurm://tx/(\d+_\d)", tx("status", handle, "--json").stdout)
+    assert len(apps) == 6 and len({a.split("_")[0] for a in apps}) == 1  # one array
+    for lr in ("0.05", "0.1"):
+        for b in ("16", "32", "64"):
+            assert (tmp_path / f"out-{lr}-{b}" / "checkpoint.pt").exists()
+    log = tx("log", f"{handle}/5/train/0")
+    assert re.search(r"world_size=2 test_accuracy=0\.\d+", log.stdout), log.stdout + log.stderr
+
+
+@pytest.mark.slurm
+def test_cancel_of_an_array_sweep_is_one_scancel(slurm_nodes, tmp_path, monkeypatch, sbatch_calls):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    app = AppDef("slow", [Role("r", image="", entrypoint="sleep", args=["600"], env={"I": "${i}"},
+                               resource=Resource(cpu=1, gpu=0, memMB=64))])
+    with Runner() as runner:
+        handle = runner.run_sweep(app, SweepSpec(grid={"i": list(range(12))}), "slurm",
+                                  cfg={"job_dir": str(tmp_path / "job")}, max_parallel=2)
+        del sbatch_calls[:]
+        runner.cancel_sweep(handle)
+        assert [c[0] for c in sbatch_calls] == ["squeue", "scancel"], sbatch_calls
+        assert len(sbatch_calls[1]) == 13
+        rec = sw.load_record(handle)
+        for t in rec.trials:
+            runner.wait(f"slurm://tx/{t.attempts[0]}", wait_interval=0.5, timeout=60)
+        assert runner.sweep_status(handle).counts() == {"CANCELLED": 12}
