@@ -25,14 +25,14 @@ def test_list_kinds(tx, tmp_path):
     assert {"dist.ddp", "utils.echo"} <= set(comps)
     assert "log_dir=" in tx("completion", "--list", "runopts").stdout.split()
     run = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x")
-    assert tx("completion", "--list", "handles").stdout.split() == [run.stdout.strip()]
+    assert tx("completion", "--list", "handles").stdout.split() == [run.stdout.splitlines()[0]]
 
 
 def test_bash_completes_commands_schedulers_components_runopts_handles(tx, tx_env, tmp_path, shtab_installed):
     p = tx("completion", "bash")
     assert p.returncode == 0, p.stderr
     (tmp_path / "tx.bash").write_text(p.stdout)
-    handle = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x").stdout.strip()
+    handle = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x").stdout.splitlines()[0]
     driver = tmp_path / "drive.sh"
     driver.write_text(
         f"source {tmp_path / 'tx.bash'}\n"

@@ -33,8 +33,8 @@ def _colored(tx, tx_env, **env) -> bool:
     e.update(env)
     p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi", env=e)
     assert p.returncode == 0, p.stderr
-    assert "hi" in p.stderr
-    return "\x1b[" in p.stderr
+    assert "hi" in p.stdout
+    return "\x1b[" in p.stdout
 
 
 def test_colors_only_where_wanted(tx, tx_env):
