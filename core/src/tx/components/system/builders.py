@@ -114,8 +114,22 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments"):
-            message += " (put the program's own arguments after --)"
+            message += self._did_you_mean(message[len("unrecognized arguments:"):].split())
+        elif message.startswith("argument -h/--h: expected one argument"):
+            message += (" (-h is this component's h argument, the named resource of a node as in TorchX, "
+                        f"e.g. -h gpu.small; for help: tx run {self.component} --help)")
         raise ComponentArgumentError(message, self.component)
+
+    def _did_you_mean(self, unknown: List[str]) -> str:
+        """`` (did you mean --msg?)`` for the first unknown option close to one of the
+        component's, else where the program's own arguments go."""
+        names = [o[2:] for a in self._actions for o in a.option_strings if o.startswith("--")]
+        for word in unknown:
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.lstrip("-").split("=", 1)[0], names, n=1, cutoff=0.6)
+                if close:
+                    return f" (did you mean --{close[0]}?)"
+        return " (put the program's own arguments after --)"
 
 
 def _name_of(fn: Callable[..., Any], name: Optional[str]) -> str:
