@@ -25,6 +25,7 @@ from tx.specs.api import (
     MISSING,
     AppDef,
     AppDryRunInfo,
+    InvalidRunConfigException,
     UnknownAppException,
     UnknownSchedulerException,
     is_terminal,
@@ -211,7 +212,8 @@ class Runner:
         does: ``TX_<KEY>``, else ``TORCHX_<KEY>`` (``KEY`` the option name upper-cased,
         ``-`` as ``_``) sets option ``key``; values in ``cfg`` (``-cfg``, config files)
         win. A value that does not parse raises InvalidRunConfigException naming the
-        variable.
+        variable. A key of ``cfg`` that is not a run option of the scheduler is an error,
+        as on the command line (TorchX 0.7 ignores it).
 
         With ``workspace`` (a local directory), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
@@ -253,7 +255,9 @@ class Runner:
             app = attrs.evolve(
                 app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
             )
-            cfg = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
+            opts = sched.run_opts()
+            _check_known(scheduler, opts, cfg or {})
+            cfg = dict(env_run_opts(scheduler, opts, dict(cfg or {})))
             if workspace:
                 resolved = sched.run_opts().resolve(cfg)
                 role = sched.build_workspace(app.roles[0], workspace, resolved)
@@ -496,6 +500,16 @@ class Runner:
             else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
             for a in apps
         ]
+
+
+def _check_known(scheduler: str, opts: runopts, cfg: Mapping[str, Any]) -> None:
+    """Raise InvalidRunConfigException for the first key of ``cfg`` that is not one of
+    ``opts``, with the CLI's words (``unknown run option 'log_dri' (did you mean 'log_dir'?)``)."""
+    for key in cfg:
+        if key not in opts:
+            known = ", ".join(k for k, _ in opts) or "none"
+            raise InvalidRunConfigException(
+                f"unknown run option {key!r} of {scheduler}{opts.suggest(key)}; options: {known}", key, dict(cfg))
 
 
 def _status_of(desc: Any) -> AppStatus:
