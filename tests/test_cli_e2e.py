@@ -141,6 +141,18 @@ def test_log_follow_regex_streams_and_replica_selection(tx, tmp_path):
     assert bad.returncode == 1 and "no role 'nosuchrole'" in bad.stderr
 
 
+def test_log_tail_n_prints_the_last_n_lines_and_tail_alone_still_follows(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.sh", "sh", "-c", "for i in 1 2 3 4 5; do echo l$i; done")
+    handle = _handle(p)
+    for args in (["--tail", "2", handle], [handle, "--tail", "2"], ["-t", "2", handle]):
+        q = tx("log", *args)
+        assert q.returncode == 0 and q.stdout == "sh/0 l4\nsh/0 l5\n", (args, q.stderr)
+    # TorchX's meaning: --tail (or -t) alone follows, also right before the handle
+    for args in (["--tail", handle], ["-t", handle], [handle, "--tail"]):
+        q = tx("log", *args)
+        assert q.returncode == 0 and q.stdout.splitlines() == [f"sh/0 l{i}" for i in range(1, 6)], (args, q.stderr)
+
+
 def test_sigterm_to_run_wait_cancels_and_leaves_nothing(tx_env, tmp_path):
     """SIGTERM to a waiting `tx run` cancels the app: no process of it is left (the replicas'
     shells, their background and foreground sleeps, the supervisor). This test's processes
