@@ -2,17 +2,10 @@
 keys sent, the screen captured. The live status line, Ctrl-C (cancel, detach)."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-
-BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
@@ -26,46 +19,9 @@ time.sleep(120)
 """
 
 
-class Pane:
-    """A bash in a tmux pane of a private tmux server (``-L``), 200 columns wide."""
-
-    def __init__(self, env: dict, cwd: Path, shell: str = "bash") -> None:
-        self.sock = f"tx-test-{os.getpid()}-{time.time_ns()}"
-        self.env = env
-        argv = {"bash": "bash --norc --noprofile", "zsh": "zsh -f"}[shell]
-        self.tmux("new-session", "-d", "-x", "200", "-y", "50", "-c", str(cwd), argv)
-        self.send(f"export PS1='$ ' PATH='{BIN}':\"$PATH\"; clear", "Enter")
-        self.wait_for(lambda s: s.strip() == "$")
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.sock, *args], env=self.env, capture_output=True, text=True,
-                              check=True, timeout=30).stdout
-
-    def send(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "0", *keys)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "0")
-
-    def wait_for(self, pred, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            s = self.screen()
-            if pred(s):
-                return s
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the screen never showed what was waited for:\n{s}")
-            time.sleep(0.1)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.sock, "kill-server"], env=self.env, capture_output=True, timeout=30)
-
-
 @pytest.fixture
-def pane(tx_env, tmp_path):
-    p = Pane(tx_env, tmp_path)
-    yield p
-    p.close()
+def pane(terminal, tx_env, tmp_path):
+    return terminal(tx_env, tmp_path)
 
 
 def _lines(screen: str) -> list:
