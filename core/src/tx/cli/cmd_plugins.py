@@ -1,4 +1,5 @@
-"""``tx plugins``: installed plugins, what they registered, what is broken."""
+"""``tx plugins``: installed plugins, what they registered, what is broken (the text leaves out
+the ``NULL`` and ``MISSING`` named resources, TorchX's placeholders; ``--json`` has them)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,10 @@ from typing import Any, Dict
 from tx.cli.command import Argument, Command
 
 __all__ = ["COMMAND"]
+
+#: named resources that stand for "no resource" (TorchX's ``named_resources["NULL"]`` and
+#: ``["MISSING"]``): registered for compatibility, left out of the text listing (kept in --json)
+_SENTINEL_RESOURCES = ("NULL", "MISSING")
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -43,6 +48,8 @@ def _plugins(args: argparse.Namespace) -> int:
         status = "unavailable" if row["error"] else "ok"
         print(f"{row['plugin']} ({row['distribution']} {row['version']}): {status}")
         for kind, names in row["registered"].items():
+            if kind == "named_resources":  # TorchX's placeholders for "no resource", not sizes to pick
+                names = [n for n in names if n not in _SENTINEL_RESOURCES]
             if getattr(args, "verbose", False):
                 described = row["descriptions"].get(kind, {})
                 for n in names:

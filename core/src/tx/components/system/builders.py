@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import inspect
+import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Union
 
@@ -91,8 +92,11 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = (action.help or "").replace(_NO_HELP, "").strip()
         if action.default is argparse.SUPPRESS or action.nargs == argparse.REMAINDER:
             return text
-        suffix = "(required)" if action.required else f"(default: {action.default})"
-        return f"{text} {suffix}".strip()
+        if action.required:
+            return f"{text} (required)".strip()
+        if action.default is None or re.search(r"\bdefaults? (to|is)\b|\(default", text):
+            return text  # nothing to say, or the help says it in words
+        return f"{text} (default: {action.default})".strip()
 
 
 class _Parser(argparse.ArgumentParser):
