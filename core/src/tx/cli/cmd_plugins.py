@@ -17,7 +17,7 @@ _SENTINEL_RESOURCES = ("NULL", "MISSING")
 
 def _plugins(args: argparse.Namespace) -> int:
     # the registry (attrs, pluggy) is imported when the command runs, not when its parser is built
-    from tx.plugins import CORE_PLUGIN, get_registry, install_hint
+    from tx.plugins import CORE_PLUGIN, get_registry, install_hint, pip_install
 
     reg = get_registry()
     rows = []
@@ -28,7 +28,7 @@ def _plugins(args: argparse.Namespace) -> int:
                 r = reg.registrations[kind].get(n)
                 if r is not None and r.missing_requirements():
                     missing[n] = {"needs": r.missing_requirements(),
-                                  "fix": r.install or f"pip install {r.distribution}"}
+                                  "fix": r.install or pip_install(r.distribution)}
         descriptions = {
             kind: {n: r.description for n in names
                    for r in [reg.registrations[kind].get(n)] if r is not None and r.description}
