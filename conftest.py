@@ -18,6 +18,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional
 
@@ -107,3 +108,53 @@ def _repository_root_untouched() -> Iterator[None]:
     new = sorted(set(os.listdir(REPO)) - before)
     if new:
         pytest.fail(f"the test left {', '.join(new)} in {REPO}: write under tmp_path", pytrace=False)
+
+
+class Pane:
+    """A bash in a tmux pane of a private tmux server (``-L``), 200 columns wide."""
+
+    def __init__(self, env: dict, cwd: Path, shell: str = "bash") -> None:
+        self.sock = f"tx-test-{os.getpid()}-{time.time_ns()}"
+        self.env = env
+        argv = {"bash": "bash --norc --noprofile", "zsh": "zsh -f"}[shell]
+        self.tmux("new-session", "-d", "-x", "200", "-y", "50", "-c", str(cwd), argv)
+        self.send(f"export PS1='$ ' PATH='{BIN}':\"$PATH\"; clear", "Enter")
+        self.wait_for(lambda s: s.strip() == "$")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.sock, *args], env=self.env, capture_output=True, text=True,
+                              check=True, timeout=30).stdout
+
+    def send(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "0", *keys)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "0")
+
+    def wait_for(self, pred, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.screen()
+            if pred(s):
+                return s
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the screen never showed what was waited for:\n{s}")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.sock, "kill-server"], env=self.env, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def terminal() -> Iterator[Callable[..., Pane]]:
+    """``terminal(env, cwd, shell="bash")``: a :class:`Pane` (a shell in tmux, of its own tmux
+    server), closed after the test."""
+    panes: List[Pane] = []
+
+    def make(env: Dict[str, str], cwd: Path, shell: str = "bash") -> Pane:
+        panes.append(Pane(env, cwd, shell))
+        return panes[-1]
+
+    yield make
+    for p in panes:
+        p.close()

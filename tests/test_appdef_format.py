@@ -94,8 +94,8 @@ def test_examples_run(tx, tmp_path):
     smallest = next(b for b in examples if b.startswith("name: hello"))
     (tmp_path / "app.yaml").write_text(smallest)
     p = tx("run", "-s", "local_cwd", "app.yaml")
-    assert p.returncode == 0 and "echo/0 hello world" in p.stderr, p.stderr
+    assert p.returncode == 0 and "echo/0 hello world" in p.stdout, p.stderr
     shell = next(b for b in examples if b.startswith("name: shell"))
     (tmp_path / "shell.yaml").write_text(shell)
     p = tx("run", "-s", "local_cwd", "shell.yaml")
-    assert p.returncode == 0 and "sh/0 hello from " in p.stderr, p.stderr
+    assert p.returncode == 0 and "sh/0 hello from " in p.stdout, p.stderr

@@ -86,6 +86,9 @@ CORPUS = [
     (["log", "local_cwd://tx/nonexistent-0000"], "does not exist", 1),
     (["log", "local_cwd://tx/nonexistent-0000/r/0"], "unknown app", 1),
     (["log", "foo"], "malformed log identifier", 2),
+    (["log"], "the following arguments are required: IDENTIFIER", 2),
+    (["log", "--tail", "0", "local_cwd://tx/a"], "the number of lines must be >= 1, got 0", 2),
+    (["log", "-f", "--tail", "3", "local_cwd://tx/a"], "--tail 3 prints the last 3 lines; -f follows", 2),
     (["log", "local_cwd://tx/a/r/x"], "malformed log identifier", 2),
     (["log", "--since", "yesterday", "local_cwd://tx/a"], "bad time 'yesterday'", 2),
     # schedulers and run options
@@ -108,7 +111,11 @@ CORPUS = [
     (["run", "utils.nope"], "not found", 1),
     (["builtins", "--print", "nosuch"], "component 'nosuch' not found", 1),
     (["run", "utils.touch"], "required: --file", 2),
-    (["run", "utils.echo", "--nosuch", "1"], "unrecognized arguments: --nosuch 1", 2),
+    (["run", "utils.echo", "--nosuch", "1"], "unrecognized arguments: --nosuch 1 (put the program's own", 2),
+    (["run", "utils.echo", "--mgs", "hi"], "unrecognized arguments: --mgs hi (did you mean --msg?)", 2),
+    (["run", "--dryrun", "dist.ddp", "--script", "t.py", "-h"],
+     "-h is this component's h argument, the named resource of a node as in TorchX, e.g. -h gpu.small; "
+     "for help: tx run dist.ddp --help", 2),
     (["run", "utils.python"], "exactly one of -m, -c and --script", 2),
     (["run", "utils.sh", "--num_replicas", "two", "echo"], "invalid int value: 'two'", 2),
     (["run", "utils.sh", "--num_replicas", "0", "echo"], "num_replicas must be an integer >= 1", 2),

@@ -25,14 +25,14 @@ def test_list_kinds(tx, tmp_path):
     assert {"dist.ddp", "utils.echo"} <= set(comps)
     assert "log_dir=" in tx("completion", "--list", "runopts").stdout.split()
     run = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x")
-    assert tx("completion", "--list", "handles").stdout.split() == [run.stdout.strip()]
+    assert tx("completion", "--list", "handles").stdout.split() == [run.stdout.splitlines()[0]]
 
 
 def test_bash_completes_commands_schedulers_components_runopts_handles(tx, tx_env, tmp_path, shtab_installed):
     p = tx("completion", "bash")
     assert p.returncode == 0, p.stderr
     (tmp_path / "tx.bash").write_text(p.stdout)
-    handle = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x").stdout.strip()
+    handle = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x").stdout.splitlines()[0]
     driver = tmp_path / "drive.sh"
     driver.write_text(
         f"source {tmp_path / 'tx.bash'}\n"
@@ -63,7 +63,8 @@ def test_zsh_script_parses_and_completes_the_same_things(tx, tmp_path, shtab_ins
     text = p.stdout
     assert text.startswith("#compdef tx")
     for kind in ("schedulers", "components", "runopts", "handles"):
-        assert f"$(tx completion --list {kind} 2>/dev/null)" in text
+        # called at TAB time, in a function: never while the completion function loads
+        assert f'"$(tx completion --list {kind} ' in text and f"($(tx completion --list {kind}" not in text
     assert "run:'run a component or an AppDef file on a scheduler'" in text
     assert "gc:'delete the state and logs of apps that finished long ago'" in text
     zsh = shutil.which("zsh")
@@ -77,3 +78,45 @@ def test_zsh_script_parses_and_completes_the_same_things(tx, tmp_path, shtab_ins
 def test_completion_needs_a_shell(tx, one_line_error):
     one_line_error(tx("completion"), "name a shell", 2)
     assert tx("completion", "fish").returncode == 2
+
+
+def test_list_runopts_of_the_named_scheduler_and_flags_of_a_component(tx):
+    assert tx("completion", "--list", "runopts", "--scheduler=local_cwd").stdout.split() == [
+        "log_dir=", "prepend_cwd=", "auto_set_cuda_visible_devices=", "cancel_timeout="]
+    # without -s: the default scheduler's (local_cwd), never every installed scheduler's
+    assert tx("completion", "--list", "runopts").stdout == tx("completion", "--list", "runopts",
+                                                               "--scheduler", "local_cwd").stdout
+    assert tx("completion", "--list", "flags", "--component", "utils.echo").stdout.split() == [
+        "--help", "--msg", "--image", "--num_replicas"]
+    assert tx("completion", "--list", "flags", "--component", "no.such").stdout == ""
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_tab_in_a_real_shell(shell, tx, tx_env, tmp_path, shtab_installed, terminal):
+    """TAB as a person presses it (tmux): app handles past ``:`` (bash splits words there),
+    ``tx log`` handles, a component's own flags after its name (bash), ``-cfg`` keys of the
+    chosen scheduler only."""
+    if shutil.which("tmux") is None or shutil.which(shell) is None:
+        backend_unavailable(shell, f"the terminal test needs tmux and {shell} (apt-get install tmux {shell})")
+    handle = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "x").stdout.splitlines()[0]
+    zfunc = tmp_path / "zfunc"
+    zfunc.mkdir()
+    (zfunc / "_tx").write_text(tx("completion", "zsh").stdout)
+    (tmp_path / "tx.bash").write_text(tx("completion", "bash").stdout)
+    pane = terminal(tx_env, tmp_path, shell)
+    setup = "source tx.bash" if shell == "bash" else f"fpath=({zfunc} $fpath); autoload -Uz compinit; compinit -u -D"
+    pane.send(f"{setup}; clear", "Enter")
+    pane.wait_for(lambda s: s.strip() == "$")
+
+    def line(text: str, want: str, tabs: int = 1) -> str:
+        pane.send("C-u", text, *["Tab"] * tabs)
+        return pane.wait_for(lambda s: want in s, timeout=60)
+
+    line(f"tx status {handle[:-4]}", f"$ tx status {handle}")
+    line(f"tx log {handle[:-4]}", f"$ tx log {handle}")
+    if shell == "bash":
+        line("tx run -s local_cwd utils.echo --m", "$ tx run -s local_cwd utils.echo --msg")
+    # bash lists the choices at the second TAB (the first completes their common prefix: none)
+    s = line("tx run -s local_cwd -cfg ", "cancel_timeout=", tabs=2 if shell == "bash" else 1)
+    listed = set(s.split()) - {"$", "tx", "run", "-s", "local_cwd", "-cfg"}
+    assert listed == {"log_dir=", "prepend_cwd=", "auto_set_cuda_visible_devices=", "cancel_timeout="}, s

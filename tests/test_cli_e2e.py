@@ -34,17 +34,31 @@ def test_run_echo_relays_prefixed_lines(tx, tmp_path):
     p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hello world")
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("local_cwd://tx/echo-")
-    assert "echo/0 hello world\n" in p.stderr
+    assert "echo/0 hello world\n" in p.stdout
+
+
+def test_replicas_stdout_to_stdout_stderr_to_stderr_and_a_pipe_gets_the_job_output(tx, tx_env, tmp_path):
+    script = 'echo "accuracy=0.$TX_REPLICA_ID"; echo "warning $TX_REPLICA_ID" >&2'
+    p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    out, err = p.stdout.splitlines(), p.stderr.splitlines()
+    assert out[0].startswith("local_cwd://tx/sh-") and sorted(out[1:]) == ["sh/0 accuracy=0.0", "sh/1 accuracy=0.1"]
+    assert sorted(err[:-1]) == ["sh/0 warning 0", "sh/1 warning 1"] and err[-1].startswith("tx run: SUCCEEDED")
+    # as a person types it: a shell pipe sees the job's stdout, the terminal keeps tx's own lines
+    sh = subprocess.run(["bash", "-c", f"{BIN}/tx run -s local_cwd utils.sh sh -c '{script}' 2>err.txt | grep accuracy"],
+                        cwd=tmp_path, env=tx_env, capture_output=True, text=True, timeout=120)
+    assert sh.stdout == "sh/0 accuracy=0.0\n", sh
+    assert "tx run: SUCCEEDED" in (tmp_path / "err.txt").read_text()
 
 
 def test_run_ends_with_one_line_state_duration_handle_logs(tx, tmp_path):
     p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
     assert p.returncode == 0, p.stderr
-    handle = p.stdout.strip()
+    handle, relayed = p.stdout.splitlines()
+    assert relayed == "echo/0 hi"
     lines = p.stderr.splitlines()
-    assert lines[0] == "echo/0 hi"
     m = re.fullmatch(rf"tx run: SUCCEEDED after (\d+\.\d) s: {re.escape(handle)}; logs: (/\S+)", lines[-1])
-    assert m and len(lines) == 2, p.stderr
+    assert m and len(lines) == 1, p.stderr
     # the logs are where the line says
     assert "hi" in "".join(f.read_text() for f in Path(m.group(2)).rglob("stdout*"))
 
@@ -53,11 +67,11 @@ def test_run_waits_and_fails_with_status(tx, tmp_path):
     script = 'echo out$TX_REPLICA_ID; if [ "$TX_REPLICA_ID" = 1 ]; then echo err >&2; exit 3; fi'
     p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)
     assert p.returncode == 1
-    assert "sh/0 out0" in p.stderr and "sh/1 out1" in p.stderr and "sh/1 err" in p.stderr
+    assert "sh/0 out0" in p.stdout and "sh/1 out1" in p.stdout and "sh/1 err" in p.stderr
     # relayed once, then one summary line naming the failed replica
     assert [ln for ln in p.stderr.splitlines() if ln.endswith("err")] == ["sh/1 err"], p.stderr
     last = p.stderr.splitlines()[-1]
-    assert re.fullmatch(rf"tx run: FAILED after \d+\.\d s: {re.escape(p.stdout.strip())} "
+    assert re.fullmatch(rf"tx run: FAILED after \d+\.\d s: {re.escape(_handle(p))} "
                         r"\(replica sh/1 exited with code 3.*\); logs: /\S+", last), last
 
 
@@ -72,7 +86,7 @@ def test_shell_metacharacters_arrive_unchanged(tx, tmp_path):
     (tmp_path / "app.json").write_text(json.dumps(app))
     p = tx("run", "-s", "local_cwd", "app.json")
     assert p.returncode == 0, p.stderr
-    out = [ln[len("p/0 "):] for ln in p.stderr.splitlines() if ln.startswith("p/0 [")]
+    out = [ln[len("p/0 "):] for ln in p.stdout.splitlines() if ln.startswith("p/0 [")]
     assert json.loads(out[0]) == nasty
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
 
@@ -92,6 +106,8 @@ def test_detach_then_status_log_describe_list_cancel_from_other_processes(tx, tm
            "sh", "-c", "echo started; sleep 60; echo never")
     assert p.returncode == 0, p.stderr
     handle = _handle(p)
+    # the next steps, each a command that works as printed
+    assert p.stderr.splitlines()[1:] == [f"  tx status {handle}", f"  tx log -f {handle}", f"  tx cancel {handle}"]
     assert _wait_for(lambda: "RUNNING" in tx("status", handle).stdout)
     st = tx("status", "--json", handle)
     data = json.loads(st.stdout)
@@ -103,7 +119,11 @@ def test_detach_then_status_log_describe_list_cancel_from_other_processes(tx, tm
     assert handle in lst.stdout and "RUNNING" in lst.stdout
     c = tx("cancel", handle)
     assert c.returncode == 0, c.stderr
-    assert _wait_for(lambda: "CANCELLED" in tx("status", handle).stdout)
+    # it says what it did, and has waited: the app is terminal as it returns
+    assert re.fullmatch(rf"tx cancel: {re.escape(handle)} is CANCELLED \(after \d+\.\d s\)\n", c.stderr), c.stderr
+    assert "State: CANCELLED" in tx("status", handle).stdout
+    again = tx("cancel", "--no-wait", handle)
+    assert again.returncode == 0 and f"{handle} had already ended: CANCELLED" in again.stderr
     out = tx("log", handle).stdout
     assert "never" not in out and out.count("started") == 2
 
@@ -119,6 +139,18 @@ def test_log_follow_regex_streams_and_replica_selection(tx, tmp_path):
     assert sorted(err.splitlines()) == sorted(f"sh/{k} err{i}" for k in range(3) for i in (1, 3))
     bad = tx("log", f"{handle}/nosuchrole")
     assert bad.returncode == 1 and "no role 'nosuchrole'" in bad.stderr
+
+
+def test_log_tail_n_prints_the_last_n_lines_and_tail_alone_still_follows(tx, tmp_path):
+    p = tx("run", "-s", "local_cwd", "utils.sh", "sh", "-c", "for i in 1 2 3 4 5; do echo l$i; done")
+    handle = _handle(p)
+    for args in (["--tail", "2", handle], [handle, "--tail", "2"], ["-t", "2", handle]):
+        q = tx("log", *args)
+        assert q.returncode == 0 and q.stdout == "sh/0 l4\nsh/0 l5\n", (args, q.stderr)
+    # TorchX's meaning: --tail (or -t) alone follows, also right before the handle
+    for args in (["--tail", handle], ["-t", handle], [handle, "--tail"]):
+        q = tx("log", *args)
+        assert q.returncode == 0 and q.stdout.splitlines() == [f"sh/0 l{i}" for i in range(1, 6)], (args, q.stderr)
 
 
 def test_sigterm_to_run_wait_cancels_and_leaves_nothing(tx_env, tmp_path):
@@ -182,7 +214,7 @@ def test_appdef_yaml_roundtrip_through_describe(tx, tmp_path):
     )
     p = tx("run", "app.yaml")
     assert p.returncode == 0, p.stderr
-    assert {"a/0 from-a", "b/0 from-b", "b/1 from-b"} <= set(p.stderr.splitlines())
+    assert {"a/0 from-a", "b/0 from-b", "b/1 from-b"} <= set(p.stdout.splitlines())
     d = tx("describe", "--json", _handle(p))
     roles = json.loads(d.stdout)["roles"]
     assert [(r["name"], r.get("num_replicas", 1)) for r in roles] == [("a", 1), ("b", 2)]
@@ -196,10 +228,10 @@ def test_txconfig_defaults(tx, tmp_path):
     )
     p = tx("run")
     assert p.returncode == 0, p.stderr
-    assert "echo/0 from-config" in p.stderr
+    assert "echo/0 from-config" in p.stdout
     assert (tmp_path / "logs").is_dir()
     p = tx("run", "--", "--msg", "explicit")
-    assert "echo/0 explicit" in p.stderr
+    assert "echo/0 explicit" in p.stdout
 
 
 def test_info_commands(tx):
@@ -230,13 +262,12 @@ def test_run_log_relays_every_line_of_every_replica_in_order(tx, tmp_path):
     p = tx("run", "-s", "local_cwd", "--log", "utils.python", "--num_replicas", "2", "--script", "gen.py")
     assert p.returncode == 0, p.stderr[-2000:]
     for r in (0, 1):
-        mine = [ln for ln in p.stderr.splitlines() if ln.startswith(f"python/{r} ")]
-        assert len(mine) == n
-        # lines are whole and each stream's lines keep their order (stdout and stderr are
-        # two pipes, so only the order within each is defined)
-        for stream in (lambda i: i % 3 == 0, lambda i: i % 3 != 0):
+        # lines are whole and each stream's lines keep their order, each on tx's stream of
+        # the same name (stdout and stderr are two pipes: only the order within each is defined)
+        for text, stream in ((p.stderr, lambda i: i % 3 == 0), (p.stdout, lambda i: i % 3 != 0)):
+            mine = [ln for ln in text.splitlines() if ln.startswith(f"python/{r} ")]
             expected = [f"python/{r} replica {r} line {i} " + "x" * (i % 50) for i in range(n) if stream(i)]
-            assert [ln for ln in mine if stream(int(ln.split()[4]))] == expected
+            assert mine == expected
 
 
 def test_log_follow_on_a_detached_app_until_it_ends(tx, tx_env, tmp_path):
@@ -256,8 +287,48 @@ def test_log_level_renders_library_events(tx, tx_env):
     p = tx("--log_level", "INFO", "run", "-s", "local_cwd", "utils.echo")
     assert p.returncode == 0
     line = next(ln for ln in p.stderr.splitlines() if "launched" in ln)
-    assert "[info" in line and f"app_handle={p.stdout.strip()}" in line
+    assert "[info" in line and f"app_handle={_handle(p)}" in line
     env = dict(tx_env, LOGLEVEL="INFO")
     j = tx("--log_json", "run", "-s", "local_cwd", "utils.echo", env=env)
     event = json.loads(next(ln for ln in j.stderr.splitlines() if '"launched"' in ln))
-    assert event["level"] == "info" and event["app_handle"] == j.stdout.strip()
+    assert event["level"] == "info" and event["app_handle"] == j.stdout.splitlines()[0]
+
+
+def test_two_roles_end_with_a_table_and_status_reads_without_placeholders(tx, tmp_path):
+    (tmp_path / "app.yaml").write_text(
+        "name: pair\nroles:\n"
+        "- name: trainer\n  image: .\n  entrypoint: sh\n  args: ['-c', 'echo ok']\n  num_replicas: 2\n"
+        "- name: reader\n  image: .\n  entrypoint: sh\n  args: ['-c', 'echo one >&2; echo two >&2; exit 4']\n"
+    )
+    p = tx("run", "-s", "local_cwd", "app.yaml")
+    assert p.returncode == 1, p.stderr
+    handle = _handle(p)
+    err = p.stderr.splitlines()
+    i = err.index(next(ln for ln in err if ln.startswith("ROLE")))
+    assert err[i].split() == ["ROLE", "REPLICAS", "STATE", "DURATION", "EXIT"]
+    rows = {ln.split()[0]: ln.split() for ln in err[i + 2:i + 4]}
+    assert rows["trainer"][1:3] == ["2", "SUCCEEDED"] and rows["trainer"][-1] == "0"
+    assert rows["reader"][1:3] == ["1", "FAILED"] and rows["reader"][-1] == "4"
+    assert re.fullmatch(r"\d+\.\d s", " ".join(rows["reader"][3:5])), rows
+    assert err[-1].startswith("tx run: FAILED")
+    st = tx("status", handle).stdout
+    assert "<NONE>" not in st and "\x1b[" not in st
+    assert re.search(r"^  Duration: \d+\.\d s \(ended \d+s ago\)$", st, re.M), st
+    # a message of several lines is indented under its label
+    msg = st[st.index("  Msg: "):].splitlines()
+    assert msg[1:3] == ["       one", "       two"], st
+    ok = tx("status", _handle(tx("run", "-s", "local_cwd", "utils.echo"))).stdout
+    assert "<NONE>" not in ok and "Msg:" not in ok and "Structured Error Msg" not in ok, ok
+
+
+def test_list_colors_states_only_on_request_and_says_when_nothing_matches(tx, tx_env):
+    assert tx("run", "-s", "local_cwd", "utils.echo").returncode == 0
+    plain = tx("list", "-s", "local_cwd")
+    assert plain.stdout.splitlines()[0].split() == ["APP", "HANDLE", "APP", "STATUS", "AGE", "DURATION", "APP", "NAME"]
+    assert "\x1b[" not in plain.stdout and re.search(r"SUCCEEDED +\d+s +\d+\.\d s +echo", plain.stdout), plain.stdout
+    forced = tx("list", "-s", "local_cwd", env={**tx_env, "FORCE_COLOR": "1"})
+    assert "\x1b[32mSUCCEEDED\x1b[0m" in forced.stdout
+    assert "\x1b[" not in tx("list", "-s", "local_cwd", env={**tx_env, "FORCE_COLOR": "1", "NO_COLOR": "1"}).stdout
+    none = tx("list", "-s", "local_cwd", "--state", "FAILED")
+    assert none.returncode == 0 and none.stdout == ""
+    assert none.stderr == "tx list: no apps in state FAILED on local_cwd (1 in other states)\n"

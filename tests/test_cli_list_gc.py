@@ -29,7 +29,7 @@ def apps(tx, tx_env, tmp_path):
     assert bad.returncode == 1
     running = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "120")
     assert running.returncode == 0, running.stderr
-    ok_id = ok.stdout.strip().rsplit("/", 1)[1]
+    ok_id = ok.stdout.splitlines()[0].rsplit("/", 1)[1]
     d = _apps_dir(tx_env)
     now = time.time()
     for i in range(N_OLD):
@@ -42,8 +42,8 @@ def apps(tx, tx_env, tmp_path):
         state.update(app_id=new_id, ended=now - 86400 * 3 - 60 * i + 1)
         (d / new_id / "state.json").write_text(json.dumps(state))
         (d / new_id / "request.json").write_text("{ not json")
-    yield {"ok": ok.stdout.strip(), "bad": bad.stdout.strip(), "running": running.stdout.strip()}
-    tx("cancel", running.stdout.strip())
+    yield {"ok": ok.stdout.splitlines()[0], "bad": bad.stdout.splitlines()[0], "running": running.stdout.splitlines()[0]}
+    tx("cancel", running.stdout.splitlines()[0])
 
 
 def _handles(text: str):
@@ -53,7 +53,7 @@ def _handles(text: str):
 def test_list_is_newest_first_bounded_with_age(tx, apps):
     p = tx("list", "-s", "local_cwd")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[0].split() == ["APP", "HANDLE", "APP", "STATUS", "AGE", "APP", "NAME"]
+    assert p.stdout.splitlines()[0].split() == ["APP", "HANDLE", "APP", "STATUS", "AGE", "DURATION", "APP", "NAME"]
     handles = _handles(p.stdout)
     assert len(handles) == 20
     assert handles[:3] == [apps["running"], apps["bad"], apps["ok"]]

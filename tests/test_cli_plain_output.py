@@ -16,6 +16,22 @@ def test_component_help_and_builtins_have_no_markup(tx):
     assert "``" not in b.stdout and "dist.ddp" in b.stdout
 
 
+def test_component_help_says_defaults_that_mean_something(tx):
+    h = " ".join(tx("run", "dist.ddp", "--help").stdout.split())
+    assert "--name str EXPERIMENT/RUN, EXPERIMENT/, /RUN or RUN; the run name defaults to the script or module name -h" in h
+    assert "(default: /)" not in h and "(default: None)" not in h
+    assert ("--image str the image to run in: container schedulers pull it; local_cwd ignores it and runs in "
+            "the current directory (default: ghcr.io/pytorch/torchx:0.7.0)") in h
+
+
+def test_plugins_text_leaves_out_the_placeholder_named_resources(tx):
+    text = tx("plugins").stdout
+    assert "gpu.small" in text and "NULL" not in text and "MISSING" not in text
+    data = json.loads(tx("plugins", "--json").stdout)
+    core = next(p for p in data["plugins"] if p["plugin"] == "tx-core")
+    assert {"NULL", "MISSING"} <= set(core["registered"]["named_resources"])
+
+
 def test_builtins_json(tx):
     p = tx("builtins", "--json")
     assert p.returncode == 0, p.stderr
@@ -33,8 +49,8 @@ def _colored(tx, tx_env, **env) -> bool:
     e.update(env)
     p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi", env=e)
     assert p.returncode == 0, p.stderr
-    assert "hi" in p.stderr
-    return "\x1b[" in p.stderr
+    assert "hi" in p.stdout
+    return "\x1b[" in p.stdout
 
 
 def test_colors_only_where_wanted(tx, tx_env):

@@ -78,9 +78,9 @@ def test_cli_runs_the_example_plugin(procs_installed: Dict[str, str], tmp_path: 
     assert "tx-scheduler-procs" in plugins.stdout and "procs" in plugins.stdout, plugins.stdout
     run = tx("run", "-s", "procs", "utils.echo", "--msg", "hello from procs")
     assert run.returncode == 0, run.stderr
-    handle = run.stdout.strip()
+    handle = run.stdout.splitlines()[0]
     assert handle.startswith("procs://tx/echo-")
-    assert "echo/0 hello from procs" in run.stderr
+    assert "echo/0 hello from procs" in run.stdout
     assert run.stderr.splitlines()[-1].startswith("tx run: SUCCEEDED after ")
     status = tx("status", handle)
     assert "State: SUCCEEDED" in status.stdout, status.stdout + status.stderr

@@ -36,14 +36,16 @@ def test_tx_run_ddp_1x2(tx, tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.startswith("local_cwd://tx/train-")
     # both ranks' output is relayed, prefixed with the replica (torchrun adds [rank]:)
-    assert re.search(r"^train/0 \[0\]:rank 0: done", p.stderr, re.M), p.stderr[-3000:]
-    assert re.search(r"^train/0 \[1\]:rank 1: done", p.stderr, re.M), p.stderr[-3000:]
-    m = RESULT.search(p.stderr)
+    # (each on tx's stream of the same name: print() reaches tx's stdout)
+    both = p.stdout + p.stderr
+    assert re.search(r"^train/0 \[0\]:rank 0: done", p.stdout, re.M), both[-3000:]
+    assert re.search(r"^train/0 \[1\]:rank 1: done", p.stdout, re.M), both[-3000:]
+    m = RESULT.search(p.stdout)
     assert m and m.group(1) == "2" and m.group(3) == "450"
     assert float(m.group(2)) > 0.8
     assert _check_checkpoint(out / "checkpoint.pt", 2) == pytest.approx(float(m.group(2)), abs=1e-4)
     # the finished app is known to other processes, with its logs
-    handle = p.stdout.strip()
+    handle = p.stdout.splitlines()[0]
     assert "State: SUCCEEDED" in tx("status", handle).stdout
     assert "world_size=2" in tx("log", handle).stdout
 

@@ -46,8 +46,9 @@ def test_core_alone_is_a_working_tx(core_only_venv, tmp_path):
     p = _tx(core_only_venv, "plugins", cwd=tmp_path)
     assert p.returncode == 0
     assert "schedulers" not in p.stdout
+    # tx-core came from this checkout (pip install ./core): the hint installs from it too
     assert p.stdout.strip().splitlines()[-1] == (
-        "no scheduler is installed; install one, e.g.: pip install tx-scheduler-local"
+        f"no scheduler is installed; install one, e.g.: pip install {REPO / 'plugins' / 'scheduler-local'}"
     )
     p = _tx(core_only_venv, "builtins", cwd=tmp_path)
     assert p.returncode == 0 and "dist.ddp" in p.stdout
@@ -58,13 +59,22 @@ def test_core_alone_run_says_how_to_install_a_scheduler(core_only_venv, tmp_path
         p = _tx(core_only_venv, *args, cwd=tmp_path)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 1, (args, p)
-        assert len(lines) == 1 and "pip install tx-scheduler-local" in lines[0], (args, p.stderr)
+        assert len(lines) == 1 and f"pip install {REPO / 'plugins' / 'scheduler-local'}" in lines[0], (args, p.stderr)
         assert "Traceback" not in p.stderr
 
 
 def test_core_alone_names_the_distribution_of_a_known_name(core_only_venv, tmp_path):
     """The install hints are package data of the installed tx-core (``tx/known_plugins.json``)."""
-    for args, hint in ((["run", "-s", "slurm", "utils.echo"], "pip install tx-scheduler-slurm"),
-                       (["runopts", "kubernetes_mcad"], "pip install tx-scheduler-k8s")):
+    for args, hint in ((["run", "-s", "slurm", "utils.echo"], f"pip install {REPO / 'plugins' / 'scheduler-slurm'}"),
+                       (["runopts", "kubernetes_mcad"], f"pip install {REPO / 'plugins' / 'scheduler-k8s'}")):
         p = _tx(core_only_venv, *args, cwd=tmp_path)
         assert p.returncode == 1 and p.stderr.strip().endswith(hint), (args, p.stderr)
+    # and it works as printed: the hint installs the scheduler
+    venv_python = str(core_only_venv / "bin" / "python")
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    cmd = [str(REPO / "plugins" / "scheduler-slurm")]
+    inst = subprocess.run([uv, "pip", "install", "-q", "--python", venv_python, *cmd] if os.path.exists(uv)
+                          else [venv_python, "-m", "pip", "install", "-q", *cmd], capture_output=True, text=True,
+                          timeout=600)
+    assert inst.returncode == 0, inst.stderr
+    assert _tx(core_only_venv, "runopts", "slurm", cwd=tmp_path).returncode == 0

@@ -44,7 +44,7 @@ def test_project_runs_unchanged(tx: Callable[..., Any], project: Path) -> None:
     variables; one notice line says the TorchX config was read."""
     p = tx("run", cwd=project)
     assert p.returncode == 0, p.stderr
-    handle = p.stdout.strip().splitlines()[-1]
+    handle = p.stdout.splitlines()[0]
     assert handle.startswith("local_cwd://"), p.stdout
     assert p.stderr.count(NOTICE) == 1, p.stderr
     got = results(project)
@@ -56,7 +56,7 @@ def test_project_runs_unchanged(tx: Callable[..., Any], project: Path) -> None:
             "TORCHX_JOB_ID": handle, "TORCHX_RANK0_HOST": "localhost", "TORCHX_ROLE_NAME": "trainer",
             "TORCHX_REPLICA_IDX": str(k), "PROJECT": "acme-vision",
         }
-        assert f"trainer/{k} worker {k} epoch 1" in p.stderr  # logs relayed
+        assert f"trainer/{k} worker {k} epoch 1" in p.stdout  # the replicas' stdout relayed to stdout
     assert (project / "run-logs").is_dir()  # [local_cwd] log_dir = run-logs
 
 

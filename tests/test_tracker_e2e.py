@@ -92,9 +92,9 @@ def test_ddp_job_recorded_in_file_tracker_and_mlflow_with_lineage(mlflow_uri, tm
         return p
 
     train = tx("run", "-s", "local_cwd", "dist.ddp", "-j", "1x2", "--script", "train.py")
-    h1 = train.stdout.strip()
-    assert "rank 0 done" in train.stderr and "rank 1 done" in train.stderr
-    h2 = tx("run", "-s", "local_cwd", "--parent_run_id", h1, "utils.python", "--script", "consume.py").stdout.strip()
+    h1 = train.stdout.splitlines()[0]
+    assert "rank 0 done" in train.stdout and "rank 1 done" in train.stdout
+    h2 = tx("run", "-s", "local_cwd", "--parent_run_id", h1, "utils.python", "--script", "consume.py").stdout.splitlines()[0]
     model = tmp_path / f"model-{h1.rsplit('/', 1)[1]}.pt"
     assert model.is_file()
 

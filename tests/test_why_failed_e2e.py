@@ -49,7 +49,7 @@ def test_tx_run_and_status_name_the_failed_rank(tx, tmp_path):
     script.write_text(SCRIPT)
     p = tx("run", "-s", "local_cwd", "dist.ddp", "-j", "1x2", "--script", str(script), timeout=300)
     assert p.returncode == 1, p.stderr[-3000:]
-    handle = p.stdout.strip()
+    handle = p.stdout.splitlines()[0]
     why = f"train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:{RAISE_LINE} (exit code 1)"
     last = p.stderr.splitlines()[-1]
     assert re.fullmatch(rf"tx run: FAILED after [\d.]+ s: {re.escape(handle)} \({re.escape(why)}\); logs: \S+",

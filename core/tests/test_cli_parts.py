@@ -174,3 +174,39 @@ def test_newest_first_orders_by_time_then_numeric_id():
     assert [a.app_id for a in ordered] == ["10", "9", "2"] and known
     names = [ListAppResponse(i, AppState.RUNNING) for i in ("b-x", "a-y")]
     assert newest_first(names) == (names, False)  # no ages: the scheduler's order, unbounded
+
+
+def test_live_line_says_state_elapsed_and_why_pending_and_clears_before_relayed_output(monkeypatch):
+    from tx.cli import _live
+
+    monkeypatch.setattr(_live, "QUIET_S", 0.0)
+    term = io.BytesIO()
+    relay = Relay(term, color=False)
+    live = _live.LiveLine(term, relay.lock, "Ctrl-C cancels")
+    relay.before_write = live.clear
+    live.update(AppStatus(AppState.PENDING, msg="<NONE>"))
+    assert live.text() == "tx run: PENDING 0 s  (Ctrl-C cancels)"
+    live.update(AppStatus(AppState.PENDING, msg="Resources\nsecond line"))
+    live.started -= 75
+    assert live.text() == "tx run: PENDING 1 min 15 s: Resources  (Ctrl-C cancels)"
+    live.draw()
+    relay.add("w/0", lambda: [b"a line\n"])
+    relay.join()
+    live.update(AppStatus(AppState.RUNNING, msg="running, no reason to give"))
+    live.last_output = 0.0
+    live.draw()
+    live.stop()
+    # drawn, erased before the relayed line, drawn again without a reason once running, erased at the end
+    assert term.getvalue() == (b"\r\x1b[Ktx run: PENDING 1 min 15 s: Resources  (Ctrl-C cancels)"
+                               b"\r\x1b[Kw/0 a line\n"
+                               b"\r\x1b[Ktx run: RUNNING 1 min 15 s  (Ctrl-C cancels)"
+                               b"\r\x1b[K")
+
+
+def test_relay_mutes_after_a_signal():
+    buf = io.BytesIO()
+    relay = Relay(buf, color=False)
+    relay.muted.set()
+    relay.add("w/0", lambda: [b"Traceback (most recent call last):\n"])
+    relay.join()
+    assert buf.getvalue() == b""

@@ -468,10 +468,11 @@ def test_install_hints_are_read_from_the_package_data_file():
     table = plugins.known_plugins()
     assert table == {k: v for k, v in raw.items() if k in plugins.KINDS}
     assert set(table) == {"schedulers", "workspaces", "trackers"}
-    assert plugins.not_installed_hint("schedulers", "slurm") == "pip install tx-scheduler-slurm"
-    assert plugins.not_installed_hint("schedulers", "kubernetes_mcad") == "pip install tx-scheduler-k8s"
-    assert plugins.not_installed_hint("workspaces", "docker") == "pip install tx-scheduler-docker"
-    assert plugins.not_installed_hint("trackers", "mlflow") == "pip install tx-tracker-mlflow"
+    # each hint installs from where tx-core came from (plugins.pip_install; here a checkout)
+    assert plugins.not_installed_hint("schedulers", "slurm") == plugins.pip_install("tx-scheduler-slurm")
+    assert plugins.not_installed_hint("schedulers", "kubernetes_mcad") == plugins.pip_install("tx-scheduler-k8s")
+    assert plugins.not_installed_hint("workspaces", "docker") == plugins.pip_install("tx-scheduler-docker")
+    assert plugins.not_installed_hint("trackers", "mlflow") == plugins.pip_install("tx-tracker-mlflow")
     assert plugins.not_installed_hint("schedulers", "no_such") is None
     assert plugins.not_installed_hint("gizmos", "slurm") is None
     assert plugins.KNOWN_PLUGINS == table  # the old name still answers
@@ -518,3 +519,35 @@ def test_help_and_version_do_not_read_the_hint_file(tmp_path, plugins):
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                              cwd=tmp_path, timeout=60)
         assert out.stdout.strip().splitlines()[-1] == "READ", out.stderr
+
+
+def test_install_commands_follow_where_tx_core_came_from(tmp_path, monkeypatch):
+    """A checkout: the plugin's directory (editable when tx-core is); a wheel: the plugin's
+    wheel beside it; an index (or anything unknown): the distribution's name."""
+    from tx import plugins
+
+    checkout = tmp_path / "clone"
+    (checkout / "core").mkdir(parents=True)
+    (checkout / "plugins" / "scheduler-slurm").mkdir(parents=True)
+    (checkout / "plugins" / "scheduler-slurm" / "pyproject.toml").write_text(
+        '[project]\nname = "tx-scheduler-slurm"\nversion = "0.1.0"\n')
+    wheels = tmp_path / "dist"
+    wheels.mkdir()
+    (wheels / "tx_scheduler_slurm-0.1.0-py3-none-any.whl").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        (("dir", str(checkout / "core"), False), "pip install ./clone/plugins/scheduler-slurm"),
+        (("dir", str(checkout / "core"), True), "pip install -e ./clone/plugins/scheduler-slurm"),
+        (("wheel", str(wheels / "tx_core-0.1.0-py3-none-any.whl"), False),
+         "pip install ./dist/tx_scheduler_slurm-0.1.0-py3-none-any.whl"),
+        (None, "pip install tx-scheduler-slurm"),
+    ]
+    for source, want in cases:
+        monkeypatch.setattr(plugins, "_core_source", lambda source=source: source)
+        plugins.pip_install.cache_clear()
+        assert plugins.pip_install("tx-scheduler-slurm") == want
+    # a distribution the checkout does not have: its name
+    monkeypatch.setattr(plugins, "_core_source", lambda: ("dir", str(checkout / "core"), False))
+    plugins.pip_install.cache_clear()
+    assert plugins.pip_install("tx-scheduler-nosuch") == "pip install tx-scheduler-nosuch"
+    plugins.pip_install.cache_clear()

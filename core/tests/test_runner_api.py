@@ -145,6 +145,14 @@ def test_bad_cfg_and_bad_apps(runner):
         runner.dryrun(AppDef("x", [Role("r", image="i")]), "mem", cfg={"queue": "q"})
 
 
+def test_an_unknown_run_option_is_one_clear_error_as_on_the_command_line(runner):
+    with pytest.raises(InvalidRunConfigException, match=r"^unknown run option 'queeu' of mem "
+                       r"\(did you mean 'queue'\?\); options: queue"):
+        runner.dryrun(app(), "mem", cfg={"queue": "q", "queeu": "x"})
+    with pytest.raises(InvalidRunConfigException, match="did you mean 'queue'"):
+        runner.run_component("utils.echo", ["--msg", "x"], "mem", cfg={"queeu": "q"})
+
+
 def test_unknown_scheduler_suggests(runner):
     with pytest.raises(UnknownSchedulerException, match="did you mean 'mem'"):
         runner.run(app(), "mme", cfg={})

@@ -11,7 +11,7 @@ from typing import Any, Dict, Mapping, Optional
 import pytest
 
 from tx import hookimpl
-from tx.plugins import PluginError
+from tx.plugins import PluginError, pip_install
 from tx.runner import Runner
 from tx.schedulers import Scheduler
 from tx.specs import AppDef, AppDryRunInfo, Resource, Role, runopts
@@ -126,7 +126,7 @@ def test_unknown_trackers_are_skipped_with_a_warning(log_to_capsys, tmp_path):
         trackers = build_trackers({"mlflow": None, "nosuch": None, "file": str(tmp_path), "no.mod:create": None})
     assert [type(t) for t in trackers] == [FsspecTracker]
     err = capsys.readouterr().err
-    assert "pip install tx-tracker-mlflow" in err
+    assert pip_install("tx-tracker-mlflow") in err
     assert "unknown tracker (installed: file)" in err
     assert "no.mod:create" in err
 

@@ -3,12 +3,14 @@ registry, and a kind that is not installed is one line naming the distribution."
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, List, Mapping, Optional
 
 import attrs
 import pytest
 
 from tx import hookimpl
+from tx.plugins import pip_install
 from tx.runner import Runner
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import AppDef, AppDryRunInfo, Resource, Role, runopts
@@ -107,7 +109,8 @@ def test_runner_builds_the_schedulers_kind_and_patches_only_the_first_role(tx_re
 def test_a_kind_that_is_not_installed_names_the_distribution(tx_registry, tmp_path):
     with register_plugin(Plugin(), name="kinds"), Runner() as runner:
         assert "tag" not in dict(runner.scheduler_run_opts("dockerish"))
-        with pytest.raises(WorkspaceError, match=r"^workspace kind 'docker' is not installed: pip install tx-scheduler-docker$"):
+        hint = re.escape(pip_install("tx-scheduler-docker"))
+        with pytest.raises(WorkspaceError, match=rf"^workspace kind 'docker' is not installed: {hint}$"):
             runner.dryrun(_app(), "dockerish", {}, workspace=str(tmp_path))
     with pytest.raises(WorkspaceError, match="'nope' is not installed$"):
         get_workspace("nope")

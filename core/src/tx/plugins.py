@@ -51,7 +51,7 @@ from tx.version import PLUGIN_API_VERSION, __version__
 __all__ = [
     "CommandRegister", "ComponentRegister", "CORE_PLUGIN", "get_registry", "import_object",
     "install_hint", "known_plugins", "KNOWN_PLUGINS_FILE", "NamedResourceRegister",
-    "not_installed_hint", "PluginConflictError", "PluginError", "PluginInfo", "PluginRegistry",
+    "not_installed_hint", "pip_install", "PluginConflictError", "PluginError", "PluginInfo", "PluginRegistry",
     "Register", "REGISTER_CLASSES", "Registration", "SchedulerRegister", "set_registry",
     "TrackerRegister", "WorkspaceRegister",
 ]
@@ -123,7 +123,7 @@ class Registration:
         try:
             obj = import_object(self.target)
         except ImportError as e:
-            hint = self.install or f"pip install {self.distribution}"
+            hint = self.install or pip_install(self.distribution)
             raise PluginError(
                 f"{self.kind[:-1]} {self.name!r} from {self.distribution} cannot be loaded: {e}; "
                 f"fix: {hint}"
@@ -599,7 +599,83 @@ _set_named_resource_source(_RegistrySource())
 
 def install_hint() -> str:
     """The one-line hint printed when no scheduler is installed."""
-    return "no scheduler is installed; install one, e.g.: pip install tx-scheduler-local"
+    return f"no scheduler is installed; install one, e.g.: {pip_install('tx-scheduler-local')}"
+
+
+@functools.lru_cache(maxsize=None)
+def pip_install(distribution: str) -> str:
+    """The command that installs ``distribution`` (one of tx's plugin distributions) from
+    where tx-core was installed from, as pip recorded it (PEP 610 ``direct_url.json``):
+    from a checkout (``pip install ./core``, editable or not), the plugin's directory beside
+    it (``pip install ./plugins/scheduler-slurm``, relative to the current directory when
+    under it; ``-e`` when tx-core is editable); from a wheel file, the plugin's wheel in the
+    same directory if there is one; otherwise (an index) ``pip install DISTRIBUTION``.
+    Never raises: a hint is a courtesy."""
+    try:
+        where = _core_source()
+        if where is not None:
+            kind, path, editable = where
+            found = _plugin_dir(path, distribution) if kind == "dir" else _wheel_beside(path, distribution)
+            if found is not None:
+                return f"pip install {'-e ' if editable else ''}{_shown(found)}"
+    except Exception:  # noqa: BLE001 - a hint must never fail the command that shows it
+        pass
+    return f"pip install {distribution}"
+
+
+def _core_source() -> Optional[Tuple[str, str, bool]]:
+    """``("dir", checkout's core directory, editable)`` or ``("wheel", wheel file, False)``
+    where tx-core was installed from a local path, else None (an index)."""
+    # deferred: importlib.metadata and urllib only when an install hint is shown
+    import importlib.metadata
+    import os  # deferred, as importlib.metadata
+    from urllib.parse import unquote, urlparse  # deferred, as importlib.metadata
+
+    text = importlib.metadata.distribution("tx-core").read_text("direct_url.json")
+    if not text:
+        return None
+    data = json.loads(text)
+    url = urlparse(str(data.get("url", "")))
+    if url.scheme != "file":
+        return None
+    path = unquote(url.path)
+    if "dir_info" in data and os.path.isdir(path):
+        return "dir", path, bool((data.get("dir_info") or {}).get("editable"))
+    if path.endswith(".whl") and os.path.isdir(os.path.dirname(path)):
+        return "wheel", path, False
+    return None
+
+
+def _plugin_dir(core_dir: str, distribution: str) -> Optional[str]:
+    """The directory under ``<checkout>/plugins`` whose pyproject.toml names ``distribution``."""
+    import glob  # deferred, as in _core_source
+    import os  # deferred, as in _core_source
+    import re  # deferred, as in _core_source
+
+    name = re.compile(rf'^name\s*=\s*["\']{re.escape(distribution)}["\']\s*$', re.M)
+    for pyproject in sorted(glob.glob(os.path.join(os.path.dirname(core_dir.rstrip("/")), "plugins", "*",
+                                                   "pyproject.toml"))):
+        with open(pyproject, encoding="utf-8") as f:
+            if name.search(f.read()):
+                return os.path.dirname(pyproject)
+    return None
+
+
+def _wheel_beside(wheel: str, distribution: str) -> Optional[str]:
+    """A wheel of ``distribution`` in the directory of ``wheel`` (the newest name), else None."""
+    import glob  # deferred, as in _core_source
+    import os  # deferred, as in _core_source
+
+    found = sorted(glob.glob(os.path.join(os.path.dirname(wheel), distribution.replace("-", "_") + "-*.whl")))
+    return found[-1] if found else None
+
+
+def _shown(path: str) -> str:
+    """``path`` as ``./rel/path`` when it is under the current directory, else absolute."""
+    import os  # deferred, as in _core_source
+
+    rel = os.path.relpath(path)
+    return f"./{rel}" if not rel.startswith("..") else os.path.abspath(path)
 
 
 #: the package data file of :func:`known_plugins`
@@ -641,7 +717,7 @@ def not_installed_hint(kind: str, name: str) -> Optional[str]:
     """``"pip install DIST"`` for a name of ``kind`` that one of tx's distributions
     registers (see :func:`known_plugins`), else None."""
     dist = known_plugins().get(kind, {}).get(name)
-    return f"pip install {dist}" if dist else None
+    return pip_install(dist) if dist else None
 
 
 def __getattr__(name: str) -> Any:

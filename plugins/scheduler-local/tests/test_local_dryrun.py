@@ -166,7 +166,7 @@ def test_missing_script_fails_before_anything_starts(tx, tx_env, tmp_path, one_l
     assert not os.path.isdir(apps) or os.listdir(apps) == []
     (tmp_path / "ok.py").write_text("print('fine')\n")
     p = tx("run", "-s", scheduler, "utils.python", *img, "--script", "ok.py")
-    assert p.returncode == 0 and "python/0 fine" in p.stderr, p.stderr
+    assert p.returncode == 0 and "python/0 fine" in p.stdout, p.stderr
 
 
 # -- auto_set_cuda_visible_devices ---------------------------------------------------------

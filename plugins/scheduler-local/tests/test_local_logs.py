@@ -184,7 +184,7 @@ def test_a_stdout_line_over_8_mib_has_no_stderr_inside_it(tmp_path):
 def test_tx_log_of_deleted_logs_says_so(tx, tmp_path, one_line_error):
     p = tx("run", "-s", "local_cwd", "-cfg", f"log_dir={tmp_path / 'logs'}", "utils.echo", "--msg", "hi")
     assert p.returncode == 0, p.stderr
-    handle = p.stdout.strip()
+    handle = p.stdout.splitlines()[0]
     log_file = tmp_path / "logs" / "tx" / _app_id(handle) / "echo" / "0" / "combined.log"
     log_file.unlink()
     one_line_error(tx("log", handle), f"the log of echo/0 of {_app_id(handle)} is gone: {log_file} does not exist")

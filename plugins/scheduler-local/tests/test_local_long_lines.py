@@ -54,18 +54,16 @@ def test_tx_run_relays_every_byte_of_long_lines(case: str, tmp_path: Path) -> No
     p = subprocess.run([str(BIN / "tx"), "run", "-s", "local_cwd", "utils.python", "--script", "w.py"],
                        cwd=tmp_path, env=env, capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
-    relayed = p.stderr.split(b"\n")
-    assert relayed[-1] == b"" and relayed[-2].startswith(b"tx run: SUCCEEDED"), p.stderr[-500:]
-    body = relayed[:-2]
-    assert all(ln.startswith(b"python/0 ") for ln in body), [ln[:40] for ln in body]
-    got = [ln[len(b"python/0 "):] for ln in body]
-    out = b"".join(d for s, d in writes if s == "out")
-    err = b"".join(d for s, d in writes if s == "err")
-    want = _lines(out) + _lines(err)
-    assert sorted(got) == sorted(want), ([(len(g), g[:8], g[-8:]) for g in got], [(len(w), w[:8], w[-8:]) for w in want])
-    # each stream's lines keep their order
-    assert [g for g in got if g in _lines(out)] == _lines(out)
-    assert [g for g in got if g in _lines(err)] == _lines(err)
+    relayed_err = p.stderr.split(b"\n")
+    assert relayed_err[-1] == b"" and relayed_err[-2].startswith(b"tx run: SUCCEEDED"), p.stderr[-500:]
+    relayed_out = p.stdout.split(b"\n")
+    assert relayed_out[0].startswith(b"local_cwd://") and relayed_out[-1] == b"", p.stdout[-500:]
+    # the replica's stdout on tx's stdout, its stderr on tx's stderr, each in order
+    for body, stream in ((relayed_out[1:-1], "out"), (relayed_err[:-2], "err")):
+        assert all(ln.startswith(b"python/0 ") for ln in body), [ln[:40] for ln in body]
+        got = [ln[len(b"python/0 "):] for ln in body]
+        want = _lines(b"".join(d for s, d in writes if s == stream))
+        assert got == want, ([(len(g), g[:8], g[-8:]) for g in got], [(len(w), w[:8], w[-8:]) for w in want])
 
 
 @pytest.mark.parametrize("first", ["long line's stream", "held stream"])

@@ -54,7 +54,7 @@ def _escaping_app(tx, tmp_path: Path, env=None, tail: str = "exec sleep 300") ->
     p = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "sh", "-c", script, env=env)
     assert p.returncode == 0, p.stderr
     pid = _wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() and int(pidfile.read_text()))
-    return p.stdout.strip(), pid
+    return p.stdout.splitlines()[0], pid
 
 
 def _environ(pid: int) -> bytes:
@@ -128,7 +128,7 @@ def test_tx_run_as_pid_1(tx_env, tmp_path):
                         'exec tx run -s local_cwd utils.sh sh -c "$0"', script],
                        env=tx_env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, p.stderr
-    assert "sh/0 hi" in p.stderr and "FAILED" in p.stderr and "exited with code 3" in p.stderr
+    assert "sh/0 hi" in p.stdout and "FAILED" in p.stderr and "exited with code 3" in p.stderr
     p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
                         "exec tx run -s local_cwd utils.echo --msg ok"],
                        env=tx_env, capture_output=True, text=True, timeout=60)

@@ -25,7 +25,7 @@ def _run_ok(tx, n: int):
     for i in range(n):
         p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", f"hi{i}")
         assert p.returncode == 0, p.stderr
-        handles.append(p.stdout.strip())
+        handles.append(p.stdout.splitlines()[0])
     return handles
 
 
@@ -141,7 +141,7 @@ def test_a_directory_this_user_cannot_read_is_skipped_and_named(tx, tx_env):
         env = {**tx_env, "TX_STATE_DIR": str(top / "state")}
         p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi", env=env)
         assert p.returncode == 0, p.stderr
-        _check_unreadable(p.stdout.strip(), top / "state")
+        _check_unreadable(p.stdout.splitlines()[0], top / "state")
     finally:
         shutil.rmtree(top, ignore_errors=True)
 

@@ -41,9 +41,9 @@ def test_ddp_2x1_relays_each_rank_under_its_prefix(env: Dict[str, str], tmp_path
            "--script", "train.py",
            "--", "--epochs", "2")
     assert p.returncode == 0, p.stdout + p.stderr
-    handle = p.stdout.strip()
+    handle = p.stdout.splitlines()[0]
     assert re.fullmatch(r"ray://tx/127\.0\.0\.1:\d+-train-[a-z0-9]+", handle), p.stdout
-    lines = p.stderr.splitlines()
+    lines = (p.stdout + p.stderr).splitlines()  # the replicas' stdout on stdout, stderr on stderr
     for rank in (0, 1):
         # torchrun's --tee prefixes the worker's lines with [0]: (one worker per replica)
         done = [ln for ln in lines if re.search(rf"\[0\]:rank {rank}: done, \d+ training samples", ln)]
@@ -74,7 +74,7 @@ def test_cancel_from_another_process(env: Dict[str, str], tmp_path: Path) -> Non
     p = tx(env, tmp_path, "run", "-s", "ray", "--workspace", str(ws), "utils.sh", "--num_replicas", "2",
            "sleep", "600")
     assert p.returncode == 0, p.stderr
-    handle = p.stdout.strip()
+    handle = p.stdout.splitlines()[0]
     c = tx(env, tmp_path, "cancel", handle)
     assert c.returncode == 0, c.stderr
     st = tx(env, tmp_path, "status", handle)

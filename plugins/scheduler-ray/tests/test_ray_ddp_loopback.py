@@ -69,8 +69,8 @@ cd "$WORK"
 LOGLEVEL=INFO "$BIN/tx" run --log -s ray --workspace "$REPO/examples" dist.ddp -j 2x1 --cpu 1 --memMB 1024 \
   --script train.py -- --epochs 1 > "$WORK/run.out" 2> "$WORK/run.err"
 echo "TX-RC $?"
-"$BIN/tx" status --json "$(tail -n 1 "$WORK/run.out")" > "$WORK/status.json" 2>> "$WORK/run.err"
-"$PY" - "$(tail -n 1 "$WORK/run.out")" > "$WORK/rank0.json" 2>> "$WORK/run.err" <<'EOF'
+"$BIN/tx" status --json "$(head -n 1 "$WORK/run.out")" > "$WORK/status.json" 2>> "$WORK/run.err"
+"$PY" - "$(head -n 1 "$WORK/run.out")" > "$WORK/rank0.json" 2>> "$WORK/run.err" <<'EOF'
 import json, sys
 from tx_scheduler_ray.scheduler import create_scheduler
 desc = create_scheduler("tx").describe(sys.argv[1].split("/", 3)[3])
@@ -117,7 +117,8 @@ def test_ddp_2x1_on_a_host_name_that_resolves_to_loopback(tmp_path: Path) -> Non
     # the rendezvous endpoint was the node address, which the host name does not resolve to
     assert json.loads((tmp_path / "rank0.json").read_text())["host"] == NODE_ADDR
     lines = err.splitlines()
-    acc = [ln for ln in lines if "world_size=2 test_accuracy=" in ln]
+    # (the job's stdout is tx's stdout: run.out after the handle)
+    acc = [ln for ln in out.splitlines() + lines if "world_size=2 test_accuracy=" in ln]
     assert len(acc) == 1 and acc[0].startswith("train/0 "), where
     assert "timed out" not in err, where
     # the workers' store address (torchrun's agent logs it at INFO): the node address the

@@ -64,9 +64,9 @@ def test_two_replica_job_writes_one_run(mlflow_server, experiment, tmp_path):
     p = tx(tmp_path, "run", "-s", "local_cwd", "--parent_run_id", "local_cwd://tx/prep-0",
            "utils.python", "--num_replicas", "2", "--script", "record.py")
     assert p.returncode == 0, p.stderr[-3000:]
-    handle = p.stdout.strip()
+    handle = p.stdout.splitlines()[0]
     assert handle.startswith("local_cwd://tx/")
-    assert f"python/0 recorded {handle}" in p.stderr and f"python/1 recorded {handle}" in p.stderr
+    assert f"python/0 recorded {handle}" in p.stdout and f"python/1 recorded {handle}" in p.stdout
 
     client = MlflowClient(mlflow_server.uri)
     (run,) = runs_named(client, handle)  # rank 0 created it, rank 1 joined: one run

@@ -52,7 +52,7 @@ def test_the_readme_example(mlflow_server, experiment, tmp_path):
         assert p.returncode == 0, (cmd, p.stderr[-3000:])
         out.append(p)
         if not handle:
-            handle = p.stdout.strip()
+            handle = p.stdout.splitlines()[0]
             assert handle.startswith("local_cwd://tx/record-"), p.stdout
     jobs, metadata, artifacts, child_run, lineage = out[1:]
     child = child_run.stdout.strip()

@@ -34,47 +34,67 @@ def prefix_block(block: bytes, prefix: bytes, at_line_start: bool) -> Tuple[byte
 
 
 class Relay:
-    """Relays several replicas' logs to ``out`` (a binary stream).
+    """Relays several replicas' logs to ``out`` (a binary stream), or each to a stream of
+    its own (``tx run``: the replicas' stdout to stdout, their stderr to stderr).
 
     Args:
-        out: where to write (``sys.stderr.buffer`` for ``tx run``, stdout for ``tx log``).
-        color: color the prefixes (default: when ``out`` is a terminal and ``NO_COLOR``
-            is not set; :func:`tx.cli._text.use_color`).
+        out: where to write by default (``sys.stderr.buffer`` if None).
+        color: color the prefixes (default: for each stream, when it is a terminal and
+            ``NO_COLOR`` is not set; :func:`tx.cli._text.use_color`).
+
+    Attributes:
+        lock: held around every write; a live status line (:mod:`tx.cli._live`) that
+            shares the terminal takes it too, so that no line is written into it.
+        before_write: called under ``lock`` before each write (the live line clears itself).
+        muted: when set, what arrives is dropped (``tx run`` after Ctrl-C: the replicas'
+            dying output stays in their logs, out of the terminal).
     """
 
     def __init__(self, out: Optional[IO[bytes]] = None, color: Optional[bool] = None) -> None:
         self.out = out if out is not None else sys.stderr.buffer
-        if color is None:
-            from tx.cli._text import use_color  # its regexes cost ~0.6 ms: only without `color`
-
-            color = use_color(self.out)
         self.color = color
         self.lock = threading.Lock()
         self.threads: List[threading.Thread] = []
         self.errors: List[BaseException] = []
+        self.before_write: Optional[Callable[[], None]] = None
+        self.muted = threading.Event()
 
-    def _prefix(self, label: str, i: int) -> bytes:
+    def _prefix(self, label: str, i: int, out: IO[bytes]) -> bytes:
         text = label.encode() + b" "
-        if self.color:
+        color = self.color
+        if color is None:
+            from tx.cli._text import use_color  # its regexes cost ~0.6 ms: only without `color`
+
+            color = use_color(out)
+        if color:
             return _COLORS[i % len(_COLORS)] + text + _RESET
         return text
 
-    def add(self, label: str, blocks: Callable[[], Iterable[bytes]]) -> None:
-        """Start relaying ``blocks()`` (called in the thread) with prefix ``label``."""
-        prefix = self._prefix(label, len(self.threads))
+    def _write(self, out: IO[bytes], data: bytes) -> None:
+        with self.lock:
+            if self.muted.is_set():
+                return
+            if self.before_write is not None:
+                self.before_write()
+            out.write(data)
+            out.flush()
+
+    def add(self, label: str, blocks: Callable[[], Iterable[bytes]], out: Optional[IO[bytes]] = None,
+            index: Optional[int] = None) -> None:
+        """Start relaying ``blocks()`` (called in the thread) with prefix ``label`` to
+        ``out`` (default: the relay's); ``index`` picks the prefix's color (default: one
+        per call), so that a replica's stdout and stderr share one."""
+        dest = out if out is not None else self.out
+        prefix = self._prefix(label, len(self.threads) if index is None else index, dest)
 
         def pump() -> None:
             at_start = True
             try:
                 for block in blocks():
                     data, at_start = prefix_block(block, prefix, at_start)
-                    with self.lock:
-                        self.out.write(data)
-                        self.out.flush()
+                    self._write(dest, data)
                 if not at_start:
-                    with self.lock:
-                        self.out.write(b"\n")
-                        self.out.flush()
+                    self._write(dest, b"\n")
             except BrokenPipeError:
                 pass
             except BaseException as e:  # noqa: BLE001 - reported by join()

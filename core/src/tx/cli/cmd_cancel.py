@@ -1,27 +1,62 @@
-"""``tx cancel APP_HANDLE``."""
+"""``tx cancel APP_HANDLE``: cancel an app, wait until it has ended (``--no-wait``: only
+ask), and say so on stderr."""
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
 from tx.cli._common import make_runner
 from tx.cli.cmd_sweep import looks_like_sweep, sweep_cancel
 from tx.cli.command import Argument, Command
-from tx.cli.errors import unknown_app
+from tx.cli.errors import CLIError, unknown_app
 
 __all__ = ["COMMAND"]
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    handle = args.app_handle
     with make_runner() as runner:
-        if looks_like_sweep(args.app_handle):
-            return sweep_cancel(runner, args.app_handle)
-        if runner.status(args.app_handle) is None:
-            raise unknown_app(args.app_handle)
-        runner.cancel(args.app_handle)
+        if looks_like_sweep(handle):
+            return sweep_cancel(runner, handle)
+        status = runner.status(handle)
+        if status is None:
+            raise unknown_app(handle)
+        if status.is_terminal():
+            print(f"tx cancel: {handle} had already ended: {status.state.name}", file=sys.stderr)
+            return 0
+        started = time.monotonic()
+        runner.cancel(handle)
+        if args.no_wait:
+            print(f"tx cancel: asked {handle} to stop (`tx status {handle}` shows when it has)", file=sys.stderr)
+            return 0
+        status = runner.wait(handle, wait_interval=0.5, timeout=args.timeout)
+        if status is None:
+            print(f"tx cancel: cancelled {handle} (its scheduler no longer knows it)", file=sys.stderr)
+            return 0
+        if not status.is_terminal():
+            raise CLIError(f"asked {handle} to stop, but it is still {status.state.name} after "
+                           f"{args.timeout:g} s; `tx status {handle}` shows when it has ended")
+        took = time.monotonic() - started
+        print(f"tx cancel: {handle} is {status.state.name} (after {took:.1f} s)", file=sys.stderr)
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 #: ``tx cancel``: cancel an app
 COMMAND = Command(run=_cancel, arguments=(
     Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id, or a sweep handle (cancels every trial)"),
+    Argument("--no-wait", "--no_wait", dest="no_wait", action="store_true",
+             help="return once the scheduler was asked to cancel, without waiting until the app has ended"),
+    Argument("--timeout", type=_seconds, default=300.0,
+             help="wait at most this many seconds for the app to end (default: 300)"),
 ))

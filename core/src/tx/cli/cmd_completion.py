@@ -2,22 +2,24 @@
 (https://github.com/iterative/shtab) from tx's own argument parsers.
 
 Commands, options and fixed choices come from the parsers; schedulers (``-s``), components
-(``tx run COMPONENT``), run options (``-cfg KEY=``) and app handles are looked up when you
-press TAB, by ``tx completion --list KIND`` (so newly installed plugins complete without
-regenerating the script)::
+(``tx run COMPONENT``), a component's own flags (``tx run COMPONENT --<TAB>``), run options
+(``-cfg KEY=``, of the scheduler ``-s`` names, else the default one) and app handles
+(``tx status``, ``tx log``, ``tx cancel``...) are looked up when you press TAB, by
+``tx completion --list KIND`` (so newly installed plugins complete without regenerating
+the script)::
 
     tx completion bash > ~/.local/share/bash-completion/completions/tx
     tx completion zsh > "${fpath[1]}/_tx"          # then: compinit
 
 bash splits words at ``:`` (``COMP_WORDBREAKS``), which cuts app handles
-(``local_cwd://...``) in two; to complete handles in bash, remove it:
-``COMP_WORDBREAKS=${COMP_WORDBREAKS//:}`` in ``~/.bashrc``. zsh needs nothing.
+(``local_cwd://...``) in pieces; the bash script joins them back before completing and
+leaves ``COMP_WORDBREAKS`` alone. zsh needs nothing.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, Iterable, Optional
 
 from tx.cli._common import default_scheduler, make_runner
 from tx.cli.command import Argument, Command
@@ -27,12 +29,80 @@ from tx.cli.main import build_parser, builtin_commands, plugin_commands
 __all__ = ["COMMAND", "KINDS", "script"]
 
 #: what ``tx completion --list KIND`` prints: the names the script completes at TAB time
-KINDS = ("schedulers", "components", "runopts", "handles")
+#: (``flags``: those of the component ``--component`` names)
+KINDS = ("schedulers", "components", "runopts", "handles", "flags")
+
+#: the options of ``tx run`` that take a value (the bash script skips their values to find
+#: the component name)
+_RUN_VALUE_OPTIONS = "-s --scheduler -cfg --scheduler_args --cfg --workspace --parent_run_id --parent-run-id " \
+                     "--on_interrupt --on-interrupt"
+
+#: appended to shtab's bash script: ``_tx_complete`` joins the words bash split at ``:``,
+#: completes a component's own flags after ``tx run ... COMPONENT``, else calls shtab's
+#: ``_shtab_tx``; then drops from each reply what precedes the word's last ``:`` (bash
+#: keeps that part), as bash-completion's ``__ltrim_colon_completions`` does
+_BASH_WRAPPER = r'''
+_tx_join_colon_words() {
+  # bash splits at ':' (COMP_WORDBREAKS): join `local_cwd` `:` `//tx/x` back into one word
+  _tx_words=() _tx_cword=0
+  local i w
+  for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
+    w="${COMP_WORDS[i]}"
+    if (( i > 0 )) && [[ "$w" == :* || "${_tx_words[${#_tx_words[@]}-1]}" == *: ]]; then
+      _tx_words[${#_tx_words[@]}-1]+="$w"
+    else
+      _tx_words+=("$w")
+    fi
+    (( i == COMP_CWORD )) && _tx_cword=$(( ${#_tx_words[@]} - 1 ))
+  done
+}
+
+_tx_component_of_run() {
+  # the component named in `tx ... run [run options] COMPONENT`, if the cursor is after it
+  local i=1 w skip=0 in_run=0
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w="${COMP_WORDS[i]}"
+    if (( skip )); then skip=0; continue; fi
+    if (( ! in_run )); then
+      [[ "$w" == run ]] && in_run=1
+      [[ "$w" == --log_level || "$w" == --log-level ]] && skip=1
+      continue
+    fi
+    [[ "$w" == -- ]] && continue
+    if [[ " __RUN_VALUE_OPTIONS__ " == *" $w "* ]]; then skip=1; continue; fi
+    [[ "$w" == -* ]] && continue
+    echo "$w"
+    return 0
+  done
+  return 1
+}
+
+_tx_complete() {
+  local _tx_words _tx_cword
+  _tx_join_colon_words
+  local COMP_WORDS=("${_tx_words[@]}") COMP_CWORD=$_tx_cword
+  local cur="${COMP_WORDS[COMP_CWORD]}" component
+  if [[ "$cur" == -* ]] && component=$(_tx_component_of_run); then
+    COMPREPLY=()
+    while IFS= read -r line; do COMPREPLY+=("$line"); done < <(
+      compgen -W "$(tx completion --list flags --component "$component" 2>/dev/null)" -- "$cur")
+  else
+    _shtab_tx
+  fi
+  if [[ "$cur" == *:* ]]; then
+    local colon_prefix=${cur%"${cur##*:}"} i
+    for i in "${!COMPREPLY[@]}"; do COMPREPLY[$i]=${COMPREPLY[$i]#"$colon_prefix"}; done
+  fi
+  return 0
+}
+
+complete -o bashdefault -F _tx_complete tx
+'''.replace("__RUN_VALUE_OPTIONS__", _RUN_VALUE_OPTIONS)
 
 
 def _completion(args: argparse.Namespace) -> int:
     if args.list_kind:
-        for word in _words(args.list_kind):
+        for word in _words(args.list_kind, args.scheduler, args.component):
             print(word)
         return 0
     if not args.shell:
@@ -42,10 +112,29 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _dynamic(kind: str) -> Dict[str, Any]:
-    """A shtab ``complete`` value that asks ``tx completion --list KIND`` at TAB time."""
+    """A shtab ``complete`` value that asks ``tx completion --list KIND`` at TAB time (for
+    run options, with the scheduler that ``-s`` names on the line)."""
     fn = f"_tx_complete_{kind}"
+    if kind == "runopts":
+        # the words of the line: bash's COMP_WORDS (as _tx_complete joined them), zsh's $words
+        bash = (f'{fn}() {{\n  local i s=""\n'
+                '  for ((i = 1; i < COMP_CWORD; i++)); do\n'
+                '    [[ "${COMP_WORDS[i]}" == -s || "${COMP_WORDS[i]}" == --scheduler ]] && s="${COMP_WORDS[i+1]}"\n'
+                '  done\n'
+                f'  compgen -W "$(tx completion --list runopts ${{s:+--scheduler "$s"}} 2>/dev/null)" -- "$1"\n}}\n')
+        zsh = (f'{fn}() {{\n  local -a opts\n  local s="" i\n'
+               '  for ((i = 2; i < CURRENT; i++)); do\n'
+               '    [[ "${words[i]}" == -s || "${words[i]}" == --scheduler ]] && s="${words[i+1]}"\n'
+               '  done\n'
+               '  opts=(${(f)"$(tx completion --list runopts ${s:+--scheduler=$s} 2>/dev/null)"})\n'
+               '  compadd -S "" -- $opts\n}\n')
+        return {"bash": fn, "zsh": fn, "preamble": {"bash": bash, "zsh": zsh}}
     bash = f'{fn}() {{\n  compgen -W "$(tx completion --list {kind} 2>/dev/null)" -- "$1"\n}}\n'
-    return {"bash": fn, "zsh": f"($(tx completion --list {kind} 2>/dev/null))", "preamble": {"bash": bash}}
+    # a function, called at TAB time: a "($(tx ...))" list would run tx for every dynamic
+    # argument of every command each time the completion function loads (seconds)
+    zsh = f'{fn}() {{\n  local -a words_\n  words_=(${{(f)"$(tx completion --list {kind} 2>/dev/null)"}})\n' \
+          '  compadd -- $words_\n}\n'
+    return {"bash": fn, "zsh": fn, "preamble": {"bash": bash, "zsh": zsh}}
 
 
 def _mark(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +151,7 @@ def _mark(parser: argparse.ArgumentParser) -> None:
             action.complete = _dynamic("components")  # type: ignore[attr-defined]
         elif action.dest == "cfg":
             action.complete = _dynamic("runopts")  # type: ignore[attr-defined]
-        elif action.dest == "app_handle":
+        elif action.dest in ("app_handle", "identifier"):
             action.complete = _dynamic("handles")  # type: ignore[attr-defined]
 
 
@@ -79,12 +168,23 @@ def script(shell: str) -> str:
         raise CLIError("shell completion needs shtab: pip install shtab") from None
     parser = build_parser({**builtin_commands(), **plugin_commands()}, None)
     _mark(parser)
-    return str(shtab.complete(parser, shell=shell))
+    text = str(shtab.complete(parser, shell=shell))
+    return text + _BASH_WRAPPER if shell == "bash" else text
 
 
-def _words(kind: str) -> Iterable[str]:
-    """Completion words of ``kind``; never raises (a broken plugin must not break TAB)."""
+def _words(kind: str, scheduler: Optional[str] = None, component: Optional[str] = None) -> Iterable[str]:
+    """Completion words of ``kind`` (run options: of ``scheduler``, default the default
+    scheduler; flags: of ``component``); never raises (a broken plugin must not break TAB)."""
     try:
+        if kind == "flags":
+            if not component:
+                return []
+            # the component system is imported when the command runs, not when its parser is built
+            from tx.components.system.builders import create_args_parser
+            from tx.components.system.finder import get_component
+
+            parser = create_args_parser(get_component(component).fn, name=component)
+            return [o for a in parser._actions for o in a.option_strings]
         if kind == "schedulers":
             # the registry is imported when the command runs, not when its parser is built
             from tx.plugins import get_registry
@@ -96,10 +196,8 @@ def _words(kind: str) -> Iterable[str]:
             return sorted(get_components())
         with make_runner() as runner:
             if kind == "runopts":
-                keys: List[str] = []
-                for name in runner.scheduler_backends():
-                    keys += [f"{k}=" for k, _ in runner.scheduler_run_opts(name) if f"{k}=" not in keys]
-                return keys
+                name = scheduler or default_scheduler(runner)
+                return [f"{k}=" for k, _ in runner.scheduler_run_opts(name)]
             apps = runner.list(default_scheduler(runner))
             return [a.app_handle for a in apps[:200]]
     except Exception:  # noqa: BLE001 - completion prints nothing rather than a traceback
@@ -111,4 +209,6 @@ COMMAND = Command(run=_completion, arguments=(
     Argument("shell", nargs="?", choices=["bash", "zsh"], help="the shell to print the script for"),
     Argument("--list", dest="list_kind", choices=KINDS, default=None,
              help="print the names the script completes, one per line (used by the script)"),
+    Argument("--scheduler", default=None, help="with --list runopts: that scheduler's (default: the default one)"),
+    Argument("--component", default=None, help="with --list flags: the component whose flags to print"),
 ))

@@ -1,4 +1,6 @@
-"""``tx list``: a scheduler's apps, newest first, bounded, filtered by state."""
+"""``tx list``: a scheduler's apps, newest first, bounded, filtered by state; how long each
+ran where the scheduler records its end; states colored on a terminal (``NO_COLOR`` turns
+that off); a line on stderr instead of an empty table when no app matches."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any, List, Tuple
 
 from tx.cli._common import default_scheduler, make_runner
+from tx.cli._format import color_state, format_age, format_duration, table
 from tx.cli.cmd_sweep import collapse_sweeps
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError
@@ -70,28 +73,13 @@ def newest_first(apps: Any) -> Any:
     return apps, False
 
 
-def table(headers: Any, rows: Any) -> str:
-    """Columns padded to their widest cell, two spaces apart, headers underlined with
-    dashes (the look of ``tabulate``'s "simple" format, without its cost on thousands of rows)."""
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(str(c))) for w, c in zip(widths, r)]
-
-    def line(cells: Any) -> str:
-        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip() + "\n"
-
-    return line(headers) + line("-" * w for w in widths) + "".join(line(r) for r in rows)
-
-
-def format_age(seconds: Any) -> str:
-    """``42s``, ``5m``, ``3h``, ``12d``; ``-`` when unknown."""
-    if seconds is None:
+def _duration(app: Any) -> str:
+    """How long a listed app ran (submit to end) where the scheduler records its end
+    (``ended``, epoch seconds); ``-`` otherwise."""
+    t0, t1 = _submitted(app), getattr(app, "ended", None)
+    if t0 is None or not isinstance(t1, (int, float)):
         return "-"
-    s = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit}"
-    return f"{s}s"
+    return format_duration(max(0.0, t1 - t0))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -146,10 +134,18 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
             t = _submitted(a)
             print(json.dumps({"app_handle": a.app_handle, "state": str(a.state), "name": a.name,
                               "submitted": t, "age_s": None if t is None else round(now - t, 3)}))
-    else:
+    elif apps:
+        from tx.cli._text import use_color  # its regexes cost ~0.6 ms: only for a table
+
+        color = use_color(sys.stdout)
         rows = [(a.app_handle, str(a.state), format_age(None if _submitted(a) is None else now - _submitted(a)),
-                 a.name) for a in apps]
-        sys.stdout.write(table(["APP HANDLE", "APP STATUS", "AGE", "APP NAME"], rows))
+                 _duration(a), a.name) for a in apps]
+        sys.stdout.write(table(["APP HANDLE", "APP STATUS", "AGE", "DURATION", "APP NAME"], rows,
+                               paint=lambda col, text: color_state(text, color) if col == 1 else text))
+    else:
+        asked = f" in state {', '.join(sorted(wanted))}" if wanted is not None else ""
+        print(f"tx list: no apps{asked} on {', '.join(dict.fromkeys(schedulers))}"
+              + (f" ({len(found)} in other states)" if wanted is not None and found else ""), file=sys.stderr)
     if len(apps) < total:
         print(f"tx list: showing the newest {len(apps)} of {total} apps (--limit N or --all for more)",
               file=sys.stderr)

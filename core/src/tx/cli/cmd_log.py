@@ -2,15 +2,18 @@
 
 Identifier: ``scheduler://session/app_id[/role[/id1,id2,...]]`` (TorchX's grammar). Lines
 are prefixed ``role/replica``; lines of different replicas never interleave mid-line.
+``-t``/``--tail`` alone follows, as in TorchX; ``--tail N`` (a number) prints the last N
+lines of each replica, as ``tail -n N`` does.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import re
 import sys
 import time
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from tx.cli._common import make_runner
 from tx.cli._relay import Relay
@@ -89,16 +92,53 @@ def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[Li
     return [(r, k) for r, n in roles.items() for k in range(n)]
 
 
+class _TailAction(argparse.Action):
+    """``-t``/``--tail`` [N]: alone, follow (TorchX's meaning); with a number, the last N
+    lines; with anything else, follow, and the word is the identifier (``--tail HANDLE``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        if values is not None and re.fullmatch(r"[0-9]+", values):
+            if int(values) < 1:
+                parser.error(f"argument {option_string}: the number of lines must be >= 1, got {values}")
+            namespace.last = int(values)
+            return
+        namespace.tail = True
+        if values is not None:
+            namespace.tail_identifier = values
+
+
+def _last(lines: Iterable[str], n: int) -> Iterator[bytes]:
+    """The last ``n`` of ``lines``, as one block of bytes."""
+    kept = collections.deque(lines, maxlen=n)
+    if kept:
+        yield "".join(kept).encode("utf-8", "replace")
+
+
 def _log(args: argparse.Namespace) -> int:
-    ident = sweep_log_identifier(args.identifier) if looks_like_sweep(args.identifier) else args.identifier
-    handle, role, ids = parse_identifier(ident)
+    identifier = args.identifier or getattr(args, "tail_identifier", None)
+    if identifier is None:
+        raise CLIError("the following arguments are required: IDENTIFIER (see `tx log --help`)", 2)
+    if args.identifier and getattr(args, "tail_identifier", None):
+        raise CLIError(f"two identifiers: {args.tail_identifier!r} and {args.identifier!r}; "
+                       "--tail takes a number of lines, or nothing (follow)", 2)
+    last = getattr(args, "last", None)
+    if last is not None and args.tail:
+        raise CLIError(f"--tail {last} prints the last {last} lines; -f follows: give one of them", 2)
+    if looks_like_sweep(identifier):
+        identifier = sweep_log_identifier(identifier)
+    handle, role, ids = parse_identifier(identifier)
     since, until = parse_time(args.since), parse_time(args.until)
     filtered = bool(args.regex or since or until)
     with make_runner() as runner:
         replicas = _replicas(runner, handle, role, ids)
         relay = Relay(sys.stdout.buffer)
         for r, k in replicas:
-            if filtered:
+            if last is not None:
+                def blocks(r: str = r, k: int = k) -> Any:
+                    return _last(runner.log_lines(handle, r, k, regex=args.regex, since=since, until=until,
+                                                  streams=args.streams), last)
+            elif filtered:
                 def blocks(r: str = r, k: int = k) -> Any:
                     for line in runner.log_lines(handle, r, k, regex=args.regex, since=since,
                                                  until=until, should_tail=args.tail,
@@ -114,11 +154,13 @@ def _log(args: argparse.Namespace) -> int:
 
 #: ``tx log``: print or follow an app's logs
 COMMAND = Command(run=_log, arguments=(
-    Argument("identifier", metavar="IDENTIFIER",
+    Argument("identifier", metavar="IDENTIFIER", nargs="?",
              help="scheduler://session/app_id[/role[/replica_ids]], e.g. local_cwd://tx/train-x1/train/0,1; "
                   "of a sweep's trial: SWEEP_HANDLE/TRIAL[/role[/replica_ids]]"),
-    Argument("-f", "-t", "--follow", "--tail", dest="tail", action="store_true",
+    Argument("-f", "--follow", dest="tail", action="store_true",
              help="follow the logs until the app ends"),
+    Argument("-t", "--tail", dest="tail", nargs="?", action=_TailAction, metavar="N",
+             help="alone: follow, as -f (TorchX's meaning); with a number N: only the last N lines of each replica"),
     Argument("--regex", default=None, help="only lines matching this regular expression"),
     Argument("--since", default=None,
              help="only lines after this time: ISO 8601 (2026-01-02T10:00) or an age (30s, 10m, 2h, 1d)"),

@@ -1,4 +1,5 @@
-"""``tx plugins``: installed plugins, what they registered, what is broken."""
+"""``tx plugins``: installed plugins, what they registered, what is broken (the text leaves out
+the ``NULL`` and ``MISSING`` named resources, TorchX's placeholders; ``--json`` has them)."""
 from __future__ import annotations
 
 import argparse
@@ -9,10 +10,14 @@ from tx.cli.command import Argument, Command
 
 __all__ = ["COMMAND"]
 
+#: named resources that stand for "no resource" (TorchX's ``named_resources["NULL"]`` and
+#: ``["MISSING"]``): registered for compatibility, left out of the text listing (kept in --json)
+_SENTINEL_RESOURCES = ("NULL", "MISSING")
+
 
 def _plugins(args: argparse.Namespace) -> int:
     # the registry (attrs, pluggy) is imported when the command runs, not when its parser is built
-    from tx.plugins import CORE_PLUGIN, get_registry, install_hint
+    from tx.plugins import CORE_PLUGIN, get_registry, install_hint, pip_install
 
     reg = get_registry()
     rows = []
@@ -23,7 +28,7 @@ def _plugins(args: argparse.Namespace) -> int:
                 r = reg.registrations[kind].get(n)
                 if r is not None and r.missing_requirements():
                     missing[n] = {"needs": r.missing_requirements(),
-                                  "fix": r.install or f"pip install {r.distribution}"}
+                                  "fix": r.install or pip_install(r.distribution)}
         descriptions = {
             kind: {n: r.description for n in names
                    for r in [reg.registrations[kind].get(n)] if r is not None and r.description}
@@ -43,6 +48,8 @@ def _plugins(args: argparse.Namespace) -> int:
         status = "unavailable" if row["error"] else "ok"
         print(f"{row['plugin']} ({row['distribution']} {row['version']}): {status}")
         for kind, names in row["registered"].items():
+            if kind == "named_resources":  # TorchX's placeholders for "no resource", not sizes to pick
+                names = [n for n in names if n not in _SENTINEL_RESOURCES]
             if getattr(args, "verbose", False):
                 described = row["descriptions"].get(kind, {})
                 for n in names:

@@ -1,10 +1,16 @@
 """``tx run``: run a component (``dist.ddp``, ``path/file.py:fn``) or an AppDef file.
 
 Prints the app handle on stdout. On local schedulers it waits and relays every replica's
-log lines to stderr, prefixed ``role/replica`` (TorchX's local development loop);
-``--detach`` returns once the app is launched. Elsewhere ``--wait`` waits and ``--log``
-relays logs while waiting. Exits 1 when a waited-for app does not succeed. SIGTERM or
-SIGINT while waiting cancels the app (nothing is left running) and exits 128+signal.
+log lines, prefixed ``role/replica``: their stdout to tx's stdout, their stderr to tx's
+stderr (``tx run ... | grep accuracy`` sees what the job prints); tx's own messages go to
+stderr. On a terminal a live line shows the app's state, the time since launch and why it
+waits, while it is pending or quiet. ``--detach`` returns once the app is launched and
+prints the commands to follow it. Elsewhere ``--wait`` waits and ``--log`` relays logs
+while waiting. Exits 1 when a waited-for app does not succeed; after an app of several
+roles a table gives each role's replicas, state, duration and exit codes. SIGTERM or
+SIGINT (Ctrl-C) while waiting cancels the app (nothing is left running), says so in one
+line and exits 128+signal; the replicas' output from then on stays in their logs.
+``--on_interrupt detach`` leaves the app running instead (exit 0).
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from tx.cli._common import config_default, default_scheduler, is_local, make_runner
+from tx.cli._format import format_duration, table
 from tx.cli._relay import Relay
 from tx.cli.cmd_gc import auto_gc
 from tx.cli.command import Argument, Command
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
     from tx.runner import Runner
     from tx.specs.api import AppDef, AppDryRunInfo, AppStatus
 
-__all__ = ["COMMAND", "UNKNOWN_CFG_KEYS", "format_duration", "summary"]
+__all__ = ["COMMAND", "UNKNOWN_CFG_KEYS", "format_duration", "next_steps", "roles_table", "summary"]
 
 _APPDEF_EXTS = (".yaml", ".yml", ".json")
 
@@ -124,23 +131,75 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         wait = args.wait or args.log or (is_local(runner, scheduler) and not args.detach)
         if args.detach or not wait:
-            print(runner.schedule(info), flush=True)
+            handle = runner.schedule(info)
+            _say(sys.stdout, handle + "\n")
+            _say(sys.stderr, next_steps(handle))
             auto_gc(runner, scheduler)
             return 0
         relay = args.log or is_local(runner, scheduler)
-        with _CancelOnSignal(runner) as guard:
+        with _CancelOnSignal(runner, detach=args.on_interrupt == "detach") as guard:
             started = time.monotonic()
             handle = guard.handle = runner.schedule(info)
             _say(sys.stdout, handle + "\n")
             guard.check()
-            status = _wait(runner, handle, info, relay)
+            status = _wait(runner, handle, info, relay, guard)
             guard.check()
         if status is None:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
-        _say(sys.stdout, "")
-        _say(sys.stderr, summary(handle, status, time.monotonic() - started, logs_shown=relay))
+        seconds = time.monotonic() - started
+        if len(info._app.roles) > 1:
+            _say(sys.stderr, roles_table(status, _replica_times(runner, handle)))
+        _say(sys.stderr, summary(handle, status, seconds, logs_shown=relay))
         auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def next_steps(handle: str, what: str = "launched {handle}") -> str:
+    """What ``tx run --detach`` prints on stderr after the handle: the commands to follow the
+    app, after ``tx run: <what>`` (``{handle}`` in ``what`` is the handle)."""
+    return (f"tx run: {what.format(handle=handle)}; to follow it:\n"
+            f"  tx status {handle}\n"
+            f"  tx log -f {handle}\n"
+            f"  tx cancel {handle}\n")
+
+
+def _replica_times(runner: Runner, handle: str) -> Dict[str, Tuple[Optional[float], Optional[float]]]:
+    """``"role/k" -> (first start, last end)`` in epoch seconds, where the scheduler records
+    its replicas' attempts (the local schedulers' ``attempts`` metadata); else empty."""
+    from tx.specs.handles import parse_app_handle  # the model is imported when the command runs
+
+    scheduler, _session, app_id = parse_app_handle(handle)
+    try:
+        desc = runner.scheduler(scheduler).describe(app_id)
+    except Exception:  # noqa: BLE001 - the table is a courtesy: without times it shows "-"
+        return {}
+    attempts = (desc.metadata.get("attempts") if desc is not None else None) or {}
+    times: Dict[str, Tuple[Optional[float], Optional[float]]] = {}
+    for key, tries in attempts.items():
+        starts = [t.get("start") for t in tries if isinstance(t.get("start"), (int, float))]
+        ends = [t.get("end") for t in tries if isinstance(t.get("end"), (int, float))]
+        times[key] = (min(starts) if starts else None, max(ends) if ends else None)
+    return times
+
+
+def roles_table(status: AppStatus, times: Dict[str, Tuple[Optional[float], Optional[float]]]) -> str:
+    """The table ``tx run`` prints (to stderr) after an app of several roles ends: for each
+    role, its replicas, its state (every replica's, or how many are in each), how long it
+    ran (first start to last end, where the scheduler records them) and its exit codes."""
+    rows = []
+    for rs in status.roles:
+        reps = sorted(rs.replicas, key=lambda r: r.id)
+        states: Dict[str, int] = {}
+        for r in reps:
+            states[r.state.name] = states.get(r.state.name, 0) + 1
+        state = next(iter(states)) if len(states) == 1 else ", ".join(f"{n} {s}" for s, n in states.items())
+        spans = [times.get(f"{rs.role}/{r.id}", (None, None)) for r in reps]
+        starts = [a for a, _b in spans if a is not None]
+        ends = [b for _a, b in spans if b is not None]
+        duration = format_duration(max(ends) - min(starts)) if starts and ends else "-"
+        codes = sorted({r.exit_code for r in reps if r.exit_code is not None})
+        rows.append((rs.role, len(reps), state, duration, ",".join(map(str, codes)) or "-"))
+    return table(["ROLE", "REPLICAS", "STATE", "DURATION", "EXIT"], rows)
 
 
 def _say(stream: Any, text: str) -> None:
@@ -155,16 +214,6 @@ def _say(stream: Any, text: str) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
         except (OSError, ValueError):
             pass
-
-
-def format_duration(seconds: float) -> str:
-    """``0.4 s``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    s = int(round(seconds))
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def summary(handle: str, status: AppStatus, seconds: float, logs_shown: bool) -> str:
@@ -207,15 +256,23 @@ def _print_dryrun(info: AppDryRunInfo) -> None:
     sys.stdout.flush()
 
 
+_SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 class _CancelOnSignal:
     """While waiting on an app, SIGTERM and SIGINT cancel it (then ``check`` exits with
-    128+signal). Installed before the app is scheduled, so that no signal falls between
-    launching the app and guarding it."""
+    128+signal), or with ``detach`` leave it running (``check`` exits 0). Installed before
+    the app is scheduled, so that no signal falls between launching the app and guarding it.
+    From the signal on, the relay is muted: the replicas' dying output (torchrun's
+    SignalException traceback) stays in their logs."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Runner, detach: bool = False) -> None:
         self.runner = runner
+        self.detach = detach
         self.handle: Optional[str] = None
         self.received: List[int] = []
+        self.relay: Optional[Relay] = None
+        self.live: Any = None
         self._old: Dict[int, Any] = {}
 
     def __enter__(self) -> "_CancelOnSignal":
@@ -224,20 +281,30 @@ class _CancelOnSignal:
         return self
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.relay is not None:
+            self.relay.muted.set()
         if not self.received:
             self.received.append(signum)
-            if self.handle is not None:
+            if self.handle is not None and not self.detach:
                 self.runner.cancel(self.handle)
 
     def check(self) -> None:
-        """Exit with 128+signal if a signal came; cancel the app first if that has not happened."""
+        """If a signal came: cancel the app (if that has not happened) and exit 128+signal,
+        or, detaching, say how to follow the app and exit 0; either in one plain line."""
         if not self.received:
             return
+        if self.live is not None:
+            self.live.stop()
+        why = _SIGNAL_NAMES.get(self.received[0], f"signal {self.received[0]}")
+        if self.detach and self.handle is not None:
+            _say(sys.stderr, next_steps(self.handle, f"detached ({why}); {{handle}} keeps running"))
+            sys.exit(0)
         if self.handle is not None:
             self.runner.cancel(self.handle)  # no-op once cancelled or finished
             self.runner.wait(self.handle, wait_interval=0.2, timeout=60)
-        print(f"tx run: cancelled {self.handle or 'the launch'} on signal {self.received[0]}",
-              file=sys.stderr)
+            _say(sys.stderr, f"tx run: cancelled {self.handle} ({why}); its logs: `tx log {self.handle}`\n")
+        else:
+            _say(sys.stderr, f"tx run: cancelled before the app was launched ({why})\n")
         sys.exit(128 + self.received[0])
 
     def __exit__(self, *exc: Any) -> None:
@@ -245,20 +312,56 @@ class _CancelOnSignal:
             signal.signal(s, h)
 
 
-def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool) -> Optional[AppStatus]:
-    """Wait for the app, relaying its replicas' logs to stderr."""
-    relay = None
+def _split_blocks(runner: Runner, handle: str, role: str, k: int, stream: str) -> Any:
+    """The blocks of one stream (``stdout``/``stderr``) of a replica, followed; where the
+    scheduler keeps only the combined log, that (for ``stdout``) and nothing (for ``stderr``)."""
+    try:
+        blocks = iter(runner.log_blocks(handle, role, k, should_tail=True, streams=stream))
+        first = next(blocks, None)
+    except ValueError:  # the scheduler keeps no such stream
+        if stream == "stderr":
+            return
+        blocks = iter(runner.log_blocks(handle, role, k, should_tail=True))
+        first = next(blocks, None)
+    if first is not None:
+        yield first
+        yield from blocks
+
+
+def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool,
+          guard: _CancelOnSignal) -> Optional[AppStatus]:
+    """Wait for the app, relaying its replicas' stdout to stdout and stderr to stderr, with
+    a live status line on a terminal; return its last status (None: it disappeared)."""
+    from tx.cli._live import LiveLine, wanted  # only while waiting
+
+    relay = guard.relay = Relay(sys.stderr.buffer)
     if relay_logs:
-        relay = Relay(sys.stderr.buffer)
+        i = 0
         for role in info._app.roles:
             for k in range(role.num_replicas):
-                relay.add(
-                    f"{role.name}/{k}",
-                    lambda r=role.name, k=k: runner.log_blocks(handle, r, k, should_tail=True),
-                )
-    status = runner.wait(handle, wait_interval=0.5)
-    if relay is not None:
-        relay.join()
+                for stream, out in (("stdout", sys.stdout.buffer), ("stderr", sys.stderr.buffer)):
+                    relay.add(f"{role.name}/{k}",
+                              lambda r=role.name, k=k, s=stream: _split_blocks(runner, handle, r, k, s),
+                              out=out, index=i)
+                i += 1
+    live = None
+    if wanted(sys.stderr):
+        hint = "Ctrl-C detaches" if guard.detach else "Ctrl-C cancels"
+        live = guard.live = LiveLine(sys.stderr.buffer, relay.lock, hint)
+        relay.before_write = live.clear
+        live.start()
+    try:
+        while True:
+            status = runner.wait(handle, wait_interval=0.5, timeout=1.0)
+            if status is None or status.is_terminal() or guard.received:
+                break
+            if live is not None:
+                live.update(status)
+        if status is not None and status.is_terminal() and not guard.received:
+            relay.join()
+    finally:
+        if live is not None:
+            live.stop()
     return status
 
 
@@ -273,6 +376,10 @@ COMMAND = Command(run=_run, arguments=(
     Argument("--log", action="store_true", help="relay the app's logs while waiting (implies --wait)"),
     Argument("--detach", action="store_true",
              help="return once the app is launched (local schedulers wait by default)"),
+    Argument("--on_interrupt", "--on-interrupt", dest="on_interrupt", choices=["cancel", "detach"],
+             default="cancel",
+             help="what Ctrl-C (or SIGTERM) while waiting does: cancel the app (default, as TorchX), "
+                  "or detach and leave it running"),
     Argument("--workspace", default=None,
              help="local directory patched into the first role's image (default: [cli:run] workspace)"),
     Argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,

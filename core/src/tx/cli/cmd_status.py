@@ -1,16 +1,108 @@
-"""``tx status APP_HANDLE``: an app's state, replicas, why it waits or failed."""
+"""``tx status APP_HANDLE``: an app's state, replicas, why it waits or failed.
+
+The text keeps the labels of TorchX's ``torchx status`` block (``State:``, ``Roles:``,
+``Structured Error Msg:``, ``UI URL:``) without its ``<NONE>`` placeholders: a field the
+scheduler did not fill is left out, a message of several lines is indented under its label,
+and where the scheduler records when the app started and ended, a ``Duration:`` line says
+how long it ran. On a terminal the states are colored (``NO_COLOR`` turns that off).
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from tx.cli._common import make_runner
+from tx.cli._format import STATE_COLORS, color_state, format_age, format_duration
 from tx.cli.cmd_sweep import looks_like_sweep, sweep_status
 from tx.cli.command import Argument, Command
 from tx.cli.errors import unknown_app
 
-__all__ = ["COMMAND"]
+if TYPE_CHECKING:
+    from tx.specs.status import AppStatus
+
+__all__ = ["COMMAND", "STATE_COLORS", "color_state", "render"]
+
+def _filled(text: Any) -> str:
+    """``text`` unless it is a placeholder (``<NONE>``, None, blank)."""
+    s = "" if text is None else str(text)
+    return "" if s.strip() in ("", "<NONE>", "None") else s
+
+
+def _field(label: str, text: str) -> str:
+    """``  Label: first line`` with the other lines indented under the first."""
+    lines = text.rstrip("\n").splitlines() or [""]
+    pad = " " * (len(label) + 4)
+    return f"  {label}: {lines[0]}\n" + "".join(f"{pad}{ln}\n" if ln.strip() else "\n" for ln in lines[1:])
+
+
+def _duration_line(started: Optional[float], ended: Optional[float], now: float) -> str:
+    if started is None:
+        return ""
+    if ended is None:
+        return f"running for {format_duration(now - started)}"
+    return f"{format_duration(ended - started)} (ended {format_age(now - ended)} ago)"
+
+
+def render(status: AppStatus, roles: Optional[List[str]] = None, started: Optional[float] = None,
+           ended: Optional[float] = None, color: bool = False, now: Optional[float] = None) -> str:
+    """The text of ``tx status``: TorchX's labels, no placeholders, indented messages, the
+    duration where ``started`` (and ``ended``, epoch seconds) are known, colored states."""
+    # the model is imported when the command runs, not when its parser is built
+    from tx.specs.api import AppState
+    from tx.specs.status import _render_error
+
+    out = "AppStatus:\n" + f"  State: {color_state(status.state.name, color)}\n"
+    if status.num_restarts >= 0:
+        out += f"  Num Restarts: {status.num_restarts}\n"
+    duration = _duration_line(started, ended, time.time() if now is None else now)
+    if duration:
+        out += f"  Duration: {duration}\n"
+    out += "  Roles:\n"
+    for rs in status.roles:
+        if roles and rs.role not in roles:
+            continue
+        for r in sorted(rs.replicas, key=lambda x: x.id):
+            mark = "*" if r.id == 0 else " "
+            line = f"  {mark}{r.role}[{r.id}]:{color_state(r.state.name, color)}"
+            if r.exit_code is not None and r.state in (AppState.FAILED, AppState.CANCELLED):
+                line += f" (exit code {r.exit_code})" if r.exit_code >= 0 else f" (signal {-r.exit_code})"
+            if r.hostname:
+                line += f" on {r.hostname}"
+            err = _filled(r.structured_error_msg)
+            if err and r.state == AppState.FAILED:
+                line += "\n" + "".join(f"      {ln}\n" for ln in _render_error(err).splitlines()).rstrip("\n")
+            out += line + "\n"
+    msg = _filled(status.msg)
+    if msg:
+        out += _field("Msg", msg)
+    err = _filled(status.structured_error_msg)
+    if err:
+        out += _field("Structured Error Msg", _render_error(err))
+    if status.ui_url:
+        out += f"  UI URL: {status.ui_url}\n"
+    return out
+
+
+def _times(runner: Any, handle: str) -> Any:
+    """``(started, ended)`` epoch seconds where the scheduler's description records them
+    (the local schedulers' metadata), else ``(None, None)``."""
+    from tx.specs.handles import parse_app_handle  # the model is imported when the command runs
+
+    scheduler, _session, app_id = parse_app_handle(handle)
+    try:
+        desc = runner.scheduler(scheduler).describe(app_id)
+    except Exception:  # noqa: BLE001 - the duration is a courtesy; the status itself was read
+        return None, None
+    meta = desc.metadata if desc is not None else {}
+
+    def num(key: str) -> Optional[float]:
+        v = meta.get(key)
+        return float(v) if isinstance(v, (int, float)) else None
+
+    return num("started"), num("ended")
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -24,7 +116,10 @@ def _status(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(status.to_json(roles), indent=2))
         else:
-            sys.stdout.write(status.format(roles))
+            from tx.cli._text import use_color  # its regexes: only for the text
+
+            started, ended = _times(runner, args.app_handle)
+            sys.stdout.write(render(status, roles, started, ended, color=use_color(sys.stdout)))
     return 0
 
 

@@ -106,7 +106,8 @@ def spmd(
         args: arguments to the script or module
         script: the script to run (path relative to the image's working directory)
         m: the module to run (python -m MODULE), instead of a script
-        image: the image to run in
+        image: the image to run in: container schedulers pull it; local_cwd ignores it and runs in
+            the current directory
         name: EXPERIMENT/RUN, EXPERIMENT/, /RUN or RUN; the run name defaults to the script or module name
         h: the named resource of each node (e.g. gpu.small, gpu.xlarge)
         j: NODES (processes per node = GPUs of h), NODESxPROCS or MIN:MAXxPROCS
@@ -163,7 +164,8 @@ def ddp(
         script_args: arguments to the script or module (put them after --)
         script: the script to run (path relative to the image's working directory)
         m: the module to run (python -m MODULE), instead of a script
-        image: the image to run in
+        image: the image to run in: container schedulers pull it; local_cwd ignores it and runs in
+            the current directory
         name: EXPERIMENT/RUN, EXPERIMENT/, /RUN or RUN; the run name defaults to the script or module name
         h: a named resource (e.g. gpu.small); takes precedence over cpu, gpu and memMB
         cpu: CPUs per node

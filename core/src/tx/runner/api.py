@@ -25,6 +25,7 @@ from tx.specs.api import (
     MISSING,
     AppDef,
     AppDryRunInfo,
+    InvalidRunConfigException,
     UnknownAppException,
     UnknownSchedulerException,
     is_terminal,
@@ -211,7 +212,8 @@ class Runner:
         does: ``TX_<KEY>``, else ``TORCHX_<KEY>`` (``KEY`` the option name upper-cased,
         ``-`` as ``_``) sets option ``key``; values in ``cfg`` (``-cfg``, config files)
         win. A value that does not parse raises InvalidRunConfigException naming the
-        variable.
+        variable. A key of ``cfg`` that is not a run option of the scheduler is an error,
+        as on the command line (TorchX 0.7 ignores it).
 
         With ``workspace`` (a local directory), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
@@ -231,8 +233,10 @@ class Runner:
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
+            opts = sched.run_opts()
+            _check_known(scheduler, opts, cfg or {})
             return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id),
-                                     dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {}))), workspace)
+                                     dict(env_run_opts(scheduler, opts, dict(cfg or {}))), workspace)
 
     def _submission_env(self, scheduler: str, parent_run_id: Optional[str]) -> Dict[str, str]:
         """What :meth:`dryrun` adds to every role's env (its docstring says what)."""
@@ -277,7 +281,9 @@ class Runner:
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun_many"):
             extra_env = self._submission_env(scheduler, parent_run_id)
-            resolved = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
+            opts = sched.run_opts()
+            _check_known(scheduler, opts, cfg or {})
+            resolved = dict(env_run_opts(scheduler, opts, dict(cfg or {})))
             out = []
             for app in apps:
                 _check_roles(app)
@@ -625,6 +631,14 @@ def _check_roles(app: AppDef) -> None:
     for role in app.roles:
         if not role.entrypoint or role.entrypoint == MISSING:
             raise ValueError(f"role {role.name!r} has no entrypoint")
+def _check_known(scheduler: str, opts: runopts, cfg: Mapping[str, Any]) -> None:
+    """Raise InvalidRunConfigException for the first key of ``cfg`` that is not one of
+    ``opts``, with the CLI's words (``unknown run option 'log_dri' (did you mean 'log_dir'?)``)."""
+    for key in cfg:
+        if key not in opts:
+            known = ", ".join(k for k, _ in opts) or "none"
+            raise InvalidRunConfigException(
+                f"unknown run option {key!r} of {scheduler}{opts.suggest(key)}; options: {known}", key, dict(cfg))
 
 
 def _status_of(desc: Any) -> AppStatus:

@@ -37,7 +37,7 @@ from tx.config import environ as _env
 from tx.config.environ import getenv as _getenv
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
-from tx.plugins import PluginError, get_registry, import_object, not_installed_hint
+from tx.plugins import PluginError, get_registry, import_object, not_installed_hint, pip_install
 
 __all__ = [
     "app_run_from_env", "AppRun", "AppRunTrackableSource", "build_trackers",
@@ -318,7 +318,7 @@ def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> List[Trac
         if reg is not None:
             missing = reg.missing_requirements()
             if missing:
-                hint = reg.install or f"pip install {reg.distribution}"
+                hint = reg.install or pip_install(reg.distribution)
                 raise PluginError(
                     f"tracker {name!r} needs {', '.join(missing)}, which is not installed here: {hint}"
                 )

@@ -365,6 +365,8 @@ class LocalScheduler(Scheduler[LocalRequest]):
                 "the temporary directory?)"
             )
         state = _store.read_json(os.path.join(self.apps_dir, app_id, _store.STATE)) or {}
+        if os.path.exists(path):  # created since it was looked for: the supervisor opens a
+            return  # replica's files just before it records the replica's first attempt
         for role in state.get("roles") or []:
             if role.get("name") == role_name:
                 for r in role.get("replicas", []):

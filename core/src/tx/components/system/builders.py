@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import inspect
+import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Union
 
@@ -93,8 +94,11 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = (action.help or "").replace(_NO_HELP, "").strip()
         if action.default is argparse.SUPPRESS or action.nargs == argparse.REMAINDER:
             return text
-        suffix = "(required)" if action.required else f"(default: {action.default})"
-        return f"{text} {suffix}".strip()
+        if action.required:
+            return f"{text} (required)".strip()
+        if action.default is None or re.search(r"\bdefaults? (to|is)\b|\(default", text):
+            return text  # nothing to say, or the help says it in words
+        return f"{text} (default: {action.default})".strip()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -116,10 +120,24 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments"):
-            message += " (put the program's own arguments after --)"
+            message += self._did_you_mean(message[len("unrecognized arguments:"):].split())
+        elif message.startswith("argument -h/--h: expected one argument"):
+            message += (" (-h is this component's h argument, the named resource of a node as in TorchX, "
+                        f"e.g. -h gpu.small; for help: tx run {self.component} --help)")
         elif message.startswith("ambiguous option"):
             message += " (write more of the option's name)"
         raise ComponentArgumentError(message, self.component)
+
+    def _did_you_mean(self, unknown: List[str]) -> str:
+        """`` (did you mean --msg?)`` for the first unknown option close to one of the
+        component's, else where the program's own arguments go."""
+        names = [o[2:] for a in self._actions for o in a.option_strings if o.startswith("--")]
+        for word in unknown:
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.lstrip("-").split("=", 1)[0], names, n=1, cutoff=0.6)
+                if close:
+                    return f" (did you mean --{close[0]}?)"
+        return " (put the program's own arguments after --)"
 
 
 def _name_of(fn: Callable[..., Any], name: Optional[str]) -> str:

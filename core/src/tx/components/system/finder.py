@@ -199,7 +199,7 @@ def _not_found(name: str, index: _Index) -> ComponentNotFoundException:
     msg = f"component {name!r} not found"
     close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
     if close:
-        msg += f"; did you mean {', '.join(close)}?"
+        msg += f" (did you mean {', '.join(close)}?)"
     for key, err in index.errors.items():
         namespace = key.partition("|")[0]
         if not namespace or name.startswith(namespace + "."):
