@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from tx.cli.main import main
+from tx.plugins import pip_install
 from tx.testing import isolated_registry
 from tx.tracker.backend.fsspec import create
 
@@ -91,7 +92,7 @@ def test_lineage(store, capsys):
      "run 'local_cwd://tx/nope' is not known to tracker 'file' (see `tx tracker list jobs`)"),
     (["lineage", "nope"], "run 'nope' is not known to tracker 'file'"),
     (["list", "artifacts", "--artifact", "weights", TRAIN], "has no artifact 'weights' (it has: model, log)"),
-    (["list", "jobs", "--tracker", "mlflow"], "tracker 'mlflow' is not installed: pip install tx-tracker-mlflow"),
+    (["list", "jobs", "--tracker", "mlflow"], "tracker 'mlflow' is not installed: " + pip_install("tx-tracker-mlflow")),
     (["list", "jobs", "--tracker", "nosuch"], "unknown tracker 'nosuch' (installed: file)"),
 ])
 def test_errors_are_one_line(store, capsys, argv, message):
