@@ -88,12 +88,19 @@ def read_tail(path: str, size: int = CAUSE_TAIL_BYTES) -> bytes:
         return b""
 
 
+#: lines Slurm itself writes into a task's stderr (``slurmstepd-node1: error: *** STEP 7.0 ON
+#: node1 CANCELLED AT ... ***`` when srun's --kill-on-bad-exit ends the step, possibly after the
+#: failed program's traceback): not the program's output
+_SLURM_LINE = re.compile(rb"^(?:slurmstepd|srun)(?:-[\w.-]+)?: .*\n?", re.MULTILINE)
+
+
 def replica_root_cause(role: str, idx: int, err_path: str, code: int) -> Optional[RootCause]:
     """Why a failed replica failed (:func:`tx.schedulers.why.root_cause`), from the end of
-    its stderr file and its recorded exit status (129..159: killed by signal ``code - 128``,
-    as bash records it); None where nothing beyond the status and a last line is named."""
+    its stderr file without Slurm's own lines and its recorded exit status (129..159: killed
+    by signal ``code - 128``, as bash records it); None where nothing beyond the status and a
+    last line is named."""
     status = -(code - 128) if 128 < code < 160 else code
-    cause = root_cause(role, idx, read_tail(err_path), exit_code=status)
+    cause = root_cause(role, idx, _SLURM_LINE.sub(b"", read_tail(err_path)), exit_code=status)
     return cause if names_cause(cause) else None
 
 
@@ -169,8 +176,8 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
         leader = attrs.evolve(leader, state="OUT_OF_MEMORY")
     roles: List[Role] = []
     statuses: List[RoleStatus] = []
-    # (when, one-line cause, root cause, replica) of failed replicas
-    failures: List[Tuple[float, str, Optional[RootCause], ReplicaStatus]] = []
+    # (when, one-line cause, stderr file, exit status, replica) of failed replicas
+    failures: List[Tuple[float, str, str, int, ReplicaStatus]] = []
     for role_name, replicas in group_replicas(records).items():
         rs = RoleStatus(role_name, [])
         for idx, rec in replicas:
@@ -182,7 +189,7 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
                 err_path = os.path.join(rec_dir, log_file(app_id, role_name, idx, "err"))
                 rep.structured_error_msg = stderr_tail(err_path)
                 failures.append((when, replica_cause(role_name, idx, rec, code, rep.structured_error_msg),
-                                 replica_root_cause(role_name, idx, err_path, code), rep))
+                                 err_path, code, rep))
             rs.replicas.append(rep)
         statuses.append(rs)
         head = replicas[0][1]
@@ -194,14 +201,14 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
             resource=_resource(head),
         ))
     # the replica that failed first is the cause; srun then kills the others
-    _, first, cause, first_rep = min(failures, key=lambda f: f[0]) if failures else (0.0, "", None, None)
-    error = why_failed(app_state, leader, records, first, work_dir)
-    if cause is not None and first_rep is not None and app_state == AppState.FAILED \
-            and not failure_state(leader, records):  # TIMEOUT, OUT_OF_MEMORY, ... say more
-        error = first_rep.structured_error_msg = cause.text
-        first_rep.root_cause = cause
-    else:
-        cause = None
+    first, cause = "", None
+    if failures:
+        _, first, err_path, code, rep = min(failures, key=lambda f: f[0])
+        if app_state == AppState.FAILED and not failure_state(leader, records):  # TIMEOUT, ... say more
+            cause = replica_root_cause(rep.role, rep.id, err_path, code)
+        if cause is not None:
+            rep.structured_error_msg, rep.root_cause = cause.text, cause
+    error = cause.text if cause is not None else why_failed(app_state, leader, records, first, work_dir)
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
