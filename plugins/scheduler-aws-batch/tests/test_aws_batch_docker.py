@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import sys
 import time
 import urllib.request
 from typing import Any, List
 
+from tx.components.dist import ddp
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.testing import find_replica
+from tx.testing.backends import require_module
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
 from tx_scheduler_aws_batch.testing import Moto
 
@@ -145,3 +149,38 @@ def test_wrapper_in_the_image_shell_with_aws_node_variables(aws_docker: Moto) ->
     finally:
         client.close()
     assert out.decode() == "1|1|10.1.2.3|arg1|t1\n"
+
+
+#: a DDP script whose rank 1 raises after init_process_group
+FAILING_RANK = """\
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise RuntimeError("CUDA out of memory (simulated)")
+dist.barrier()
+"""
+
+
+def test_failed_rank_is_named(aws_docker: Moto, tmp_path: Any) -> None:
+    """dist.ddp -j 1x2 in one container whose rank 1 raises: structured_error_msg names the
+    rank, its exception and where it was raised, read from the job's CloudWatch log
+    (tx.schedulers.why), the one line every scheduler gives. This interpreter, its
+    environment (torch) and the script are bind-mounted read-only into the busybox image at
+    the same paths (as the local_docker DDP tests do)."""
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    (tmp_path / "train.py").write_text(FAILING_RANK)
+    mounts = [f"type=bind,src={p},dst={p},readonly" for p in dict.fromkeys(
+        os.path.realpath(x) for x in ("/usr", sys.base_prefix, sys.prefix, str(tmp_path)))
+        if p == "/usr" or not p.startswith("/usr/")]
+    app = ddp(script=str(tmp_path / "train.py"), image=IMAGE, j="1x2", cpu=1, memMB=1024,
+              env={"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"},
+              mounts=mounts)
+    sched = create_scheduler("tx", poll_interval=0.5)
+    app_id = sched.submit(app, {"queue": aws_docker.queue})
+    desc = wait(sched, app_id, timeout=240)
+    assert desc.state == AppState.FAILED, desc
+    why = "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:5 (exit code 1)"
+    assert desc.structured_error_msg == why, desc
+    assert desc.root_cause is not None and (desc.root_cause.rank, desc.root_cause.exception_type) == (1, "RuntimeError")
+    assert find_replica(desc, "train", 0).structured_error_msg == why

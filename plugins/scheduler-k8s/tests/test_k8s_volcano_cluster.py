@@ -13,7 +13,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from k8s_apps import shared
+from tx.components.dist import ddp
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
+from tx.testing.backends import require_module
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_scheduler import KubernetesScheduler, create_scheduler
 
@@ -72,6 +74,37 @@ def test_failure_says_which_replica_first(sched: KubernetesScheduler) -> None:
     assert msg.startswith("worker/1 (pod ") and "exit code 3" in msg and "Error" in msg, msg
     assert "CUDA error: out of memory" in msg and "\n" not in msg, msg
     assert find_replica(desc, "worker", 1).exit_code == 3
+
+
+#: a DDP script whose rank 1 raises after init_process_group
+FAILING_RANK = """\
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise RuntimeError("CUDA out of memory (simulated)")
+dist.barrier()
+"""
+
+
+def test_failed_rank_is_named(sched: KubernetesScheduler, tmp_path: Path) -> None:
+    """dist.ddp -j 1x2 in one pod whose rank 1 raises: structured_error_msg names the rank,
+    its exception and where it was raised, read from the pod's log (tx.schedulers.why), the
+    one line every scheduler gives. The pod runs torchrun of this environment (PATH), the
+    script on a hostPath volume."""
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    (tmp_path / "train.py").write_text(FAILING_RANK)
+    app = ddp(script=str(tmp_path / "train.py"), image="busybox:1.36", j="1x2", cpu=1, memMB=512,
+              env={"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"},
+              mounts=["type=bind", f"src={tmp_path}", f"dst={tmp_path}"])
+    app_id = sched.submit(app, CFG)
+    sched.submitted.append(app_id)  # type: ignore[attr-defined]
+    desc = sched.wait(app_id, timeout=180, poll_interval=0.5)
+    assert desc is not None and desc.state == AppState.FAILED, desc
+    why = "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:5 (exit code 1)"
+    assert desc.structured_error_msg == why, desc
+    assert desc.root_cause is not None and (desc.root_cause.rank, desc.root_cause.exception_type) == (1, "RuntimeError")
+    assert find_replica(desc, "train", 0).structured_error_msg == why
 
 
 def test_application_retry_restarts_the_job(sched: KubernetesScheduler, tmp_path: Path) -> None:

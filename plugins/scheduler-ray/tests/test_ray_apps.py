@@ -3,13 +3,16 @@ two roles, elastic roles and the replica environment."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import requests
 
+from tx.components.dist import ddp
 from tx.specs import AppState, Resource, RetryPolicy
+from tx.testing.backends import require_module
 
 
 
@@ -86,6 +89,35 @@ def test_failing_replica_is_reported(apps: Any) -> None:
     assert r1.hostname and "no such file: data.csv" in r1.structured_error_msg
     assert r0.state == AppState.CANCELLED and r0.exit_code == -15
     assert "worker/1 failed" in desc.msg
+
+
+#: a DDP script whose rank 1 raises after init_process_group
+FAILING_RANK = """\
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise RuntimeError("CUDA out of memory (simulated)")
+dist.barrier()
+"""
+
+
+def test_failed_rank_is_named(apps: Any, tmp_path: Path) -> None:
+    """dist.ddp -j 1x2 whose rank 1 raises: structured_error_msg names the rank, its
+    exception and where it was raised, read by the scheduler (tx.schedulers.why) from the
+    end of the replica's stderr the driver recorded: the one line every scheduler gives."""
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    (tmp_path / "train.py").write_text(FAILING_RANK)  # in the working_dir uploaded with the job
+    app = ddp(script="train.py", image="", j="1x2", cpu=1, memMB=512,
+              env={"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"})
+    app_id = apps.sched.submit(app, {})
+    apps.ids.append(app_id)
+    desc = apps.wait(app_id, timeout=180)
+    assert desc.state == AppState.FAILED, desc
+    why = "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:5 (exit code 1)"
+    assert desc.structured_error_msg == why, desc
+    assert desc.root_cause is not None and (desc.root_cause.rank, desc.root_cause.exception_type) == (1, "RuntimeError")
+    assert apps.replica(desc, "train", 0).structured_error_msg == why
 
 
 def test_missing_program_fails_with_reason(apps: Any) -> None:

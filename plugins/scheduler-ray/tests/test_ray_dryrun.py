@@ -174,6 +174,11 @@ def test_replica_process_streams_and_sizes(tmp_path: Path) -> None:
     assert [ln for ln in lines if ln.startswith("out")] == [f"out {i}\n" for i in range(2000)]
     assert res["sizes"] == {s: (tmp_path / names[s]).stat().st_size for s in tx_ray_driver.STREAMS}
     assert res["stderr_tail"].splitlines()[-1] == "err 1999"
+    assert res["cause_tail"].endswith("err 1998\nerr 1999\n") and len(res["cause_tail"]) <= 128 << 10
+    # a second attempt appends to the same files: why it failed is read from its own output only
+    rp.start(["sh", "-c", "echo second >&2; exit 1"], dict(os.environ), str(tmp_path))
+    res = rp.wait()
+    assert res["cause_tail"] == "second\n" and res["stderr_tail"].splitlines()[-1] == "second"
 
 
 def test_replica_process_stop_kills_the_group(tmp_path: Path) -> None:

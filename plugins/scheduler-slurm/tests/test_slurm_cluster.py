@@ -20,7 +20,7 @@ from tx_scheduler_slurm._client import SlurmCommandError
 from tx_scheduler_slurm._parse import parse_config
 from tx_scheduler_slurm._cluster import query_cluster
 from tx_scheduler_slurm.scheduler import SlurmScheduler
-from tx.testing.backends import backend_unavailable
+from tx.testing.backends import backend_unavailable, require_module
 
 pytestmark = pytest.mark.slurm
 
@@ -75,6 +75,45 @@ def test_ddp_two_nodes_rendezvous_through_rank0_address(slurm_nodes: List[str], 
     app_id = handle.rsplit("/", 1)[1]
     batch = (job_dir / f"slurm-{app_id}.out").read_text()
     assert "TX_RANK0_HOST=127.0.0.1" in batch, batch  # the NodeAddr, not "node1"
+
+
+#: a DDP script whose rank 1 raises after init_process_group (torch's excepthook then
+#: prefixes its traceback with ``[rank1]:``)
+FAILING_RANK = """\
+import os
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+print(f"PET_LOCAL_ADDR={os.environ.get('PET_LOCAL_ADDR')}", flush=True)
+if dist.get_rank() == 1:
+    raise RuntimeError("CUDA out of memory (simulated)")
+dist.barrier()
+"""
+
+
+def test_failed_rank_is_named(slurm_nodes: List[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dist.ddp -j 1x2 whose rank 1 raises: structured_error_msg names the rank, its
+    exception and where it was raised, read from the replica's stderr (tx.schedulers.why),
+    in the same one line as every scheduler; the launcher gave torchrun the node's NodeAddr
+    as PET_LOCAL_ADDR."""
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    script = tmp_path / "train.py"
+    script.write_text(FAILING_RANK)
+    with get_runner() as runner:
+        handle = runner.run_component(
+            "dist.ddp", ["-j", "1x2", "--rdzv_port", str(free_port()), "--script", str(script)],
+            "slurm", cfg={"job_dir": str(tmp_path / "job")},
+        )
+        status = runner.wait(handle, wait_interval=1, timeout=300)
+        out = "".join(runner.log_lines(handle, "train", 0))
+    assert status is not None and status.state == AppState.FAILED, status
+    why = "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:7 (exit code 1)"
+    assert status.structured_error_msg == why, status.format()
+    assert status.root_cause is not None and (status.root_cause.rank, status.root_cause.exception_type) == (
+        1, "RuntimeError")
+    assert status.roles[0].replicas[0].structured_error_msg == why
+    assert "PET_LOCAL_ADDR=127.0.0.1" in out, out  # the NodeAddr
 
 
 def test_two_roles_each_replica_gets_its_env(apps: Any) -> None:

@@ -11,7 +11,7 @@ from tx_scheduler_slurm._parse import (
     is_tx_job_name, parse_sinfo, parse_squeue, parse_time_min, parse_version, split_job_name,
 )
 from tx_scheduler_slurm._states import SLURM_STATES, appstate_from_slurm, normalize_state
-from tx_scheduler_slurm._status import ran_out_of_memory
+from tx_scheduler_slurm._status import ran_out_of_memory, replica_root_cause
 
 US = "\x1f"
 
@@ -271,3 +271,18 @@ def test_array_task_ids_in_squeues_spec() -> None:
     assert in_array_tasks(6, "1,3,5-7") and not in_array_tasks(4, "1,3,5-7")
     assert in_array_tasks(4, "0-10:2") and not in_array_tasks(5, "0-10:2")
     assert in_array_tasks(7, "")  # the whole array (cancelled before any task started)
+
+
+def test_root_cause_leaves_out_slurms_own_lines(tmp_path: Any) -> None:
+    """slurmstepd writes ``*** STEP ... CANCELLED ***`` into a task's stderr when srun ends
+    the step, possibly after the failed program's traceback (seen on the test cluster): the
+    exception's message stays the program's own, and a status over 128 is a signal."""
+    err = tmp_path / "slurm-5-worker-0.err"
+    err.write_bytes(b'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+                    b"ValueError: bad shard 7\n"
+                    b"slurmstepd-node2: error: *** STEP 5+1.0 ON node2 CANCELLED AT 2026-11-25T16:21:48 ***\n")
+    cause = replica_root_cause("worker", 0, str(err), 1)
+    assert cause is not None and cause.text == "worker/0: ValueError: bad shard 7 at <string>:1 (exit code 1)"
+    err.write_bytes(b"about to crash\n")
+    assert replica_root_cause("worker", 0, str(err), 139) is None  # no exception: the old message says more
+    assert replica_root_cause("worker", 0, str(tmp_path / "missing.err"), 1) is None

@@ -24,10 +24,12 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex
 from tx.schedulers import env as env_contract
 from tx.schedulers.ids import make_unique
+from tx.schedulers.why import names_cause, root_cause
 from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, CfgVal, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
     runopts,
 )
+from tx.specs.status import RootCause
 
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
@@ -39,6 +41,12 @@ from tx_scheduler_aws_batch.resources import K8S_ITYPE
 __all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch"]
 
 log = get_logger(__name__)
+
+#: log events (lines) of a failed node read for its root cause (tx.schedulers.why): torchrun
+#: prints its report after the failed worker's traceback
+CAUSE_TAIL_LINES = 1000
+#: log lines of a failed node quoted in ``structured_error_msg`` when no root cause is named
+ERROR_TAIL_LINES = 3
 
 def _ms(t: Optional[_dt.datetime]) -> Optional[int]:
     """Milliseconds since the epoch (CloudWatch's unit); naive datetimes are local time."""
@@ -218,6 +226,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         roles_statuses = []
         roles = []
         first_failure: Optional[str] = None
+        first_node: Optional[Tuple[str, int, int, Any]] = None  # role, replica, node index, exit code
         for name, start, end, container in self._role_ranges(job):
             replicas = []
             for idx in range(start, end + 1):
@@ -237,15 +246,16 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                             + (f" with exit code {exit_code}" if exit_code is not None else "")
                             + (f": {why}" if why else "")
                         )
+                        first_node = (name, idx - start, idx, exit_code)
                 else:
                     rstate, exit_code, host = state, None, ""
                 replicas.append(ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code))
             roles_statuses.append(RoleStatus(name, replicas))
             roles.append(self._role_of(name, start, end, container))
         msg = self._message(job, state, status, reason)
-        err = NONE
+        err, cause = NONE, None
         if state == AppState.FAILED:
-            err = self._failure(job, first_failure, reason)
+            err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
         attempts = job.get("attempts") or []
         return DescribeAppResponse(
             app_id=app_id,
@@ -253,6 +263,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             num_restarts=max(0, len(attempts) - 1) if attempts else 0,
             msg=msg,
             structured_error_msg=err,
+            root_cause=cause,
             ui_url=self._ui_url(job),
             roles_statuses=roles_statuses,
             roles=roles,
@@ -301,21 +312,54 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             log.debug("aws_batch_compute_env_unknown", error=str(e))
             return ""
 
-    def _failure(self, job: Dict[str, Any], first_failure: Optional[str], reason: str) -> str:
-        """One line: the first failed node (exit code, reason) or the job's, and its last
-        log lines."""
+    def _failure(self, job: Dict[str, Any], first_failure: Optional[str],
+                 first_node: Optional[Tuple[str, int, int, Any]], reason: str,
+                 statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
+        """Why the job failed: the root cause the end of the first failed node's log names
+        (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too;
+        else one line with the first failed node (exit code, reason) or the job's, and its
+        last log lines. Without node jobs (moto) the job's own log and exit code stand for
+        its replica when it has only one; with several, which one failed is unknown and no
+        root cause is named."""
         name = job.get("jobName", "")
+        container = job.get("container", {}) or {}
         if first_failure is None:
-            container = job.get("container", {}) or {}
             code = container.get("exitCode")
             why = container.get("reason") or reason
             first_failure = f"job {name} failed" + (f" with exit code {code}" if code is not None else "") + (
                 f": {why}" if why else "")
-        tail = self._last_lines(job, 3)
-        return first_failure + (f"; last lines: {' | '.join(tail)}" if tail else "")
+        reps = [(rs.role, r) for rs in statuses for r in rs.replicas]
+        who: Optional[Tuple[str, int, Any]] = None
+        stream = ""
+        if first_node is not None:
+            who = first_node[0], first_node[1], first_node[3]
+            stream = self._node_stream_quiet(job, first_node[2])
+        elif len(reps) == 1:
+            who = reps[0][0], reps[0][1].id, container.get("exitCode")
+            stream = self._stream_of(job)
+        else:
+            stream = self._stream_of(job)
+        lines = self._last_lines(job, stream, CAUSE_TAIL_LINES)
+        if who is not None:
+            role, k, code = who
+            cause = root_cause(role, k, "\n".join(lines), exit_code=code if isinstance(code, int) else None)
+            if names_cause(cause):
+                for r_role, rep in reps:
+                    if (r_role, rep.id) == (role, k):
+                        rep.structured_error_msg, rep.root_cause = cause.text, cause
+                return cause.text, cause
+        tail = [" ".join(ln.split())[:200] for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
+        return first_failure + (f"; last lines: {' | '.join(tail)}" if tail else ""), None
 
-    def _last_lines(self, job: Dict[str, Any], n: int) -> List[str]:
-        stream = self._stream_of(job)
+    def _node_stream_quiet(self, job: Dict[str, Any], index: int) -> str:
+        try:
+            return self._node_stream(job, index)
+        except Exception:  # noqa: BLE001 - a hint only: the job's stream instead
+            return self._stream_of(job)
+
+    def _last_lines(self, job: Dict[str, Any], stream: str, n: int) -> List[str]:
+        """The last ``n`` (at most 10000) log events of ``stream``, oldest first; [] when it
+        cannot be read (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogEvents.html)."""
         if not stream:
             return []
         try:
@@ -324,7 +368,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             )["events"]
         except Exception:  # noqa: BLE001 - a hint only
             return []
-        return [" ".join(e["message"].split())[:200] for e in ev[-n:]]
+        return [str(e.get("message", "")).rstrip("\n") for e in ev[-n:]]
 
     def _ui_url(self, job: Dict[str, Any]) -> str:
         region = str(job.get("jobArn", "")).split(":")[3] if job.get("jobArn", "").count(":") >= 4 else ""

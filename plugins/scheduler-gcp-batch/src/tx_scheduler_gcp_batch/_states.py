@@ -29,5 +29,8 @@ TASK_STATES: Dict[str, AppState] = {
     "RUNNING": AppState.RUNNING,
     "FAILED": AppState.FAILED,
     "SUCCEEDED": AppState.SUCCEEDED,
-    "UNEXECUTED": AppState.PENDING,
+    # "The Task has not been executed when the Job finishes" (TaskStatus.State,
+    # https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks#State):
+    # terminal, it never ran because the job ended first
+    "UNEXECUTED": AppState.CANCELLED,
 }

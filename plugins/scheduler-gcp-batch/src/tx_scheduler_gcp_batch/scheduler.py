@@ -26,7 +26,9 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
+from tx.schedulers.why import names_cause, root_cause
 from tx.specs import is_terminal, runopts
+from tx.specs.status import RootCause
 
 from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
@@ -41,6 +43,11 @@ PROVISIONING_MODELS = ("STANDARD", "SPOT")
 LOG_NAME = "batch_task_logs"
 _EPOCH = "1970-01-01T00:00:00Z"
 _TAIL_POLL_S = 2.0
+#: stderr lines of a failed task read for its root cause (tx.schedulers.why): torchrun prints
+#: its report after the failed worker's traceback
+CAUSE_TAIL_LINES = 1000
+#: stderr lines of a failed task quoted in ``structured_error_msg`` when no root cause is named
+ERROR_TAIL_LINES = 3
 
 
 class GcpBatchScheduler(Scheduler[GcpBatchJob]):
@@ -215,13 +222,18 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid},
         )
         if state == AppState.FAILED:
-            desc.structured_error_msg = self._failure(job, failed)
+            desc.structured_error_msg, desc.root_cause = self._failure(job, failed, roles_statuses)
         return desc
 
-    def _failure(self, job: Any, failed: Optional[Tuple[TaskInfo, Optional[int], str]]) -> str:
+    def _failure(self, job: Any, failed: Optional[Tuple[TaskInfo, Optional[int], str]],
+                 statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
+        """Why the job failed: the root cause the end of the first failed task's stderr
+        names (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica
+        too; else one line with the task, its exit code and event, and its last stderr
+        lines; else the job's last status event."""
         if failed is None:
             events = list(job.status.status_events)
-            return events[-1].description if events else "the Batch job failed"
+            return (events[-1].description if events else "the Batch job failed"), None
         info, code, event = failed
         text = f"{info.role}[{info.replica_id}] (task {info.index}) failed"
         if code is not None:
@@ -229,12 +241,20 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         if event:
             text += f": {event}"
         try:
-            tail = self._last_lines(job, info.index, 3)
+            lines = [ln.rstrip("\n") for ln in self._last_lines(job, info.index, CAUSE_TAIL_LINES)]
         except SchedulerError:
-            tail = []
+            lines = []
+        cause = root_cause(info.role, info.replica_id, "\n".join(lines), exit_code=code)
+        if names_cause(cause):
+            for rs in statuses:
+                for rep in rs.replicas:
+                    if (rs.role, rep.id) == (info.role, info.replica_id):
+                        rep.structured_error_msg, rep.root_cause = cause.text, cause
+            return cause.text, cause
+        tail = [ln for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
         if tail:
-            text += " | last stderr: " + " / ".join(ln.rstrip("\n") for ln in tail)
-        return text
+            text += " | last stderr: " + " / ".join(tail)
+        return text, None
 
     def list(self) -> List[ListAppResponse]:
         """Apps (jobs labelled ``tx_version``) in the configured project and location."""

@@ -20,7 +20,8 @@ import attrs
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines_iterator
 from tx.specs import AppDef, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
-from tx.specs.status import ReplicaStatus, RoleStatus
+from tx.schedulers.why import names_cause, root_cause
+from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_k8s import _names, _pod
 from tx_scheduler_k8s._client import Kube, KubeError
@@ -29,6 +30,11 @@ from tx_scheduler_k8s._states import POD_STATES
 log = get_logger(__name__)
 
 DEFAULT_NAMESPACE = "default"
+#: lines of a failed pod's log read for its root cause (tx.schedulers.why): torchrun prints
+#: its report after the failed worker's traceback, and other workers' lines may follow
+CAUSE_TAIL_LINES = 1000
+#: lines of a failed pod's log quoted in ``structured_error_msg`` when no root cause is named
+ERROR_TAIL_LINES = 3
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
 def _yaml_dump(obj: Any) -> str:
@@ -103,6 +109,17 @@ def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
 
 
 _FRACTION = re.compile(r"(\.\d{1,6})\d*")
+
+
+def _container_status(code: Any, sig: Any) -> Optional[int]:
+    """A terminated container's status as :func:`tx.schedulers.why.root_cause` takes it:
+    its exit code, or minus its signal where the kubelet reports one (``signal``, set by
+    some runtimes) or the code is 128 + a signal (129..159, as shells report it)."""
+    if isinstance(sig, int) and sig > 0:
+        return -sig
+    if not isinstance(code, int):
+        return None
+    return -(code - 128) if 128 < code < 160 else code
 
 
 def _ts(value: Optional[str]) -> float:
@@ -252,7 +269,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             if why:
                 resp.msg = why if not msg else f"{msg}: {why}"
         if state == AppState.FAILED:
-            resp.structured_error_msg = self._failure(ns, failed, msg)
+            resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
         return resp
 
     def _replicas(
@@ -313,19 +330,33 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             parts.append(" ".join(str(message).split()))
         return ", ".join(parts) or "failed"
 
-    def _failure(self, ns: str, failed: List[Tuple[float, str, int, Dict[str, Any]]], msg: str) -> str:
+    def _failure(self, ns: str, failed: List[Tuple[float, str, int, Dict[str, Any]]], msg: str,
+                 statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
+        """Why the pod that failed first failed: the root cause the end of its log names (a
+        torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too; else
+        how its container ended and its last lines. Not for a pod the kernel's OOM killer
+        ended (its reason says so)."""
         if not failed:
-            return msg or "the app failed"
+            return msg or "the app failed", None
         _, role, k, pod = failed[0]
         text = f"{role}/{k} (pod {pod['metadata']['name']}) failed first: {self._pod_error(pod)}"
         try:
-            tail = b"".join(self.kube.pod_log(ns, pod["metadata"]["name"], tail_lines=3)).decode("utf-8", "replace")
+            raw = b"".join(self.kube.pod_log(ns, pod["metadata"]["name"], tail_lines=CAUSE_TAIL_LINES))
         except KubeError:
-            tail = ""
-        lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+            raw = b""
+        term = _terminated(pod)
+        if term.get("reason") != "OOMKilled":
+            code = term.get("exitCode")
+            cause = root_cause(role, k, raw, exit_code=_container_status(code, term.get("signal")))
+            if names_cause(cause):
+                rep = next((r for rs in statuses if rs.role == role for r in rs.replicas if r.id == k), None)
+                if rep is not None:
+                    rep.structured_error_msg, rep.root_cause = cause.text, cause
+                return cause.text, cause
+        lines = [ln.strip() for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()][-ERROR_TAIL_LINES:]
         if lines:
             text += "; last lines: " + " | ".join(lines)
-        return text
+        return text, None
 
     @staticmethod
     def _pending_reason(pods: List[Dict[str, Any]], roles: List[Role]) -> str:

@@ -28,11 +28,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex, split_lines
 from tx.schedulers.ids import make_unique
+from tx.schedulers.why import names_cause, root_cause
 from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Resource, RetryPolicy, Role,
     is_terminal, runopts,
 )
-from tx.specs.status import ReplicaStatus, RoleStatus
+from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_ray import _client, _logs, tx_ray_driver
 from tx_scheduler_ray._states import JOB_STATES, replica_state
@@ -420,6 +421,20 @@ def _replica_record(state: Optional[Dict[str, Any]], role: str, k: int) -> Optio
     return None
 
 
+def _failure_cause(f: Dict[str, Any]) -> Optional[RootCause]:
+    """Why the replica of the driver's failure record failed, as :mod:`tx.schedulers.why`
+    reads the end of its stderr (``cause_tail``, this attempt's; ``stderr_tail``, its last
+    lines, from a driver before it); None where nothing beyond its status and a last line
+    is named."""
+    code = f.get("exit_code")
+    try:
+        cause = root_cause(str(f["role"]), int(f["replica"]), f.get("cause_tail") or f.get("stderr_tail") or "",
+                           exit_code=code if isinstance(code, int) else None)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return cause if names_cause(cause) else None
+
+
 def _failure_text(f: Dict[str, Any]) -> str:
     """One line: which replica failed, how, where, and its last stderr lines."""
     code = f.get("exit_code")
@@ -452,8 +467,10 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
     elif state is not None and state.get("msg"):
         msg = state["msg"]
     error = NONE
+    cause: Optional[RootCause] = None
     if state and state.get("failure"):
-        error = _failure_text(state["failure"])
+        cause = _failure_cause(state["failure"])
+        error = cause.text if cause is not None else _failure_text(state["failure"])
     elif app_state == AppState.FAILED:
         error = _client.one_line(Exception(info.message or "the Ray job failed"))
     roles_statuses = []
@@ -465,10 +482,12 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
                 if is_terminal(app_state) and not is_terminal(st):
                     st = {AppState.CANCELLED: AppState.CANCELLED, AppState.FAILED: AppState.FAILED}.get(app_state, AppState.UNKNOWN)
                 err = NONE
+                mine = cause if cause is not None and (cause.role, cause.replica) == (r["name"], rep["id"]) else None
                 if st == AppState.FAILED:
-                    err = (rep.get("stderr_tail") or rep.get("msg") or NONE)
+                    err = mine.text if mine is not None else (rep.get("stderr_tail") or rep.get("msg") or NONE)
                 reps.append(ReplicaStatus(id=rep["id"], state=st, role=r["name"], hostname=rep.get("hostname") or "",
-                                          structured_error_msg=err, exit_code=rep.get("exit_code")))
+                                          structured_error_msg=err, exit_code=rep.get("exit_code"),
+                                          root_cause=mine if st == AppState.FAILED else None))
             roles_statuses.append(RoleStatus(r["name"], reps))
     else:
         rep_state = app_state if is_terminal(app_state) else AppState.PENDING
@@ -481,6 +500,7 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
         num_restarts=int(state.get("num_restarts", 0)) if state else 0,
         msg=_client.one_line(Exception(msg)) if msg else NONE,
         structured_error_msg=error,
+        root_cause=cause,
         ui_url=f"{url}/#/jobs/{sid}",
         roles_statuses=roles_statuses,
         roles=[_role(r) for r in spec.get("roles", [])],

@@ -95,6 +95,11 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         wait_for(lambda: _http_ok(f"{url}/api/version"), timeout=120, what="the Ray dashboard", service=svc)
         wait_for(lambda: _http_ok(f"{url}/api/jobs/"), timeout=60, what="the Ray job API", service=svc)
+        # jobs are submitted through the head node's dashboard agent, which registers after
+        # its HTTP server is up; the dashboard waits only 10 s for it ("No available agent to
+        # submit job"), and a loaded machine starts the agent well after the dashboard
+        agent = f"http://127.0.0.1:{ports['dashboard-agent-listen-port']}/api/healthz"
+        wait_for(lambda: _http_ok(agent), timeout=120, what="the Ray dashboard agent", service=svc)
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RAY_ADDRESS", url)
             yield url

@@ -4,7 +4,9 @@ Slurm records one state and one exit code per het job component, and in a tx job
 component shares the batch script's outcome (``NonZeroExitCode`` for all when one replica
 fails). Which replica failed, and with what status, comes from the ``.exitcode`` file each
 replica's launcher writes (see :mod:`tx_scheduler_slurm.request`); a file written in an
-earlier attempt of a requeued job is ignored.
+earlier attempt of a requeued job is ignored. Why it failed: the root cause its stderr names
+(a torchrun worker's exception, :mod:`tx.schedulers.why`), read from the end of its ``.err``
+file, else its status and last stderr line.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from typing import Dict, List, Optional, Tuple
 import attrs
 
 from tx.schedulers import DescribeAppResponse
+from tx.schedulers.why import names_cause, root_cause
 from tx.specs import MISSING, NONE, NULL_RESOURCE, AppDef, AppState, ReplicaStatus, Resource, Role, RoleStatus, is_terminal
+from tx.specs.status import RootCause
 
 from tx_scheduler_slurm._parse import JobRecord, split_job_name
 from tx_scheduler_slurm._states import appstate_from_slurm
@@ -24,6 +28,9 @@ from tx_scheduler_slurm.request import log_file
 #: bytes and lines of a failed replica's stderr kept as its structured error message
 ERROR_TAIL_BYTES = 4096
 ERROR_TAIL_LINES = 20
+#: bytes of the end of a failed replica's stderr read for its root cause (torchrun prints its
+#: report after the worker's traceback, and other workers' lines may follow it)
+CAUSE_TAIL_BYTES = 256 * 1024
 
 
 def read_exit_code(
@@ -67,6 +74,34 @@ def stderr_tail(path: str) -> str:
         lines = lines[1:]  # the first line was cut
     text = "\n".join(lines[-ERROR_TAIL_LINES:]).strip()
     return text or NONE
+
+
+def read_tail(path: str, size: int = CAUSE_TAIL_BYTES) -> bytes:
+    """The last ``size`` bytes of a file (b"" when it cannot be read); a big file is not read
+    whole."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - size))
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+#: lines Slurm itself writes into a task's stderr (``slurmstepd-node1: error: *** STEP 7.0 ON
+#: node1 CANCELLED AT ... ***`` when srun's --kill-on-bad-exit ends the step, possibly after the
+#: failed program's traceback): not the program's output
+_SLURM_LINE = re.compile(rb"^(?:slurmstepd|srun)(?:-[\w.-]+)?: .*\n?", re.MULTILINE)
+
+
+def replica_root_cause(role: str, idx: int, err_path: str, code: int) -> Optional[RootCause]:
+    """Why a failed replica failed (:func:`tx.schedulers.why.root_cause`), from the end of
+    its stderr file without Slurm's own lines and its recorded exit status (129..159: killed
+    by signal ``code - 128``, as bash records it); None where nothing beyond the status and a
+    last line is named."""
+    status = -(code - 128) if 128 < code < 160 else code
+    cause = root_cause(role, idx, _SLURM_LINE.sub(b"", read_tail(err_path)), exit_code=status)
+    return cause if names_cause(cause) else None
 
 
 #: lines Slurm writes into the batch script's output (``slurm-<job>.out``) when a step ran
@@ -141,21 +176,21 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
         leader = attrs.evolve(leader, state="OUT_OF_MEMORY")
     roles: List[Role] = []
     statuses: List[RoleStatus] = []
-    failures: List[Tuple[float, str]] = []  # (when, one-line cause) of failed replicas
+    # (when, one-line cause, stderr file, exit status, replica) of failed replicas
+    failures: List[Tuple[float, str, str, int, ReplicaStatus]] = []
     for role_name, replicas in group_replicas(records).items():
         rs = RoleStatus(role_name, [])
         for idx, rec in replicas:
             rec_dir = rec.work_dir or work_dir
             code, when, own = read_exit_code(rec_dir, app_id, role_name, idx, leader.restarts)
             state = replica_state(app_state, appstate_from_slurm(rec.state), code)
-            error = NONE
+            rep = ReplicaStatus(id=idx, state=state, role=role_name, hostname=rec.nodes, exit_code=code)
             if state == AppState.FAILED and code is not None and own:
-                error = stderr_tail(os.path.join(rec_dir, log_file(app_id, role_name, idx, "err")))
-                failures.append((when, replica_cause(role_name, idx, rec, code, error)))
-            rs.replicas.append(ReplicaStatus(
-                id=idx, state=state, role=role_name, hostname=rec.nodes,
-                structured_error_msg=error, exit_code=code,
-            ))
+                err_path = os.path.join(rec_dir, log_file(app_id, role_name, idx, "err"))
+                rep.structured_error_msg = stderr_tail(err_path)
+                failures.append((when, replica_cause(role_name, idx, rec, code, rep.structured_error_msg),
+                                 err_path, code, rep))
+            rs.replicas.append(rep)
         statuses.append(rs)
         head = replicas[0][1]
         roles.append(Role(
@@ -166,13 +201,21 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
             resource=_resource(head),
         ))
     # the replica that failed first is the cause; srun then kills the others
-    first = min(failures, key=lambda f: f[0])[1] if failures else ""
+    first, cause = "", None
+    if failures:
+        _, first, err_path, code, rep = min(failures, key=lambda f: f[0])
+        if app_state == AppState.FAILED and not failure_state(leader, records):  # TIMEOUT, ... say more
+            cause = replica_root_cause(rep.role, rep.id, err_path, code)
+        if cause is not None:
+            rep.structured_error_msg, rep.root_cause = cause.text, cause
+    error = cause.text if cause is not None else why_failed(app_state, leader, records, first, work_dir)
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
         num_restarts=leader.restarts,
         msg=state_msg(leader, records),
-        structured_error_msg=why_failed(app_state, leader, records, first, work_dir),
+        structured_error_msg=error,
+        root_cause=cause,
         roles_statuses=statuses,
         roles=roles,
         metadata={"work_dir": work_dir, "source": source, "partition": leader.partition,

@@ -13,7 +13,10 @@ the job names, the marker of jobs tx submitted. One ``srun`` runs every componen
 in the job's working directory.
 
 Each group runs a small bash launcher (:data:`LAUNCHER`) that exports the replica's
-environment, runs the program with its arguments exactly as given (no shell parses them),
+environment (and ``PET_LOCAL_ADDR``, torchrun's ``--local_addr``, = the ``NodeAddr`` of the
+node it runs on, unless the role sets it: the address torchrun's agent advertises to the
+other nodes, not a node name that may not resolve or resolve to loopback), runs the
+program with its arguments exactly as given (no shell parses them),
 and records the program's exit status in ``slurm-<jobid>-<role>-<replica>.exitcode`` as
 ``<SLURM_RESTART_COUNT> <status>`` so that describe can tell which replica failed and how.
 
@@ -57,6 +60,11 @@ APP_ID_SHELL = '"$SLURM_JOB_ID"'
 LAUNCHER = r"""tx_sig=; trap 'tx_sig=15' TERM; trap 'tx_sig=2' INT; trap 'tx_sig=1' HUP
 tx_exit_file=$1; tx_n=$2; shift 2
 while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
+if [ -z "${PET_LOCAL_ADDR:-}" ] && [ -n "${SLURMD_NODENAME:-}" ]; then
+  tx_addr=$(timeout 30 scontrol show node "$SLURMD_NODENAME" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2-)
+  if [ -n "$tx_addr" ]; then export PET_LOCAL_ADDR="$tx_addr"; fi
+  unset tx_addr
+fi
 tx_argv=()
 for tx_a in "$@"; do
   if [[ $tx_a =~ ^\++:$ ]]; then tx_a=${tx_a:1}; fi

@@ -45,6 +45,7 @@ class Replica:
         self.sizes: Dict[str, int] = {}
         self.msg = ""
         self.tail = ""
+        self.cause = ""  # the end of this attempt's stderr, for why it failed (not in state.json's replicas)
         self.started: Optional[float] = None
         self.ended: Optional[float] = None
         self.wait_ref: Any = None
@@ -251,7 +252,7 @@ class App:
         names = self.spec["rank0_env"]
         for r, info in zip(group, infos):
             r.attempt += 1
-            r.exit_code, r.tail, r.ended, r.pid = None, "", None, None
+            r.exit_code, r.tail, r.cause, r.ended, r.pid = None, "", "", None, None
             if "error" in info:
                 self._failed_to_start(r, f"replica actor failed: {info['error']}")
                 continue
@@ -309,6 +310,7 @@ class App:
         r.exit_code = res.get("exit_code")
         r.sizes = res.get("sizes") or r.sizes
         r.tail = res.get("stderr_tail") or ""
+        r.cause = res.get("cause_tail") or ""
         r.ended = res.get("ended")
 
     # -- the run ---------------------------------------------------------------------------------
@@ -412,6 +414,7 @@ class App:
         self.failure = {
             "role": role["name"], "replica": r.id, "exit_code": r.exit_code, "hostname": r.info.get("hostname", ""),
             "node_ip": r.info.get("node_ip", ""), "msg": r.msg, "stderr_tail": r.tail, "attempt": r.attempt,
+            "cause_tail": r.cause,
         }
         self.stop(self.replicas, CANCELLED, f"stopped: {r.name} failed")
         self.state = FAILED
@@ -427,7 +430,7 @@ class App:
             f = next(r for r in self.replicas if r.state == FAILED)
             self.failure = {"role": f.role["name"], "replica": f.id, "exit_code": f.exit_code,
                             "hostname": f.info.get("hostname", ""), "node_ip": f.info.get("node_ip", ""),
-                            "msg": f.msg, "stderr_tail": f.tail, "attempt": f.attempt}
+                            "msg": f.msg, "stderr_tail": f.tail, "attempt": f.attempt, "cause_tail": f.cause}
         self.state, self.msg = SUCCEEDED, ""
         return 0
 

@@ -19,6 +19,10 @@ from . import STREAMS
 #: bytes a partial line may reach before it is written to ``combined`` without its end
 _PARTIAL_LIMIT = 1 << 20
 _TAIL_BYTES = 8192
+#: bytes of the end of a replica's stderr (this attempt's) kept for why it failed
+#: (``cause_tail``, read by tx.schedulers.why in the scheduler): torchrun prints its report
+#: after the failed worker's traceback
+CAUSE_TAIL_BYTES = 128 << 10
 
 
 def substitute(text: str, values: Mapping[str, str]) -> str:
@@ -87,6 +91,7 @@ class ReplicaProcess:
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.stopping = False
+        self.stderr_start = 0
         for path in self.paths.values():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "ab").close()  # exists from the start: readers never see "not found"
@@ -100,6 +105,7 @@ class ReplicaProcess:
         self.done.clear()
         self.result = None
         self.stopping = False
+        self.stderr_start = _size(self.paths["stderr"])  # the streams are appended across attempts
         files = {s: open(p, "ab", buffering=0) for s, p in self.paths.items()}
         self.files = list(files.values())
         out_r, out_w = os.pipe()
@@ -157,6 +163,7 @@ class ReplicaProcess:
                 "ended": time.time(),
                 "sizes": {s: _size(p) for s, p in self.paths.items()},
                 "stderr_tail": _tail(self.paths["stderr"]),
+                "cause_tail": _end(self.paths["stderr"], self.stderr_start, CAUSE_TAIL_BYTES),
                 "stopped": self.stopping,
             }
             self.done.set()
@@ -164,7 +171,8 @@ class ReplicaProcess:
 
     def wait(self) -> Dict[str, Any]:
         """Block until the command exits; returns ``{"exit_code": int (negative: signal),
-        "ended": epoch s, "sizes": {stream: bytes}, "stderr_tail": str, "stopped": bool}``."""
+        "ended": epoch s, "sizes": {stream: bytes}, "stderr_tail": str (its last 10 lines),
+        "cause_tail": str (the end of this attempt's stderr), "stopped": bool}``."""
         assert self.proc is not None
         rc = self.proc.wait()
         return self._finish(rc)
@@ -173,7 +181,8 @@ class ReplicaProcess:
         """SIGTERM the replica's process group, SIGKILL it after ``grace`` seconds; returns
         what :meth:`wait` returns."""
         if self.proc is None:
-            return {"exit_code": None, "ended": time.time(), "sizes": {}, "stderr_tail": "", "stopped": True}
+            return {"exit_code": None, "ended": time.time(), "sizes": {}, "stderr_tail": "", "cause_tail": "",
+                    "stopped": True}
         self.stopping = True
         if self.proc.poll() is None:
             _killpg(self.proc.pid, signal.SIGTERM)
@@ -197,6 +206,18 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+def _end(path: str, start: int, size: int) -> str:
+    """The last ``size`` bytes of a file from offset ``start`` on, decoded ("" when it
+    cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(start, end - size))
+            return f.read(size).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _tail(path: str, lines: int = 10) -> str:
