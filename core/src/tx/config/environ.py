@@ -19,7 +19,7 @@ import os
 from typing import Dict, Mapping, Optional
 
 __all__ = [
-    "APP_ID", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
+    "APP_ID", "CHECKPOINT_DIR", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
     "ROLE_NAME", "STATE_DIR", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
     "tracker_config_var",
 ]
@@ -35,6 +35,8 @@ RANK0_HOST = "TX_RANK0_HOST"
 # settings the Runner passes to every replica (trackers)
 PARENT_RUN_ID = "TX_PARENT_RUN_ID"
 TRACKERS = "TX_TRACKERS"
+#: the run's checkpoint location, the same in every attempt (the Runner sets it; docs/recovery.md)
+CHECKPOINT_DIR = "TX_CHECKPOINT_DIR"
 #: where tx keeps the state of apps it launched (local apps, the Slurm job index)
 STATE_DIR = "TX_STATE_DIR"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from typing import Iterable, Optional
+from urllib.parse import quote
 
 from tx.config.environ import state_dir
 from tx.config.files import get_config
@@ -25,7 +26,7 @@ from tx.config.gc import parse_duration
 
 __all__ = [
     "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "LOGS_SECTION", "OFF", "archive_interval",
-    "archive_url", "checkpoint_root",
+    "archive_url", "checkpoint_root", "checkpoint_url",
 ]
 
 #: ``[tx:logs]``: where the log archive is and how often it is written
@@ -78,3 +79,11 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
             return value if "://" in value else os.path.abspath(os.path.expanduser(value))
     return os.path.join(state_dir(), "checkpoints")
 
+
+def checkpoint_url(scheduler: str, session: str, app_name: str,
+                   dirs: Optional[Iterable[str]] = None) -> str:
+    """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
+    (names percent-encoded). Keyed by the app's name, not its id, so that every attempt of
+    a run (retries, a resubmission of the same app, the same run failed over) shares it."""
+    root = checkpoint_root(scheduler, dirs)
+    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(app_name or "app", safe="")])

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 
 import attrs
 
-from tx.config.environ import JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
+from tx.config.recovery import checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
@@ -212,7 +213,8 @@ class Runner:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
         The app is not modified: the runner works on a copy to which it adds
-        ``TX_JOB_ID`` (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
+        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it:
+        :func:`tx.config.recovery.checkpoint_url`) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
         ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
         :func:`tx.tracker.get_configured_trackers`) to every role's env.
 
@@ -259,8 +261,10 @@ class Runner:
                     if tracker_config:
                         extra_env[tracker_config_var(tracker_name)] = tracker_config
             extra_env = with_torchx_names(extra_env)
+            # the run's checkpoint location; a role's own TX_CHECKPOINT_DIR wins
+            ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self._name, app.name)}
             app = attrs.evolve(
-                app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
+                app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
             )
             cfg = dict(env_run_opts(scheduler, sched.run_opts(), dict(cfg or {})))
             if workspace:
