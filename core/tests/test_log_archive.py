@@ -193,7 +193,9 @@ def test_runner_copies_while_it_waits_and_reads_the_archive_once_the_log_is_gone
     sched.known = False
     assert b"".join(runner.log_blocks(H, "r", 1)) == full["r/1"]
     assert runner.archived_replicas(H) == [("r", 0), ("r", 1)]
-    with pytest.raises(UnknownAppException):
+    with pytest.raises(UnknownAppException):  # neither the backend nor the archive has it
+        runner.log_lines(H, "r", 2)
+    with pytest.raises(SchedulerError, match="r/2"):  # the backend's own error
         runner.log_blocks(H, "r", 2)
     assert "reading the log from tx's log archive" in capsys.readouterr().err
 

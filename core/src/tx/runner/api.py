@@ -477,7 +477,7 @@ class Runner:
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
                        app_id=app_id):
             if streams is None and since is None and until is None:  # the archive may stand in
-                blocks = self._blocks_or_archived(app_handle, role_name, k, should_tail)
+                blocks = self._blocks_or_archived(app_handle, role_name, k, should_tail, check_known=True)
                 return filter_regex(regex, (line for b in blocks
                                             for line in split_lines(b.decode("utf-8", "replace"))))
             if sched.describe(app_id) is None:
@@ -609,35 +609,48 @@ class Runner:
         return None if archive is None else archive.replicas(app_handle)
 
     def _blocks_or_archived(self, app_handle: AppHandle, role_name: str, k: int,
-                            should_tail: bool) -> Iterator[bytes]:
+                            should_tail: bool, check_known: bool = False) -> Iterator[bytes]:
         """The replica's log from the backend, or from the archive when the backend no
         longer has it: it does not know the app, cannot give the log, or gives nothing
-        where the archive holds the app's complete log (a warning says so)."""
+        where the archive holds the app's complete log (a warning says so). With
+        ``check_known``, ask the backend first whether it knows the app (as
+        :meth:`log_lines` always has), and raise UnknownAppException when neither it nor
+        the archive does."""
         sched, _scheduler, app_id = self._resolve(app_handle)
         archive = self.log_archive
-        try:
-            desc = sched.describe(app_id)
-        except SchedulerError:
+
+        def archived(why: str) -> Optional[Iterator[bytes]]:
             if archive is None or not archive.has(app_handle, role_name, k):
-                raise
-            desc = None
-        if desc is None:
-            if archive is None or not archive.has(app_handle, role_name, k):
-                raise UnknownAppException(app_handle)
-            return self._from_archive(archive, app_handle, role_name, k, "the backend no longer knows the app")
+                return None
+            return self._from_archive(archive, app_handle, role_name, k, why)
+
+        if check_known:
+            try:
+                known = sched.describe(app_id) is not None
+            except SchedulerError as e:
+                found = archived(str(e))
+                if found is None:
+                    raise
+                return found
+            if not known:
+                found = archived("the backend no longer knows the app")
+                if found is None:
+                    raise UnknownAppException(app_handle)
+                return found
         try:
             blocks = iter(sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail))
-        except (SchedulerError, OSError) as e:  # e.g. the job's files deleted
-            if archive is None or not archive.has(app_handle, role_name, k):
+        except (UnknownAppException, SchedulerError, OSError) as e:  # e.g. the job's files deleted
+            found = archived(str(e) or type(e).__name__)
+            if found is None:
                 raise
-            return self._from_archive(archive, app_handle, role_name, k, str(e))
-        return self._unless_gone(blocks, archive, app_handle, role_name, k, desc)
+            return found
+        return self._unless_gone(blocks, archive, app_handle, role_name, k)
 
     def _unless_gone(self, blocks: Iterator[bytes], archive: Optional["LogArchive"],
-                     app_handle: AppHandle, role: str, k: int, desc: Any) -> Iterator[bytes]:
+                     app_handle: AppHandle, role: str, k: int) -> Iterator[bytes]:
         first = next(blocks, None)
-        if first is None and archive is not None and is_terminal(desc.state) \
-                and archive.is_complete(app_handle) and archive.size(app_handle, role, k) > 0:
+        if first is None and archive is not None and archive.is_complete(app_handle) \
+                and archive.size(app_handle, role, k) > 0:
             yield from self._from_archive(archive, app_handle, role, k, "the backend's log is gone")
             return
         if first is not None:
