@@ -55,6 +55,7 @@ def test_a_replica_the_backend_cannot_give_is_skipped_and_the_app_stays_incomple
     with pytest.raises(BackendReadError):
         archive.copy(H, [("r", 0), ("r", 1)], read, ended="FAILED")
     assert b"".join(archive.read_blocks(H, "r", 0)) == b"ok\n" and not archive.is_complete(H)
+    assert archive.has(H, "r", 0) and not archive.has(H, "r", 1)  # nothing of r/1 to stand in
 
 
 def test_two_copiers_at_once_lose_and_repeat_nothing(tmp_path: Path) -> None:

@@ -111,9 +111,12 @@ class LogArchive:
         return [(str(r), int(k)) for r, k in data["replicas"]]
 
     def has(self, handle: str, role: str, k: int) -> bool:
-        """Whether the replica's log is in the archive (possibly empty, if it wrote nothing)."""
+        """Whether the archive holds the replica's log: some of it, or all of it once the
+        app is complete (then possibly empty: the replica wrote nothing)."""
         known = self.replicas(handle)
-        return known is not None and (role, int(k)) in known
+        if known is None or (role, int(k)) not in known:
+            return False
+        return bool(self._parts(handle, role, k)) or self.is_complete(handle)
 
     def size(self, handle: str, role: str, k: int) -> int:
         """Bytes of the replica's log archived so far."""
