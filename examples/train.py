@@ -6,12 +6,18 @@ rank trains on its shard (DistributedSampler) of the training split over the glo
 the held-out accuracy is all-reduced across ranks and printed by rank 0 with the world
 size, and rank 0 writes a checkpoint to the output directory.
 
+Under tx every replica has ``TX_CHECKPOINT_DIR`` (the same for every attempt of the run:
+docs/recovery.md): after each epoch all ranks save a ``torch.distributed.checkpoint``
+there (tx.distributed.save_checkpoint), and a run that starts again (a retry, the same app
+resubmitted after it was preempted or cancelled) resumes after the newest complete one.
+
 It reads the rank and world size the launcher provides (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under plain
 ``torchrun --nproc_per_node 2 examples/train.py`` and under
 ``tx run -s local_cwd dist.ddp -j 1x2 --script examples/train.py``.
 
 Usage: train.py [--epochs N] [--batch-size B] [--lr LR] [--output-dir DIR] [--seed S]
+                [--checkpoint-dir URL] [--epoch-sleep SECONDS]
 """
 from __future__ import annotations
 
@@ -36,6 +42,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output-dir", default=os.environ.get("TX_OUTPUT_DIR", "outputs"),
                    help="where rank 0 writes checkpoint.pt (default: ./outputs)")
+    p.add_argument("--checkpoint-dir", default=os.environ.get("TX_CHECKPOINT_DIR"),
+                   help="fsspec URL or path of the per-epoch checkpoints to resume from "
+                        "(default: $TX_CHECKPOINT_DIR; none: no per-epoch checkpoints)")
+    p.add_argument("--epoch-sleep", type=float, default=0.0,
+                   help="seconds to pause after each epoch (a longer job, to see it resume)")
     return p.parse_args()
 
 
@@ -76,7 +87,21 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
-    for epoch in range(args.epochs):
+    start = 0
+    if args.checkpoint_dir:
+        # tx-core only where checkpoints are asked for: plain torchrun needs no tx
+        from tx.distributed import load_latest_checkpoint, save_checkpoint
+
+        state = {"model": model.module.state_dict(), "optim": opt.state_dict(), "epoch": 0}
+        step = load_latest_checkpoint(state, root=args.checkpoint_dir)
+        if step is not None:
+            model.module.load_state_dict(state["model"])
+            opt.load_state_dict(state["optim"])
+            start = int(state["epoch"])
+            if rank == 0:
+                print(f"resumed from checkpoint step {step}: epoch {start}/{args.epochs} done", flush=True)
+
+    for epoch in range(start, args.epochs):
         model.train()
         train_sampler.set_epoch(epoch)
         total = torch.zeros(2)
@@ -89,6 +114,10 @@ def main() -> None:
         dist.all_reduce(total)
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} train_loss={total[0] / total[1]:.4f}", flush=True)
+        if args.checkpoint_dir:  # every rank takes part; complete once all have written
+            save_checkpoint({"model": model.module.state_dict(), "optim": opt.state_dict(),
+                             "epoch": epoch + 1}, step=epoch + 1, root=args.checkpoint_dir)
+        time.sleep(args.epoch_sleep)
 
     counts = evaluate(model, test_loader)
     dist.all_reduce(counts)  # sum of correct and total over every rank's shard

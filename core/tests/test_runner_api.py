@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
+import attrs
 import pytest
 
 from tx import hookimpl
@@ -88,7 +89,8 @@ class MemPlugin:
 
 
 @pytest.fixture
-def runner():
+def runner(tmp_path, monkeypatch):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))  # log archive, checkpoints
     MemScheduler.apps = {}
     MemPlugin.events = []
     reg = PluginRegistry(entry_points=[])
@@ -121,8 +123,10 @@ def test_run_injects_job_id_without_touching_the_users_app(runner, monkeypatch):
     assert handle == "mem://tx/demo-0"
     submitted = MemScheduler.apps["demo-0"]
     env = submitted["app"].roles[0].env
+    ckpt = env.pop("TX_CHECKPOINT_DIR")
     assert env == {"A": "1", "TX_JOB_ID": "mem://tx/${app_id}", "TX_PARENT_RUN_ID": "parent-1",
                    "TORCHX_JOB_ID": "mem://tx/${app_id}", "TORCHX_PARENT_RUN_ID": "parent-1"}
+    assert ckpt.endswith("/checkpoints/tx/demo")  # the run's, not the attempt's: no app id
     assert submitted["cfg"] == {"queue": "q", "retries": 0}
     assert a.roles[0].env == {"A": "1"}  # the caller's AppDef is unchanged
 
@@ -202,3 +206,13 @@ def test_events_reach_plugins(runner):
     with pytest.raises(InvalidRunConfigException):
         runner.dryrun(app(), "mem", cfg={})
     assert MemPlugin.events[-1].exception_type == "InvalidRunConfigException"
+
+
+def test_every_attempt_of_a_run_gets_one_checkpoint_location_and_a_roles_own_wins(runner, tmp_path):
+    runner.run(app(), "mem", cfg={"queue": "q"})
+    runner.run(app(), "mem", cfg={"queue": "q"})  # the same app again: the same location
+    first, again = (MemScheduler.apps[i]["app"].roles[0].env["TX_CHECKPOINT_DIR"] for i in ("demo-0", "demo-1"))
+    assert first == again == str(tmp_path / "state" / "checkpoints" / "tx" / "demo")
+    own = AppDef("demo", [attrs.evolve(app().roles[0], env={"TX_CHECKPOINT_DIR": "s3://b/mine"})])
+    runner.run(own, "mem", cfg={"queue": "q"})
+    assert MemScheduler.apps["demo-2"]["app"].roles[0].env["TX_CHECKPOINT_DIR"] == "s3://b/mine"

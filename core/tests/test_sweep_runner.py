@@ -106,6 +106,9 @@ def test_each_trial_gets_its_values_and_the_sweep_env_in_every_replica(runner, c
         assert role.env["LR"] == str(lr)
         assert role.env["TX_SWEEP_ID"] == handle and role.env["TX_TRIAL_INDEX"] == str(i)
         assert json.loads(role.env["TX_TRIAL_PARAMS"]) == {"lr": lr, "batch": batch}
+    # each trial resumes only its own checkpoints, although the trials' apps share one name
+    ckpts = [a.roles[0].env["TX_CHECKPOINT_DIR"] for a in apps]
+    assert len(set(ckpts)) == 6 and all(c.endswith(f"trial-{i}") for i, c in enumerate(ckpts))
     status = runner.sweep_status(handle)
     assert [t.state for t in status.trials] == [AppState.RUNNING] * 6
     assert status.counts() == {"RUNNING": 6}

@@ -181,12 +181,18 @@ def test_a_stdout_line_over_8_mib_has_no_stderr_inside_it(tmp_path):
     assert (tmp_path / "logs" / "tx" / app_id / "r" / "0" / "stdout.log").read_bytes() == b"x" * (10 << 20) + b"\n"
 
 
-def test_tx_log_of_deleted_logs_says_so(tx, tmp_path, one_line_error):
+def test_tx_log_of_deleted_logs_says_so(tx, tx_env, tmp_path, one_line_error):
     p = tx("run", "-s", "local_cwd", "-cfg", f"log_dir={tmp_path / 'logs'}", "utils.echo", "--msg", "hi")
     assert p.returncode == 0, p.stderr
     handle = p.stdout.splitlines()[0]
     log_file = tmp_path / "logs" / "tx" / _app_id(handle) / "echo" / "0" / "combined.log"
     log_file.unlink()
+    archived = tx("log", handle)  # tx's log archive (docs/recovery.md) stands in, and says so
+    assert archived.returncode == 0 and archived.stdout == "echo/0 hi\n", archived.stderr
+    assert "reading the log from tx's log archive (the log of echo/0" in archived.stderr
+    conf = tmp_path / "no-archive.txconfig"
+    conf.write_text("[tx:logs]\narchive = off\n")
+    tx_env["TXCONFIG"] = str(conf)  # without the archive: the backend's own error
     one_line_error(tx("log", handle), f"the log of echo/0 of {_app_id(handle)} is gone: {log_file} does not exist")
     assert tx("log", "--streams", "stdout", handle).stdout == "echo/0 hi\n"
     shutil.rmtree(tmp_path / "logs" / "tx" / _app_id(handle))

@@ -164,8 +164,17 @@ def test_cancel(apps: Any) -> None:
 
 def test_requeue_retry(apps: Any) -> None:
     """max_retries=1: the first attempt fails, the script requeues the job, the second
-    attempt succeeds; num_restarts counts it and the logs keep both attempts."""
-    script = 'echo "attempt ${SLURM_RESTART_COUNT:-0}"; [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]'
+    attempt succeeds; num_restarts counts it and the logs keep both attempts.
+
+    In attempt 0 replica 1 writes its line and then runs until srun's --kill-on-bad-exit
+    terminates it; replica 0 fails only once replica 1's line is in its file. (With both
+    replicas failing at once, a replica the load made slow was terminated before it wrote
+    anything: its log then rightly held only ``attempt 1``.) So this also shows that what a
+    terminated replica wrote stays, across the requeue (``--open-mode=append``)."""
+    script = ('n=${SLURM_RESTART_COUNT:-0}; echo "attempt $n"; [ "$n" -ge 1 ] && exit 0; '
+              'if [ "$TX_REPLICA_ID" = 1 ]; then exec sleep 600; fi; '
+              'for i in $(seq 600); do grep -qx "attempt 0" "slurm-$TX_APP_ID-flaky-1.out" && exit 1; '
+              'sleep 0.1; done; exit 9')
     app_id = apps.submit([apps.role("flaky", "sh", ["-c", script], replicas=2, max_retries=1)], name="rq")
     desc = apps.wait(app_id)
     assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1, desc
@@ -174,6 +183,7 @@ def test_requeue_retry(apps: Any) -> None:
         assert apps.text(app_id, "flaky", k) == "attempt 0\nattempt 1\n"
     batch = (apps.job_dir / f"slurm-{app_id}.out").read_text()
     assert "[tx] requeueing (retry 1 of 1)" in batch, batch
+    assert "Exited with exit code 1\n" in batch, batch  # replica 0 failed (exit 9: it timed out)
 
 
 def test_retries_run_out(apps: Any) -> None:

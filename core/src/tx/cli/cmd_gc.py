@@ -1,4 +1,5 @@
-"""``tx gc``: delete the state and logs of apps that finished long ago (never a running app)."""
+"""``tx gc``: delete the state and logs of apps that finished long ago (never a running app),
+and their copies in the log archive (:mod:`tx.runner.archive`)."""
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,12 @@ def _gc(runner: Runner, args: argparse.Namespace) -> int:
             if a.app_handle not in seen:
                 seen.add(a.app_handle)
                 print(a.app_handle)
+    archive = runner.log_archive  # the log archive: apps that ended before the retention
+    if archive is not None:
+        for h in archive.prune(keep, dry_run=args.dry_run, schedulers=names if named else None):
+            if h not in seen:
+                seen.add(h)
+                print(h)
     removed = len(seen)
     verb = "would delete" if args.dry_run else "deleted"
     print(f"tx gc: {verb} {removed} finished app(s) that ended more than {text} ago", file=sys.stderr)

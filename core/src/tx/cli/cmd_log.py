@@ -73,8 +73,13 @@ def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[Li
     waited = False
     while True:
         status = runner.status(handle)
-        if status is None:
-            raise unknown_app(handle)
+        if status is None:  # gone from the backend: the log archive may still have its logs
+            archived = runner.archived_replicas(handle)
+            if not archived:
+                raise unknown_app(handle)
+            if role is not None and role not in {r for r, _k in archived}:
+                raise CLIError(f"the log archive has no role {role!r} of {handle}")
+            return [(r, k) for r, k in archived if role is None or r == role]
         if status.state.name not in ("UNSUBMITTED", "SUBMITTED", "PENDING"):
             break
         if not waited:

@@ -19,7 +19,7 @@ import os
 from typing import Dict, Mapping, Optional
 
 __all__ = [
-    "APP_ID", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
+    "APP_ID", "CHECKPOINT_DIR", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
     "ROLE_NAME", "STATE_DIR", "SWEEP_ID", "TRIAL_INDEX", "TRIAL_PARAMS", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
     "tracker_config_var",
 ]
@@ -39,6 +39,8 @@ TRACKERS = "TX_TRACKERS"
 SWEEP_ID = "TX_SWEEP_ID"
 TRIAL_INDEX = "TX_TRIAL_INDEX"
 TRIAL_PARAMS = "TX_TRIAL_PARAMS"
+#: the run's checkpoint location, the same in every attempt (the Runner sets it; docs/recovery.md)
+CHECKPOINT_DIR = "TX_CHECKPOINT_DIR"
 #: where tx keeps the state of apps it launched (local apps, the Slurm job index)
 STATE_DIR = "TX_STATE_DIR"
 

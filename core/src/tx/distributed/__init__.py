@@ -11,22 +11,48 @@ that one script runs either way::
         download_dataset()             # once per node, before the other ranks read it
     model.to(device)
 
-torch is imported inside the functions: ``import tx.distributed`` does not import it.
+Checkpoints that survive retries, resubmissions and failover (docs/recovery.md): every
+replica launched through the Runner has ``TX_CHECKPOINT_DIR``, the same for every attempt
+of the run; :func:`save_checkpoint` writes a ``torch.distributed.checkpoint`` (DCP) there
+and marks it complete only once every rank has written; :func:`load_latest_checkpoint`
+resumes from the newest complete one::
+
+    from tx.distributed import load_latest_checkpoint, save_checkpoint
+
+    state = {"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 0}
+    if load_latest_checkpoint(state) is not None:   # in place, resharded as DCP does
+        model.load_state_dict(state["model"]); opt.load_state_dict(state["optim"])
+    for epoch in range(state["epoch"], epochs):
+        ...
+        save_checkpoint({"model": ..., "optim": ..., "epoch": epoch + 1}, step=epoch + 1)
+
+torch (and fsspec) are imported inside the functions: ``import tx.distributed`` imports
+neither.
 """
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import warnings
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "init_pg", "is_local_rank0", "is_rank0", "local_cuda_device", "local_device", "local_rank",
-    "on_local_rank0_first", "on_rank0_first", "rank", "world_size",
+    "CHECKPOINT_COMPLETE", "checkpoint_dir", "init_pg", "is_local_rank0", "is_rank0",
+    "latest_checkpoint", "load_latest_checkpoint", "local_cuda_device", "local_device",
+    "local_rank", "on_local_rank0_first", "on_rank0_first", "rank", "save_checkpoint",
+    "world_size",
 ]
+
+#: the marker :func:`save_checkpoint` writes into a checkpoint once every rank wrote it
+CHECKPOINT_COMPLETE = ".tx-complete"
+#: the environment variable holding the run's checkpoint location (set by the Runner)
+_CHECKPOINT_ENV = "TX_CHECKPOINT_DIR"
+_STEP = re.compile(r"^step-(\d+)$")
 
 _BACKENDS = ("auto", "nccl", "gloo")
 
@@ -218,3 +244,124 @@ def on_local_rank0_first() -> Iterator[None]:
     """
     with _first(is_local_rank0()):
         yield
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+def checkpoint_dir() -> Optional[str]:
+    """The run's checkpoint location, ``$TX_CHECKPOINT_DIR`` (an fsspec URL or a path, the
+    same in every attempt of the run), or None outside a tx job."""
+    value = os.environ.get(_CHECKPOINT_ENV, "").strip()
+    return value or None
+
+
+def _root(root: Optional[str]) -> str:
+    root = root or checkpoint_dir()
+    if not root:
+        raise ValueError(f"no checkpoint location: pass root= or run under tx ({_CHECKPOINT_ENV} is unset)")
+    return root
+
+
+def _fs(url: str) -> Tuple[Any, str]:
+    import fsspec  # deferred: only when checkpoints are used
+
+    return fsspec.core.url_to_fs(url)
+
+
+def _join(root: str, name: str) -> str:
+    return root.rstrip("/") + "/" + name
+
+
+def _complete_steps(root: str) -> List[int]:
+    fs, path = _fs(root)
+    try:
+        names = [posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)]
+    except FileNotFoundError:
+        return []
+    steps = sorted(int(m.group(1)) for m in map(_STEP.match, names) if m)
+    return [n for n in steps if fs.exists(posixpath.join(path, f"step-{n:09d}", CHECKPOINT_COMPLETE))]
+
+
+def latest_checkpoint(root: Optional[str] = None) -> Optional[Tuple[int, str]]:
+    """The newest complete checkpoint under ``root`` (default :func:`checkpoint_dir`) as
+    ``(step, location)``, or None when there is none. Checkpoints are ``step-<N>``
+    directories; one counts only once :func:`save_checkpoint` marked it complete (a save
+    cut short by a preemption is ignored).
+
+    Raises:
+        ValueError: no ``root`` and no ``TX_CHECKPOINT_DIR``.
+    """
+    root = _root(root)
+    steps = _complete_steps(root)
+    return (steps[-1], _join(root, f"step-{steps[-1]:09d}")) if steps else None
+
+
+def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] = None,
+                    keep: int = 2) -> str:
+    """Save ``state_dict`` as checkpoint ``step`` with ``torch.distributed.checkpoint.save``
+    (https://pytorch.org/docs/stable/distributed.checkpoint.html), then mark it complete.
+
+    Every rank calls it (a collective when a process group is initialized). The checkpoint
+    counts for :func:`latest_checkpoint` only once every rank has written and rank 0 has
+    written the :data:`CHECKPOINT_COMPLETE` marker; rank 0 then deletes the oldest complete
+    checkpoints beyond ``keep`` (and nothing newer than the one just saved).
+
+    Args:
+        state_dict: what to save (tensors, ``state_dict()`` of modules and optimizers,
+            picklable values).
+        step: a non-negative number that grows with progress (an epoch, a global step).
+        root: the location (default :func:`checkpoint_dir`).
+        keep: complete checkpoints to keep (at least 1).
+
+    Returns:
+        the checkpoint's location.
+
+    Raises:
+        ValueError: no location, a negative ``step`` or ``keep`` < 1.
+    """
+    import torch.distributed.checkpoint as dcp  # deferred: torch only when a helper is called
+
+    if step < 0 or keep < 1:
+        raise ValueError(f"step must be >= 0 and keep >= 1, got step={step}, keep={keep}")
+    root = _root(root)
+    where = _join(root, f"step-{step:09d}")
+    fs, path = _fs(where)
+    fs.makedirs(path, exist_ok=True)
+    initialized = _pg_initialized()
+    with warnings.catch_warnings():  # DCP warns that a process without a group saves alone
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.save(state_dict, checkpoint_id=where, no_dist=not initialized)
+    if initialized:
+        import torch.distributed as dist  # deferred: torch only when a helper is called
+
+        dist.barrier()  # every rank has written its part
+    if rank() == 0:
+        with fs.open(posixpath.join(path, CHECKPOINT_COMPLETE), "wb") as f:
+            f.write(b"%d\n" % step)
+        _, base = _fs(root)
+        older = [n for n in _complete_steps(root) if n < step]
+        for old in older[:max(0, len(older) - (keep - 1))]:
+            fs.rm(posixpath.join(base, f"step-{old:09d}"), recursive=True)
+    return where
+
+
+def load_latest_checkpoint(state_dict: Dict[str, Any], root: Optional[str] = None) -> Optional[int]:
+    """Load the newest complete checkpoint into ``state_dict`` in place
+    (``torch.distributed.checkpoint.load``: tensors are resharded to this run's world size)
+    and return its step; None (``state_dict`` untouched) when there is none.
+
+    Every rank calls it. Values that are not tensors are replaced by the saved ones.
+
+    Raises:
+        ValueError: no ``root`` and no ``TX_CHECKPOINT_DIR``.
+    """
+    import torch.distributed.checkpoint as dcp  # deferred: torch only when a helper is called
+
+    found = latest_checkpoint(root)
+    if found is None:
+        return None
+    step, where = found
+    with warnings.catch_warnings():  # DCP warns that a process without a group loads alone
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load(state_dict, checkpoint_id=where, no_dist=not _pg_initialized())
+    return step

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import difflib
 import os
+import threading
 import warnings
 from collections.abc import Mapping as _Mapping
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 import attrs
 
-from tx.config.environ import JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
+from tx.config.recovery import checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
 from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
 from tx.runner.events import log_event
-from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
+from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler, SchedulerError
 from tx.schedulers.env import with_torchx_names
+from tx.schedulers.streams import filter_regex, split_lines
 from tx.specs.api import (
     MISSING,
     AppDef,
@@ -37,6 +40,11 @@ from tx.specs.status import AppStatus
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from tx.runner.archive import LogArchive
+
+log = get_logger(__name__)
+_UNSET: Any = object()
 
 __all__ = ["DEFAULT_SESSION", "Runner", "get_runner"]
 
@@ -92,6 +100,8 @@ class Runner:
         self._registry = registry
         self._schedulers: Dict[str, Scheduler[Any]] = {}
         self._apps: Dict[AppHandle, AppDef] = {}
+        self._log_archive: Any = _UNSET
+        self._archive_warned = False
 
     @property
     def registry(self) -> Any:
@@ -204,7 +214,8 @@ class Runner:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
         The app is not modified: the runner works on a copy to which it adds
-        ``TX_JOB_ID`` (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
+        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it:
+        :func:`tx.config.recovery.checkpoint_url`) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
         ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
         :func:`tx.tracker.get_configured_trackers`) to every role's env.
 
@@ -256,8 +267,10 @@ class Runner:
 
     def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
                      cfg: Dict[str, Any], workspace: Optional[str] = None) -> AppDryRunInfo[Any]:
+        # the run's checkpoint location; a role's own TX_CHECKPOINT_DIR wins
+        ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self._name, app.name)}
         app = attrs.evolve(
-            app, roles=[attrs.evolve(r, env={**r.env, **extra_env}) for r in app.roles]
+            app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
         )
         if workspace:
             resolved = sched.run_opts().resolve(cfg)
@@ -489,6 +502,8 @@ class Runner:
         if desc is None:
             self._apps.pop(app_handle, None)
             return None
+        if is_terminal(desc.state):
+            self.archive_logs(app_handle, desc, catch_up=True)
         return _status_of(desc)
 
     def wait(
@@ -505,9 +520,15 @@ class Runner:
         """
 
         sched, scheduler, app_id = self._resolve(app_handle)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="wait",
-                       app_id=app_id):
-            desc = sched.wait(app_id, timeout=timeout, poll_interval=wait_interval)
+        stop = self._follow_logs(app_handle)
+        try:
+            with log_event(self.registry, session=self._name, scheduler=scheduler, api="wait",
+                           app_id=app_id):
+                desc = sched.wait(app_id, timeout=timeout, poll_interval=wait_interval)
+        finally:
+            stop()
+        if desc is not None and is_terminal(desc.state):
+            self.archive_logs(app_handle, desc, catch_up=True)
         return None if desc is None else _status_of(desc)
 
     def cancel(self, app_handle: AppHandle) -> None:
@@ -582,6 +603,10 @@ class Runner:
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
                        app_id=app_id):
+            if streams is None and since is None and until is None:  # the archive may stand in
+                blocks = self._blocks_or_archived(app_handle, role_name, k, should_tail, check_known=True)
+                return filter_regex(regex, (line for b in blocks
+                                            for line in split_lines(b.decode("utf-8", "replace"))))
             if sched.describe(app_id) is None:
                 raise UnknownAppException(app_handle)
             return sched.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
@@ -595,8 +620,176 @@ class Runner:
         streams: Optional[Any] = None,
     ) -> Iterable[bytes]:
         """Like :meth:`log_lines` without filtering, as byte blocks of whole lines (fast relay)."""
+        if streams is None:
+            return self._blocks_or_archived(app_handle, role_name, k, should_tail)
         sched, _scheduler, app_id = self._resolve(app_handle)
         return sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail, streams=streams)
+
+    # -- the log archive (tx.runner.archive, docs/recovery.md) ---------------------------
+    @property
+    def log_archive(self) -> Optional["LogArchive"]:
+        """The :class:`tx.runner.archive.LogArchive` this runner copies logs into (default:
+        ``[tx:logs] archive``, else under tx's state directory); None: no archive. Settable."""
+        if self._log_archive is _UNSET:
+            # fsspec and the settings only once logs are archived or read
+            from tx.runner.archive import default_archive
+
+            try:
+                self._log_archive = default_archive()
+            except (ValueError, ImportError, OSError) as e:
+                self._warn_archive(f"cannot open the log archive: {e}")
+                self._log_archive = None
+        return self._log_archive
+
+    @log_archive.setter
+    def log_archive(self, archive: Optional["LogArchive"]) -> None:
+        self._log_archive = archive
+
+    def _warn_archive(self, text: str) -> None:
+        if not self._archive_warned:
+            self._archive_warned = True
+            log.warning(f"{text}; the app runs on, its logs are not archived")
+
+    def _replicas_of(self, app_handle: AppHandle, desc: Any) -> List[tuple]:
+        app = self._apps.get(app_handle) or getattr(desc, "app", None)
+        roles = list(app.roles) if app is not None else list(getattr(desc, "roles", None) or [])
+        if roles:
+            return [(r.name, k) for r in roles for k in range(r.num_replicas)]
+        return [(rs.role, k) for rs in getattr(desc, "roles_statuses", None) or []
+                for k in range(len(rs.replicas))]
+
+    def archive_logs(self, app_handle: AppHandle, desc: Any = None, catch_up: bool = False) -> int:
+        """Copy what is new in each replica's log into :attr:`log_archive`; when ``desc``
+        (the app's description) is terminal, mark the app's archive complete. Never raises:
+        an archive that cannot be written is one warning, a log the backend cannot give is
+        left for the next copy.
+
+        Args:
+            app_handle: the app.
+            desc: its :class:`tx.schedulers.DescribeAppResponse` (None: asked here).
+            catch_up: do nothing when the archive of the app is already complete.
+
+        Returns:
+            bytes written.
+        """
+        archive = self.log_archive
+        if archive is None:
+            return 0
+        # the archive's module (fsspec) is loaded by log_archive above
+        from tx.runner.archive import BackendReadError
+
+        try:
+            if catch_up and archive.is_complete(app_handle):
+                return 0
+            sched, _scheduler, app_id = self._resolve(app_handle)
+            if desc is None:
+                desc = sched.describe(app_id)
+                if desc is None:
+                    return 0
+            replicas = self._replicas_of(app_handle, desc)
+
+            def read(role: str, k: int) -> Iterable[bytes]:
+                try:
+                    yield from sched.log_iter_blocks(app_id, role, k, should_tail=False)
+                except Exception as e:  # noqa: BLE001 - any backend failure: copy later
+                    raise BackendReadError(f"{role}/{k}: {e}") from e
+
+            ended = desc.state.name if is_terminal(desc.state) else None
+            return archive.copy(app_handle, replicas, read, ended=ended)
+        except BackendReadError as e:
+            log.debug("log archive: the backend did not give a log", handle=app_handle, error=str(e))
+        except Exception as e:  # noqa: BLE001 - the archive must never harm the run
+            self._warn_archive(f"cannot write the log archive at {archive.url}: {e}")
+        return 0
+
+    def _follow_logs(self, app_handle: AppHandle) -> Any:
+        """Copy the app's logs into the archive every ``[tx:logs] interval`` seconds, in a
+        thread, until the returned function is called."""
+        if self.log_archive is None:
+            return lambda: None
+        # settings are read where they are used
+        from tx.config.recovery import archive_interval
+
+        try:
+            interval = archive_interval()
+        except ValueError as e:
+            self._warn_archive(str(e))
+            return lambda: None
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.wait(interval):
+                self.archive_logs(app_handle)
+
+        t = threading.Thread(target=loop, name="tx-log-archive", daemon=True)
+        t.start()
+
+        def stop() -> None:
+            done.set()
+            t.join()
+
+        return stop
+
+    def archived_replicas(self, app_handle: AppHandle) -> Optional[List[tuple]]:
+        """``[(role, k), ...]`` the log archive holds for the app, or None."""
+        archive = self.log_archive
+        return None if archive is None else archive.replicas(app_handle)
+
+    def _blocks_or_archived(self, app_handle: AppHandle, role_name: str, k: int,
+                            should_tail: bool, check_known: bool = False) -> Iterator[bytes]:
+        """The replica's log from the backend, or from the archive when the backend no
+        longer has it: it does not know the app, cannot give the log, or gives nothing
+        where the archive holds the app's complete log (a warning says so). With
+        ``check_known``, ask the backend first whether it knows the app (as
+        :meth:`log_lines` always has), and raise UnknownAppException when neither it nor
+        the archive does."""
+        sched, _scheduler, app_id = self._resolve(app_handle)
+        archive = self.log_archive
+
+        def archived(why: str) -> Optional[Iterator[bytes]]:
+            if archive is None or not archive.has(app_handle, role_name, k):
+                return None
+            return self._from_archive(archive, app_handle, role_name, k, why)
+
+        if check_known:
+            try:
+                known = sched.describe(app_id) is not None
+            except SchedulerError as e:
+                found = archived(str(e))
+                if found is None:
+                    raise
+                return found
+            if not known:
+                found = archived("the backend no longer knows the app")
+                if found is None:
+                    raise UnknownAppException(app_handle)
+                return found
+        try:
+            blocks = iter(sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail))
+        except (UnknownAppException, SchedulerError, OSError) as e:  # e.g. the job's files deleted
+            found = archived(str(e) or type(e).__name__)
+            if found is None:
+                raise
+            return found
+        return self._unless_gone(blocks, archive, app_handle, role_name, k)
+
+    def _unless_gone(self, blocks: Iterator[bytes], archive: Optional["LogArchive"],
+                     app_handle: AppHandle, role: str, k: int) -> Iterator[bytes]:
+        first = next(blocks, None)
+        if first is None and archive is not None and archive.is_complete(app_handle) \
+                and archive.size(app_handle, role, k) > 0:
+            yield from self._from_archive(archive, app_handle, role, k, "the backend's log is gone")
+            return
+        if first is not None:
+            yield first
+        yield from blocks
+
+    @staticmethod
+    def _from_archive(archive: "LogArchive", app_handle: AppHandle, role: str, k: int,
+                      why: str) -> Iterator[bytes]:
+        log.warning(f"{app_handle} {role}/{k}: reading the log from tx's log archive ({why})",
+                    archive=archive.url)
+        return archive.read_blocks(app_handle, role, k)
 
     def list(self, scheduler: str) -> List[ListAppResponse]:
         """The apps ``scheduler`` can see, with their handles (a handle the scheduler set

@@ -32,7 +32,8 @@ import attrs
 
 from tx.components.system import finder
 from tx.components.system.errors import ComponentError
-from tx.config.environ import SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
+from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
+from tx.config.recovery import checkpoint_url
 from tx.config.trackers import configured_trackers
 from tx.errors import UserError
 from tx.schedulers.api import ListAppResponse, PartialListError
@@ -377,9 +378,12 @@ def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: S
     extra[SWEEP_ID] = rec.handle
     extra[TRIAL_INDEX] = str(trial.index)
     extra[TRIAL_PARAMS] = json.dumps(params, sort_keys=True)
+    # each trial resumes only its own checkpoints (every attempt of the trial shares them;
+    # the trials' apps share one name, which would give them one TX_CHECKPOINT_DIR)
+    ckpt = {CHECKPOINT_DIR: checkpoint_url(rec.scheduler, rec.session, f"{rec.sweep_id}/trial-{trial.index}")}
     roles = [attrs.evolve(r, args=[substitute(a, params) for a in r.args],
                           entrypoint=substitute(r.entrypoint, params),
-                          env={**{k: substitute(v, params) for k, v in r.env.items()}, **extra})
+                          env={**ckpt, **{k: substitute(v, params) for k, v in r.env.items()}, **extra})
              for r in app.roles]
     return attrs.evolve(app, roles=roles)
 

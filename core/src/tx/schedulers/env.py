@@ -20,6 +20,9 @@ tx name                   TorchX name                 value
 ``TX_PARENT_RUN_ID``      ``TORCHX_PARENT_RUN_ID``    the tracker parent run id (Runner)
 ``TX_TRACKERS``           ``TORCHX_TRACKERS``         configured tracker names, comma-separated (Runner)
 ``TX_TRACKER_<N>_CONFIG`` ``TORCHX_TRACKER_<N>_CONFIG`` a tracker's config (Runner)
+``TX_CHECKPOINT_DIR``     (none)                      the run's checkpoint location, an fsspec URL or
+                                                      a path, the same in every attempt (Runner;
+                                                      :mod:`tx.distributed` saves and loads there)
 ``TX_SWEEP_ID``           (none)                      in a sweep's trial: the sweep handle (Runner)
 ``TX_TRIAL_INDEX``        (none)                      in a sweep's trial: its index, 0-based (Runner)
 ``TX_TRIAL_PARAMS``       (none)                      in a sweep's trial: its parameters as JSON (Runner)

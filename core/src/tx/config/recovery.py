@@ -1,0 +1,89 @@
+"""Settings of runs that outlive their backend (docs/recovery.md): the log archive
+(``[tx:logs]``) and the checkpoint location (``[tx:checkpoint]``).
+
+``.txconfig``::
+
+    [tx:logs]
+    archive = s3://bucket/tx-logs   # an fsspec URL or a path; "off" keeps no archive
+    interval = 30s                  # how often a followed app's logs are copied
+
+    [tx:checkpoint]
+    root = s3://bucket/ckpt         # every scheduler
+    slurm = /shared/ckpt            # one scheduler (wins over root)
+
+Defaults: the archive under ``<state_dir>/logs``, every 30 s; checkpoints under
+``<state_dir>/checkpoints`` (:func:`tx.config.environ.state_dir`). Standard library only.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+from urllib.parse import quote
+
+from tx.config.environ import state_dir
+from tx.config.files import get_config
+from tx.config.gc import parse_duration
+
+__all__ = [
+    "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "LOGS_SECTION", "OFF", "archive_interval",
+    "archive_url", "checkpoint_root", "checkpoint_url",
+]
+
+#: ``[tx:logs]``: where the log archive is and how often it is written
+LOGS_SECTION = ("tx", "logs")
+#: ``[tx:checkpoint]``: where runs keep their checkpoints (``root`` or per scheduler)
+CHECKPOINT_SECTION = ("tx", "checkpoint")
+#: values of ``[tx:logs] archive`` that turn the archive off
+OFF = ("off", "none", "false", "no", "0", "")
+#: the default seconds between two copies of a followed app's logs
+ARCHIVE_INTERVAL_S = 30.0
+
+
+def archive_url(dirs: Optional[Iterable[str]] = None) -> Optional[str]:
+    """The log archive's root, an fsspec URL or an absolute path: ``[tx:logs] archive``,
+    else ``<state_dir>/logs``; None when the setting is ``off``."""
+    value = get_config(*LOGS_SECTION, "archive", dirs)
+    if value is None:
+        return os.path.join(state_dir(), "logs")
+    value = value.strip()
+    if value.lower() in OFF:
+        return None
+    return value if "://" in value else os.path.abspath(os.path.expanduser(value))
+
+
+def archive_interval(dirs: Optional[Iterable[str]] = None) -> float:
+    """Seconds between two copies of a followed app's logs: ``[tx:logs] interval`` (a
+    duration, :func:`tx.config.gc.parse_duration`), else :data:`ARCHIVE_INTERVAL_S`.
+
+    Raises:
+        ValueError: the setting is not a duration (message for users).
+    """
+    value = get_config(*LOGS_SECTION, "interval", dirs)
+    if value is None:
+        return ARCHIVE_INTERVAL_S
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        raise ValueError(f"[tx:logs] interval: {e}") from None
+
+
+def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str:
+    """Where the runs of ``scheduler`` keep checkpoints: ``[tx:checkpoint] <scheduler>``,
+    else ``[tx:checkpoint] root``, else ``<state_dir>/checkpoints``. An fsspec URL or an
+    absolute path (the default is on this machine: a remote backend's replicas need a
+    shared path or an object store URL)."""
+    for key in (scheduler, "root"):
+        value = get_config(*CHECKPOINT_SECTION, key, dirs)
+        if value and value.strip():
+            value = value.strip()
+            return value if "://" in value else os.path.abspath(os.path.expanduser(value))
+    return os.path.join(state_dir(), "checkpoints")
+
+
+def checkpoint_url(scheduler: str, session: str, app_name: str,
+                   dirs: Optional[Iterable[str]] = None) -> str:
+    """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
+    (names percent-encoded). Keyed by the app's name, not its id, so that every attempt of
+    a run (retries, a resubmission of the same app, the same run failed over) shares it."""
+    root = checkpoint_root(scheduler, dirs)
+    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(app_name or "app", safe="")])

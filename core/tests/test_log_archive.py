@@ -1,0 +1,236 @@
+"""tx.runner.archive: incremental, byte-exact copies of replica logs on any fsspec
+filesystem; the Runner's copy while it waits, its catch-up, and its fallback when the
+backend has lost a log (a scheduler of this file whose logs can be deleted)."""
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional
+
+import pytest
+
+from tx.config.recovery import archive_interval, archive_url, checkpoint_root
+from tx.runner import Runner
+from tx.runner.archive import BackendReadError, LogArchive
+from tx.schedulers import DescribeAppResponse, Scheduler
+from tx.schedulers.api import SchedulerError
+from tx.specs import AppDef, AppState, Role, UnknownAppException
+
+H = "fake://s/app-1"
+RAW = [b"one\n", b"\x00\xff bytes\n", b"two", b" halves\n", b"no newline"]
+
+
+def reader(chunks: List[bytes]) -> Any:
+    return lambda role, k: iter(chunks)
+
+
+@pytest.mark.parametrize("url", ["dir", "memory://tx-archive-test"])
+def test_copies_are_incremental_and_byte_exact(tmp_path: Path, url: str) -> None:
+    archive = LogArchive(str(tmp_path / url) if url == "dir" else url)
+    for n in range(1, len(RAW) + 1):  # the log grows; each copy writes only what is new
+        archive.copy(H, [("r", 0)], reader(RAW[:n]))
+        assert b"".join(archive.read_blocks(H, "r", 0)) == b"".join(RAW[:n])
+    assert len(list(archive.read_blocks(H, "r", 0))) == len(RAW)  # one part per copy
+    assert archive.copy(H, [("r", 0)], reader(RAW)) == 0  # nothing new: no empty part
+    assert not archive.is_complete(H)
+    archive.copy(H, [("r", 0), ("r", 1)], reader(RAW), ended="SUCCEEDED")
+    assert archive.is_complete(H) and archive.replicas(H) == [("r", 0), ("r", 1)]
+    assert archive.size(H, "r", 1) == len(b"".join(RAW))
+    assert not archive.has(H, "r", 2) and archive.replicas("fake://s/other") is None
+
+
+def test_a_backend_log_that_shrank_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
+    archive = LogArchive(str(tmp_path))
+    archive.copy(H, [("r", 0)], reader([b"a\nb\n"]))
+    assert archive.copy(H, [("r", 0)], reader([b"x\n"])) == 0
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"a\nb\n"
+
+
+def test_a_replica_the_backend_cannot_give_is_skipped_and_the_app_stays_incomplete(tmp_path: Path) -> None:
+    archive = LogArchive(str(tmp_path))
+
+    def read(role: str, k: int) -> Iterable[bytes]:
+        if k == 1:
+            raise BackendReadError("gone")
+        return [b"ok\n"]
+
+    with pytest.raises(BackendReadError):
+        archive.copy(H, [("r", 0), ("r", 1)], read, ended="FAILED")
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"ok\n" and not archive.is_complete(H)
+    assert archive.has(H, "r", 0) and not archive.has(H, "r", 1)  # nothing of r/1 to stand in
+
+
+def test_two_copiers_at_once_lose_and_repeat_nothing(tmp_path: Path) -> None:
+    """Copiers racing on one log (two tx processes) each continue the archive where it
+    ended; whichever part lands, the archive stays a prefix of the log."""
+    archive = LogArchive(str(tmp_path))
+    log = [f"line {i}\n".encode() for i in range(200)]
+    barrier = threading.Barrier(4)
+
+    def copier() -> None:
+        barrier.wait()
+        for n in range(0, 201, 10):
+            archive.copy(H, [("r", 0)], reader(log[:n]))
+
+    threads = [threading.Thread(target=copier) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    archive.copy(H, [("r", 0)], reader(log))
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"".join(log)
+
+
+def test_prune_deletes_complete_archives_that_ended_before_keep(tmp_path: Path) -> None:
+    archive = LogArchive(str(tmp_path))
+    archive.copy("a://s/old", [("r", 0)], reader([b"x\n"]), ended="SUCCEEDED")
+    archive.copy("b://s/old", [("r", 0)], reader([b"x\n"]), ended="SUCCEEDED")
+    archive.copy("a://s/running", [("r", 0)], reader([b"x\n"]))
+    later = __import__("time").time() + 100
+    assert archive.prune(3600, now=later) == []
+    assert archive.prune(10, dry_run=True, now=later, schedulers=["a"]) == ["a://s/old"]
+    assert archive.is_complete("a://s/old")
+    assert sorted(archive.prune(10, now=later)) == ["a://s/old", "b://s/old"]
+    assert archive.replicas("a://s/old") is None and archive.replicas("a://s/running") is not None
+
+
+def test_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    conf = tmp_path / ".txconfig"
+    conf.write_text("[tx:logs]\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    assert archive_url() == str(tmp_path / "state" / "logs") and archive_interval() == 30
+    assert checkpoint_root("slurm") == str(tmp_path / "state" / "checkpoints")
+    conf.write_text("[tx:logs]\narchive = s3://b/logs\ninterval = 2m\n"
+                    "[tx:checkpoint]\nroot = s3://b/ckpt\nslurm = ~/ckpt\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    assert archive_url() == "s3://b/logs" and archive_interval() == 120
+    assert checkpoint_root("slurm").endswith("/ckpt") and checkpoint_root("slurm").startswith("/")
+    assert checkpoint_root("local_cwd") == "s3://b/ckpt"
+    conf.write_text("[tx:logs]\narchive = off\ninterval = soon\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    assert archive_url() is None
+    with pytest.raises(ValueError, match=r"\[tx:logs\] interval"):
+        archive_interval()
+
+
+# -- the Runner ----------------------------------------------------------------------------
+
+class FileLogs(Scheduler[Any]):
+    """Apps whose replicas' logs are files the test writes (and deletes)."""
+
+    def __init__(self, session_name: str, logs: Dict[str, bytes], **kw: Any) -> None:
+        super().__init__("fake", session_name)
+        self.logs = logs
+        self.state = AppState.RUNNING
+        self.known = True
+        self.released = threading.Event()
+
+    def schedule(self, dryrun_info: Any) -> str:
+        return "app-1"
+
+    def _submit_dryrun(self, app: AppDef, cfg: Any) -> Any:
+        raise NotImplementedError
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        if not self.known:
+            return None
+        return DescribeAppResponse(app_id=app_id, state=self.state,
+                                   roles=[Role("r", image="", entrypoint="x", num_replicas=2)])
+
+    def wait(self, app_id: str, timeout: Optional[float] = None, poll_interval: float = 1.0) -> Any:
+        self.released.wait(30)
+        return self.describe(app_id)
+
+    def _cancel_existing(self, app_id: str) -> None:
+        pass
+
+    def list(self) -> List[Any]:
+        return []
+
+    def log_iter_blocks(self, app_id: str, role_name: str, k: int = 0, should_tail: bool = False,
+                        streams: Any = None) -> Iterable[bytes]:
+        key = f"{role_name}/{k}"
+        if key not in self.logs:
+            raise SchedulerError(f"log of {key} deleted")
+        return iter([self.logs[key]])
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    conf = tmp_path / ".txconfig"
+    conf.write_text(f"[tx:logs]\narchive = {tmp_path / 'archive'}\ninterval = 0.05\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    logs: Dict[str, bytes] = {"r/0": b"", "r/1": b""}
+    sched = FileLogs("s", logs)
+    runner = Runner("s", scheduler_factories={"fake": lambda session, **kw: sched})
+    return runner, sched, logs
+
+
+def test_runner_copies_while_it_waits_and_reads_the_archive_once_the_log_is_gone(
+        fake: Any, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture) -> None:
+    runner, sched, logs = fake
+    archive = runner.log_archive
+    result: List[Any] = []
+    waiter = threading.Thread(target=lambda: result.append(runner.wait(H)))
+    waiter.start()
+    for i in range(5):  # the replicas write while the runner waits: copies follow them
+        logs["r/0"] += f"line {i}\n".encode()
+        logs["r/1"] += b"\xff"
+        deadline = __import__("time").monotonic() + 10
+        while archive.size(H, "r", 0) < len(logs["r/0"]) and __import__("time").monotonic() < deadline:
+            __import__("time").sleep(0.02)
+        assert archive.size(H, "r", 0) == len(logs["r/0"])
+    assert not archive.is_complete(H)
+    logs["r/0"] += b"last, no newline"
+    sched.state = AppState.SUCCEEDED
+    sched.released.set()
+    waiter.join()
+    assert result[0].state == AppState.SUCCEEDED and archive.is_complete(H)
+    assert len(list(archive.read_blocks(H, "r", 0))) > 2  # copied in several parts
+    full = dict(logs)
+    del logs["r/0"]  # the backend lost one log, then forgot the app
+    assert b"".join(runner.log_blocks(H, "r", 0)) == full["r/0"]
+    assert list(runner.log_lines(H, "r", 0, regex="line [13]")) == ["line 1\n", "line 3\n"]
+    assert b"".join(runner.log_blocks(H, "r", 1)) == full["r/1"]  # the backend still has it
+    sched.known = False
+    assert b"".join(runner.log_blocks(H, "r", 1)) == full["r/1"]
+    assert runner.archived_replicas(H) == [("r", 0), ("r", 1)]
+    with pytest.raises(UnknownAppException):  # neither the backend nor the archive has it
+        runner.log_lines(H, "r", 2)
+    with pytest.raises(SchedulerError, match="r/2"):  # the backend's own error
+        runner.log_blocks(H, "r", 2)
+    assert "reading the log from tx's log archive" in capsys.readouterr().err
+
+
+def test_status_catches_up_a_finished_app_once(fake: Any) -> None:
+    runner, sched, logs = fake
+    logs["r/0"], logs["r/1"] = b"a\n", b"b\n"
+    sched.state = AppState.FAILED
+    assert runner.status(H).state == AppState.FAILED
+    assert runner.log_archive.is_complete(H)
+    logs["r/0"] = b"a\nchanged afterwards\n"
+    runner.status(H)  # complete: not copied again
+    assert b"".join(runner.log_archive.read_blocks(H, "r", 0)) == b"a\n"
+
+
+def test_an_unwritable_archive_is_one_warning_and_the_run_goes_on(
+        fake: Any, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    runner, sched, logs = fake
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    runner.log_archive = LogArchive(str(blocker / "archive"))
+    sched.state = AppState.SUCCEEDED
+    for _ in range(3):
+        assert runner.status(H).state == AppState.SUCCEEDED
+    err = capsys.readouterr().err
+    assert err.count("cannot write the log archive at") == 1, err
+
+
+def test_no_archive_when_it_is_off(fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner, sched, logs = fake
+    conf = tmp_path / "off.txconfig"
+    conf.write_text("[tx:logs]\narchive = off\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    runner = Runner("s", scheduler_factories={"fake": lambda session, **kw: sched})
+    sched.state = AppState.SUCCEEDED
+    runner.status(H)
+    assert runner.log_archive is None and not (tmp_path / "archive").exists()
