@@ -20,7 +20,7 @@ def test_tx_log_reads_the_archive_once_the_local_logs_are_gone(tx: Tx, tx_env: D
 
     run = txb("run", "-s", "local_cwd", "utils.sh", "sh", "-c", SCRIPT)
     assert run.returncode == 0, run.stderr
-    handle = run.stdout.decode().strip().splitlines()[-1]
+    handle = run.stdout.split(b"\n", 1)[0].decode()  # the handle is stdout's first line
     log_dir = re.search(r"logs: (\S+)", run.stderr.decode("utf-8", "replace"))[1]  # type: ignore[index]
 
     def log() -> "subprocess.CompletedProcess[bytes]":

@@ -53,7 +53,7 @@ def ui(ui_env: Dict[str, str]) -> Iterator[UIServer]:
 def handle_of(proc: "subprocess.CompletedProcess[str]") -> str:
     """The app handle ``tx run`` printed."""
     assert proc.stdout.strip().startswith("local_cwd://"), (proc.stdout, proc.stderr)
-    return proc.stdout.strip().splitlines()[-1]
+    return proc.stdout.splitlines()[0]  # the first line: the job's output follows it
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from tx.runner import Runner
     from tx.specs.api import AppDef, AppDryRunInfo, AppStatus
 
-__all__ = ["COMMAND", "UNKNOWN_CFG_KEYS", "format_duration", "next_steps", "roles_table", "summary"]
+__all__ = ["COMMAND", "RELAY_STDOUT", "UNKNOWN_CFG_KEYS", "format_duration", "next_steps", "roles_table", "summary"]
 
 _APPDEF_EXTS = (".yaml", ".yml", ".json")
 
@@ -55,6 +55,11 @@ def _split_component(args: argparse.Namespace) -> Tuple[str, List[str]]:
 #: or ``"warn"``: a warning naming it, and the key is dropped (the ``torchx`` command of
 #: tx-torchx-compat sets this, as TorchX 0.7 drops such keys)
 UNKNOWN_CFG_KEYS = "error"
+
+#: where ``tx run`` relays its replicas' stdout: ``"stdout"`` (tx: ``| grep`` sees the job's
+#: output), or ``"stderr"`` (the ``torchx`` command of tx-torchx-compat, as TorchX 0.7
+#: relays every log line to stderr and keeps stdout for the handle)
+RELAY_STDOUT = "stdout"
 
 
 def _warn_unknown_keys(opts: Any, scheduler: str, text: str) -> None:
@@ -339,7 +344,8 @@ def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool,
         i = 0
         for role in info._app.roles:
             for k in range(role.num_replicas):
-                for stream, out in (("stdout", sys.stdout.buffer), ("stderr", sys.stderr.buffer)):
+                to = sys.stdout.buffer if RELAY_STDOUT == "stdout" else sys.stderr.buffer
+                for stream, out in (("stdout", to), ("stderr", sys.stderr.buffer)):
                     relay.add(f"{role.name}/{k}",
                               lambda r=role.name, k=k, s=stream: _split_blocks(runner, handle, r, k, s),
                               out=out, index=i)

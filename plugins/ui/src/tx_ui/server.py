@@ -36,6 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tx.cli.cmd_list import format_age, newest_first
+from tx.cli.cmd_status import render as status_text
 from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
 from tx_ui._backend import Backend, NoAnswer, describe_problem, record
@@ -282,7 +283,8 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             return view
         view["status"] = status
         view["why"] = _why(status)
-        view["status_text"] = status.format()
+        # `tx status`'s text (its Duration line aside: the page shows age and duration itself)
+        view["status_text"] = status_text(status)
         view["terminal"] = is_terminal(status.state)
         return view
 

@@ -154,8 +154,8 @@ def _report(e: BaseException, command: str, traceback: bool) -> int:
 
 
 def _run(args: Any) -> int:
-    """``torchx run``: tx's ``run`` with TorchX's default scheduler and unknown ``-cfg``
-    keys a warning."""
+    """``torchx run``: tx's ``run`` with TorchX's default scheduler, unknown ``-cfg``
+    keys a warning, and the replicas' output relayed to stderr (TorchX's streams)."""
     from tx.cli import cmd_run
 
     if args.scheduler is None:
@@ -163,12 +163,13 @@ def _run(args: Any) -> int:
 
         with Runner() as runner:
             args.scheduler = _default_scheduler(runner)
-    saved = cmd_run.UNKNOWN_CFG_KEYS
-    cmd_run.UNKNOWN_CFG_KEYS = "warn"
+    saved = cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT
+    # TorchX drops unknown -cfg keys, and relays the replicas' logs to stderr (stdout: the handle)
+    cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT = "warn", "stderr"
     try:
         return int(args._command.run(args) or 0)
     finally:
-        cmd_run.UNKNOWN_CFG_KEYS = saved
+        cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT = saved
 
 
 def main(argv: Optional[List[str]] = None) -> None:
