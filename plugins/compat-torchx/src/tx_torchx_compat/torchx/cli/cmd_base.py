@@ -32,7 +32,7 @@ class TxSubCommand(SubCommand):
     tx_command: str = ""
 
     def _command(self) -> Any:
-        from tx.cli.main import builtin_commands
+        from tx.cli.main import builtin_commands  # deferred: the CLI only when a command is used
 
         load, _help = builtin_commands()[self.tx_command]
         return load()
@@ -43,7 +43,7 @@ class TxSubCommand(SubCommand):
 
     def run(self, args: argparse.Namespace) -> None:
         """Run tx's command; SystemExit(code) when it fails."""
-        from tx_torchx_compat.torchx.cli.main import _report
+        from tx_torchx_compat.torchx.cli.main import _report  # deferred: main imports this module
 
         for name, value in (("log_level", None), ("log_json", False), ("command", self.tx_command)):
             if not hasattr(args, name):

@@ -45,7 +45,7 @@ def get_sub_cmds() -> Any:
     """``{name: SubCommand instance}``: TorchX 0.7.0's built-in commands (tx's, as
     :class:`~torchx.cli.cmd_base.SubCommand`) updated with the ``torchx.cli.cmds`` entry
     points (which win over a built-in of the same name, as in TorchX)."""
-    import importlib
+    import importlib  # deferred: main stays import-light for the console script
 
     cmds = {}
     for name, (module, cls) in _SUB_CMDS.items():

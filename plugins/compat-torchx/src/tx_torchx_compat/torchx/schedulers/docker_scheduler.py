@@ -25,7 +25,7 @@ def has_docker() -> bool:
     """Whether a Docker engine answers at ``DOCKER_HOST`` (or the default socket) and the
     ``docker`` SDK is installed."""
     try:
-        import docker
+        import docker  # deferred: the docker SDK only when asked (it may not be installed)
     except ImportError:
         return False
     try:
@@ -69,10 +69,8 @@ class DockerScheduler(_docker.DockerScheduler):  # type: ignore[misc,valid-type]
     def _get_app_state(self, container: Any) -> AppState:
         """The state of one ``docker.models.containers.Container`` (its ``status`` and exit
         code), as tx's ``local_docker`` maps it."""
-        from tx_scheduler_docker._states import container_state
-
         state = container.attrs.get("State") or {}
-        return container_state(container.status, state.get("ExitCode"))
+        return _docker._states.container_state(container.status, state.get("ExitCode"))
 
 
 def create_scheduler(session_name: str, client: Optional[Any] = None, **kwargs: Any) -> DockerScheduler:
