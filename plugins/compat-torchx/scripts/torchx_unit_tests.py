@@ -10,7 +10,9 @@ github.com/pytorch/torchx), either its root or its ``torchx`` package directory.
 it is copied into this repository: the package directory is copied to a temporary
 directory under the name ``torchx_src`` (so that ``import torchx`` in the tests resolves to
 tx-torchx-compat, not to the checkout), and pytest runs there in a subprocess with a JUnit
-XML report, which this script reads.
+XML report, which this script reads. TorchX's own test packages and examples, which its
+tests import as ``torchx.<...>.test.<module>`` and ``torchx.examples...``, come from the copy
+(a ``conftest.py`` of the run); every other ``torchx.`` name is tx-torchx-compat's.
 
 Prints one line per measure::
 
@@ -39,6 +41,47 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 SRC_NAME = "torchx_src"
+
+#: conftest.py of the run: TorchX's own test packages (``torchx.<...>.test``) and examples
+#: (``torchx.examples``), which its tests import by their ``torchx.`` names, are taken from
+#: the copy (``torchx_src``); every other ``torchx.`` name is tx-torchx-compat's
+CONFTEST = """
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+
+def _from_copy(fullname):
+    parts = fullname.split(".")
+    return parts[0] == "torchx" and ("test" in parts[1:] or parts[1:2] == ["examples"])
+
+
+class _CopyLoader(importlib.abc.Loader):
+    def __init__(self, target):
+        self.target = target
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        sys.modules[module.__name__] = importlib.import_module(self.target)
+
+
+class _CopyFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if not _from_copy(fullname):
+            return None
+        target = "%s." % SRC + fullname.split(".", 1)[1]
+        if importlib.util.find_spec(target) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, _CopyLoader(target),
+                                               is_package=fullname.split(".")[-1] in ("test", "examples"))
+
+
+SRC = "{src}"
+sys.meta_path.insert(0, _CopyFinder())
+"""
 
 
 def _package_dir(path: Path) -> Path:
@@ -74,6 +117,7 @@ def measure(checkout: Path, timeout: int) -> dict:
         dst = Path(tmp) / SRC_NAME
         shutil.copytree(pkg, dst, ignore=shutil.ignore_patterns("__pycache__"))
         files = _test_files(Path(tmp))
+        (Path(tmp) / "conftest.py").write_text(CONFTEST.replace("{src}", SRC_NAME))
         report = Path(tmp) / "report.xml"
         env = dict(os.environ)
         env.setdefault("TX_LOG_LEVEL", "WARNING")

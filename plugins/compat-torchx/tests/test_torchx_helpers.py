@@ -6,6 +6,7 @@ import io
 import os
 import unittest
 from pathlib import Path
+from typing import Any, Dict
 
 import pytest
 
@@ -105,3 +106,15 @@ def test_util_helpers() -> None:
     assert load_module("os.path:join") is os.path.join and load_module("no_such_module_here") is None
     assert normalize_str("-/_a/b/CD!123!") == "abcd123" and normalize_str("!!!") == ""
     assert shlex.join(["echo", "a b", "$x"]) == "echo 'a b' '$x'"
+
+
+def test_load_group_defers_and_calls(install: Any, env: Dict[str, str], py: Any) -> None:
+    install("acme-eps", "1.0", {"acme_eps.py": "def greet(who):\n    return 'hi ' + who\n"},
+            "[acme.group]\ngreet = acme_eps:greet\nmod = acme_eps\n")
+    code = ("from torchx.util.entrypoints import load, load_group\n"
+            "g = load_group('acme.group')\n"
+            "print(g['greet']('bob'), g['mod']('ignored').__name__, load('acme.group', 'greet')('al'),\n"
+            "      load_group('acme.none', {'d': 1}), load('acme.group', 'nope', 'dflt'))\n")
+    p = py(code)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["hi", "bob", "acme_eps", "hi", "al", "{'d':", "1}", "dflt"]
