@@ -118,3 +118,4 @@ def test_load_group_defers_and_calls(install: Any, env: Dict[str, str], py: Any)
     p = py(code)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["hi", "bob", "acme_eps", "hi", "al", "{'d':", "1}", "dflt"]
+
