@@ -1,7 +1,8 @@
 """The public names TorchX 0.7.0 code imports, at TorchX's module paths (the list is
 TorchX 0.7.0's public API surface, and the private names of the local scheduler and the
-CLI that projects subclassing TorchX's schedulers import; TorchX's CLI command classes are
-not provided)."""
+CLI that projects subclassing TorchX's schedulers import; TorchX's CLI command classes, which
+it documents for ``torchx.cli.cmds`` plugins; the test helpers TorchX ships in its
+package)."""
 import importlib
 
 import pytest
@@ -54,12 +55,14 @@ NAMES = {
         "STDOUT_LOG", "STDERR_LOG", "COMBINED_LOG", "AppId", "_join_PATH",
     ],
     "torchx.schedulers.slurm_scheduler": ["SLURM_STATES", "SlurmScheduler", "create_scheduler"],
-    "torchx.schedulers.docker_scheduler": ["_to_str", "DockerScheduler", "create_scheduler"],
+    "torchx.schedulers.docker_scheduler": ["_to_str", "DockerScheduler", "DockerOpts", "create_scheduler",
+                                           "has_docker"],
+    "torchx.schedulers.streams": ["Tee"],
     "torchx.schedulers.ray_scheduler": ["RayScheduler", "create_scheduler"],
     "torchx.runtime.tracking": ["FsspecResultTracker", "ResultTracker"],
-    "torchx.cli.cmd_log": ["ID_FORMAT", "_prefix_line", "find_role_replicas", "validate"],
+    "torchx.cli.cmd_log": ["CmdLog", "ID_FORMAT", "_prefix_line", "find_role_replicas", "validate"],
     "torchx.cli.colors": ["BLUE", "ENDC", "GRAY", "GREEN", "ORANGE"],
-    "torchx.components.dist": ["ddp", "spmd", "parse_nnodes", "macros"],
+    "torchx.components.dist": ["ddp", "spmd", "parse_nnodes", "macros", "_TORCH_DEBUG_FLAGS"],
     "torchx.components.utils": ["binary", "booth", "copy", "echo", "python", "sh", "touch"],
     "torchx.components.serve": ["torchserve"],
     "torchx.components.metrics": ["tensorboard"],
@@ -67,9 +70,29 @@ NAMES = {
     "torchx.tracker": ["AppRun", "app_run_from_env"],
     "torchx.tracker.api": ["AppRun", "TrackerBase", "TrackerArtifact", "TrackerSource", "build_trackers",
                            "trackers_from_environ", "ENV_TORCHX_JOB_ID"],
-    "torchx.workspace": ["WorkspaceMixin"],
-    "torchx.workspace.api": ["WorkspaceMixin"],
-    "torchx.cli.main": ["main", "console"],
+    "torchx.workspace": ["WorkspaceMixin", "walk_workspace"],
+    "torchx.workspace.api": ["WorkspaceMixin", "walk_workspace", "TORCHX_IGNORE"],
+    "torchx.workspace.dir_workspace": ["DirWorkspaceMixin", "TmpDirWorkspaceMixin"],
+    "torchx.cli.main": ["main", "console", "get_sub_cmds"],
+    "torchx.cli.cmd_base": ["SubCommand"],
+    "torchx.cli.cmd_run": ["CmdRun", "CmdBuiltins"],
+    "torchx.cli.cmd_status": ["CmdStatus"],
+    "torchx.cli.cmd_cancel": ["CmdCancel"],
+    "torchx.cli.cmd_describe": ["CmdDescribe"],
+    "torchx.cli.cmd_list": ["CmdList"],
+    "torchx.cli.cmd_runopts": ["CmdRunopts"],
+    "torchx.cli.cmd_configure": ["CmdConfigure"],
+    "torchx.cli.cmd_tracker": ["CmdTracker"],
+    "torchx.apps.serve.serve": ["main"],
+    "torchx.apps.utils.booth_main": ["main"],
+    "torchx.apps.utils.copy_main": ["main"],
+    "torchx.apps.utils.process_monitor": ["main", "TIMEOUT_EXIT_CODE"],
+    "torchx.components.component_test_base": ["ComponentTestCase"],
+    "torchx.test.fixtures": ["IS_CI", "IS_MACOS", "TestWithTmpDir"],
+    "torchx.util.modules": ["load_module"],
+    "torchx.util.cuda": ["has_cuda_devices"],
+    "torchx.util.strings": ["normalize_str"],
+    "torchx.util.shlex": ["join"],
     "torchx.distributed": ["init_pg", "local_rank", "local_device", "on_rank0_first", "rank", "world_size",
                            "is_rank0", "is_local_rank0", "on_local_rank0_first", "local_cuda_device"],
     "torchx.util.types": ["decode", "decode_optional", "is_bool", "none_throws", "to_dict", "to_list"],

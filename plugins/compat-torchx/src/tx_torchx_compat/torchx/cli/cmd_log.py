@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 from tx.specs.api import AppDef
 from tx_torchx_compat.torchx.cli.colors import ENDC, GREEN  # noqa: F401 - TorchX's cmd_log has them
 
-__all__ = ["ID_FORMAT", "find_role_replicas", "validate"]
+__all__ = ["CmdLog", "ID_FORMAT", "find_role_replicas", "validate"]
 
 #: what ``torchx log`` takes
 ID_FORMAT = "SCHEDULER://[SESSION_NAME]/APP_ID/[ROLE_NAME/[REPLICA_IDS,...]]"
@@ -43,3 +43,12 @@ def find_role_replicas(app: AppDef, role_name: Optional[str]) -> List[Tuple[str,
     given), in role order."""
     return [(role.name, k) for role in app.roles if role_name is None or role.name == role_name
             for k in range(role.num_replicas)]
+
+
+from tx_torchx_compat.torchx.cli.cmd_base import TxSubCommand  # noqa: E402 - after the helpers, as listed
+
+
+class CmdLog(TxSubCommand):
+    """``torchx log`` (tx's ``log``)."""
+
+    tx_command = "log"

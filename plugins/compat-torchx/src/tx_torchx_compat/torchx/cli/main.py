@@ -29,7 +29,31 @@ TORCHX_SCHEDULER_ORDER = (
     "aws_sagemaker", "gcp_batch", "ray", "lsf",
 )
 
-__all__ = ["TORCHX_SCHEDULER_ORDER", "console", "main", "run_main"]
+__all__ = ["TORCHX_SCHEDULER_ORDER", "console", "get_sub_cmds", "main", "run_main"]
+
+#: TorchX 0.7.0's built-in subcommands: name -> (module, class) of tx-torchx-compat
+_SUB_CMDS = {
+    "builtins": ("cmd_run", "CmdBuiltins"), "cancel": ("cmd_cancel", "CmdCancel"),
+    "configure": ("cmd_configure", "CmdConfigure"), "describe": ("cmd_describe", "CmdDescribe"),
+    "list": ("cmd_list", "CmdList"), "log": ("cmd_log", "CmdLog"), "run": ("cmd_run", "CmdRun"),
+    "runopts": ("cmd_runopts", "CmdRunopts"), "status": ("cmd_status", "CmdStatus"),
+    "tracker": ("cmd_tracker", "CmdTracker"),
+}
+
+
+def get_sub_cmds() -> Any:
+    """``{name: SubCommand instance}``: TorchX 0.7.0's built-in commands (tx's, as
+    :class:`~torchx.cli.cmd_base.SubCommand`) updated with the ``torchx.cli.cmds`` entry
+    points (which win over a built-in of the same name, as in TorchX)."""
+    import importlib  # deferred: main stays import-light for the console script
+
+    cmds = {}
+    for name, (module, cls) in _SUB_CMDS.items():
+        cmds[name] = getattr(importlib.import_module(f"tx_torchx_compat.torchx.cli.{module}"), cls)()
+    for name, (load, _help) in _torchx_cli_commands().items():
+        cmds[name] = load()()
+    return cmds
+
 
 
 def _torchx_cli_commands() -> Any:

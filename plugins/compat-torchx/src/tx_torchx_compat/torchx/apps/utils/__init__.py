@@ -1,0 +1,1 @@
+"""``torchx.apps.utils``."""

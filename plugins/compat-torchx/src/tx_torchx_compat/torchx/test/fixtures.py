@@ -1,0 +1,55 @@
+"""``torchx.test.fixtures``: TorchX 0.7.0's unittest helpers (``TestWithTmpDir``), written
+for tx-torchx-compat from TorchX's documented behaviour."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from typing import Iterable, List, Union
+
+__all__ = ["IS_CI", "IS_MACOS", "TestWithTmpDir"]
+
+#: whether the tests run on a CI machine (the ``CI`` variable is set, as GitHub Actions does)
+IS_CI: bool = bool(os.getenv("CI"))
+#: whether the tests run on macOS
+IS_MACOS: bool = sys.platform == "darwin"
+
+
+class TestWithTmpDir(unittest.TestCase):
+    """A TestCase with a fresh temporary directory per test, ``self.tmpdir`` (a Path), removed
+    in ``tearDown``, and helpers that write files in it by path relative to it."""
+
+    def setUp(self) -> None:
+        self.tmpdir: Path = Path(tempfile.mkdtemp(prefix=f"torchx-{type(self).__name__}-"))
+
+    def tearDown(self) -> None:
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def touch(self, filepath: str) -> Path:
+        """Create an empty file ``tmpdir/filepath`` (parents included); returns its path."""
+        path = self.tmpdir / filepath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        return path
+
+    def write(self, filepath: str, content: Iterable[str]) -> Path:
+        """Write ``content`` (strings, written as given: no newline is added) to
+        ``tmpdir/filepath``; returns its path."""
+        path = self.touch(filepath)
+        path.write_text("".join(content))
+        return path
+
+    def write_shell_script(self, script_path: str, content: List[str]) -> Path:
+        """Write an executable bash script ``tmpdir/script_path``: a ``#!/bin/bash`` line,
+        then each line of ``content``; returns its path."""
+        path = self.touch(script_path)
+        path.write_text("\n".join(["#!/bin/bash", *content]) + "\n")
+        path.chmod(0o755)
+        return path
+
+    def read(self, filepath: Union[str, Path]) -> List[str]:
+        """The lines (with their newlines) of ``tmpdir/filepath`` (an absolute path is read
+        as is)."""
+        with open(self.tmpdir / filepath) as f:
+            return f.readlines()
