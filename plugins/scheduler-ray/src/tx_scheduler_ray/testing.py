@@ -30,7 +30,7 @@ from typing import Iterator, List
 
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, wait_for
+from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
 __all__ = ["NUM_CPUS", "ray_head"]
 
@@ -95,6 +95,10 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         wait_for(lambda: _http_ok(f"{url}/api/version"), timeout=120, what="the Ray dashboard", service=svc)
         wait_for(lambda: _http_ok(f"{url}/api/jobs/"), timeout=60, what="the Ray job API", service=svc)
+        # the job API answers before the head's dashboard agent listens, and a job submitted
+        # then fails ("No available agent to submit job") once the head's 10 s wait for it ends
+        wait_for(lambda: port_open(ports["dashboard-agent-listen-port"]), timeout=120,
+                 what="the Ray dashboard agent", service=svc)
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RAY_ADDRESS", url)
             yield url
