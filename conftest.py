@@ -6,7 +6,10 @@
   cluster; ...), loaded here with ``pytest_plugins`` as tox loads ``tox.pytest``: so a
   backend another tree needs too (the podman engine of the AWS Batch and workspace-image
   tests) is defined once and started once per session. Only the installed plugins are
-  loaded: hatch's ``core`` and ``local`` environments have none or one of them.
+  loaded: hatch's ``core`` and ``local`` environments have none or one of them. The fake
+  Kubernetes and GCP Batch servers' fixtures live beside those plugins' tests
+  (``k8s_fake_cluster``, ``gcp_fake_server``) and are loaded the same way, so the
+  cross-backend tests (tests/test_portability.py) share them.
 * ``tx_env``, ``tx`` and ``one_line_error``: run ``tx`` in a subprocess with a private
   state directory and home, and check a one-line error.
 * No test leaves a file in the repository's root directory (a test that writes into its
@@ -35,6 +38,12 @@ PLUGIN_FIXTURES = (
     "tx_scheduler_ray.testing",
     "tx_tracker_mlflow.testing",
 )
+#: fixture modules of the fake servers, beside their plugin's tests (pytest.ini puts those
+#: directories on ``pythonpath``), each loaded where its plugin is installed
+TEST_SERVER_FIXTURES = (
+    ("k8s_fake_cluster", "tx_scheduler_k8s"),
+    ("gcp_fake_server", "tx_scheduler_gcp_batch"),
+)
 
 
 def _installed(module: str) -> bool:
@@ -45,7 +54,8 @@ def _installed(module: str) -> bool:
         return False
 
 
-pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)]
+pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)] + [
+    m for m, plugin in TEST_SERVER_FIXTURES if _installed(plugin) and _installed(m)]
 
 
 @pytest.fixture

@@ -1,41 +1,9 @@
 """Fixtures of the tx-scheduler-gcp-batch tests.
 
-No Batch emulator exists: a session-scoped fixture starts :class:`fake_gcp.FakeGcp`, a local
-server for the Batch v1 and Cloud Logging v2 REST APIs that really runs the tasks as local
-processes, on a free port of 127.0.0.1 with its state under pytest's temp directory. The
-scheduler under test is the real one over the official client libraries, located the way
-users locate Google Cloud (environment variables, see ``tx_scheduler_gcp_batch._client``), so
-that a scheduler created by name in a fresh process reaches the same server.
+No Batch emulator exists: the session fixture ``fake_gcp`` (of ``gcp_fake_server`` beside
+this file, loaded by the repository's root ``conftest.py`` so that tests/test_portability.py
+shares the server) starts :class:`fake_gcp.FakeGcp`, a local server for the Batch v1 and Cloud
+Logging v2 REST APIs that really runs the tasks as local processes. The scheduler under test
+is the real one over the official client libraries, located the way users locate Google
+Cloud (environment variables, see ``tx_scheduler_gcp_batch._client``).
 """
-import os
-from typing import Dict, Iterator
-
-import pytest
-from fake_gcp import FakeGcp  # beside this file (pytest.ini: pythonpath)
-from gcp_settings import LOCATION, PROJECT
-
-
-@pytest.fixture(scope="session")
-def fake_gcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcp]:
-    """The local Batch + Logging server, and the environment that points tx at it."""
-    server = FakeGcp(str(tmp_path_factory.mktemp("fake-gcp"))).start()
-    env = {
-        "CLOUDSDK_API_ENDPOINT_OVERRIDES_BATCH": server.url + "/",
-        "CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING": server.url + "/",
-        "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "CLOUDSDK_BATCH_LOCATION": LOCATION,
-        "CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")),
-        "NO_GCE_CHECK": "true",
-    }
-    saved: Dict[str, object] = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield server
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v  # type: ignore[assignment]
-    assert not server.errors, f"the local Batch server moved jobs as Batch never does: {server.errors}"

@@ -166,3 +166,15 @@ def test_failure_says_which_replica(sched: KubernetesJobSetScheduler) -> None:
     assert find_replica(desc, "worker", 1).exit_code == 4
     roles: List[Role] = desc.roles
     assert roles[0].name == "worker" and roles[0].num_replicas == 2
+
+
+def test_dollar_signs_reach_the_program_as_written(sched: KubernetesJobSetScheduler) -> None:
+    """Kubernetes expands ``$(VAR)`` and reads ``$$`` as ``$`` in a container's command and
+    env values: a role's ``$$`` (the shell's pid) or ``$(NAME)`` reaches the program as
+    written, while the ``$(TX_REPLICA_ID)`` the JobSet puts for ``${replica_id}`` is
+    expanded (found by tests/test_portability.py: ``kill -9 $$`` arrived as ``kill -9 $``)."""
+    script = 'echo \'$(TX_ROLE_NAME)\' "[$X]" ${replica_id}; [ "$$$$" -gt 1 ] && echo "a pid"'
+    app_id = submit(sched, sh("w", script, 2, env={"X": "$(TX_ROLE_NAME)-$$$$"}))
+    assert wait(sched, app_id).state == AppState.SUCCEEDED
+    for k in (0, 1):
+        assert list(sched.log_iter(app_id, "w", k)) == [f"$(TX_ROLE_NAME) [$(TX_ROLE_NAME)-$$] {k}\n", "a pid\n"]

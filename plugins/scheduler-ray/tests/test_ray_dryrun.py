@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tx.specs import AppDef, InvalidRunConfigException, Resource, RetryPolicy, Role
+from tx.testing.backends import require_module
 from tx_scheduler_ray import tx_ray_driver
 from tx_scheduler_ray.request import driver_dir
 from tx_scheduler_ray.scheduler import create_scheduler
@@ -201,3 +202,26 @@ def test_replica_process_stop_kills_the_group(tmp_path: Path) -> None:
         state = "gone"
     assert state in ("gone", "Z"), state
     assert (tmp_path / names["stdout"]).read_text() == "up\n"
+
+
+def test_the_spec_passes_rays_env_var_expansion_unchanged(sched: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray expands ``$VAR`` and removes unknown ``${VAR}`` in a runtime env's env_vars
+    (``ray._private.utils.update_envs``): the spec travels there, so a role's ``$HOME``,
+    ``${TX_ROLE_NAME}`` or ``$$`` must reach the driver as written (they once arrived
+    expanded with the driver's environment: ``${TX_ROLE_NAME}`` empty)."""
+    require_module("ray", "the test runs Ray's own env_vars expansion: pip install 'ray[default]'")
+    from ray._private.utils import update_envs
+
+    script = 'echo "$HOME ${TX_ROLE_NAME} $$ ${replica_id}"'
+    app = AppDef("dollars", roles=[Role("sh", image=str(tmp_path), entrypoint="sh", args=["-c", script],
+                                        env={"P": "${PATH}:$HOME/bin"})])
+    info = sched.submit_dryrun(app, {"dashboard_address": "10.1.2.3:9999"})
+    raw = info.request.runtime_env["env_vars"][tx_ray_driver.SPEC_ENV]
+    assert "$" not in raw
+    monkeypatch.delenv("TX_TEST_SPEC", raising=False)
+    update_envs({"TX_TEST_SPEC": raw})
+    spec = json.loads(os.environ["TX_TEST_SPEC"])
+    monkeypatch.delenv("TX_TEST_SPEC")
+    assert spec == info.request.spec
+    assert spec["roles"][0]["args"] == ["-c", script] and spec["roles"][0]["env"]["P"] == "${PATH}:$HOME/bin"

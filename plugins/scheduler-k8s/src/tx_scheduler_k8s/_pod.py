@@ -21,6 +21,7 @@ reference: PodTemplateSpec, PodSpec, Container, ResourceRequirements, Volume
 from __future__ import annotations
 
 import json
+import re
 import string
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -124,6 +125,31 @@ def replica_role(role: Role, app_id: str, k: int) -> Role:
     return values.apply(role)
 
 
+#: how tx marks, in a role's args or env, a reference Kubernetes must expand (``$(NAME)``)
+_REF_MARK = "\x00"
+_REF = re.compile(_REF_MARK + r"([A-Za-z_][A-Za-z0-9_]*)" + _REF_MARK)
+
+
+def k8s_ref(name: str) -> str:
+    """A reference to the container's variable ``name`` that Kubernetes expands
+    (``$(name)`` once :func:`k8s_literal` wrote the text out)."""
+    return f"{_REF_MARK}{name}{_REF_MARK}"
+
+
+def k8s_literal(text: str) -> str:
+    """``text`` for a container's command, args or env value, so that the program gets it
+    as written: Kubernetes expands ``$(VAR)`` there and reads ``$$`` as ``$``
+    (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/),
+    so every ``$`` is written ``$$``; only the references tx placed with :func:`k8s_ref`
+    become ``$(NAME)``."""
+    return _REF.sub(r"$(\1)", text.replace("$", "$$"))
+
+
+def k8s_unliteral(text: str) -> str:
+    """What the program got for ``text`` written by :func:`k8s_literal` (``$$`` is ``$``)."""
+    return text.replace("$$", "$")
+
+
 def container(
     role: Role,
     name: str,
@@ -138,8 +164,8 @@ def container(
     c: Dict[str, Any] = {
         "name": name,
         "image": role.image,
-        "command": [role.entrypoint, *(role.args if args is None else args)],
-        "env": [{"name": k, "value": str(v)} for k, v in env.items()],
+        "command": [k8s_literal(a) for a in (role.entrypoint, *(role.args if args is None else args))],
+        "env": [{"name": k, "value": k8s_literal(str(v))} for k, v in env.items()],
         "volumeMounts": mounts,
     }
     res = resources(role.resource)
@@ -271,9 +297,9 @@ def role_from_template(template: Mapping[str, Any], replicas: int) -> Role:
     info = json.loads((meta.get("annotations") or {}).get(ANNOTATION_ROLE) or "{}")
     spec = template.get("spec") or {}
     c = (spec.get("containers") or [{}])[0]
-    command = list(c.get("command") or []) + list(c.get("args") or [])
+    command = [k8s_unliteral(a) for a in list(c.get("command") or []) + list(c.get("args") or [])]
     contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
-    env = {e["name"]: e.get("value", "") for e in c.get("env") or [] if e["name"] not in contract}
+    env = {e["name"]: k8s_unliteral(e.get("value", "")) for e in c.get("env") or [] if e["name"] not in contract}
     limits = (c.get("resources") or {}).get("limits") or {}
     res = Resource(
         cpu=_quantity_milli(limits["cpu"]) // 1000 if "cpu" in limits else -1,

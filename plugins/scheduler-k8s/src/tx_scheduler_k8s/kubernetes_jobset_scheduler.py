@@ -68,7 +68,7 @@ def _per_replica(role: Role) -> Role:
     """``role`` with ``${replica_id}`` as ``$(TX_REPLICA_ID)`` (expanded by Kubernetes)."""
     import attrs
 
-    sub = lambda s: _MACRO.sub(f"$({envc.REPLICA_ID})", s)  # noqa: E731
+    sub = lambda s: _MACRO.sub(_pod.k8s_ref(envc.REPLICA_ID), s)  # noqa: E731
     return attrs.evolve(role, args=[sub(a) for a in role.args], env={k: sub(v) for k, v in role.env.items()})
 
 

@@ -182,6 +182,15 @@ def hostport(address: str) -> str:
     return u.netloc
 
 
+def spec_json(spec: Dict[str, Any]) -> str:
+    """``spec`` as JSON with every ``$`` written ``\\u0024``: Ray expands the runtime env's
+    ``env_vars`` values (``os.path.expandvars``, then every unknown ``${NAME}`` removed:
+    ``ray._private.utils.update_envs``), which would rewrite a role's ``$HOME`` or
+    ``${TX_ROLE_NAME}`` with the driver's environment before the replica's shell sees it;
+    ``json.loads`` reads the escape back as ``$``."""
+    return json.dumps(spec, sort_keys=True).replace("$", "\\u0024")
+
+
 def build_spec(app: AppDef, app_id: str, address: str) -> Dict[str, Any]:
     """The driver's spec (JSON-able) for ``app`` with id ``app_id``."""
     roles = []
@@ -235,7 +244,7 @@ def build_request(
         "working_dir": working_dir,
         "py_modules": [driver_dir()],
         "env_vars": {
-            tx_ray_driver.SPEC_ENV: json.dumps(spec, sort_keys=True),
+            tx_ray_driver.SPEC_ENV: spec_json(spec),
             # ray job stop: SIGTERM to the driver, SIGKILL after this many seconds
             "RAY_JOB_STOP_WAIT_TIME_S": str(int(STOP_GRACE_S + 25)),
         },
