@@ -23,7 +23,7 @@ def test_attempts_tell_the_users_failures_from_the_infrastructures(tmp_path: Any
     got = build_attempts(3, AppState.FAILED, "FAILED", recorded, ["NODE_FAIL", "REQUEUED"])
     assert [(a.kind, a.reason, a.retried) for a in got] == [
         (FailureKind.INFRA, "NODE_FAIL: a node of the job failed", True),
-        (FailureKind.USER, "exit code 3", True),
+        (FailureKind.USER, "srun exit code 3", True),
         (FailureKind.INFRA, "requeued by Slurm (a node failure, a preemption or scontrol requeue)", True),
         (FailureKind.INFRA, "infra_retries exhausted: the job failed without running again", False),
     ]
@@ -74,9 +74,28 @@ def test_admin_requeue_and_node_failure_do_not_spend_max_retries(apps: Any) -> N
     ], desc.attempts
     reasons = [a.reason for a in desc.attempts]
     assert reasons == ["REQUEUED: requeued by an administrator (scontrol requeue)",
-                       "NODE_FAIL: a node of the job failed", "exit code 3", ""], reasons
+                       "NODE_FAIL: a node of the job failed", "srun exit code 3", ""], reasons
     assert desc.metadata["attempts"][0]["kind"] == "infra"
     assert apps.text(app_id, "w") == "attempt 0\nattempt 1\nattempt 2\nattempt 3\n"
     with get_runner() as runner:
         text = runner.status(f"slurm://tx/{app_id}").format()
-    assert "  Attempts:\n    #0 FAILED (infra: " in text and "#2 FAILED (user: exit code 3), retried" in text, text
+    assert "  Attempts:\n    #0 FAILED (infra: " in text and "#2 FAILED (user: srun exit code 3), retried" in text, text
+
+
+@slurm
+def test_infra_retries_run_out(apps: Any) -> None:
+    """infra_retries=1 with max_retries=0: the second requeue by the administrator is one
+    infrastructure failure too many: the next attempt fails the job without running the app."""
+    script = 'echo "attempt ${SLURM_RESTART_COUNT:-0}"; exec sleep 600'
+    app_id = apps.submit([apps.role("w", "sh", ["-c", script])], name="infra-out", infra_retries=1)
+    for attempt in (0, 1):
+        _running(apps, app_id, attempt)
+        _client.run(["scontrol", "requeue", app_id])
+    desc = apps.wait(app_id, timeout=180)
+    assert desc.state == AppState.FAILED and desc.num_restarts == 2, desc
+    assert [(a.kind, a.retried) for a in desc.attempts] == [
+        (FailureKind.INFRA, True), (FailureKind.INFRA, True), (FailureKind.INFRA, False)], desc.attempts
+    assert desc.attempts[-1].reason == "infra_retries exhausted: the job failed without running again"
+    assert "attempt 2" not in apps.text(app_id, "w")
+    batch = (apps.job_dir / f"slurm-{app_id}.out").read_text()
+    assert "[tx] infrastructure retries exhausted: 2 infrastructure failure(s), infra_retries=1" in batch, batch

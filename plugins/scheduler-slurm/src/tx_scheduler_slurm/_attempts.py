@@ -104,4 +104,4 @@ def build_attempts(
 
 
 def _status_text(status: Optional[int]) -> str:
-    return "srun failed" if status is None else f"exit code {status}"
+    return "srun failed" if status is None else f"srun exit code {status}"
