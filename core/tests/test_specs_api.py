@@ -8,7 +8,9 @@ from tx.specs import (
     AppState,
     AppStatus,
     AppStatusError,
+    Attempt,
     BindMount,
+    FailureKind,
     ReplicaState,
     ReplicaStatus,
     Resource,
@@ -256,6 +258,28 @@ def test_status_format_shape():
         "  Structured Error Msg: <NONE>\n"
         "  UI URL: file:///tmp/app\n"
     )
+
+
+def test_attempts_say_whose_failure_ended_each():
+    attempts = [
+        Attempt(0, AppState.FAILED, FailureKind.INFRA, "NODE_FAIL: a node of the job failed", retried=True),
+        Attempt(1, AppState.FAILED, FailureKind.USER, "exit code 3", retried=True),
+        Attempt(2, AppState.SUCCEEDED),
+    ]
+    text = _status(attempts=attempts).format()
+    assert text.endswith(
+        "  UI URL: file:///tmp/app\n"
+        "  Attempts:\n"
+        "    #0 FAILED (infra: NODE_FAIL: a node of the job failed), retried\n"
+        "    #1 FAILED (user: exit code 3), retried\n"
+        "    #2 SUCCEEDED\n"
+    ), text
+    assert _status(attempts=attempts).to_json()["attempts"][0] == {
+        "index": 0, "state": "FAILED", "kind": "infra", "reason": "NODE_FAIL: a node of the job failed",
+        "retried": True}
+    # no failed attempt: the text is TorchX's, unchanged
+    assert "Attempts" not in _status(attempts=[Attempt(0, AppState.RUNNING)]).format()
+    assert FailureKind("infra") is FailureKind.INFRA and str(FailureKind.USER) == "user"
 
 
 def test_status_format_filter_roles():

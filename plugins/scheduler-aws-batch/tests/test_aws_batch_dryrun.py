@@ -10,10 +10,12 @@ from typing import Any, Dict
 import pytest
 
 from tx.plugins import PluginRegistry
-from tx.specs import AppDef, BindMount, DeviceMount, InvalidRunConfigException, Resource, Role, VolumeMount
+from tx.specs import (
+    AppDef, AppState, Attempt, BindMount, DeviceMount, FailureKind, InvalidRunConfigException, Resource, Role, VolumeMount,
+)
 from tx_scheduler_aws_batch import resources
 from tx_scheduler_aws_batch.request import MAX_NODE_RANGES, REPLICA_ID_TOKEN, parse_app_id, unwrap_command
-from tx_scheduler_aws_batch.scheduler import create_scheduler
+from tx_scheduler_aws_batch.scheduler import batch_attempts, create_scheduler
 
 
 def role(name: str = "r", n: int = 1, **kw: Any) -> Role:
@@ -67,10 +69,37 @@ def test_mounts_devices_roles_and_privileged() -> None:
 def test_retry_strategy_without_retries_exits_on_program_failures() -> None:
     req = dryrun(AppDef("a", roles=[role()]))
     assert req.job_def["retryStrategy"] == {
-        "attempts": 3,
+        "attempts": 4,  # 1 + infra_retries (default 3) spares for host failures
         "evaluateOnExit": [{"onStatusReason": "Host EC2*", "action": "RETRY"}, {"onReason": "*", "action": "EXIT"}],
     }
     assert dryrun(AppDef("a", roles=[role(max_retries=20)])).job_def["retryStrategy"]["attempts"] == 10
+
+
+def test_infra_retries_are_the_spare_attempts_for_host_failures() -> None:
+    assert dryrun(AppDef("a", roles=[role(max_retries=1)]), infra_retries=0).job_def["retryStrategy"]["attempts"] == 2
+    assert dryrun(AppDef("a", roles=[role()]), infra_retries=5).job_def["retryStrategy"]["attempts"] == 6
+    with pytest.raises(InvalidRunConfigException, match="infra_retries must be an integer >= 0"):
+        dryrun(AppDef("a", roles=[role()]), infra_retries=-1)
+
+
+def test_attempts_tell_spot_reclaims_from_program_failures() -> None:
+    """describe_jobs' attempts (AttemptDetail): a ``Host EC2`` status reason is the
+    infrastructure's; an exit code the user's."""
+    reclaimed = {"statusReason": "Host EC2 (instance i-0abc) terminated.", "container": {}}
+    crashed = {"statusReason": "Essential container in task exited", "container": {"exitCode": 3}}
+    done = {"statusReason": "Essential container in task exited", "container": {"exitCode": 0}}
+    assert batch_attempts([reclaimed, crashed, done], AppState.SUCCEEDED) == [
+        Attempt(0, AppState.FAILED, FailureKind.INFRA, "Host EC2 (instance i-0abc) terminated.", retried=True),
+        Attempt(1, AppState.FAILED, FailureKind.USER, "exit code 3", retried=True),
+        Attempt(2, AppState.SUCCEEDED, None, "Essential container in task exited"),
+    ]
+    assert batch_attempts([reclaimed], AppState.RUNNING) == [
+        Attempt(0, AppState.FAILED, FailureKind.INFRA, "Host EC2 (instance i-0abc) terminated.", retried=True),
+        Attempt(1, AppState.RUNNING),
+    ]
+    assert batch_attempts([reclaimed], AppState.FAILED)[-1] == Attempt(
+        0, AppState.FAILED, FailureKind.INFRA, "Host EC2 (instance i-0abc) terminated.")
+    assert batch_attempts([], AppState.PENDING) == [Attempt(0, AppState.PENDING)]
 
 
 def test_app_ids() -> None:

@@ -59,7 +59,7 @@ def test_job_definition_and_tags_as_moto_returns_them(aws_simple: Moto) -> None:
     assert env["TX_ROLE_NAME"] == env["TORCHX_ROLE_NAME"] == "trainer"
     assert env["TX_ROLE_IDX"] == "0" and env["TX_APP_ID"] == app_id and env["LR"] == "0.1"
     assert ps["container"]["resourceRequirements"][0] == {"type": "VCPU", "value": "1"}  # at least 1 vCPU
-    assert jd["retryStrategy"]["attempts"] == 5  # 2 retries + 1 + 2 spares for host failures
+    assert jd["retryStrategy"]["attempts"] == 6  # 2 retries + 1 + infra_retries (3) spares for host failures
     rules = [{k: v.upper() if k == "action" else v for k, v in r.items()} for r in jd["retryStrategy"]["evaluateOnExit"]]
     assert rules == [{"onStatusReason": "Host EC2*", "action": "RETRY"}, {"onReason": "*", "action": "RETRY"}]
     tags = jd["tags"]

@@ -239,7 +239,7 @@ def test_spot_preemption_is_retried_but_app_failures_are_not(sched: GcpBatchSche
         'if [ ${replica_id} = 0 ] && [ "$BATCH_TASK_RETRY_ATTEMPT" = 0 ]; then sleep 600; fi; '
         'if [ ${replica_id} = 1 ]; then exit 3; fi'
     )
-    app_id = sched.submit(AppDef("spot", roles=[sh("w", script, 2)]), {"provisioning_model": "SPOT", "spot_retries": 2})
+    app_id = sched.submit(AppDef("spot", roles=[sh("w", script, 2)]), {"provisioning_model": "SPOT", "infra_retries": 2})
     wait_for_line(sched, app_id, "w", 0)
     fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0)
     desc = sched.wait(app_id, timeout=60, poll_interval=0.2)

@@ -139,6 +139,9 @@ def test_retries_and_spot_preemption(sched: GcpBatchScheduler, model: str, user:
         assert not spec.lifecycle_policies
     back = roles_of(sched.submit_dryrun(app, {"provisioning_model": model, "spot_retries": spot}).request.job)
     assert back[0].max_retries == user
+    # infra_retries, the same option on every backend, is spot_retries' new name
+    spec = sched.submit_dryrun(app, {"provisioning_model": model, "infra_retries": spot}).request.job.task_groups[0].task_spec
+    assert spec.max_retry_count == count
 
 
 def test_unsupported_apps_are_one_line_errors(sched: GcpBatchScheduler) -> None:
@@ -157,6 +160,8 @@ def test_unsupported_apps_are_one_line_errors(sched: GcpBatchScheduler) -> None:
         sched.submit_dryrun(role(), {"provisioning_model": "CHEAP"})
     with pytest.raises(InvalidRunConfigException, match="spot_retries"):
         sched.submit_dryrun(role(), {"spot_retries": -1})
+    with pytest.raises(InvalidRunConfigException, match="infra_retries must be an integer >= 0"):
+        sched.submit_dryrun(role(), {"infra_retries": -1})
 
 
 @pytest.mark.parametrize("name", ["Big_Train.v2", "9lives", "---", "a" * 100, "ÄÖÜ trainer"])

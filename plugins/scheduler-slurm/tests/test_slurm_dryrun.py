@@ -66,7 +66,7 @@ def test_one_role_one_replica(sched: SlurmScheduler, tmp_path: Path) -> None:
     script = req.materialize()
     assert script.startswith("#!/bin/bash\n")
     assert sbatch_lines(script) == [
-        "#SBATCH --job-name=one@trainer-0 --no-requeue --ntasks-per-node=1 --cpus-per-task=2 --mem=1024"
+        "#SBATCH --job-name=one@trainer-0 --requeue --ntasks-per-node=1 --cpus-per-task=2 --mem=1024"
     ]
     (group,) = srun_groups(script)
     assert group.startswith(
@@ -115,13 +115,26 @@ def test_retries_take_the_smallest_max_retries(sched: SlurmScheduler) -> None:
     req = request(sched, AppDef("r", roles=[a, b]))
     script = req.materialize()
     assert req.max_retries == 2 and "export TX_MAX_RETRIES=2" in script
-    assert '[ "${SLURM_RESTART_COUNT:-0}" -lt "$TX_MAX_RETRIES" ]' in script
+    assert '[ "$tx_user" -lt "$TX_MAX_RETRIES" ]' in script
     assert 'timeout 60 scontrol requeue "$SLURM_JOB_ID"' in script
     assert all("--requeue" in ln for ln in sbatch_lines(script) if "job-name" in ln)
     with pytest.raises(ValueError, match="max_retries=2 but run option requeue=False"):
         request(sched, AppDef("r", roles=[a, b]), {"requeue": False})
     forced = request(sched, AppDef("r", roles=[trainer()]), {"requeue": True}).materialize()
     assert "--requeue " in sbatch_lines(forced)[0]
+
+
+def test_infra_retries_requeue_the_job_without_spending_max_retries(sched: SlurmScheduler) -> None:
+    """infra_retries (default 3) alone makes the job requeue-able (Slurm requeues it after a
+    node failure or preemption); the script counts those restarts apart from the user's."""
+    script = request(sched, AppDef("i", roles=[trainer()])).materialize()
+    assert "--requeue " in sbatch_lines(script)[0]
+    assert "export TX_MAX_RETRIES=0\nexport TX_INFRA_RETRIES=3\n" in script
+    assert 'tx_infra=$((tx_attempt - tx_user))' in script
+    none = request(sched, AppDef("i", roles=[trainer()]), {"infra_retries": 0})
+    assert none.infra_retries == 0 and "--no-requeue " in sbatch_lines(none.materialize())[0]
+    with pytest.raises(InvalidRunConfigException, match="infra_retries must be an integer >= 0, got -1"):
+        sched.submit_dryrun(AppDef("i", roles=[trainer()]), {"infra_retries": -1})
 
 
 def test_resources(sched: SlurmScheduler) -> None:
@@ -134,7 +147,7 @@ def test_resources(sched: SlurmScheduler) -> None:
     # a role without resources (NULL_RESOURCE) leaves them to Slurm's defaults
     bare = Role("bare", entrypoint="true")
     line = sbatch_lines(request(sched, AppDef("b", roles=[bare])).materialize())[0]
-    assert line == "#SBATCH --job-name=b@bare-0 --no-requeue --ntasks-per-node=1"
+    assert line == "#SBATCH --job-name=b@bare-0 --requeue --ntasks-per-node=1"
 
 
 def test_mem_is_left_out_where_the_partition_reports_too_little(sched: SlurmScheduler) -> None:
@@ -150,7 +163,7 @@ def test_every_run_option(sched: SlurmScheduler, tmp_path: Path) -> None:
         "constraint": "a100&ib", "mail-user": "me@example.com", "mail-type": "END,FAIL",
         "job_dir": str(tmp_path / "jobs" / "x"), "qos": "high", "exclusive": True, "nodelist": "n1,n2",
         "exclude": "n3", "gres": "nvme:1", "reservation": "maint", "dependency": "afterok:12:13,afterany:14",
-        "signal": "USR1@120", "requeue": False,
+        "signal": "USR1@120", "requeue": False, "infra_retries": 2,
     }
     assert sorted(k for k, _ in sched.run_opts()) == sorted(cfg)
     req = request(sched, AppDef("o", roles=[trainer(2)]), cfg)

@@ -14,7 +14,7 @@ from typing import Any, List
 import pytest
 
 from tx.schedulers.api import SchedulerError
-from tx.specs import AppState
+from tx.specs import AppState, FailureKind
 from tx_scheduler_slurm import _client
 from tx_scheduler_slurm._client import SlurmTimeoutError
 from tx_scheduler_slurm.request import LAUNCHER
@@ -128,9 +128,13 @@ def test_only_tx_jobs_are_listed_and_named_by_their_app(apps: Any, tmp_path: Pat
 
 @slurm
 def test_retry_policy_decides_requeue(apps: Any) -> None:
-    once = apps.submit([apps.role("a", "true", [])], name="norequeue")
-    retried = apps.submit([apps.role("b", "true", [], max_retries=2)], name="requeue")
+    """Slurm may requeue the job where either kind of retry is left: max_retries (the user's
+    failures) or infra_retries (default 3: node failures, preemption)."""
+    once = apps.submit([apps.role("a", "true", [])], name="norequeue", infra_retries=0)
+    retried = apps.submit([apps.role("b", "true", [], max_retries=2)], name="requeue", infra_retries=0)
+    infra = apps.submit([apps.role("c", "true", [])], name="infra")
     assert "Requeue=0" in scontrol_job(once) and "Requeue=1" in scontrol_job(retried)
+    assert "Requeue=1" in scontrol_job(infra)
 
 
 @slurm
@@ -206,9 +210,10 @@ def _runner() -> Any:
 
 @slurm
 def test_node_that_goes_down_is_named(apps: Any) -> None:
-    """max_retries=0 (so --no-requeue): a node taken down under the job ends it NODE_FAIL,
-    and why-failed names the nodes; the job is not requeued."""
-    app_id = apps.submit([apps.role("n", "sleep", ["600"], replicas=2)], name="nodefail", nodelist="node3,node4")
+    """max_retries=0 and infra_retries=0 (so --no-requeue): a node taken down under the job
+    ends it NODE_FAIL, and why-failed names the nodes; the job is not requeued."""
+    app_id = apps.submit([apps.role("n", "sleep", ["600"], replicas=2)], name="nodefail", nodelist="node3,node4",
+                         infra_retries=0)
     wait_for(lambda: apps.sched.describe(app_id).state == AppState.RUNNING, what="the job to run")
     try:
         _client.run(["scontrol", "update", "nodename=node4", "state=down", "reason=tx-test"])
@@ -218,6 +223,7 @@ def test_node_that_goes_down_is_named(apps: Any) -> None:
     assert desc.state == AppState.FAILED and desc.num_restarts == 0, desc
     assert desc.structured_error_msg.startswith("NODE_FAIL: the job lost a node that failed under it (nodes "), desc
     assert "node4" in desc.structured_error_msg and "node4" in desc.msg
+    assert [(a.kind, a.reason) for a in desc.attempts] == [(FailureKind.INFRA, "NODE_FAIL: a node of the job failed")]
 
 
 @slurm

@@ -843,6 +843,7 @@ def _status_of(desc: Any) -> AppStatus:
         ui_url=desc.ui_url,
         roles=desc.roles_statuses,
         root_cause=desc.root_cause,
+        attempts=list(desc.attempts),
     )
 
 

@@ -7,7 +7,11 @@ can be imported by a replica's supervisor without attrs or the specs.
 from typing import Any
 
 _NAMES = {
+    "DEFAULT_INFRA_RETRIES": "tx.schedulers.api",
     "DescribeAppResponse": "tx.schedulers.api",
+    "INFRA_RETRIES": "tx.schedulers.api",
+    "add_infra_retries_opt": "tx.schedulers.api",
+    "infra_retries": "tx.schedulers.api",
     "ListAppResponse": "tx.schedulers.api",
     "Scheduler": "tx.schedulers.api",
     "PartialListError": "tx.schedulers.api",

@@ -28,16 +28,17 @@ import attrs
 
 from tx.errors import UserError
 from tx.plugins import get_registry
-from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role
+from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role
 from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import RoleStatus, RootCause
+from tx.specs.status import Attempt, RoleStatus, RootCause
 from tx.workspace.api import IMAGE_REPO_REQUIRED, find_workspace, get_workspace
 
 if TYPE_CHECKING:
     import datetime as _dt
 
 __all__ = [
-    "add_subclass_adapter", "DescribeAppResponse", "get_default_scheduler_name",
+    "add_infra_retries_opt", "add_subclass_adapter", "DEFAULT_INFRA_RETRIES", "DescribeAppResponse",
+    "INFRA_RETRIES", "infra_retries", "get_default_scheduler_name",
     "get_scheduler_factories", "ListAppResponse", "PartialListError", "Scheduler", "SchedulerError",
     "SchedulerFactory",
 ]
@@ -88,6 +89,9 @@ class DescribeAppResponse:
         root_cause: why the first failed replica failed, field by field, where the
             scheduler read it (:func:`tx.schedulers.why.root_cause`); its ``text`` is then
             ``structured_error_msg``.
+        attempts: every attempt with why it ended (:class:`tx.specs.Attempt`: infra or
+            user failure, the backend's reason), oldest first; empty where the scheduler
+            keeps no history. ``metadata["attempts"]`` holds the same as dicts.
     """
 
     app_id: str = "<NOT_SET>"
@@ -101,6 +105,41 @@ class DescribeAppResponse:
     metadata: Dict[str, Any] = attrs.field(factory=dict)
     app: Optional[AppDef] = None
     root_cause: Optional[RootCause] = None
+    attempts: List[Attempt] = attrs.field(factory=list)
+
+
+#: the run option that bounds retries after infrastructure failures, the same on every backend
+INFRA_RETRIES = "infra_retries"
+#: its default: a replica lost to the infrastructure is retried this many times
+DEFAULT_INFRA_RETRIES = 3
+
+
+def add_infra_retries_opt(opts: runopts) -> None:
+    """Declare the run option ``infra_retries`` (int, default :data:`DEFAULT_INFRA_RETRIES`)
+    in a scheduler's ``opts``, with the one meaning every backend gives it: an attempt that
+    ended in a :attr:`tx.specs.FailureKind.INFRA` failure (a node lost, preemption, eviction,
+    a spot reclaim) is retried up to this many times without spending the roles'
+    ``max_retries``; a :attr:`~tx.specs.FailureKind.USER` failure spends ``max_retries``."""
+    opts.add(
+        INFRA_RETRIES, type_=int, default=DEFAULT_INFRA_RETRIES,
+        help="retries after infrastructure failures (node lost, preemption, eviction, spot reclaim), "
+        "not counted in the roles' max_retries; 0 fails the app on the first one",
+    )
+
+
+def infra_retries(cfg: Mapping[str, CfgVal]) -> int:
+    """The ``infra_retries`` of a resolved run config (:data:`DEFAULT_INFRA_RETRIES` if unset).
+
+    Raises:
+        tx.specs.InvalidRunConfigException: a negative value.
+    """
+    value = cfg.get(INFRA_RETRIES)
+    if value is None:
+        return DEFAULT_INFRA_RETRIES
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidRunConfigException(f"run option {INFRA_RETRIES} must be an integer >= 0, got {value!r}",
+                                        INFRA_RETRIES, cfg)
+    return value
 
 
 @attrs.define(frozen=True)

@@ -29,12 +29,12 @@ from tx.specs.handles import AppHandle, ParsedAppHandle, make_app_handle, parse_
 from tx.specs.mounts import BindMount, DeviceMount, MountType, VolumeMount, parse_mounts
 from tx.specs.named_resources import get_named_resources, named_resources, resource
 from tx.specs.runopts import CfgVal, get_type_name, runopt, runopts
-from tx.specs.status import AppStatus, ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import AppStatus, Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 
 __all__ = [
     "ALL", "MISSING", "NONE", "NULL_RESOURCE", "AppDef", "AppDefFormatError", "AppDryRunInfo",
-    "AppHandle", "AppState", "AppStatus", "AppStatusError", "BindMount", "CfgVal", "DeviceMount",
-    "InvalidRunConfigException", "MalformedAppHandleException", "MountType", "ParsedAppHandle",
+    "AppHandle", "AppState", "AppStatus", "AppStatusError", "Attempt", "BindMount", "CfgVal", "DeviceMount",
+    "FailureKind", "InvalidRunConfigException", "MalformedAppHandleException", "MountType", "ParsedAppHandle",
     "ReplicaState", "ReplicaStatus", "Resource", "RetryPolicy", "Role", "RoleStatus", "RootCause",
     "UnknownAppException", "UnknownSchedulerException", "VolumeMount", "get_named_resources",
     "get_type_name", "is_started", "is_terminal", "macros", "make_app_handle", "named_resources",

@@ -1,6 +1,8 @@
-"""Status of a running app: :class:`AppStatus`, :class:`RoleStatus`, :class:`ReplicaStatus`."""
+"""Status of a running app: :class:`AppStatus`, :class:`RoleStatus`, :class:`ReplicaStatus`,
+and the app's :class:`Attempt` history with each attempt's :class:`FailureKind`."""
 from __future__ import annotations
 
+import enum
 import json
 import textwrap
 import os
@@ -10,7 +12,7 @@ import attrs
 
 from tx.specs.api import NONE, AppState, AppStatusError, is_terminal
 
-__all__ = ["AppStatus", "ReplicaStatus", "RoleStatus", "RootCause"]
+__all__ = ["AppStatus", "Attempt", "FailureKind", "ReplicaStatus", "RoleStatus", "RootCause"]
 
 
 #: at most this many characters of an exception message in :attr:`RootCause.text`
@@ -94,6 +96,55 @@ class RootCause:
         return {**attrs.asdict(self), "text": self.text}
 
 
+class FailureKind(str, enum.Enum):
+    """Whose failure ended an attempt, the same on every backend.
+
+    ``INFRA``: the infrastructure lost the replicas (Slurm NODE_FAIL, PREEMPTED or a
+    requeue by an administrator; a Kubernetes pod evicted; a spot VM reclaimed): retried
+    within the run option ``infra_retries`` without spending the roles' ``max_retries``.
+    ``USER``: the user's program failed (a non-zero exit status, its own out-of-memory
+    kill): retried within ``max_retries``.
+    """
+
+    INFRA = "infra"
+    USER = "user"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@attrs.frozen
+class Attempt:
+    """One attempt of an app (a submission, then one per retry), as the scheduler saw it end.
+
+    Attributes:
+        index: 0 for the first attempt, then 1, 2 ... (``num_restarts`` is the last one's).
+        state: how it ended (FAILED), or the app's state for the attempt still going.
+        kind: whose failure ended it (:class:`FailureKind`); None while it runs or when it
+            succeeded.
+        reason: the backend's own words for why it ended (``NODE_FAIL``, ``PREEMPTED``,
+            ``exit code 3``), "" when the backend does not say.
+        retried: whether the scheduler started another attempt after it.
+    """
+
+    index: int
+    state: "AppState"
+    kind: Optional[FailureKind] = None
+    reason: str = ""
+    retried: bool = False
+
+    @property
+    def text(self) -> str:
+        """One line: ``#0 FAILED (infra: NODE_FAIL), retried``."""
+        why = ": ".join(x for x in (str(self.kind) if self.kind else "", self.reason) if x)
+        return f"#{self.index} {self.state}" + (f" ({why})" if why else "") + (", retried" if self.retried else "")
+
+    def to_json(self) -> Dict[str, Any]:
+        """The fields as a dict (state and kind as their names)."""
+        return {"index": self.index, "state": str(self.state),
+                "kind": str(self.kind) if self.kind else None, "reason": self.reason, "retried": self.retried}
+
+
 @attrs.define
 class ReplicaStatus:
     """One replica: ``id`` is its index within the role (node rank, not worker rank);
@@ -142,6 +193,8 @@ class AppStatus:
         roles: per-role replica statuses.
         root_cause: the first failed replica's :class:`RootCause`, where the scheduler
             read one (its ``text`` is then ``structured_error_msg``).
+        attempts: every attempt with why it ended (:class:`Attempt`), oldest first; empty
+            where the scheduler keeps no history.
     """
 
     state: AppState
@@ -151,6 +204,7 @@ class AppStatus:
     ui_url: Optional[str] = None
     roles: List[RoleStatus] = attrs.field(factory=list)
     root_cause: Optional[RootCause] = None
+    attempts: List[Attempt] = attrs.field(factory=list)
 
     def is_terminal(self) -> bool:
         return is_terminal(self.state)
@@ -170,6 +224,7 @@ class AppStatus:
             "structured_error_msg": self.structured_error_msg,
             "root_cause": self.root_cause.to_json() if self.root_cause is not None else None,
             "url": self.ui_url,
+            "attempts": [a.to_json() for a in self.attempts],
         }
 
     def _format_replica(self, r: ReplicaStatus) -> str:
@@ -185,7 +240,8 @@ class AppStatus:
 
     def format(self, filter_roles: Optional[List[str]] = None) -> str:
         """Render the status as TorchX's ``torchx status`` text block: state, restarts,
-        each replica as ``  *role[0]:STATE`` (``*`` marks replica 0), message, error, URL."""
+        each replica as ``  *role[0]:STATE`` (``*`` marks replica 0), message, error, URL;
+        then, where an attempt failed, ``  Attempts:`` with one :attr:`Attempt.text` line each."""
         lines = []
         for rs in self.roles:
             if filter_roles and rs.role not in filter_roles:
@@ -194,6 +250,9 @@ class AppStatus:
                 lines.append(self._format_replica(r))
         roles = "\n".join(lines)
         err = self.structured_error_msg
+        # the attempts only where one failed: a run without failures reads as before
+        failed = any(a.kind is not None for a in self.attempts)
+        attempts = "".join(f"    {a.text}\n" for a in self.attempts) if failed else ""
         return (
             "AppStatus:\n"
             f"  State: {self.state}\n"
@@ -202,6 +261,7 @@ class AppStatus:
             f"  Msg: {self.msg}\n"
             f"  Structured Error Msg: {_render_error(err) if err != NONE else err}\n"
             f"  UI URL: {self.ui_url}\n"
+            + (f"  Attempts:\n{attempts}" if attempts else "")
         )
 
     def __repr__(self) -> str:

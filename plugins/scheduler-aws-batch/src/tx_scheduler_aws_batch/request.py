@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import attrs
 
 from tx.schedulers import env as env_contract
+from tx.schedulers.api import infra_retries
 from tx.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, macros
 
 from tx_scheduler_aws_batch.resources import EFA_DEVICE, NEURON_DEVICE, instance_type_from_resource
@@ -28,8 +29,9 @@ from tx_scheduler_aws_batch.resources import EFA_DEVICE, NEURON_DEVICE, instance
 MAX_NODE_RANGES = 5
 #: AWS Batch allows 1 to 10 attempts
 MAX_ATTEMPTS = 10
-#: extra attempts kept for Spot reclaims and host failures ("Host EC2*" status reasons)
-HOST_FAILURE_SPARES = 2
+#: status reasons of an attempt that the host ended (a Spot reclaim, an instance that failed
+#: or was terminated: ``Host EC2 (instance i-...) terminated.``), an infrastructure failure
+HOST_FAILURE_REASON = "Host EC2"
 #: CloudWatch Logs group that the ``awslogs`` driver writes Batch jobs to by default
 DEFAULT_LOG_GROUP = "/aws/batch/job"
 #: placeholder of the ``${replica_id}`` macro, replaced by the node's wrapper at run time
@@ -203,10 +205,12 @@ def _volumes(role: Role) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     return volumes, points
 
 
-def _retry_strategy(app: AppDef) -> Dict[str, Any]:
+def _retry_strategy(app: AppDef, infra: int) -> Dict[str, Any]:
+    """``retryStrategy``: max ``max_retries`` + 1 attempts plus ``infra`` (run option
+    ``infra_retries``) spare attempts for host failures (at most :data:`MAX_ATTEMPTS`)."""
     retries = max(r.max_retries for r in app.roles)
-    attempts = min(MAX_ATTEMPTS, retries + 1 + HOST_FAILURE_SPARES)
-    rules: List[Dict[str, str]] = [{"onStatusReason": "Host EC2*", "action": "RETRY"}]
+    attempts = min(MAX_ATTEMPTS, retries + 1 + infra)
+    rules: List[Dict[str, str]] = [{"onStatusReason": f"{HOST_FAILURE_REASON}*", "action": "RETRY"}]
     # with no retries asked for, every other failure ends the job at once; with some, Batch
     # has one attempt counter, so the spares may also serve a failing program
     rules.append({"onReason": "*", "action": "RETRY" if retries > 0 else "EXIT"})
@@ -283,7 +287,7 @@ def build_request(
         "jobDefinitionName": name,
         "type": "multinode",
         "nodeProperties": {"numNodes": start, "mainNode": 0, "nodeRangeProperties": ranges},
-        "retryStrategy": _retry_strategy(app),
+        "retryStrategy": _retry_strategy(app, infra_retries(cfg)),
         "propagateTags": True,
         "tags": tags,
     }

@@ -23,10 +23,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex
 from tx.schedulers import env as env_contract
+from tx.schedulers.api import add_infra_retries_opt
 from tx.schedulers.ids import make_unique
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import (
-    NONE, AppDef, AppDryRunInfo, AppState, CfgVal, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
+    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
     runopts,
 )
 from tx.specs.status import RootCause
@@ -34,11 +35,11 @@ from tx.specs.status import RootCause
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch.request import (
-    DEFAULT_LOG_GROUP, REPLICA_ID_TOKEN, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
+    DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, REPLICA_ID_TOKEN, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
 )
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
-__all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch"]
+__all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch", "batch_attempts"]
 
 log = get_logger(__name__)
 
@@ -100,6 +101,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         opts.add("image_repo", type_=str, default=None,
                  help="(with --workspace) image repository the docker workspace pushes the built image to, "
                       "e.g. an ECR repository URI")
+        add_infra_retries_opt(opts)
         return opts
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[BatchJob]:
@@ -257,6 +259,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         if state == AppState.FAILED:
             err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
         attempts = job.get("attempts") or []
+        history = batch_attempts(attempts, state)
         return DescribeAppResponse(
             app_id=app_id,
             state=state,
@@ -267,7 +270,9 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             ui_url=self._ui_url(job),
             roles_statuses=roles_statuses,
             roles=roles,
-            metadata={"job_id": job.get("jobId"), "batch_status": status},
+            metadata={"job_id": job.get("jobId"), "batch_status": status,
+                      "attempts": [a.to_json() for a in history]},
+            attempts=history,
         )
 
     def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str) -> str:
@@ -552,3 +557,32 @@ def create_scheduler(session_name: str, **kwargs: Any) -> AwsBatchScheduler:
     """TorchX's factory: ``create_scheduler(session_name, **kwargs)``; ``kwargs`` are
     :class:`AwsBatchScheduler`'s (region, endpoint_url, poll_interval)."""
     return AwsBatchScheduler(session_name, **kwargs)
+
+
+def batch_attempts(records: List[Dict[str, Any]], state: AppState) -> List[Attempt]:
+    """Every attempt of a job with why it ended, from ``describe_jobs``' ``attempts``
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_AttemptDetail.html: the
+    attempts that ended, oldest first). An attempt whose ``statusReason`` starts with
+    ``Host EC2`` (a Spot reclaim, an instance lost) is an infrastructure failure; another
+    failed one is the user's (its exit code, or the container's reason). ``state`` is the
+    job's: the last ended attempt is its end when the job is terminal, else an attempt
+    still going follows."""
+    out = []
+    terminal = state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED)
+    for i, rec in enumerate(records):
+        reason = str(rec.get("statusReason") or "")
+        container = rec.get("container") or {}
+        code = container.get("exitCode")
+        last = terminal and i == len(records) - 1
+        if last and state != AppState.FAILED:
+            out.append(Attempt(i, state, None, reason))
+            continue
+        if reason.startswith(HOST_FAILURE_REASON):
+            kind = FailureKind.INFRA
+        else:
+            kind = FailureKind.USER
+            reason = f"exit code {code}" if code is not None else str(container.get("reason") or reason)
+        out.append(Attempt(i, AppState.FAILED, kind, reason, retried=not last))
+    if not terminal:
+        out.append(Attempt(len(records), state))
+    return out

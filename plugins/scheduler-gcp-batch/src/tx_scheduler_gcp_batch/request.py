@@ -26,7 +26,8 @@ is one task group whose tasks are all the replicas of all roles, in role order:
   ``memMB`` -> ``memory_mib``); GPUs pick an A100 machine type (``a2-highgpu-{1,2,4,8}g``,
   ``a2-megagpu-16g``) with driver installation, unless ``machine_type`` is given.
 * ``max_retry_count`` is the largest ``max_retries`` of the roles (Batch allows 0-10). On
-  Spot VMs, preemption (exit code 50001) is retried up to ``spot_retries`` more times:
+  Spot VMs, preemption (exit code 50001) is retried up to ``infra_retries`` (run option,
+  default 3; ``spot_retries``, its former name, wins where set) more times:
   with no user retries a lifecycle policy retries only that exit code; with user retries
   the two budgets add up (Batch keeps one retry counter per task).
 * labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
@@ -48,6 +49,7 @@ from typing import Any, Callable, Dict, List, Mapping, Tuple
 import attrs
 
 from tx.schedulers import env as envc
+from tx.schedulers.api import infra_retries
 from tx.schedulers.ids import make_unique
 from tx.specs import AppDef, CfgVal, Resource, Role, macros
 
@@ -224,7 +226,8 @@ def build_job(
     spot = cfg.get("provisioning_model") == "SPOT"
     lifecycle = []
     if spot:
-        spot_retries = int(cfg.get("spot_retries") or 0)
+        spot = cfg.get("spot_retries")  # the former name of infra_retries
+        spot_retries = int(spot) if spot is not None else infra_retries(cfg)
         if retries == 0 and spot_retries > 0:
             lifecycle.append({
                 "action": "RETRY_TASK",

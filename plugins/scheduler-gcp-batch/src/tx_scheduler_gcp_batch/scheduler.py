@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
+from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import is_terminal, runopts
@@ -114,8 +115,9 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         opts.add("network", type_=str, help="VPC network URL (projects/P/global/networks/N)")
         opts.add("subnetwork", type_=str, help="subnetwork URL (projects/P/regions/R/subnetworks/S)")
         opts.add("provisioning_model", type_=str, default="STANDARD", help="VM provisioning model: STANDARD or SPOT")
-        opts.add("spot_retries", type_=int, default=3,
-                 help="with SPOT: extra task retries for preemption, beyond the roles' max_retries")
+        add_infra_retries_opt(opts)
+        opts.add("spot_retries", type_=int,
+                 help="the former name of infra_retries, still read (it wins where both are set)")
         opts.add("machine_type", type_=str,
                  help="Compute Engine machine type (default: chosen by Batch; a2-highgpu-Ng for N GPUs)")
         return opts
@@ -131,6 +133,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         spot_retries = cfg.get("spot_retries")
         if isinstance(spot_retries, int) and spot_retries < 0:
             raise InvalidRunConfigException("spot_retries must be >= 0", "spot_retries", cfg)
+        infra_retries(cfg)
         cfg = {**cfg, "provisioning_model": model}
         project = self._project_for(cfg.get("project"))  # type: ignore[arg-type]
         location = str(cfg.get("location") or self._location or _client.default_location())

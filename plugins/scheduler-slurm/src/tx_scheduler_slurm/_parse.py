@@ -317,6 +317,19 @@ def parse_jobcomp(text: str, app_id: str) -> List[JobRecord]:
     return sorted(by_job.values(), key=lambda r: r.offset)
 
 
+def jobcomp_history(text: str, app_id: str) -> List[str]:
+    """Slurm's state of each ended attempt of ``app_id``, in order, from a jobcomp/filetxt
+    file: the ``JobState`` of each line of the job (its het leader's lines only)."""
+    states = []
+    for line in text.splitlines():
+        if f"JobId={app_id} " not in line:
+            continue
+        kv = parse_kv_line(line)
+        if kv.get("JobId") == app_id:
+            states.append(normalize_state(kv.get("JobState", "")))
+    return states
+
+
 @attrs.frozen
 class Partition:
     """A partition as ``sinfo`` reports it.

@@ -10,6 +10,7 @@ import os
 import re
 from typing import Mapping
 
+from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import InvalidRunConfigException, runopts
 from tx.specs.runopts import get_type_name
 
@@ -70,9 +71,10 @@ def slurm_runopts() -> runopts:
     )
     opts.add(
         "requeue", type_=bool,
-        help="let Slurm requeue the job after a node failure or preemption (default: when max_retries > 0); "
-        "False is sbatch --no-requeue",
+        help="let Slurm requeue the job after a node failure or preemption (default: when max_retries > 0 "
+        "or infra_retries > 0); False is sbatch --no-requeue (no retry after a node failure then)",
     )
+    add_infra_retries_opt(opts)
     return opts
 
 
@@ -82,8 +84,10 @@ def check_cfg(cfg: Mapping[str, object]) -> None:
     Raises:
         InvalidRunConfigException: a malformed ``time`` or ``mail-type``, an empty
             ``job_dir``, or whitespace/quotes in ``partition``, ``constraint``, ``qos``
-            or ``account`` (they go into ``#SBATCH`` lines and sbatch arguments).
+            or ``account`` (they go into ``#SBATCH`` lines and sbatch arguments), a
+            negative ``infra_retries``.
     """
+    infra_retries(cfg)
     time = cfg.get("time")
     if time is not None and not _TIME.match(str(time)):
         raise InvalidRunConfigException(

@@ -26,12 +26,27 @@ to reach the node, https://slurm.schedmd.com/slurm.conf.html#OPT_NodeAddr). Node
 not resolve (``node1`` on many clusters does not), so ``TX_RANK0_HOST`` holds that address
 and the ``${rank0_env}`` macro names ``TX_RANK0_HOST``.
 
-Retries: with ``max_retries`` > 0 every component is ``--requeue``-able (else
-``--no-requeue``: Slurm does not requeue it after a node failure either; run option
-``requeue`` overrides), and when the ``srun`` fails while
-``SLURM_RESTART_COUNT`` is below the smallest ``max_retries`` of the app's roles the script
-runs ``scontrol requeue`` on its own job. Slurm lets a requeued job start again only after
-the credential lifetime (``AuthInfo=cred_expire``, 120 s by default,
+Retries: with ``max_retries`` > 0 or ``infra_retries`` > 0 (default 3) every component is
+``--requeue``-able (else ``--no-requeue``: Slurm does not requeue it after a node failure
+either; run option ``requeue`` overrides). Two kinds of failure are counted apart, in
+``slurm-<jobid>.attempts`` in the job's working directory (one line per attempt that the
+script saw fail: ``<SLURM_RESTART_COUNT> user <status>``):
+
+* the user's: ``srun`` fails (a replica exited non-zero, or its own memory limit killed
+  it) while ``scontrol show job`` still says the job RUNNING in this attempt (a job
+  requeued, cancelled or timed out under a batch script that lives on is not the user's
+  failure; where scontrol does not answer the failure counts as the user's). The script
+  appends a ``user`` line and, while fewer such lines than the smallest ``max_retries`` of
+  the app's roles were written before, runs ``scontrol requeue`` on its own job.
+* the infrastructure's: Slurm requeued the job itself (NODE_FAIL, PREEMPTED with
+  ``PreemptMode=REQUEUE``, ``scontrol requeue`` by an administrator): the batch script was
+  killed with the job, so that attempt has no line. At the start of each attempt the
+  infrastructure failures so far are ``SLURM_RESTART_COUNT`` minus the ``user`` lines; when
+  they exceed ``infra_retries`` the script writes ``<attempt> exhausted``, says so in the
+  batch output and fails the job (exit 1) without running the app again.
+
+Slurm lets a requeued job start again only after the credential lifetime
+(``AuthInfo=cred_expire``, 120 s by default,
 https://slurm.schedmd.com/slurm.conf.html#OPT_cred_expire).
 """
 from __future__ import annotations
@@ -43,6 +58,7 @@ from typing import Dict, List, Mapping, Optional
 import attrs
 
 from tx.schedulers import env as env_contract
+from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
 from tx.specs import AppDef, Role, macros
 
 from tx_scheduler_slurm.version import __version__
@@ -138,6 +154,13 @@ def job_comment(app_name: str, user_comment: Optional[str]) -> str:
     return "".join(c if c.isprintable() else " " for c in text)[:COMMENT_MAX]
 
 
+def attempts_file(app_id: str) -> str:
+    """``slurm-<app_id>.attempts``: the attempts the batch script saw fail, one line each
+    (``<attempt> user <status>`` or ``<attempt> exhausted``), relative to the job's working
+    directory."""
+    return f"slurm-{app_id}.attempts"
+
+
 def log_file(app_id: str, role: str, replica_id: int, ext: str) -> str:
     """``slurm-<app_id>-<role>-<replica_id>.<ext>``: a replica's ``out``, ``err`` or
     ``exitcode`` file, relative to the job's working directory."""
@@ -200,8 +223,12 @@ class SlurmBatchRequest:
         replicas: the components, in het-group order (key: ``<role>-<replica>``).
         job_dir: where the job runs and its logs land (``--chdir``); the script is written
             there as ``tx-sbatch.sh`` when set, else passed to sbatch on stdin.
-        max_retries: requeues allowed (the smallest ``max_retries`` of the roles).
+        max_retries: requeues allowed after the user's failures (the smallest
+            ``max_retries`` of the roles).
         workdir: the absolute directory the job runs in (``--chdir``).
+        infra_retries: requeues by Slurm itself (node failure, preemption, an
+            administrator's requeue) allowed before the job fails (run option
+            ``infra_retries``).
     """
 
     cmd: List[str]
@@ -209,6 +236,7 @@ class SlurmBatchRequest:
     job_dir: Optional[str]
     max_retries: int
     workdir: str = ""
+    infra_retries: int = DEFAULT_INFRA_RETRIES
 
     def materialize(self) -> str:
         """The batch script text."""
@@ -226,6 +254,19 @@ class SlurmBatchRequest:
 export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TX_MAX_RETRIES={self.max_retries}
+export TX_INFRA_RETRIES={self.infra_retries}
+
+# attempts that failed by the user's program are the "user" lines the script wrote; the
+# other restarts were Slurm's own requeues (node failure, preemption, scontrol requeue)
+tx_attempt=${{SLURM_RESTART_COUNT:-0}}
+tx_attempts_file={attempts_file(APP_ID_SHELL)}
+tx_user=$(awk '$2 == "user"' "$tx_attempts_file" 2>/dev/null | wc -l)
+tx_infra=$((tx_attempt - tx_user))
+if [ "$tx_infra" -gt "$TX_INFRA_RETRIES" ]; then
+  echo "[tx] infrastructure retries exhausted: $tx_infra infrastructure failure(s), infra_retries=$TX_INFRA_RETRIES"
+  printf "%s exhausted\\n" "$tx_attempt" >> "$tx_attempts_file"
+  exit 1
+fi
 
 # rank-0 address: NodeAddr of the first node of het group 0 (node names may not resolve)
 tx_rank0_node=$(timeout 60 scontrol show hostnames "${{SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}}" | head -n 1)
@@ -240,9 +281,19 @@ srun {srun}
 tx_rc=$?
 echo "[tx] job exited with code $tx_rc"
 {self._record_terminated()}
-if [ "$tx_rc" -ne 0 ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt "$TX_MAX_RETRIES" ]; then
-  echo "[tx] requeueing (retry $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of $TX_MAX_RETRIES)"
-  timeout 60 scontrol requeue "$SLURM_JOB_ID"
+# the user's failure only while Slurm still runs this attempt: a job that Slurm requeued,
+# cancelled or timed out (its srun then fails too) is not running this attempt any more
+tx_now=$(timeout 60 scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | head -n 1)
+case "$tx_now" in
+  ""|*"JobState=RUNNING "*"Restarts=$tx_attempt "*) tx_own=1 ;;
+  *) tx_own=; echo "[tx] the job left attempt $tx_attempt under the app: not its failure" ;;
+esac
+if [ "$tx_rc" -ne 0 ] && [ -n "$tx_own" ]; then
+  printf "%s user %s\\n" "$tx_attempt" "$tx_rc" >> "$tx_attempts_file"
+  if [ "$tx_user" -lt "$TX_MAX_RETRIES" ]; then
+    echo "[tx] requeueing (retry $(( tx_user + 1 )) of $TX_MAX_RETRIES)"
+    timeout 60 scontrol requeue "$SLURM_JOB_ID"
+  fi
 fi
 exit "$tx_rc"
 """
@@ -255,8 +306,7 @@ exit "$tx_rc"
         terminated by Slurm, status not recorded by the replica itself."""
         files = " ".join(shell_word(log_file(macros.app_id, r.role, r.replica_id, "exitcode"))
                          for r in self.replicas.values())
-        return f"""tx_attempt=${{SLURM_RESTART_COUNT:-0}}
-tx_bad=
+        return f"""tx_bad=
 for tx_f in {files}; do
   read -r tx_a tx_s _ 2>/dev/null < "$tx_f" || continue
   if [ "$tx_a" = "$tx_attempt" ] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
@@ -356,9 +406,10 @@ def build_request(
             "node, so list one node per replica (or use 'exclude' / 'constraint')"
         )
     retries = min(role.max_retries for role in app.roles)
+    infra = infra_retries(cfg)
     requeue = cfg.get("requeue")
     if requeue is None:
-        requeue = retries > 0
+        requeue = retries > 0 or infra > 0
     elif not requeue and retries > 0:
         raise ValueError(
             f"app {app.name!r} has max_retries={retries} but run option requeue=False: tx retries "
@@ -407,6 +458,7 @@ def build_request(
         job_dir=str(cfg["job_dir"]) if cfg.get("job_dir") else None,
         max_retries=retries,
         workdir=workdir,
+        infra_retries=infra,
     )
 
 

@@ -31,11 +31,12 @@ from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
 
 from tx_scheduler_slurm import _client, _index
+from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
 from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
 from tx_scheduler_slurm._cluster import NOMEM_THRESHOLD_MB, ClusterInfo, query_cluster
 from tx_scheduler_slurm._logs import iter_blocks
 from tx_scheduler_slurm._parse import (
-    SACCT_FIELDS, JobRecord, Partition, in_array_tasks, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
+    SACCT_FIELDS, JobRecord, Partition, in_array_tasks, jobcomp_history, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
     squeue_format,
 )
 from tx_scheduler_slurm._states import appstate_from_slurm
@@ -264,6 +265,13 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         if not records:
             return None
         desc = build_describe(app_id, records, source)
+        leader = min(records, key=lambda r: r.offset)
+        desc.attempts = build_attempts(
+            desc.num_restarts, desc.state, leader.state,
+            read_attempts_file(desc.metadata.get("work_dir") or "", app_id),
+            self._jobcomp_history(app_id) if desc.num_restarts != 0 else [],
+        )
+        desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         if desc.state == AppState.PENDING and desc.num_restarts > 0 and "BeginTime" in desc.msg:
             down = self._down_nodes()
             if down:  # requeued, maybe after a node failure: Slurm does not say which node
@@ -344,6 +352,16 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         return [r for r in recs if r.app_id == app_id] if app_id is not None else recs
 
     def _jobcomp(self, app_id: str) -> List[JobRecord]:
+        text = self._jobcomp_text()
+        return parse_jobcomp(text, app_id) if text else []
+
+    def _jobcomp_history(self, app_id: str) -> List[str]:
+        """Slurm's state of each ended attempt of ``app_id`` (jobcomp), [] where unreadable."""
+        text = self._jobcomp_text()
+        return jobcomp_history(text, app_id) if text else []
+
+    def _jobcomp_text(self) -> str:
+        """The jobcomp/filetxt log, "" where the cluster keeps none or it is unreadable."""
         if self._jobcomp_path is None:
             self._jobcomp_path = ""
             try:
@@ -355,12 +373,12 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             if conf.get("JobCompType") == "jobcomp/filetxt" and os.access(loc, os.R_OK):
                 self._jobcomp_path = loc
         if not self._jobcomp_path:
-            return []
+            return ""
         try:
             with open(self._jobcomp_path, encoding="utf-8", errors="replace") as f:
-                return parse_jobcomp(f.read(), app_id)
+                return f.read()
         except OSError:
-            return []
+            return ""
 
     def list(self) -> List[ListAppResponse]:
         """The current user's jobs that tx submitted (job names ``<app>@<role>-<k>``, see
