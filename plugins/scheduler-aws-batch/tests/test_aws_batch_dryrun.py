@@ -3,13 +3,14 @@ shell, the named resources, and the plugin's registrations."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Any, Dict
 
 import pytest
 
-from tx.plugins import PluginRegistry
+from tx.plugins import PluginRegistry, pip_install
 from tx.specs import (
     AppDef, AppState, Attempt, BindMount, DeviceMount, FailureKind, InvalidRunConfigException, Resource, Role, VolumeMount,
 )
@@ -169,7 +170,7 @@ def test_workspace_needs_the_docker_kind(tx_registry: PluginRegistry, tmp_path: 
 
     sched = create_scheduler("tx")
     assert sched.workspace_kind == "docker"
-    with pytest.raises(WorkspaceError, match="workspace kind 'docker' is not installed: pip install tx-scheduler-docker"):
+    with pytest.raises(WorkspaceError, match=re.escape("workspace kind 'docker' is not installed: " + pip_install("tx-scheduler-docker"))):
         sched.submit(AppDef("a", roles=[role()]), {"queue": "q"}, workspace=str(tmp_path))
 
 

@@ -1,6 +1,7 @@
 """AppDef -> Batch Job, offline: the request round-trips through the library's ``Job``
 message, the roles come back from it, and what Batch cannot run is a one-line error."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any, Dict
 import pytest
 from google.cloud import batch_v1
 
+from tx.plugins import pip_install
 from tx.schedulers import env as envc
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role, VolumeMount, macros
 from tx.testing import recording_workspace, tx_registry  # noqa: F401 - fixture
@@ -215,7 +217,7 @@ def test_workspace_goes_through_the_docker_kind(tx_registry: Any, tmp_path: Path
     sched = create_scheduler("tx")
     assert GcpBatchScheduler.workspace_kind == "docker"
     role = Role("w", image="base:1", entrypoint="true")
-    with pytest.raises(WorkspaceError, match="tx-scheduler-docker"):
+    with pytest.raises(WorkspaceError, match=re.escape(pip_install("tx-scheduler-docker"))):
         sched.build_workspace(role, str(tmp_path), {})
     with recording_workspace("docker") as calls:
         built = sched.build_workspace(role, str(tmp_path), {"image_repo": "gcr.io/p/ws"})

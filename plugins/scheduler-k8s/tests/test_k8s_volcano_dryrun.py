@@ -2,6 +2,7 @@
 fields rejected) and every pod template against Kubernetes' own schema
 (kubernetes-validate, strict); plus the mapping rules the module docstring promises."""
 import copy
+import re
 import subprocess
 import sys
 from typing import Any, Dict
@@ -9,6 +10,7 @@ from typing import Any, Dict
 import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
+from tx.plugins import pip_install
 from tx.specs import AppDef, InvalidRunConfigException, Resource, Role
 from tx_scheduler_k8s.kubernetes_scheduler import create_scheduler, pod_name
 
@@ -159,7 +161,7 @@ def test_workspace_needs_the_docker_kind() -> None:
         installed = False
     if installed:
         pytest.skip("tx-scheduler-docker is installed here")
-    with pytest.raises(WorkspaceError, match="pip install tx-scheduler-docker"):
+    with pytest.raises(WorkspaceError, match=re.escape(pip_install("tx-scheduler-docker"))):
         sched.submit(APPS["one_role"], CFG, workspace="/tmp")
 
 
