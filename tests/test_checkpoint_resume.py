@@ -38,6 +38,7 @@ def test_cancelled_run_resumes_from_its_last_checkpoint(tx, tx_env, tmp_path):
     saved = max(int(p.parent.name.split("-")[1]) for p in ckpt.glob("step-*/.tx-complete"))
     second = tx(*args, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert f"resumed from checkpoint step {saved}: epoch {saved}/4 done" in second.stderr
-    assert [int(n) for n in EPOCH.findall(second.stderr)] == list(range(saved + 1, 5))
-    assert "world_size=2 test_accuracy=" in second.stderr
+    said = second.stdout + second.stderr  # the replicas' stdout on stdout, their stderr on stderr
+    assert f"resumed from checkpoint step {saved}: epoch {saved}/4 done" in said, said[-3000:]
+    assert [int(n) for n in EPOCH.findall(said)] == list(range(saved + 1, 5))
+    assert "world_size=2 test_accuracy=" in said

@@ -92,11 +92,14 @@ def test_lineage(store, capsys):
      "run 'local_cwd://tx/nope' is not known to tracker 'file' (see `tx tracker list jobs`)"),
     (["lineage", "nope"], "run 'nope' is not known to tracker 'file'"),
     (["list", "artifacts", "--artifact", "weights", TRAIN], "has no artifact 'weights' (it has: model, log)"),
-    (["list", "jobs", "--tracker", "mlflow"], "tracker 'mlflow' is not installed: " + pip_install("tx-tracker-mlflow")),
+    (["list", "jobs", "--tracker", "mlflow"], "tracker 'mlflow' is not installed: {pip_install}"),
     (["list", "jobs", "--tracker", "nosuch"], "unknown tracker 'nosuch' (installed: file)"),
 ])
 def test_errors_are_one_line(store, capsys, argv, message):
     rc, out, err = tx(capsys, "tracker", *argv)
+    # the install hint depends on the working directory (a checkout's path, relative when
+    # under it): the one the CLI just printed with
+    message = message.replace("{pip_install}", pip_install("tx-tracker-mlflow"))
     assert rc == 1 and out == ""
     assert len(err.splitlines()) == 1 and message in err, err
 

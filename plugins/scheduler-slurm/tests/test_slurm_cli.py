@@ -56,8 +56,9 @@ def test_ddp_run_log_status_list(env: Dict[str, str], tmp_path: Path) -> None:
 
     p = tx(env, tmp_path, "list", "-s", "slurm")
     assert p.returncode == 0, p.stderr
-    # newest first; Slurm reports no submit time through list(), so the AGE column says "-"
-    assert re.search(rf"^{re.escape(handle)}\s+SUCCEEDED\s+-\s+train$", p.stdout, re.M), p.stdout
+    # newest first; Slurm reports no submit time through list(), so the AGE column says "-";
+    # DURATION is "-" too, or how long the job ran where Slurm reported its times
+    assert re.search(rf"^{re.escape(handle)}\s+SUCCEEDED\s+-\s+(-|\S+)\s+train$", p.stdout, re.M), p.stdout
 
     p = tx(env, tmp_path, "describe", handle)
     assert p.returncode == 0 and "name: train" in p.stdout and "num_replicas: 2" in p.stdout, p.stdout

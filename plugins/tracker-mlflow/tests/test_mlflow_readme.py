@@ -55,7 +55,7 @@ def test_the_readme_example(mlflow_server, experiment, tmp_path):
             handle = p.stdout.splitlines()[0]
             assert handle.startswith("local_cwd://tx/record-"), p.stdout
     jobs, metadata, artifacts, child_run, lineage = out[1:]
-    child = child_run.stdout.strip()
+    child = child_run.stdout.splitlines()[0]  # the handle; the job's output follows it
     assert handle in jobs.stdout.split()
     assert [ln.split(None, 1) for ln in metadata.stdout.splitlines()[2:]] == [
         ["lr", "0.05"], ["epochs", "8"], ["optimizer.name", "sgd"]]

@@ -35,7 +35,7 @@ def tx(env: Dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProces
 
 
 def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[str, str], tmp_path: Path) -> None:
-    local = tx(env, tmp_path, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi").stdout.strip()
+    local = tx(env, tmp_path, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi").stdout.splitlines()[0]
     p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", f"job_dir={tmp_path / 'j'},time=10", "utils.sh", "sleep", "300")
     assert p.returncode == 0, p.stderr
     job = p.stdout.strip()

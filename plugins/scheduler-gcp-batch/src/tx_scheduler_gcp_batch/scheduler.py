@@ -442,6 +442,14 @@ def _exit_code(task: Any) -> Tuple[Optional[int], str]:
     return None, (events[-1].description if events else "")
 
 
+def _ended_at(task: Any) -> Any:
+    """The time of ``task``'s last status event (a datetime), or None without one
+    (``TaskStatus.statusEvents[].eventTime``:
+    https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks#StatusEvent)."""
+    events = list(task.status.status_events)
+    return events[-1].event_time if events and events[-1].event_time else None
+
+
 def _replica_statuses(
     job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], job_state: AppState
 ) -> Tuple[List[RoleStatus], Optional[Tuple[TaskInfo, Optional[int], str]]]:
@@ -450,6 +458,7 @@ def _replica_statuses(
         by_role.setdefault(info.role, RoleStatus(info.role, []))
     seen = set()
     failed: Optional[Tuple[TaskInfo, Optional[int], str]] = None
+    failed_at: Any = None
     for task in sorted(tasks, key=_task_index):
         idx = _task_index(task)
         info = layout.get(idx)
@@ -467,8 +476,12 @@ def _replica_statuses(
         rs = ReplicaStatus(info.replica_id, state, info.role, exit_code=code)
         if state == AppState.FAILED:
             rs.structured_error_msg = event or "failed"
-            if failed is None:
-                failed = (info, code, event)
+            # the task that failed first (its last status event's time; the lowest index
+            # on a tie or without times): a DDP rank whose peer failed fails after it,
+            # with an error of its own ("Connection closed by peer")
+            at = _ended_at(task)
+            if failed is None or (at is not None and (failed_at is None or at < failed_at)):
+                failed, failed_at = (info, code, event), at
         by_role[info.role].replicas.append(rs)
     pending = AppState.CANCELLED if job_state == AppState.CANCELLED else AppState.PENDING
     for idx, info in layout.items():
