@@ -11,7 +11,7 @@ import queue
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 #: seconds for connecting and for each read of a one-shot request
 TIMEOUT_S = 30.0
@@ -64,18 +64,24 @@ def follow(
     """
     import requests
 
-    resp = requests.get(
-        f"{address}/api/v0/logs/stream", params=_params(node_id, filename, interval=0.2),
-        stream=True, timeout=(TIMEOUT_S, None),
-    )
-    if resp.status_code != 200:
-        text = resp.text
-        resp.close()
-        raise LogAPIError(f"log API {resp.status_code} for {filename}: {text.strip()[:300]}")
     chunks: "queue.Queue[Any]" = queue.Queue()
+    held: List[Any] = []  # the response, once its headers came
 
     def pump() -> None:
+        # the request too is made here: the log API sends no headers for a file that is
+        # still empty (a replica that never writes to stderr), and the loop below must go
+        # on checking whether the app has ended meanwhile
         try:
+            resp = requests.get(
+                f"{address}/api/v0/logs/stream", params=_params(node_id, filename, interval=0.2),
+                stream=True, timeout=(TIMEOUT_S, None),
+            )
+            held.append(resp)
+            if resp.status_code != 200:
+                text = resp.text
+                resp.close()
+                chunks.put(LogAPIError(f"log API {resp.status_code} for {filename}: {text.strip()[:300]}"))
+                return
             for chunk in resp.iter_content(chunk_size=None):
                 chunks.put(chunk)
         except Exception as e:  # noqa: BLE001 - closed under us, or the dashboard went away
@@ -94,6 +100,8 @@ def follow(
                 item = chunks.get(timeout=0.2)
             except queue.Empty:
                 item = b""
+            if isinstance(item, LogAPIError) and not delivered:
+                raise item
             if item is None or isinstance(item, Exception):
                 ended = True
             elif item:
@@ -116,7 +124,8 @@ def follow(
                     final = final_size()
                 break
     finally:
-        _abandon(resp)
+        if held:
+            _abandon(held[0])
     data = read_file(address, node_id, filename)
     if data is not None and len(data) > delivered:
         yield data[delivered:]
