@@ -26,7 +26,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence
 
 import attrs
 
@@ -44,7 +44,29 @@ from tx.tracker.api import build_trackers
 from tx.specs.sweep import SweepFormatError, SweepSpec, expand_trials, format_value, referenced_params, substitute
 
 if TYPE_CHECKING:
-    from tx.runner.api import Runner
+    from tx.schedulers.api import Scheduler
+    from tx.specs.status import AppStatus
+
+
+class _Runner(Protocol):
+    """What a sweep needs of :class:`tx.runner.Runner` (which passes itself): the runner's
+    methods of the same names. A protocol, so that this module does not import the runner
+    that imports it."""
+
+    def name(self) -> str: ...
+
+    def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
+
+    def component_app(self, component: str, component_args: Any) -> AppDef: ...
+
+    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, Any]] = None,
+                    parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]: ...
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
+
+    def status(self, app_handle: str) -> "Optional[AppStatus]": ...
+
+    def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
 __all__ = [
     "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
@@ -355,7 +377,7 @@ def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[
     return as_args
 
 
-def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
+def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
               base: Optional[AppDef] = None) -> AppDef:
     """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
     (``base``: the sweep's AppDef where its source is one, already read).
@@ -389,7 +411,7 @@ def trial_app(runner: "Runner", rec: SweepRecord, trial: TrialRecord, as_args: S
 
 
 def dryrun_sweep(
-    runner: "Runner",
+    runner: "_Runner",
     app_or_component: Any,
     spec: SweepSpec,
     scheduler: str,
@@ -429,7 +451,7 @@ def dryrun_sweep(
                            not_native="" if native is not None else sched.sweep_not_an_array(infos))
 
 
-def run_sweep(runner: "Runner", info: SweepDryRunInfo, supervise: bool = True) -> str:
+def run_sweep(runner: "_Runner", info: SweepDryRunInfo, supervise: bool = True) -> str:
     """See :meth:`tx.runner.Runner.schedule_sweep`."""
     rec = info.record
     rec.created = time.time()
@@ -452,7 +474,7 @@ def run_sweep(runner: "Runner", info: SweepDryRunInfo, supervise: bool = True) -
     return rec.handle
 
 
-def submit_pending(runner: "Runner", handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
+def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
     """Submit pending trials, in index order, while fewer than ``max_parallel`` run;
     returns how many stay pending (0 too when the sweep is cancelled). ``infos``: trial
     index -> its dry run, where already made."""
@@ -504,7 +526,7 @@ def start_supervisor(rec: SweepRecord) -> None:
 LIST_OVER = 8
 
 
-def _listed_states(runner: "Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
+def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
     """App id -> state of the listed apps, when ``trials`` are many enough to list (else {})."""
     if len(trials) <= LIST_OVER:
         return {}
@@ -515,7 +537,7 @@ def _listed_states(runner: "Runner", rec: SweepRecord, trials: Sequence[TrialRec
     return {a.app_id: a.state for a in apps}
 
 
-def _trial_state(runner: "Runner", rec: SweepRecord, t: TrialRecord,
+def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
                  listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
     if t.pending or not t.attempts:
         return (AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED), ""
@@ -532,7 +554,7 @@ def _trial_state(runner: "Runner", rec: SweepRecord, t: TrialRecord,
     return status.state, why
 
 
-def sweep_status(runner: "Runner", handle: str) -> SweepStatus:
+def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
     """See :meth:`tx.runner.Runner.sweep_status`."""
     rec = load_record(handle)
     now = time.time()
@@ -557,7 +579,7 @@ def sweep_status(runner: "Runner", handle: str) -> SweepStatus:
     return SweepStatus(handle, out, rec.cancelled)
 
 
-def cancel_sweep(runner: "Runner", handle: str) -> None:
+def cancel_sweep(runner: "_Runner", handle: str) -> None:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
         rec.cancelled = True
@@ -570,7 +592,7 @@ def cancel_sweep(runner: "Runner", handle: str) -> None:
         runner.scheduler(rec.scheduler).cancel_many(ids)
 
 
-def resume_sweep(runner: "Runner", handle: str, supervise: bool = True) -> List[int]:
+def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List[int]:
     """See :meth:`tx.runner.Runner.resume_sweep`."""
     status = sweep_status(runner, handle)
     todo = [t.index for t in status.trials if t.state in RESUMABLE]
@@ -640,7 +662,7 @@ class TrialMetric:
     value: float
 
 
-def best_trials(runner: "Runner", handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
+def best_trials(runner: "_Runner", handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
     """The trials whose last attempt recorded metadata ``metric`` (a number) in the first
     configured tracker, best first (lowest, or highest with ``maximize``).
 
