@@ -8,6 +8,8 @@ import os
 import re
 from typing import Any
 
+from tx.cli._live import wanted
+
 _LITERAL = re.compile(r"``(.+?)``")
 _ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
 _LINK = re.compile(r"`([^`<]+?)\s*<([^>]+)>`__?")
@@ -35,9 +37,4 @@ def use_color(stream: Any) -> bool:
         return False
     if os.environ.get("FORCE_COLOR", ""):
         return True
-    if os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
+    return wanted(stream)  # a terminal, and not TERM=dumb: as for the live line
