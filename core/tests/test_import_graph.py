@@ -76,10 +76,11 @@ def _top(name: str) -> str:
 
 class _Imports(ast.NodeVisitor):
     """Every import of a module with its line and whether it is inside a function; imports
-    under ``if TYPE_CHECKING:`` are for type checkers only and left out."""
+    under ``if TYPE_CHECKING:`` are for type checkers only and left out unless
+    ``typing`` is set (a type checker, and farm-studio, follow them)."""
 
-    def __init__(self, module: str, is_package: bool) -> None:
-        self.module, self.is_package = module, is_package
+    def __init__(self, module: str, is_package: bool, typing: bool = False) -> None:
+        self.module, self.is_package, self.typing = module, is_package, typing
         self.depth = 0
         self.found: List[Tuple[str, int, bool]] = []
 
@@ -91,7 +92,7 @@ class _Imports(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_If(self, node: ast.If) -> None:
-        if "TYPE_CHECKING" in ast.unparse(node.test):
+        if "TYPE_CHECKING" in ast.unparse(node.test) and not self.typing:
             for child in node.orelse:
                 self.visit(child)
             return
@@ -119,20 +120,26 @@ class _Imports(ast.NodeVisitor):
             self.found.append((sub if sub in MODULES else target, node.lineno, self.depth > 0))
 
 
-def _imports_of(module: str) -> List[Tuple[str, int, bool]]:
+def _imports_of(module: str, typing: bool = False) -> List[Tuple[str, int, bool]]:
     path = MODULES[module]
-    visitor = _Imports(module, path.name == "__init__.py")
+    visitor = _Imports(module, path.name == "__init__.py", typing)
     visitor.visit(ast.parse(path.read_text(), str(path)))
     return visitor.found
 
 
-GRAPH: Dict[str, Set[str]] = {
-    m: {target for target, _, _ in _imports_of(m) if target in MODULES and target != m} for m in MODULES
-}
+def _graph(typing: bool) -> Dict[str, Set[str]]:
+    return {m: {t for t, _, _ in _imports_of(m, typing) if t in MODULES and t != m} for m in MODULES}
 
 
-def _cycles() -> Iterator[List[str]]:
+#: what runs: imports at module top and inside functions
+GRAPH = _graph(typing=False)
+#: what a type checker follows as well: GRAPH plus the imports under ``if TYPE_CHECKING:``
+TYPED_GRAPH = _graph(typing=True)
+
+
+def _cycles(graph: Optional[Dict[str, Set[str]]] = None) -> Iterator[List[str]]:
     """Tarjan's strongly connected components of more than one module."""
+    graph = GRAPH if graph is None else graph
     index: Dict[str, int] = {}
     low: Dict[str, int] = {}
     stack: List[str] = []
@@ -144,7 +151,7 @@ def _cycles() -> Iterator[List[str]]:
         counter[0] += 1
         stack.append(v)
         on.add(v)
-        for w in sorted(GRAPH[v]):
+        for w in sorted(graph[v]):
             if w not in index:
                 yield from strong(w)
                 low[v] = min(low[v], low[w])
@@ -161,7 +168,7 @@ def _cycles() -> Iterator[List[str]]:
             if len(comp) > 1:
                 yield sorted(comp)
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             yield from strong(v)
 
@@ -184,6 +191,24 @@ def test_no_import_cycle_anywhere():
     """Top-level and deferred imports alike: a cycle through a function body is still one."""
     cycles = list(_cycles())
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_import_cycle_through_type_checking_imports():
+    """An import under ``if TYPE_CHECKING:`` does not run, but a type checker and a reader
+    follow it: a circle through one is still a circle in the design (tx.runner.sweep once
+    imported tx.runner.api for its hints while the runner imports sweep)."""
+    cycles = list(_cycles(TYPED_GRAPH))
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_type_checking_imports_keep_the_floors_and_the_plugin_rule():
+    up = [
+        f"{m} (floor {_floor(m)}) imports {t} (floor {_floor(t)}) for type checking"
+        for m in sorted(MODULES) if _top(m) == "tx"
+        for t in sorted(TYPED_GRAPH[m] - GRAPH[m]) if _top(t) == "tx" and _floor(t) > _floor(m)
+    ]
+    across = [(m, t) for m in MODULES for t in TYPED_GRAPH[m] if _top(t) != _top(m) and _top(t) != "tx"]
+    assert up == [] and across == []
 
 
 def test_every_core_module_has_a_floor():
