@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 import attrs
 
 from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
-from tx.config.recovery import checkpoint_url
+from tx.config.recovery import archive_url, checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
@@ -631,11 +631,15 @@ class Runner:
         """The :class:`tx.runner.archive.LogArchive` this runner copies logs into (default:
         ``[tx:logs] archive``, else under tx's state directory); None: no archive. Settable."""
         if self._log_archive is _UNSET:
-            # fsspec and the settings only once logs are archived or read
-            from tx.runner.archive import default_archive
-
             try:
-                self._log_archive = default_archive()
+                url = archive_url()
+                if url is None:  # `archive = off`: fsspec (and asyncio under it) stay unloaded
+                    self._log_archive = None
+                    return None
+                # fsspec only once logs are archived or read
+                from tx.runner.archive import LogArchive
+
+                self._log_archive = LogArchive(url)
             except (ValueError, ImportError, OSError) as e:
                 self._warn_archive(f"cannot open the log archive: {e}")
                 self._log_archive = None
