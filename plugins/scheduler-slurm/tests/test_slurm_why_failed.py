@@ -77,9 +77,13 @@ class Submitted:
         deadline = time.monotonic() + timeout
         with self.cluster.active():
             while True:
+                # forgotten first, then describe: slurmctld forgets once and for all, so a
+                # describe after it comes from sacct (the other order could return a squeue
+                # answer read just before the purge)
+                gone = self.name != "accounting" or self.forgotten(app_id)
                 desc = self.sched.describe(app_id)
                 done = desc is not None and is_terminal(desc.state)
-                if done and (self.name != "accounting" or self.forgotten(app_id)):
+                if done and gone:
                     return desc
                 assert time.monotonic() < deadline, f"{case} ({app_id}) did not end: {desc}"
                 time.sleep(0.5)
