@@ -77,7 +77,7 @@ def _top(name: str) -> str:
 class _Imports(ast.NodeVisitor):
     """Every import of a module with its line and whether it is inside a function; imports
     under ``if TYPE_CHECKING:`` are for type checkers only and left out unless
-    ``typing`` is set (a type checker, and farm-studio, follow them)."""
+    ``typing`` is set (a type checker and a reader follow them)."""
 
     def __init__(self, module: str, is_package: bool, typing: bool = False) -> None:
         self.module, self.is_package, self.typing = module, is_package, typing
