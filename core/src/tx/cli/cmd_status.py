@@ -51,7 +51,6 @@ def render(status: AppStatus, roles: Optional[List[str]] = None, started: Option
     """The text of ``tx status``: TorchX's labels, no placeholders, indented messages, the
     duration where ``started`` (and ``ended``, epoch seconds) are known, colored states."""
     # the model is imported when the command runs, not when its parser is built
-    from tx.specs.api import AppState
     from tx.specs.status import _render_error
 
     out = "AppStatus:\n" + f"  State: {color_state(status.state.name, color)}\n"
@@ -65,16 +64,7 @@ def render(status: AppStatus, roles: Optional[List[str]] = None, started: Option
         if roles and rs.role not in roles:
             continue
         for r in sorted(rs.replicas, key=lambda x: x.id):
-            mark = "*" if r.id == 0 else " "
-            line = f"  {mark}{r.role}[{r.id}]:{color_state(r.state.name, color)}"
-            if r.exit_code is not None and r.state in (AppState.FAILED, AppState.CANCELLED):
-                line += f" (exit code {r.exit_code})" if r.exit_code >= 0 else f" (signal {-r.exit_code})"
-            if r.hostname:
-                line += f" on {r.hostname}"
-            err = _filled(r.structured_error_msg)
-            if err and r.state == AppState.FAILED:
-                line += "\n" + "".join(f"      {ln}\n" for ln in _render_error(err).splitlines()).rstrip("\n")
-            out += line + "\n"
+            out += status._format_replica(r, lambda name: color_state(name, color)) + "\n"
     msg = _filled(status.msg)
     if msg:
         out += _field("Msg", msg)
@@ -83,7 +73,7 @@ def render(status: AppStatus, roles: Optional[List[str]] = None, started: Option
         out += _field("Structured Error Msg", _render_error(err))
     if status.ui_url:
         out += f"  UI URL: {status.ui_url}\n"
-    return out
+    return out + status._attempts_block()
 
 
 def _times(runner: Any, handle: str) -> Any:

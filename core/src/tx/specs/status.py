@@ -6,7 +6,7 @@ import enum
 import json
 import textwrap
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import attrs
 
@@ -227,9 +227,11 @@ class AppStatus:
             "attempts": [a.to_json() for a in self.attempts],
         }
 
-    def _format_replica(self, r: ReplicaStatus) -> str:
+    def _format_replica(self, r: ReplicaStatus, state: Callable[[str], str] = str) -> str:
+        """One replica's line (and its error, indented); ``state`` renders the state's
+        name (``tx status`` colours it)."""
         mark = "*" if r.id == 0 else " "
-        line = f"  {mark}{r.role}[{r.id}]:{r.state}"
+        line = f"  {mark}{r.role}[{r.id}]:{state(r.state.name)}"
         if r.exit_code is not None and r.state in (AppState.FAILED, AppState.CANCELLED):
             line += f" (exit code {r.exit_code})" if r.exit_code >= 0 else f" (signal {-r.exit_code})"
         if r.hostname:
@@ -250,9 +252,7 @@ class AppStatus:
                 lines.append(self._format_replica(r))
         roles = "\n".join(lines)
         err = self.structured_error_msg
-        # the attempts only where one failed: a run without failures reads as before
-        failed = any(a.kind is not None for a in self.attempts)
-        attempts = "".join(f"    {a.text}\n" for a in self.attempts) if failed else ""
+        attempts = self._attempts_block()
         return (
             "AppStatus:\n"
             f"  State: {self.state}\n"
@@ -261,8 +261,15 @@ class AppStatus:
             f"  Msg: {self.msg}\n"
             f"  Structured Error Msg: {_render_error(err) if err != NONE else err}\n"
             f"  UI URL: {self.ui_url}\n"
-            + (f"  Attempts:\n{attempts}" if attempts else "")
+            + attempts
         )
+
+    def _attempts_block(self) -> str:
+        """``  Attempts:`` and one :attr:`Attempt.text` line each, only where an attempt
+        failed (a run without failures reads as before); else ``""``."""
+        if not any(a.kind is not None for a in self.attempts):
+            return ""
+        return "  Attempts:\n" + "".join(f"    {a.text}\n" for a in self.attempts)
 
     def __repr__(self) -> str:
         import yaml  # deferred: PyYAML only to print a status
