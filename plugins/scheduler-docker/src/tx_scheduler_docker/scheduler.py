@@ -82,22 +82,26 @@ class DockerScheduler(Scheduler[DockerJob]):
     def __init__(self, session_name: str, client: Optional[Any] = None) -> None:
         super().__init__("local_docker", session_name)
         self._client = client
+        #: one client per scheduler, also when relay threads ask for it at once
+        self._client_lock = threading.Lock()
 
     # -- the client ------------------------------------------------------------------------------
     def _docker(self) -> Any:
-        if self._client is None:
-            from tx_scheduler_docker._client import make_client
+        with self._client_lock:
+            if self._client is None:
+                from tx_scheduler_docker._client import make_client
 
-            self._client = make_client()
-        return self._client
+                self._client = make_client()
+            return self._client
 
     def close(self) -> None:
-        if self._client is not None:
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
             try:
-                self._client.close()
+                client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-            self._client = None
 
     # -- submission ------------------------------------------------------------------------------
     def _run_opts(self) -> runopts:
