@@ -44,7 +44,7 @@ import pytest
 from tx.components.dist import ddp
 from tx.schedulers import get_scheduler_factories
 from tx.specs import AppDef, AppState, BindMount, Resource, Role, is_terminal
-from tx.testing.backends import free_port
+from tx.testing.backends import backend_unavailable, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "portability.md"
@@ -230,6 +230,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         capacity = _containers
     elif name.startswith("kubernetes"):
         cluster = request.getfixturevalue("fake_cluster")
+        if cluster["no_dns"]:  # DDP's replicas meet at rank 0's Service name
+            backend_unavailable("kubernetes (pod DNS)", cluster["no_dns"])
         sched = factories[name]("txmatrix")
         image, mounts, mark = "busybox:1.36", _python_mounts(), True
         cfg = {"kubernetes": {"queue": "default"}, "kubernetes_jobset": {"queue": "user-queue"}}.get(name, {})

@@ -26,7 +26,8 @@ SCHEMAS = HERE / "data" / "schemas"
 
 @pytest.fixture(scope="session")
 def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Any]]:
-    """``{"url", "kubeconfig", "port"}`` of the running fake API server (KUBECONFIG set)."""
+    """``{"url", "kubeconfig", "port", "log", "no_dns"}`` of the running fake API server
+    (KUBECONFIG set); ``no_dns``: why its pods cannot resolve Service names, "" where they can."""
     try:
         import jsonschema  # noqa: F401
         import kubernetes  # noqa: F401
@@ -50,7 +51,11 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
         old = os.environ.get("KUBECONFIG")
         os.environ["KUBECONFIG"] = str(path)
         try:
-            yield {"url": url, "kubeconfig": str(path), "port": port, "log": svc.log}
+            # pods resolve Service names only where the kubelet could give them namespaces
+            # (fakekube/podnet.py): else the server said why, and DNS tests skip with it
+            no_dns = [ln for ln in svc.log.read_text(errors="replace").splitlines() if ln.startswith("NO POD DNS")]
+            yield {"url": url, "kubeconfig": str(path), "port": port, "log": svc.log,
+                   "no_dns": no_dns[0] if no_dns else ""}
         finally:
             if old is None:
                 os.environ.pop("KUBECONFIG", None)

@@ -209,3 +209,34 @@ def test_pods_share_no_directory(fake_cluster: Dict[str, Any]) -> None:
     assert sched.wait(app_id, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED
     for k in (0, 1):
         assert list(sched.log_iter(app_id, "w", k)) == [f"home-{k}\n", f"mine-{k}\n", f"tmp-{k}\n"]
+
+
+def test_service_names_resolve_to_the_pods_behind_them(fake_cluster: Dict[str, Any]) -> None:
+    """As with cluster DNS: in every pod, rank 0's name (``TX_RANK0_HOST``, a host name under
+    the job's headless Service) and the Service's name resolve to rank 0's own pod IP, a name
+    without a Service does not resolve, each pod has its pod's host name, and its /dev/shm is
+    its own (fakekube/podnet.py)."""
+    if fake_cluster["no_dns"]:
+        from tx.testing.backends import backend_unavailable
+
+        backend_unavailable("kubernetes (pod DNS)", fake_cluster["no_dns"])
+    sched = kubernetes_scheduler.create_scheduler("tx")
+    # a pod becomes a DNS record once it runs, so a peer may look before it is there: retry
+    script = ('for i in $(seq 100); do getent hosts "$TX_RANK0_HOST" >/dev/null && break; sleep 0.1; done; '
+              'echo "rank0 $(getent hosts "$TX_RANK0_HOST" | cut -f1 -d" ")"; '
+              'echo "svc $(getent hosts "${TX_RANK0_HOST#*.}" | cut -f1 -d" " | sort | tr "\\n" " ")"; '
+              'getent hosts "nosuch.${TX_RANK0_HOST#*.}" || echo "nosuch unresolved"; echo "hostname $(hostname)"; '
+              'touch "/dev/shm/shm-$TX_REPLICA_ID"; sleep 1; echo "shm $(ls /dev/shm | tr "\\n" " ")"')
+    app_id = sched.submit(AppDef("dns", roles=[sh("w", script, 2)]), {"queue": "default"})
+    try:
+        assert sched.wait(app_id, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED
+        pods = Kube().list_pods("default", f"volcano.sh/job-name={app_id.split(':')[1]}")
+        ip = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
+        assert len(set(ip.values())) == 2, ip  # each pod has an address of its own
+        rank0 = next(n for n in ip if n.endswith("-0"))
+        for k, pod in enumerate(sorted(ip)):
+            lines = [ln.rstrip("\n") for ln in sched.log_iter(app_id, "w", k)]
+            assert lines == [f"rank0 {ip[rank0]}", f"svc {' '.join(sorted(ip.values()))} ", "nosuch unresolved",
+                             f"hostname {pod}", f"shm shm-{k} "], (k, lines)
+    finally:
+        sched.cancel(app_id)

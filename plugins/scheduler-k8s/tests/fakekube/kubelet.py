@@ -12,6 +12,8 @@
   captured line by line with their times, so pod logs, exit codes and phases are real.
   Pods share files only through the hostPath volumes they declare (see ``volume_error``). Deleting a pod sends SIGTERM to its
   process group, then SIGKILL after the grace period.
+* Each pod has an address, a host name and name resolution of its own, as with cluster DNS
+  (:mod:`podnet`): a headless Service's name resolves to the running pods it selects.
 """
 from __future__ import annotations
 
@@ -20,10 +22,12 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
+import podnet
 from store import Store, now
 
 GPU = "nvidia.com/gpu"
@@ -79,7 +83,7 @@ def field(pod: Dict[str, Any], path: str) -> str:
         return str((pod["metadata"].get(m.group(1)) or {}).get(m.group(2), ""))
     return {"metadata.name": pod["metadata"]["name"], "metadata.namespace": pod["metadata"]["namespace"],
             "metadata.uid": pod["metadata"]["uid"], "spec.nodeName": pod["spec"].get("nodeName", ""),
-            "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}.get(path, "")
+            "status.podIP": (pod.get("status") or {}).get("podIP", "127.0.0.1"), "status.hostIP": "127.0.0.1"}.get(path, "")
 
 
 class Node:
@@ -118,7 +122,9 @@ def volume_error(pod: Dict[str, Any]) -> Optional[str]:
 class Container:
     """One running container: its process and its log records ``(time, stream, bytes)``."""
 
-    def __init__(self, pod: Dict[str, Any], workdir: str) -> None:
+    def __init__(self, pod: Dict[str, Any], workdir: str, sandbox: Optional[List[str]] = None) -> None:
+        """``sandbox``: the argv prefix (:func:`podnet.sandbox_prefix`) and its two arguments,
+        the pod's hosts file and host name, that run the command in the pod's namespaces."""
         c = pod["spec"]["containers"][0]
         argv = list(c.get("command") or []) + list(c.get("args") or [])
         # the pod's own directory is its working directory, home and temporary directory:
@@ -138,7 +144,7 @@ class Container:
         self.exit_code: Optional[int] = None
         self.signal: Optional[int] = None
         self.finished = ""
-        self.proc = subprocess.Popen(argv, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = subprocess.Popen([*(sandbox or []), *argv], env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, "Stdout"), daemon=True),
                          threading.Thread(target=self._read, args=(self.proc.stderr, "Stderr"), daemon=True)]
@@ -197,6 +203,7 @@ class Kubelet:
         self.containers: Dict[str, Container] = {}  # pod uid -> container
         self.released: set = set()  # pod uids whose resources went back to their node
         store.on_delete.append(self._deleted)
+        self._net_init()
 
     # -- scheduling ---------------------------------------------------------------------------
     def schedule_gang(self, pods: List[Dict[str, Any]]) -> bool:
@@ -251,14 +258,14 @@ class Kubelet:
                     why = volume_error(pod)
                     if why:
                         raise OSError(why)
-                    self.containers[uid] = Container(pod, d)
+                    self.containers[uid] = Container(pod, d, self._net_start(pod, d))
                 except OSError as e:
                     st.update(phase="Failed", containerStatuses=[{**image, "ready": False, "restartCount": 0, "state": {
                         "terminated": {"exitCode": 128, "reason": "StartError", "message": str(e),
                                        "startedAt": now(), "finishedAt": now()}}}])
                     self.store.touch(pod)
                     continue
-                st.update(phase="Running", startTime=now(), hostIP="127.0.0.1", podIP="127.0.0.1",
+                st.update(phase="Running", startTime=now(), hostIP="127.0.0.1", podIP=st.get("podIP", "127.0.0.1"),
                           containerStatuses=[{**image, "ready": True, "restartCount": 0,
                                               "state": {"running": {"startedAt": self.containers[uid].started}}}])
                 set_condition(pod, "Ready", "True", "", "")
@@ -277,6 +284,45 @@ class Kubelet:
                 set_condition(pod, "Ready", "False", "PodCompleted", "")
                 self._release(pod)
                 self.store.touch(pod)
+        self._net_sync()
+
+    # -- the pod network (podnet) ---------------------------------------------------------------
+    def _net_init(self) -> None:
+        self.addresses = podnet.Addresses()
+        self.sandbox, why = podnet.sandbox_prefix()
+        if self.sandbox is None:
+            sys.stderr.write(f"NO POD DNS: pods run without their own names and /etc/hosts: {why}\n")
+        self.hosts: Dict[str, Tuple[str, str]] = {}  # uid of a running pod -> (its hosts file, text written)
+        self._net_version = ""
+
+    def _net_start(self, pod: Dict[str, Any], workdir: str) -> Optional[List[str]]:
+        """Give ``pod`` its address and, with namespaces, its hosts file; the argv prefix
+        that runs its command in them (None: as a plain process)."""
+        pod["status"]["podIP"] = self.addresses.next()
+        if self.sandbox is None:
+            return None
+        path = workdir + ".hosts"  # beside the pod's directory, not in it
+        self.hosts[pod["metadata"]["uid"]] = (path, "")
+        self._net_version = ""
+        self._net_sync()
+        return [*self.sandbox, path, pod["spec"].get("hostname") or pod["metadata"]["name"]]
+
+    def _net_sync(self) -> None:
+        """Rewrite the hosts file of each running pod whose records changed (lock held)."""
+        if not self.hosts or self._net_version == self.store.version:
+            return
+        self._net_version = self.store.version
+        pods = {p["metadata"]["uid"]: p for p in self.store.items("v1/pods")}
+        records = podnet.dns_records(self.store.items("v1/services"), pods.values())
+        for uid, (path, old) in list(self.hosts.items()):
+            pod = pods.get(uid)
+            if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                del self.hosts[uid]
+                continue
+            text = podnet.hosts_file(pod, records.get(pod["metadata"]["namespace"], []))
+            if text != old:
+                podnet.rewrite(path, text)
+                self.hosts[uid] = (path, text)
 
     def _release(self, pod: Dict[str, Any]) -> None:
         node = next((n for n in self.nodes if n.name == pod["spec"].get("nodeName")), None)
