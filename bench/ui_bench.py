@@ -38,7 +38,7 @@ def _tx(env: Dict[str, str], *args: str) -> str:
 
 def make_apps(env: Dict[str, str], n: int) -> None:
     """``n`` apps in the state directory: one real run, copied."""
-    handle = _tx(env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    handle = _tx(env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi").splitlines()[0]  # the job's output follows
     apps = Path(env["TX_STATE_DIR"]) / "local" / "apps"
     src = apps / handle.rsplit("/", 1)[1]
     now = time.time()
