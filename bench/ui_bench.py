@@ -38,7 +38,7 @@ def _tx(env: Dict[str, str], *args: str) -> str:
 
 def make_apps(env: Dict[str, str], n: int) -> None:
     """``n`` apps in the state directory: one real run, copied."""
-    handle = _tx(env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    handle = _tx(env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi").splitlines()[0]  # the job's output follows
     apps = Path(env["TX_STATE_DIR"]) / "local" / "apps"
     src = apps / handle.rsplit("/", 1)[1]
     now = time.time()
@@ -88,7 +88,7 @@ def main() -> int:
     try:
         make_apps(env, args.apps)
         log_app = _tx(env, "run", "-s", "local_cwd", "utils.python", "-c",
-                      f"import sys\nfor i in range({args.lines}): sys.stdout.write(f'line {{i}} of the log\\n')")
+                      f"import sys\nfor i in range({args.lines}): sys.stdout.write(f'line {{i}} of the log\\n')").splitlines()[0]
         with serve(env, "-s", "local_cwd") as ui:
             t0 = time.perf_counter()
             status, page = ui.get("/")
@@ -101,7 +101,7 @@ def main() -> int:
                 times.append(time.perf_counter() - t0)
             rows.append(f"| apps page over HTTP, {args.apps + 1} apps, first request | 1 | {first:.3f} s |")
             rows.append(f"| apps page over HTTP, {args.apps + 1} apps, later requests | {args.n} | "
-                        f"{statistics.median(times):.3f} s (min {min(times):.3f}) |")
+                        f"{statistics.median(times):.3f} s (min {min(times):.3f}, max {max(times):.3f}) |")
 
             times, counts = [], []
             for _ in range(args.n):
@@ -157,6 +157,7 @@ def main() -> int:
                     browser.quit()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     print("| what | n | result |\n| --- | --- | --- |")
     print("\n".join(rows))
     return 0

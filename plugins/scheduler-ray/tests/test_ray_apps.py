@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -13,6 +14,7 @@ import requests
 from tx.components.dist import ddp
 from tx.specs import AppState, Resource, RetryPolicy
 from tx.testing.backends import require_module
+from tx_scheduler_ray import tx_ray_driver
 
 
 
@@ -127,6 +129,22 @@ def test_missing_program_fails_with_reason(apps: Any) -> None:
     desc = apps.wait(app_id)
     assert desc.state == AppState.FAILED
     assert "bad/0" in desc.structured_error_msg and "nonexistent" in desc.structured_error_msg
+
+
+def test_following_a_stream_that_stays_empty_ends_with_the_app_and_leaves_no_thread(apps: Any) -> None:
+    """A replica that never writes to stderr: following its stderr ends when the app does, and
+    no reader thread is left blocked on the log API (a long-lived `tx ui` would keep one per
+    such log view)."""
+    app_id = apps.submit([apps.role("w", "echo out; sleep 4")], name="quiet")
+    apps.wait_for(app_id, lambda d: d is not None and d.state == AppState.RUNNING)
+    assert "".join(apps.sched.log_iter(app_id, "w", 0, should_tail=True, streams="stderr")) == ""
+    assert apps.sched.describe(app_id).state == AppState.SUCCEEDED
+    deadline = time.monotonic() + 10
+    reader = f"tx-ray-follow-{tx_ray_driver.log_name(apps.sched._parse(app_id)[1], 'w', 0, 'stderr')}"
+    while [t for t in threading.enumerate() if t.name == reader]:
+        assert time.monotonic() < deadline, [t.name for t in threading.enumerate()]
+        time.sleep(0.2)
+    assert "".join(apps.sched.log_iter(app_id, "w", 0, should_tail=True, streams="stdout")) == "out\n"
 
 
 def test_retried_replica_replica_policy(apps: Any, tmp_path: Path) -> None:

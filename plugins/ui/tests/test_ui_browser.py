@@ -2,13 +2,15 @@
 (selenium; no browser is downloaded). Local apps appear and update without a reload; a
 running app's log lines arrive live, in order, none lost (compared with `tx log`); a failed
 DDP app shows its root cause; cancel from the page (after it asks) ends the app; a request
-without the token is refused. Screenshots of the pages go to $TX_UI_SCREENSHOTS (default: a
+without the token is refused; a sweep's trials, their states and the plot of the metric they
+recorded, and cancel of all its trials. Screenshots of the pages go to $TX_UI_SCREENSHOTS (default: a
 temporary directory, printed), the test artifacts CI keeps."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -16,11 +18,13 @@ from typing import Callable, Iterator
 import pytest
 
 from tx.testing.backends import backend_unavailable, require_module
+from tx_ui.testing import serve
 
 webdriver = require_module("selenium.webdriver", "the browser tests drive chromium: pip install selenium")
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402 - after the check above
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -197,3 +201,86 @@ def _alert(browser):
         return browser.switch_to.alert
     except NoAlertPresentException:
         return None
+
+
+#: a sweep trial: records loss = |x - 2.5| in the configured tracker, and fails for x=3
+TRIAL = ("import sys; from tx.tracker import app_run_from_env; app_run_from_env().add_metadata(loss=abs(${x} - 2.5), "
+         "steps=${x} * 10); sys.exit(1 if ${x} == 3 else 0)")
+
+
+@pytest.fixture(scope="module")
+def tracked(ui_env, tmp_path_factory):
+    """``(env, server)``: the module's environment with the file tracker, and a ``tx ui`` over it
+    (the page reads the trials' metrics from the tracker its own environment configures)."""
+    env = {**ui_env, "TX_TRACKERS": "file", "TX_TRACKER_FILE_CONFIG": str(tmp_path_factory.mktemp("runs"))}
+    with serve(env, "-s", "local_cwd", "--timeout", "5") as server:
+        yield env, server
+
+
+def _tx(env, *args: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([shutil.which("tx", path=env["PATH"]), *args], env=env, cwd=env["TX_UI_TEST_WORK"],
+                          text=True, capture_output=True, timeout=120)
+
+
+def test_a_sweeps_trials_states_and_the_plot_of_their_metric(browser, tracked, shots):
+    env, server = tracked
+    p = _tx(env, "sweep", "-s", "local_cwd", "--grid", "x=1,2,3,4", "--wait", "utils.python", "-c", TRIAL)
+    sweep = p.stdout.splitlines()[0]
+    assert sweep.startswith("local_cwd://tx/sweep-"), p.stdout + p.stderr
+    trials = json.loads(_tx(env, "status", "--json", sweep).stdout)["trials"]
+    # the apps page: the sweep is one row, with its trial counts, linking to its page
+    browser.get(server.url)
+    row = browser.find_element(By.CSS_SELECTOR, f'tr.app[data-handle="{sweep}"]')
+    assert row.get_attribute("data-state") == "FAILED"
+    assert "[sweep of 4: 3 succeeded, 1 failed]" in row.text
+    assert not set(t["app_handle"] for t in trials) & set(_states(browser))  # its trials are not rows of their own
+    row.find_element(By.TAG_NAME, "a").click()
+    wait_for(lambda: _text(browser, "handle") == sweep, message="the sweep page")
+    assert _text(browser, "state") == "FAILED"
+    table = _js(browser, "return Array.from(document.querySelectorAll('tr.trial')).map(r => [r.dataset.index, "
+                         "r.dataset.state, r.dataset.handle, r.cells[1].textContent, r.cells[5].textContent])")
+    assert table == [[str(t["index"]), t["state"], t["app_handle"], f"x={t['index'] + 1}", t["why"]] for t in trials]
+    assert [t["state"] for t in trials] == ["SUCCEEDED", "SUCCEEDED", "FAILED", "SUCCEEDED"]
+    assert trials[2]["why"] == "replica python/0 exited with code 1"
+    # the plot: one dot per trial at (x, loss), the first metric (by name) against the parameter
+    assert _js(browser, "return document.getElementById('metric').value") == "loss"
+    dots = _js(browser, "return Array.from(document.querySelectorAll('#plot-svg svg g.dots')).map(g => "
+                        "[g.querySelector('desc.label').textContent, g.querySelector('desc.value').textContent])")
+    assert dots == [[f"trial {i}: x={i + 1}", f"{i + 1}: {abs(i + 1 - 2.5):g}"] for i in range(4)]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#plot script[src]")  # no script from the network
+    browser.save_screenshot(str(shots / "sweep.png"))
+    # another metric: chosen in the page, plotted
+    Select(browser.find_element(By.ID, "metric")).select_by_visible_text("steps")
+    wait_for(lambda: "metric=steps" in browser.current_url, message="the page of metric steps")
+    values = _js(browser, "return Array.from(document.querySelectorAll('#plot-svg desc.value')).map(d => d.textContent)")
+    assert values == [f"{i + 1}: {(i + 1) * 10}" for i in range(4)]
+    # a trial's link opens its app page
+    browser.find_element(By.CSS_SELECTOR, 'tr.trial[data-index="2"] a.logs').click()
+    wait_for(lambda: _text(browser, "handle") == trials[2]["app_handle"], message="the failed trial's app page")
+    assert _text(browser, "state") == "FAILED"
+
+
+def test_cancel_all_from_the_sweep_page_asks_first_then_ends_every_trial(browser, tracked):
+    env, server = tracked
+    p = _tx(env, "sweep", "-s", "local_cwd", "--grid", "x=1,2", "utils.sh", "--", "sh", "-c", "sleep 300 # ${x}")
+    sweep = p.stdout.splitlines()[0]
+    assert sweep.startswith("local_cwd://tx/sweep-"), p.stdout + p.stderr
+    try:
+        browser.get(server.link("/sweep", handle=sweep))
+        wait_for(lambda: _text(browser, "state") == "RUNNING", message="RUNNING")
+        browser.find_element(By.ID, "cancel").click()
+        alert = wait_for(lambda: _alert(browser), message="the confirmation")
+        assert alert.text == f"Cancel every trial of {sweep}?"
+        alert.dismiss()
+        assert json.loads(_tx(env, "status", "--json", sweep).stdout)["state"] == "RUNNING"
+        browser.find_element(By.ID, "cancel").click()
+        wait_for(lambda: _alert(browser), message="the confirmation").accept()
+        wait_for(lambda: browser.find_elements(By.ID, "message"), message="the page after cancel")
+        assert _text(browser, "message") == f"asked every trial of {sweep} to cancel"
+        wait_for(lambda: _text(browser, "state") == "CANCELLED", timeout=30, message="CANCELLED on the page")
+        states = _js(browser, "return Array.from(document.querySelectorAll('tr.trial')).map(r => r.dataset.state)")
+        assert states == ["CANCELLED", "CANCELLED"]
+        assert not browser.find_element(By.ID, "cancel").is_enabled()
+        assert json.loads(_tx(env, "status", "--json", sweep).stdout)["counts"] == {"CANCELLED": 2}
+    finally:
+        _tx(env, "cancel", sweep)

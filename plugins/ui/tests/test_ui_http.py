@@ -1,7 +1,8 @@
 """`tx ui` over HTTP, against a real server the test starts (tx_ui.testing.serve) and real
 local_cwd apps: the token on every request, the apps as `tx list` sees them, why an app
 failed as `tx status` says it, logs as `tx log` prints them (lossless, in order, resumable),
-cancel behind a CSRF check, a hanging scheduler that does not block the page."""
+cancel behind a CSRF check, a hanging scheduler that does not block the page, a sweep as
+one row and its trial table."""
 from __future__ import annotations
 
 import html
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -235,3 +237,26 @@ def test_tracking_pages_show_runs_metadata_artifacts_and_lineage(ui_env, txm, ha
         page = server.get("/tracking/run", run=child)[1]
         assert html.unescape(re.search(r'parents \(runs it consumed\)</h3>\s*<div class="node parent">'
                                        r'<a [^>]*>([^<]+)</a>', page)[1]) == parent
+
+
+def test_a_sweep_is_one_row_and_its_page_shows_the_trials_as_tx_status(ui, txm):
+    p = txm("sweep", "-s", "local_cwd", "--grid", "x=0,1", "--wait", "utils.sh", "--", "sh", "-c", "exit ${x}")
+    sweep = p.stdout.splitlines()[0]
+    assert sweep.startswith("local_cwd://tx/sweep-"), p.stdout + p.stderr
+    st = json.loads(txm("status", "--json", sweep).stdout)
+    page = ui.get("/")[1]
+    assert (sweep, "FAILED") in _rows(page)
+    assert not {t["app_handle"] for t in st["trials"]} & {h for h, _ in _rows(page)}
+    assert f'href="/sweep?handle={quote(sweep, safe="/")}">sh [sweep of 2: 1 succeeded, 1 failed]</a>' in page
+    status, page = ui.get("/sweep", handle=sweep)
+    assert status == 200
+    rows = re.findall(r'<tr class="trial" data-index="(\d+)" data-state="(\w+)" data-handle="([^"]+)">\s*'
+                      r'<td>\d+</td><td><code>([^<]*)</code></td>.*?<td class="err">([^<]*)</td>', page, re.S)
+    assert rows == [(str(t["index"]), t["state"], t["app_handle"], f"x={t['index']}", t["why"]) for t in st["trials"]]
+    assert st["trials"][1]["why"] == "replica sh/0 exited with code 1"
+    assert "no tracker is configured, so no metric to plot" in page  # this server has none
+    status, page = ui.get("/sweep", handle="local_cwd://tx/sweep-nope-0000000a")
+    assert status == 404 and "no sweep local_cwd://tx/sweep-nope-0000000a on this host" in page
+    events = ui.events("/events/sweep", handle=sweep)
+    assert [e["event"] for e in events] == ["sweep", "end"]
+    assert json.loads(events[0]["data"])["terminal"] is True

@@ -44,6 +44,19 @@ def read_file(address: str, node_id: str, filename: str, session: Any = None) ->
     raise LogAPIError(f"log API {r.status_code} for {filename}: {r.text.strip()[:300]}")
 
 
+def _has_bytes(address: str, node_id: str, filename: str) -> bool:
+    """Whether the file exists and is not empty (its last line, through the one-shot API)."""
+    import requests
+
+    r = requests.get(f"{address}/api/v0/logs/file", params={**_params(node_id, filename), "lines": 1},
+                     timeout=TIMEOUT_S)
+    if r.status_code == 200:
+        return bool(r.content)
+    if _NOT_FOUND in r.text.lower():
+        return False
+    raise LogAPIError(f"log API {r.status_code} for {filename}: {r.text.strip()[:300]}")
+
+
 def follow(
     address: str,
     node_id: str,
@@ -59,24 +72,44 @@ def follow(
     bytes have been read, or, where they do not come within ``settle_s`` seconds (an unknown
     size, a file written on a node that died), after one last read of the whole file.
 
+    While the file does not exist or is empty it is asked for through the one-shot API every
+    ``check_every`` seconds; the stream is opened once it has bytes (the stream API sends no
+    headers for an empty file, and a thread waiting for them cannot be woken).
+
     Raises:
         LogAPIError, requests.RequestException: as :func:`read_file`.
     """
     import requests
 
+    # while the file is empty, ask the one-shot API: the stream API sends no headers for an
+    # empty file, and a reader blocked on them could never be woken (no socket to shut down
+    # yet): a replica that never writes to a stream would leave one thread per follower
+    # (tx ui's log views, tx run --log) for the life of the process
+    while not _has_bytes(address, node_id, filename):
+        final = final_size()
+        if final is not None:  # the app ended with the file empty, or just written: one read
+            data = read_file(address, node_id, filename)
+            if data:
+                yield data
+            return
+        time.sleep(check_every)
+
     chunks: "queue.Queue[Any]" = queue.Queue()
     held: List[Any] = []  # the response, once its headers came
+    done = threading.Event()  # the follower ended: a response that comes now is closed
 
     def pump() -> None:
-        # the request too is made here: the log API sends no headers for a file that is
-        # still empty (a replica that never writes to stderr), and the loop below must go
-        # on checking whether the app has ended meanwhile
+        # the request is made here, so that the loop below goes on checking whether the app
+        # has ended while the headers are on their way
         try:
             resp = requests.get(
                 f"{address}/api/v0/logs/stream", params=_params(node_id, filename, interval=0.2),
                 stream=True, timeout=(TIMEOUT_S, None),
             )
             held.append(resp)
+            if done.is_set():  # the follower ended while the headers were on their way
+                resp.close()
+                return
             if resp.status_code != 200:
                 text = resp.text
                 resp.close()
@@ -124,6 +157,7 @@ def follow(
                     final = final_size()
                 break
     finally:
+        done.set()
         if held:
             _abandon(held[0])
     data = read_file(address, node_id, filename)

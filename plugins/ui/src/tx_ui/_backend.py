@@ -21,6 +21,7 @@ from tx.errors import UserError
 from tx.runner import Runner
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
 from tx.specs import parse_app_handle
+from tx_ui._sweeps import list_apps
 
 __all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
 
@@ -214,4 +215,4 @@ def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
 
 
 def _list(runner: Runner, scheduler: str) -> List[ListAppResponse]:
-    return runner.list(scheduler)
+    return list_apps(runner, scheduler)  # each sweep's trials as one row, as `tx list`

@@ -6,9 +6,13 @@ Pages (every request needs the token, see :class:`TokenGate`):
 * ``/``: the apps of every scheduler, newest first; ``?scheduler=``, ``?state=`` (a state
   name or ``active``), ``?q=`` (part of the name or handle) filter it;
 * ``/app?handle=H``: an app's state, replicas, why it waits or failed, AppDef, logs;
-* ``POST /cancel``: cancel an app (form fields ``handle`` and ``csrf``);
-* ``/events/apps``, ``/events/app?handle=H``, ``/events/log?handle=H&role=R&replica=K``: the
-  event streams the pages' script reads (the apps table, the status, a replica's log).
+* ``/sweep?handle=H&metric=M&param=P``: a sweep's trials, and the plot of metric M the
+  trials recorded against their parameter P;
+* ``POST /cancel``: cancel an app, or every trial of a sweep (form fields ``handle`` and
+  ``csrf``);
+* ``/events/apps``, ``/events/app?handle=H``, ``/events/sweep?handle=H``,
+  ``/events/log?handle=H&role=R&replica=K``: the event streams the pages' script reads (the
+  apps table, the status, the trials, a replica's log).
 
 Starlette: https://www.starlette.io/ ; sse-starlette: https://github.com/sysid/sse-starlette ;
 server-sent events: https://html.spec.whatwg.org/multipage/server-sent-events.html
@@ -19,6 +23,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from http.cookies import SimpleCookie
@@ -37,10 +42,13 @@ from starlette.staticfiles import StaticFiles
 
 from tx.cli.cmd_list import format_age, newest_first
 from tx.cli.cmd_status import render as status_text
+from tx.runner.sweep import is_sweep_handle
+from tx.specs.sweep import format_value
 from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
 from tx_ui._backend import Backend, NoAnswer, describe_problem, record
 from tx_ui._logs import log_events
+from tx_ui._sweeps import plot_points, plot_svg, trial_metrics
 from tx_ui._tracking import run_record, runs, tracker_names
 
 __all__ = ["ACTIVE_STATES", "REFRESH_S", "TokenGate", "create_app", "new_token", "run_server", "serve_url", "timeline"]
@@ -125,6 +133,10 @@ def _submitted(app: Any) -> Optional[float]:
     return float(t) if isinstance(t, (int, float)) else None
 
 
+#: the app id of a sweep's row in a listing (tx.runner.sweep.collapse_listed names it so)
+_SWEEP_ROW = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
+
+
 def _row(app: Any, now: float) -> Dict[str, Any]:
     """What the apps table shows of one listed app."""
     submitted = _submitted(app)
@@ -140,7 +152,9 @@ def _row(app: Any, now: float) -> Dict[str, Any]:
         scheduler = parse_app_handle(app.app_handle).scheduler_backend
     except Exception:  # noqa: BLE001 - a handle a scheduler set oddly still shows
         scheduler = ""
+    sweep = bool(_SWEEP_ROW.match(app.app_id or "")) and "[sweep of " in (app.name or "")
     return {"handle": app.app_handle, "state": app.state.name, "name": app.name or app.app_id,
+            "page": "/sweep" if sweep else "/app",
             "app_id": app.app_id, "scheduler": scheduler,
             "age": format_age(None if submitted is None else now - submitted),
             "duration": format_age(duration),
@@ -336,6 +350,93 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
 
         return EventSourceResponse(events(), ping=15)
 
+    async def sweep_view(handle: str) -> Dict[str, Any]:
+        """A sweep's trial table (``tx status SWEEP``); ``problem`` is one line where it cannot
+        be read."""
+        view: Dict[str, Any] = {"handle": handle, "problem": "", "sweep": None}
+        try:
+            parse_app_handle(handle)
+            status = await backend.call(("sweep", handle), lambda r, h: r.sweep_status(h), handle)
+        except Exception as e:  # noqa: BLE001 - an unknown sweep or the backend's failure is one line
+            view["problem"] = describe_problem(e)
+            return view
+        view.update(sweep=status, state=status.state.name, terminal=is_terminal(status.state),
+                    counts=", ".join(f"{n} {s.lower()}" for s, n in status.counts().items()),
+                    rows=[{"index": t.index, "state": t.state.name, "attempts": t.attempts, "why": t.why,
+                           "params": " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()),
+                           "duration": format_age(t.duration), "app_handle": t.app_handle or ""}
+                          for t in status.trials])
+        return view
+
+    async def sweep_plot(view: Dict[str, Any], metric: str, param: str) -> Dict[str, Any]:
+        """The plot of ``metric`` (default: the first recorded) against ``param`` (default: the
+        first parameter), the choices, and the plotted values; ``problem`` says why there is
+        no plot."""
+        trials = view["sweep"].trials
+        params = list(trials[0].params) if trials else []
+        plot: Dict[str, Any] = {"metrics": [], "params": params, "metric": "", "param": "", "svg": "",
+                                "points": [], "problem": ""}
+        try:
+            got = await backend.call(("metrics", view["handle"]), trial_metrics, view["handle"])
+        except Exception as e:  # noqa: BLE001 - the tracker's failure is one line; the table still shows
+            plot["problem"] = f"cannot read the trials' metrics: {describe_problem(e)}"
+            return plot
+        names = sorted({m for recorded in got["metrics"].values() for m in recorded})
+        plot["metrics"] = names
+        if not got["tracker"]:
+            plot["problem"] = ("no tracker is configured, so no metric to plot: the trials record their metrics "
+                               "in the first tracker of [tx:tracker] in .txconfig, or of TX_TRACKERS (docs/sweeps.md)")
+            return plot
+        if not names:
+            plot["problem"] = (f"no trial has recorded a metric in tracker {got['tracker']} yet "
+                               "(tx.tracker.app_run_from_env().add_metadata(loss=...) in the trial)")
+            return plot
+        plot["metric"] = metric if metric in names else names[0]
+        plot["param"] = param if param in params else (params[0] if params else "")
+        points = plot_points(trials, got["metrics"], plot["param"], plot["metric"])
+        plot["points"] = [{"index": i, "x": format_value(x), "y": f"{y:g}"} for i, x, y in points]
+        if points:
+            plot["svg"] = await asyncio.to_thread(plot_svg, points, plot["param"], plot["metric"])
+        return plot
+
+    async def sweep_page(request: Request) -> Response:
+        p = request.query_params
+        handle = p.get("handle", "")
+        view = await sweep_view(handle)
+        plot = await sweep_plot(view, p.get("metric", ""), p.get("param", "")) if view["sweep"] else None
+        q = {"handle": handle, "metric": p.get("metric", ""), "param": p.get("param", "")}
+        response = page("sweep.html", **view, plot=plot, csrf=csrf, message=p.get("msg", ""),
+                        events_url="/events/sweep?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in q.items()))
+        response.status_code = 404 if view["sweep"] is None else 200
+        return response
+
+    async def sweep_events(request: Request) -> Response:
+        p = request.query_params
+        handle = p.get("handle", "")
+
+        async def events() -> AsyncIterator[Dict[str, Any]]:
+            last, states, plotted = "", None, 0.0
+            while True:
+                await asyncio.sleep(REFRESH_S)  # the page was rendered just now
+                view = await sweep_view(handle)
+                data: Dict[str, Any] = {"html": render("_sweep.html", **view), "terminal": bool(view.get("terminal"))}
+                now_states = [r["state"] for r in view.get("rows", [])]
+                # the metrics are read again when a trial changed state (it may have recorded
+                # its result), else at most every 15 s
+                if view["sweep"] is not None and (now_states != states or time.monotonic() - plotted > 15):
+                    states, plotted = now_states, time.monotonic()
+                    plot = await sweep_plot(view, p.get("metric", ""), p.get("param", ""))
+                    data["plot"] = render("_plot.html", plot=plot, handle=handle)
+                text = json.dumps(data)
+                if text != last:
+                    last = text
+                    yield {"event": "sweep", "data": text}
+                if view.get("terminal") or view["sweep"] is None and not view["problem"].startswith("no answer"):
+                    yield {"event": "end", "data": "{}"}
+                    return
+
+        return EventSourceResponse(events(), ping=15)
+
     async def log_stream(request: Request) -> Response:
         p = request.query_params
         handle, role = p.get("handle", ""), p.get("role", "")
@@ -364,15 +465,22 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
         if not hmac.compare_digest(given.encode(), csrf.encode()):
             return PlainTextResponse("tx ui: cancel refused: the form's CSRF token is missing or wrong\n",
                                      status_code=403)
+        sweep = is_sweep_handle(handle)  # a stat: is a sweep of this name recorded here
         try:
             parse_app_handle(handle)
-            await backend.call(("cancel", handle), lambda r, h: r.cancel(h), handle)
-            msg = f"asked {handle} to cancel"
+            if sweep:
+                await backend.call(("cancel", handle), lambda r, h: r.cancel_sweep(h), handle)
+                msg = f"asked every trial of {handle} to cancel"
+            else:
+                await backend.call(("cancel", handle), lambda r, h: r.cancel(h), handle)
+                msg = f"asked {handle} to cancel"
         except NoAnswer as e:
             msg = f"cancel of {handle} sent; its scheduler gave {e}"
         except Exception as e:  # noqa: BLE001 - the failure is one line on the page
             msg = f"cannot cancel {handle}: {describe_problem(e)}"
-        return RedirectResponse(f"/app?handle={quote(handle, safe='')}&msg={quote(msg, safe='')}", status_code=303)
+        where = "/sweep" if sweep else "/app"
+        return RedirectResponse(f"{where}?handle={quote(handle, safe='')}&msg={quote(msg, safe='')}",
+                                status_code=303)
 
     async def tracking_page(request: Request) -> Response:
         name = request.query_params.get("tracker") or None
@@ -403,9 +511,11 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
     routes = [
         Route("/", apps_page),
         Route("/app", app_page),
+        Route("/sweep", sweep_page),
         Route("/cancel", cancel, methods=["POST"]),
         Route("/events/apps", apps_events),
         Route("/events/app", app_events),
+        Route("/events/sweep", sweep_events),
         Route("/events/log", log_stream),
         Route("/tracking", tracking_page),
         Route("/tracking/run", tracking_run_page),

@@ -32,6 +32,27 @@ function liveStatus() {
   source.addEventListener("end", () => source.close());
 }
 
+function liveSweep() {
+  const section = document.querySelector("#sweep[data-events]");
+  if (!section) return;
+  const source = new EventSource(section.dataset.events);
+  source.addEventListener("sweep", (ev) => {
+    const d = JSON.parse(ev.data);
+    section.innerHTML = d.html;
+    if (d.plot !== undefined) { document.getElementById("plot").innerHTML = d.plot; plotChoices(); }
+    const cancel = document.getElementById("cancel");
+    if (cancel && d.terminal) cancel.disabled = true;
+  });
+  source.addEventListener("end", () => source.close());
+}
+
+// choosing a metric or a parameter plots it (the form's button does it without script)
+function plotChoices() {
+  const form = document.getElementById("plot-form");
+  if (!form) return;
+  for (const select of form.querySelectorAll("select")) select.addEventListener("change", () => form.submit());
+}
+
 function logs() {
   const bar = document.getElementById("logbar");
   if (!bar) return;
@@ -118,5 +139,7 @@ function confirmCancel() {
 
 liveApps();
 liveStatus();
+liveSweep();
+plotChoices();
 logs();
 confirmCancel();
