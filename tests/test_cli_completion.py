@@ -94,7 +94,7 @@ def test_list_runopts_of_the_named_scheduler_and_flags_of_a_component(tx):
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_tab_in_a_real_shell(shell, tx, tx_env, tmp_path, shtab_installed, terminal):
     """TAB as a person presses it (tmux): app handles past ``:`` (bash splits words there),
-    ``tx log`` handles, a component's own flags after its name (bash), ``-cfg`` keys of the
+    ``tx log`` handles, a component's own flags after its name, ``-cfg`` keys of the
     chosen scheduler only."""
     if shutil.which("tmux") is None or shutil.which(shell) is None:
         backend_unavailable(shell, f"the terminal test needs tmux and {shell} (apt-get install tmux {shell})")
@@ -114,8 +114,9 @@ def test_tab_in_a_real_shell(shell, tx, tx_env, tmp_path, shtab_installed, termi
 
     line(f"tx status {handle[:-4]}", f"$ tx status {handle}")
     line(f"tx log {handle[:-4]}", f"$ tx log {handle}")
-    if shell == "bash":
-        line("tx run -s local_cwd utils.echo --m", "$ tx run -s local_cwd utils.echo --msg")
+    # a component's own flags after its name, not tx run's (--name is both: here the component's)
+    line("tx run -s local_cwd utils.echo --m", "$ tx run -s local_cwd utils.echo --msg")
+    line("tx run -s local_cwd --name x dist.ddp --rdzv_p", "$ tx run -s local_cwd --name x dist.ddp --rdzv_port")
     # bash lists the choices at the second TAB (the first completes their common prefix: none)
     s = line("tx run -s local_cwd -cfg ", "cancel_timeout=", tabs=2 if shell == "bash" else 1)
     listed = set(s.split()) - {"$", "tx", "run", "-s", "local_cwd", "-cfg"}

@@ -294,7 +294,7 @@ def test_log_level_renders_library_events(tx, tx_env):
     assert event["level"] == "info" and event["app_handle"] == j.stdout.splitlines()[0]
 
 
-def test_two_roles_end_with_a_table_and_status_reads_without_placeholders(tx, tmp_path):
+def test_two_roles_end_with_a_table_and_status_reads_without_placeholders(tx, tx_env, tmp_path):
     (tmp_path / "app.yaml").write_text(
         "name: pair\nroles:\n"
         "- name: trainer\n  image: .\n  entrypoint: sh\n  args: ['-c', 'echo ok']\n  num_replicas: 2\n"
@@ -319,6 +319,9 @@ def test_two_roles_end_with_a_table_and_status_reads_without_placeholders(tx, tm
     assert msg[1:3] == ["       one", "       two"], st
     ok = tx("status", _handle(tx("run", "-s", "local_cwd", "utils.echo"))).stdout
     assert "<NONE>" not in ok and "Msg:" not in ok and "Structured Error Msg" not in ok, ok
+    # the state in colour where asked for (as tx list), never with NO_COLOR
+    assert "  State: \x1b[31mFAILED\x1b[0m" in tx("status", handle, env={**tx_env, "FORCE_COLOR": "1"}).stdout
+    assert "\x1b[" not in tx("status", handle, env={**tx_env, "FORCE_COLOR": "1", "NO_COLOR": "1"}).stdout
 
 
 def test_list_colors_states_only_on_request_and_says_when_nothing_matches(tx, tx_env):

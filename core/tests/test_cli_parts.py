@@ -189,6 +189,9 @@ def test_live_line_says_state_elapsed_and_why_pending_and_clears_before_relayed_
     live.update(AppStatus(AppState.PENDING, msg="Resources\nsecond line"))
     live.started -= 75
     assert live.text() == "tx run: PENDING 1 min 15 s: Resources  (Ctrl-C cancels)"
+    live.update(AppStatus(AppState.PENDING, msg="PENDING: Dependency: it waits"))  # Slurm's, state first
+    assert live.text() == "tx run: PENDING 1 min 15 s: Dependency: it waits  (Ctrl-C cancels)"
+    live.update(AppStatus(AppState.PENDING, msg="Resources"))
     live.draw()
     relay.add("w/0", lambda: [b"a line\n"])
     relay.join()

@@ -63,7 +63,9 @@ class LiveLine:
     def update(self, status: Any) -> None:
         """Take the state and, while it waits, the reason from ``status`` (an AppStatus)."""
         self.state = status.state.name
-        self.why = _first_line(status.msg) if self.state in ("SUBMITTED", "PENDING", "UNSUBMITTED") else ""
+        why = _first_line(status.msg) if self.state in ("SUBMITTED", "PENDING", "UNSUBMITTED") else ""
+        # a scheduler's message that starts with the state itself (Slurm's "PENDING: Dependency: ...")
+        self.why = why[len(self.state) + 2:] if why.startswith(f"{self.state}: ") else why
 
     def text(self) -> str:
         """The line: state, elapsed seconds, why it waits, the hint; cut to the terminal's width."""

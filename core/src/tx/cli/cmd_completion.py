@@ -32,15 +32,11 @@ __all__ = ["COMMAND", "KINDS", "script"]
 #: (``flags``: those of the component ``--component`` names)
 KINDS = ("schedulers", "components", "runopts", "handles", "flags")
 
-#: the options of ``tx run`` that take a value (the bash script skips their values to find
-#: the component name)
-_RUN_VALUE_OPTIONS = "-s --scheduler -cfg --scheduler_args --cfg --workspace --parent_run_id --parent-run-id " \
-                     "--on_interrupt --on-interrupt"
-
 #: appended to shtab's bash script: ``_tx_complete`` joins the words bash split at ``:``,
 #: completes a component's own flags after ``tx run ... COMPONENT``, else calls shtab's
 #: ``_shtab_tx``; then drops from each reply what precedes the word's last ``:`` (bash
-#: keeps that part), as bash-completion's ``__ltrim_colon_completions`` does
+#: keeps that part), as bash-completion's ``__ltrim_colon_completions`` does; ``__RUN_VALUE_OPTIONS__`` becomes
+#: the options of ``tx run`` that take a value (see :func:`script`)
 _BASH_WRAPPER = r'''
 _tx_join_colon_words() {
   # bash splits at ':' (COMP_WORDBREAKS): join `local_cwd` `:` `//tx/x` back into one word
@@ -97,7 +93,7 @@ _tx_complete() {
 }
 
 complete -o bashdefault -F _tx_complete tx
-'''.replace("__RUN_VALUE_OPTIONS__", _RUN_VALUE_OPTIONS)
+'''
 
 
 def _completion(args: argparse.Namespace) -> int:
@@ -128,6 +124,19 @@ def _dynamic(kind: str) -> Dict[str, Any]:
                '  done\n'
                '  opts=(${(f)"$(tx completion --list runopts ${s:+--scheduler=$s} 2>/dev/null)"})\n'
                '  compadd -S "" -- $opts\n}\n')
+        return {"bash": fn, "zsh": fn, "preamble": {"bash": bash, "zsh": zsh}}
+    if kind == "components":
+        # zsh: the rest of `tx run`/`tx sweep` (``*::``), so $words holds the component and its
+        # arguments: past its name, a word starting with '-' takes the component's own flags
+        zsh = (f'{fn}() {{\n  local -a words_\n'
+               '  if (( CURRENT > 1 )); then\n'
+               '    [[ "${words[CURRENT]}" == -* ]] || { _files; return }\n'
+               '    words_=(${(f)"$(tx completion --list flags --component "${(Q)words[1]}" 2>/dev/null)"})\n'
+               '  else\n'
+               '    words_=(${(f)"$(tx completion --list components 2>/dev/null)"})\n'
+               '  fi\n'
+               '  compadd -- $words_\n}\n')
+        bash = f'{fn}() {{\n  compgen -W "$(tx completion --list {kind} 2>/dev/null)" -- "$1"\n}}\n'
         return {"bash": fn, "zsh": fn, "preamble": {"bash": bash, "zsh": zsh}}
     bash = f'{fn}() {{\n  compgen -W "$(tx completion --list {kind} 2>/dev/null)" -- "$1"\n}}\n'
     # a function, called at TAB time: a "($(tx ...))" list would run tx for every dynamic
@@ -169,7 +178,13 @@ def script(shell: str) -> str:
     parser = build_parser({**builtin_commands(), **plugin_commands()}, None)
     _mark(parser)
     text = str(shtab.complete(parser, shell=shell))
-    return text + _BASH_WRAPPER if shell == "bash" else text
+    if shell != "bash":
+        return text
+    # the options of `tx run` that take a value: the bash script skips their values to find
+    # the component's name
+    run = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    takes_value = " ".join(o for a in run._actions if a.option_strings and a.nargs != 0 for o in a.option_strings)
+    return text + _BASH_WRAPPER.replace("__RUN_VALUE_OPTIONS__", takes_value)
 
 
 def _words(kind: str, scheduler: Optional[str] = None, component: Optional[str] = None) -> Iterable[str]:

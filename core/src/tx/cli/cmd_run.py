@@ -10,7 +10,9 @@ while waiting. Exits 1 when a waited-for app does not succeed; after an app of s
 roles a table gives each role's replicas, state, duration and exit codes. SIGTERM or
 SIGINT (Ctrl-C) while waiting cancels the app (nothing is left running), says so in one
 line and exits 128+signal; the replicas' output from then on stays in their logs.
-``--on_interrupt detach`` leaves the app running instead (exit 0).
+``--on_interrupt detach`` leaves the app running instead (exit 0). ``--name NAME``, before
+the component, is the app's name (``tx list``'s NAME, the scheduler's job name), whatever the
+component or AppDef file calls it.
 """
 from __future__ import annotations
 
@@ -130,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
         app = _load_app(runner, component, comp_args)
         workspace = args.workspace if args.workspace is not None else config_default("run", "workspace")
         info = runner.dryrun(app, scheduler, cfg, workspace=workspace or None,
-                             parent_run_id=args.parent_run_id)
+                             parent_run_id=args.parent_run_id, name=args.name)
         if args.dryrun:
             _print_dryrun(info)
             return 0
@@ -157,6 +159,17 @@ def _run(args: argparse.Namespace) -> int:
         _say(sys.stderr, summary(handle, status, seconds, logs_shown=relay))
         auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def _app_name(text: str) -> str:
+    """``--name``'s type: an app name (:func:`tx.specs.check_app_name`), else argparse's
+    one-line usage error."""
+    from tx.specs.api import check_app_name  # the model is imported when the command runs
+
+    try:
+        return check_app_name(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def next_steps(handle: str, what: str = "launched {handle}") -> str:
@@ -386,6 +399,10 @@ COMMAND = Command(run=_run, arguments=(
              default="cancel",
              help="what Ctrl-C (or SIGTERM) while waiting does: cancel the app (default, as TorchX), "
                   "or detach and leave it running"),
+    Argument("--name", default=None, type=_app_name,
+             help="the app's name, shown by `tx list` and the scheduler (job name, object names); "
+                  "replaces the component's (dist.ddp's own --name after the component still sets "
+                  "the tracking run name); letters, digits, '-', '_', '.', at most 40"),
     Argument("--workspace", default=None,
              help="local directory patched into the first role's image (default: [cli:run] workspace)"),
     Argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,

@@ -218,6 +218,13 @@ def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, An
     return parse(runner, scheduler, texts)
 
 
+def _app_name(text: str) -> str:
+    # the same check as `tx run --name`
+    from tx.cli.cmd_run import _app_name as check
+
+    return check(text)
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
@@ -248,7 +255,9 @@ COMMAND = Command(run=_sweep, arguments=(
              help="the most trials running at once (default: no bound)"),
     Argument("--env", "-e", action="append", default=[], metavar="NAME=VALUE",
              help="env for every role of every trial; ${NAME} of a parameter is substituted"),
-    Argument("--name", default=None, help="the sweep's name (default: the component's)"),
+    Argument("--name", default=None, type=_app_name,
+             help="the sweep's name, and its trials' app name (default: the component's); "
+                  "as `tx run --name`"),
     Argument("--dryrun", action="store_true", help="print the request(s) and the trial table; submit nothing"),
     Argument("--wait", action="store_true", help="wait for every trial to end and print the trial table"),
     Argument("component_and_args", nargs=argparse.REMAINDER, metavar="COMPONENT [ARGS...] | resume SWEEP | best SWEEP",

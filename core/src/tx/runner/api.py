@@ -31,6 +31,7 @@ from tx.specs.api import (
     InvalidRunConfigException,
     UnknownAppException,
     UnknownSchedulerException,
+    check_app_name,
     is_terminal,
     macros,
 )
@@ -210,6 +211,7 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
+        name: Optional[str] = None,
     ) -> AppDryRunInfo[Any]:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
@@ -231,15 +233,21 @@ class Runner:
         image build, a job directory copy) before the dryrun; schedulers without a kind
         ignore it.
 
+        ``name`` (``tx run --name``) replaces ``app.name``, whatever the component named it:
+        schedulers make the job's name or id from it (``tx list``'s NAME, Slurm's job
+        name, the Kubernetes object names...). It must pass :func:`tx.specs.check_app_name`.
+
         Raises:
             ValueError: the app has no roles or a role has no entrypoint, or the app cannot
-                run on this scheduler.
+                run on this scheduler, or ``name`` is not a valid app name.
             UnknownSchedulerException: no such scheduler.
             tx.plugins.PluginError: the scheduler's plugin cannot be loaded.
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
 
+        if name is not None:
+            app = attrs.evolve(app, name=check_app_name(name))
         _check_roles(app)
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
@@ -336,9 +344,11 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
+        name: Optional[str] = None,
     ) -> AppHandle:
-        """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``."""
-        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+        """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``
+        (``name``: the app's name instead of ``app.name``, see :meth:`dryrun`)."""
+        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name))
 
     def component_app(self, component: str, component_args: Union[List[str], Dict[str, Any]]) -> AppDef:
         """Build the AppDef of a component from CLI-style args or a dict of arguments.
@@ -364,10 +374,15 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
+        name: Optional[str] = None,
     ) -> AppDryRunInfo[Any]:
-        """:meth:`dryrun` of the app a component builds (``dist.ddp``, ``file.py:fn``)."""
+        """:meth:`dryrun` of the app a component builds (``dist.ddp``, ``file.py:fn``);
+        ``name`` (``tx run --name``) replaces the name the component gave the app, also of
+        a component that takes no ``name`` argument (a component's own ``name`` argument,
+        as ``dist.ddp --name EXP/RUN``, keeps its other effects, such as the tracking
+        run name)."""
         return self.dryrun(self.component_app(component, component_args), scheduler, cfg,
-                           workspace, parent_run_id)
+                           workspace, parent_run_id, name)
 
     def run_component(
         self,
@@ -377,10 +392,11 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
+        name: Optional[str] = None,
     ) -> AppHandle:
-        """Run a component; returns the app handle."""
+        """Run a component; returns the app handle (``name``: see :meth:`dryrun_component`)."""
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
-                                                   workspace, parent_run_id))
+                                                   workspace, parent_run_id, name))
 
     # -- sweeps ----------------------------------------------------------------------
     def dryrun_sweep(
@@ -405,7 +421,8 @@ class Runner:
                 NAME. A parameter not used as ``${NAME}`` is passed as ``--NAME=VALUE``.
             max_parallel: the most trials running at once (None: no bound).
             env: env added to every role (``${NAME}`` substituted).
-            name: the sweep's name (default: the app's or the component's).
+            name: the sweep's name (default: the app's or the component's); given, it is also
+                every trial's app name (it must pass :func:`tx.specs.check_app_name`).
 
         Every replica of trial ``i`` gets ``TX_SWEEP_ID`` (the sweep handle),
         ``TX_TRIAL_INDEX`` (``i``) and ``TX_TRIAL_PARAMS`` (its parameters as JSON).

@@ -37,7 +37,7 @@ from tx.config.recovery import checkpoint_url
 from tx.config.trackers import configured_trackers
 from tx.errors import UserError
 from tx.schedulers.api import ListAppResponse, PartialListError
-from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
+from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.tracker.api import build_trackers
@@ -394,6 +394,8 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
             app = runner.component_app(rec.source["component"], args)
         else:
             app = base if base is not None else appdef_from_dict(rec.source["appdef"])
+        if rec.source.get("app_name"):  # `tx sweep --name`: every trial's app takes it
+            app = attrs.evolve(app, name=rec.source["app_name"])
     except (ComponentError, ValueError) as e:
         raise SweepFormatError(f"trial {trial.index} ({_params_text(params)}): {e}") from None
     extra = {k: substitute(v, params) for k, v in rec.env.items()}
@@ -431,6 +433,8 @@ def dryrun_sweep(
     else:
         source = {"component": str(app_or_component), "args": list(component_args)}
         default_name = str(app_or_component).rsplit(":", 1)[-1].rsplit(".", 1)[-1].rsplit("/", 1)[-1]
+    if name is not None:  # the trials' apps take it (trial_app), so it must be an app name
+        source["app_name"] = check_app_name(name)
     env = dict(env or {})
     as_args = _check_params(source, spec.names, env)
     sched = runner.scheduler(scheduler)

@@ -21,6 +21,7 @@ from tx.specs.api import (
     Role,
     UnknownAppException,
     UnknownSchedulerException,
+    check_app_name,
     is_started,
     is_terminal,
     macros,
@@ -36,7 +37,7 @@ __all__ = [
     "AppHandle", "AppState", "AppStatus", "AppStatusError", "Attempt", "BindMount", "CfgVal", "DeviceMount",
     "FailureKind", "InvalidRunConfigException", "MalformedAppHandleException", "MountType", "ParsedAppHandle",
     "ReplicaState", "ReplicaStatus", "Resource", "RetryPolicy", "Role", "RoleStatus", "RootCause",
-    "UnknownAppException", "UnknownSchedulerException", "VolumeMount", "get_named_resources",
+    "UnknownAppException", "UnknownSchedulerException", "VolumeMount", "check_app_name", "get_named_resources",
     "get_type_name", "is_started", "is_terminal", "macros", "make_app_handle", "named_resources",
     "parse_app_handle", "parse_mounts", "resource", "runopt", "runopts",
 ]

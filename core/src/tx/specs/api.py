@@ -10,6 +10,7 @@ from tx.errors import UserError
 
 import copy
 import enum
+import re
 import string
 from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar, Union
 
@@ -19,7 +20,7 @@ from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
 
 __all__ = [
     "ALL", "AppDef", "AppDefFormatError", "AppDryRunInfo", "AppState", "AppStatusError",
-    "InvalidRunConfigException", "is_started", "is_terminal", "macros",
+    "check_app_name", "InvalidRunConfigException", "is_started", "is_terminal", "macros",
     "MalformedAppHandleException", "MAX_REPLICAS", "MISSING", "NONE", "NULL_RESOURCE",
     "ReplicaState", "Resource", "RetryPolicy", "Role", "UnknownAppException",
     "UnknownSchedulerException",
@@ -246,6 +247,37 @@ class AppDef:
 
     replace = _replace
     asdict = _asdict
+
+
+#: the most characters of an app name given with ``tx run --name`` (Docker and GCP Batch
+#: keep 40 of the name in their ids, before the random part)
+_APP_NAME_MAX = 40
+_APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def check_app_name(name: str) -> str:
+    """``name`` if it is an app name every scheduler keeps whole in its job name or id:
+    1 to 40 letters, digits, ``-``, ``_`` and ``.``, starting with a letter or digit
+    (``tx run --name``, ``Runner.run(..., name=)``). Schedulers still write it in their
+    own rules where theirs are stricter: Kubernetes and GCP Batch ids are lowercase with
+    ``-`` for ``_`` and ``.`` (their labels or annotations keep it as given), AWS Batch
+    job names have ``-`` for ``.``.
+
+    Raises:
+        ValueError: ``name`` does not follow these rules (one line that says which).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("app name is empty: give 1 to 40 letters, digits, '-', '_' or '.'")
+    if len(name) > _APP_NAME_MAX:
+        raise ValueError(f"app name {name!r} is {len(name)} characters long; at most {_APP_NAME_MAX} "
+                         f"fit in every scheduler's job name")
+    if not _APP_NAME.match(name):
+        bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c in "_.-"))})
+        why = (f"has {', '.join(repr(c) for c in bad)}" if bad
+               else "must start with a letter or digit")
+        raise ValueError(f"app name {name!r} {why}: use letters, digits, '-', '_' and '.', "
+                         f"starting with a letter or digit")
+    return name
 
 
 class macros:
