@@ -94,6 +94,30 @@ def test_killed_watcher_and_racing_processes_run_it_once(slurm_cluster, tx, tx_e
 
 
 @pytest.mark.slurm
+def test_infrastructure_failure_after_infra_retries_fails_over(slurm_cluster, tx, tx_env, tmp_path):
+    state = Path(tx_env["TX_STATE_DIR"])
+    script = 'echo "on ${SLURM_JOB_ID:-local}"; if [ -n "$SLURM_JOB_ID" ]; then exec sleep 600; fi'
+    p = tx("run", "-s", "slurm", "-cfg", f"infra_retries=1,job_dir={tmp_path}", "--fallback", "local_cwd",
+           "--detach", "utils.sh", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.splitlines()[0]
+    slurm_id = _record(state, handle)["hops"][0]["app_id"]
+    for restarts in (0, 1):  # two requeues by the administrator: one more than infra_retries
+        _until(lambda: re.search(rf"JobState=RUNNING .*Restarts={restarts}\b", " ".join(
+            slurm_cluster.run("scontrol", "show", "job", slurm_id).stdout.split())), 90, 0.2)
+        _until(lambda: f"on {slurm_id}" in (tmp_path / f"slurm-{slurm_id}-sh-0.out").read_text()
+               if (tmp_path / f"slurm-{slurm_id}-sh-0.out").exists() else False, 30, 0.2)
+        assert slurm_cluster.run("scontrol", "requeue", slurm_id).returncode == 0
+    done = _until(lambda: tx("status", handle).returncode == 0 and (lambda r: r if r["final"] else None)(
+        _record(state, handle)), 120, 0.5)
+    assert [h["scheduler"] for h in done["hops"]] == ["slurm", "local_cwd"] and done["final"] == "SUCCEEDED", done
+    assert done["hops"][0]["why"].startswith("FAILED (infra: infra_retries exhausted"), done
+    log = tx("log", handle).stdout
+    assert f"on {slurm_id}" in log and "on local" in log, log  # both hops' lines, in order
+    assert log.index(f"on {slurm_id}") < log.index("on local"), log
+
+
+@pytest.mark.slurm
 def test_cancel_of_a_run_cancels_its_live_hop_and_submits_no_other(slurm_cluster, tx, tx_env, tmp_path):
     held = _held_job(slurm_cluster)
     p = tx("run", "-s", "slurm", "-cfg", f"dependency=afterok:{held},job_dir={tmp_path}",
