@@ -9,9 +9,13 @@ writes the time it started. Per run: the handover (replica start minus submissio
 T), split into the watcher's noticing and cancelling (until the Slurm hop was confirmed
 ended) and submitting to local_cwd until the replica ran.
 
+Then the watcher's cost: M runs (default 200) held PENDING on Slurm under a long timeout,
+one :func:`tx.runner.failover.poll` over all of them (what the watcher does each second):
+the Slurm commands it runs, its wall and CPU time, and the process's peak memory.
+
 Writes bench/RESULTS-recovery.md. Needs root and Slurm's packages (scripts/install-slurm.sh).
 
-    python bench/failover_bench.py [--runs 10] [--timeout 3]
+    python bench/failover_bench.py [--runs 10] [--timeout 3] [--followed 200]
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=3.0, help="the pending timeout, seconds")
+    ap.add_argument("--followed", type=int, default=200, help="runs the watcher follows at once")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS-recovery.md"))
     args = ap.parse_args()
 
@@ -78,6 +84,33 @@ def main() -> None:
                              "submitted": ran - local.submitted, "why": slurm.why})
                 status = runner.wait(handle, wait_interval=0.2, timeout=60)
                 assert status is not None and status.state.name == "SUCCEEDED", status
+            # the watcher's cost: M pending runs, one poll over all (after a first that
+            # records their state)
+            from tx.runner.failover import list_records, poll
+            from tx_scheduler_slurm import _client
+
+            role = Role("w", image="", entrypoint="true", resource=Resource(cpu=1, gpu=0, memMB=64))
+            for i in range(args.followed):
+                runner.run_with_fallback(AppDef(f"followed{i}", [role]), [("slurm", cfg), "local_cwd"],
+                                         pending_timeout=3600, watch=False)
+            records = list_records(unfinished=True)
+            assert len(records) == args.followed, len(records)
+            poll(runner, records)
+            real, calls = _client.run, []
+
+            def counted(argv, *a, **kw):  # type: ignore[no-untyped-def]
+                calls.append(argv[0])
+                return real(argv, *a, **kw)
+
+            _client.run = counted
+            try:
+                cpu, t = time.process_time(), time.perf_counter()
+                poll(runner, list_records(unfinished=True))
+                cost = {"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu,
+                        "calls": {c: calls.count(c) for c in sorted(set(calls))},
+                        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            finally:
+                _client.run = real
     finally:
         subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
         subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=env, capture_output=True, timeout=120)
@@ -90,7 +123,8 @@ def main() -> None:
     text = [
         "# Recovery: failover handover time",
         "",
-        f"`python bench/failover_bench.py --runs {args.runs} --timeout {args.timeout:g}` on {platform.node()} "
+        f"`python bench/failover_bench.py --runs {args.runs} --timeout {args.timeout:g} --followed {args.followed}` "
+        f"on {platform.node()} "
         f"({os.cpu_count()} CPUs, Python {platform.python_version()}), "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: a private Slurm cluster "
         "(scripts/start-slurm.sh, 2 nodes); each run an app held PENDING on Slurm (a dependency on a held "
@@ -107,6 +141,18 @@ def main() -> None:
         f"| the replica runs | {stats('submitted')} |",
         "",
         f"Why the Slurm hop was left (first run): `{rows[0]['why']}`.",
+        "",
+        f"**The watcher's cost** at {args.followed} followed runs (each PENDING on Slurm under a 1 h timeout), "
+        "one poll over all of them (the watcher polls every second):",
+        "",
+        "| Slurm commands per poll | wall | CPU | peak memory of the process |",
+        "| --- | --- | --- | --- |",
+        f"| {', '.join(f'{n} {c}' for c, n in cost['calls'].items()) or 'none'} | {cost['wall']:.2f} s | "
+        f"{cost['cpu']:.2f} s | {cost['rss_mb']:.0f} MB |",
+        "",
+        "One `squeue` lists every live hop on Slurm; a run is described further only when it may",
+        "fail over (pending past its timeout, or FAILED). Each run's step also takes its record's",
+        "lock and reads its record (a file per run under the state directory).",
         "",
         "The handover is the watcher's poll (up to 1 s after the timeout), `scancel` and the",
         "confirmation that Slurm ended the job (a `describe` every 0.5 s), then the local_cwd",
