@@ -82,6 +82,18 @@ def test_killed_watcher_and_racing_processes_run_it_once(slurm_cluster, tx, tx_e
     assert len(rec["hops"]) == 1 and rec["failing_over"], rec  # cancelled, nothing submitted: kill it there
     watcher = int((state / "runs" / "watcher.lock").read_text())
     os.kill(watcher, signal.SIGKILL)
+    # a second watcher finishes the failover and is killed once local_cwd took the app, before
+    # the record says so
+    w = subprocess.Popen([sys.executable, "-m", "tx.runner._failover_watcher"], cwd=tmp_path,
+                         env={**tx_env, "TX_FAILOVER_PAUSE": "after_submit"})
+    try:
+        _until(lambda: len(_record(state, handle)["hops"]) == 2, 30)
+        _until(lambda: list((Path(tx_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx").glob("sh-*")), 30)
+        time.sleep(0.5)
+        assert _record(state, handle)["hops"][1]["app_id"] is None
+    finally:
+        w.kill()
+        w.wait(10)
     # two tx processes race to finish the failover
     racers = [subprocess.Popen([str(Path(sys.executable).parent / "tx"), "status", handle], env=tx_env,
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

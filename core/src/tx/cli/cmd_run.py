@@ -10,7 +10,10 @@ while waiting. Exits 1 when a waited-for app does not succeed; after an app of s
 roles a table gives each role's replicas, state, duration and exit codes. SIGTERM or
 SIGINT (Ctrl-C) while waiting cancels the app (nothing is left running), says so in one
 line and exits 128+signal; the replicas' output from then on stays in their logs.
-``--on_interrupt detach`` leaves the app running instead (exit 0).
+``--on_interrupt detach`` leaves the app running instead (exit 0). ``--fallback
+SCHED[,SCHED...]`` (``[tx] fallback``) makes it a run with failover: the handle printed is
+the run's, and ``--pending_timeout`` (``[tx] pending_timeout``) bounds how long it may stay
+pending on each scheduler (docs/recovery.md).
 """
 from __future__ import annotations
 

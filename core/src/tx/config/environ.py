@@ -44,7 +44,7 @@ CHECKPOINT_DIR = "TX_CHECKPOINT_DIR"
 #: where tx keeps the state of apps it launched (local apps, the Slurm job index)
 STATE_DIR = "TX_STATE_DIR"
 #: fault tests only: a failover step stops 60 s at this point (``after_cancel``,
-#: ``before_submit``) so that a test can kill it there (tx.runner.failover)
+#: ``after_submit``: submitted, not yet recorded) so that a test can kill it there (tx.runner.failover)
 FAILOVER_PAUSE = "TX_FAILOVER_PAUSE"
 
 #: tx name -> TorchX name, for every variable with a fixed name that TorchX also has (or,

@@ -559,11 +559,14 @@ class Runner:
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
 
         Of a run handle (:meth:`run_with_fallback`): the live hop's status with the run's
-        state (PENDING between two hops).
+        state (PENDING between two hops; without a live app, a status of the run's state
+        whose ``msg`` is the chain), never None.
         """
         if failover.is_run_handle(app_handle):
             run, status = failover.run_status(self, app_handle)
-            return status if status is None or status.state == run.state else attrs.evolve(status, state=run.state)
+            if status is None:  # a hop being submitted, or one its backend forgot
+                return AppStatus(state=run.state, msg=run.chain)
+            return status if status.state == run.state else attrs.evolve(status, state=run.state)
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="status",
                        app_id=app_id):

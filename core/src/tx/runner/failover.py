@@ -434,8 +434,9 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
 
 def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     info = _dryrun(runner, rec, hop.scheduler)
-    _pause("before_submit")
-    hop.app_id = parse_app_handle(runner.schedule(info)).app_id
+    app_id = parse_app_handle(runner.schedule(info)).app_id
+    _pause("after_submit")
+    hop.app_id = app_id
     rec.failing_over = False
     _write(rec)
 
