@@ -88,7 +88,7 @@ class Procs(Scheduler[Request]):
             statuses = []
             for k, rep in enumerate(reps):
                 state = self.replica_state(app_id, rep)
-                code = rep["proc"].returncode if is_terminal(state) else None
+                code = rep["proc"].returncode if is_terminal(state) and rep["proc"] is not None else None
                 statuses.append(ReplicaStatus(k, state, name, "localhost", exit_code=code))
             roles.append(RoleStatus(name, statuses))
         states = [r.state for rs in roles for r in rs.replicas]

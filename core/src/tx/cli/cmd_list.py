@@ -114,12 +114,28 @@ def _gather(runner: Runner, schedulers: List[str]) -> Tuple[List[Any], List[str]
     return apps, problems
 
 
+def _runs(runner: Runner) -> List[Any]:
+    """The runs with failover of the runner's session recorded on this host."""
+    from tx.runner.failover import list_records  # the run records: only when listing
+
+    return list_records(runner.name())
+
+
+def _collapse_runs(runs: List[Any], scheduler: str, apps: List[Any]) -> List[Any]:
+    from tx.runner.failover import collapse_listed  # see _runs
+
+    return collapse_listed(apps, runs, scheduler) if runs else apps
+
+
 def _list(runner: Runner, args: argparse.Namespace) -> int:
     wanted = _state_filter(args.state)
     schedulers = [s.strip() for s in (args.scheduler or "").split(",") if s.strip()] or [default_scheduler(runner)]
     found, problems = _gather(runner, list(dict.fromkeys(schedulers)))
     for scheduler in dict.fromkeys(schedulers):  # each sweep's trials as one row
         found = collapse_sweeps(runner, scheduler, found)
+    runs = _runs(runner)
+    for scheduler in dict.fromkeys(schedulers):  # each run with failover as one row
+        found = _collapse_runs(runs, scheduler, found)
     apps, ordered = newest_first(found)
     if wanted is not None:
         apps = [a for a in apps if a.state.name in wanted]

@@ -12,7 +12,10 @@ SIGINT (Ctrl-C) while waiting cancels the app (nothing is left running), says so
 line and exits 128+signal; the replicas' output from then on stays in their logs.
 ``--on_interrupt detach`` leaves the app running instead (exit 0). ``--name NAME``, before
 the component, is the app's name (``tx list``'s NAME, the scheduler's job name), whatever the
-component or AppDef file calls it.
+component or AppDef file calls it. ``--fallback
+SCHED[,SCHED...]`` (``[tx] fallback``) makes it a run with failover: the handle printed is
+the run's, and ``--pending_timeout`` (``[tx] pending_timeout``) bounds how long it may stay
+pending on each scheduler (docs/recovery.md).
 """
 from __future__ import annotations
 
@@ -136,9 +139,17 @@ def _run(args: argparse.Namespace) -> int:
         if args.dryrun:
             _print_dryrun(info)
             return 0
+        chain, pending = _fallback(runner, scheduler, args)
         wait = args.wait or args.log or (is_local(runner, scheduler) and not args.detach)
+
+        def submit() -> str:
+            if len(chain) < 2:
+                return runner.schedule(info)
+            return runner.run_with_fallback(app, [(scheduler, cfg), *chain[1:]], pending,
+                                            workspace=workspace or None, parent_run_id=args.parent_run_id,
+                                            name=args.name)
         if args.detach or not wait:
-            handle = runner.schedule(info)
+            handle = submit()
             _say(sys.stdout, handle + "\n")
             _say(sys.stderr, next_steps(handle))
             auto_gc(runner, scheduler)
@@ -146,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         relay = args.log or is_local(runner, scheduler)
         with _CancelOnSignal(runner, detach=args.on_interrupt == "detach") as guard:
             started = time.monotonic()
-            handle = guard.handle = runner.schedule(info)
+            handle = guard.handle = submit()
             _say(sys.stdout, handle + "\n")
             guard.check()
             status = _wait(runner, handle, info, relay, guard)
@@ -155,7 +166,9 @@ def _run(args: argparse.Namespace) -> int:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
         seconds = time.monotonic() - started
         if len(info._app.roles) > 1:
-            _say(sys.stderr, roles_table(status, _replica_times(runner, handle)))
+            _say(sys.stderr, roles_table(status, _replica_times(runner, handle) if len(chain) < 2 else {}))
+        if len(chain) > 1:
+            _say(sys.stderr, f"tx run: {runner.run_status(handle).chain}\n")
         _say(sys.stderr, summary(handle, status, seconds, logs_shown=relay))
         auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
@@ -170,6 +183,37 @@ def _app_name(text: str) -> str:
         return check_app_name(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _fallback(runner: Runner, scheduler: str, args: argparse.Namespace) -> Tuple[List[str], Optional[float]]:
+    """The chain of schedulers (``scheduler`` first, then ``--fallback`` or ``[tx]
+    fallback``) and the pending timeout (``--pending_timeout`` or ``[tx] pending_timeout``)."""
+    # settings and durations are read when the command runs
+    from tx.config.gc import parse_duration
+    from tx.config.recovery import fallback, pending_timeout
+
+    if args.fallback is not None:
+        rest = [s.strip() for s in args.fallback.split(",") if s.strip()]
+    else:
+        rest = fallback()
+    rest = [s for s in rest if s != scheduler]
+    if args.pending_timeout is not None:
+        if not rest:
+            raise CLIError("--pending_timeout needs schedulers to fail over to: --fallback SCHED[,SCHED...]", 2)
+        try:
+            pending: Optional[float] = parse_duration(args.pending_timeout)
+        except ValueError as e:
+            raise CLIError(f"--pending_timeout: {e}", 2) from None
+    else:
+        try:
+            pending = pending_timeout()
+        except ValueError as e:
+            raise CLIError(str(e), 2) from None
+    if pending is not None and pending <= 0:
+        raise CLIError("--pending_timeout must be more than 0 s", 2)
+    for name in rest:
+        runner.scheduler(name)  # an unknown or uninstalled scheduler fails before anything runs
+    return [scheduler, *rest], pending
 
 
 def next_steps(handle: str, what: str = "launched {handle}") -> str:
@@ -403,6 +447,12 @@ COMMAND = Command(run=_run, arguments=(
              help="the app's name, shown by `tx list` and the scheduler (job name, object names); "
                   "replaces the component's (dist.ddp's own --name after the component still sets "
                   "the tracking run name); letters, digits, '-', '_', '.', at most 40"),
+    Argument("--fallback", default=None, metavar="SCHED[,SCHED...]",
+             help="schedulers to fail over to, in order, when the app stays pending past --pending_timeout "
+                  "or fails with an infrastructure failure (default: [tx] fallback; docs/recovery.md)"),
+    Argument("--pending_timeout", "--pending-timeout", dest="pending_timeout", default=None, metavar="DURATION",
+             help="how long the app may stay pending before the next --fallback scheduler is tried "
+                  "(90s, 10m; default: [tx] pending_timeout, else never)"),
     Argument("--workspace", default=None,
              help="local directory patched into the first role's image (default: [cli:run] workspace)"),
     Argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,

@@ -95,14 +95,32 @@ def _times(runner: Any, handle: str) -> Any:
     return num("started"), num("ended")
 
 
+def _run_of(runner: Any, handle: str) -> Any:
+    """True-ish when ``handle`` is a run with failover recorded on this host."""
+    from tx.runner.failover import is_run_handle  # the run records: only for a run's handle
+
+    return is_run_handle(handle) or None
+
+
 def _status(args: argparse.Namespace) -> int:
     with make_runner() as runner:
         if looks_like_sweep(args.app_handle):
             return sweep_status(runner, args.app_handle, args.json)
+        run = _run_of(runner, args.app_handle)
         status = runner.status(args.app_handle)
         if status is None:
             raise unknown_app(args.app_handle)
         roles = [r for r in args.roles.split(",") if r] or None
+        if run is not None:
+            run = runner.run_status(args.app_handle)
+            if args.json:
+                print(json.dumps({"run": run.to_json(), "status": status.to_json(roles)}, indent=2))
+                return 0
+            sys.stdout.write(f"Run: {run.handle}\n  Chain: {run.chain}\n  Live: {run.live or '-'}\n")
+            from tx.cli._text import use_color  # its regexes: only for the text
+
+            sys.stdout.write(render(status, roles, color=use_color(sys.stdout)))
+            return 0
         if args.json:
             print(json.dumps(status.to_json(roles), indent=2))
         else:

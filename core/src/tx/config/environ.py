@@ -20,7 +20,7 @@ from typing import Dict, Mapping, Optional
 
 __all__ = [
     "APP_ID", "CHECKPOINT_DIR", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
-    "ROLE_NAME", "STATE_DIR", "SWEEP_ID", "TRIAL_INDEX", "TRIAL_PARAMS", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
+    "ROLE_NAME", "STATE_DIR", "FAILOVER_PAUSE", "failover_pause", "SWEEP_ID", "TRIAL_INDEX", "TRIAL_PARAMS", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
     "tracker_config_var",
 ]
 
@@ -43,6 +43,9 @@ TRIAL_PARAMS = "TX_TRIAL_PARAMS"
 CHECKPOINT_DIR = "TX_CHECKPOINT_DIR"
 #: where tx keeps the state of apps it launched (local apps, the Slurm job index)
 STATE_DIR = "TX_STATE_DIR"
+#: fault tests only: a failover step stops 60 s at this point (``after_cancel``,
+#: ``after_submit``: submitted, not yet recorded) so that a test can kill it there (tx.runner.failover)
+FAILOVER_PAUSE = "TX_FAILOVER_PAUSE"
 
 #: tx name -> TorchX name, for every variable with a fixed name that TorchX also has (or,
 #: in :mod:`tx.schedulers.env`'s table, that tx sets under a TorchX-style name for symmetry)
@@ -94,3 +97,8 @@ def state_dir(environ: Optional[Mapping[str, str]] = None) -> str:
         return os.path.abspath(os.path.expanduser(explicit))
     base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(os.path.abspath(base), "tx")
+
+
+def failover_pause(environ: Optional[Mapping[str, str]] = None) -> str:
+    """``$TX_FAILOVER_PAUSE`` (fault tests: where a failover step stops), "" when unset."""
+    return (os.environ if environ is None else environ).get(FAILOVER_PAUSE, "")

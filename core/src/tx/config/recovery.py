@@ -21,11 +21,11 @@ from typing import Iterable, Optional
 from urllib.parse import quote
 
 from tx.config.environ import state_dir
-from tx.config.files import get_config
+from tx.config.files import get_config, scheduler_section
 from tx.config.gc import parse_duration
 
 __all__ = [
-    "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "LOGS_SECTION", "OFF", "archive_interval",
+    "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "fallback", "pending_timeout", "LOGS_SECTION", "OFF", "archive_interval",
     "archive_url", "checkpoint_root", "checkpoint_url",
 ]
 
@@ -87,3 +87,26 @@ def checkpoint_url(scheduler: str, session: str, app_name: str,
     a run (retries, a resubmission of the same app, the same run failed over) shares it."""
     root = checkpoint_root(scheduler, dirs)
     return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(app_name or "app", safe="")])
+
+
+def fallback(dirs: Optional[Iterable[str]] = None) -> list:
+    """``[tx] fallback``: the schedulers a run fails over to, in order (``local_docker,
+    local_cwd``); [] when unset (docs/recovery.md)."""
+    value = scheduler_section("tx", dirs).get("fallback", "")
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def pending_timeout(dirs: Optional[Iterable[str]] = None) -> Optional[float]:
+    """``[tx] pending_timeout``: seconds a run may stay PENDING before it fails over (a
+    duration, ``10m``); None when unset.
+
+    Raises:
+        ValueError: not a duration (message for users).
+    """
+    value = scheduler_section("tx", dirs).get("pending_timeout")
+    if value is None or not value.strip():
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        raise ValueError(f"[tx] pending_timeout: {e}") from None

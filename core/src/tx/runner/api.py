@@ -19,6 +19,7 @@ from tx.config.recovery import archive_url, checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
+from tx.runner import failover
 from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
 from tx.runner.events import log_event
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler, SchedulerError
@@ -212,6 +213,7 @@ class Runner:
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
         name: Optional[str] = None,
+        job_id: Optional[str] = None,
     ) -> AppDryRunInfo[Any]:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
@@ -237,6 +239,9 @@ class Runner:
         schedulers make the job's name or id from it (``tx list``'s NAME, Slurm's job
         name, the Kubernetes object names...). It must pass :func:`tx.specs.check_app_name`.
 
+        ``job_id``: the replicas' ``TX_JOB_ID`` (their tracker run id), default the app's
+        own handle; a run with failover passes its run handle, the same in every hop.
+
         Raises:
             ValueError: the app has no roles or a role has no entrypoint, or the app cannot
                 run on this scheduler, or ``name`` is not a valid app name.
@@ -254,12 +259,13 @@ class Runner:
                        app_image=app.roles[0].image, workspace=workspace):
             opts = sched.run_opts()
             _check_known(scheduler, opts, cfg or {})
-            return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id),
+            return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id, job_id),
                                      dict(env_run_opts(scheduler, opts, dict(cfg or {}))), workspace)
 
-    def _submission_env(self, scheduler: str, parent_run_id: Optional[str]) -> Dict[str, str]:
+    def _submission_env(self, scheduler: str, parent_run_id: Optional[str],
+                        job_id: Optional[str] = None) -> Dict[str, str]:
         """What :meth:`dryrun` adds to every role's env (its docstring says what)."""
-        extra_env = {JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+        extra_env = {JOB_ID: job_id or make_app_handle(scheduler, self._name, macros.app_id)}
         # an explicit argument wins over the submitter's environment (as in TorchX)
         parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
         if parent:
@@ -349,6 +355,69 @@ class Runner:
         """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``
         (``name``: the app's name instead of ``app.name``, see :meth:`dryrun`)."""
         return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name))
+
+    def run_with_fallback(
+        self,
+        app: AppDef,
+        schedulers: List[Union[str, tuple]],
+        pending_timeout: Optional[float] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+        watch: bool = True,
+        name: Optional[str] = None,
+    ) -> str:
+        """Run ``app`` on the first of ``schedulers``, failing over to the next when it is
+        still PENDING ``pending_timeout`` seconds after its submission, or when it failed
+        with an infrastructure failure (after the scheduler's ``infra_retries``); the hop
+        left is cancelled, and the cancel confirmed, before the next is submitted
+        (:mod:`tx.runner.failover`, docs/recovery.md). Every hop keeps the run's
+        ``TX_CHECKPOINT_DIR`` and its tracker run (``TX_JOB_ID`` is the run handle).
+
+        Args:
+            app: the AppDef.
+            schedulers: scheduler names, or ``(name, cfg)`` pairs; a name alone gets the run
+                options of its ``.txconfig`` section.
+            pending_timeout: seconds (None: never fail over a pending app).
+            watch: start the detached watcher that follows the run when no tx process does.
+            name: the app's name instead of ``app.name`` in every hop (``tx run --name``,
+                :meth:`dryrun`).
+
+        Returns:
+            the run handle ``{first scheduler}://{session}/run-<name>-<hex>``, which
+            :meth:`status`, :meth:`wait`, :meth:`cancel`, :meth:`describe`,
+            :meth:`log_lines` and :meth:`log_blocks` take as they take an app handle
+            (acting on the live hop) and :meth:`run_status` describes.
+
+        Raises:
+            ValueError: an empty chain, a scheduler twice, ``pending_timeout`` <= 0, a bad ``name``.
+            what :meth:`dryrun` and :meth:`schedule` raise for the first scheduler.
+        """
+        # settings of each fallback scheduler's section, read when a run fails over
+        from tx.config.run_options import apply
+
+        if name is not None:
+            app = attrs.evolve(app, name=check_app_name(name))
+        chain = []
+        for entry in schedulers:
+            name, cfg = (entry, None) if isinstance(entry, str) else entry
+            if cfg is None:
+                cfg = {}
+                apply(name, cfg, opts=self.scheduler_run_opts(name))
+            chain.append((name, dict(cfg)))
+        rec = failover.create(self, app, chain, pending_timeout, workspace, parent_run_id)
+        if watch:
+            failover.start_watcher()
+        return rec.handle
+
+    def run_status(self, run_handle: str) -> "failover.RunStatus":
+        """The run's state and its chain of hops
+        (``slurm: PENDING 10m (Resources) -> local_docker: RUNNING``), after a failover step.
+
+        Raises:
+            tx.runner.failover.UnknownRunError: no such run on this host.
+            tx.schedulers.SchedulerError: a backend cannot be reached.
+        """
+        return failover.run_status(self, run_handle)[0]
 
     def component_app(self, component: str, component_args: Union[List[str], Dict[str, Any]]) -> AppDef:
         """Build the AppDef of a component from CLI-style args or a dict of arguments.
@@ -510,8 +579,16 @@ class Runner:
             MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
-        """
 
+        Of a run handle (:meth:`run_with_fallback`): the live hop's status with the run's
+        state (PENDING between two hops; without a live app, a status of the run's state
+        whose ``msg`` is the chain), never None.
+        """
+        if failover.is_run_handle(app_handle):
+            run, status = failover.run_status(self, app_handle)
+            if status is None:  # a hop being submitted, or one its backend forgot
+                return AppStatus(state=run.state, msg=run.chain)
+            return status if status.state == run.state else attrs.evolve(status, state=run.state)
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="status",
                        app_id=app_id):
@@ -534,8 +611,11 @@ class Runner:
             MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
-        """
 
+        Of a run handle: follows the run over its hops, failing it over when due.
+        """
+        if failover.is_run_handle(app_handle):
+            return failover.wait(self, app_handle, wait_interval, timeout)
         sched, scheduler, app_id = self._resolve(app_handle)
         stop = self._follow_logs(app_handle)
         try:
@@ -555,8 +635,12 @@ class Runner:
             MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
-        """
 
+        Of a run handle: no hop is submitted any more and the live hop is cancelled.
+        """
+        if failover.is_run_handle(app_handle):
+            failover.cancel(self, app_handle)
+            return
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="cancel",
                        app_id=app_id):
@@ -580,8 +664,14 @@ class Runner:
             MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
             UnknownSchedulerException: the handle's scheduler is not installed.
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
-        """
 
+        Of a run handle: the run's AppDef (with its ``TX_CHECKPOINT_DIR``).
+        """
+        if failover.is_run_handle(app_handle):
+            # the AppDef reader: only for a run's record
+            from tx.specs.files import appdef_from_dict
+
+            return appdef_from_dict(failover.load_record(app_handle).appdef)
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="describe",
                        app_id=app_id):
@@ -615,8 +705,14 @@ class Runner:
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
             ValueError: a stream the scheduler does not keep.
             NotImplementedError: the scheduler keeps no logs.
-        """
 
+        Of a run handle: every hop's lines, oldest first (following: across hops).
+        """
+        if failover.is_run_handle(app_handle):
+            if since is not None or until is not None:
+                raise ValueError("--since/--until read one app: give the hop's handle (`tx status` lists them)")
+            blocks = failover.log_blocks(self, app_handle, role_name, k, should_tail, streams)
+            return filter_regex(regex, (line for b in blocks for line in split_lines(b.decode("utf-8", "replace"))))
         sched, scheduler, app_id = self._resolve(app_handle)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
                        app_id=app_id):
@@ -637,6 +733,8 @@ class Runner:
         streams: Optional[Any] = None,
     ) -> Iterable[bytes]:
         """Like :meth:`log_lines` without filtering, as byte blocks of whole lines (fast relay)."""
+        if failover.is_run_handle(app_handle):
+            return failover.log_blocks(self, app_handle, role_name, k, should_tail, streams)
         if streams is None:
             return self._blocks_or_archived(app_handle, role_name, k, should_tail)
         sched, _scheduler, app_id = self._resolve(app_handle)

@@ -1,0 +1,72 @@
+"""``python -m tx.runner._failover_watcher``: follow every unfinished run with failover of
+this state directory (:mod:`tx.runner.failover`) until none is left, then exit.
+
+Started by :meth:`tx.runner.Runner.run_with_fallback`, detached from the process that ran
+``tx run``. One watcher per state directory: it holds ``runs/watcher.lock`` (a ``flock``,
+released by the kernel when it dies), and a second one exits at once. Each poll costs one
+status call per backend (a ``Scheduler.list`` where a backend holds several live hops).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from typing import Any, List, Optional
+
+from tx.runner.api import Runner
+from tx.runner.failover import list_records, poll, watcher_lock_path
+
+#: seconds between two polls
+POLL_S = 1.0
+
+
+def _say_pid(lf: Any) -> None:
+    """Write this watcher's pid into the lock file it holds (``cat runs/watcher.lock``)."""
+    lf.seek(0)
+    lf.truncate()
+    lf.write(f"{os.getpid()}\n")
+    lf.flush()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Follow the unfinished runs; returns the exit code (0; 0 at once when another
+    watcher runs)."""
+    path = watcher_lock_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a+") as lf:
+        try:
+            fcntl.flock(lf, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0
+        _say_pid(lf)
+        runners = {}
+        try:
+            while True:
+                records = list_records(unfinished=True)
+                if not records:
+                    # a run recorded after that look started a watcher that found the lock
+                    # held: unlock, look again, and go on if the lock is still to be had
+                    fcntl.flock(lf, fcntl.LOCK_UN)
+                    if not list_records(unfinished=True):
+                        return 0
+                    try:
+                        fcntl.flock(lf, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        return 0
+                    _say_pid(lf)
+                    continue
+                by_session = {}
+                for rec in records:
+                    by_session.setdefault(rec.session, []).append(rec)
+                for session, recs in by_session.items():
+                    runner = runners.get(session) or runners.setdefault(session, Runner(session))
+                    poll(runner, recs)
+                time.sleep(POLL_S)
+        finally:
+            for r in runners.values():
+                r.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

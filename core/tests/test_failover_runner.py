@@ -1,0 +1,80 @@
+"""Failover decisions and the run's lock, in one process on the kit's local-process
+schedulers (core/tests/kit_schedulers.py: ``never_starts`` queues an app forever, ``good``
+runs it): steps racing in four threads after the pending timeout fail the run over once;
+the run's chain, TX_JOB_ID and TX_CHECKPOINT_DIR across hops; a run listed once. The real
+backends' proof is tests/test_failover_e2e.py (Slurm, a SIGKILLed watcher, racing processes)."""
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tx.runner import Runner
+from tx.runner import failover
+from tx.specs import AppDef, AppState, Role
+
+
+def _kit():
+    spec = importlib.util.spec_from_file_location("kit_schedulers_fo", Path(__file__).with_name("kit_schedulers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    kit = _kit()
+    factories = {"held": lambda s, **kw: kit.create("never_starts", s), "procs": lambda s, **kw: kit.create("good", s)}
+    with Runner("t", scheduler_factories=factories) as r:
+        r.log_archive = None
+        yield r
+
+
+def test_racing_steps_fail_the_run_over_once(runner, tmp_path, monkeypatch):
+    # each failover dwells between the cancel and the next submission: racing steps overlap
+    monkeypatch.setattr(failover, "_pause", lambda point: time.sleep(0.3 if point == "after_cancel" else 0))
+    out = tmp_path / "ran"
+    app = AppDef("race", [Role("w", image="", entrypoint="sh",
+                               args=["-c", f'echo "$TX_JOB_ID $TX_CHECKPOINT_DIR" >> {out}'])])
+    handle = runner.run_with_fallback(app, [("held", {}), ("procs", {})], pending_timeout=0.2, watch=False)
+    assert failover.is_run_handle(handle) and handle.startswith("held://t/run-race-")
+    assert runner.status(handle).state == AppState.PENDING
+    time.sleep(0.3)
+    barrier = threading.Barrier(4)
+
+    def step() -> None:
+        barrier.wait()
+        failover.step(runner, handle)
+
+    threads = [threading.Thread(target=step) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    rec = failover.load_record(handle)
+    assert [h.scheduler for h in rec.hops] == ["held", "procs"], rec.hops
+    assert rec.hops[0].app_id in runner.scheduler("held").cancelled  # cancelled before procs ran it
+    status = runner.wait(handle, wait_interval=0.1, timeout=30)
+    assert status is not None and status.state == AppState.SUCCEEDED, status
+    ckpt = rec.appdef["roles"][0]["env"]["TX_CHECKPOINT_DIR"]
+    assert out.read_text() == f"{handle} {ckpt}\n"  # once, as the run, with the run's checkpoint location
+    assert ckpt.endswith("/checkpoints/t/race")
+    run = runner.run_status(handle)
+    assert run.state == AppState.SUCCEEDED and run.chain == "held: PENDING 0s -> procs: SUCCEEDED", run.chain
+    listed = failover.collapse_listed(runner.list("procs"), failover.list_records("t"), "procs")
+    assert [a.app_handle for a in listed] == [handle]
+
+
+def test_a_run_that_succeeds_before_its_timeout_never_fails_over(runner, tmp_path):
+    app = AppDef("quick", [Role("w", image="", entrypoint="true")])
+    handle = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60,
+                                      watch=False)
+    assert runner.wait(handle, wait_interval=0.1, timeout=30).state == AppState.SUCCEEDED
+    rec = failover.load_record(handle)
+    assert rec.final == "SUCCEEDED" and [h.scheduler for h in rec.hops] == ["procs"]
+    runner.cancel(handle)  # of an ended run: nothing
+    assert failover.load_record(handle).final == "SUCCEEDED"

@@ -1,0 +1,182 @@
+"""Failover on the private Slurm cluster (docs/recovery.md): an app held PENDING on Slurm
+(it depends on a held job) is cancelled there after ``--pending_timeout`` and runs on
+local_cwd, under one run handle. Fault and race: the watcher SIGKILLed mid-failover (the
+Slurm hop cancelled, nothing submitted yet), then two tx processes racing to finish the
+failover: the run runs once on local_cwd. Slow: the main job trained on Slurm until its
+first checkpoint, then run again with failover, resumes on local_cwd from that checkpoint."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN = REPO / "examples" / "train.py"
+
+
+
+def test_bad_failover_options_are_one_line_errors(tx, one_line_error):
+    p = tx("run", "-s", "local_cwd", "--pending_timeout", "10m", "utils.echo")
+    one_line_error(p, "--pending_timeout needs schedulers to fail over to")
+    p = tx("run", "-s", "local_cwd", "--fallback", "no_such_sched", "utils.echo")
+    one_line_error(p, "unknown scheduler 'no_such_sched'")
+
+
+def _held_job(cluster) -> str:
+    """A job held forever: an app that depends on it stays PENDING (Dependency)."""
+    p = cluster.run("sbatch", "--hold", "--parsable", "--output=/dev/null", "--wrap", "true")
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().split(";")[0]
+
+
+def _record(state: Path, handle: str) -> dict:
+    run_id = handle.rsplit("/", 1)[1]
+    return json.loads((state / "runs" / f"{run_id}.json").read_text())
+
+
+def _until(what, timeout: float = 60.0, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
+def test_txconfig_fallback_makes_a_run_shown_once(tx, tmp_path):
+    (tmp_path / ".txconfig").write_text("[tx]\nfallback = local_dir\npending_timeout = 5m\n")
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.splitlines()[0]
+    assert re.fullmatch(r"local_cwd://tx/run-echo-[0-9a-f]{8}", handle), handle
+    assert "echo/0 hi" in p.stdout and "tx run: local_cwd: SUCCEEDED" in p.stderr, (p.stdout, p.stderr)
+    rows = [r for r in tx("list", "-s", "local_cwd").stdout.splitlines() if "://" in r]
+    assert len(rows) == 1 and rows[0].startswith(handle) and "echo [local_cwd]" in rows[0], rows
+
+
+@pytest.mark.slurm
+def test_killed_watcher_and_racing_processes_run_it_once(slurm_cluster, tx, tx_env, tmp_path):
+    held = _held_job(slurm_cluster)
+    state = Path(tx_env["TX_STATE_DIR"])
+    # the watcher `tx run` starts stops once it has cancelled the Slurm hop
+    paused = {**tx_env, "TX_FAILOVER_PAUSE": "after_cancel"}
+    p = tx("run", "-s", "slurm", "-cfg", f"dependency=afterok:{held},job_dir={tmp_path}",
+           "--fallback", "local_cwd", "--pending_timeout", "2s", "--detach",
+           "utils.sh", "--", "sh", "-c", "echo ran on $TX_JOB_ID in $TX_CHECKPOINT_DIR", env=paused)
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.splitlines()[0]
+    assert re.fullmatch(r"slurm://tx/run-sh-[0-9a-f]{8}", handle), handle
+    slurm_id = _record(state, handle)["hops"][0]["app_id"]
+    _until(lambda: _record(state, handle)["failing_over"], 30)
+    _until(lambda: "JobState=CANCELLED" in slurm_cluster.run("scontrol", "show", "job", slurm_id).stdout, 30)
+    time.sleep(0.5)
+    rec = _record(state, handle)
+    assert len(rec["hops"]) == 1 and rec["failing_over"], rec  # cancelled, nothing submitted: kill it there
+    watcher = int((state / "runs" / "watcher.lock").read_text())
+    os.kill(watcher, signal.SIGKILL)
+    # a second watcher finishes the failover and is killed once local_cwd took the app, before
+    # the record says so
+    w = subprocess.Popen([sys.executable, "-m", "tx.runner._failover_watcher"], cwd=tmp_path,
+                         env={**tx_env, "TX_FAILOVER_PAUSE": "after_submit"})
+    try:
+        _until(lambda: len(_record(state, handle)["hops"]) == 2, 30)
+        _until(lambda: list((Path(tx_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx").glob("sh-*")), 30)
+        time.sleep(0.5)
+        assert _record(state, handle)["hops"][1]["app_id"] is None
+    finally:
+        w.kill()
+        w.wait(10)
+    # two tx processes race to finish the failover
+    racers = [subprocess.Popen([str(Path(sys.executable).parent / "tx"), "status", handle], env=tx_env,
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    for r in racers:
+        out, err = r.communicate(timeout=60)
+        assert r.returncode == 0, err
+    done = _until(lambda: tx("status", handle).returncode == 0 and (lambda r: r if r["final"] else None)(
+        _record(state, handle)), 60, 0.5)
+    assert [h["scheduler"] for h in done["hops"]] == ["slurm", "local_cwd"], done
+    assert done["final"] == "SUCCEEDED" and done["hops"][0]["why"].startswith("PENDING"), done
+    status = tx("status", handle)
+    assert re.search(r"Chain: slurm: PENDING \d+s \(Dependency\) -> local_cwd: SUCCEEDED", status.stdout), status.stdout
+    listed = [a for a in tx("list", "-s", "local_cwd").stdout.splitlines() if "://" in a]
+    assert len(listed) == 1 and listed[0].startswith(handle), listed  # once, under the run handle
+    log = tx("log", handle)
+    assert log.stdout.count("ran on ") == 1 and f"ran on {handle} in " in log.stdout, log.stdout
+    slurm_cluster.run("scancel", held)
+
+
+@pytest.mark.slurm
+def test_infrastructure_failure_after_infra_retries_fails_over(slurm_cluster, tx, tx_env, tmp_path):
+    state = Path(tx_env["TX_STATE_DIR"])
+    script = 'echo "on ${SLURM_JOB_ID:-local}"; if [ -n "$SLURM_JOB_ID" ]; then exec sleep 600; fi'
+    p = tx("run", "-s", "slurm", "-cfg", f"infra_retries=1,job_dir={tmp_path}", "--fallback", "local_cwd",
+           "--detach", "utils.sh", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.splitlines()[0]
+    slurm_id = _record(state, handle)["hops"][0]["app_id"]
+    for restarts in (0, 1):  # two requeues by the administrator: one more than infra_retries
+        _until(lambda: re.search(rf"JobState=RUNNING .*Restarts={restarts}\b", " ".join(
+            slurm_cluster.run("scontrol", "show", "job", slurm_id).stdout.split())), 90, 0.2)
+        _until(lambda: f"on {slurm_id}" in (tmp_path / f"slurm-{slurm_id}-sh-0.out").read_text()
+               if (tmp_path / f"slurm-{slurm_id}-sh-0.out").exists() else False, 30, 0.2)
+        assert slurm_cluster.run("scontrol", "requeue", slurm_id).returncode == 0
+    done = _until(lambda: tx("status", handle).returncode == 0 and (lambda r: r if r["final"] else None)(
+        _record(state, handle)), 120, 0.5)
+    assert [h["scheduler"] for h in done["hops"]] == ["slurm", "local_cwd"] and done["final"] == "SUCCEEDED", done
+    assert done["hops"][0]["why"].startswith("FAILED (infra: infra_retries exhausted"), done
+    log = tx("log", handle).stdout
+    assert f"on {slurm_id}" in log and "on local" in log, log  # both hops' lines, in order
+    assert log.index(f"on {slurm_id}") < log.index("on local"), log
+
+
+@pytest.mark.slurm
+def test_cancel_of_a_run_cancels_its_live_hop_and_submits_no_other(slurm_cluster, tx, tx_env, tmp_path):
+    held = _held_job(slurm_cluster)
+    p = tx("run", "-s", "slurm", "-cfg", f"dependency=afterok:{held},job_dir={tmp_path}",
+           "--fallback", "local_cwd", "--pending_timeout", "3s", "--detach", "utils.echo")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.splitlines()[0]
+    c = tx("cancel", handle)
+    assert c.returncode == 0 and f"{handle} is CANCELLED" in c.stderr, c.stderr
+    time.sleep(4)  # past the pending timeout: nothing fails over
+    rec = _record(Path(tx_env["TX_STATE_DIR"]), handle)
+    assert rec["final"] == "CANCELLED" and [h["scheduler"] for h in rec["hops"]] == ["slurm"], rec
+    assert "JobState=CANCELLED" in slurm_cluster.run("scontrol", "show", "job", rec["hops"][0]["app_id"]).stdout
+    slurm_cluster.run("scancel", held)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_main_job_fails_over_from_slurm_and_resumes_from_its_checkpoint(slurm_cluster, tx, tx_env, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    train = ("dist.ddp", "-j", "1x1", "--script", str(TRAIN), "--", "--epochs", "2", "--epoch-sleep", "3",
+             "--output-dir", str(tmp_path / "out"))
+    first = tx("run", "-s", "slurm", "-cfg", f"job_dir={tmp_path}", "--detach", *train)
+    assert first.returncode == 0, first.stderr
+    ckpt = Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx" / "train"
+    t0 = time.monotonic()
+    _until(lambda: list(ckpt.glob("step-*/.tx-complete")), 240, 0.5)
+    print(f"first checkpoint on slurm after {time.monotonic() - t0:.1f} s")
+    assert tx("cancel", first.stdout.splitlines()[0]).returncode == 0
+    saved = max(int(p.parent.name.split("-")[1]) for p in ckpt.glob("step-*/.tx-complete"))
+    held = _held_job(slurm_cluster)
+    started = time.monotonic()
+    second = tx("run", "-s", "slurm", "-cfg", f"dependency=afterok:{held},job_dir={tmp_path}",
+                "--fallback", "local_cwd", "--pending_timeout", "3s", "--wait", "--log", *train, timeout=300)
+    print(f"second run {time.monotonic() - started:.1f} s")
+    assert second.returncode == 0, second.stderr[-3000:]
+    said = second.stdout + second.stderr
+    assert f"resumed from checkpoint step {saved}: epoch {saved}/2 done" in said, said[-3000:]
+    assert re.search(r"slurm: PENDING \ds \(Dependency\) -> local_cwd: SUCCEEDED", second.stderr), second.stderr
+    assert time.monotonic() - started > 3
+    slurm_cluster.run("scancel", held)
