@@ -107,7 +107,10 @@ class Procs(Scheduler[Request]):
                                    roles_statuses=roles)
 
     def list(self) -> List[ListAppResponse]:
-        return [ListAppResponse(app_id, self.describe(app_id).state) for app_id in self.apps]  # type: ignore[union-attr]
+        # the honest describe, not a variant's: BackFromTerminal says SUCCEEDED only once,
+        # and a list() that came first (a fast app under load) took that answer unseen
+        return [ListAppResponse(app_id, Procs.describe(self, app_id).state)  # type: ignore[union-attr]
+                for app_id in self.apps]
 
     def _cancel_existing(self, app_id: str) -> None:
         if app_id not in self.apps:
