@@ -374,9 +374,10 @@ class BatchArrayJob:
     """A sweep as one AWS Batch array job (https://docs.aws.amazon.com/batch/latest/userguide/array_jobs.html):
     a single-node ``container`` job definition and one ``submit_job`` with
     ``arrayProperties.size`` = the number of trials. Child ``i`` runs trial ``i``: its
-    command reads its index from ``AWS_BATCH_JOB_ARRAY_INDEX`` and runs that trial's line of
-    :data:`TRIALS_ENV` (each trial's own env exports, then its wrapped command, as
-    :func:`wrap_command` made it); the image needs ``sh``, ``base64`` and ``gunzip``.
+    command reads its index ``i`` from ``AWS_BATCH_JOB_ARRAY_INDEX`` and runs the script in
+    :data:`TRIALS_ENV`, which exports trial ``i``'s own env and ``exec``\\ s its wrapped
+    command (as :func:`wrap_command` made it); the image needs ``sh``, ``base64`` and
+    ``gunzip``.
 
     Attributes:
         name: the array job's name (and its job definition's).
@@ -393,7 +394,7 @@ class BatchArrayJob:
     app_ids: List[str]
 
     def trials_script(self) -> str:
-        """The decoded :data:`TRIALS_ENV`: a ``case`` on the child's index."""
+        """The decoded :data:`TRIALS_ENV`: the script a child runs with ``i`` = its index."""
         import base64
         import gzip
 
@@ -406,14 +407,38 @@ class BatchArrayJob:
         doc = {"app_ids": f"{self.app_ids[0]} .. {self.app_ids[-1]}", "register_job_definition": self.job_def,
                "submit_job": self.submit}
         return (yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=120)
-                + f"# {TRIALS_ENV}, decoded (child i runs case i):\n" + self.trials_script())
+                + f"# {TRIALS_ENV}, decoded (child i runs it with i = its index):\n" + self.trials_script())
+
+
+_INDEX = "\x00I"
+
+
+def _index_template(value: str, index: int) -> str:
+    """``value`` with the trial index, where it stands alone (not inside a longer number or
+    word: ``trial-3``, ``"i": 3``), replaced by a marker."""
+    return re.sub(rf"(?<![0-9A-Za-z.%]){index}(?![0-9])", _INDEX, value)
+
+
+def _shell_word(template: str) -> str:
+    """A shell word that expands to ``template`` with the marker replaced by ``$i``."""
+    return '"$i"'.join(_shell_quote(part) for part in template.split(_INDEX))
+
+
+def _per_trial(values: List[str]) -> Optional[str]:
+    """The one template that gives every trial's value (index ``k`` for the marker), or None."""
+    if all(v == values[0] for v in values[1:]):
+        return values[0]  # the same in every trial (a one-trial array has no array: >= 2)
+    first = _index_template(values[0], 0)
+    return first if all(_index_template(v, k) == first for k, v in enumerate(values)) else None
 
 
 def build_array(trials: List[BatchJob]) -> BatchArrayJob:
     """The :class:`BatchArrayJob` running ``trials`` (each a single-replica app's
-    :class:`BatchJob`, :func:`array_unsupported` None): trial 0's name; env equal in every
-    trial stays in the job definition, the rest is exported by the trial's line; each
-    trial's app id in its env and arguments becomes its child's (:func:`make_trial_id`).
+    :class:`BatchJob`, :func:`array_unsupported` None), named as trial 0. Each trial's app id
+    in its env and arguments becomes its child's (:func:`make_trial_id`). Env equal in every
+    trial stays in the job definition; env and command words that differ only by the trial's
+    index are written once with ``$i``; the rest is a ``case`` on the index, gzipped into
+    :data:`TRIALS_ENV` (AWS Batch's job definition holds 24 KiB).
 
     Raises:
         ValueError: the job definition would be larger than AWS Batch takes
@@ -428,23 +453,51 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
     first = trials[0]
     name, queue = first.name, first.queue
     ids = [make_trial_id(queue, name, i) for i in range(len(trials))]
+    prefix = make_trial_id(queue, name, 0)[:-1]  # "<queue>:<name>:"; each trial's id is it + its index
     envs, cmds = [], []
     for t, new in zip(trials, ids):
         c = _single_container(t)
         assert c is not None
         envs.append({e["name"]: e["value"].replace(t.app_id, new) for e in c["environment"]})
         cmds.append([w.replace(t.app_id, new) for w in c["command"]])
-    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    static = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    head: List[str] = []
+    own_keys = []
+    for k in envs[0]:
+        if k in static:
+            continue
+        values = [e.get(k) for e in envs]
+        tmpl = _per_trial(values) if all(v is not None for v in values) else None  # type: ignore[arg-type]
+        if tmpl is not None:
+            head.append(f"export {k}={_shell_word(tmpl)}")
+        else:
+            own_keys.append(k)
+    own_keys += sorted({k for e in envs[1:] for k in e if k not in envs[0]})
+    # command words: the same in every trial (up to the index) once, the others per trial ($wK)
+    same_len = all(len(c) == len(cmds[0]) for c in cmds)
+    words = [_per_trial([c[w] for c in cmds]) for w in range(len(cmds[0]))] if same_len else None
     cases = []
     for i, (env, cmd) in enumerate(zip(envs, cmds)):
-        own = " ".join(f"{k}={_shell_quote(v)}" for k, v in env.items() if k not in common)
-        cases.append(f"{i}) {'export ' + own + '; ' if own else ''}exec {' '.join(_shell_quote(w) for w in cmd)};;")
-    script = 'case "$i" in\n' + "\n".join(cases) + '\n*) echo "tx: no trial $i in this array" >&2; exit 2;;\nesac\n'
-    packed = base64.b64encode(gzip.compress(script.encode(), 9, mtime=0)).decode()
+        sets = [f"{k}={_shell_quote(env[k])}" for k in own_keys if k in env]
+        parts = [f"export {' '.join(sets)}"] if sets else []
+        if words is None:
+            parts.append("set -- " + " ".join(_shell_quote(w) for w in cmd))
+        else:
+            parts += [f"w{k}={_shell_quote(cmd[k])}" for k, tmpl in enumerate(words) if tmpl is None]
+        if parts:
+            cases.append(f"{i}) {'; '.join(parts)};;")
+    script = [f'[ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt {len(trials)} ] || '
+              '{ echo "tx: no trial $i in this array" >&2; exit 2; }', *head]
+    if cases:
+        script += ['case "$i" in', *cases, "esac"]
+    if words is not None:
+        script.append("set -- " + " ".join(_shell_word(t) if t is not None else f'"$w{k}"' for k, t in enumerate(words)))
+    script.append('exec "$@"')
+    packed = base64.b64encode(gzip.compress(("\n".join(script) + "\n").encode(), 9, mtime=0)).decode()
     container = _single_container(first)
     assert container is not None
     container["command"] = ["/bin/sh", "-c", ARRAY_SELECTOR, ARRAY_WRAPPER_NAME]
-    container["environment"] = [{"name": k, "value": v} for k, v in common.items()] + [
+    container["environment"] = [{"name": k, "value": v} for k, v in static.items()] + [
         {"name": TRIALS_ENV, "value": packed}]
     job_def = {k: v for k, v in first.job_def.items() if k != "nodeProperties"}
     job_def.update(jobDefinitionName=name, type="container", containerProperties=container)
@@ -454,4 +507,5 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
             f"the array's job definition would be {size // 1024} KiB with {len(trials)} trials' commands, more than "
             f"AWS Batch's {MAX_JOB_DEFINITION_BYTES // 1024} KiB: split the sweep or shorten the trials' arguments")
     submit = dict(first.submit, arrayProperties={"size": len(trials)})
+    assert prefix.endswith(":")
     return BatchArrayJob(name=name, queue=queue, job_def=job_def, submit=submit, app_ids=ids)
