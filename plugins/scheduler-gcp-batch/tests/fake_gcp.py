@@ -29,7 +29,8 @@ fields are an error), so a request the real service would not parse fails here t
 * Tasks really run: each task runs its runnables in order as local subprocesses (a
   container runnable runs ``entrypoint + commands`` on this host; the image is not
   pulled), with ``BATCH_TASK_INDEX``, ``BATCH_TASK_COUNT``, ``BATCH_HOSTS_FILE``,
-  ``BATCH_MAIN_NODE_HOSTNAME``, ``BATCH_TASK_RETRY_ATTEMPT`` and the task's environment.
+  ``BATCH_MAIN_NODE_HOSTNAME``, ``BATCH_TASK_RETRY_ATTEMPT`` and the task's environment;
+  at most ``parallelism`` tasks of a job at once (a sweep's trials).
 * Cloud Logging (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list):
   ``entries:list`` of the ``batch_task_logs`` entries the tasks wrote (one entry per line,
   stdout with severity INFO, stderr ERROR; labels ``job_uid`` and ``task_id``), with the
@@ -465,8 +466,15 @@ class FakeGcp:
             hosts = os.path.join(rec.workdir, "hosts")
             with open(hosts, "w") as f:
                 f.write("".join("127.0.0.1\n" for _ in rec.tasks))
-            threads = [threading.Thread(target=self._run_task, args=(rec, i, hosts), daemon=True)
-                       for i in range(len(rec.tasks))]
+            # at most `parallelism` tasks run at once (TaskGroup.parallelism; 0: all), in index order
+            group = rec.job.task_groups[0]
+            slots = threading.BoundedSemaphore(group.parallelism or len(rec.tasks))
+
+            def run(i: int) -> None:
+                with slots:
+                    self._run_task(rec, i, hosts)
+
+            threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(rec.tasks))]
             for t in threads:
                 t.start()
             for t in threads:
