@@ -435,7 +435,8 @@ class FakeGcp:
         self._event(rec.job, f"Job state is set from {old.name} to {state.name} for job {rec.job.name}.{why}")
         self._count(rec)
 
-    def _set_task(self, rec: _Job, i: int, state: Any, why: str = "", exit_code: Optional[int] = None) -> None:
+    def _set_task(self, rec: _Job, i: int, state: Any, why: str = "", exit_code: Optional[int] = None,
+                  count: bool = True) -> None:
         task = rec.tasks[i]
         old = task.status.state
         task.status.state = state
@@ -446,7 +447,8 @@ class FakeGcp:
         if exit_code is not None:
             text += f" with exit code {exit_code}"
         self._event(task, f"{text}.{(' ' + why) if why else ''}", **kw)
-        self._count(rec)
+        if count:  # (a caller that moves many tasks counts once: a sweep's job has thousands)
+            self._count(rec)
 
     def _fits(self, rec: _Job) -> bool:
         return self.capacity is None or self.in_use + len(rec.tasks) <= self.capacity
@@ -460,7 +462,8 @@ class FakeGcp:
             rec.vms = len(rec.tasks)
             self.in_use += rec.vms
             for i in range(len(rec.tasks)):
-                self._set_task(rec, i, TaskState.ASSIGNED)
+                self._set_task(rec, i, TaskState.ASSIGNED, count=False)
+            self._count(rec)
             self._set_job_state(rec, JobState.SCHEDULED)
         try:
             hosts = os.path.join(rec.workdir, "hosts")
@@ -490,7 +493,8 @@ class FakeGcp:
         """The job's tasks have all ended (or never started): its final state (under the lock)."""
         for i, t in enumerate(rec.tasks):
             if t.status.state in (TaskState.PENDING, TaskState.ASSIGNED):
-                self._set_task(rec, i, TaskState.UNEXECUTED)
+                self._set_task(rec, i, TaskState.UNEXECUTED, count=False)
+        self._count(rec)
         if rec.deleting:
             return  # _forget ends it
         if rec.job.status.state == JobState.CANCELLATION_IN_PROGRESS:

@@ -18,7 +18,7 @@ from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.specs.sweep import SweepFormatError, SweepSpec
 from tx.testing.backends import require_module
-from tx_scheduler_gcp_batch.request import SWEEP_SCRIPT, TRIAL_SCRIPT_ENV
+from tx_scheduler_gcp_batch.request import SWEEP_PREAMBLE, TRIAL_SCRIPT_ENV, trial_env
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train.py"
 GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
@@ -45,10 +45,26 @@ def test_dryrun_is_one_job_whose_tasks_are_the_trials(runner):
     job = batch_v1.Job.from_json(batch_v1.Job.to_json(req.job), ignore_unknown_fields=False)  # the API's schema
     group = job.task_groups[0]
     assert (group.task_count, group.parallelism, len(group.task_environments)) == (6, 2, 6)
-    assert list(group.task_spec.runnables[0].container.commands) == ["-c", SWEEP_SCRIPT]
-    env4 = group.task_environments[4].variables
+    assert list(group.task_spec.runnables[0].container.commands) == ["-c", f'{SWEEP_PREAMBLE}\neval "$TX_TRIAL_SCRIPT"']
+    env4 = trial_env(job, 4)
     assert env4["TX_TRIAL_INDEX"] == "4" and env4["TX_TRIAL_PARAMS"] == '{"b": 2, "lr": 1}'
     assert env4["TX_APP_ID"] == f"{req.app_id}:4" and "lr=1 b=2" in env4[TRIAL_SCRIPT_ENV]
+    assert env4["TX_ROLE_NAME"] == "r" and "TX_ROLE_NAME" not in group.task_environments[4].variables  # the job's
+
+
+def test_trials_that_differ_only_in_env_share_one_script_that_reads_the_app_id(runner):
+    app = _app()
+    app.roles[0].args = ["-c", 'echo "$0"', "${app_id}"]  # the app id in the arguments: the task's
+    app.roles[0].env = {"LR": "${lr}"}
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2]}), "gcp_batch")
+    group = info.native.request.job.task_groups[0]
+    script = list(group.task_spec.runnables[0].container.commands)[-1]
+    assert TRIAL_SCRIPT_ENV not in trial_env(info.native.request.job, 1)
+    assert [dict(e.variables)["LR"] for e in group.task_environments] == ["1", "2"]
+    import subprocess
+    out = subprocess.run(["sh", "-c", script], env={"PATH": os.environ["PATH"], "TX_APP_ID": "p:l:j:1"},
+                         capture_output=True, text=True, timeout=30)
+    assert out.stdout == "p:l:j:1\n", out
     assert not group.require_hosts_file  # each trial is its own rank 0
 
 

@@ -363,9 +363,9 @@ MAX_JOB_BYTES = 1_000_000
 #: the task environment variable holding a trial's runnable script (as :func:`role_script`
 #: made it for the trial's own job)
 TRIAL_SCRIPT_ENV = "TX_TRIAL_SCRIPT"
-#: the sweep job's runnable: a trial is one replica on its own VM, its rank 0 is itself
-#: (Batch's main node and hosts file are the job's, shared by all trials)
-SWEEP_SCRIPT = f'unset BATCH_MAIN_NODE_HOSTNAME BATCH_HOSTS_FILE; eval "${TRIAL_SCRIPT_ENV}"'
+#: the start of the sweep job's runnable: a trial is one replica on its own VM, its rank 0 is
+#: itself (Batch's main node and hosts file are the job's, shared by all trials)
+SWEEP_PREAMBLE = "unset BATCH_MAIN_NODE_HOSTNAME BATCH_HOSTS_FILE"
 
 
 def make_trial_id(job: GcpBatchJob, index: int) -> str:
@@ -373,30 +373,52 @@ def make_trial_id(job: GcpBatchJob, index: int) -> str:
     return f"{job.app_id}:{index}"
 
 
+def _pb(job: Any) -> Any:
+    """The raw protobuf message under a ``batch_v1.Job`` (fast to read and compare; the
+    proto-plus wrapper converts on every access)."""
+    return type(job).pb(job)
+
+
+def _spec_key(job: Any) -> bytes:
+    """The task spec of ``job``'s group without the runnables' commands, serialized."""
+    spec = _pb(job).task_groups[0].task_spec
+    copy = type(spec)()
+    copy.CopyFrom(spec)
+    for r in copy.runnables:
+        del r.container.commands[:]
+    return copy.SerializeToString(deterministic=True)
+
+
 def sweep_unsupported(trials: List[GcpBatchJob]) -> "str | None":
     """Why these trials cannot be the tasks of one job, or None when they can: each trial
     one task (one replica of one role), and the trials alike but for env and arguments."""
     if not trials:
         return "no trials"
-    groups = [t.job.task_groups[0] for t in trials]
+    groups = [_pb(t.job).task_groups[0] for t in trials]
     if any(len(g.task_environments) != 1 or len(g.task_spec.runnables) != 1 for g in groups):
         return "a trial of several replicas is a job of several tasks itself, and Batch runs one task group per job"
-    first = type(groups[0].task_spec)(groups[0].task_spec)
-    first.runnables[0].container.commands = []
-    for t, g in zip(trials[1:], groups[1:]):
-        spec = type(g.task_spec)(g.task_spec)
-        spec.runnables[0].container.commands = []
-        if spec != first or t.job.allocation_policy != trials[0].job.allocation_policy \
+    first, policy = _spec_key(trials[0].job), _pb(trials[0].job).allocation_policy
+    for t in trials[1:]:
+        if _spec_key(t.job) != first or _pb(t.job).allocation_policy != policy \
                 or (t.project, t.location) != (trials[0].project, trials[0].location):
             return "the trials differ in more than arguments and env (resources, run options)"
     return None
 
 
+def trial_env(job: Any, index: int) -> Dict[str, str]:
+    """Task ``index``'s environment in a sweep's job: the job-wide variables
+    (``task_spec.environment``) and its own (``task_environments[index]``)."""
+    group = job.task_groups[0]
+    return {**group.task_spec.environment.variables, **group.task_environments[index].variables}
+
+
 def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> GcpBatchJob:
     """One job whose task ``i`` is trial ``i`` (``task_count`` = trials, ``parallelism`` =
-    ``max_parallel``, each trial's env in ``task_environments[i]`` with its script in
-    :data:`TRIAL_SCRIPT_ENV`; Batch sets ``BATCH_TASK_INDEX``); trial 0's job id. Each
-    trial's app id in its env and script becomes its task's (:func:`make_trial_id`).
+    ``max_parallel``; Batch sets ``BATCH_TASK_INDEX``); trial 0's job id. Each trial's app id
+    in its env and script becomes its task's (:func:`make_trial_id`). Env equal in every
+    trial is the job's (``task_spec.environment``), the rest each task's
+    (``task_environments[i]``); the trials' scripts, where they differ by more than the app
+    id (read from ``TX_APP_ID``), go in each task's :data:`TRIAL_SCRIPT_ENV`.
 
     Raises:
         ValueError: more trials, a larger ``max_parallel`` or a larger job than Batch takes.
@@ -408,20 +430,27 @@ def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> Gc
     first = trials[0]
     job = type(first.job)(first.job)
     out = GcpBatchJob(project=first.project, location=first.location, job_id=first.job_id, job=job)
-    envs = []
+    envs, scripts = [], []
     for i, t in enumerate(trials):
         new = make_trial_id(out, i)
-        env = {k: v.replace(t.app_id, new) for k, v in t.job.task_groups[0].task_environments[0].variables.items()}
-        env[TRIAL_SCRIPT_ENV] = list(t.job.task_groups[0].task_spec.runnables[0].container.commands)[-1].replace(
-            t.app_id, new)
-        envs.append({"variables": env})
+        group = _pb(t.job).task_groups[0]
+        envs.append({k: v.replace(t.app_id, new) for k, v in group.task_environments[0].variables.items()})
+        scripts.append(group.task_spec.runnables[0].container.commands[-1].replace(t.app_id, "\x00A"))
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    one_script = all(sc == scripts[0] for sc in scripts[1:])
     group = job.task_groups[0]
-    group.task_environments = envs
+    group.task_environments = [
+        {"variables": {**{k: v for k, v in e.items() if k not in common},
+                       **({} if one_script else {TRIAL_SCRIPT_ENV: sc.replace("\x00A", make_trial_id(out, i))})}}
+        for i, (e, sc) in enumerate(zip(envs, scripts))]
+    group.task_spec.environment = {"variables": {**group.task_spec.environment.variables, **common}}
     group.task_count = len(trials)
     group.parallelism = min(max_parallel or len(trials), len(trials))
     group.require_hosts_file = False
     group.permissive_ssh = False
-    group.task_spec.runnables[0].container.commands = ["-c", SWEEP_SCRIPT]
+    # the app id sits in single quotes (role_script quotes every word so)
+    body = scripts[0].replace("\x00A", f"'\"${envc.APP_ID}\"'") if one_script else f'eval "${TRIAL_SCRIPT_ENV}"'
+    group.task_spec.runnables[0].container.commands = ["-c", f"{SWEEP_PREAMBLE}\n{body}"]
     size = type(job).pb(job).ByteSize()
     if size > MAX_JOB_BYTES:
         raise ValueError(f"the sweep's Batch job would be {size // 1000} kB with {len(trials)} trials, more than "

@@ -41,7 +41,7 @@ from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch.request import (
     MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job, make_trial_id, parse_role_script,
-    parse_trial_id, roles_of, sweep_unsupported, task_layout,
+    parse_trial_id, roles_of, sweep_unsupported, task_layout, trial_env,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
@@ -215,7 +215,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         job = self._get_job(job_app_id)
         if job is None or index >= len(job.task_groups[0].task_environments):
             return None
-        env = dict(job.task_groups[0].task_environments[index].variables)
+        env = trial_env(job, index)
         info = TaskInfo(index, env.get(envc.ROLE_NAME, "task"), 0, 0)
         task = self._get_task(job, index)
         job_state = JOB_STATES.get(job.status.state.name, AppState.UNKNOWN)
@@ -223,8 +223,10 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         state = statuses[0].replicas[0].state
         events = list(task.status.status_events) if task is not None else []
         roles = roles_of(job)[:1]
-        if roles and TRIAL_SCRIPT_ENV in env:
-            entrypoint, args = parse_role_script(env[TRIAL_SCRIPT_ENV])
+        if roles:
+            script = env.get(TRIAL_SCRIPT_ENV) or list(job.task_groups[0].task_spec.runnables[0].container.commands)[
+                -1].replace(f"'\"${envc.APP_ID}\"'", app_id)
+            entrypoint, args = parse_role_script(script)
             contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {TRIAL_SCRIPT_ENV}
             roles = [attrs.evolve(roles[0], entrypoint=entrypoint, args=args, num_replicas=1,
                                   env={k: v for k, v in env.items() if k not in contract})]
@@ -485,7 +487,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             job = self._get_job(trial[0])
             if job is None:
                 raise ValueError(f"gcp_batch: unknown app {app_id!r}")
-            env = job.task_groups[0].task_environments[trial[1]].variables
+            env = trial_env(job, trial[1])
             if (role_name, k) != (env.get(envc.ROLE_NAME), 0):
                 raise ValueError(f"gcp_batch: app {app_id!r} has no replica {role_name}/{k}")
             lines = self._iter_lines(trial[0], job, trial[1], stream, _ts(since), _ts(until), should_tail)
