@@ -184,3 +184,28 @@ def test_failed_rank_is_named(aws_docker: Moto, tmp_path: Any) -> None:
     assert desc.structured_error_msg == why, desc
     assert desc.root_cause is not None and (desc.root_cause.rank, desc.root_cause.exception_type) == (1, "RuntimeError")
     assert find_replica(desc, "train", 0).structured_error_msg == why
+
+
+def test_sweep_array_children_run_their_trials(aws_docker: Moto, tmp_path: Any, monkeypatch: Any) -> None:
+    """A 2x3 grid as one array job in moto's Docker mode: moto runs each child as a container
+    (busybox: sh, base64, gunzip) with AWS_BATCH_JOB_ID = <array job id>:<index> (it sets no
+    AWS_BATCH_JOB_ARRAY_INDEX), each child runs its own trial, and each trial's log is its
+    child's CloudWatch stream. (The DDP example needs torch mounted into the image: the
+    2x3 DDP grid runs end to end on gcp_batch's local server, tests of that plugin.)"""
+    from tx.runner import Runner
+    from tx.specs.sweep import SweepSpec
+
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    app = AppDef("grid", roles=[sh_role("t", 'echo "lr=${lr} b=${b} trial=$TX_TRIAL_INDEX params=$TX_TRIAL_PARAMS"')])
+    with Runner() as runner:
+        handle = runner.run_sweep(app, SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]}), "aws_batch",
+                                  cfg={"queue": aws_docker.queue})
+        deadline = time.monotonic() + 180
+        while True:
+            st = runner.sweep_status(handle)
+            if all(t.state in (AppState.SUCCEEDED, AppState.FAILED) for t in st.trials) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 6, st.format()
+        out = "".join(runner.log_lines(st.trials[4].app_handle, "t", 0))
+    assert out.strip() == 'lr=1 b=2 trial=4 params={"b": 2, "lr": 1}', out

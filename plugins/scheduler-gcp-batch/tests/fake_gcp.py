@@ -29,7 +29,8 @@ fields are an error), so a request the real service would not parse fails here t
 * Tasks really run: each task runs its runnables in order as local subprocesses (a
   container runnable runs ``entrypoint + commands`` on this host; the image is not
   pulled), with ``BATCH_TASK_INDEX``, ``BATCH_TASK_COUNT``, ``BATCH_HOSTS_FILE``,
-  ``BATCH_MAIN_NODE_HOSTNAME``, ``BATCH_TASK_RETRY_ATTEMPT`` and the task's environment.
+  ``BATCH_MAIN_NODE_HOSTNAME``, ``BATCH_TASK_RETRY_ATTEMPT`` and the task's environment;
+  at most ``parallelism`` tasks of a job at once (a sweep's trials).
 * Cloud Logging (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list):
   ``entries:list`` of the ``batch_task_logs`` entries the tasks wrote (one entry per line,
   stdout with severity INFO, stderr ERROR; labels ``job_uid`` and ``task_id``), with the
@@ -434,7 +435,8 @@ class FakeGcp:
         self._event(rec.job, f"Job state is set from {old.name} to {state.name} for job {rec.job.name}.{why}")
         self._count(rec)
 
-    def _set_task(self, rec: _Job, i: int, state: Any, why: str = "", exit_code: Optional[int] = None) -> None:
+    def _set_task(self, rec: _Job, i: int, state: Any, why: str = "", exit_code: Optional[int] = None,
+                  count: bool = True) -> None:
         task = rec.tasks[i]
         old = task.status.state
         task.status.state = state
@@ -445,7 +447,8 @@ class FakeGcp:
         if exit_code is not None:
             text += f" with exit code {exit_code}"
         self._event(task, f"{text}.{(' ' + why) if why else ''}", **kw)
-        self._count(rec)
+        if count:  # (a caller that moves many tasks counts once: a sweep's job has thousands)
+            self._count(rec)
 
     def _fits(self, rec: _Job) -> bool:
         return self.capacity is None or self.in_use + len(rec.tasks) <= self.capacity
@@ -459,14 +462,22 @@ class FakeGcp:
             rec.vms = len(rec.tasks)
             self.in_use += rec.vms
             for i in range(len(rec.tasks)):
-                self._set_task(rec, i, TaskState.ASSIGNED)
+                self._set_task(rec, i, TaskState.ASSIGNED, count=False)
+            self._count(rec)
             self._set_job_state(rec, JobState.SCHEDULED)
         try:
             hosts = os.path.join(rec.workdir, "hosts")
             with open(hosts, "w") as f:
                 f.write("".join("127.0.0.1\n" for _ in rec.tasks))
-            threads = [threading.Thread(target=self._run_task, args=(rec, i, hosts), daemon=True)
-                       for i in range(len(rec.tasks))]
+            # at most `parallelism` tasks run at once (TaskGroup.parallelism; 0: all), in index order
+            group = rec.job.task_groups[0]
+            slots = threading.BoundedSemaphore(group.parallelism or len(rec.tasks))
+
+            def run(i: int) -> None:
+                with slots:
+                    self._run_task(rec, i, hosts)
+
+            threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(rec.tasks))]
             for t in threads:
                 t.start()
             for t in threads:
@@ -482,7 +493,8 @@ class FakeGcp:
         """The job's tasks have all ended (or never started): its final state (under the lock)."""
         for i, t in enumerate(rec.tasks):
             if t.status.state in (TaskState.PENDING, TaskState.ASSIGNED):
-                self._set_task(rec, i, TaskState.UNEXECUTED)
+                self._set_task(rec, i, TaskState.UNEXECUTED, count=False)
+        self._count(rec)
         if rec.deleting:
             return  # _forget ends it
         if rec.job.status.state == JobState.CANCELLATION_IN_PROGRESS:

@@ -531,7 +531,13 @@ LIST_OVER = 8
 
 
 def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
-    """App id -> state of the listed apps, when ``trials`` are many enough to list (else {})."""
+    """App id -> state of the listed apps: the scheduler's own query of many apps
+    (``Scheduler.states_of``) where it has one, else one list when ``trials`` are many
+    enough (else {})."""
+    if trials:
+        states = runner.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
+        if states is not None:
+            return states
     if len(trials) <= LIST_OVER:
         return {}
     try:

@@ -333,6 +333,17 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         raise NotImplementedError(f"{self.backend} has no native sweep arrays")
 
+    def states_of(self, app_ids: Sequence[str]) -> Optional[Dict[str, AppState]]:
+        """The states of many apps (a sweep's trials) in as few backend calls as the backend
+        allows (AWS Batch: one list page per 100 children of an array job); an app missing
+        from the answer is unknown to the backend. None (the default): no such query, the
+        Runner lists the scheduler's apps or describes each.
+
+        Raises:
+            SchedulerError: the backend cannot be reached or answered with an error.
+        """
+        return None
+
     # -- queries -------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:

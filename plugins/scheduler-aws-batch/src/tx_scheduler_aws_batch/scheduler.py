@@ -10,6 +10,10 @@
 * logs: CloudWatch Logs, the log stream of node ``role start + k``.
 * cancel: ``terminate_job`` with a reason tx recognizes later (Batch has no CANCELLED
   state: a terminated job is FAILED with that reason, reported as CANCELLED).
+* sweeps: one array job (:class:`tx_scheduler_aws_batch.request.BatchArrayJob`) for
+  single-replica trials without ``--max_parallel``; trial ``i`` is child ``i`` (app id
+  ``<queue>:<array job name>:<i>``). Their states: one ``list_jobs`` for the array job,
+  then one ``describe_jobs`` per 100 children (:meth:`AwsBatchScheduler.states_of`).
 
 AWS API reference: https://docs.aws.amazon.com/batch/latest/APIReference/Welcome.html and
 https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogEvents.html.
@@ -35,7 +39,8 @@ from tx.specs.status import RootCause
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch.request import (
-    DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, REPLICA_ID_TOKEN, TAG_VERSION, BatchJob, build_request, job_name, parse_app_id, unwrap_command,
+    DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, MAX_ARRAY_SIZE, REPLICA_ID_TOKEN, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported,
+    build_array, build_request, job_name, parse_app_id, parse_trial_id, unwrap_command,
 )
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
@@ -114,16 +119,121 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         req = build_request(app, cfg, name, self.session_name, tx_version)
         return AppDryRunInfo(req, repr)
 
-    # -- submit ---------------------------------------------------------------------------
-    def schedule(self, dryrun_info: AppDryRunInfo[BatchJob]) -> str:
-        """Register the job definition and submit the job; returns ``<queue>:<name>``.
+    # -- sweeps: array jobs -------------------------------------------------------------
+    #: AWS Batch's largest array job (arrayProperties.size)
+    sweep_array_limit = MAX_ARRAY_SIZE
+
+    def _array_why(self, trials: Any, max_parallel: Optional[int]) -> Optional[str]:
+        if max_parallel is not None and len(trials) > max_parallel:
+            return ("AWS Batch array jobs have no bound on running children: with --max_parallel each trial is "
+                    "its own job, at most max_parallel submitted at once by tx's supervisor")
+        return array_unsupported([t.request for t in trials])
+
+    def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
+        """One array job (:func:`tx_scheduler_aws_batch.request.build_array`) for trials of one
+        replica each, when ``max_parallel`` does not bound them (Batch runs an array's children
+        as compute allows); None (one job per trial, at most ``max_parallel`` at once under
+        tx's supervisor) otherwise: multi-node trials, which Batch cannot array, too.
 
         Raises:
-            SchedulerError: AWS refused either call (unknown queue, access denied, expired
-                credentials, throttling beyond the retries ...), in one line. The job
-                definition is deregistered when the submit fails.
+            ValueError: the array's job definition is larger than AWS Batch takes.
         """
-        req = dryrun_info.request
+        self._why = self._array_why(trials, max_parallel)
+        if self._why is not None:
+            log.info("aws_batch_sweep_not_an_array", reason=self._why)
+            return None
+        return AppDryRunInfo(build_array([t.request for t in trials]), repr)
+
+    def sweep_not_an_array(self, trials: Any) -> str:
+        """Why the last :meth:`submit_sweep_dryrun` gave one job per trial."""
+        return getattr(self, "_why", None) or array_unsupported([t.request for t in trials]) or "no array"
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Register the array's job definition and submit it (2 AWS calls); returns each
+        trial's app id ``<queue>:<name>:<index>``.
+
+        Raises:
+            SchedulerError: as :meth:`schedule`.
+        """
+        req: BatchArrayJob = dryrun_info.request
+        self._register_and_submit(req)
+        log.info("aws_batch_submitted_array", name=req.name, children=len(req.app_ids))
+        return list(req.app_ids)
+
+    def _array_job_id(self, queue: str, name: str) -> Optional[str]:
+        """The job id of array job ``name`` in ``queue`` (one ``list_jobs``), None if unknown."""
+        batch = self._aws.batch
+        from botocore.exceptions import ClientError
+
+        try:
+            resp = batch.list_jobs(jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}])
+        except ClientError as e:
+            if error_code(e) == "ClientException" and "does not exist" in str(e):
+                return None
+            raise explain(e, f"looking up array job {name} in queue {queue}") from None
+        except Exception as e:  # noqa: BLE001 - botocore errors become one line
+            raise explain(e, f"looking up array job {name} in queue {queue}") from None
+        # the parent has no ':' in its id (moto lists the children in the queue too)
+        jobs = [j for j in resp.get("jobSummaryList", []) if j.get("jobName") == name and ":" not in j["jobId"]]
+        return max(jobs, key=lambda j: j.get("createdAt", 0))["jobId"] if jobs else None
+
+    def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:
+        """The states of a sweep's trials: per array job, one ``list_jobs`` (by name) to find
+        it, then one ``describe_jobs`` per 100 of its children (``<array job id>:<index>``;
+        https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeJobs.html: ``list_jobs``
+        by ``arrayJobId`` would give only RUNNING children without a status filter, and takes
+        no filter for them). None when some ids are not array children (the Runner then
+        lists or describes them)."""
+        parsed = [parse_trial_id(a) for a in app_ids]
+        if not parsed or any(p is None for p in parsed):
+            return None
+        out: Dict[str, AppState] = {}
+        arrays: Dict[Tuple[str, str], List[int]] = {}
+        for p in parsed:
+            if p is not None:
+                arrays.setdefault((p[0], p[1]), []).append(p[2])
+        for (queue, name), indexes in sorted(arrays.items()):
+            parent = self._array_job_id(queue, name)
+            if parent is None:
+                continue
+            ids = [f"{parent}:{i}" for i in sorted(set(indexes))]
+            for k in range(0, len(ids), 100):
+                for j in call(f"describing the children of array job {name}", self._aws.batch.describe_jobs,
+                              jobs=ids[k:k + 100])["jobs"]:
+                    index = (j.get("arrayProperties") or {}).get("index")
+                    if index is None:
+                        index = int(str(j["jobId"]).rpartition(":")[2])
+                    out[f"{queue}:{name}:{index}"] = appstate_from_batch(
+                        str(j.get("status", "")), str(j.get("statusReason", "")))
+        return out
+
+    def cancel_many(self, app_ids: Any) -> None:
+        """Cancel a sweep's trials: ``terminate_job`` of the array job where all its children
+        are named (Batch ends every child), else of each child; other apps as :meth:`cancel`."""
+        ids = list(app_ids)
+        by_array: Dict[Tuple[str, str], List[int]] = {}
+        rest = []
+        for a in ids:
+            p = parse_trial_id(a)
+            if p is None:
+                rest.append(a)
+            else:
+                by_array.setdefault((p[0], p[1]), []).append(p[2])
+        for (queue, name), indexes in by_array.items():
+            parent = self._array_job_id(queue, name)
+            if parent is None:
+                continue
+            size = int(((call("describing array job", self._aws.batch.describe_jobs, jobs=[parent])["jobs"] or [{}])[0]
+                        .get("arrayProperties") or {}).get("size", 0))
+            targets = [parent] if sorted(indexes) == list(range(size)) else [f"{parent}:{i}" for i in indexes]
+            for job_id in targets:
+                call(f"terminating job {job_id}", self._aws.batch.terminate_job, jobId=job_id, reason=CANCEL_REASON)
+            log.info("aws_batch_cancelled", array=name, children=len(indexes))
+        for a in rest:
+            self.cancel(a)
+
+    # -- submit ---------------------------------------------------------------------------
+    def _register_and_submit(self, req: Any) -> None:
         batch = self._aws.batch
         reg = call(f"registering job definition {req.name}", batch.register_job_definition, **req.job_def)
         arn = reg["jobDefinitionArn"]
@@ -137,12 +247,32 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             if type(e).__module__.startswith("botocore"):
                 raise explain(e, f"submitting job {req.name} to queue {req.queue}") from None
             raise
-        log.info("aws_batch_submitted", app_id=req.app_id, job_definition=arn)
+        log.debug("aws_batch_registered", job_definition=arn)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[BatchJob]) -> str:
+        """Register the job definition and submit the job; returns ``<queue>:<name>``.
+
+        Raises:
+            SchedulerError: AWS refused either call (unknown queue, access denied, expired
+                credentials, throttling beyond the retries ...), in one line. The job
+                definition is deregistered when the submit fails.
+        """
+        req = dryrun_info.request
+        self._register_and_submit(req)
+        log.info("aws_batch_submitted", app_id=req.app_id)
         return req.app_id
 
     # -- status ---------------------------------------------------------------------------
     def _find_job(self, app_id: str) -> Optional[Dict[str, Any]]:
-        """The ``describe_jobs`` record of the app, None if Batch does not know it."""
+        """The ``describe_jobs`` record of the app (of the array child for a sweep's trial),
+        None if Batch does not know it."""
+        trial = parse_trial_id(app_id)
+        if trial is not None:
+            parent = self._array_job_id(trial[0], trial[1])
+            if parent is None:
+                return None
+            jobs = call("describing array child", self._aws.batch.describe_jobs, jobs=[f"{parent}:{trial[2]}"])["jobs"]
+            return jobs[0] if jobs else None
         parsed = parse_app_id(app_id)
         if parsed is None:
             return None
@@ -198,7 +328,12 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
 
     @staticmethod
     def _role_ranges(job: Dict[str, Any]) -> List[Tuple[str, int, int, Dict[str, Any]]]:
-        """``(role name, first node, last node, container)`` per node range."""
+        """``(role name, first node, last node, container)`` per node range; an array child
+        (a ``container`` job) is one replica of the role its env names."""
+        if not job.get("nodeProperties") and job.get("container"):
+            container = job["container"]
+            env = {e["name"]: e["value"] for e in container.get("environment", [])}
+            return [(env.get(env_contract.ROLE_NAME) or "node0", 0, 0, container)]
         props = job.get("nodeProperties", {})
         num = int(props.get("numNodes", 0))
         out = []
@@ -438,6 +573,9 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
     # -- logs -----------------------------------------------------------------------------
     @staticmethod
     def _log_group(job: Dict[str, Any]) -> str:
+        opts = ((job.get("container") or {}).get("logConfiguration") or {}).get("options") or {}
+        if not job.get("nodeProperties") and opts.get("awslogs-group"):
+            return str(opts["awslogs-group"])
         for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
             opts = (rng.get("container", {}).get("logConfiguration") or {}).get("options") or {}
             if opts.get("awslogs-group"):
@@ -456,7 +594,10 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
 
     def _node_stream(self, job: Dict[str, Any], index: int) -> str:
         """The log stream of node ``index``: its node job's (AWS), else the job's own
-        (backends without node jobs, such as moto, keep one stream per job)."""
+        (backends without node jobs, such as moto, keep one stream per job; an array child
+        has one stream)."""
+        if not job.get("nodeProperties"):
+            return self._stream_of(job)
         recs = call("describing job node", self._aws.batch.describe_jobs, jobs=[f"{job['jobId']}#{index}"])["jobs"]
         if recs:
             return self._stream_of(recs[0])

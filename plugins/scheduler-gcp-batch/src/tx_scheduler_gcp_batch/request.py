@@ -351,3 +351,116 @@ def roles_of(job: Any) -> List[Role]:
         )
     return roles
 
+
+
+# -- sweeps: one job whose tasks are the trials ---------------------------------------------
+
+#: Batch's job limits (https://cloud.google.com/batch/quotas#job_limits): tasks per task
+#: group, parallel tasks per job, size of the job definition (about the create request's)
+MAX_TASKS = 100_000
+MAX_PARALLELISM = 5_000
+MAX_JOB_BYTES = 1_000_000
+#: the task environment variable holding a trial's runnable script (as :func:`role_script`
+#: made it for the trial's own job)
+TRIAL_SCRIPT_ENV = "TX_TRIAL_SCRIPT"
+#: the start of the sweep job's runnable: a trial is one replica on its own VM, its rank 0 is
+#: itself (Batch's main node and hosts file are the job's, shared by all trials)
+SWEEP_PREAMBLE = "unset BATCH_MAIN_NODE_HOSTNAME BATCH_HOSTS_FILE"
+
+
+def make_trial_id(job: GcpBatchJob, index: int) -> str:
+    """A sweep trial's app id: ``{project}:{location}:{job_id}:{task index}``."""
+    return f"{job.app_id}:{index}"
+
+
+def _pb(job: Any) -> Any:
+    """The raw protobuf message under a ``batch_v1.Job`` (fast to read and compare; the
+    proto-plus wrapper converts on every access)."""
+    return type(job).pb(job)
+
+
+def _spec_key(job: Any) -> bytes:
+    """The task spec of ``job``'s group without the runnables' commands, serialized."""
+    spec = _pb(job).task_groups[0].task_spec
+    copy = type(spec)()
+    copy.CopyFrom(spec)
+    for r in copy.runnables:
+        del r.container.commands[:]
+    return copy.SerializeToString(deterministic=True)
+
+
+def sweep_unsupported(trials: List[GcpBatchJob]) -> "str | None":
+    """Why these trials cannot be the tasks of one job, or None when they can: each trial
+    one task (one replica of one role), and the trials alike but for env and arguments."""
+    if not trials:
+        return "no trials"
+    groups = [_pb(t.job).task_groups[0] for t in trials]
+    if any(len(g.task_environments) != 1 or len(g.task_spec.runnables) != 1 for g in groups):
+        return "a trial of several replicas is a job of several tasks itself, and Batch runs one task group per job"
+    first, policy = _spec_key(trials[0].job), _pb(trials[0].job).allocation_policy
+    for t in trials[1:]:
+        if _spec_key(t.job) != first or _pb(t.job).allocation_policy != policy \
+                or (t.project, t.location) != (trials[0].project, trials[0].location):
+            return "the trials differ in more than arguments and env (resources, run options)"
+    return None
+
+
+def trial_env(job: Any, index: int) -> Dict[str, str]:
+    """Task ``index``'s environment in a sweep's job: the job-wide variables
+    (``task_spec.environment``) and its own (``task_environments[index]``)."""
+    group = job.task_groups[0]
+    return {**group.task_spec.environment.variables, **group.task_environments[index].variables}
+
+
+def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> GcpBatchJob:
+    """One job whose task ``i`` is trial ``i`` (``task_count`` = trials, ``parallelism`` =
+    ``max_parallel``; Batch sets ``BATCH_TASK_INDEX``); trial 0's job id. Each trial's app id
+    in its env and script becomes its task's (:func:`make_trial_id`). Env equal in every
+    trial is the job's (``task_spec.environment``), the rest each task's
+    (``task_environments[i]``); the trials' scripts, where they differ by more than the app
+    id (read from ``TX_APP_ID``), go in each task's :data:`TRIAL_SCRIPT_ENV`.
+
+    Raises:
+        ValueError: more trials, a larger ``max_parallel`` or a larger job than Batch takes.
+    """
+    if len(trials) > MAX_TASKS:
+        raise ValueError(f"{len(trials)} trials are more than Batch's {MAX_TASKS} tasks per job")
+    if max_parallel is not None and max_parallel > MAX_PARALLELISM:
+        raise ValueError(f"max_parallel {max_parallel} is more than Batch's {MAX_PARALLELISM} parallel tasks per job")
+    first = trials[0]
+    job = type(first.job)(first.job)
+    out = GcpBatchJob(project=first.project, location=first.location, job_id=first.job_id, job=job)
+    envs, scripts = [], []
+    for i, t in enumerate(trials):
+        new = make_trial_id(out, i)
+        group = _pb(t.job).task_groups[0]
+        envs.append({k: v.replace(t.app_id, new) for k, v in group.task_environments[0].variables.items()})
+        scripts.append(group.task_spec.runnables[0].container.commands[-1].replace(t.app_id, "\x00A"))
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    one_script = all(sc == scripts[0] for sc in scripts[1:])
+    group = job.task_groups[0]
+    group.task_environments = [
+        {"variables": {**{k: v for k, v in e.items() if k not in common},
+                       **({} if one_script else {TRIAL_SCRIPT_ENV: sc.replace("\x00A", make_trial_id(out, i))})}}
+        for i, (e, sc) in enumerate(zip(envs, scripts))]
+    group.task_spec.environment = {"variables": {**group.task_spec.environment.variables, **common}}
+    group.task_count = len(trials)
+    group.parallelism = min(max_parallel or len(trials), len(trials))
+    group.require_hosts_file = False
+    group.permissive_ssh = False
+    # the app id sits in single quotes (role_script quotes every word so)
+    body = scripts[0].replace("\x00A", f"'\"${envc.APP_ID}\"'") if one_script else f'eval "${TRIAL_SCRIPT_ENV}"'
+    group.task_spec.runnables[0].container.commands = ["-c", f"{SWEEP_PREAMBLE}\n{body}"]
+    size = type(job).pb(job).ByteSize()
+    if size > MAX_JOB_BYTES:
+        raise ValueError(f"the sweep's Batch job would be {size // 1000} kB with {len(trials)} trials, more than "
+                         f"Batch's {MAX_JOB_BYTES // 1_000_000} MB: split the sweep or shorten the trials' arguments")
+    return out
+
+
+def parse_trial_id(app_id: str) -> "Tuple[str, int] | None":
+    """``(the job's app id, task index)`` of a sweep trial's app id, None for another id."""
+    parts = app_id.split(":")
+    if len(parts) == 4 and all(parts[:3]) and parts[3].isdigit():
+        return ":".join(parts[:3]), int(parts[3])
+    return None

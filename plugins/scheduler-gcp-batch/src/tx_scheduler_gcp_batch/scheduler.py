@@ -9,6 +9,9 @@
   (stdout entries have severity INFO, stderr ERROR).
 * cancel: ``cancel_job`` (the job stays, CANCELLED, so ``tx status`` still answers).
 * list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``.
+* sweeps: single-replica trials are the tasks of one job (``task_count`` = trials,
+  ``parallelism`` = ``--max_parallel``; trial ``i`` is task ``BATCH_TASK_INDEX`` = ``i``, app
+  id ``{project}:{location}:{job_id}:{i}``); their states are one ``list_tasks`` per job.
 
 Where the project, location, endpoints and credentials come from: :mod:`tx_scheduler_gcp_batch._client`.
 
@@ -23,7 +26,10 @@ import datetime as _dt
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
+import attrs
+
 from tx.log import get_logger
+from tx.schedulers import env as envc
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
 from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
@@ -33,7 +39,10 @@ from tx.specs.status import RootCause
 
 from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
-from tx_scheduler_gcp_batch.request import GcpBatchJob, TaskInfo, build_job, roles_of, task_layout
+from tx_scheduler_gcp_batch.request import (
+    MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job, make_trial_id, parse_role_script,
+    parse_trial_id, roles_of, sweep_unsupported, task_layout, trial_env,
+)
 from tx_scheduler_gcp_batch.version import __version__
 
 __all__ = ["GcpBatchScheduler", "create_scheduler", "JOB_STATES", "TASK_STATES"]
@@ -157,6 +166,114 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         log.info("gcp_batch job created", app_id=req.app_id)
         return req.app_id
 
+    # -- sweeps: one job whose tasks are the trials ---------------------------------------------
+    #: Batch's most tasks in one task group (https://cloud.google.com/batch/quotas#job_limits)
+    sweep_array_limit = MAX_TASKS
+
+    def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
+        """One job whose tasks are the trials (:func:`tx_scheduler_gcp_batch.request.build_sweep_job`:
+        ``task_count`` = trials, ``parallelism`` = ``max_parallel``) where each trial is one
+        replica; None (one job per trial) otherwise.
+
+        Raises:
+            ValueError: more parallelism or a larger job than Batch takes.
+        """
+        why = sweep_unsupported([t.request for t in trials])
+        if why is not None:
+            log.info("gcp_batch sweep is one job per trial", reason=why)
+            return None
+        return AppDryRunInfo(build_sweep_job([t.request for t in trials], max_parallel), fmt=str)
+
+    def sweep_not_an_array(self, trials: Any) -> str:
+        """Why the trials are one job each (:func:`tx_scheduler_gcp_batch.request.sweep_unsupported`)."""
+        return sweep_unsupported([t.request for t in trials]) or "no array"
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Create the sweep's job (one call); returns trial ``i``'s app id
+        ``{project}:{location}:{job_id}:{i}`` (task ``i``).
+
+        Raises:
+            SchedulerError: as :meth:`schedule`.
+        """
+        req: GcpBatchJob = dryrun_info.request
+        self.schedule(dryrun_info)
+        return [make_trial_id(req, i) for i in range(len(req.job.task_groups[0].task_environments))]
+
+    def _get_task(self, job: Any, index: int) -> Optional[Any]:
+        from google.api_core import exceptions as gex
+
+        group = job.task_groups[0].name if job.task_groups[0].name else f"{job.name}/taskGroups/group0"
+        try:
+            return self._batch_client().get_task(name=f"{group}/tasks/{index}")
+        except gex.NotFound:
+            return None
+        except Exception as e:  # noqa: BLE001 - mapped to one line
+            raise _client.translate(e, f"get task {index} of {job.name}") from None
+
+    def _describe_trial(self, app_id: str, job_app_id: str, index: int) -> Optional[DescribeAppResponse]:
+        """A sweep trial: task ``index`` of the sweep's job, as an app of one replica."""
+        job = self._get_job(job_app_id)
+        if job is None or index >= len(job.task_groups[0].task_environments):
+            return None
+        env = trial_env(job, index)
+        info = TaskInfo(index, env.get(envc.ROLE_NAME, "task"), 0, 0)
+        task = self._get_task(job, index)
+        job_state = JOB_STATES.get(job.status.state.name, AppState.UNKNOWN)
+        statuses, failed = _replica_statuses(job, {index: info}, [task] if task is not None else [], job_state)
+        state = statuses[0].replicas[0].state
+        events = list(task.status.status_events) if task is not None else []
+        roles = roles_of(job)[:1]
+        if roles:
+            script = env.get(TRIAL_SCRIPT_ENV) or list(job.task_groups[0].task_spec.runnables[0].container.commands)[
+                -1].replace(f"'\"${envc.APP_ID}\"'", app_id)
+            entrypoint, args = parse_role_script(script)
+            contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {TRIAL_SCRIPT_ENV}
+            roles = [attrs.evolve(roles[0], entrypoint=entrypoint, args=args, num_replicas=1,
+                                  env={k: v for k, v in env.items() if k not in contract})]
+        desc = DescribeAppResponse(
+            app_id=app_id, state=state, num_restarts=_retries(task) if task is not None else 0,
+            msg=events[-1].description if events else job.status.state.name,
+            roles_statuses=statuses, roles=roles, ui_url=_console_url(job.name),
+            metadata={"batch_state": job.status.state.name, "job_name": job.name, "uid": job.uid, "task": index},
+        )
+        if state == AppState.FAILED:
+            desc.structured_error_msg, desc.root_cause = self._failure(job, failed, statuses)
+        return desc
+
+    def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:
+        """The states of a sweep's trials: one ``list_tasks`` (its pages) per sweep job; None
+        when some ids are not trials of a sweep job (the Runner lists or describes them)."""
+        parsed = [parse_trial_id(a) for a in app_ids]
+        if not parsed or any(p is None for p in parsed):
+            return None
+        out: Dict[str, AppState] = {}
+        from google.api_core import exceptions as gex
+
+        client = self._batch_client()
+        for job_app_id in sorted({p[0] for p in parsed if p is not None}):
+            name = self._job_name(job_app_id)
+            try:
+                tasks = list(client.list_tasks(parent=f"{name}/taskGroups/group0"))
+            except gex.NotFound:
+                continue
+            except Exception as e:  # noqa: BLE001 - mapped to one line
+                raise _client.translate(e, f"list tasks of {name}") from None
+            for task in tasks:
+                out[f"{job_app_id}:{_task_index(task)}"] = TASK_STATES.get(task.status.state.name, AppState.UNKNOWN)
+        return out
+
+    def cancel_many(self, app_ids: Any) -> None:
+        """Cancel a sweep's trials: ``cancel_job`` of their job (Batch cancels no single
+        task: the job's other unfinished trials end too); other apps as :meth:`cancel`."""
+        jobs = []
+        for a in app_ids:
+            p = parse_trial_id(a)
+            target = p[0] if p is not None else a
+            if target not in jobs:
+                jobs.append(target)
+        for j in jobs:
+            self.cancel(j)
+
     # -- queries -------------------------------------------------------------------------------
     def _job_name(self, app_id: str) -> str:
         parts = app_id.split(":")
@@ -200,6 +317,9 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         ``structured_error_msg``: the first failed replica, its exit code and event, and
         its last stderr lines. Raises SchedulerError for API errors other than not found.
         """
+        trial = parse_trial_id(app_id)
+        if trial is not None:
+            return self._describe_trial(app_id, *trial)
         job = self._get_job(app_id)
         if job is None:
             return None
@@ -362,6 +482,16 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             SchedulerError: Cloud Logging refused the request or cannot be reached.
         """
         stream = Stream(streams) if streams else Stream.COMBINED
+        trial = parse_trial_id(app_id)
+        if trial is not None:  # a sweep's trial: task `index` of the sweep's job, replica 0
+            job = self._get_job(trial[0])
+            if job is None:
+                raise ValueError(f"gcp_batch: unknown app {app_id!r}")
+            env = trial_env(job, trial[1])
+            if (role_name, k) != (env.get(envc.ROLE_NAME), 0):
+                raise ValueError(f"gcp_batch: app {app_id!r} has no replica {role_name}/{k}")
+            lines = self._iter_lines(trial[0], job, trial[1], stream, _ts(since), _ts(until), should_tail)
+            return filter_regex(regex, lines) if regex else lines
         job = self._get_job(app_id)
         if job is None:
             raise ValueError(f"gcp_batch: unknown app {app_id!r}")

@@ -1,0 +1,116 @@
+"""Sweeps on aws_batch: single-replica trials as one array job (``arrayProperties.size``),
+checked against botocore's Batch API model and run by moto in simple mode (2 calls to
+submit, one ``list_jobs`` and one ``describe_jobs`` per 100 children for status, cancel, describe of a child);
+the array child's command run here with ``AWS_BATCH_JOB_ARRAY_INDEX`` set; multi-node trials
+and ``--max_parallel`` one job per trial, said in the dryrun; bad input in one line."""
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any, Dict, List
+
+import pytest
+
+from tx.runner import Runner
+from tx.runner import sweep as sw
+from tx.specs import AppDef, AppState, Resource, Role
+from tx.specs.sweep import SweepFormatError, SweepSpec
+from tx_scheduler_aws_batch.testing import Moto
+
+GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
+
+
+def _app(replicas: int = 1) -> AppDef:
+    return AppDef("sw", [Role("r", image="repo/img:1", entrypoint="sh", num_replicas=replicas,
+                              args=["-c", 'echo "lr=${lr} b=${b} $TX_TRIAL_INDEX $TX_TRIAL_PARAMS $TX_APP_ID"'],
+                              resource=Resource(cpu=1, gpu=0, memMB=64))])
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with Runner() as r:
+        yield r
+
+
+def _validate(operation: str, params: Dict[str, Any]) -> None:
+    """botocore's check of ``params`` against the Batch API model's input shape (the
+    published schema every boto3 call is checked against before it is sent)."""
+    import botocore.session
+    from botocore.validate import validate_parameters
+
+    model = botocore.session.get_session().get_service_model("batch")
+    validate_parameters(params, model.operation_model(operation).input_shape)
+
+
+def _child(req: Any, index: int, via: str = "AWS_BATCH_JOB_ARRAY_INDEX") -> str:
+    """Run array child ``index``'s container command here, as Batch would (its env, its index)."""
+    c = req.job_def["containerProperties"]
+    env = {e["name"]: e["value"] for e in c["environment"]}
+    env[via] = str(index) if via == "AWS_BATCH_JOB_ARRAY_INDEX" else f"0123-abcd:{index}"
+    p = subprocess.run(c["command"], env={**env, "PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_dryrun_is_one_array_job_valid_for_the_batch_api_and_each_child_runs_its_trial(runner):
+    info = runner.dryrun_sweep(_app(), GRID, "aws_batch", cfg={"queue": "q"})
+    text = str(info)
+    assert "=== aws_batch: one native array request for 6 trials ===" in text
+    req = info.native.request
+    assert req.job_def["type"] == "container" and "nodeProperties" not in req.job_def
+    assert req.submit["arrayProperties"] == {"size": 6}
+    _validate("RegisterJobDefinition", req.job_def)
+    _validate("SubmitJob", {**req.submit, "jobDefinition": "arn:aws:batch:us-east-1:1:job-definition/x:1"})
+    assert [a.rsplit(":", 1)[1] for a in req.app_ids] == [str(i) for i in range(6)]
+    assert _child(req, 4) == f'lr=1 b=2 4 {{"b": 2, "lr": 1}} {req.app_ids[4]}\n'
+    # moto sets only AWS_BATCH_JOB_ID (<array job id>:<index>, as AWS does for a child)
+    assert _child(req, 0, via="AWS_BATCH_JOB_ID") == f'lr=0.1 b=1 0 {{"b": 1, "lr": 0.1}} {req.app_ids[0]}\n'
+    assert text.count(") export TX_") == 6
+
+
+def test_multinode_trials_and_max_parallel_are_one_job_per_trial_said_in_the_dryrun(runner):
+    info = runner.dryrun_sweep(_app(replicas=2), GRID, "aws_batch", cfg={"queue": "q"})
+    assert info.native is None
+    assert ("6 requests, one per trial (a trial of several replicas is a multi-node parallel job, which AWS Batch "
+            "cannot run as an array job)") in str(info)
+    info = runner.dryrun_sweep(_app(), GRID, "aws_batch", cfg={"queue": "q"}, max_parallel=2)
+    assert info.native is None and "AWS Batch array jobs have no bound on running children" in str(info)
+
+
+def test_bad_input_is_one_line_before_anything_is_submitted(runner):
+    with pytest.raises(SweepFormatError, match=r"^10001 trials are more than aws_batch's array limit of 10000$"):
+        runner.dryrun_sweep(_app(), SweepSpec(grid={"lr": list(range(10001))}), "aws_batch", cfg={"queue": "q"})
+    long = _app()
+    long.roles[0].args.append("x" * 200 + "${lr}")
+    with pytest.raises(ValueError, match=r"^the array's job definition would be \d+ KiB with 3000 trials' commands, "
+                                         r"more than AWS Batch's 24 KiB"):
+        runner.dryrun_sweep(long, SweepSpec(grid={"lr": [f"{i:x}{i * 7919 % 997}" for i in range(3000)]}),
+                            "aws_batch", cfg={"queue": "q"})
+
+
+@pytest.fixture
+def calls(runner) -> List[str]:
+    """The Batch API operations the runner's aws_batch scheduler sends (botocore's events)."""
+    seen: List[str] = []
+    runner.scheduler("aws_batch")._aws.batch.meta.events.register(
+        "before-call.batch.*", lambda model, **_: seen.append(model.name))
+    return seen
+
+
+def test_array_on_moto_submit_status_cancel_describe_in_few_calls(aws_simple: Moto, runner, calls):
+    handle = runner.run_sweep(_app(), GRID, "aws_batch", cfg={"queue": aws_simple.queue})
+    assert calls == ["RegisterJobDefinition", "SubmitJob"]
+    calls.clear()
+    st = runner.sweep_status(handle)
+    assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 6, st.format()
+    assert calls == ["ListJobs", "DescribeJobs"]  # the array job by name, then its 6 children (100 a call)
+    rec = sw.load_record(handle)
+    desc = runner.scheduler("aws_batch").describe(rec.trials[5].attempts[-1])
+    assert desc is not None and desc.state == AppState.SUCCEEDED
+    assert [(rs.role, [r.id for r in rs.replicas]) for rs in desc.roles_statuses] == [("r", [0])]
+    calls.clear()
+    runner.cancel_sweep(handle)  # every trial has ended: nothing to terminate
+    assert "TerminateJob" not in calls
+    assert runner.scheduler("aws_batch").describe(f"{aws_simple.queue}:never-submitted-1:3") is None

@@ -1,0 +1,137 @@
+"""Sweeps on gcp_batch: single-replica trials are the tasks of one Batch job (``task_count``
+= trials, ``parallelism`` = max_parallel, task ``BATCH_TASK_INDEX`` = trial), checked
+against the library's ``Job`` message; multi-replica trials one job per trial, said in the
+dryrun; bad input in one line. End to end on the local Batch server: a 2x3 grid of the DDP
+example (examples/train.py, dist.ddp -j 1x2) in one create_job, its status from one
+list_tasks, a failed trial's why and log, resume of exactly the failed trials, cancel."""
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+from google.cloud import batch_v1
+
+from tx.runner import Runner
+from tx.runner import sweep as sw
+from tx.specs import AppDef, AppState, Resource, Role
+from tx.specs.sweep import SweepFormatError, SweepSpec
+from tx.testing.backends import require_module
+from tx_scheduler_gcp_batch.request import SWEEP_PREAMBLE, TRIAL_SCRIPT_ENV, trial_env
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train.py"
+GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
+
+
+def _app(replicas: int = 1) -> AppDef:
+    return AppDef("sw", [Role("r", image="img", entrypoint="sh", num_replicas=replicas,
+                              args=["-c", 'echo "lr=${lr} b=${b} $TX_TRIAL_INDEX $TX_APP_ID"'],
+                              resource=Resource(cpu=1, gpu=0, memMB=64))])
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "offline-project")
+    with Runner() as r:
+        yield r
+
+
+def test_dryrun_is_one_job_whose_tasks_are_the_trials(runner):
+    info = runner.dryrun_sweep(_app(), GRID, "gcp_batch", max_parallel=2)
+    assert "=== gcp_batch: one native array request for 6 trials, at most 2 at once ===" in str(info)
+    req = info.native.request
+    job = batch_v1.Job.from_json(batch_v1.Job.to_json(req.job), ignore_unknown_fields=False)  # the API's schema
+    group = job.task_groups[0]
+    assert (group.task_count, group.parallelism, len(group.task_environments)) == (6, 2, 6)
+    assert list(group.task_spec.runnables[0].container.commands) == ["-c", f'{SWEEP_PREAMBLE}\neval "$TX_TRIAL_SCRIPT"']
+    env4 = trial_env(job, 4)
+    assert env4["TX_TRIAL_INDEX"] == "4" and env4["TX_TRIAL_PARAMS"] == '{"b": 2, "lr": 1}'
+    assert env4["TX_APP_ID"] == f"{req.app_id}:4" and "lr=1 b=2" in env4[TRIAL_SCRIPT_ENV]
+    assert env4["TX_ROLE_NAME"] == "r" and "TX_ROLE_NAME" not in group.task_environments[4].variables  # the job's
+
+
+def test_trials_that_differ_only_in_env_share_one_script_that_reads_the_app_id(runner):
+    app = _app()
+    app.roles[0].args = ["-c", 'echo "$0"', "${app_id}"]  # the app id in the arguments: the task's
+    app.roles[0].env = {"LR": "${lr}"}
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2]}), "gcp_batch")
+    group = info.native.request.job.task_groups[0]
+    script = list(group.task_spec.runnables[0].container.commands)[-1]
+    assert TRIAL_SCRIPT_ENV not in trial_env(info.native.request.job, 1)
+    assert [dict(e.variables)["LR"] for e in group.task_environments] == ["1", "2"]
+    import subprocess
+    out = subprocess.run(["sh", "-c", script], env={"PATH": os.environ["PATH"], "TX_APP_ID": "p:l:j:1"},
+                         capture_output=True, text=True, timeout=30)
+    assert out.stdout == "p:l:j:1\n", out
+    assert not group.require_hosts_file  # each trial is its own rank 0
+
+
+def test_multireplica_trials_are_one_job_each_and_bad_input_is_one_line(runner):
+    info = runner.dryrun_sweep(_app(replicas=2), GRID, "gcp_batch")
+    assert info.native is None and ("6 requests, one per trial (a trial of several replicas is a job of several "
+                                    "tasks itself, and Batch runs one task group per job)") in str(info)
+    with pytest.raises(ValueError, match=r"^max_parallel 6000 is more than Batch's 5000 parallel tasks per job$"):
+        runner.dryrun_sweep(_app(), GRID, "gcp_batch", max_parallel=6000)
+    with pytest.raises(SweepFormatError, match=r"^100001 trials are more than gcp_batch's array limit of 100000$"):
+        runner.dryrun_sweep(_app(), SweepSpec(grid={"lr": list(range(100001))}), "gcp_batch")
+
+
+def _counting(client: Any, monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """The Batch API calls ``client`` makes (each one still goes to the server)."""
+    calls: List[str] = []
+    for name in ("create_job", "get_job", "list_jobs", "list_tasks", "get_task", "cancel_job"):
+        real = getattr(client, name)
+
+        def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            calls.append(_name)
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(client, name, counted)
+    return calls
+
+
+@pytest.mark.slow
+def test_ddp_grid_runs_as_one_job_and_resume_reruns_exactly_the_failed(fake_gcp, tmp_path, monkeypatch):
+    """2 x 3 trials of examples/train.py (dist.ddp -j 1x2, one epoch): lr=-1 fails in the
+    optimizer (SGD refuses a negative rate), so trials 3, 4 and 5 fail with that reason."""
+    require_module("torch", "the DDP example runs torchrun: pip install torch==2.13.0")
+    require_module("sklearn", "examples/train.py trains on its digits: pip install scikit-learn")
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    created = len(fake_gcp.created)
+    with Runner() as runner:
+        calls = _counting(runner.scheduler("gcp_batch")._batch_client(), monkeypatch)
+        handle = runner.run_sweep(
+            "dist.ddp", SweepSpec(grid={"lr": [0.1, -1], "batch": [16, 32, 64]}), "gcp_batch",
+            ["-j", "1x2", "--script", str(EXAMPLE), "--", "--epochs", "1", "--lr", "${lr}", "--batch-size", "${batch}",
+             "--output-dir", str(tmp_path / "out-${lr}-${batch}")], max_parallel=3)
+        assert calls == ["create_job"] and len(fake_gcp.created) == created + 1
+        deadline = time.monotonic() + 600  # 6 trials x 3 processes importing torch: minutes on a loaded host
+        while True:
+            calls.clear()
+            st = runner.sweep_status(handle)
+            if all(t.state in (AppState.SUCCEEDED, AppState.FAILED) for t in st.trials) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert calls[:1] == ["list_tasks"], calls  # one list of the job's tasks; describes only for the failed
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 3 + [AppState.FAILED] * 3, st.format()
+        assert "Invalid learning rate: -1" in st.trials[3].why, st.format()
+        out = "".join(runner.log_lines(st.trials[1].app_handle, "train", 0, streams="stdout"))
+        assert "world_size=2 test_accuracy=" in out, out
+        assert (tmp_path / "out-0.1-32" / "checkpoint.pt").exists()
+        assert runner.resume_sweep(handle) == [3, 4, 5]
+        rec = sw.load_record(handle)
+        assert [len(t.attempts) for t in rec.trials] == [1, 1, 1, 2, 2, 2]
+        assert len(fake_gcp.created) == created + 4  # the resumed trials go as one job each
+        runner.cancel_sweep(handle)  # the resumed trials, each its own job
+        deadline = time.monotonic() + 120
+        while True:
+            st = runner.sweep_status(handle)
+            if all(t.state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED) for t in st.trials) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert [t.state for t in st.trials[:3]] == [AppState.SUCCEEDED] * 3
+        assert {t.state for t in st.trials[3:]} <= {AppState.CANCELLED, AppState.FAILED}, st.format()
