@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO, Any, Dict, Optional, Union
+from typing import IO, Any, Dict, Optional, Tuple, Union
 
 from tx.specs.api import AppDef, AppDefFormatError
 
 __all__ = [
     "appdef_from_dict", "appdef_to_dict", "appdef_to_json", "appdef_to_yaml", "dump_appdef",
     "load_appdef", "parse_appdef", "PathOrStream", "STORED_APPDEF_VERSION", "appdef_to_stored",
-    "appdef_from_stored", "not_stored_reason",
+    "appdef_from_stored", "read_stored_appdef",
 ]
 
 _YAML_EXT = (".yaml", ".yml")
@@ -274,11 +274,23 @@ def appdef_from_stored(text: Union[str, bytes]) -> AppDef:
     return appdef_from_dict(data, trusted=True)
 
 
-def not_stored_reason(where: str, limit: Optional[int] = None) -> str:
-    """The one line a scheduler's describe gives (``DescribeAppResponse.metadata
-    ["app_not_stored"]``) when the job carries no stored AppDef: ``no copy of the AppDef in
-    <where> (compressed, it exceeds the <limit> characters that holds, or the job was not
-    submitted by tx); roles rebuilt from the job``."""
-    why = (f"compressed, it exceeds the {limit} characters that holds, or the job was not submitted by tx"
-           if limit else "the job was not submitted by tx, or by an older one")
-    return f"no copy of the AppDef in {where} ({why}); roles rebuilt from the job"
+def read_stored_appdef(text: Optional[Union[str, bytes]], where: str,
+                       limit: Optional[int] = None) -> Tuple[Optional[AppDef], str]:
+    """What a scheduler's describe sets from the copy it kept with the job: ``(app, "")``,
+    or ``(None, why)`` with one line for ``DescribeAppResponse.metadata["app_not_stored"]``
+    (never an error: describe still answers with the roles it rebuilt).
+
+    Args:
+        text: the stored copy, None or "" where the job has none.
+        where: the place, for the message (``the job's annotation tx.dev/appdef``).
+        limit: the most characters that place holds, if the scheduler leaves the copy out
+            past it.
+    """
+    if not text:
+        why = (f"compressed, it exceeds the {limit} characters that holds, or the job was not submitted by tx"
+               if limit else "the job was not submitted by tx, or by an older one")
+        return None, f"no copy of the AppDef in {where} ({why}); roles rebuilt from the job"
+    try:
+        return appdef_from_stored(text), ""
+    except AppDefFormatError as e:
+        return None, f"{where}: {e}; roles rebuilt from the job"
