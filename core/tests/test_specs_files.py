@@ -401,6 +401,6 @@ def test_stored_appdef_round_trips_plain_and_compressed_and_says_when_too_large(
         appdef_from_stored('{"name": "a"}')
     assert read_stored_appdef(packed, "x") == (app, "")
     assert read_stored_appdef(None, "the label L", 100) == (None, (
-        "no copy of the AppDef in the label L (compressed, it exceeds the 100 characters that holds,"
+        "no copy of the AppDef in the label L (compressed, it exceeds the 100 bytes that holds,"
         " or the job was not submitted by tx); roles rebuilt from the job"))
     assert read_stored_appdef("{", "the label L")[1].startswith("the label L: stored AppDef is not JSON")

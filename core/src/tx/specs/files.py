@@ -220,12 +220,12 @@ def appdef_to_stored(app: AppDef, limit: Optional[int] = None) -> Optional[str]:
     """The copy of ``app`` a scheduler keeps with the job (a label, an annotation, a file, an
     environment variable), one format for every backend: compact JSON
     ``{"tx_appdef": 1, "app": <appdef_to_dict(app)>}``. Where that is longer than ``limit``
-    characters, the same dict zlib-compressed and base64-encoded,
+    bytes (UTF-8), the same dict zlib-compressed and base64-encoded,
     ``{"tx_appdef": 1, "zlib": "<base64>"}``; None where that too is longer (the caller
     then says so, see :func:`not_stored_reason`).
 
     Args:
-        limit: the most characters the backend's place holds; None: no limit.
+        limit: the most bytes (UTF-8) the backend's place holds; None: no limit.
 
     Raises:
         TypeError: ``app`` is not an AppDef, or its metadata holds values JSON cannot
@@ -237,7 +237,7 @@ def appdef_to_stored(app: AppDef, limit: Optional[int] = None) -> Optional[str]:
     data = appdef_to_dict(app)
     text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "app": data}, separators=(",", ":"),
                       ensure_ascii=False)
-    if limit is None or len(text) <= limit:
+    if limit is None or len(text.encode()) <= limit:
         return text
     packed = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)).decode()
     text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "zlib": packed}, separators=(",", ":"))
@@ -283,11 +283,10 @@ def read_stored_appdef(text: Optional[Union[str, bytes]], where: str,
     Args:
         text: the stored copy, None or "" where the job has none.
         where: the place, for the message (``the job's annotation tx.dev/appdef``).
-        limit: the most characters that place holds, if the scheduler leaves the copy out
-            past it.
+        limit: the most bytes that place holds, if the scheduler leaves the copy out past it.
     """
     if not text:
-        why = (f"compressed, it exceeds the {limit} characters that holds, or the job was not submitted by tx"
+        why = (f"compressed, it exceeds the {limit} bytes that holds, or the job was not submitted by tx"
                if limit else "the job was not submitted by tx, or by an older one")
         return None, f"no copy of the AppDef in {where} ({why}); roles rebuilt from the job"
     try:

@@ -52,21 +52,21 @@ ANNOTATION_ROLE = "tx.pytorch.org/role"
 ANNOTATION_APP = "tx.pytorch.org/app-name"
 #: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), on the app's top object
 ANNOTATION_APPDEF = "tx.pytorch.org/appdef"
-#: the most characters of that annotation: Kubernetes allows 256 KiB (262144 bytes) for all
-#: of an object's annotations together, keys and values
+#: the most bytes of that annotation: Kubernetes allows 256 KiB (262144 bytes) for all of an
+#: object's annotations together, keys and values
 #: (https://kubernetes.io/docs/concepts/overview/working-with-objects/annotations/#syntax-and-character-set);
-#: 60000 characters are at most 240000 bytes of UTF-8, leaving room for the others
-APPDEF_LIMIT = 60000
+#: this leaves 32 KiB for the others
+APPDEF_LIMIT = 229376
 
 
 def app_annotations(app: Any) -> Dict[str, str]:
     """The annotations of an app's top object (Job, JobSet, AppWrapper): its name and the
     AppDef as submitted, left out (with a warning) where it exceeds :data:`APPDEF_LIMIT`
-    even compressed; describe then says so."""
+    bytes even compressed; describe then says so."""
     out = {ANNOTATION_APP: app.name}
     stored = appdef_to_stored(app, APPDEF_LIMIT)
     if stored is None:
-        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} characters compressed: not kept in "
+        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
                     f"annotation {ANNOTATION_APPDEF}; describe will rebuild the roles from the job")
     else:
         out[ANNOTATION_APPDEF] = stored
