@@ -61,6 +61,7 @@ class TestProcsConformance(SchedulerConformance):
 
     log_streams = (Stream.STDOUT, Stream.STDERR)
     timeout = 60.0
+    appdef_not_stored = "the example scheduler keeps no copy of the AppDef (the walk-through stays short)"
 
     @pytest.fixture
     def scheduler(self, procs: Scheduler[Any]) -> Scheduler[Any]:

@@ -89,6 +89,7 @@ class TestAcmeConformance(SchedulerConformance):
 
     log_streams = (Stream.STDOUT, Stream.STDERR)
     timeout = 60.0
+    appdef_not_stored = "a TorchX-style scheduler: TorchX 0.7's describe rebuilds the roles and keeps no AppDef"
 
     @pytest.fixture
     def scheduler(self, acme: Scheduler[Any]) -> Scheduler[Any]:

@@ -21,10 +21,13 @@ from tx.specs import (
 from tx.specs._convert import get_converter, structure, structure_appdef, unstructure_appdef
 from tx.specs.files import (
     appdef_from_dict,
+    appdef_from_stored,
     appdef_to_dict,
     appdef_to_json,
+    appdef_to_stored,
     appdef_to_yaml,
     dump_appdef,
+    read_stored_appdef,
     load_appdef,
     parse_appdef,
 )
@@ -379,3 +382,25 @@ def test_trusted_read_of_tx_own_copies_needs_no_converter():
     # anything else falls back to the checking converter and its one-line errors
     with pytest.raises(AppDefFormatError, match="num_replicas"):
         appdef_from_dict({"name": "a", "roles": [{"name": "r", "num_replicas": "two"}]}, trusted=True)
+
+
+def test_stored_appdef_round_trips_plain_and_compressed_and_says_when_too_large():
+    app = AppDef("a", metadata={"k": "v"}, roles=[
+        Role("r", image="i", entrypoint="python", args=["-c", "x" * 5000], env={"A": "1"},
+             resource=Resource(cpu=1, gpu=0, memMB=64), max_retries=2,
+             mounts=[BindMount(src_path="/a", dst_path="/b")]),
+        Role("s", image="j", num_replicas=2)])
+    plain = appdef_to_stored(app)
+    assert plain.startswith('{"tx_appdef":1,"app":') and appdef_from_stored(plain) == app
+    packed = appdef_to_stored(app, limit=2000)
+    assert '"zlib"' in packed and len(packed) <= 2000 and appdef_from_stored(packed) == app
+    assert appdef_to_stored(app, limit=50) is None
+    with pytest.raises(AppDefFormatError, match="version 2; this tx reads up to 1"):
+        appdef_from_stored('{"tx_appdef": 2, "app": {}}')
+    with pytest.raises(AppDefFormatError, match="not a stored AppDef"):
+        appdef_from_stored('{"name": "a"}')
+    assert read_stored_appdef(packed, "x") == (app, "")
+    assert read_stored_appdef(None, "the label L", 100) == (None, (
+        "no copy of the AppDef in the label L (compressed, it exceeds the 100 bytes that holds,"
+        " or the job was not submitted by tx); roles rebuilt from the job"))
+    assert read_stored_appdef("{", "the label L")[1].startswith("the label L: stored AppDef is not JSON")

@@ -54,6 +54,7 @@ def test_job_definition_and_tags_as_moto_returns_them(aws_simple: Moto) -> None:
         {"type": "VCPU", "value": "4"}, {"type": "MEMORY", "value": "2048"}, {"type": "GPU", "value": "1"}]
     assert c["instanceType"] == "g5.xlarge"
     assert c["linuxParameters"]["sharedMemorySize"] == 2048
+    assert c["linuxParameters"]["initProcessEnabled"] is True  # signals from inside reach the role
     assert c["logConfiguration"] == {"logDriver": "awslogs"}
     env = {e["name"]: e["value"] for e in c["environment"]}
     assert env["TX_ROLE_NAME"] == env["TORCHX_ROLE_NAME"] == "trainer"

@@ -20,7 +20,7 @@ import pytest
 from tx.specs import AppDef, AppState, Role
 from tx.testing import find_replica
 from tx_scheduler_docker.scheduler import DockerScheduler
-from tx_scheduler_docker._states import container_state, exit_code_from_status_text, known_state
+from tx_scheduler_docker._states import container_state, describe_exit, exit_code_from_status_text, known_state
 
 #: app name -> the state the relay reports for its ended containers
 RENAMED = {"unkstopped": "stopped", "unkmystery": "hibernating"}
@@ -162,3 +162,16 @@ def test_exit_code_from_list_text() -> None:
     assert exit_code_from_status_text("Exited (3) 2 seconds ago") == 3
     assert exit_code_from_status_text("Stopped (137) 1 minute ago") == 137
     assert exit_code_from_status_text("Up 3 seconds") is None
+
+
+def test_sigkill_message_says_what_the_engine_knows() -> None:
+    """137 with OOMKilled: the limit; without it on cgroup v2 (every OOM kill reported): not
+    the limit; on cgroup v1 (podman misses OOM kills): the limit, and that it cannot tell."""
+    assert describe_exit(137, True, 16) == "killed: out of memory (memory limit 16 MB, exit code 137)"
+    assert describe_exit(137, False, 16, oom_reported=True) == (
+        "killed by SIGKILL (exit code 137); not by the memory limit (the engine reports no out-of-memory kill)")
+    assert describe_exit(137, False, 16) == (
+        "killed by SIGKILL (exit code 137); the engine reports no out-of-memory kill but cannot see one on"
+        " cgroup v1: the memory limit is 16 MB")
+    assert describe_exit(137) == "killed by SIGKILL (exit code 137)"
+    assert describe_exit(143, False, 16) == "killed by SIGTERM (exit code 143)"

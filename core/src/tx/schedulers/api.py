@@ -85,7 +85,9 @@ class DescribeAppResponse:
         roles: the roles, rebuilt from the backend as far as it allows.
         metadata: scheduler-specific extras.
         app: the whole AppDef as submitted, where the backend stores it (name, metadata
-            and every role field); :meth:`tx.runner.Runner.describe` returns it.
+            and every role field); :meth:`tx.runner.Runner.describe` returns it. Schedulers
+            keep it as :func:`tx.specs.files.appdef_to_stored` writes it; where the job has
+            no copy, ``metadata["app_not_stored"]`` says why in one line.
         root_cause: why the first failed replica failed, field by field, where the
             scheduler read it (:func:`tx.schedulers.why.root_cause`); its ``text`` is then
             ``structured_error_msg``.

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO, Any, Dict, Optional, Union
+from typing import IO, Any, Dict, Optional, Tuple, Union
 
 from tx.specs.api import AppDef, AppDefFormatError
 
 __all__ = [
     "appdef_from_dict", "appdef_to_dict", "appdef_to_json", "appdef_to_yaml", "dump_appdef",
-    "load_appdef", "parse_appdef", "PathOrStream",
+    "load_appdef", "parse_appdef", "PathOrStream", "STORED_APPDEF_VERSION", "appdef_to_stored",
+    "appdef_from_stored", "read_stored_appdef",
 ]
 
 _YAML_EXT = (".yaml", ".yml")
@@ -209,3 +210,86 @@ def dump_appdef(app: AppDef, path_or_stream: PathOrStream, fmt: Optional[str] = 
             f.write(text)
     else:
         path_or_stream.write(text)
+
+
+#: the version of the format :func:`appdef_to_stored` writes (its ``tx_appdef`` key)
+STORED_APPDEF_VERSION = 1
+
+
+def appdef_to_stored(app: AppDef, limit: Optional[int] = None) -> Optional[str]:
+    """The copy of ``app`` a scheduler keeps with the job (a label, an annotation, a file, an
+    environment variable), one format for every backend: compact JSON
+    ``{"tx_appdef": 1, "app": <appdef_to_dict(app)>}``. Where that is longer than ``limit``
+    bytes (UTF-8), the same dict zlib-compressed and base64-encoded,
+    ``{"tx_appdef": 1, "zlib": "<base64>"}``; None where that too is longer (the caller
+    then says so, see :func:`not_stored_reason`).
+
+    Args:
+        limit: the most bytes (UTF-8) the backend's place holds; None: no limit.
+
+    Raises:
+        TypeError: ``app`` is not an AppDef, or its metadata holds values JSON cannot
+            represent.
+    """
+    import base64  # deferred: only schedulers that store the AppDef need them
+    import zlib  # deferred: as base64
+
+    data = appdef_to_dict(app)
+    text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "app": data}, separators=(",", ":"),
+                      ensure_ascii=False)
+    if limit is None or len(text.encode()) <= limit:
+        return text
+    packed = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)).decode()
+    text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "zlib": packed}, separators=(",", ":"))
+    return text if len(text) <= limit else None
+
+
+def appdef_from_stored(text: Union[str, bytes]) -> AppDef:
+    """The AppDef of what :func:`appdef_to_stored` wrote.
+
+    Raises:
+        tx.specs.AppDefFormatError: ``text`` is not such a copy, or a newer tx wrote it
+            (``stored AppDef has version 2; this tx reads up to 1``).
+    """
+    import base64  # deferred: only schedulers that store the AppDef need them
+    import binascii  # deferred: as base64
+    import zlib  # deferred: as base64
+
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError) as e:
+        raise AppDefFormatError(f"stored AppDef is not JSON: {e}") from None
+    version = doc.get("tx_appdef") if isinstance(doc, dict) else None
+    if not isinstance(version, int):
+        raise AppDefFormatError("not a stored AppDef (no tx_appdef version)")
+    if version > STORED_APPDEF_VERSION:
+        raise AppDefFormatError(
+            f"stored AppDef has version {version}; this tx reads up to {STORED_APPDEF_VERSION}")
+    data = doc.get("app")
+    if data is None and isinstance(doc.get("zlib"), str):
+        try:
+            data = json.loads(zlib.decompress(base64.b64decode(doc["zlib"])))
+        except (binascii.Error, zlib.error, ValueError) as e:
+            raise AppDefFormatError(f"stored AppDef cannot be unpacked: {e}") from None
+    return appdef_from_dict(data, trusted=True)
+
+
+def read_stored_appdef(text: Optional[Union[str, bytes]], where: str,
+                       limit: Optional[int] = None) -> Tuple[Optional[AppDef], str]:
+    """What a scheduler's describe sets from the copy it kept with the job: ``(app, "")``,
+    or ``(None, why)`` with one line for ``DescribeAppResponse.metadata["app_not_stored"]``
+    (never an error: describe still answers with the roles it rebuilt).
+
+    Args:
+        text: the stored copy, None or "" where the job has none.
+        where: the place, for the message (``the job's annotation tx.dev/appdef``).
+        limit: the most bytes that place holds, if the scheduler leaves the copy out past it.
+    """
+    if not text:
+        why = (f"compressed, it exceeds the {limit} bytes that holds, or the job was not submitted by tx"
+               if limit else "the job was not submitted by tx, or by an older one")
+        return None, f"no copy of the AppDef in {where} ({why}); roles rebuilt from the job"
+    try:
+        return appdef_from_stored(text), ""
+    except AppDefFormatError as e:
+        return None, f"{where}: {e}; roles rebuilt from the job"

@@ -1,6 +1,7 @@
 """``SchedulerConformance``: the tests every scheduler runs against its real backend."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -13,7 +14,10 @@ import pytest
 from tx.schedulers import env as env_contract
 from tx.schedulers.api import DescribeAppResponse, Scheduler
 from tx.schedulers.streams import Stream
-from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role, is_terminal, macros
+from tx.specs.api import (
+    NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Resource, Role, is_terminal, macros,
+)
+from tx.specs.files import appdef_to_dict
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import runopt
 
@@ -70,6 +74,9 @@ class SchedulerConformance:
       the kit then does not require RUNNING before SUCCEEDED, and
       :meth:`test_states_move_forward` says so in its skip reason. None (the default): the
       kit requires it.
+    * ``appdef_not_stored`` (default None): a backend that keeps no copy of the submitted
+      AppDef says why here; None: ``describe`` must give back the whole AppDef
+      (``DescribeAppResponse.app``), here and in a fresh process in another directory.
 
     What every description the kit reads must satisfy (:meth:`check_states`): the app id
     asked for; :class:`AppState` values; roles and replica ids of the submitted app, each
@@ -96,6 +103,9 @@ class SchedulerConformance:
     running_seconds: float = 5.0
     #: why this backend cannot show RUNNING for a short app (None: it can, and must)
     running_not_observable: Optional[str] = None
+    #: why this backend keeps no copy of the submitted AppDef (None: it keeps one, and
+    #: :meth:`test_describe_gives_back_the_appdef` requires ``describe`` to give it back whole)
+    appdef_not_stored: Optional[str] = None
     #: dotted path of the factory a fresh process creates the scheduler with (None: by
     #: name through the plugin registry, as the ``tx`` CLI does)
     fresh_factory: Optional[str] = None
@@ -158,14 +168,16 @@ class SchedulerConformance:
         it is non-empty and part of the app id, which may add a namespace or queue)."""
         assert value and value in app_id, f"TX_APP_ID={value!r} does not match app id {app_id!r}"
 
-    def fresh_call(self, scheduler: Scheduler[Any], op: str, app_id: str, *args: str) -> Any:
+    def fresh_call(self, scheduler: Scheduler[Any], op: str, app_id: str, *args: str,
+                   cwd: Optional[str] = None) -> Any:
         """Run ``op`` (describe, log, cancel, list) on ``app_id`` in a fresh interpreter
-        through a scheduler created there (:mod:`tx.testing._fresh`); its JSON answer."""
+        through a scheduler created there (:mod:`tx.testing._fresh`), in directory ``cwd``
+        (default: this one); its JSON answer."""
         env = self.fresh_env()
         if self.fresh_factory:
             env["TX_KIT_FACTORY"] = self.fresh_factory
         cmd = [sys.executable, "-m", "tx.testing._fresh", op, scheduler.backend, scheduler.session_name, app_id, *args]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=self.timeout)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=self.timeout, cwd=cwd)
         assert p.returncode == 0, f"fresh process {' '.join(cmd[3:])} failed ({p.returncode}): {p.stderr[-3000:]}"
         return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -528,6 +540,30 @@ class SchedulerConformance:
         for name in (env_contract.APP_ID, env_contract.RANK0_HOST):
             values = {where: got[name] for where, got in seen.items()}
             assert len(set(values.values())) == 1, f"{app_id}: the replicas disagree on {name}: {values}"
+
+    def test_describe_gives_back_the_appdef(
+        self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str, tmp_path: Any
+    ) -> None:
+        """A 2-role AppDef with args, env, resources, retries and metadata comes back whole
+        from ``describe``, here and in a fresh process started in another directory (as
+        ``tx describe`` from another shell): the scheduler keeps it with the job."""
+        if self.appdef_not_stored:
+            pytest.skip(self.appdef_not_stored)
+        entrypoint, args = self.command("echo kept ${replica_id}")
+        res = Resource(cpu=1, gpu=0, memMB=64)
+        app = AppDef("txconfkept", metadata={"kit": "describe"}, roles=[
+            Role("alpha", image=image, entrypoint=entrypoint, args=list(args), env={"TX_KIT_A": "a b"},
+                 num_replicas=2, resource=res, max_retries=1),
+            Role("beta", image=image, entrypoint=entrypoint, args=list(args), env={"TX_KIT_B": "2"},
+                 resource=res, max_retries=2),
+        ])
+        submitted = copy.deepcopy(app)
+        app_id = self.submit(scheduler, app, cfg)
+        desc = self.describe(scheduler, app_id)
+        assert desc.app == submitted, (
+            f"{app_id}: describe gave back {desc.app!r} ({desc.metadata.get('app_not_stored')}), not {submitted!r}")
+        got = self.fresh_call(scheduler, "describe", app_id, cwd=str(tmp_path))
+        assert got.get("app") == appdef_to_dict(submitted), f"a fresh process in {tmp_path} describes {app_id} as {got}"
 
     def test_fresh_process_sees_the_app(self, scheduler: Scheduler[Any], cfg: Dict[str, Any], image: str) -> None:
         """A scheduler created in a fresh process (as ``tx status``, ``tx log`` and ``tx

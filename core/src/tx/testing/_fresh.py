@@ -11,6 +11,7 @@ import sys
 from typing import Any, Dict, List
 
 from tx.plugins import get_registry, import_object
+from tx.specs.files import appdef_to_dict
 
 
 def _scheduler(backend: str, session: str) -> Any:
@@ -35,6 +36,7 @@ def _describe(sched: Any, app_id: str) -> Dict[str, Any]:
         "replicas": {
             rs.role: {str(r.id): [r.state.name, r.exit_code] for r in rs.replicas} for rs in desc.roles_statuses
         },
+        "app": appdef_to_dict(desc.app) if desc.app is not None else None,
     }
 
 

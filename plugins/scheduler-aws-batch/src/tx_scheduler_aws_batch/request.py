@@ -21,7 +21,9 @@ import attrs
 
 from tx.schedulers import env as env_contract
 from tx.schedulers.api import infra_retries
+from tx.log import get_logger
 from tx.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, macros
+from tx.specs.files import appdef_to_stored
 
 from tx_scheduler_aws_batch.resources import EFA_DEVICE, NEURON_DEVICE, instance_type_from_resource
 
@@ -41,9 +43,17 @@ TAG_VERSION = "tx/version"
 TAG_APP_NAME = "tx/app-name"
 TAG_USER = "tx/user"
 TAG_SESSION = "tx/session"
+#: the SubmitJob parameter that keeps the AppDef as submitted
+#: (:func:`tx.specs.files.appdef_to_stored`; DescribeJobs returns a job's ``parameters``)
+PARAM_APPDEF = "tx_appdef"
+#: the most bytes of that parameter: a SubmitJob payload holds 30 KiB in all
+#: (https://docs.aws.amazon.com/batch/latest/userguide/service_limits.html), 6 KiB are left
+#: for the rest (name, queue, tags); tags hold only 256 characters a value
+APPDEF_LIMIT = 24 * 1024
 #: ``argv[0]`` of the ``sh -c`` wrapper; :func:`unwrap_command` recognizes it
 WRAPPER_NAME = "tx-aws-batch"
 
+log = get_logger(__name__)
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -257,7 +267,10 @@ def build_request(
             "environment": [{"name": k, "value": v} for k, v in env.items()],
             "resourceRequirements": _resource_requirements(role),
             "privileged": bool(cfg.get("privileged")),
-            "linuxParameters": {"sharedMemorySize": int(role.resource.memMB)},
+            # an init process as PID 1 (docker run --init) forwards signals and reaps
+            # zombies: the wrapper execs the role's command, and a PID 1 ignores every
+            # signal it has no handler for, so `kill -9 $$` in a replica did nothing
+            "linuxParameters": {"sharedMemorySize": int(role.resource.memMB), "initProcessEnabled": True},
             "logConfiguration": {"logDriver": "awslogs"},
             "volumes": volumes,
             "mountPoints": points,
@@ -292,6 +305,12 @@ def build_request(
         "tags": tags,
     }
     submit: Dict[str, Any] = {"jobName": name, "jobQueue": queue, "tags": dict(tags)}
+    stored = appdef_to_stored(app, APPDEF_LIMIT)
+    if stored is None:
+        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in the "
+                    f"job's parameter {PARAM_APPDEF}; describe will rebuild the roles from the job definition")
+    else:
+        submit["parameters"] = {PARAM_APPDEF: stored}
     if cfg.get("share_id"):
         submit["shareIdentifier"] = str(cfg["share_id"])
         submit["schedulingPriorityOverride"] = int(cfg.get("priority") or 0)

@@ -34,13 +34,15 @@ from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
     runopts,
 )
+from tx.specs.files import read_stored_appdef
 from tx.specs.status import RootCause
 
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch.request import (
-    DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, MAX_ARRAY_SIZE, REPLICA_ID_TOKEN, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported,
-    build_array, build_request, job_name, parse_app_id, parse_trial_id, unwrap_command,
+    APPDEF_LIMIT, DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, MAX_ARRAY_SIZE, PARAM_APPDEF, REPLICA_ID_TOKEN, TAG_VERSION,
+    BatchArrayJob, BatchJob, array_unsupported, build_array, build_request, job_name, parse_app_id, parse_trial_id,
+    unwrap_command,
 )
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
@@ -395,6 +397,8 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
         attempts = job.get("attempts") or []
         history = batch_attempts(attempts, state)
+        stored, why = read_stored_appdef((job.get("parameters") or {}).get(PARAM_APPDEF),
+                                         f"the job's parameter {PARAM_APPDEF}", APPDEF_LIMIT)
         return DescribeAppResponse(
             app_id=app_id,
             state=state,
@@ -406,8 +410,9 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             roles_statuses=roles_statuses,
             roles=roles,
             metadata={"job_id": job.get("jobId"), "batch_status": status,
-                      "attempts": [a.to_json() for a in history]},
+                      "attempts": [a.to_json() for a in history], **({"app_not_stored": why} if why else {})},
             attempts=history,
+            app=stored,
         )
 
     def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str) -> str:

@@ -63,12 +63,21 @@ def exit_code_from_status_text(text: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def describe_exit(exit_code: int, oom_killed: bool = False, mem_mb: Optional[int] = None) -> str:
-    """Words for how a container ended: ``exit code 3``, ``killed by SIGKILL (exit code 137)``,
-    ``killed: out of memory (memory limit 16 MB, exit code 137)``.
+def describe_exit(exit_code: int, oom_killed: bool = False, mem_mb: Optional[int] = None,
+                  oom_reported: bool = False) -> str:
+    """Words for how a container ended, saying only what the engine knows: ``exit code 3``,
+    ``killed by SIGKILL (exit code 137)``, ``killed: out of memory (memory limit 16 MB,
+    exit code 137)``.
 
     Exit codes above 128 are ``128 + signal number`` (a shell's and Docker's convention), so
     they are named as signals; a program that calls ``exit(137)`` itself reads the same.
+
+    Args:
+        oom_killed: the engine's ``State.OOMKilled``.
+        mem_mb: the container's memory limit (MB), if it had one.
+        oom_reported: the engine reports every out-of-memory kill (cgroup v2, where it reads
+            ``memory.events``). On cgroup v1 podman misses them, so a SIGKILL of a container
+            with a limit may still have been the limit, and the message says so.
     """
     if oom_killed:
         limit = f"memory limit {mem_mb} MB, " if mem_mb else ""
@@ -80,7 +89,11 @@ def describe_exit(exit_code: int, oom_killed: bool = False, mem_mb: Optional[int
             name = f"signal {exit_code - 128}"
         text = f"killed by {name} (exit code {exit_code})"
         if exit_code == 137 and mem_mb:
-            text += f"; out of memory? the container's memory limit is {mem_mb} MB"
+            if oom_reported:
+                text += "; not by the memory limit (the engine reports no out-of-memory kill)"
+            else:
+                text += (f"; the engine reports no out-of-memory kill but cannot see one on cgroup v1:"
+                         f" the memory limit is {mem_mb} MB")
         return text
     return f"exit code {exit_code}"
 

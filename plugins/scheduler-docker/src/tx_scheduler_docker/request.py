@@ -20,6 +20,7 @@ from tx.log import get_logger
 from tx.schedulers.env import RANK0_HOST, replica_env
 from tx.schedulers.ids import make_unique
 from tx.specs.api import NULL_RESOURCE, AppDef, Role, macros
+from tx.specs.files import appdef_to_stored
 from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
 from tx.specs.runopts import CfgVal
 from tx_scheduler_docker.version import __version__
@@ -35,6 +36,8 @@ LABEL_ROLE_IDX = "tx.role-idx"
 LABEL_REPLICA_ID = "tx.replica-id"
 LABEL_NUM_REPLICAS = "tx.num-replicas"
 LABEL_MEM_MB = "tx.mem-mb"
+#: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), on every container
+LABEL_APPDEF = "tx.appdef"
 #: named devices of ``Resource.devices`` -> the host device files one unit stands for
 #: (as TorchX maps them for Docker and AWS Batch)
 _DEVICE_PATHS = {
@@ -165,6 +168,7 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
     base_env.update(cfg.get("env") or {})  # type: ignore[arg-type]
     rank0 = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(app_id=app_id, network=network)
+    stored = appdef_to_stored(app)
     for idx, role in enumerate(app.roles):
         for k in range(role.num_replicas):
             values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=RANK0_HOST)
@@ -183,6 +187,7 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
                 LABEL_ROLE_IDX: str(idx),
                 LABEL_REPLICA_ID: str(k),
                 LABEL_NUM_REPLICAS: str(role.num_replicas),
+                LABEL_APPDEF: stored,
             }
             if role.resource != NULL_RESOURCE and role.resource.memMB > 0:
                 labels[LABEL_MEM_MB] = str(role.resource.memMB)

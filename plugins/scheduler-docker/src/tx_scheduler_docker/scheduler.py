@@ -21,12 +21,13 @@ from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, S
 from tx.schedulers.streams import Stream, filter_regex
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
+from tx.specs.files import read_stored_appdef
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location
 from tx_scheduler_docker.request import (
-    LABEL_APP_ID, LABEL_APP_NAME, LABEL_MEM_MB, LABEL_NUM_REPLICAS, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
+    LABEL_APP_ID, LABEL_APP_NAME, LABEL_APPDEF, LABEL_MEM_MB, LABEL_NUM_REPLICAS, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
     LABEL_VERSION, DockerContainer, DockerJob, build_request,
 )
 from tx_scheduler_docker.version import __version__
@@ -84,6 +85,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         self._client = client
         #: one client per scheduler, also when relay threads ask for it at once
         self._client_lock = threading.Lock()
+        self._cgroup_version: Optional[str] = None
 
     # -- the client ------------------------------------------------------------------------------
     def _docker(self) -> Any:
@@ -306,6 +308,10 @@ class DockerScheduler(Scheduler[DockerJob]):
             roles_statuses=role_statuses, roles=[role_defs[r] for r in ordered],
             metadata={"network": f"tx-{app_id}", "engine": engine_location()},
         )
+        stored = ((infos[0].get("Config") or {}).get("Labels") or {}).get(LABEL_APPDEF)
+        desc.app, why = read_stored_appdef(stored, f"the containers' label {LABEL_APPDEF}")
+        if why:
+            desc.metadata["app_not_stored"] = why
         if unknown:
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "unknown container states: " + ", ".join(unknown)
         if app_state == AppState.FAILED:
@@ -326,7 +332,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         labels = (info.get("Config") or {}).get("Labels") or {}
         mem = _int(labels.get(LABEL_MEM_MB), 0) or None
         code = int(st.get("ExitCode") or 0)
-        how = _states.describe_exit(code, bool(st.get("OOMKilled")), mem)
+        how = _states.describe_exit(code, bool(st.get("OOMKilled")), mem, self._oom_reported())
         name = (info.get("Name") or "").lstrip("/")
         text = f"{first.role}[{first.id}] (container {name}) failed first: {how}"
         if st.get("Error"):
@@ -346,6 +352,17 @@ class DockerScheduler(Scheduler[DockerJob]):
         if len(failed) > 1:
             text += f" ({len(failed)} replicas failed)"
         return text, None
+
+    def _oom_reported(self) -> bool:
+        """Whether the engine reports every out-of-memory kill: it runs on cgroup v2
+        (``CgroupVersion`` of the engine's ``/info``; Docker's and podman's API both have
+        it). Asked once per scheduler; False when the engine does not say."""
+        if self._cgroup_version is None:
+            try:
+                self._cgroup_version = str(self._docker().info().get("CgroupVersion") or "")
+            except Exception:  # noqa: BLE001 - unknown: the message then names the limit
+                self._cgroup_version = ""
+        return self._cgroup_version == "2"
 
     @engine_call
     def list(self) -> List[ListAppResponse]:

@@ -30,6 +30,8 @@ is one task group whose tasks are all the replicas of all roles, in role order:
   default 3; ``spot_retries``, its former name, wins where set) more times:
   with no user retries a lifecycle policy retries only that exit code; with user retries
   the two budgets add up (Batch keeps one retry counter per task).
+* the task spec's environment variable ``TX_APPDEF``: the AppDef as submitted
+  (:func:`tx.specs.files.appdef_to_stored`; GetJob returns it, labels hold 63 characters);
 * labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
   each role's runnable is labelled with its resource and ``max_retries`` (``tx-cpu``,
   ``tx-gpu``, ``tx-memmb``, ``tx-max-retries``) so that describe gives the roles back;
@@ -51,7 +53,9 @@ import attrs
 from tx.schedulers import env as envc
 from tx.schedulers.api import infra_retries
 from tx.schedulers.ids import make_unique
+from tx.log import get_logger
 from tx.specs import AppDef, CfgVal, Resource, Role, macros
+from tx.specs.files import appdef_to_stored
 
 #: exit codes Batch reserves for a preempted Spot VM
 SPOT_PREEMPTED_EXIT_CODES = (50001,)
@@ -59,6 +63,12 @@ SPOT_PREEMPTED_EXIT_CODES = (50001,)
 A100_MACHINE_TYPES = {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"}
 MAX_RETRY_COUNT = 10
 SHELL = "/bin/sh"
+#: the task spec's environment variable that keeps the AppDef as submitted
+ENV_APPDEF = "TX_APPDEF"
+#: the most bytes of it: Linux refuses to start a program with one environment string over
+#: 128 KiB (MAX_ARG_STRLEN), and every task's runnables get this variable; 64 KiB leaves room
+APPDEF_LIMIT = 64 * 1024
+log = get_logger(__name__)
 _REPLICA_SENTINEL = "TXREPLICAIDPLACEHOLDER"
 _REPLICA_REF = '"${' + envc.REPLICA_ID + '}"'
 _ROLE_LABEL = "tx-role"
@@ -238,6 +248,12 @@ def build_job(
     task_spec = {
         "runnables": runnables, "compute_resource": compute, "max_retry_count": retries, "lifecycle_policies": lifecycle,
     }
+    stored = appdef_to_stored(app, APPDEF_LIMIT)
+    if stored is None:
+        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
+                    f"{ENV_APPDEF}; describe will rebuild the roles from the job")
+    else:
+        task_spec["environment"] = {"variables": {ENV_APPDEF: stored}}
     group = {
         "task_spec": task_spec,
         "task_environments": task_envs,

@@ -35,13 +35,14 @@ from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import is_terminal, runopts
+from tx.specs.files import read_stored_appdef
 from tx.specs.status import RootCause
 
 from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch.request import (
-    MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job, make_trial_id, parse_role_script,
-    parse_trial_id, roles_of, sweep_unsupported, task_layout, trial_env,
+    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
+    make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout, trial_env,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
@@ -344,6 +345,11 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             ui_url=_console_url(job.name),
             metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid},
         )
+        env = job.task_groups[0].task_spec.environment.variables if job.task_groups else {}
+        desc.app, why = read_stored_appdef(env.get(ENV_APPDEF), f"the task spec's environment variable {ENV_APPDEF}",
+                                           APPDEF_LIMIT)
+        if why:
+            desc.metadata["app_not_stored"] = why
         if state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = self._failure(job, failed, roles_statuses)
         return desc

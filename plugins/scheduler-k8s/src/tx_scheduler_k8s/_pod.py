@@ -25,12 +25,16 @@ import re
 import string
 from typing import Any, Dict, List, Mapping, Optional
 
+from tx.log import get_logger
 from tx.schedulers import env as envc
 from tx.specs import BindMount, DeviceMount, Resource, Role, VolumeMount, macros
 from tx.specs.api import MISSING, NULL_RESOURCE
+from tx.specs.files import appdef_to_stored
 
 from tx_scheduler_k8s import _names
 from tx_scheduler_k8s.version import __version__
+
+log = get_logger(__name__)
 
 GPU = "nvidia.com/gpu"
 LABEL_VERSION = "tx.pytorch.org/version"
@@ -46,6 +50,27 @@ MANAGED_BY = "tx"
 #: retries, min_replicas, the args before macro substitution)
 ANNOTATION_ROLE = "tx.pytorch.org/role"
 ANNOTATION_APP = "tx.pytorch.org/app-name"
+#: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), on the app's top object
+ANNOTATION_APPDEF = "tx.pytorch.org/appdef"
+#: the most bytes of that annotation: Kubernetes allows 256 KiB (262144 bytes) for all of an
+#: object's annotations together, keys and values
+#: (https://kubernetes.io/docs/concepts/overview/working-with-objects/annotations/#syntax-and-character-set);
+#: this leaves 32 KiB for the others
+APPDEF_LIMIT = 229376
+
+
+def app_annotations(app: Any) -> Dict[str, str]:
+    """The annotations of an app's top object (Job, JobSet, AppWrapper): its name and the
+    AppDef as submitted, left out (with a warning) where it exceeds :data:`APPDEF_LIMIT`
+    bytes even compressed; describe then says so."""
+    out = {ANNOTATION_APP: app.name}
+    stored = appdef_to_stored(app, APPDEF_LIMIT)
+    if stored is None:
+        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
+                    f"annotation {ANNOTATION_APPDEF}; describe will rebuild the roles from the job")
+    else:
+        out[ANNOTATION_APPDEF] = stored
+    return out
 
 
 def app_labels(app_name: str, app_id: str) -> Dict[str, str]:

@@ -21,6 +21,7 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines_iterator
 from tx.specs import AppDef, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
+from tx.specs.files import read_stored_appdef
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_k8s import _names, _pod
@@ -264,6 +265,10 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         statuses, failed = self._replicas(roles, pods, state)
         resp = DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg, roles=roles,
                                    roles_statuses=statuses)
+        stored = (obj["metadata"].get("annotations") or {}).get(_pod.ANNOTATION_APPDEF)
+        resp.app, why = read_stored_appdef(stored, f"annotation {_pod.ANNOTATION_APPDEF}", _pod.APPDEF_LIMIT)
+        if why:
+            resp.metadata["app_not_stored"] = why
         if state == AppState.PENDING:
             why = self._pending_reason(pods, roles)
             if why:

@@ -9,7 +9,9 @@ An AppDef becomes one Ray job (https://docs.ray.io/en/latest/cluster/running-app
   lines of the requirements file, when there is one) and ``env_vars``: the driver's spec
   (:data:`tx_scheduler_ray.tx_ray_driver.SPEC_ENV`) and ``RAY_JOB_STOP_WAIT_TIME_S`` (how long
   ``ray job stop`` lets the driver stop its replicas before killing it);
-* ``metadata``: ``tx_app``, ``tx_session``, ``tx_version``;
+* ``metadata``: ``tx_app``, ``tx_session``, ``tx_version`` and ``tx_appdef``, the AppDef as
+  submitted (:func:`tx.specs.files.appdef_to_stored`; Ray keeps the metadata's strings with
+  the job, and describe gives it back);
 * ``submission_id``: ``<app name>-<random id>``; tx's app id is ``<host>:<port>-<submission_id>``
   (TorchX's format), so that a handle names the cluster it runs on.
 
@@ -29,6 +31,7 @@ import attrs
 
 from tx.schedulers import env as env_contract
 from tx.specs import NULL_RESOURCE, AppDef, CfgVal, InvalidRunConfigException, Role, macros
+from tx.specs.files import appdef_to_stored
 from tx.workspace import IGNORE_FILE
 
 from tx_scheduler_ray import tx_ray_driver
@@ -36,6 +39,8 @@ from tx_scheduler_ray.version import __version__
 
 #: the environment variable that holds the rank-0 replica's address (``${rank0_env}``)
 RANK0_ENV = env_contract.RANK0_HOST
+#: the job metadata key that holds the AppDef as submitted
+METADATA_APPDEF = "tx_appdef"
 #: seconds a replica gets between SIGTERM and SIGKILL when the app stops or restarts
 STOP_GRACE_S = 5.0
 #: the driver's entrypoint
@@ -259,7 +264,8 @@ def build_request(
         pip = read_requirements(str(req_path), cfg)
         if pip:
             runtime_env["pip"] = pip
-    metadata = {"tx_app": app.name, "tx_session": session, "tx_version": __version__}
+    metadata = {"tx_app": app.name, "tx_session": session, "tx_version": __version__,
+                METADATA_APPDEF: appdef_to_stored(app) or ""}
     return RayJob(
         address=address, submission_id=submission_id, entrypoint=ENTRYPOINT, runtime_env=runtime_env,
         metadata=metadata, spec=spec,

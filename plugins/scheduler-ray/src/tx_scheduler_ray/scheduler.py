@@ -33,11 +33,12 @@ from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Resource, RetryPolicy, Role,
     is_terminal, runopts,
 )
+from tx.specs.files import read_stored_appdef
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_ray import _client, _logs, tx_ray_driver
 from tx_scheduler_ray._states import JOB_STATES, replica_state
-from tx_scheduler_ray.request import RayJob, build_request, hostport, submission_name, validate_app
+from tx_scheduler_ray.request import METADATA_APPDEF, RayJob, build_request, hostport, submission_name, validate_app
 
 __all__ = ["DEFAULT_DASHBOARD", "RayScheduler", "create_scheduler", "ray_runopts"]
 
@@ -251,7 +252,12 @@ class RayScheduler(Scheduler[RayJob]):
         if info is None:
             return None
         state = self._state(url, sid, info)
-        return _describe(app_id, url, sid, info, state)
+        desc = _describe(app_id, url, sid, info, state)
+        stored = (getattr(info, "metadata", None) or {}).get(METADATA_APPDEF)
+        desc.app, why = read_stored_appdef(stored, f"the job's metadata {METADATA_APPDEF}")
+        if why:
+            desc.metadata["app_not_stored"] = why
+        return desc
 
     def list(self) -> List[ListAppResponse]:
         """The tx apps of the default dashboard (``$RAY_ADDRESS`` or 127.0.0.1:8265),

@@ -18,7 +18,7 @@ import attrs
 
 from tx.schedulers import DescribeAppResponse
 from tx.schedulers.why import names_cause, root_cause
-from tx.specs import MISSING, NONE, NULL_RESOURCE, AppDef, AppState, ReplicaStatus, Resource, Role, RoleStatus, is_terminal
+from tx.specs import MISSING, NONE, NULL_RESOURCE, AppState, ReplicaStatus, Resource, Role, RoleStatus, is_terminal
 from tx.specs.status import RootCause
 
 from tx_scheduler_slurm._parse import JobRecord, split_job_name
@@ -220,7 +220,6 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
         roles=roles,
         metadata={"work_dir": work_dir, "source": source, "partition": leader.partition,
                   "submitted_by_tx": leader.is_tx},
-        app=AppDef(leader.app_name, roles=list(roles)),
     )
 
 

@@ -60,6 +60,7 @@ import attrs
 from tx.schedulers import env as env_contract
 from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
 from tx.specs import AppDef, Role, macros
+from tx.specs.files import appdef_to_stored
 
 from tx_scheduler_slurm.version import __version__
 
@@ -154,6 +155,12 @@ def job_comment(app_name: str, user_comment: Optional[str]) -> str:
     return "".join(c if c.isprintable() else " " for c in text)[:COMMENT_MAX]
 
 
+def appdef_file(app_id: str) -> str:
+    """``slurm-<app_id>.appdef.json``: the AppDef as submitted, relative to the job's working
+    directory (squeue's and sacct's ``WorkDir``, so describe finds it from any directory)."""
+    return f"slurm-{app_id}.appdef.json"
+
+
 def attempts_file(app_id: str) -> str:
     """``slurm-<app_id>.attempts``: the attempts the batch script saw fail, one line each
     (``<attempt> user <status>`` or ``<attempt> exhausted``), relative to the job's working
@@ -229,6 +236,8 @@ class SlurmBatchRequest:
         infra_retries: requeues by Slurm itself (node failure, preemption, an
             administrator's requeue) allowed before the job fails (run option
             ``infra_retries``).
+        appdef: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), written
+            to :func:`appdef_file` in ``workdir`` once sbatch gave the job id.
     """
 
     cmd: List[str]
@@ -237,6 +246,7 @@ class SlurmBatchRequest:
     max_retries: int
     workdir: str = ""
     infra_retries: int = DEFAULT_INFRA_RETRIES
+    appdef: str = attrs.field(default="", repr=False)
 
     def materialize(self) -> str:
         """The batch script text."""
@@ -459,6 +469,7 @@ def build_request(
         max_retries=retries,
         workdir=workdir,
         infra_retries=infra,
+        appdef=appdef_to_stored(app) or "",
     )
 
 

@@ -29,6 +29,7 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines
 from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
+from tx.specs.files import read_stored_appdef
 
 from tx_scheduler_slurm import _client, _index
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
@@ -43,7 +44,8 @@ from tx_scheduler_slurm._states import appstate_from_slurm
 from tx_scheduler_slurm._status import build_describe, group_replicas
 from tx_scheduler_slurm.options import check_cfg, slurm_runopts, workdir_of
 from tx_scheduler_slurm.request import (
-    SlurmArrayRequest, SlurmBatchRequest, array_unsupported, build_request, log_file, total_replicas, validate_app,
+    SlurmArrayRequest, SlurmBatchRequest, appdef_file, array_unsupported, build_request, log_file, total_replicas,
+    validate_app,
 )
 
 __all__ = [
@@ -233,6 +235,8 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         req = dryrun_info.request
         job_id = self._sbatch(list(req.cmd), req.materialize(), req.job_dir)
         log.info("slurm_submitted", app_id=job_id, components=len(req.replicas))
+        if req.appdef and req.workdir:
+            _write_atomic(os.path.join(req.workdir, appdef_file(job_id)), req.appdef)
         _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.replicas.values()])
         return job_id
 
@@ -272,6 +276,11 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             self._jobcomp_history(app_id) if desc.num_restarts != 0 else [],
         )
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
+        work_dir = desc.metadata.get("work_dir") or ""
+        desc.app, why = read_stored_appdef(_read_text(os.path.join(work_dir, appdef_file(app_id))) if work_dir else None,
+                                           f"{appdef_file(app_id)} in the job's working directory {work_dir or '(unknown)'}")
+        if why:
+            desc.metadata["app_not_stored"] = why
         if desc.state == AppState.PENDING and desc.num_restarts > 0 and "BeginTime" in desc.msg:
             down = self._down_nodes()
             if down:  # requeued, maybe after a node failure: Slurm does not say which node
@@ -641,3 +650,24 @@ def create_scheduler(
     if kwargs:
         log.debug("slurm_ignored_scheduler_params", params=sorted(kwargs))
     return SlurmScheduler(session_name, cluster=cluster, timeout=timeout)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file; a failure is logged, never
+    raised (the job runs; describe then says the AppDef was not kept)."""
+    try:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.warning(f"slurm: cannot keep the AppDef in {path}: {e}")
+
+
+def _read_text(path: str) -> Optional[str]:
+    """The text of ``path``; None where it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
