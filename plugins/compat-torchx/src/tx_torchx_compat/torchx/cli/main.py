@@ -153,6 +153,10 @@ def run_main(argv: List[str]) -> int:
     try:
         if args.command == "run" and command not in extra:
             return _run(args)
+        if args.command == "configure" and command not in extra:
+            from tx_torchx_compat.torchx.cli.cmd_configure import torchx_args
+
+            torchx_args(args)
         return int(args._command.run(args) or 0)
     except (SystemExit, BrokenPipeError):
         raise
