@@ -58,7 +58,7 @@ def test_j_grammar_rejects(j):
 
 
 def test_ddp_bad_j_is_an_argument_error():
-    with pytest.raises(ComponentArgumentError, match=r"^dist\.ddp: invalid -j '2y4'"):
+    with pytest.raises(ComponentArgumentError, match=r"^dist\.ddp: Invalid format for `-j` '2y4'"):
         ddp("-j", "2y4", "--script", "t.py")
 
 

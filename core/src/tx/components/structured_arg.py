@@ -131,7 +131,7 @@ class StructuredJArgument:
             procs = int(text)
         else:
             raise ValueError(
-                f"invalid -j {j!r}: use NODESxPROCS (2x4), MIN:MAXxPROCS (1:4x8) or PROCS (8)"
+                f"Invalid format for `-j` {j!r}: use NODESxPROCS (2x4), MIN:MAXxPROCS (1:4x8) or PROCS (8)"
             )
         return StructuredJArgument._checked(j, lo, hi, procs)
 
