@@ -61,3 +61,22 @@ def test_ray_working_dir_cfg(cli: Any, tmp_path: Path) -> None:
     else:
         assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
         assert "unknown run option 'working_dir'" in p.stderr and hint in p.stderr, p.stderr
+
+
+def test_runner_uses_an_instance_put_in_scheduler_instances(tmp_path: Path) -> None:
+    """What codeflare-sdk's DDPJobDefinition does (written here): its own ``RayScheduler`` in
+    ``runner._scheduler_instances``, a static-rendezvous ``ddp`` and a ``file://`` workspace."""
+    from torchx.components.dist import ddp
+    from torchx.runner import get_runner
+    from torchx.schedulers.ray_scheduler import RayScheduler
+
+    (tmp_path / "train.py").write_text("print('x')\n")
+    with get_runner(ray_client=None) as runner:
+        mine = RayScheduler(session_name=runner._name, ray_client=None)
+        runner._scheduler_instances["ray"] = mine
+        app = ddp(script="train.py", name="mnist", cpu=1, memMB=1024, j="2x1", rdzv_backend="static")
+        for workspace in (f"file://{tmp_path}", str(tmp_path)):
+            info = runner.dryrun(app, "ray", cfg={"cluster_name": "c", "dashboard_address": "ray.example:8265"},
+                                 workspace=workspace)
+            assert info._scheduler == "ray" and runner._scheduler("ray") is mine
+            assert info.request.app_id and "--node_rank" in app.roles[0].args[1]
