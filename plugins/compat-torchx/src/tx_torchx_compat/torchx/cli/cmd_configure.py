@@ -16,15 +16,8 @@ class CmdConfigure(TxSubCommand):
     def run(self, args: Any) -> None:
         """Write the template to ``./.torchxconfig`` (``--print``: to stdout); SystemExit(code)
         when it fails."""
-        torchx_args(args)
+        from tx_torchx_compat.torchx.cli.main import _configure_args  # deferred: main imports this module
+
+        _configure_args(args)
         super().run(args)
 
-
-def torchx_args(args: Any) -> None:
-    """Make tx's parsed ``configure`` arguments TorchX's: the file is ``./.torchxconfig``,
-    overwritten where it exists. Writing ``./.txconfig`` instead would hide the project's
-    ``.torchxconfig`` from every later run (tx reads ``.torchxconfig`` files only where no
-    ``.txconfig`` is found)."""
-    if getattr(args, "from_torchx", None) is None:
-        args.config_file = ".torchxconfig"
-        args.force = True
