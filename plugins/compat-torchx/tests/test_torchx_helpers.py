@@ -139,3 +139,13 @@ def test_dist_components_have_torchx_shape() -> None:
     assert role.entrypoint == "bash" and shlex.split(role.args[1])[-2:] == ["-m", "pkg.train"]
     assert role.env["TORCHX_TRACKING_EXPERIMENT_NAME"] == "exp"
     assert ddp.__doc__ and "rdzv_backend" in ddp.__doc__  # the component's docstring (its -h) is tx's
+
+
+def test_generic_named_resources_are_factories() -> None:
+    """TorchX 0.7.0's ``NAMED_RESOURCES``: name -> a function returning a new ``Resource``."""
+    from torchx.specs import Resource
+    from torchx.specs.named_resources_generic import NAMED_RESOURCES
+
+    assert {"cpu.small", "gpu.small", "gpu.xlarge"} <= set(NAMED_RESOURCES)
+    made = NAMED_RESOURCES["gpu.small"]()
+    assert isinstance(made, Resource) and made.gpu >= 1 and made is not NAMED_RESOURCES["gpu.small"]()
