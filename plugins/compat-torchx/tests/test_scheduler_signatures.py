@@ -80,3 +80,16 @@ def test_runner_uses_an_instance_put_in_scheduler_instances(tmp_path: Path) -> N
                                  workspace=workspace)
             assert info._scheduler == "ray" and runner._scheduler("ray") is mine
             assert info.request.app_id and "--node_rank" in app.roles[0].args[1]
+
+
+@pytest.mark.parametrize("scheduler", ["local_cwd", "local_dir"])
+def test_local_factory_refuses_cache_size_below_one(scheduler: str) -> None:
+    """``get_runner(cache_size=0)`` fails on first use of a local scheduler, as in TorchX 0.7.0."""
+    from torchx.runner import get_runner
+    from torchx.specs import AppDef, Role
+
+    app = AppDef("e", [Role("e", image=".", entrypoint="true")])
+    with get_runner(cache_size=0) as runner, pytest.raises(ValueError, match="cache_size must be greater than zero"):
+        runner.dryrun(app, scheduler)
+    with get_runner(cache_size=5) as runner:
+        assert runner.dryrun(app, scheduler).request is not None
