@@ -127,7 +127,7 @@ CORPUS = [
     (["run", "-cfg", "cancel_timeout=inf", "utils.echo"], "must be a finite number, got inf", 1),
     (["run", "-cfg", "cancel_timeout=-1", "utils.echo"], "'cancel_timeout' must be >= 0 seconds", 1),
     (["run", "dist.ddp", "-j", "1x2"], "exactly one of --script and -m", 2),
-    (["run", "dist.ddp", "-j", "abc", "--script", "t.py"], "invalid -j 'abc'", 2),
+    (["run", "dist.ddp", "-j", "abc", "--script", "t.py"], "Invalid format for `-j` 'abc'", 2),
     (["run", "dist.ddp", "-j", "0x2", "--script", "t.py"], "at least 1", 2),
     (["run", "dist.ddp", "--script", "t.py", "-m", "mod"], "exactly one of --script and -m", 2),
     (["run", "dist.ddp", "-h", "nosuch.size", "--script", "t.py"], "unknown named resource 'nosuch.size'", 2),

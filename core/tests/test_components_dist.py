@@ -58,7 +58,7 @@ def test_j_grammar_rejects(j):
 
 
 def test_ddp_bad_j_is_an_argument_error():
-    with pytest.raises(ComponentArgumentError, match=r"^dist\.ddp: invalid -j '2y4'"):
+    with pytest.raises(ComponentArgumentError, match=r"^dist\.ddp: Invalid format for `-j` '2y4'"):
         ddp("-j", "2y4", "--script", "t.py")
 
 
@@ -79,9 +79,10 @@ def test_structured_name(name, exp, run):
 
 
 def test_structured_name_needs_exactly_one_program():
-    with pytest.raises(ValueError, match="exactly one"):
+    # TorchX 0.7.0's wording first (its documented examples show it), then what to do
+    with pytest.raises(ValueError, match="^No main module or script specified: give --script or -m$"):
         StructuredNameArgument.parse_from("a/b")
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="^Both main module and script set: give only one of --script and -m$"):
         StructuredNameArgument.parse_from("a/b", m="x", script="y.py")
 
 
@@ -105,6 +106,7 @@ def test_ddp_single_node_is_plain_torchrun_argv(monkeypatch):
     assert role.env == {
         "TX_TRACKING_EXPERIMENT_NAME": "default-experiment",
         "TX_TRACKING_RUN_NAME": "train",
+        "TORCHX_TRACKING_EXPERIMENT_NAME": "default-experiment",
         "LOGLEVEL": "WARNING",
     }
     assert role.max_retries == 0 and role.mounts == []
@@ -132,7 +134,8 @@ def test_ddp_all_options(monkeypatch):
     assert role.image == "img:1"
     assert role.env == {
         "A": "1", "PATHS": "/a,/b", "TX_TRACKING_EXPERIMENT_NAME": "exp1",
-        "TX_TRACKING_RUN_NAME": "run1", "LOGLEVEL": "INFO", **dist.TORCH_DEBUG_FLAGS,
+        "TX_TRACKING_RUN_NAME": "run1", "TORCHX_TRACKING_EXPERIMENT_NAME": "exp1", "LOGLEVEL": "INFO",
+        **dist.TORCH_DEBUG_FLAGS,
     }
     assert role.mounts == [
         specs.BindMount("/data", "/mnt/data", True), specs.VolumeMount("vol", "/v", False)
@@ -299,6 +302,8 @@ def test_spmd_defaults_single_gpu_small(logs):
     assert role.entrypoint == "torchrun"
     assert role.args[role.args.index("--nproc_per_node") + 1] == "1"
     assert role.resource.gpu == 1
+    # TorchX 0.7.0's variable beside tx's, for TorchX's trackers and scripts that read it
+    assert role.env["TORCHX_TRACKING_EXPERIMENT_NAME"] == role.env["TX_TRACKING_EXPERIMENT_NAME"] == "default-experiment"
     assert not logs
 
 
@@ -315,7 +320,7 @@ def test_spmd_elastic():
 
 
 def test_spmd_cpu_host_needs_procs():
-    with pytest.raises(ComponentArgumentError, match="'cpu.large' has no GPUs"):
+    with pytest.raises(ComponentArgumentError, match=r"nproc_per_node cannot be inferred from GPU count\. `cpu\.large` is not a GPU instance\. Use -j 2xPROCS"):
         spmd("-j", "2", "-h", "cpu.large", "--script", "t.py")
     (role,) = spmd("-j", "2x3", "-h", "cpu.large", "--script", "t.py").roles
     assert role.num_replicas == 2 and "--nproc_per_node 3 " in role.args[1]

@@ -33,6 +33,17 @@ def test_add_default_of_wrong_type(tp, default):
         runopts().add("k", type_=tp, help="h", default=default)
 
 
+def test_empty_list_default_of_a_dict_option_is_an_empty_dict():
+    # TorchX 0.7.0 accepts `default=[]` for a Dict[str, str] option; a non-empty list stays an error
+    o = runopts()
+    o.add("E", type_=Dict[str, str], help="a dict opt", default=[])
+    assert o.get("E").default == {}
+    assert o.resolve({}) == {"E": {}}
+    assert o.cfg_from_str("E=f:b,F:B") == {"E": {"f": "b", "F": "B"}}
+    with pytest.raises(TypeError, match="is not of type"):
+        o.add("L", type_=Dict[str, str], help="h", default=["a"])
+
+
 def test_iteration_len_contains_get_update(opts):
     assert len(opts) == 6
     assert [k for k, _ in opts] == ["queue", "mounts", "env", "n", "ratio", "dry"]

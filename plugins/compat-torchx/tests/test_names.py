@@ -41,7 +41,7 @@ NAMES = {
         "CONFIG_FILE", "CONFIG_PREFIX_DELIM", "DEFAULT_CONFIG_DIRS", "apply", "dump", "find_configs",
         "get_config", "get_configs", "load", "load_sections",
     ],
-    "torchx.runner.events": ["TorchxEvent", "log_event"],
+    "torchx.runner.events": ["SourceType", "TorchxEvent", "log_event", "record"],
     "torchx.schedulers": ["Scheduler", "SchedulerFactory", "get_default_scheduler_name",
                           "get_scheduler_factories", "load_group"],
     "torchx.schedulers.api": [

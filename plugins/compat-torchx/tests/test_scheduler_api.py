@@ -171,5 +171,7 @@ def test_local_create_scheduler_passes_tx_arguments(tmp_path: Path) -> None:
     assert (s.backend, s.state_dir, s._method) == ("local_cwd", str(tmp_path / "state"), "exec")
     with pytest.raises(ValueError, match="image_provider_class must be"):
         create_scheduler("sess", image_provider_class=int)
-    # tx's own factory takes tx's arguments only; TorchX's are ignored as any unknown one
-    assert create_cwd_scheduler("sess", cache_size=0, state_dir=str(tmp_path)).state_dir == str(tmp_path)
+    # tx's own factory takes tx's arguments only; TorchX's cache_size is checked as TorchX does, then unused
+    assert create_cwd_scheduler("sess", cache_size=3, state_dir=str(tmp_path)).state_dir == str(tmp_path)
+    with pytest.raises(ValueError, match="cache_size must be greater than zero"):
+        create_cwd_scheduler("sess", cache_size=0, state_dir=str(tmp_path))

@@ -61,3 +61,35 @@ def test_ray_working_dir_cfg(cli: Any, tmp_path: Path) -> None:
     else:
         assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
         assert "unknown run option 'working_dir'" in p.stderr and hint in p.stderr, p.stderr
+
+
+def test_runner_uses_an_instance_put_in_scheduler_instances(tmp_path: Path) -> None:
+    """What codeflare-sdk's DDPJobDefinition does (written here): its own ``RayScheduler`` in
+    ``runner._scheduler_instances``, a static-rendezvous ``ddp`` and a ``file://`` workspace."""
+    from torchx.components.dist import ddp
+    from torchx.runner import get_runner
+    from torchx.schedulers.ray_scheduler import RayScheduler
+
+    (tmp_path / "train.py").write_text("print('x')\n")
+    with get_runner(ray_client=None) as runner:
+        mine = RayScheduler(session_name=runner._name, ray_client=None)
+        runner._scheduler_instances["ray"] = mine
+        app = ddp(script="train.py", name="mnist", cpu=1, memMB=1024, j="2x1", rdzv_backend="static")
+        for workspace in (f"file://{tmp_path}", str(tmp_path)):
+            info = runner.dryrun(app, "ray", cfg={"cluster_name": "c", "dashboard_address": "ray.example:8265"},
+                                 workspace=workspace)
+            assert info._scheduler == "ray" and runner._scheduler("ray") is mine
+            assert info.request.app_id and "--node_rank" in app.roles[0].args[1]
+
+
+@pytest.mark.parametrize("scheduler", ["local_cwd", "local_dir"])
+def test_local_factory_refuses_cache_size_below_one(scheduler: str) -> None:
+    """``get_runner(cache_size=0)`` fails on first use of a local scheduler, as in TorchX 0.7.0."""
+    from torchx.runner import get_runner
+    from torchx.specs import AppDef, Role
+
+    app = AppDef("e", [Role("e", image=".", entrypoint="true")])
+    with get_runner(cache_size=0) as runner, pytest.raises(ValueError, match="cache_size must be greater than zero"):
+        runner.dryrun(app, scheduler)
+    with get_runner(cache_size=5) as runner:
+        assert runner.dryrun(app, scheduler).request is not None

@@ -114,3 +114,21 @@ def test_component_option_prefixes(cli: Any, tmp_path: Path) -> None:
     bad = cli("run", "--dryrun", "-s", "local_cwd", "dist.ddp", "--script", "train.py", "--rdzv", "x")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.count("\n") == 1 and "ambiguous option: --rdzv could match --rdzv_port" in bad.stderr, bad.stderr
+
+
+def test_torchx_configure_writes_torchxconfig(py: Any, tmp_path: Path) -> None:
+    """``torchx configure`` writes ``./.torchxconfig`` and replaces one that exists, as
+    TorchX 0.7.0 does; no ``.txconfig`` appears (it would hide ``.torchxconfig`` from tx)."""
+    (tmp_path / ".torchxconfig").write_text("[local_cwd]\nlog_dir = old\n")
+    p = py("configure", "-s", "local_cwd", torchx=True)
+    assert p.returncode == 0, p.stderr
+    text = (tmp_path / ".torchxconfig").read_text()
+    assert "[local_cwd]" in text and "log_dir = old" not in text, text
+    assert not (tmp_path / ".txconfig").exists()
+    # TorchX's command class does the same where a project calls it
+    (tmp_path / ".torchxconfig").unlink()
+    c = py("import argparse\nfrom torchx.cli.cmd_configure import CmdConfigure\n"
+           "cmd = CmdConfigure(); parser = argparse.ArgumentParser(); cmd.add_arguments(parser)\n"
+           "cmd.run(parser.parse_args(['-s', 'local_cwd']))\n")
+    assert c.returncode == 0, c.stderr
+    assert (tmp_path / ".torchxconfig").is_file() and not (tmp_path / ".txconfig").exists()

@@ -119,3 +119,33 @@ def test_load_group_defers_and_calls(install: Any, env: Dict[str, str], py: Any)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["hi", "bob", "acme_eps", "hi", "al", "{'d':", "1}", "dflt"]
 
+
+
+def test_dist_components_have_torchx_shape() -> None:
+    """``torchx.components.dist``'s ``ddp``/``spmd`` give TorchX 0.7.0's role: ``bash -c
+    "torchrun ..."`` on one node too, ``--node_rank`` with the static backend, and
+    ``TORCHX_TRACKING_EXPERIMENT_NAME``."""
+    import shlex
+
+    from torchx.components.dist import ddp, spmd
+
+    role = ddp("--lr", "0.1 x", script="foo.py", rdzv_backend="static").roles[0]
+    assert role.entrypoint == "bash" and role.args[0] == "-c"
+    words = shlex.split(role.args[1])
+    assert words[:5] == ["torchrun", "--rdzv_backend", "static", "--rdzv_endpoint", "localhost:0"], words
+    assert words[words.index("--node_rank") + 1] == "${replica_id}"
+    assert words[-3:] == ["foo.py", "--lr", "0.1 x"]
+    role = spmd(m="pkg.train", name="exp/").roles[0]
+    assert role.entrypoint == "bash" and shlex.split(role.args[1])[-2:] == ["-m", "pkg.train"]
+    assert role.env["TORCHX_TRACKING_EXPERIMENT_NAME"] == "exp"
+    assert ddp.__doc__ and "rdzv_backend" in ddp.__doc__  # the component's docstring (its -h) is tx's
+
+
+def test_generic_named_resources_are_factories() -> None:
+    """TorchX 0.7.0's ``NAMED_RESOURCES``: name -> a function returning a new ``Resource``."""
+    from torchx.specs import Resource
+    from torchx.specs.named_resources_generic import NAMED_RESOURCES
+
+    assert {"cpu.small", "gpu.small", "gpu.xlarge"} <= set(NAMED_RESOURCES)
+    made = NAMED_RESOURCES["gpu.small"]()
+    assert isinstance(made, Resource) and made.gpu >= 1 and made is not NAMED_RESOURCES["gpu.small"]()

@@ -36,7 +36,8 @@ def _configure(args: argparse.Namespace) -> int:
     if args.print_only:
         sys.stdout.write(buf.getvalue())
         return 0
-    path = os.path.join(os.getcwd(), CONFIG_FILE)
+    # `torchx configure` (tx-torchx-compat) sets config_file=".torchxconfig" and force, as TorchX does
+    path = os.path.join(os.getcwd(), getattr(args, "config_file", None) or CONFIG_FILE)
     if os.path.exists(path) and not args.force:
         raise CLIError(f"{path} exists; use --force to overwrite it or --print to see the template")
     with open(path, "w") as f:

@@ -15,7 +15,8 @@ replica per node, ``nproc_per_node`` worker processes in each.
   resolves to loopback and the scheduler hands out the node's network address.
 
 Environment given to the job: ``TX_TRACKING_EXPERIMENT_NAME`` and ``TX_TRACKING_RUN_NAME``
-(from ``--name EXP/RUN``), ``LOGLEVEL`` (the submitter's ``LOGLEVEL`` or WARNING) and, with
+(from ``--name EXP/RUN``; the experiment also as TorchX 0.7.0's ``TORCHX_TRACKING_EXPERIMENT_NAME``,
+which TorchX's trackers and users' scripts read), ``LOGLEVEL`` (the submitter's ``LOGLEVEL`` or WARNING) and, with
 ``--debug``, :data:`TORCH_DEBUG_FLAGS`.
 """
 import os
@@ -27,6 +28,9 @@ from tx.components import DEFAULT_IMAGE
 from tx.components.structured_arg import StructuredJArgument, StructuredNameArgument
 
 __all__ = ["ddp", "parse_nnodes", "spmd", "TORCH_DEBUG_FLAGS"]
+
+#: TorchX 0.7.0's name of the experiment variable (TorchX sets no run-name variable)
+TORCHX_TRACKING_EXPERIMENT_NAME = "TORCHX_TRACKING_EXPERIMENT_NAME"
 
 #: environment variables ``--debug`` adds: synchronous CUDA launches, NCCL desync
 #: detection, detailed torch.distributed checks, C++ stack traces.
@@ -191,6 +195,7 @@ def ddp(
     env = dict(env or {})
     env["TX_TRACKING_EXPERIMENT_NAME"] = argname.experiment_name
     env["TX_TRACKING_RUN_NAME"] = argname.run_name
+    env[TORCHX_TRACKING_EXPERIMENT_NAME] = argname.experiment_name
     env.setdefault("LOGLEVEL", os.getenv("LOGLEVEL", "WARNING"))
     if debug:
         env.update(TORCH_DEBUG_FLAGS)

@@ -66,8 +66,11 @@ class StructuredNameArgument:
         Raises:
             ValueError: both or neither of ``m`` and ``script`` are given.
         """
-        if bool(m) == bool(script):
-            raise ValueError("exactly one of --script and -m must be specified")
+        # TorchX 0.7.0's wording leads each message (its docs show it; callers match on it)
+        if not m and not script:
+            raise ValueError("No main module or script specified: give --script or -m")
+        if m and script:
+            raise ValueError("Both main module and script set: give only one of --script and -m")
         experiment, sep, run = name.partition("/")
         if not sep:
             experiment, run = "", name
@@ -128,7 +131,7 @@ class StructuredJArgument:
             procs = int(text)
         else:
             raise ValueError(
-                f"invalid -j {j!r}: use NODESxPROCS (2x4), MIN:MAXxPROCS (1:4x8) or PROCS (8)"
+                f"Invalid format for `-j` {j!r}: use NODESxPROCS (2x4), MIN:MAXxPROCS (1:4x8) or PROCS (8)"
             )
         return StructuredJArgument._checked(j, lo, hi, procs)
 
@@ -156,8 +159,8 @@ class StructuredJArgument:
         if _J_PROCS.match(text):
             if num_gpus <= 0:
                 raise ValueError(
-                    f"cannot infer processes per node from -j {j!r}: {h!r} has no GPUs; "
-                    f"use -j {text}xPROCS (e.g. -j {text}x8)"
+                    f"nproc_per_node cannot be inferred from GPU count. `{h}` is not a GPU instance."
+                    f" Use -j {text}xPROCS (e.g. -j {text}x8)"
                 )
             return StructuredJArgument._checked(j, int(text), int(text), num_gpus)
         parsed = StructuredJArgument.parse(text)

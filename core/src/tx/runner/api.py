@@ -134,6 +134,14 @@ class Runner:
             return list(self._scheduler_factories)
         return self.registry.names("schedulers")
 
+    @property
+    def _scheduler_instances(self) -> Dict[str, Scheduler[Any]]:
+        """The scheduler instances made so far, by name, under TorchX 0.7.0's attribute name:
+        code written for TorchX (codeflare-sdk's DDPJobDefinition) puts its own instance
+        there (``runner._scheduler_instances["ray"] = RayScheduler(...)``), and the runner
+        then uses it for that scheduler."""
+        return self._schedulers
+
     def _scheduler(self, scheduler: str) -> Scheduler[Any]:
         sched = self._schedulers.get(scheduler)
         if sched is not None:
@@ -230,7 +238,8 @@ class Runner:
         variable. A key of ``cfg`` that is not a run option of the scheduler is an error,
         as on the command line (TorchX 0.7 ignores it).
 
-        With ``workspace`` (a local directory), the scheduler's workspace kind
+        With ``workspace`` (a local directory, or a ``file://`` URL of one as TorchX writes
+        it), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
         image build, a job directory copy) before the dryrun; schedulers without a kind
         ignore it.
@@ -286,6 +295,9 @@ class Runner:
         app = attrs.evolve(
             app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
         )
+        if workspace and workspace.startswith("file://"):
+            # TorchX 0.7.0's workspaces are fsspec paths; its CLI default is file://$PWD
+            workspace = workspace[len("file://"):] or "."
         if workspace:
             resolved = sched.run_opts().resolve(cfg)
             role = sched.build_workspace(app.roles[0], workspace, resolved)

@@ -190,10 +190,16 @@ class runopts:
     ) -> None:
         """Add an option.
 
+        An empty list as the default of a ``Dict[str, str]`` option is taken as ``{}``:
+        TorchX 0.7.0 accepts it (its type check lets any list of strings pass for a
+        generic type) and schedulers written for it declare ``default=[]``.
+
         Raises:
             ValueError: ``required`` with a default.
             TypeError: a default that is not of ``type_``.
         """
+        if default == [] and _is_dict_type(type_):
+            default = {}
         if required and default is not None:
             raise ValueError(f"required option {cfg_key!r} cannot have a default")
         if default is not None and not is_type(default, type_):

@@ -547,12 +547,24 @@ def _own_kwargs() -> Set[str]:
     return {p.name for p in params if p.kind == p.KEYWORD_ONLY} - {"image_is_dir"}
 
 
+def _check_cache_size(kwargs: Dict[str, Any]) -> None:
+    """TorchX 0.7.0's factory refuses ``cache_size`` < 1 (``get_runner(cache_size=0)``)."""
+    size = kwargs.get("cache_size")
+    if size is not None and size < 1:
+        raise ValueError(f"cache_size must be greater than zero, got {size}")
+
+
 def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     """Factory of ``local_cwd``: replicas run in the current directory, image ignored.
 
     ``kwargs``: :class:`LocalScheduler`'s keyword arguments (``state_dir``,
-    ``cuda_device_count``, ``supervisor``, ``extra_paths``); others are ignored.
+    ``cuda_device_count``, ``supervisor``, ``extra_paths``); others are ignored, but
+    TorchX's ``cache_size`` is checked as TorchX does (apps are kept on disk, not in memory).
+
+    Raises:
+        ValueError: ``cache_size`` below 1.
     """
+    _check_cache_size(kwargs)
     own = _own_kwargs()
     return LocalScheduler(session_name, "local_cwd", image_is_dir=False,
                           **{k: v for k, v in kwargs.items() if k in own})
@@ -561,6 +573,7 @@ def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
 def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     """Factory of ``local_dir``: replicas run in ``role.image``, an existing directory.
     Arguments as :func:`create_cwd_scheduler`."""
+    _check_cache_size(kwargs)
     own = _own_kwargs()
     return LocalScheduler(session_name, "local_dir", image_is_dir=True,
                           **{k: v for k, v in kwargs.items() if k in own})

@@ -153,6 +153,8 @@ def run_main(argv: List[str]) -> int:
     try:
         if args.command == "run" and command not in extra:
             return _run(args)
+        if args.command == "configure" and command not in extra:
+            _configure_args(args)
         return int(args._command.run(args) or 0)
     except (SystemExit, BrokenPipeError):
         raise
@@ -175,6 +177,16 @@ def _report(e: BaseException, command: str, traceback: bool) -> int:
         text = "torchx" + text[2:]
     sys.stderr.write(text)
     return code
+
+
+def _configure_args(args: Any) -> None:
+    """Make tx's parsed ``configure`` arguments TorchX's: the file is ``./.torchxconfig``,
+    overwritten where it exists. Writing ``./.txconfig`` instead would hide the project's
+    ``.torchxconfig`` from every later run (tx reads ``.torchxconfig`` files only where no
+    ``.txconfig`` is found). ``--from-torchx`` (tx's) still writes ``./.txconfig``."""
+    if getattr(args, "from_torchx", None) is None:
+        args.config_file = ".torchxconfig"
+        args.force = True
 
 
 def _run(args: Any) -> int:

@@ -42,8 +42,8 @@ class ComponentTestCase(unittest.TestCase):
         loads as a component from its file and its parser prints the help (SystemExit).
         A component that does not follow the rules fails the test. The file is the one
         that defines the function (a ``torchx.components`` module of tx-torchx-compat only
-        re-exports tx's)."""
-        fn = getattr(module, function_name)
+        re-exports or wraps tx's: a wrapper made with ``functools.wraps`` is followed)."""
+        fn = inspect.unwrap(getattr(module, function_name))
         path = os.path.abspath(inspect.getsourcefile(fn) or module.__file__ or "")
         component = get_component(f"{path}:{function_name}")
         with self.assertRaises(SystemExit):
