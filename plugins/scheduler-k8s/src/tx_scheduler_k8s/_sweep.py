@@ -211,7 +211,8 @@ def trial_state(job: Mapping[str, Any], index: int, pods: List[Dict[str, Any]]) 
         return AppState.CANCELLED, "cancelled with tx", restarts
     if failed:
         return AppState.FAILED, f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": "), restarts
-    if phase is None:
+    if phase is None or phase == "Failed":
+        # a failed pod of an index not failed for good (failedIndexes): its retry comes
         return AppState.PENDING, "", restarts
     return POD_STATES.get(phase, AppState.UNKNOWN), "", restarts
 
