@@ -123,9 +123,8 @@ def test_ddp_example_as_a_2x3_grid_through_the_cli(slurm_nodes, tmp_path):
                               text=True, timeout=900)
 
     p = tx("sweep", "-s", "slurm", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",
-           "--wait", "dist.ddp", "-j", "1x2", "--script", str(train), "--", "--epochs", "1",
-           "--checkpoint-dir", "",  # lean: no per-epoch DCP (each trial's own dir: test_sweep_runner)
-           "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", "out-${lr}-${batch}")
+           "--wait", "dist.ddp", "-j", "1x2", "--script", str(train), "--", "--epochs", "1", "--lr", "${lr}",
+           "--batch-size", "${batch}", "--output-dir", "out-${lr}-${batch}")
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     handle = p.stdout.splitlines()[0]
     assert "SUCCEEDED (6 succeeded)" in p.stdout
