@@ -155,12 +155,12 @@ def test_cancel_suspends_the_job_and_leaves_finished_trials_alone(fake_cluster: 
 @pytest.mark.slow
 def test_ddp_example_as_a_2x3_grid_through_the_cli(fake_cluster: Dict[str, Any], tx: Any, tmp_path: Path) -> None:
     """`tx sweep -s kubernetes ... dist.ddp -j 1x2` (one replica of 2 processes per trial):
-    one Indexed Job of 6 trials, 2 at once, each trial's checkpoint written."""
+    one Indexed Job of 6 trials, 3 at once (two waves), each trial's checkpoint written."""
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
     out = tmp_path / "out"
     p = tx("sweep", "-s", "kubernetes", "-cfg", "queue=default", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
-           "--max_parallel", "2", "--env", f"PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin",  # torchrun here
+           "--max_parallel", "3", "--env", f"PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin",  # torchrun here
            "--wait", "dist.ddp", "-j", "1x2", "--cpu", "1", "--memMB", "1024",
            "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1",
            "--checkpoint-dir", "", "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}", timeout=240)
@@ -168,7 +168,9 @@ def test_ddp_example_as_a_2x3_grid_through_the_cli(fake_cluster: Dict[str, Any],
     assert "SUCCEEDED (6 succeeded)" in p.stdout
     handle = p.stdout.splitlines()[0]
     st = json.loads(tx("status", handle, "--json").stdout)
-    assert all(re.search(r":sweep-ddp-[a-z0-9-]+_\d$|_\d$", t["app_handle"]) for t in st["trials"]), st
+    ids = [t["app_handle"].rsplit("/", 1)[1] for t in st["trials"]]
+    assert [i.rsplit("_", 1)[1] for i in ids] == [str(k) for k in range(6)], ids  # trial k: <ns>:<job>_<k>
+    assert len({i.rsplit("_", 1)[0] for i in ids}) == 1, ids  # one Indexed Job
     for lr in ("0.05", "0.1"):
         for b in ("16", "32", "64"):
             assert (out / f"{lr}-{b}" / "checkpoint.pt").exists(), os.listdir(out)
