@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,8 @@ def measure(fn: Callable[[], Any]) -> Tuple[Any, float, float, Dict[str, int]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement (median and range)")
+    ap.add_argument("--profile", help="write a cProfile of one run_sweep here (pstats format)")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS-sweeps.md"))
     args = ap.parse_args()
     n = args.trials
@@ -89,15 +92,32 @@ def main() -> None:
         with Runner("bench") as runner:
             runner.scheduler_run_opts("slurm")  # the plugin loaded before timing
             spec = SweepSpec(grid={"i": list(range(n))})
-            handle, wall, inside, calls = measure(
-                lambda: runner.run_sweep(app({"TRIAL": "${i}"}), spec, "slurm", cfg=cfg, max_parallel=n))
-            rows.append((f"`run_sweep` of {n} trials (one job array)", wall, inside, calls))
-            st, wall, inside, calls = measure(lambda: runner.sweep_status(handle))
-            assert len(st.trials) == n and all(t.app_handle for t in st.trials)
-            rows.append((f"`sweep_status` of the {n} trials (tx status SWEEP)", wall, inside, calls))
-            _, wall, inside, calls = measure(
-                lambda: [runner.run(app({"TRIAL": str(i)}), "slurm", cfg) for i in range(n)])
-            rows.append((f"the same {n} apps one by one (`Runner.run` each)", wall, inside, calls))
+            if args.profile:
+                import cProfile
+
+                prof = cProfile.Profile()
+                prof.runcall(runner.run_sweep, app({"TRIAL": "${i}"}), spec, "slurm", cfg=cfg, max_parallel=n)
+                prof.dump_stats(args.profile)
+                subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
+            sweeps, status, one_by_one = [], [], []
+            for _ in range(args.repeat):
+                # a new Runner each time: its scheduler has no cluster facts yet, as a `tx sweep`
+                with Runner("bench") as fresh:
+                    fresh.scheduler_run_opts("slurm")
+                    handle, *m = measure(
+                        lambda: fresh.run_sweep(app({"TRIAL": "${i}"}), spec, "slurm", cfg=cfg, max_parallel=n))
+                sweeps.append(m)
+                st, *m = measure(lambda: runner.sweep_status(handle))
+                assert len(st.trials) == n and all(t.app_handle for t in st.trials)
+                status.append(m)
+                subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
+            for _ in range(args.repeat):
+                _, *m = measure(lambda: [runner.run(app({"TRIAL": str(i)}), "slurm", cfg) for i in range(n)])
+                one_by_one.append(m)
+                subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
+            rows.append((f"`run_sweep` of {n} trials (one job array)", sweeps))
+            rows.append((f"`sweep_status` of the {n} trials (tx status SWEEP)", status))
+            rows.append((f"the same {n} apps one by one (`Runner.run` each)", one_by_one))
     finally:
         subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
         subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=env, capture_output=True, timeout=120)
@@ -105,17 +125,30 @@ def main() -> None:
     def cmds(c: Dict[str, int]) -> str:
         return ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "none"
 
+    def spread(xs: List[float]) -> str:
+        """The median, and the range of the runs."""
+        xs = sorted(xs)
+        return f"{statistics.median(xs):.2f} s ({xs[0]:.2f}-{xs[-1]:.2f})"
+
+    def row(what: str, runs: List[Any]) -> str:
+        walls = [w for w, _, _ in runs]
+        insides = [i for _, i, _ in runs]
+        own = [w - i for w, i, _ in runs]
+        seen = sorted({cmds(c) for _, _, c in runs})
+        return f"| {what} | {spread(walls)} | {spread(insides)} | {spread(own)} | {'; '.join(seen)} |"
+
     text = [
         "# Sweeps on Slurm: one job array against one job per trial",
         "",
         f"`python bench/sweep_bench.py --trials {n}` on {platform.node()} ({os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: a "
         "private Slurm cluster (scripts/start-slurm.sh, 4 nodes, no accounting, MaxArraySize 1001); "
-        f"{n} single-replica trials (`sleep 600`: a few run, the rest pend). One run each (n=1).",
+        f"{n} single-replica trials (`sleep 600`: a few run, the rest pend; all cancelled between runs). "
+        f"{args.repeat} runs each: the median, and the range in brackets.",
         "",
-        "| what | wall | in Slurm commands | tx's own time | Slurm commands |",
+        "| what | wall | in Slurm commands | tx's own time | Slurm commands (each run) |",
         "| --- | --- | --- | --- | --- |",
-        *[f"| {w} | {a:.2f} s | {b:.2f} s | {a - b:.2f} s | {cmds(c)} |" for w, a, b, c in rows],
+        *[row(w, runs) for w, runs in rows],
         "",
         "tx's own time is the wall time minus the time spent waiting for Slurm's commands: for",
         "the sweep, building and checking every trial's AppDef and request, one array script,",

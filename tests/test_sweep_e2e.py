@@ -131,9 +131,12 @@ def test_sweep_file_and_dryrun_print_the_requests_and_the_trials(tx, tmp_path):
 def test_ddp_example_as_a_2x3_grid(tx, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
-    p = tx("sweep", "-s", "local_cwd", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "2",
-           "--wait", "dist.ddp", "-j", "1x2", "--script", str(TRAIN), "--", "--epochs", "1", "--lr", "${lr}",
-           "--batch-size", "${batch}", "--output-dir", str(tmp_path / "out-${lr}-${batch}"), timeout=600)
+    # lean: one epoch, no per-epoch torch.distributed.checkpoint (each trial's own
+    # TX_CHECKPOINT_DIR is test_sweep_runner's), 3 trials at once (two waves, not three)
+    p = tx("sweep", "-s", "local_cwd", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",
+           "--wait", "dist.ddp", "-j", "1x2", "--script", str(TRAIN), "--", "--epochs", "1", "--checkpoint-dir", "",
+           "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", str(tmp_path / "out-${lr}-${batch}"),
+           timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     assert "SUCCEEDED (6 succeeded)" in p.stdout
     for lr in ("0.05", "0.1"):

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any, List
 
+import pytest
+
 from tx.components.dist import ddp
 from tx.runner import get_runner
 from tx.specs import AppState
@@ -101,3 +103,39 @@ def test_failed_rank_is_named(podman_engine: Any, image: str, host_python_mounts
     assert status.root_cause is not None and (status.root_cause.rank, status.root_cause.exception_type) == (
         1, "RuntimeError")
     assert status.roles[0].replicas[0].structured_error_msg == why
+
+
+@pytest.mark.slow
+def test_ddp_example_as_a_2x3_grid_sweep(podman_engine: Any, image: str, host_python_mounts: List[str],
+                                          tmp_path: Path, monkeypatch: Any) -> None:
+    """The DDP example (examples/train.py, ``dist.ddp -j 1x2``) as a 2x3 grid on
+    local_docker: each trial a container app, at most 2 at once under the supervisor, each
+    with its parameters; every trial trains and writes its checkpoint (a bind mount)."""
+    require_module("sklearn", "the example reads its data set with scikit-learn: pip install scikit-learn")
+    from tx.specs.sweep import SweepSpec
+
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    out = tmp_path / "out"
+    out.mkdir()
+    bindir = os.path.dirname(sys.executable)
+    app = ddp("--epochs", "1", "--checkpoint-dir", "", "--lr", "${lr}", "--batch-size", "${batch}",
+              "--output-dir", f"{out}/${{lr}}-${{batch}}",
+              script=str(examples / "train.py"), image=image, j="1x2", memMB=2048, cpu=1,
+              env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"},
+              mounts=[*host_python_mounts, f"type=bind,src={examples},dst={examples},readonly",
+                      f"type=bind,src={out},dst={out}"])
+    with get_runner("txddp") as runner:
+        handle = runner.run_sweep(app, SweepSpec(grid={"lr": [0.05, 0.1], "batch": [16, 32, 64]}), "local_docker",
+                                  cfg={"quiet": True}, max_parallel=2)
+        deadline = time.monotonic() + 540
+        while True:
+            st = runner.sweep_status(handle)
+            if all(t.state.name in ("SUCCEEDED", "FAILED", "CANCELLED") for t in st.trials):
+                break
+            assert time.monotonic() < deadline, st.format()
+            time.sleep(1)
+    assert st.state == AppState.SUCCEEDED, st.format()
+    for lr in ("0.05", "0.1"):
+        for b in ("16", "32", "64"):
+            assert (out / f"{lr}-{b}" / "checkpoint.pt").exists(), sorted(os.listdir(out))

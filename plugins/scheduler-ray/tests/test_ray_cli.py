@@ -83,3 +83,23 @@ def test_cancel_from_another_process(env: Dict[str, str], tmp_path: Path) -> Non
             break
         st = tx(env, tmp_path, "status", handle)
     assert "State: CANCELLED" in st.stdout, st.stdout + st.stderr
+
+
+@pytest.mark.slow
+def test_ddp_example_as_a_2x3_grid_sweep(env: Dict[str, str], tmp_path: Path) -> None:
+    """`tx sweep -s ray ... dist.ddp -j 1x2`: each trial a job of the Job Submission API, at
+    most 2 at once under the supervisor; every trial trains and writes its checkpoint, and
+    `tx status` of the sweep shows them all SUCCEEDED."""
+    require_module("torch", "the main job trains with torch: pip install torch==2.13.0")
+    require_module("sklearn", "the main job reads its data set with scikit-learn: pip install scikit-learn")
+    env = {**env, "TX_STATE_DIR": str(tmp_path / "state")}
+    out = tmp_path / "out"
+    p = tx(env, tmp_path, "sweep", "-s", "ray", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
+           "--max_parallel", "2", "--wait", "dist.ddp", "-j", "1x2", "--cpu", "1", "--memMB", "1024",
+           "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1", "--checkpoint-dir", "",
+           "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}", timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "SUCCEEDED (6 succeeded)" in p.stdout, p.stdout
+    for lr in ("0.05", "0.1"):
+        for b in ("16", "32", "64"):
+            assert (out / f"{lr}-{b}" / "checkpoint.pt").exists(), sorted(os.listdir(out))

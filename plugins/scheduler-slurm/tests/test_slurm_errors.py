@@ -82,3 +82,20 @@ def test_importing_the_plugin_is_cheap() -> None:
     code = "import sys, tx_scheduler_slurm.hooks; print(sorted(m for m in sys.modules if m.startswith('tx_scheduler_slurm')))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ)
     assert p.stdout.strip() == "['tx_scheduler_slurm', 'tx_scheduler_slurm.hooks', 'tx_scheduler_slurm.version']"
+
+
+def test_client_version_is_asked_once_per_sinfo_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tx_scheduler_slurm._cluster import client_version
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sinfo = bin_dir / "sinfo"
+    calls = tmp_path / "calls"
+    sinfo.write_text(f'#!/bin/sh\necho x >> {calls}\necho "slurm 24.11.1"\n')
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    assert client_version() == (24, 11) and client_version() == (24, 11)
+    assert calls.read_text().count("x") == 1  # the second answer came from the state dir
+    sinfo.write_text(f'#!/bin/sh\necho x >> {calls}\necho "slurm 25.05.0"\n')  # another binary (size, mtime)
+    assert client_version() == (25, 5) and calls.read_text().count("x") == 2

@@ -81,11 +81,14 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
 
 
 def checkpoint_url(scheduler: str, session: str, app_name: str,
-                   dirs: Optional[Iterable[str]] = None) -> str:
+                   dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
     """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
     (names percent-encoded). Keyed by the app's name, not its id, so that every attempt of
-    a run (retries, a resubmission of the same app, the same run failed over) shares it."""
-    root = checkpoint_root(scheduler, dirs)
+    a run (retries, a resubmission of the same app, the same run failed over) shares it.
+    ``root``: :func:`checkpoint_root`'s answer where the caller has it already (a sweep's
+    many trials: reading the config files is most of the cost of one URL)."""
+    if root is None:
+        root = checkpoint_root(scheduler, dirs)
     return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(app_name or "app", safe="")])
 
 

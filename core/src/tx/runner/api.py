@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 import attrs
 
 from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
-from tx.config.recovery import archive_url, checkpoint_url
+from tx.config.recovery import archive_url, checkpoint_root, checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
@@ -289,9 +289,10 @@ class Runner:
         return with_torchx_names(extra_env)
 
     def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
-                     cfg: Dict[str, Any], workspace: Optional[str] = None) -> AppDryRunInfo[Any]:
+                     cfg: Dict[str, Any], workspace: Optional[str] = None,
+                     ckpt_root: Optional[str] = None) -> AppDryRunInfo[Any]:
         # the run's checkpoint location; a role's own TX_CHECKPOINT_DIR wins
-        ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self._name, app.name)}
+        ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self._name, app.name, root=ckpt_root)}
         app = attrs.evolve(
             app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
         )
@@ -323,10 +324,11 @@ class Runner:
             opts = sched.run_opts()
             _check_known(scheduler, opts, cfg or {})
             resolved = dict(env_run_opts(scheduler, opts, dict(cfg or {})))
+            root = checkpoint_root(scheduler)  # once: it reads the config files
             out = []
             for app in apps:
                 _check_roles(app)
-                out.append(self._dryrun_with(sched, scheduler, app, extra_env, resolved))
+                out.append(self._dryrun_with(sched, scheduler, app, extra_env, resolved, ckpt_root=root))
             return out
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:

@@ -33,7 +33,7 @@ import attrs
 from tx.components.system import finder
 from tx.components.system.errors import ComponentError
 from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
-from tx.config.recovery import checkpoint_url
+from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.config.trackers import configured_trackers
 from tx.errors import UserError
 from tx.schedulers.api import ListAppResponse, PartialListError
@@ -378,9 +378,10 @@ def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[
 
 
 def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
-              base: Optional[AppDef] = None) -> AppDef:
+              base: Optional[AppDef] = None, ckpt_root: Optional[str] = None) -> AppDef:
     """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
-    (``base``: the sweep's AppDef where its source is one, already read).
+    (``base``: the sweep's AppDef where its source is one, already read; ``ckpt_root``:
+    :func:`tx.config.recovery.checkpoint_root` of the scheduler, where already read).
 
     Raises:
         SweepFormatError: the component rejected the trial's values (one line naming the
@@ -404,7 +405,8 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
     extra[TRIAL_PARAMS] = json.dumps(params, sort_keys=True)
     # each trial resumes only its own checkpoints (every attempt of the trial shares them;
     # the trials' apps share one name, which would give them one TX_CHECKPOINT_DIR)
-    ckpt = {CHECKPOINT_DIR: checkpoint_url(rec.scheduler, rec.session, f"{rec.sweep_id}/trial-{trial.index}")}
+    ckpt = {CHECKPOINT_DIR: checkpoint_url(rec.scheduler, rec.session, f"{rec.sweep_id}/trial-{trial.index}",
+                                           root=ckpt_root)}
     roles = [attrs.evolve(r, args=[substitute(a, params) for a in r.args],
                           entrypoint=substitute(r.entrypoint, params),
                           env={**ckpt, **{k: substitute(v, params) for k, v in r.env.items()}, **extra})
@@ -446,7 +448,8 @@ def dryrun_sweep(
                       max_parallel=max_parallel, native="apps",
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
-    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in rec.trials], scheduler, cfg,
+    root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
+    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in rec.trials], scheduler, cfg,
                                parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
@@ -502,7 +505,8 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
         if missing:
             as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
             base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
-            made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base) for t in missing],
+            root = checkpoint_root(rec.scheduler)
+            made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in missing],
                                       rec.scheduler, rec.cfg, parent_run_id=rec.handle)
             infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
         for t in todo:

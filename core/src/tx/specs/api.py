@@ -107,6 +107,18 @@ class Resource:
         return res
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _copy_resource(res: "Resource") -> "Resource":
+    """A copy of ``res`` that shares nothing mutable with it: its dicts copied where their
+    values are scalars (the usual case, and cheap: a sweep copies one per trial), else a
+    deep copy."""
+    if all(isinstance(v, _SCALARS) for d in (res.capabilities, res.devices, res.tags) for v in d.values()):
+        return attrs.evolve(res, capabilities=dict(res.capabilities), devices=dict(res.devices), tags=dict(res.tags))
+    return copy.deepcopy(res)
+
+
 #: a role without resource requirements; schedulers that need them reject it
 NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
 
@@ -344,7 +356,7 @@ class macros:
                 args=[sub(a) for a in role.args],
                 env={k: sub(v) for k, v in role.env.items()},
                 metadata=sub_meta(role.metadata) if role.metadata else {},
-                resource=copy.deepcopy(role.resource),
+                resource=_copy_resource(role.resource),
                 port_map=dict(role.port_map),
                 mounts=list(role.mounts),
             )

@@ -167,6 +167,12 @@ class KubernetesJobSetScheduler(KubernetesBase):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[KubernetesJob]:
         return AppDryRunInfo(app_to_jobset(app, cfg), str)
 
+    def _sweep_unsupported(self, cfg: Mapping[str, CfgVal]) -> Optional[str]:
+        """With run option ``queue``, Kueue admits each trial as a JobSet of its own."""
+        if cfg.get("queue"):
+            return "run option queue: Kueue admits each trial as a JobSet of its own"
+        return None
+
     def _app_state(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Tuple[AppState, str, int]:
         st = obj.get("status") or {}
         restarts = int(st.get("restarts") or 0)

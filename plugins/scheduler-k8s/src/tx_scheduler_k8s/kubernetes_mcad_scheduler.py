@@ -155,6 +155,9 @@ class KubernetesMCADScheduler(KubernetesBase):
     """Runs apps as MCAD AppWrappers on the cluster of ``$KUBECONFIG`` (see the module
     docstring). Apps of both API groups are found by describe, list and logs."""
 
+    #: a sweep's trials are AppWrappers, one each (MCAD queues AppWrappers, not Jobs)
+    SWEEP_ARRAYS = False
+
     GVK = (GROUPS[0], VERSION, PLURAL, KIND)
 
     def __init__(self, session_name: str, client: Any = None, context: Optional[str] = None) -> None:

@@ -34,6 +34,8 @@ GROUP, VERSION, PLURAL, KIND = "batch.volcano.sh", "v1alpha1", "jobs", "Job"
 API_VERSION = f"{GROUP}/{VERSION}"
 LABEL_JOB = "volcano.sh/job-name"
 LABEL_TASK = "volcano.sh/task-spec"
+#: the queue of pods Volcano schedules outside a Volcano Job (a sweep's Indexed Job)
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 #: Volcano job phase -> AppState (https://github.com/volcano-sh/apis batch/v1alpha1 JobPhase)
 JOB_STATES = {
@@ -202,6 +204,16 @@ class KubernetesScheduler(KubernetesBase):
             tmpl, count = roles.get(idx, (task["template"], 0))
             roles[idx] = (task["template"] if k == 0 else tmpl, count + 1)
         return [_pod.role_from_template(t, n) for _, (t, n) in sorted(roles.items())]
+
+    def _sweep_template(self, cfg: Mapping[str, CfgVal]) -> Any:
+        """A sweep's Indexed Job goes through Volcano too: its pods name Volcano as their
+        scheduler (``schedulerName``) and the queue by annotation
+        ``scheduling.volcano.sh/queue-name`` (Volcano's podgroup controller gives the Job
+        one PodGroup in that queue)."""
+        def extra(template: Dict[str, Any]) -> None:
+            template["spec"]["schedulerName"] = str(cfg.get("scheduler_name") or "volcano")
+            template["metadata"]["annotations"][QUEUE_ANNOTATION] = str(cfg.get("queue") or "")
+        return extra
 
     def _cancel_existing(self, app_id: str) -> None:
         """Abort the job: a ``bus.volcano.sh/v1alpha1`` Command ``AbortJob`` owned by it."""

@@ -13,18 +13,18 @@ import datetime as _dt
 import math
 import re
 import time
-from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines_iterator
-from tx.specs import AppDef, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.files import read_stored_appdef
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
-from tx_scheduler_k8s import _names, _pod
+from tx_scheduler_k8s import _names, _pod, _sweep
 from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._states import POD_STATES
 
@@ -254,15 +254,25 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             KubeError: the API server refused the request or cannot be reached.
         """
         ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
-        if not _names.is_label(name) or not _names.is_label(ns):
-            return None
-        obj = self._get(ns, name)
-        if obj is None:
-            return None
-        pods = self._pods(ns, name)
-        state, msg, restarts = self._app_state(obj, pods)
-        roles = self._roles(obj)
-        statuses, failed = self._replicas(roles, pods, state)
+        trial = _sweep.trial_of(name)
+        if trial is not None and _names.is_label(ns):
+            obj = self.kube.get_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, trial[0])
+            if obj is None:
+                return None
+            pods = _sweep.trial_pods(self._pods(ns, trial[0]), trial[1])
+            state, msg, restarts = _sweep.trial_state(obj, trial[1], pods)
+            roles = _sweep.trial_roles(obj)
+            statuses, failed = self._replicas(roles, pods, state, _pod.LABEL_REPLICA_ID)
+        else:
+            if not _names.is_label(name) or not _names.is_label(ns):
+                return None
+            obj = self._get(ns, name)
+            if obj is None:
+                return None
+            pods = self._pods(ns, name)
+            state, msg, restarts = self._app_state(obj, pods)
+            roles = self._roles(obj)
+            statuses, failed = self._replicas(roles, pods, state)
         resp = DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg, roles=roles,
                                    roles_statuses=statuses)
         stored = (obj["metadata"].get("annotations") or {}).get(_pod.ANNOTATION_APPDEF)
@@ -278,13 +288,13 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         return resp
 
     def _replicas(
-        self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState
+        self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState, replica_label: Optional[str] = None,
     ) -> Tuple[List[RoleStatus], List[Tuple[float, str, int, Dict[str, Any]]]]:
         by_key: Dict[Tuple[int, int], Dict[str, Any]] = {}
         for pod in pods:
             labels = pod["metadata"].get("labels") or {}
             try:
-                key = (int(labels[_pod.LABEL_ROLE_INDEX]), int(labels[self.REPLICA_LABEL]))
+                key = (int(labels[_pod.LABEL_ROLE_INDEX]), int(labels[replica_label or self.REPLICA_LABEL]))
             except (KeyError, ValueError):
                 continue
             old = by_key.get(key)
@@ -396,10 +406,132 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             state, _, _ = self._app_state(obj, pods.get(meta["name"], []))
             out.append(ListAppResponse(app_id=f"{ns}:{meta['name']}", state=state,
                                        name=(meta.get("labels") or {}).get(_pod.LABEL_APP_NAME, "")))
+        return out + self._list_trials(ns, selector, pods if objs else None)
+
+    def _list_trials(self, ns: str, selector: str,
+                     pods: Optional[Dict[str, List[Dict[str, Any]]]]) -> List[ListAppResponse]:
+        """The trials of the sweeps' Indexed Jobs in ``ns``, one row each (ids
+        ``<namespace>:<job>_<index>``): one label-selected list of Jobs (and of pods, where
+        not listed already)."""
+        if not self.SWEEP_ARRAYS:
+            return []
+        jobs = self.kube.list_objects(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, f"{selector},{_sweep.SWEEP_LABEL}")
+        if jobs and pods is None:
+            pods = {}
+            for pod in self.kube.list_pods(ns, selector):
+                pods.setdefault((pod["metadata"].get("labels") or {}).get(_pod.LABEL_INSTANCE, ""), []).append(pod)
+        out = []
+        for job in jobs:
+            meta = job["metadata"]
+            name = (meta.get("labels") or {}).get(_pod.LABEL_APP_NAME, "")
+            job_pods = (pods or {}).get(meta["name"], [])
+            for i in range(int(job["spec"].get("completions") or 1)):
+                state, _, _ = _sweep.trial_state(job, i, _sweep.trial_pods(job_pods, i))
+                out.append(ListAppResponse(app_id=f"{ns}:{meta['name']}_{i}", state=state, name=name))
         return out
 
+    # -- sweeps: one Indexed Job ---------------------------------------------------------------
+    #: whether single-replica trials go as one Indexed Job (tx_scheduler_k8s._sweep)
+    SWEEP_ARRAYS: ClassVar[bool] = True
+
+    def _sweep_unsupported(self, cfg: Mapping[str, CfgVal]) -> Optional[str]:
+        """Why this scheduler, with these run options, submits no Indexed Job (None: it does)."""
+        return None if self.SWEEP_ARRAYS else f"{self.backend} has no native array"
+
+    def _sweep_template(self, cfg: Mapping[str, CfgVal]) -> Optional[Any]:
+        """What the scheduler adds to the Indexed Job's pod template (a function of the
+        template), or None."""
+        return None
+
+    def _sweep_job(self, trials: Sequence[AppDryRunInfo[Any]],
+                   max_parallel: Optional[int]) -> Tuple[Optional[Dict[str, Any]], str, str]:
+        apps = [t._app for t in trials]
+        cfg = trials[0]._cfg if trials else {}
+        why = _sweep.not_an_array(apps) or self._sweep_unsupported(cfg or {})
+        if why:
+            return None, "", why
+        ns = check_namespace(cfg)
+        job, why = _sweep.indexed_job(apps, cfg, max_parallel, ns, self._sweep_template(cfg))
+        return job, ns, why
+
+    def submit_sweep_dryrun(self, trials: Sequence[AppDryRunInfo[Any]],
+                            max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
+        """One Indexed Job (``batch/v1``) for trials of one replica each
+        (:mod:`tx_scheduler_k8s._sweep`); None (one app per trial) for trials of several
+        replicas (gangs) and where the scheduler or its options rule it out
+        (:meth:`sweep_not_an_array` says why).
+
+        Raises:
+            ValueError: a role name that cannot be made a Kubernetes name.
+            InvalidRunConfigException: a bad namespace.
+        """
+        job, ns, why = self._sweep_job(trials, max_parallel)
+        if job is None:
+            log.info("k8s_sweep_not_an_array", scheduler=self.backend, reason=why)
+            return None
+        return AppDryRunInfo(KubernetesJob(resource=job, namespace=ns), str)
+
+    def sweep_not_an_array(self, trials: Sequence[AppDryRunInfo[Any]]) -> str:
+        """Why these trials are one app each (see :meth:`submit_sweep_dryrun`)."""
+        return self._sweep_job(trials, None)[2] or f"{self.backend} has no native array for these trials"
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Create the Indexed Job; returns ``<namespace>:<job>_<index>`` for each trial.
+
+        Raises:
+            KubeError: the API server refused it or cannot be reached.
+        """
+        req: KubernetesJob = dryrun_info.request
+        self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+        n = int(req.resource["spec"]["completions"])
+        log.info("k8s_submitted_indexed_job", scheduler=self.backend, namespace=req.namespace, name=req.app_id,
+                 trials=n)
+        return [f"{req.namespace}:{req.app_id}_{i}" for i in range(n)]
+
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """Cancel apps and trials: a sweep's Indexed Job is suspended and marked cancelled
+        (one patch for all its trials: Kubernetes stops a Job's indexes only all together,
+        so the unfinished trials of a Job are cancelled together); others as :meth:`cancel`.
+
+        Raises:
+            ValueError: some, not all, unfinished trials of one Job are asked for.
+            KubeError: the API server refused or cannot be reached.
+        """
+        jobs: Dict[Tuple[str, str], List[int]] = {}
+        for app_id in app_ids:
+            ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+            trial = _sweep.trial_of(name)
+            if trial is None:
+                self.cancel(app_id)
+            else:
+                jobs.setdefault((ns, trial[0]), []).append(trial[1])
+        for (ns, job), indexes in jobs.items():
+            self._cancel_trials(ns, job, indexes)
+
+    def _cancel_trials(self, ns: str, job: str, indexes: List[int]) -> None:
+        obj = self.kube.get_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, job)
+        if obj is None:
+            return
+        pods = self._pods(ns, job)
+        live = [i for i in range(int(obj["spec"].get("completions") or 1))
+                if not is_terminal(_sweep.trial_state(obj, i, _sweep.trial_pods(pods, i))[0])]
+        if not live:
+            return
+        if not set(live) <= set(indexes):
+            raise ValueError(f"trials {','.join(map(str, sorted(set(live) - set(indexes))))} of Job {ns}/{job} are "
+                             "still running: Kubernetes stops the trials of one Indexed Job only all together, so "
+                             "cancel the sweep")
+        self.kube.patch_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, job, {
+            "metadata": {"annotations": {_sweep.CANCELLED: "true"}}, "spec": {"suspend": True}})
+        log.info("k8s_cancelled_sweep_job", scheduler=self.backend, namespace=ns, name=job, trials=len(live))
+
     def cancel(self, app_id: str) -> None:
-        """Cancel the app if it exists and has not ended (idempotent)."""
+        """Cancel the app if it exists and has not ended (idempotent); a sweep's trial as
+        :meth:`cancel_many` does."""
+        trial = _sweep.trial_of(_names.split_app_id(app_id, DEFAULT_NAMESPACE)[1])
+        if trial is not None:
+            self.cancel_many([app_id])
+            return
         desc = self.describe(app_id)
         if desc is not None and not is_terminal(desc.state):
             self._cancel_existing(app_id)
@@ -407,6 +539,11 @@ class KubernetesBase(Scheduler[KubernetesJob]):
     # -- logs ---------------------------------------------------------------------------------
     def _find_pod(self, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
         sel = f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{self.REPLICA_LABEL}={k}"
+        trial = _sweep.trial_of(name)
+        if trial is not None:  # a sweep's trial: its Job's pods of its index
+            name = trial[0]
+            sel = (f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{_pod.LABEL_REPLICA_ID}={k},"
+                   f"{_sweep.COMPLETION_INDEX}={trial[1]}")
         pods = self._pods(ns, name, sel)
         if not pods:
             return None

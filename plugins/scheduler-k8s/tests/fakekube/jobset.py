@@ -11,9 +11,13 @@ behaviour:
 * Job (https://kubernetes.io/docs/concepts/workloads/controllers/job/), Indexed mode: pod
   ``<job>-<index>-<random>`` per index, labelled and annotated
   ``batch.kubernetes.io/job-completion-index``, host name ``<job>-<index>``, env
-  ``JOB_COMPLETION_INDEX``; a failed index is re-run while its failures <=
-  ``backoffLimitPerIndex``; the Job fails when failures exceed ``backoffLimit`` (or an index
-  exceeds its limit with ``maxFailedIndexes: 0``).
+  ``JOB_COMPLETION_INDEX``; at most ``parallelism`` pods at once (lowest indexes first); a
+  failed index is re-run while its failures <= ``backoffLimitPerIndex``, then counts as
+  failed (``status.failedIndexes``; succeeded ones in ``status.completedIndexes``): the Job
+  fails at once when more indexes failed than ``maxFailedIndexes``, else once every index
+  ended; without ``backoffLimitPerIndex`` the Job fails when failures exceed
+  ``backoffLimit``. A suspended Job has no running pods and the ``Suspended`` condition. A
+  JobSet's Jobs are bound as a gang, a Job of its own pod by pod.
 * Kueue (https://kueue.sigs.k8s.io/docs/concepts/workload/): a suspended JobSet labelled
   ``kueue.x-k8s.io/queue-name`` gets a Workload (label ``kueue.x-k8s.io/job-uid``); it is
   admitted when the LocalQueue exists and the pods' requests fit in the ClusterQueue's
@@ -96,7 +100,9 @@ class JobController:
                 if p["status"].get("phase") not in ("Succeeded", "Failed"):
                     self.store.delete(PODS, ns, p["metadata"]["name"])
             st.update(active=0)
+            self._suspended(job, True)
             return
+        self._suspended(job, False)
         n = int(spec.get("completions", 1))
         by_idx: Dict[int, List[Dict[str, Any]]] = {}
         for p in pods:
@@ -109,37 +115,107 @@ class JobController:
                 key = (uid, int(p["metadata"]["labels"][INDEX]))
                 self.failures[key] = self.failures.get(key, 0) + 1
         total_failed = sum(v for (u, _), v in self.failures.items() if u == uid)
+        failed_idx = self._failed_indexes(job, n)
+        room = self._room(job, pods)
         for idx in range(n):
             ps = by_idx.get(idx, [])
             if any(p["status"].get("phase") == "Succeeded" for p in ps):
                 continue
             if any(p["status"].get("phase") not in ("Failed",) for p in ps):
                 continue
-            fails = self.failures.get((uid, idx), 0)
-            if per_index is not None:
-                if fails > int(per_index):
-                    failed_job = f"index {idx} failed {fails} times (backoffLimitPerIndex {per_index})"
-                    continue
-            elif total_failed > int(spec.get("backoffLimit", 6)):
+            if idx in failed_idx:
+                continue
+            if per_index is None and total_failed > int(spec.get("backoffLimit", 6)):
                 failed_job = f"Job has reached the specified backoff limit ({spec.get('backoffLimit', 6)})"
                 continue
+            if room <= 0:
+                continue
+            room -= 1
             self._new_pod(job, idx)
         pods = self._pods(job)
         phases = [p["status"].get("phase") for p in pods]
         unbound = [p for p in pods if not p["spec"].get("nodeName") and p["status"].get("phase") == "Pending"]
         if unbound:
-            self.kubelet.schedule_gang(unbound)
+            self._bind(job, unbound)
         st.update(active=sum(ph in ("Pending", "Running") for ph in phases),
                   succeeded=sum(ph == "Succeeded" for ph in phases), failed=total_failed)
         done = {int(p["metadata"]["labels"][INDEX]) for p in pods if p["status"].get("phase") == "Succeeded"}
+        reason = "BackoffLimitExceeded"
+        if per_index is not None:
+            reason, failed_job = self._index_status(job, n, done, failed_idx, per_index)
         if failed_job:
             for p in pods:
                 if p["status"].get("phase") not in ("Succeeded", "Failed"):
                     self.store.delete(PODS, ns, p["metadata"]["name"])
-            set_condition(job, "Failed", "True", "BackoffLimitExceeded", failed_job)
+            set_condition(job, "Failed", "True", reason, failed_job)
         elif len(done) == n:
             set_condition(job, "Complete", "True", "", "")
         self.store.touch(job)
+
+    # -- Indexed Jobs of their own (a sweep's trials): parallelism, per-index failures ------
+    def _room(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> int:
+        """How many more pods may start: ``parallelism`` (default 1; a JobSet's Jobs set it
+        to ``completions``) less the active ones."""
+        par = int(job["spec"].get("parallelism", 1))
+        return par - sum(p["status"].get("phase") in ("Pending", "Running") for p in pods)
+
+    def _bind(self, job: Dict[str, Any], unbound: List[Dict[str, Any]]) -> None:
+        """A JobSet's Job is a gang (bound all at once); a Job of its own is not: each pod
+        is bound where it fits, as kube-scheduler binds the pods of a plain Job."""
+        if any(o.get("kind") == "JobSet" for o in job["metadata"].get("ownerReferences") or []):
+            self.kubelet.schedule_gang(unbound)
+            return
+        for p in unbound:
+            self.kubelet.schedule_gang([p])
+
+    def _failed_indexes(self, job: Dict[str, Any], n: int) -> set:
+        """Indexes whose failures exceed ``backoffLimitPerIndex`` (none without it)."""
+        per_index = job["spec"].get("backoffLimitPerIndex")
+        if per_index is None:
+            return set()
+        uid = job["metadata"]["uid"]
+        return {i for i in range(n) if self.failures.get((uid, i), 0) > int(per_index)}
+
+    def _index_status(self, job: Dict[str, Any], n: int, done: set, failed_idx: set, per_index: Any) -> tuple:
+        """``status.completedIndexes`` and ``status.failedIndexes`` (interval strings such as
+        ``1,3-5``) of a Job with ``backoffLimitPerIndex``; returns ``(reason, message)`` of
+        its failure, or ``("", "")``: more failed indexes than ``maxFailedIndexes`` fail it
+        at once (``MaxFailedIndexesExceeded``, its running pods deleted); else it fails with
+        ``FailedIndexes`` once every other index completed
+        (https://kubernetes.io/docs/concepts/workloads/controllers/job/#backoff-limit-per-index)."""
+        st = job["status"]
+        st["completedIndexes"] = _intervals(done)
+        st["failedIndexes"] = _intervals(failed_idx)
+        limit = job["spec"].get("maxFailedIndexes")
+        if limit is not None and len(failed_idx) > int(limit):
+            return "MaxFailedIndexesExceeded", f"Job has exceeded the specified maximal number of failed indexes ({limit})"
+        if failed_idx and len(done | failed_idx) == n:
+            return "FailedIndexes", f"Job has failed indexes ({_intervals(failed_idx)})"
+        return "", ""
+
+    def _suspended(self, job: Dict[str, Any], suspended: bool) -> None:
+        """The ``Suspended`` condition of a Job of its own (a JobSet's Jobs keep none, as before)."""
+        if any(o.get("kind") == "JobSet" for o in job["metadata"].get("ownerReferences") or []):
+            return
+        if suspended:
+            set_condition(job, "Suspended", "True", "JobSuspended", "Job suspended")
+            self.store.touch(job)
+        elif _cond_true(job, "Suspended"):
+            set_condition(job, "Suspended", "False", "JobResumed", "Job resumed")
+            self.store.touch(job)
+
+
+def _intervals(indexes: Any) -> str:
+    """Indexes as the Job status writes them: sorted intervals, ``0-2,5``."""
+    out: List[str] = []
+    for i in sorted(indexes):
+        if out and "-" not in out[-1] and int(out[-1]) == i - 1:
+            out[-1] = f"{out[-1]}-{i}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == i - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
 
 
 class JobSetController:

@@ -5,10 +5,14 @@ Dryrun asks the cluster when Slurm's commands are there and answer; when they do
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from typing import Dict, Optional, Tuple
 
 import attrs
 
+from tx.config.environ import state_dir
 from tx.log import get_logger
 from tx_scheduler_slurm import _client
 from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_version
@@ -59,8 +63,51 @@ def query_cluster(timeout: Optional[float] = None) -> ClusterInfo:
     when Slurm is not installed or does not answer (logged at debug level)."""
     try:
         out = _client.run(["sinfo", "--noheader", "--noconvert", f"--format={SINFO_FORMAT}"], timeout)
-        ver = _client.run(["sinfo", "--version"], timeout)
+        version = client_version(timeout)
     except _client.SlurmError as e:
         log.debug("slurm_cluster_unknown", error=str(e))
         return ClusterInfo()
-    return ClusterInfo(partitions=parse_sinfo(out.stdout), version=parse_version(ver.stdout))
+    return ClusterInfo(partitions=parse_sinfo(out.stdout), version=version)
+
+
+def _version_cache() -> str:
+    return os.path.join(state_dir(), "slurm", "client-version.json")
+
+
+def client_version(timeout: Optional[float] = None) -> Optional[Tuple[int, int]]:
+    """Slurm's ``(major, minor)`` as ``sinfo --version`` prints it, kept on disk (under the
+    state dir) for as long as the ``sinfo`` binary is the same file (path, size, mtime):
+    the version is the installed client's, so each dryrun (each ``tx sweep``, ``tx run``)
+    need not start a process for it.
+
+    Raises:
+        SlurmError: ``sinfo`` is missing or fails.
+    """
+    exe = shutil.which("sinfo")
+    key = ""
+    if exe is not None:
+        try:
+            st = os.stat(exe)
+            key = f"{os.path.realpath(exe)}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            key = ""
+    path = _version_cache()
+    if key:
+        try:
+            with open(path, encoding="utf-8") as f:
+                cached = json.load(f)
+            if cached.get("key") == key and isinstance(cached.get("version"), list):
+                return (int(cached["version"][0]), int(cached["version"][1]))
+        except (OSError, ValueError, TypeError, IndexError, AttributeError):
+            pass
+    version = parse_version(_client.run(["sinfo", "--version"], timeout).stdout)
+    if key and version is not None:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"key": key, "version": list(version)}, f)
+            os.replace(tmp, path)
+        except OSError as e:  # a read-only state dir: ask again next time
+            log.debug("slurm_version_not_cached", error=str(e))
+    return version

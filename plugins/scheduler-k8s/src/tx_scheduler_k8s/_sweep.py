@@ -1,0 +1,227 @@
+"""Sweeps on Kubernetes: single-replica trials as one Indexed Job.
+
+A sweep whose trials are one replica each (one role, ``num_replicas`` 1) and differ only in
+their command line and env is one ``batch/v1`` Job with ``completionMode: Indexed``,
+``completions`` = the trials and ``parallelism`` = ``max_parallel``
+(https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode). Its pods
+share one template: the container runs ``/bin/sh -c SELECT tx-trial TRIAL0 TRIAL1 ...``,
+one argument per trial (``export`` of the trial's own env, then ``exec`` of its command);
+``SELECT`` ``eval``-s the argument of ``$JOB_COMPLETION_INDEX`` (which Kubernetes sets in
+each pod). So the image needs ``/bin/sh``, as Slurm's array script needs a shell.
+``backoffLimitPerIndex`` = the role's ``max_retries``: a
+failed trial is retried on its own, and once out of retries it is a failed index
+(``status.failedIndexes``) while the others go on.
+
+Trial ``i``'s app id is ``<namespace>:<job>_<i>`` (``_`` is in no Kubernetes name, so the
+id is unambiguous); its pods are those labelled ``app.kubernetes.io/instance=<job>`` and
+``batch.kubernetes.io/job-completion-index=<i>``. Its state: SUCCEEDED in
+``completedIndexes``, FAILED in ``failedIndexes`` (or the Job failed), CANCELLED when the
+sweep was cancelled (the Job suspended and annotated ``tx.pytorch.org/cancelled``: its
+running pods go, the Job and its finished pods' logs stay), else RUNNING or PENDING as its
+newest pod. The Job is labelled ``tx.pytorch.org/sweep=<sweep id>``: ``list`` reads every
+trial's state from one label-selected list of Jobs (and the pods it lists anyway).
+
+Trials of several replicas are gangs that need their own Volcano Job or JobSet each: the
+runner submits one app per trial (at most ``max_parallel`` at once, under its
+supervisor). One JobSet with a replicated job per trial does not fit either: JobSet's
+failure policy acts on the whole JobSet (FailJobSet, RestartJobSet, RestartJob; no action
+leaves one failed Job alone), so one failed trial would stop or restart the others, and a
+JobSet cannot bound how many of its Jobs run at once.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from tx.schedulers import env as envc
+from tx.specs import AppDef, AppState, Role
+
+from tx_scheduler_k8s import _names, _pod
+from tx_scheduler_k8s._states import POD_STATES
+
+GROUP, VERSION, PLURAL, KIND = "batch", "v1", "jobs", "Job"
+API_VERSION = f"{GROUP}/{VERSION}"
+#: the label of a sweep's Job: the sweep's id
+SWEEP_LABEL = "tx.pytorch.org/sweep"
+#: the annotation of a cancelled sweep's Job
+CANCELLED = "tx.pytorch.org/cancelled"
+#: the label and annotation the Job controller puts on each pod: its completion index
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+#: the most bytes of trial commands in one Job (an object is at most 1.5 MiB in etcd)
+MAX_SCRIPT_BYTES = 1_000_000
+#: the script of a sweep's container: ``sh -c SELECT tx-trial TRIAL0 TRIAL1 ...`` runs the
+#: trial of its completion index (each ``export ...; exec COMMAND``)
+SELECT = ('i="$JOB_COMPLETION_INDEX"; if [ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt "$#" ]; then shift "$i"; '
+          'eval "$1"; fi; echo "tx: no trial $i in this sweep" >&2; exit 2')
+_TRIAL = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)_(?P<index>\d+)$")
+
+
+def trial_of(name: str) -> Optional[Tuple[str, int]]:
+    """``(job, index)`` of a trial's name ``<job>_<index>``; None for an app's own name."""
+    m = _TRIAL.match(name)
+    return (m.group("job"), int(m.group("index"))) if m else None
+
+
+def not_an_array(apps: Sequence[AppDef]) -> Optional[str]:
+    """Why trials of these apps cannot be one Indexed Job, or None when they can."""
+    if not apps:
+        return "no trials"
+    if any(len(a.roles) != 1 or a.roles[0].num_replicas != 1 for a in apps):
+        return ("a trial of several replicas is a gang, one Volcano Job or JobSet each (a JobSet's failure policy "
+                "acts on all its Jobs, so trials cannot share one)")
+    return None
+
+
+def _sweep_id(app: AppDef) -> str:
+    handle = app.roles[0].env.get("TX_SWEEP_ID", "")
+    sid = handle.rsplit("/", 1)[-1]
+    return _names.label_value(sid) or "sweep"
+
+
+def _strip(template: Dict[str, Any]) -> str:
+    """The template without what differs between trials (command, env, the role
+    annotation, the instance label), as JSON to compare."""
+    t = json.loads(json.dumps(template))
+    c = t["spec"]["containers"][0]
+    c.pop("command", None)
+    c.pop("env", None)
+    t["metadata"]["annotations"].pop(_pod.ANNOTATION_ROLE, None)
+    t["metadata"]["labels"].pop(_pod.LABEL_INSTANCE, None)
+    return json.dumps(t, sort_keys=True)
+
+
+def indexed_job(
+    apps: Sequence[AppDef],
+    cfg: Mapping[str, Any],
+    max_parallel: Optional[int],
+    namespace: str,
+    template_extra: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> Tuple[Optional[Dict[str, Any]], str]:
+    """The Indexed Job of single-replica trials (see the module docstring), or ``(None,
+    why)`` where they differ in more than their command and env or their commands are too
+    long for one object.
+
+    Args:
+        apps: each trial's app (one role of one replica), in trial order.
+        cfg: the resolved run options (service account, priority class, image secret).
+        max_parallel: ``parallelism`` (None: all trials at once).
+        namespace: the Job's namespace.
+        template_extra: what a scheduler adds to the pod template (Volcano's scheduler name
+            and queue annotation).
+
+    Raises:
+        ValueError: a role name that cannot be made a Kubernetes name, or no entrypoint.
+    """
+    first = apps[0].roles[0]
+    norm = _names.role_names([first.name], _names.MAX_LABEL - _names.ID_CHARS - 3)[first.name]
+    # pod <job>-<index>-<5 random> and host name <job>-<index> are DNS labels
+    budget = _names.MAX_LABEL - len(str(len(apps) - 1)) - 7
+    job = _names.app_id(apps[0].name, budget)
+    templates = []
+    for i, app in enumerate(apps):
+        role: Role = app.roles[0]
+        t = _pod.pod_template(role, 0, 0, app_name=app.name, app_id=f"{job}_{i}", container_name=norm,
+                              rank0_host=f"{job}-{i}", cfg=cfg)
+        templates.append(t)
+    shape = _strip(templates[0])
+    for i, t in enumerate(templates[1:], 1):
+        if _strip(t) != shape:
+            return None, f"trial {i}'s pod differs from trial 0's in more than its command and env"
+    envs = [{e["name"]: e["value"] for e in t["spec"]["containers"][0]["env"]} for t in templates]
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    trials = []
+    for t, env in zip(templates, envs):
+        own = [f"{k}={shlex.quote(_pod.k8s_unliteral(v))}" for k, v in env.items() if k not in common]
+        command = " ".join(shlex.quote(_pod.k8s_unliteral(a)) for a in t["spec"]["containers"][0]["command"])
+        trials.append(f"{'export ' + ' '.join(own) + '; ' if own else ''}exec {command}")
+    size = sum(len(t.encode()) for t in trials)
+    if size > MAX_SCRIPT_BYTES:
+        return None, f"the trials' commands are {size} bytes, more than one Job holds"
+    template = templates[0]
+    template["metadata"]["labels"][_pod.LABEL_INSTANCE] = job
+    # the role as every trial has it (each trial's own args and env are its argument)
+    template["metadata"]["annotations"][_pod.ANNOTATION_ROLE] = _pod.role_annotation(
+        _role_of_all(first, common))
+    c = template["spec"]["containers"][0]
+    # one argument per trial: Linux caps each argument at 128 KiB (MAX_ARG_STRLEN), and
+    # a script of all the trials' commands would pass it at a few hundred trials
+    c["command"] = ["/bin/sh", "-c", _pod.k8s_literal(SELECT), "tx-trial", *(_pod.k8s_literal(t) for t in trials)]
+    c["env"] = [{"name": k, "value": v} for k, v in common.items()]
+    if template_extra is not None:
+        template_extra(template)
+    labels = {**_pod.app_labels(apps[0].name, job), SWEEP_LABEL: _sweep_id(apps[0])}
+    resource = {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": job, "namespace": namespace, "labels": labels,
+                     "annotations": {_pod.ANNOTATION_APP: apps[0].name}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": len(apps),
+            "parallelism": min(max_parallel or len(apps), len(apps)),
+            "backoffLimitPerIndex": max(0, first.max_retries),
+            "template": template,
+        },
+    }
+    return resource, ""
+
+
+def _role_of_all(role: Role, common: Mapping[str, str]) -> Role:
+    import attrs
+
+    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
+    env = {k: v for k, v in role.env.items() if k in common and k not in contract}
+    return attrs.evolve(role, args=[], env=env)
+
+
+def _indexes(text: Optional[str]) -> Set[int]:
+    """``0-2,5`` (a Job's completedIndexes / failedIndexes) as a set."""
+    out: Set[int] = set()
+    for part in (text or "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _condition(job: Mapping[str, Any], type_: str) -> Optional[Mapping[str, Any]]:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_ and c.get("status") == "True":
+            return c
+    return None
+
+
+def trial_state(job: Mapping[str, Any], index: int, pods: List[Dict[str, Any]]) -> Tuple[AppState, str, int]:
+    """``(state, backend message, restarts)`` of trial ``index`` of a sweep's Job, from the
+    Job's status and the trial's pods (see the module docstring)."""
+    st = job.get("status") or {}
+    restarts = max(0, len(pods) - 1)
+    if index in _indexes(st.get("completedIndexes")):
+        return AppState.SUCCEEDED, "", restarts
+    if index in _indexes(st.get("failedIndexes")):
+        return AppState.FAILED, f"index {index} failed (backoffLimitPerIndex reached)", restarts
+    failed = _condition(job, "Failed")
+    newest = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+    phase = ((newest or {}).get("status") or {}).get("phase")
+    if phase == "Succeeded":
+        return AppState.SUCCEEDED, "", restarts
+    if (job["metadata"].get("annotations") or {}).get(CANCELLED):
+        return AppState.CANCELLED, "cancelled with tx", restarts
+    if failed:
+        return AppState.FAILED, f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": "), restarts
+    if phase is None or phase == "Failed":
+        # a failed pod of an index not failed for good (failedIndexes): its retry comes
+        return AppState.PENDING, "", restarts
+    return POD_STATES.get(phase, AppState.UNKNOWN), "", restarts
+
+
+def trial_pods(pods: List[Dict[str, Any]], index: int) -> List[Dict[str, Any]]:
+    """The pods of trial ``index`` among a sweep's pods."""
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(COMPLETION_INDEX) == str(index)]
+
+
+def trial_roles(job: Mapping[str, Any]) -> List[Role]:
+    """The trials' role, rebuilt from the Job's pod template (one replica)."""
+    return [_pod.role_from_template(job["spec"]["template"], 1)]

@@ -1,0 +1,176 @@
+"""Sweeps on Kubernetes: single-replica trials as one Indexed Job (``batch/v1``), validated
+against Kubernetes' Job schema; trials of several replicas one app each (said in the dryrun).
+On the fake cluster: parallelism, per-index retries, failed indexes, the trial table from
+one list, logs per trial, cancel, resume of exactly the failed trials, and (slow) the DDP
+example as a 2x3 grid through the CLI."""
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+
+from k8s_apps import K8S_VERSION, need, shared
+from tx.runner import Runner
+from tx.specs import AppDef, AppState, Resource, Role
+from tx.specs.sweep import SweepSpec
+
+REPO = Path(__file__).resolve().parents[3]
+SMALL = Resource(cpu=1, gpu=0, memMB=64)
+CFG = {"kubernetes": {"queue": "default"}, "kubernetes_jobset": {}}
+
+
+def sh_app(script: str, replicas: int = 1, **kw: Any) -> AppDef:
+    kw.setdefault("resource", SMALL)
+    return AppDef("sw", [Role("w", image="busybox:1.36", entrypoint="sh", args=["-c", script],
+                              num_replicas=replicas, **kw)])
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    with Runner("tx") as r:
+        yield r
+
+
+@pytest.mark.parametrize("scheduler", sorted(CFG))
+def test_single_replica_trials_are_one_indexed_job_valid_against_the_job_schema(runner: Runner,
+                                                                                 scheduler: str) -> None:
+    kv = need("kubernetes_validate")
+    app = sh_app("echo ${lr} $LR $TX_TRIAL_INDEX", env={"LR": "${lr}"}, max_retries=2)
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [0.1, 1, 10]}), scheduler, cfg=CFG[scheduler],
+                               max_parallel=2)
+    assert info.native is not None, info.not_native
+    job = info.native.request.resource
+    kv.validate(job, K8S_VERSION, strict=True)
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimitPerIndex"]) == \
+        ("Indexed", 3, 2, 2)
+    assert job["metadata"]["labels"]["tx.pytorch.org/sweep"] == info.record.sweep_id
+    command = spec["template"]["spec"]["containers"][0]["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and command[2].startswith('i="$$JOB_COMPLETION_INDEX";')  # $$: Kubernetes writes $
+    assert len(command) == 4 + 3 and command[3] == "tx-trial"  # one argument per trial
+    assert command[6].startswith("export ") and "LR=10 " in command[6]
+    assert command[6].endswith("; exec sh -c 'echo 10 $$LR $$TX_TRIAL_INDEX'")
+    if scheduler == "kubernetes":  # Volcano schedules the pods, in the queue
+        assert spec["template"]["spec"]["schedulerName"] == "volcano"
+        assert spec["template"]["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "default"
+    assert str(info).startswith(f"=== {scheduler}: one native array request for 3 trials, at most 2 at once ===")
+
+
+@pytest.mark.parametrize("scheduler, cfg, why", [
+    ("kubernetes", {"queue": "default"}, "a trial of several replicas is a gang"),
+    ("kubernetes_jobset", {"queue": "user-queue"}, "Kueue admits each trial as a JobSet of its own"),
+    ("kubernetes_mcad", {}, "kubernetes_mcad has no native array"),
+])
+def test_other_trials_are_one_app_each_and_the_dryrun_says_why(runner: Runner, scheduler: str, cfg: Dict[str, Any],
+                                                               why: str) -> None:
+    app = sh_app("echo ${lr}", replicas=2 if scheduler == "kubernetes" else 1)
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [0.1, 1]}), scheduler, cfg=cfg)
+    assert info.native is None and why in info.not_native
+    assert str(info).startswith(f"=== {scheduler}: 2 requests, one per trial (")
+
+
+def _wait(runner: Runner, handle: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = runner.sweep_status(handle)
+        if all(t.state.name in ("SUCCEEDED", "FAILED", "CANCELLED") for t in st.trials):
+            return st
+        assert time.monotonic() < deadline, st.format()
+        time.sleep(0.3)
+
+
+def test_indexed_job_runs_the_grid_in_parallel_retries_and_resumes_exactly_the_failed(
+        fake_cluster: Dict[str, Any], runner: Runner, tmp_path: Path) -> None:
+    d = tmp_path / "shared"
+    d.mkdir()
+    # 10 trials, 3 at once; b=2 fails for good until the file 'fixed' exists; lr=1 b=1 fails
+    # once and succeeds on its retry (backoffLimitPerIndex 1)
+    script = (f'cd {d}; echo "$TX_TRIAL_INDEX $(date +%s.%N) start" >> log; sleep 0.5; '
+              f'echo "$TX_TRIAL_INDEX $(date +%s.%N) end" >> log; '
+              'echo "trial ${lr} ${b} params=$TX_TRIAL_PARAMS"; '
+              'if [ "${lr}/${b}" = 1/1 ] && ! [ -e retried ]; then touch retried; exit 4; fi; '
+              'test -e fixed || test ${b} != 2')
+    app = sh_app(script, mounts=shared(d), max_retries=1)
+    spec = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3, 4, 5]})
+    handle = runner.run_sweep(app, spec, "kubernetes", cfg={"queue": "default"}, max_parallel=3)
+    log = Path(fake_cluster["log"])
+    before = len(log.read_text(errors="replace").splitlines())
+    st = _wait(runner, handle)
+    assert [t.state for t in st.trials] == [AppState.SUCCEEDED, AppState.FAILED, *[AppState.SUCCEEDED] * 3] * 2
+    assert [t.params for t in st.trials][6] == {"lr": 1, "b": 2}
+    assert st.trials[1].why.startswith("w/0 (pod ") and "exit code 1" in st.trials[1].why, st.trials[1].why
+    # parallelism: never more than 3 trials ran at once
+    events = sorted((float(t), kind) for _, t, kind in (ln.split() for ln in (d / "log").read_text().splitlines()))
+    running = peak = 0
+    for _, kind in events:
+        running += 1 if kind == "start" else -1
+        peak = max(peak, running)
+    assert peak <= 3 and len([e for e in events if e[1] == "start"]) == 10 + 2 + 1  # b=2 twice each, 1/1 retried
+    # the trial table of 10 trials: one label-selected list of Jobs (and one of pods); only
+    # the failed trials are described one by one (why they failed)
+    lines = log.read_text(errors="replace").splitlines()[before:]
+    t0 = len(lines)
+    runner.sweep_status(handle)
+    asked = [ln for ln in log.read_text(errors="replace").splitlines()[before + t0:] if '"GET ' in ln]
+    assert sum("/apis/batch/v1/namespaces/default/jobs?" in ln for ln in asked) == 1, asked
+    gets = [re.search(r"/jobs/([^/? ]+)", ln).group(1) for ln in asked if "/apis/batch/v1/namespaces/default/jobs/" in ln]
+    assert len(gets) == 2 and len(set(gets)) == 1, asked  # the failed trials 1 and 6, of one Job
+    # logs of one trial
+    lines = list(runner.log_lines(st.trials[7].app_handle, "w", 0))
+    assert lines == ['trial 1 3 params={"b": 3, "lr": 1}\n'], lines
+    # resume: exactly trials 1 and 6, each as an app of its own
+    (d / "fixed").write_text("")
+    assert runner.resume_sweep(handle) == [1, 6]
+    st2 = _wait(runner, handle)
+    assert [t.attempts for t in st2.trials] == [1, 2, 1, 1, 1, 1, 2, 1, 1, 1]
+    assert all(t.state == AppState.SUCCEEDED for t in st2.trials)
+    assert not re.search(r"_\d+$", st2.trials[1].app_handle) and st2.trials[0].app_handle == st.trials[0].app_handle
+
+
+def test_cancel_suspends_the_job_and_leaves_finished_trials_alone(fake_cluster: Dict[str, Any],
+                                                                  runner: Runner) -> None:
+    app = sh_app('test ${n} = 0 || exec sleep 60')
+    handle = runner.run_sweep(app, SweepSpec(grid={"n": [0, 1, 2, 3]}), "kubernetes_jobset", cfg={}, max_parallel=2)
+    deadline = time.monotonic() + 60
+    while [t.state for t in runner.sweep_status(handle).trials][:3] != [AppState.SUCCEEDED, AppState.RUNNING,
+                                                                        AppState.RUNNING]:
+        assert time.monotonic() < deadline, runner.sweep_status(handle).format()
+        time.sleep(0.2)
+    runner.cancel_sweep(handle)
+    st = _wait(runner, handle)
+    assert [t.state for t in st.trials] == [AppState.SUCCEEDED] + [AppState.CANCELLED] * 3
+    sched = runner.scheduler("kubernetes_jobset")
+    ns, name = st.trials[1].app_handle.rsplit("/", 1)[1].split(":")
+    job = sched.kube.get_object("batch", "v1", "jobs", ns, name.rsplit("_", 1)[0])
+    assert job["spec"]["suspend"] is True and job["metadata"]["annotations"]["tx.pytorch.org/cancelled"] == "true"
+    assert not [p for p in sched.kube.list_pods(ns, f"app.kubernetes.io/instance={job['metadata']['name']}")
+                if p["status"]["phase"] == "Running"]
+
+
+@pytest.mark.slow
+def test_ddp_example_as_a_2x3_grid_through_the_cli(fake_cluster: Dict[str, Any], tx: Any, tmp_path: Path) -> None:
+    """`tx sweep -s kubernetes ... dist.ddp -j 1x2` (one replica of 2 processes per trial):
+    one Indexed Job of 6 trials, 3 at once (two waves), each trial's checkpoint written."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    out = tmp_path / "out"
+    p = tx("sweep", "-s", "kubernetes", "-cfg", "queue=default", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
+           "--max_parallel", "3", "--env", f"PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin",  # torchrun here
+           "--wait", "dist.ddp", "-j", "1x2", "--cpu", "1", "--memMB", "1024",
+           "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1",
+           "--checkpoint-dir", "", "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}", timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "SUCCEEDED (6 succeeded)" in p.stdout
+    handle = p.stdout.splitlines()[0]
+    st = json.loads(tx("status", handle, "--json").stdout)
+    ids = [t["app_handle"].rsplit("/", 1)[1] for t in st["trials"]]
+    assert [i.rsplit("_", 1)[1] for i in ids] == [str(k) for k in range(6)], ids  # trial k: <ns>:<job>_<k>
+    assert len({i.rsplit("_", 1)[0] for i in ids}) == 1, ids  # one Indexed Job
+    for lr in ("0.05", "0.1"):
+        for b in ("16", "32", "64"):
+            assert (out / f"{lr}-{b}" / "checkpoint.pt").exists(), os.listdir(out)
