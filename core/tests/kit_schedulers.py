@@ -300,6 +300,8 @@ VARIANTS = {
     "succeeded_with_failed_replica": SucceededWithFailedReplica, "fails_silently": FailsSilently,
     "one_based_replicas": OneBasedReplicas, "silent_unknown": SilentUnknown, "explained_unknown": ExplainedUnknown,
     "list_lags": ListLags,
+    # the unbroken scheduler keeps no copy of the submitted AppDef (and does not say why)
+    "forgets_appdef": Procs,
 }
 
 

@@ -52,6 +52,7 @@ CASES = [
     ("one_based_replicas", "test_submit_describe_logs", "*replica id 2 is outside the role's 2 replicas*"),
     ("silent_unknown", "test_cancel", "*UNKNOWN state without a message saying what the backend answered*"),
     ("list_lags", "test_list_contains_app", "*list() says RUNNING*describe says SUCCEEDED*"),
+    ("forgets_appdef", "test_describe_gives_back_the_appdef", "*describe gave back None (None), not AppDef(*"),
 ]
 
 
@@ -74,9 +75,10 @@ def test_kit_fails_a_broken_scheduler(pytester: pytest.Pytester, monkeypatch: py
 
 
 def test_kit_passes_the_unbroken_scheduler(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every kit test but the fresh-process one (the scheduler keeps its apps in memory);
-    the scheduler has no run options, so the two bad-cfg tests skip saying so."""
-    result = _run_kit(pytester, monkeypatch, "good", "not fresh_process")
+    """Every kit test but the fresh-process ones (the scheduler keeps its apps, and no copy of
+    their AppDefs, in memory: forgets_appdef above); the scheduler has no run options, so the
+    two bad-cfg tests skip saying so."""
+    result = _run_kit(pytester, monkeypatch, "good", "not fresh_process and not describe_gives_back")
     result.assert_outcomes(passed=8, skipped=2)
     result.stdout.fnmatch_lines(["*the scheduler has no run options*"])
 
