@@ -61,6 +61,8 @@ def test_dryrun_is_one_array_job_valid_for_the_batch_api_and_each_child_runs_its
     req = info.native.request
     assert req.job_def["type"] == "container" and "nodeProperties" not in req.job_def
     assert req.submit["arrayProperties"] == {"size": 6}
+    # no stored AppDef: every child would show trial 0's (describe says app_not_stored)
+    assert "tx_appdef" not in (req.submit.get("parameters") or {})
     _validate("RegisterJobDefinition", req.job_def)
     _validate("SubmitJob", {**req.submit, "jobDefinition": "arn:aws:batch:us-east-1:1:job-definition/x:1"})
     assert [a.rsplit(":", 1)[1] for a in req.app_ids] == [str(i) for i in range(6)]

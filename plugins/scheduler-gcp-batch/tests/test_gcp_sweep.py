@@ -50,6 +50,8 @@ def test_dryrun_is_one_job_whose_tasks_are_the_trials(runner):
     assert env4["TX_TRIAL_INDEX"] == "4" and env4["TX_TRIAL_PARAMS"] == '{"b": 2, "lr": 1}'
     assert env4["TX_APP_ID"] == f"{req.app_id}:4" and "lr=1 b=2" in env4[TRIAL_SCRIPT_ENV]
     assert env4["TX_ROLE_NAME"] == "r" and "TX_ROLE_NAME" not in group.task_environments[4].variables  # the job's
+    # no stored AppDef: every task would show trial 0's (describe says app_not_stored)
+    assert "TX_APPDEF" not in env4
 
 
 def test_trials_that_differ_only_in_env_share_one_script_that_reads_the_app_id(runner):

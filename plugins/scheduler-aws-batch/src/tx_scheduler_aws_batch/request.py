@@ -457,7 +457,8 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
     in its env and arguments becomes its child's (:func:`make_trial_id`). Env equal in every
     trial stays in the job definition; env and command words that differ only by the trial's
     index are written once with ``$i``; the rest is a ``case`` on the index, gzipped into
-    :data:`TRIALS_ENV` (AWS Batch's job definition holds 24 KiB).
+    :data:`TRIALS_ENV` (AWS Batch's job definition holds 24 KiB). No trial's stored AppDef
+    (:data:`PARAM_APPDEF`) is kept: the children would all show trial 0's.
 
     Raises:
         ValueError: the job definition would be larger than AWS Batch takes
@@ -526,5 +527,11 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
             f"the array's job definition would be {size // 1024} KiB with {len(trials)} trials' commands, more than "
             f"AWS Batch's {MAX_JOB_DEFINITION_BYTES // 1024} KiB: split the sweep or shorten the trials' arguments")
     submit = dict(first.submit, arrayProperties={"size": len(trials)})
+    # every child would show trial 0's stored AppDef: an array keeps none (as a Slurm
+    # array), and describe says so (app_not_stored); the sweep record has the source
+    params = {k: v for k, v in (submit.get("parameters") or {}).items() if k != PARAM_APPDEF}
+    submit.pop("parameters", None)
+    if params:
+        submit["parameters"] = params
     assert prefix.endswith(":")
     return BatchArrayJob(name=name, queue=queue, job_def=job_def, submit=submit, app_ids=ids)

@@ -402,6 +402,8 @@ def _spec_key(job: Any) -> bytes:
     copy.CopyFrom(spec)
     for r in copy.runnables:
         del r.container.commands[:]
+    # each trial's stored AppDef differs with its arguments; a sweep's job keeps none
+    copy.environment.variables.pop(ENV_APPDEF, None)
     return copy.SerializeToString(deterministic=True)
 
 
@@ -433,7 +435,7 @@ def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> Gc
     ``max_parallel``; Batch sets ``BATCH_TASK_INDEX``); trial 0's job id. Each trial's app id
     in its env and script becomes its task's (:func:`make_trial_id`). Env equal in every
     trial is the job's (``task_spec.environment``), the rest each task's
-    (``task_environments[i]``); the trials' scripts, where they differ by more than the app
+    (``task_environments[i]``); no trial's stored AppDef (``TX_APPDEF``) is kept; the trials' scripts, where they differ by more than the app
     id (read from ``TX_APP_ID``), go in each task's :data:`TRIAL_SCRIPT_ENV`.
 
     Raises:
@@ -459,7 +461,10 @@ def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> Gc
         {"variables": {**{k: v for k, v in e.items() if k not in common},
                        **({} if one_script else {TRIAL_SCRIPT_ENV: sc.replace("\x00A", make_trial_id(out, i))})}}
         for i, (e, sc) in enumerate(zip(envs, scripts))]
-    group.task_spec.environment = {"variables": {**group.task_spec.environment.variables, **common}}
+    # trial 0's stored AppDef would be every task's: a sweep's job keeps none (as a Slurm
+    # array), and describe says so (app_not_stored); the sweep record has the source
+    shared = {k: v for k, v in group.task_spec.environment.variables.items() if k != ENV_APPDEF}
+    group.task_spec.environment = {"variables": {**shared, **common}}
     group.task_count = len(trials)
     group.parallelism = min(max_parallel or len(trials), len(trials))
     group.require_hosts_file = False
