@@ -1,0 +1,169 @@
+"""TorchX 0.7.0 public names added so that TorchX's own unit tests import: the CLI's
+argparse actions and ``get_logs``, ``torchx.schedulers.devices``, the schedulers' option
+types, the fsspec and MLflow tracker factories, ``DockerWorkspaceMixin``."""
+import argparse
+import io
+import tarfile
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+
+@pytest.fixture
+def fresh_actions() -> Iterator[None]:
+    from torchx.cli.argparse_util import ArgOnceAction, torchxconfig
+
+    torchxconfig._subcmd_configs.clear()
+    yield
+    ArgOnceAction.called_args = set()
+    torchxconfig.called_args = set()
+    torchxconfig._subcmd_configs.clear()
+
+
+def test_torchxconfig_run_defaults_from_the_cli_run_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            fresh_actions: None) -> None:
+    from torchx.cli.argparse_util import torchxconfig_run
+    from torchx.runner import config
+
+    (tmp_path / ".torchxconfig").write_text("[cli:run]\nworkspace = from-file\n")
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_DIRS", [str(tmp_path)])
+    p = argparse.ArgumentParser()
+    p.add_argument("--workspace", default="dflt", action=torchxconfig_run)
+    p.add_argument("--scheduler", required=True, action=torchxconfig_run)  # not in the file: stays required
+    assert p.parse_args(["--scheduler", "x"]).workspace == "from-file"
+    with pytest.raises(SystemExit) as e:  # the same option twice: exit 1
+        p.parse_args(["--scheduler", "x", "--workspace", "a", "--workspace", "b"])
+    assert e.value.code == 1
+
+
+def test_get_logs_prefixes_each_replica_and_waits_for_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx.cli import cmd_log
+    from torchx.specs import AppDef, AppState, AppStatus, Role
+
+    class FakeRunner:
+        polls = 0
+
+        def status(self, handle: str) -> Any:
+            self.polls += 1
+            return AppStatus(AppState.PENDING if self.polls < 2 else AppState.RUNNING)
+
+        def describe(self, handle: str) -> AppDef:
+            return AppDef("a", roles=[Role("w", image="i", entrypoint="e", num_replicas=2)])
+
+        def log_lines(self, handle: str, role: str, k: int, regex: Any, **kw: Any) -> List[str]:
+            assert handle == "local_cwd://default/a-1"
+            return [f"line of {k}\n"]
+
+    monkeypatch.setattr(cmd_log.time, "sleep", lambda s: None)
+    out = io.StringIO()
+    runner = FakeRunner()
+    cmd_log.get_logs(out, "local_cwd:///a-1/w", None, runner=runner)  # type: ignore[arg-type]
+    assert runner.polls == 2
+    assert sorted(out.getvalue().splitlines()) == [f"{cmd_log.GREEN}w/{k}{cmd_log.ENDC} line of {k}" for k in (0, 1)]
+    with pytest.raises(SystemExit):  # a role the app lacks: exit 1
+        cmd_log.get_logs(out, "local_cwd:///a-1/nope", None, runner=runner)  # type: ignore[arg-type]
+
+
+def test_device_mounts() -> None:
+    from torchx.schedulers.devices import get_device_mounts
+    from torchx.specs import DeviceMount
+
+    assert get_device_mounts({"vpc.amazonaws.com/efa": 2, "aws.amazon.com/neurondevice": 1}) == [
+        DeviceMount("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0"),
+        DeviceMount("/dev/infiniband/uverbs1", "/dev/infiniband/uverbs1"),
+        DeviceMount("/dev/neuron0", "/dev/neuron0"),
+    ]
+    with pytest.warns(UserWarning, match="nope"):
+        assert get_device_mounts({"nope": 1}) == []
+
+
+def test_fsspec_tracker_from_torchx_config_file(tmp_path: Path) -> None:
+    from torchx.tracker.backend.fsspec import _read_config, create
+
+    conf = tmp_path / "tracker.conf"
+    conf.write_text(f"protocol=file\nroot_path={tmp_path / 'runs'}\n# a=b\nclient.opts.x=1\n")
+    assert _read_config(str(conf))["client"] == {"opts": {"x": "1"}}
+    conf.write_text(f"protocol=file\nroot_path={tmp_path / 'runs'}\n")
+    tracker = create(f"file://{conf}")
+    tracker.add_metadata("local_cwd://s/app-1", k="v")
+    assert create(str(conf)).metadata("local_cwd://s/app-1") == {"k": "v"}
+    conf.write_text("protocol=file\n")
+    with pytest.raises(ValueError, match="root_path"):
+        create(str(conf))
+
+
+def test_mlflow_create_tracker_reads_the_tracker_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         mlflow_server: Any) -> None:
+    from torchx.tracker.mlflow import create_tracker
+
+    uri = mlflow_server.uri  # the session's server (a sqlite store here costs 6 s of migrations)
+    (tmp_path / ".torchxconfig").write_text(
+        f"[tracker:mlflow]\nconfig = {tmp_path}\ntracking_uri = {uri}\nexperiment_name = foobar\n")
+    monkeypatch.delenv("TORCHX_TRACKING_EXPERIMENT_NAME", raising=False)
+    t = create_tracker(str(tmp_path))
+    assert (t.tracking_uri, t.experiment_name) == (uri, "foobar")
+    monkeypatch.setenv("TORCHX_TRACKING_EXPERIMENT_NAME", "from-env")
+    assert create_tracker(str(tmp_path)).experiment_name == "from-env"
+
+
+def test_scheduler_option_types_and_mcad_resource() -> None:
+    from torchx.schedulers import kubernetes_mcad_scheduler as mcad
+    from torchx.schedulers.gcp_batch_scheduler import GCPBatchOpts
+    from torchx.schedulers.kubernetes_scheduler import KubernetesOpts
+    from torchx.specs import AppDef, Role
+
+    assert set(KubernetesOpts.__annotations__) == {"namespace", "queue", "image_repo", "service_account",
+                                                  "priority_class"}
+    assert set(GCPBatchOpts.__annotations__) == {"project", "location"}
+    app = AppDef("a", roles=[Role("w", image="img", entrypoint="echo", args=["hi"], num_replicas=2)])
+    res = mcad.app_to_resource(app, "ns1", None, None, None, None, None, priority=3)
+    assert res["kind"] == "AppWrapper" and res["metadata"]["namespace"] == "ns1"
+
+
+def test_docker_workspace_mixin_push_plan_events_and_context(tmp_path: Path) -> None:
+    from torchx.specs import AppDef, Role
+    from torchx.workspace.docker_workspace import DockerWorkspaceMixin, _build_context, print_push_events
+
+    class Mixed(DockerWorkspaceMixin):
+        pass
+
+    app = AppDef("a", roles=[Role("w", image="sha256:abc"), Role("v", image="busybox")])
+    m = Mixed(docker_client="client")
+    assert m._docker_client == "client"
+    assert m.dryrun_push_images(app, {"image_repo": "reg/x"}) == {"sha256:abc": ("reg/x", "abc")}
+    assert [r.image for r in app.roles] == ["reg/x:abc", "busybox"]
+    with pytest.raises(KeyError):
+        m.dryrun_push_images(AppDef("a", roles=[Role("w", image="sha256:abc")]), {})
+    out = io.StringIO()
+    print_push_events([{"status": "Preparing", "id": "l1"}, {"status": "Pushed", "id": "l1"}, {"status": "done"}], out)
+    assert out.getvalue().count("\n") == 2 and "l1: Pushed" in out.getvalue()
+    with pytest.raises(RuntimeError, match="denied"):
+        print_push_events([{"error": "denied"}], out)
+    (tmp_path / "keep.py").write_text("x")
+    (tmp_path / "skip.log").write_text("x")
+    (tmp_path / ".dockerignore").write_text("*.log\n")
+    with _build_context("img", str(tmp_path)) as f:
+        names = tarfile.open(fileobj=f).getnames()
+    assert sorted(names) == [".dockerignore", "Dockerfile.torchx", "keep.py"]
+
+
+def test_torchx_version_exits_and_sub_cmds_come_from_load_group(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    from torchx.cli import main as cli_main
+    from torchx.cli.cmd_base import SubCommand
+
+    with pytest.raises(SystemExit) as e:
+        cli_main.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == "torchx-0.7.0\n"
+
+    class Mine(SubCommand):
+        def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+            pass
+
+        def run(self, args: argparse.Namespace) -> None:
+            pass
+
+    monkeypatch.setattr(cli_main, "load_group", lambda group, default=None: {"run": Mine})
+    cmds = cli_main.get_sub_cmds()
+    assert isinstance(cmds["run"], Mine) and "status" in cmds
