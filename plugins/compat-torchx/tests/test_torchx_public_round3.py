@@ -5,7 +5,7 @@ import argparse
 import io
 import tarfile
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -167,3 +167,50 @@ def test_torchx_version_exits_and_sub_cmds_come_from_load_group(monkeypatch: pyt
     monkeypatch.setattr(cli_main, "load_group", lambda group, default=None: {"run": Mine})
     cmds = cli_main.get_sub_cmds()
     assert isinstance(cmds["run"], Mine) and "status" in cmds
+
+
+def test_mlflow_tracker_torchx_members(mlflow_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+    import uuid
+
+    from torchx.tracker.mlflow import MLflowTracker
+
+    @dataclasses.dataclass
+    class Inner:
+        url: str = "s3://d"
+
+    @dataclasses.dataclass
+    class Cfg:
+        lr: float = 0.1
+        locales: List[str] = dataclasses.field(default_factory=lambda: ["us", "eu"])
+        empty: Dict[str, int] = dataclasses.field(default_factory=dict)
+        data: List[Inner] = dataclasses.field(default_factory=lambda: [Inner(), Inner("s3://e")])
+
+    for var in ("TX_TRACKING_EXPERIMENT_NAME", "TORCHX_TRACKING_EXPERIMENT_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    assert MLflowTracker(tracking_uri=mlflow_server.uri).experiment_name == MLflowTracker.default_experiment_name()
+    t = MLflowTracker(experiment_name=f"e-{uuid.uuid4().hex[:8]}", tracking_uri=mlflow_server.uri)
+    assert t.experiment.experiment_id == t.experiment_id
+    run_name = f"local_cwd://s/r-{uuid.uuid4().hex[:8]}"
+    run = t.get_run(run_name)
+    assert run.info.run_name == run_name and t.get_run_id(run_name) == run.info.run_id
+    t.log_params_flat(run_name, Cfg())
+    t.close()
+    assert t.get_run(run_name).data.params == {
+        "lr": "0.1", "locales": "['us', 'eu']", "empty": "{}", "data._0.url": "s3://d", "data._1.url": "s3://e"}
+    t.client.create_run(t.experiment_id, run_name="twice")
+    t.client.create_run(t.experiment_id, run_name="twice")
+    with pytest.raises(RuntimeError, match="More than 1 run found for run_name `twice`"):
+        t.get_run("twice")
+
+
+@pytest.mark.parametrize("module", ["lsf_scheduler", "aws_sagemaker_scheduler"])
+def test_schedulers_tx_lacks_say_so_in_one_line(module: str) -> None:
+    import importlib
+
+    import tx_torchx_compat  # noqa: F401 - the torchx alias
+
+    with pytest.raises(ModuleNotFoundError) as e:
+        importlib.import_module(f"torchx.schedulers.{module}")
+    assert e.value.name == f"torchx.schedulers.{module}"
+    assert "tx has no" in str(e.value) and "\n" not in str(e.value)
