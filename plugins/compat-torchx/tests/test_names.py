@@ -97,7 +97,7 @@ NAMES = {
     "torchx.apps.utils.copy_main": ["main"],
     "torchx.apps.utils.process_monitor": ["main", "TIMEOUT_EXIT_CODE"],
     "torchx.components.component_test_base": ["ComponentTestCase"],
-    "torchx.test.fixtures": ["IS_CI", "IS_MACOS", "TestWithTmpDir"],
+    "torchx.test.fixtures": ["IS_CI", "IS_MACOS", "DistributedTestCase", "TestWithTmpDir"],
     "torchx.util.modules": ["load_module"],
     "torchx.util.cuda": ["has_cuda_devices"],
     "torchx.util.strings": ["normalize_str"],

@@ -214,3 +214,21 @@ def test_schedulers_tx_lacks_say_so_in_one_line(module: str) -> None:
         importlib.import_module(f"torchx.schedulers.{module}")
     assert e.value.name == f"torchx.schedulers.{module}"
     assert "tx has no" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_distributed_test_case_runs_fn_on_each_rank() -> None:
+    import os
+
+    from torchx.test.fixtures import DistributedTestCase
+
+    class T(DistributedTestCase):
+        def runTest(self) -> None:  # noqa: N802 - unittest's name
+            pass
+
+    t = T()
+    t.setUp()
+    try:
+        pids = t.run_ddp(world_size=2, fn=os.getpid)()
+    finally:
+        t.tearDown()
+    assert sorted(pids) == [0, 1] and len(set(pids.values())) == 2 and os.getpid() not in pids.values()
