@@ -232,3 +232,19 @@ def test_distributed_test_case_runs_fn_on_each_rank() -> None:
     finally:
         t.tearDown()
     assert sorted(pids) == [0, 1] and len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+
+
+def test_config_load_takes_back_what_dump_wrote_none_included() -> None:
+    from torchx.runner.config import dump, load
+    from torchx.specs import runopts
+
+    opts = runopts()
+    opts.add("queue", type_=str, required=True, help="q")
+    opts.add("account", type_=str, help="no default")
+    opts.add("nodes", type_=int, default=2, help="n")
+    f = io.StringIO()
+    dump(f, {"s": opts})
+    f.seek(0)
+    cfg: Dict[str, Any] = {"queue": "given"}
+    load("s", f, cfg, opts=opts)
+    assert cfg == {"queue": "given", "account": None, "nodes": 2}  # `account = None` is None, as TorchX
