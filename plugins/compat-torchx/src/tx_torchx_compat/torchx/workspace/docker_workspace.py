@@ -9,8 +9,9 @@ Differences from TorchX 0.7.0 (docs/migrating-from-torchx.md):
   with ``image_repo`` set, pushed during the build, so the role's image is already the
   remote ``<image_repo>:<hash>``; :meth:`DockerWorkspaceMixin.dryrun_push_images` then has
   nothing to push. Local ``sha256:`` images (built by other means) are pushed as TorchX does.
-* :func:`_build_context` (TorchX's build context as a tar file) reads ``Dockerfile.torchx``
-  and ``.dockerignore`` as TorchX does; tx's own builds do not use it.
+* :func:`_build_context` (TorchX's build context as a tar file) adds ``Dockerfile.torchx``
+  as TorchX does, but matches ``.dockerignore`` with gitignore rules, as every tx workspace
+  (:func:`torchx.workspace.walk_workspace`); tx's own builds do not use it.
 """
 import io
 import logging
@@ -150,7 +151,7 @@ def print_push_events(events: Iterable[Dict[str, str]], stream: TextIO = sys.std
 def _build_context(img: str, workspace: str) -> IO[bytes]:
     """TorchX's build context of ``workspace`` (a local directory or fsspec URL) as an
     open temporary tar file (deleted when closed): its files less what ``.dockerignore``
-    excludes, modes kept, plus :data:`DEFAULT_DOCKERFILE` as ``Dockerfile.torchx`` when
+    excludes (gitignore rules, :func:`torchx.workspace.walk_workspace`), modes kept, plus :data:`DEFAULT_DOCKERFILE` as ``Dockerfile.torchx`` when
     the workspace has none. ``img`` is unused (TorchX passes the base image as a build arg)."""
     import fsspec  # deferred: fsspec only when a build context is made
 
