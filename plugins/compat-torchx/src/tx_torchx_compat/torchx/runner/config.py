@@ -14,7 +14,8 @@ from tx.config import run_options as _run_options
 from tx.config.torchx import convert_torchx_config, find_torchx_config  # noqa: F401
 from tx.runner.api import Runner
 from tx.schedulers.api import Scheduler, get_scheduler_factories  # noqa: F401
-from tx.specs.runopts import CfgVal, get_type_name, runopt, runopts  # noqa: F401
+from tx.specs.runopts import CfgVal, runopt, runopts  # noqa: F401
+from tx_torchx_compat.torchx.specs.api import get_type_name  # noqa: F401 - TorchX's naming
 
 #: the separator of ``[prefix:name]`` section names
 CONFIG_PREFIX_DELIM = ":"
