@@ -248,3 +248,28 @@ def test_config_load_takes_back_what_dump_wrote_none_included() -> None:
     cfg: Dict[str, Any] = {"queue": "given"}
     load("s", f, cfg, opts=opts)
     assert cfg == {"queue": "given", "account": None, "nodes": 2}  # `account = None` is None, as TorchX
+
+
+def test_get_type_name_is_torchx_naming() -> None:
+    from typing import Union
+
+    import torchx.specs
+    from torchx.specs.api import get_type_name
+
+    assert torchx.specs.get_type_name is get_type_name
+    assert [get_type_name(t) for t in (int, list, List[List[int]], Union[str, int])] == [
+        "int", "list", "typing.List[typing.List[int]]", "typing.Union[str, int]"]
+
+
+def test_local_log_iter_of_a_running_app_returns_all_its_lines(tmp_path: Path) -> None:
+    from torchx.schedulers.local_scheduler import LocalDirectoryImageProvider, LocalScheduler
+    from torchx.specs import AppDef, Role
+
+    s = LocalScheduler("sess", LocalDirectoryImageProvider)
+    try:
+        app = AppDef("a", [Role("r", image=str(tmp_path), entrypoint="sh",
+                                args=["-c", "for i in 1 2 3; do echo $i; sleep 0.2; done"])])
+        h = s.submit(app, cfg={})  # no log_dir: a temporary one, as TorchX
+        assert list(s.log_iter(h, "r", 0)) == ["1\n", "2\n", "3\n"]  # followed to the end, as TorchX
+    finally:
+        s.close()
