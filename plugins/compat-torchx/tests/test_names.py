@@ -29,7 +29,7 @@ NAMES = {
         "ComponentNotFoundException", "ComponentValidationException", "get_builtin_source", "get_component",
         "get_components",
     ],
-    "torchx.specs.file_linter": ["LinterMessage", "get_fn_docstring", "validate"],
+    "torchx.specs.file_linter": ["LinterMessage", "TorchXArgumentHelpFormatter", "get_fn_docstring", "validate"],
     "torchx.specs.named_resources_generic": ["NAMED_RESOURCES", "GiB", "Resource"],
     "torchx.runner": ["Runner", "get_runner"],
     "torchx.runner.api": [

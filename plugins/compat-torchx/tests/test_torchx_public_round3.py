@@ -273,3 +273,13 @@ def test_local_log_iter_of_a_running_app_returns_all_its_lines(tmp_path: Path) -
         assert list(s.log_iter(h, "r", 0)) == ["1\n", "2\n", "3\n"]  # followed to the end, as TorchX
     finally:
         s.close()
+
+
+def test_torchx_argument_help_formatter_marks_required_and_defaults() -> None:
+    from torchx.specs.file_linter import TorchXArgumentHelpFormatter
+
+    p = argparse.ArgumentParser(prog="c", formatter_class=TorchXArgumentHelpFormatter)
+    p.add_argument("--foo", type=int, required=True, help="the foo")
+    p.add_argument("--bar", type=str, default="x", help="the bar")
+    text = " ".join(p.format_help().split())
+    assert "--foo int the foo (required)" in text and "--bar str the bar (default: x)" in text
