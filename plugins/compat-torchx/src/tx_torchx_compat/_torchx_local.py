@@ -510,8 +510,11 @@ class LocalScheduler(Scheduler):
 
 
 class LogIterator:
-    """The chunks of a replica's log file; with ``should_tail``, it follows the file until
-    the app is terminal (``scheduler.describe``).
+    """The chunks of a replica's log file, followed until the app is terminal
+    (``scheduler.describe``) when the app is still running at ``iter()``, whatever
+    ``should_tail`` says: TorchX 0.7.0's iterator checks the app's state there, so
+    ``log_iter`` of a running app returns all of its lines (``should_tail=False`` only
+    stops at the end of the file of an app already finished).
 
     Raises (when iterated):
         RuntimeError: the app finished without writing the file.
@@ -531,8 +534,7 @@ class LogIterator:
 
     def __iter__(self) -> "LogIterator":
         while True:
-            if self._should_tail:
-                self._check_finished()
+            self._check_finished()
             if os.path.isfile(self._log_file):
                 self._fp = open(self._log_file, "rt", newline="\n", errors="replace")
                 return self

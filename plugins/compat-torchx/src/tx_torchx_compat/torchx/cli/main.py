@@ -29,7 +29,8 @@ TORCHX_SCHEDULER_ORDER = (
     "aws_sagemaker", "gcp_batch", "ray", "lsf",
 )
 
-__all__ = ["TORCHX_SCHEDULER_ORDER", "console", "get_sub_cmds", "main", "run_main"]
+__all__ = ["TORCHX_SCHEDULER_ORDER", "console", "get_default_sub_cmds", "get_sub_cmds", "load_group", "main",
+           "run_main"]
 
 #: TorchX 0.7.0's built-in subcommands: name -> (module, class) of tx-torchx-compat
 _SUB_CMDS = {
@@ -41,19 +42,31 @@ _SUB_CMDS = {
 }
 
 
-def get_sub_cmds() -> Any:
-    """``{name: SubCommand instance}``: TorchX 0.7.0's built-in commands (tx's, as
-    :class:`~torchx.cli.cmd_base.SubCommand`) updated with the ``torchx.cli.cmds`` entry
-    points (which win over a built-in of the same name, as in TorchX)."""
+def load_group(group: str, default: Optional[Any] = None) -> Any:
+    """:func:`torchx.util.entrypoints.load_group` (TorchX's ``main`` has it under this name,
+    where :func:`get_sub_cmds` looks it up)."""
+    from tx_torchx_compat.torchx.util.entrypoints import load_group as _load_group  # deferred: main stays import-light
+
+    return _load_group(group, default)
+
+
+def get_default_sub_cmds() -> Any:
+    """``{name: SubCommand instance}`` of TorchX 0.7.0's built-in commands (tx's, as
+    :class:`~torchx.cli.cmd_base.SubCommand`)."""
     import importlib  # deferred: main stays import-light for the console script
 
-    cmds = {}
-    for name, (module, cls) in _SUB_CMDS.items():
-        cmds[name] = getattr(importlib.import_module(f"tx_torchx_compat.torchx.cli.{module}"), cls)()
-    for name, (load, _help) in _torchx_cli_commands().items():
-        cmds[name] = load()()
-    return cmds
+    return {name: getattr(importlib.import_module(f"tx_torchx_compat.torchx.cli.{module}"), cls)()
+            for name, (module, cls) in _SUB_CMDS.items()}
 
+
+def get_sub_cmds() -> Any:
+    """:func:`get_default_sub_cmds` updated with the ``torchx.cli.cmds`` entry points (read
+    by :func:`load_group`; each is instantiated, and wins over a built-in of the same name,
+    as in TorchX)."""
+    cmds = get_default_sub_cmds()
+    for name, cls in (load_group("torchx.cli.cmds", default={}) or {}).items():
+        cmds[name] = cls()
+    return cmds
 
 
 def _torchx_cli_commands() -> Any:
@@ -106,7 +119,7 @@ def run_main(argv: List[str]) -> int:
     """Run the ``torchx`` command on ``argv``; returns the exit code.
 
     Raises:
-        SystemExit: ``--help`` (0) or a usage error (2), as argparse does.
+        SystemExit: ``--help`` or ``--version`` (0) or a usage error (2), as argparse does.
     """
     from tx.cli import errors
     from tx.cli.main import build_parser, builtin_commands, plugin_commands
@@ -115,7 +128,7 @@ def run_main(argv: List[str]) -> int:
         import torchx
 
         print(f"torchx-{torchx.__version__}")
-        return 0
+        raise SystemExit(0)  # as argparse's version action (TorchX's) does
     command = _command_of(argv)
     try:
         commands = builtin_commands()

@@ -4,6 +4,8 @@ TorchX's ``apply``, ``load`` and ``dump`` create the schedulers they need to lea
 options; tx's (:mod:`tx.config.run_options`) take the options from the caller. Here the
 scheduler is created through a :class:`tx.runner.Runner`, as TorchX does.
 """
+import configparser
+import io
 from typing import IO, Any, Iterable, Mapping, MutableMapping, Optional
 
 from tx.config import *  # noqa: F401,F403
@@ -12,7 +14,8 @@ from tx.config import run_options as _run_options
 from tx.config.torchx import convert_torchx_config, find_torchx_config  # noqa: F401
 from tx.runner.api import Runner
 from tx.schedulers.api import Scheduler, get_scheduler_factories  # noqa: F401
-from tx.specs.runopts import CfgVal, get_type_name, runopt, runopts  # noqa: F401
+from tx.specs.runopts import CfgVal, runopt, runopts  # noqa: F401
+from tx_torchx_compat.torchx.specs.api import get_type_name  # noqa: F401 - TorchX's naming
 
 #: the separator of ``[prefix:name]`` section names
 CONFIG_PREFIX_DELIM = ":"
@@ -56,13 +59,24 @@ def apply(
 
 def load(scheduler: str, f: IO[str], cfg: MutableMapping[str, CfgVal], *,
          opts: Optional[runopts] = None) -> MutableMapping[str, CfgVal]:
-    """TorchX's ``load(scheduler, f, cfg)`` (:func:`tx.config.run_options.load`).
+    """TorchX's ``load(scheduler, f, cfg)`` (:func:`tx.config.run_options.load`); as in
+    TorchX, an option written ``None`` (what :func:`dump` writes for an option without a
+    default) is put in ``cfg`` as None (tx's own ``load`` leaves it out).
 
     Raises:
         tx.config.ConfigError: unreadable INI text, a bad value or an unknown key.
         UnknownSchedulerException: without ``opts``, no such scheduler is installed.
     """
-    return _run_options.load(scheduler, f, cfg, opts if opts is not None else _run_opts_of(scheduler))
+    text = f.read()
+    given = set(cfg)
+    _run_options.load(scheduler, io.StringIO(text), cfg, opts if opts is not None else _run_opts_of(scheduler))
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    if parser.has_section(scheduler):
+        for key, raw in parser.items(scheduler):
+            if key not in given and key not in cfg and raw.strip() == "None":
+                cfg[key] = None
+    return cfg
 
 
 def dump(f: IO[str], schedulers: Any = None, required_only: bool = False) -> None:

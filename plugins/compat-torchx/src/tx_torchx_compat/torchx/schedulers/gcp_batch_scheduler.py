@@ -1,11 +1,28 @@
 """``torchx.schedulers.gcp_batch_scheduler``: tx-scheduler-gcp-batch's
 ``tx_scheduler_gcp_batch.scheduler``, with TorchX 0.7.0's ``GCPBatchScheduler(session_name,
 client=None)`` and ``create_scheduler(session_name, client=None, **kwargs)``."""
-from typing import Any, Optional
+from typing import Any, List, Optional, TypedDict
 
 from tx_torchx_compat._missing import reexport
 
 _gcp = reexport(globals(), "tx_scheduler_gcp_batch.scheduler", "tx-scheduler-gcp-batch")
+
+
+class GCPBatchOpts(TypedDict, total=False):
+    """TorchX 0.7.0's run options of ``gcp_batch`` (``Scheduler[GCPBatchOpts]``)."""
+
+    project: Optional[str]
+    location: Optional[str]
+
+
+#: the job labels tx writes (tx's names; TorchX 0.7.0's are ``torchx_version`` and
+#: ``torchx_app_name``)
+LABEL_VERSION: str = "tx_version"
+LABEL_APP_NAME: str = "tx_app_name"
+#: the locations ``list`` looks in: tx lists the configured location only
+#: (``$CLOUDSDK_BATCH_LOCATION``, default ``us-central1``), where TorchX 0.7.0 walks a fixed
+#: list of regions
+LOCATIONS: List[str] = ["us-central1"]
 
 
 class GCPBatchScheduler(_gcp.GcpBatchScheduler):  # type: ignore[misc,valid-type]

@@ -1,11 +1,25 @@
 """``torchx.schedulers.kubernetes_scheduler``: tx-scheduler-k8s's ``tx_scheduler_k8s.kubernetes_scheduler``,
 with TorchX 0.7.0's constructors ``KubernetesScheduler(session_name, client=None, docker_client=None)``
 and ``create_scheduler(session_name, client=None, docker_client=None, **kwargs)``."""
-from typing import Any, Optional
+from typing import Any, Optional, TypedDict
 
 from tx_torchx_compat._missing import reexport
 
 _k8s = reexport(globals(), "tx_scheduler_k8s.kubernetes_scheduler", "tx-scheduler-k8s")
+
+
+class KubernetesOpts(TypedDict, total=False):
+    """TorchX 0.7.0's run options of ``kubernetes`` (``Scheduler[KubernetesOpts]``)."""
+
+    namespace: Optional[str]
+    queue: str
+    image_repo: Optional[str]
+    service_account: Optional[str]
+    priority_class: Optional[str]
+
+
+#: the node label that selects a named resource's instance type
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
 
 class KubernetesScheduler(_k8s.KubernetesScheduler):  # type: ignore[misc,valid-type]

@@ -7,6 +7,7 @@ from tx.components.system.builders import materialize_appdef  # noqa: F401
 from tx.specs.named_resources import GENERIC as GENERIC_NAMED_RESOURCES  # noqa: F401
 from tx.specs.named_resources import GiB  # noqa: F401
 from tx_torchx_compat._handles import parse_app_handle  # noqa: F401 - TorchX 0.7's rules
+from tx_torchx_compat.torchx.specs.api import get_type_name  # noqa: F401 - TorchX's naming, not tx's
 from tx_torchx_compat.torchx.util.entrypoints import load_group  # noqa: F401
 
 __all__ = [*_tx_all, "GENERIC_NAMED_RESOURCES", "GiB", "load_group", "materialize_appdef"]

@@ -1,14 +1,18 @@
-"""``torchx.test.fixtures``: TorchX 0.7.0's unittest helpers (``TestWithTmpDir``), written
+"""``torchx.test.fixtures``: TorchX 0.7.0's unittest helpers (``TestWithTmpDir``,
+``DistributedTestCase``), written
 for tx-torchx-compat from TorchX's documented behaviour."""
 import os
 import shutil
 import sys
 import tempfile
 import unittest
+import uuid
 from pathlib import Path
-from typing import Iterable, List, Union
+from typing import Callable, Dict, Iterable, List, TypeVar, Union
 
-__all__ = ["IS_CI", "IS_MACOS", "TestWithTmpDir"]
+__all__ = ["IS_CI", "IS_MACOS", "DistributedTestCase", "TestWithTmpDir"]
+
+Ret = TypeVar("Ret")
 
 #: whether the tests run on a CI machine (the ``CI`` variable is set, as GitHub Actions does)
 IS_CI: bool = bool(os.getenv("CI"))
@@ -53,3 +57,28 @@ class TestWithTmpDir(unittest.TestCase):
         as is)."""
         with open(self.tmpdir / filepath) as f:
             return f.readlines()
+
+
+class DistributedTestCase(TestWithTmpDir):
+    """A :class:`TestWithTmpDir` that runs a function as a local DDP job:
+    ``self.run_ddp(world_size=2, fn=f)(*args)`` runs ``f(*args)`` in ``world_size`` new
+    processes (torch's elastic launcher, c10d rendezvous on a free localhost port, no
+    restarts; ``fn`` must be picklable: a module-level function) and returns
+    ``{rank: return value}``. ``fn`` initialises its process group itself (e.g.
+    ``torchx.distributed.init_pg()``), as TorchX documents.
+    """
+
+    def run_ddp(self, world_size: int, fn: Callable[..., Ret]) -> Callable[..., Dict[int, Ret]]:
+        """A callable that runs ``fn`` on ``world_size`` local ranks (see the class doc).
+
+        Raises:
+            torch.distributed.elastic.multiprocessing.errors.ChildFailedError: (when called)
+                a rank failed.
+        """
+        # deferred: torch only for tests that run a DDP job
+        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
+                              rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
+                              monitor_interval=0.1)
+        return elastic_launch(config, entrypoint=fn)
