@@ -1,11 +1,17 @@
 """``torchx.schedulers.ray_scheduler``: tx-scheduler-ray's ``tx_scheduler_ray.scheduler``,
 with TorchX 0.7.0's constructors ``RayScheduler(session_name, ray_client=None)`` and
 ``create_scheduler(session_name, ray_client=None, **kwargs)``."""
+import importlib.util
 from typing import Any, Optional
 
 from tx_torchx_compat._missing import reexport
 
 _ray = reexport(globals(), "tx_scheduler_ray.scheduler", "tx-scheduler-ray")
+
+
+def has_ray() -> bool:
+    """Whether the Ray SDK (``ray``) is installed here (found, not imported)."""
+    return importlib.util.find_spec("ray") is not None
 
 
 class RayScheduler(_ray.RayScheduler):  # type: ignore[misc,valid-type]

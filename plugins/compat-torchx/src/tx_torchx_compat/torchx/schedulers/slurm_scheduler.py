@@ -1,11 +1,68 @@
 """``torchx.schedulers.slurm_scheduler``: tx-scheduler-slurm's ``tx_scheduler_slurm.scheduler``,
-plus TorchX 0.7.0's ``SLURM_STATES`` (Slurm job state -> AppState)."""
-from typing import Mapping
+plus TorchX 0.7.0's ``SLURM_STATES`` (Slurm job state -> AppState), ``SlurmOpts`` and the
+request classes ``SlurmBatchRequest`` / ``SlurmReplicaRequest`` (tx's, from
+``tx_scheduler_slurm.request``; see :class:`SlurmReplicaRequest` for how their shape differs)."""
+import os
+from typing import Any, List, Mapping, Optional, Tuple, TypedDict
 
-from tx.specs.api import AppState
+from tx.specs.api import AppDef, AppState, Role
 from tx_torchx_compat._missing import reexport
 
 reexport(globals(), "tx_scheduler_slurm.scheduler", "tx-scheduler-slurm")
+# the plugin is importable once reexport returned: its request module is the same distribution's
+from tx_scheduler_slurm import request as _request  # noqa: E402
+
+#: tx's batch request: ``cmd``, ``replicas``, ``job_dir``, ``max_retries`` as TorchX's, plus
+#: tx's ``workdir``, ``infra_retries`` and ``appdef``; ``materialize()`` gives the script
+SlurmBatchRequest = _request.SlurmBatchRequest
+
+SlurmOpts = TypedDict(
+    "SlurmOpts",
+    {
+        "partition": str,
+        "time": str,
+        "comment": Optional[str],
+        "constraint": Optional[str],
+        "mail-user": Optional[str],
+        "mail-type": Optional[str],
+        "job_dir": Optional[str],
+    },
+    total=False,
+)
+SlurmOpts.__doc__ = "TorchX 0.7.0's run options of ``slurm`` (tx's ``slurm`` takes more: ``tx runopts slurm``)."
+
+
+class SlurmReplicaRequest(_request.SlurmReplicaRequest):  # type: ignore[misc,valid-type]
+    """tx's replica request (one het-job component), with TorchX 0.7.0's ``from_role`` and
+    ``materialize``.
+
+    Its fields are TorchX's (``name``, ``entrypoint``, ``args``, ``srun_opts``,
+    ``sbatch_opts``, ``env``) plus tx's ``role``, ``replica_id`` and ``job_name``; the values
+    are tx's: ``env`` carries tx's per-replica variables, ``srun_opts`` tx's log files, and the
+    srun group runs the entrypoint through tx's launcher (see tx-scheduler-slurm).
+    """
+
+    @classmethod
+    def from_role(cls, name: str, role: Role, cfg: Mapping[str, Any], nomem: bool) -> "SlurmReplicaRequest":
+        """The request of replica 0 of ``role`` under the component name ``name``, built by
+        tx's ``build_request`` with run options ``cfg``; ``nomem`` leaves ``--mem`` out.
+
+        Raises:
+            ValueError: a role tx cannot submit (no entrypoint, a bad role name).
+        """
+        app = AppDef(name=name, roles=[role])
+        req = _request.build_request(app, cfg, workdir=os.getcwd(), nomem=nomem)
+        first = next(iter(req.replicas.values()))
+        fields = {f: getattr(first, f) for f in ("role", "replica_id", "job_name", "entrypoint", "args", "env",
+                                                "sbatch_opts", "srun_opts")}
+        return cls(name=name, **fields)
+
+    def materialize(self) -> Tuple[List[str], List[str]]:
+        """TorchX's pair: the component's sbatch options (``--job-name=...`` first) and its
+        srun group (shell words, tx's launcher included)."""
+        opts = [f"--{k}" if v is None else f"--{k}={v}" for k, v in self.sbatch_opts.items()]
+        return [f"--job-name={self.job_name}", *opts], self.srun_words()
+
 
 #: Slurm's job states (https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES) as
 #: TorchX 0.7.0 maps them (tx-scheduler-slurm maps more states, the same way)
