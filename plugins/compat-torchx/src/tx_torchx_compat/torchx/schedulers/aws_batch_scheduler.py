@@ -3,6 +3,7 @@
 client=None, log_client=None, docker_client=None)`` and its ``create_scheduler``, plus TorchX
 0.7.0's ``AWSBatchOpts``, ``ENV_TORCHX_ROLE_*`` and resource helpers (over tx's request
 builder)."""
+import importlib
 from datetime import datetime
 from typing import Any, Dict, List, Optional, TypedDict
 
@@ -10,8 +11,9 @@ from tx.specs.api import Resource, Role
 from tx_torchx_compat._missing import reexport
 
 _batch = reexport(globals(), "tx_scheduler_aws_batch.scheduler", "tx-scheduler-aws-batch")
-# the plugin is importable once reexport returned: its request module is the same distribution's
-from tx_scheduler_aws_batch import request as _request  # noqa: E402
+# by name, as reexport does (a plugin is never imported statically; it is importable once
+# reexport returned): its request module is the same distribution's
+_request = importlib.import_module("tx_scheduler_aws_batch.request")
 
 #: the environment variables naming a node's role and its index (tx sets them, with TX_*)
 ENV_TORCHX_ROLE_NAME = "TORCHX_ROLE_NAME"

@@ -5,6 +5,7 @@ module's public helpers TorchX 0.7.0 projects import (``role_to_pod``, ``create_
 ``mcad_svc``, ``cleanup_str``, ``get_*``), over tx's ``app_to_appwrapper``: each returns
 the piece of the AppWrapper tx submits, as a dict in the API's JSON shape (TorchX returns
 ``kubernetes.client`` objects from ``role_to_pod`` and ``mcad_svc``)."""
+import importlib
 import re
 import warnings
 from typing import Any, Dict, Iterable, List, Optional, TypedDict
@@ -13,8 +14,10 @@ from tx.specs.api import AppDef, AppState, Role
 from tx_torchx_compat._missing import reexport
 
 _k8s = reexport(globals(), "tx_scheduler_k8s.kubernetes_mcad_scheduler", "tx-scheduler-k8s")
-# the plugin is importable once reexport returned: these modules are the same distribution's
-from tx_scheduler_k8s import _names, _pod  # noqa: E402
+# by name, as reexport does (a plugin is never imported statically; it is importable once
+# reexport returned): these modules are the same distribution's
+_names = importlib.import_module("tx_scheduler_k8s._names")
+_pod = importlib.import_module("tx_scheduler_k8s._pod")
 
 #: TorchX's name of the dryrun request: tx's ``KubernetesJob`` (``resource``, ``namespace``,
 #: ``images_to_push``; ``str()`` is the YAML)

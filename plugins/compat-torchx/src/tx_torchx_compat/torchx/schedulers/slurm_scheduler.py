@@ -2,6 +2,7 @@
 plus TorchX 0.7.0's ``SLURM_STATES`` (Slurm job state -> AppState), ``SlurmOpts`` and the
 request classes ``SlurmBatchRequest`` / ``SlurmReplicaRequest`` (tx's, from
 ``tx_scheduler_slurm.request``; see :class:`SlurmReplicaRequest` for how their shape differs)."""
+import importlib
 import os
 from typing import Any, List, Mapping, Optional, Tuple, TypedDict
 
@@ -9,8 +10,9 @@ from tx.specs.api import AppDef, AppState, Role
 from tx_torchx_compat._missing import reexport
 
 reexport(globals(), "tx_scheduler_slurm.scheduler", "tx-scheduler-slurm")
-# the plugin is importable once reexport returned: its request module is the same distribution's
-from tx_scheduler_slurm import request as _request  # noqa: E402
+# by name, as reexport does (a plugin is never imported statically; it is importable once
+# reexport returned): its request module is the same distribution's
+_request = importlib.import_module("tx_scheduler_slurm.request")
 
 #: tx's batch request: ``cmd``, ``replicas``, ``job_dir``, ``max_retries`` as TorchX's, plus
 #: tx's ``workdir``, ``infra_retries`` and ``appdef``; ``materialize()`` gives the script
