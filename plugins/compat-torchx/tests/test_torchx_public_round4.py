@@ -130,3 +130,13 @@ def test_ray_common_actor_and_has_ray() -> None:
     assert (actor.env, actor.num_cpus, actor.num_gpus, actor.min_replicas) == ({}, 1, 1, None)
     assert env.torchx_name(env.RANK0_HOST) == TORCHX_RANK0_HOST
     assert isinstance(has_ray(), bool)
+
+
+def test_kubernetes_validate_takes_torchx_signature() -> None:
+    from torchx.schedulers import kubernetes_mcad_scheduler, kubernetes_scheduler
+
+    for mod in (kubernetes_scheduler, kubernetes_mcad_scheduler):
+        sched = mod.create_scheduler("test")
+        sched._validate(AppDef("a", roles=[_role()]), "kubernetes")  # TorchX 0.7.0's call
+        with pytest.raises(ValueError, match="no roles"):
+            sched._validate(AppDef("a", roles=[]), "kubernetes", {})

@@ -59,6 +59,14 @@ class KubernetesMCADScheduler(_k8s.KubernetesMCADScheduler):  # type: ignore[mis
                  **kwargs: Any) -> None:
         super().__init__(session_name, client, **kwargs)
 
+    def _validate(self, app: Any, scheduler: str, cfg: Optional[Any] = None) -> None:
+        """tx's check (an app has roles), callable with TorchX 0.7.0's ``(app, scheduler)``.
+
+        Raises:
+            ValueError: ``app`` has no roles.
+        """
+        super()._validate(app, scheduler, {} if cfg is None else cfg)
+
 
 def create_scheduler(session_name: str, client: Optional[Any] = None, docker_client: Optional[Any] = None,
                      **kwargs: Any) -> KubernetesMCADScheduler:
