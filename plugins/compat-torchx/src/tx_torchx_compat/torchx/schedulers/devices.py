@@ -6,7 +6,7 @@ import functools
 import warnings
 from typing import Callable, Dict, List, Mapping
 
-from tx.specs.api import DeviceMount
+from tx.specs import DeviceMount
 
 __all__ = ["DEVICES", "EFA_DEVICE", "NEURON_DEVICE", "efa_to_devicemounts", "get_device_mounts",
            "neuron_to_devicemounts", "to_devicemounts"]
