@@ -6,7 +6,7 @@ import inspect
 from typing import Dict, List, Optional
 
 import pytest
-from torchx.specs import AppDef, AppState, BindMount, Resource, Role
+from torchx.specs import AppDef, AppState, BindMount, Resource, Role, VolumeMount
 
 
 def _role(**kw: object) -> Role:
@@ -140,3 +140,27 @@ def test_kubernetes_validate_takes_torchx_signature() -> None:
         sched._validate(AppDef("a", roles=[_role()]), "kubernetes")  # TorchX 0.7.0's call
         with pytest.raises(ValueError, match="no roles"):
             sched._validate(AppDef("a", roles=[]), "kubernetes", {})
+
+
+def test_get_role_information_of_a_torchx_made_appwrapper_takes_the_fields_as_they_are() -> None:
+    """Pods TorchX 0.7.0 put into an AppWrapper (its role label) come back as TorchX's
+    function gives them: the container's fields as they are, read up to the first missing
+    one; a pod without a role label is skipped."""
+    from torchx.schedulers import kubernetes_mcad_scheduler as m
+
+    def pod(container):
+        return {"generictemplate": {"metadata": {"labels": {"torchx.pytorch.org/role-name": "w"}},
+                                    "spec": {"containers": [container]}}}
+
+    full = {"image": "img", "command": ["python", "t.py"], "env": [{"name": "A", "value": "1"}],
+            "resources": {"requests": {"cpu": 2, "nvidia.com/gpu": 1, "memory": 100}},
+            "ports": [{"name": "c10d", "containerPort": 29500}], "volumeMounts": [{"name": "v", "mountPath": "/v"}]}
+    roles = m.get_role_information([pod(full), pod(full), {"generictemplate": {"metadata": {"labels": {}}}}])
+    w = roles["w"]
+    # Kubernetes' lists in the shapes tx's Role takes (a migration-guide row)
+    assert (w.image, w.args, w.env, w.num_replicas) == ("img", ["python", "t.py"], {"A": "1"}, 2)
+    assert (w.resource.cpu, w.resource.gpu, w.resource.memMB) == (2, 1, 100)
+    assert w.port_map == {"c10d": 29500} and w.mounts == [VolumeMount(src="v", dst_path="/v", read_only=False)]
+    # no command: TorchX stops reading there (no args, no env, no resource)
+    short = m.get_role_information([pod({"image": "img", "env": {"A": "1"}})])["w"]
+    assert (short.image, short.args, short.env, short.resource.cpu) == ("img", [], {}, -1)

@@ -10,7 +10,8 @@ import re
 import warnings
 from typing import Any, Dict, Iterable, List, Optional, TypedDict
 
-from tx.specs.api import AppDef, AppState, Role
+from tx.specs import VolumeMount
+from tx.specs.api import AppDef, AppState, Resource, Role
 from tx_torchx_compat._missing import reexport
 
 _k8s = reexport(globals(), "tx_scheduler_k8s.kubernetes_mcad_scheduler", "tx-scheduler-k8s")
@@ -168,21 +169,82 @@ def get_port_for_service(app: AppDef) -> str:
     return DEFAULT_PORT
 
 
+#: the role label of the pods TorchX 0.7.0 puts into an AppWrapper
+_TORCHX_ROLE_LABEL = "torchx.pytorch.org/role-name"
+
+
+def _torchx_role(name: str, tmpl: Dict[str, Any]) -> Role:
+    """A TorchX-made pod's role as TorchX 0.7.0's ``get_role_information`` gives it: the
+    first container's fields as they are (``command`` as args, ``env``, ``ports`` as
+    port_map, ``volumeMounts`` as mounts, ``resources.requests`` cpu, any ``*gpu*`` key and
+    memory as the Resource, -1 where absent), read in that order up to the first one
+    missing."""
+    fields: Dict[str, Any] = {"image": ""}
+    container = (((tmpl.get("spec") or {}).get("containers")) or [{}])[0]
+    steps = [("image", "image"), ("command", "args"), ("env", "env")]
+    for key, field in steps:
+        if key not in container:
+            return Role(name=name, **fields)
+        fields[field] = _as_role_field(field, container[key])
+    requests = (container.get("resources") or {}).get("requests")
+    if "resources" not in container or not isinstance(requests, dict) or "cpu" not in requests:
+        return Role(name=name, **fields)
+    resource = Resource(cpu=requests["cpu"], gpu=-1, memMB=-1)
+    for key, value in requests.items():
+        if "gpu" in key:
+            resource.gpu = value
+    if "memory" in requests:
+        resource.memMB = requests["memory"]
+        fields["resource"] = resource
+        for key, field in (("ports", "port_map"), ("volumeMounts", "mounts")):
+            if key not in container:
+                break
+            fields[field] = _as_role_field(field, container[key])
+    return Role(name=name, **fields)
+
+
+def _as_role_field(field: str, value: Any) -> Any:
+    """A container's field in the shape tx's Role takes (TorchX stores Kubernetes' own lists
+    there; tx's Role validates its fields): ``env`` ``[{name, value}]`` as a mapping,
+    ``ports`` ``[{name, containerPort}]`` as ``port_map``, ``volumeMounts`` ``[{name,
+    mountPath, readOnly}]`` as VolumeMounts; values already in tx's shape as they are."""
+    if field == "env" and isinstance(value, list):
+        return {e["name"]: str(e.get("value", "")) for e in value if isinstance(e, dict) and "name" in e}
+    if field == "port_map" and isinstance(value, list):
+        return {p.get("name") or str(p["containerPort"]): p["containerPort"]
+                for p in value if isinstance(p, dict) and "containerPort" in p}
+    if field == "mounts" and isinstance(value, list):
+        return [VolumeMount(src=m["name"], dst_path=m["mountPath"], read_only=bool(m.get("readOnly", False)))
+                if isinstance(m, dict) else m for m in value]
+    return value
+
+
 def get_role_information(generic_items: Iterable[Dict[str, Any]]) -> Dict[str, Role]:
-    """The roles of an AppWrapper's generic items by name, each rebuilt from its replica's
-    Pod as tx's describe does (``num_replicas`` = the number of its pods); items other than
-    tx's or TorchX's pods are skipped."""
+    """The roles of an AppWrapper's generic items by name, ``num_replicas`` = the number of
+    its pods. A pod tx made is rebuilt as tx's describe does; a pod TorchX 0.7.0 made
+    (label ``torchx.pytorch.org/role-name``) as TorchX's function gives it (its container's
+    fields as they are). Items without a generic template, metadata, labels or a role
+    label are skipped."""
     first: Dict[str, Dict[str, Any]] = {}
     count: Dict[str, int] = {}
     for item in generic_items:
         tmpl = item.get("generictemplate") or {}
         labels = (tmpl.get("metadata") or {}).get("labels") or {}
-        name = labels.get(_pod.LABEL_ROLE_NAME) or labels.get("torchx.pytorch.org/role-name")
+        name = labels.get(_pod.LABEL_ROLE_NAME) or labels.get(_TORCHX_ROLE_LABEL)
         if tmpl.get("kind", "Pod") != "Pod" or not name:
             continue
         first.setdefault(name, tmpl)
         count[name] = count.get(name, 0) + 1
-    return {name: _pod.role_from_template(t, count[name]) for name, t in first.items()}
+    roles = {}
+    for name, tmpl in first.items():
+        labels = tmpl["metadata"]["labels"]
+        if _pod.LABEL_ROLE_NAME in labels:
+            roles[name] = _pod.role_from_template(tmpl, count[name])
+        else:
+            role = _torchx_role(name, tmpl)
+            role.num_replicas = count[name]
+            roles[name] = role
+    return roles
 
 
 def get_appwrapper_status(app: Dict[str, Any]) -> AppState:
