@@ -29,8 +29,6 @@ directory) follows every unfinished run, with one status call per backend per po
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -38,7 +36,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import attrs
 
@@ -46,6 +44,7 @@ from tx.config.environ import CHECKPOINT_DIR, failover_pause, state_dir
 from tx.config.recovery import checkpoint_url
 from tx.errors import UserError
 from tx.log import get_logger
+from tx.runner._records import flocked, read_all, write_json
 from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
@@ -230,47 +229,23 @@ def load_record(handle: str) -> RunRecord:
 
 
 def _write(rec: RunRecord) -> None:
-    path = record_path(rec.run_id)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(rec.to_json(), f)
-    os.replace(tmp, path)
+    write_json(record_path(rec.run_id), rec.to_json())
 
 
-@contextlib.contextmanager
-def _locked(run_id: str, blocking: bool = True) -> Iterator[bool]:
+def _locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
     """Hold the run's lock (yields False, holding nothing, when ``blocking`` is False and
     another process holds it)."""
-    lock = record_path(run_id) + ".lock"
-    os.makedirs(os.path.dirname(lock), exist_ok=True)
-    with open(lock, "a") as lf:
-        try:
-            fcntl.flock(lf, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
+    return flocked(record_path(run_id) + ".lock", blocking)
 
 
 def list_records(session: Optional[str] = None, unfinished: bool = False) -> List[RunRecord]:
     """The runs recorded on this host (of ``session`` if given; only those not ended with
     ``unfinished``), oldest first."""
-    d = os.path.join(state_dir(), "runs")
-    out = []
-    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        if name.endswith(".json"):
-            try:
-                with open(os.path.join(d, name), encoding="utf-8") as f:
-                    rec = RunRecord.from_json(json.load(f))
-            except (OSError, ValueError, TypeError):
-                continue
-            if (session is None or rec.session == session) and not (unfinished and rec.final):
-                out.append(rec)
-    return sorted(out, key=lambda r: r.created)
+    recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json)
+    return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)),
+                  key=lambda r: r.created)
 
 
-# -- starting, stepping, cancelling ------------------------------------------------------
 def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
            pending_timeout: Optional[float], workspace: Optional[str] = None,
            parent_run_id: Optional[str] = None) -> RunRecord:

@@ -17,7 +17,6 @@ what does not fit at once is submitted by a supervisor process
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import inspect
 import json
 import os
@@ -36,6 +35,7 @@ from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAM
 from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.config.trackers import configured_trackers
 from tx.errors import UserError
+from tx.runner._records import flocked, read_all, write_json
 from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
@@ -297,12 +297,7 @@ def load_record(handle: str) -> SweepRecord:
 
 
 def _write(rec: SweepRecord) -> None:
-    path = record_path(rec.scheduler, rec.sweep_id)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(rec.to_json(), f)
-    os.replace(tmp, path)
+    write_json(record_path(rec.scheduler, rec.sweep_id), rec.to_json())
 
 
 @contextlib.contextmanager
@@ -310,10 +305,7 @@ def updating(handle: str) -> Iterator[SweepRecord]:
     """Load the record under an exclusive lock, yield it, and write it back: the CLI and a
     supervisor never lose each other's updates."""
     scheduler, _session, sweep_id = parse_app_handle(handle)
-    lock = record_path(scheduler, sweep_id) + ".lock"
-    os.makedirs(os.path.dirname(lock), exist_ok=True)
-    with open(lock, "a") as lf:
-        fcntl.flock(lf, fcntl.LOCK_EX)
+    with flocked(record_path(scheduler, sweep_id) + ".lock"):
         rec = load_record(handle)
         yield rec
         _write(rec)
@@ -321,18 +313,8 @@ def updating(handle: str) -> Iterator[SweepRecord]:
 
 def list_records(scheduler: str, session: Optional[str] = None) -> List[SweepRecord]:
     """The sweeps recorded for ``scheduler`` (of ``session`` if given), oldest first."""
-    d = os.path.join(state_dir(), "sweeps", scheduler)
-    out = []
-    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        if name.endswith(".json"):
-            try:
-                with open(os.path.join(d, name), encoding="utf-8") as f:
-                    rec = SweepRecord.from_json(json.load(f))
-            except (OSError, ValueError, TypeError):
-                continue
-            if session is None or rec.session == session:
-                out.append(rec)
-    return sorted(out, key=lambda r: r.created)
+    recs = read_all(os.path.join(state_dir(), "sweeps", scheduler), SweepRecord.from_json)
+    return sorted((r for r in recs if session is None or r.session == session), key=lambda r: r.created)
 
 
 # -- building the trials -----------------------------------------------------------------
