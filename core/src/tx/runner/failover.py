@@ -117,6 +117,7 @@ class Hop:
     why: str = ""
 
     def handle(self, session: str) -> Optional[str]:
+        """The hop's app handle in ``session``; None while it has no app id (being submitted)."""
         return None if self.app_id is None else make_app_handle(self.scheduler, session, self.app_id)
 
 
@@ -156,17 +157,25 @@ class RunRecord:
 
     @property
     def handle(self) -> str:
+        """The run handle, ``{first scheduler}://{session}/{run_id}``."""
         return make_app_handle(self.chain[0]["scheduler"], self.session, self.run_id)
 
     @property
     def live(self) -> Optional[Hop]:
+        """The last hop (the one running or last run), None before the first."""
         return self.hops[-1] if self.hops else None
 
     def to_json(self) -> Dict[str, Any]:
+        """The record as JSON-ready data (what ``runs/<run_id>.json`` holds)."""
         return attrs.asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunRecord":
+        """The record :meth:`to_json` wrote.
+
+        Raises:
+            TypeError: a field is missing or unknown (a damaged record).
+        """
         d = dict(data)
         d["hops"] = [Hop(**h) for h in d.get("hops", [])]
         return cls(**d)
@@ -191,6 +200,7 @@ class RunStatus:
     live: Optional[str]
 
     def to_json(self) -> Dict[str, Any]:
+        """``tx status --json``'s run part: handle, state name, chain line, live handle, hops."""
         return {"handle": self.handle, "state": self.state.name, "chain": self.chain,
                 "live": self.live, "hops": [attrs.asdict(h) for h in self.hops]}
 
