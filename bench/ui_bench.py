@@ -122,9 +122,16 @@ def main() -> int:
                     paints, loads, responses = [], [], []
                     for _ in range(args.n):
                         browser.get(ui.url)
-                        paint = browser.execute_script(
-                            "const p = performance.getEntriesByName('first-contentful-paint')[0];"
-                            "return p ? p.startTime : null")
+                        # chromium may record the paint entry a frame after the load event
+                        # that browser.get waits for: wait for it rather than read nothing
+                        paint, deadline = None, time.monotonic() + 10
+                        while paint is None and time.monotonic() < deadline:
+                            paint = browser.execute_script(
+                                "const p = performance.getEntriesByName('first-contentful-paint')[0];"
+                                "return p ? p.startTime : null")
+                            if paint is None:
+                                time.sleep(0.02)
+                        assert paint is not None, "chromium recorded no first-contentful-paint in 10 s"
                         nav, response = browser.execute_script(
                             "const n = performance.getEntriesByType('navigation')[0];"
                             "return [n.loadEventEnd, n.responseEnd]")
