@@ -155,8 +155,8 @@ def main() -> None:
         "- AWS Batch status: one `ListJobs` finds the array job, then one `DescribeJobs` per 100 children "
         f"(its documented maximum): {n // 100 or 1} for {n}. Not `ListJobs(arrayJobId=)`: on AWS it gives only "
         "RUNNING children without a status filter and takes no filter for them (and moto does not page it).",
-        "- The host was shared (load average about 16 on 2 CPUs while this ran), so the times spread widely. "
-        "Most of `run_sweep`'s time is in the core, the same for every backend: each trial's dryrun looks up "
+        f"- Load average (1 min) when the measuring ended: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+        "on a shared, loaded host the times spread widely. Most of `run_sweep`'s time is in the core, the same for every backend: each trial's dryrun looks up "
         "the checkpoint root in the config files (twice a trial), about half of it in a profile.",
         "- GCP Batch status: one `list_tasks` of the sweep's job (the local server answers in one page; "
         "Batch pages it). Only failed trials are described further, for why they failed.",
