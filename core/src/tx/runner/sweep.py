@@ -34,6 +34,7 @@ from tx.components.system.errors import ComponentError
 from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
 from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.config.trackers import configured_trackers
+from tx.durations import format_duration
 from tx.errors import UserError
 from tx.runner._records import flocked, read_all, write_json
 from tx.schedulers.api import ListAppResponse, PartialListError
@@ -205,7 +206,7 @@ class SweepStatus:
         rows = [("TRIAL", "PARAMS", "STATE", "TRIES", "DURATION", "WHY FAILED")]
         for t in self.trials:
             rows.append((str(t.index), _params_text(t.params), t.state.name, str(t.attempts),
-                         "-" if t.duration is None else f"{t.duration:.0f}s", t.why or ""))
+                         format_duration(t.duration), t.why or ""))
         counts = ", ".join(f"{n} {s.lower()}" for s, n in self.counts().items())
         head = f"sweep {self.sweep_handle}: {self.state.name} ({counts})\n"
         return head + _table(rows)
