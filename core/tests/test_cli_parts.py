@@ -182,6 +182,14 @@ def test_one_formatter_of_durations_for_a_sweeps_trials_tx_list_and_tx_run():
     assert (durations.format_age(59.9), durations.format_age(60), durations.format_age(None)) == ("59s", "1m", "-")
 
 
+def test_is_sweep_id_is_the_form_of_the_ids_run_sweep_makes():
+    from tx.runner.sweep import is_sweep_id
+
+    assert is_sweep_id("sweep-train-0123abcd") and is_sweep_id("sweep-0123abcd")
+    assert not any(is_sweep_id(x) for x in ("train-0123abcd", "sweep-train-0123abc", "sweep-Train-0123abcd",
+                                            "sweep-train-0123abcg", "", None))
+
+
 def test_newest_first_orders_by_time_then_numeric_id():
     from tx.cli.cmd_list import newest_first
     from tx.schedulers.api import ListAppResponse
