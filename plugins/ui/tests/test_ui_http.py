@@ -68,6 +68,20 @@ def test_apps_page_shows_the_apps_newest_first_and_filters(ui, txm, handle):
     assert _rows(ui.get("/", state="active")[1]) == [(h, s) for h, s in rows if s in ("RUNNING", "PENDING")]
     assert _rows(ui.get("/", q=ok.rsplit("/", 1)[1])[1]) == [(ok, "SUCCEEDED")]
     assert "state-FAILED" in page and "no apps" in ui.get("/", q="no-such-app")[1]
+    # age and duration: a finished app's duration is the one `tx list` prints (tx.durations)
+    cells = dict(re.findall(r'<tr class="app" data-handle="([^"]+)".*?<td title="[^"]*">\w+</td>\s*<td>([^<]*)</td>',
+                            page, re.S))
+    assert _column(txm("list", "--all").stdout, "DURATION")[ok] == cells[ok] != "-"
+    assert re.search(rf'data-handle="{re.escape(ok)}".*?<td title="[\d: -]+">\d+[smhd]</td>', page, re.S)
+
+
+def _column(table: str, header: str) -> dict:
+    """``{first cell: cell under header}`` of a table tx prints (columns two spaces apart)."""
+    lines = table.splitlines()
+    head = next(i for i, line in enumerate(lines) if header in line)
+    at = lines[head].index(header)
+    return {line.split()[0]: line[at:].split("  ")[0].strip() for line in lines[head + 1:]
+            if line.strip() and not line.startswith("-")}
 
 
 def test_apps_events_carry_the_table(ui, txm, handle):
@@ -254,6 +268,10 @@ def test_a_sweep_is_one_row_and_its_page_shows_the_trials_as_tx_status(ui, txm):
                       r'<td>\d+</td><td><code>([^<]*)</code></td>.*?<td class="err">([^<]*)</td>', page, re.S)
     assert rows == [(str(t["index"]), t["state"], t["app_handle"], f"x={t['index']}", t["why"]) for t in st["trials"]]
     assert st["trials"][1]["why"] == "replica sh/0 exited with code 1"
+    # each trial's duration as `tx status SWEEP` prints it (one formatter: tx.durations)
+    durations = re.findall(r'<tr class="trial" data-index="(\d+)".*?</td><td>\d+</td><td>([^<]*)</td>', page, re.S)
+    assert dict(durations) == _column(txm("status", sweep).stdout, "DURATION")
+    assert all(d.endswith(" s") for _, d in durations), durations
     assert "no tracker is configured, so no metric to plot" in page  # this server has none
     status, page = ui.get("/sweep", handle="local_cwd://tx/sweep-nope-0000000a")
     assert status == 404 and "no sweep local_cwd://tx/sweep-nope-0000000a on this host" in page
