@@ -30,6 +30,7 @@ for i in range(20000):
 
 
 def test_every_request_needs_the_token(ui):
+    assert ui.base.startswith("http://127.0.0.1:")  # this machine only, unless --host says otherwise
     for path in ("/", "/app", "/events/apps", "/events/app", "/events/log", "/static/ui.js", "/health"):
         status, body = ui.get(path, token=False)
         assert status == 403, path
@@ -126,7 +127,10 @@ def test_log_stream_is_what_tx_log_prints_lossless_in_order_and_resumable(ui, tx
     rest = ui.events("/events/log", headers={"Last-Event-ID": "12345"}, handle=h, role="python", replica=0,
                      follow=0)
     assert json_lines(rest) == lines[12345:]
-    assert ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stderr")[-1]["event"] == "end"
+    # one stream: this app wrote every line to stdout, none to stderr
+    assert json_lines(ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stdout")) == lines
+    stderr = ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stderr")
+    assert (stderr[-1]["event"], json_lines(stderr)) == ("end", [])
     assert ui.get("/events/log", handle=h, role="python", streams="nope")[0] == 400
     problem = ui.events("/events/log", until="problem", handle="local_cwd://tx/gone", role="x", follow=0)
     assert problem[-1] == {"event": "problem", "data": "no app local_cwd://tx/gone"}
