@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+import yaml
 
 from tx_ui.testing import json_lines, request, serve
 
@@ -211,9 +212,14 @@ def test_bad_options_are_one_line(ui_env, one_line_error):
         one_line_error(p, needle, 2)
 
 
-def test_app_page_has_a_timeline_of_each_replicas_attempts(ui, txm, handle):
-    h = handle(txm("run", "-s", "local_cwd", "utils.sh", "--max_retries", "1", "sh", "-c", "sleep 0.2; exit 4"))
+def test_app_page_has_a_timeline_of_each_replicas_attempts_and_the_run_options(ui, txm, handle):
+    h = handle(txm("run", "-s", "local_cwd", "-cfg", "cancel_timeout=3,prepend_cwd=true", "utils.sh",
+                   "--max_retries", "1", "sh", "-c", "sleep 0.2; exit 4"))
     page = ui.get("/app", handle=h)[1]
+    # the run options it was submitted with (given and defaults), as local_cwd keeps them
+    options = html.unescape(re.search(r'<pre class="yaml" id="runopts">(.*?)</pre>', page, re.S)[1])
+    assert yaml.safe_load(options) == {"cancel_timeout": 3.0, "prepend_cwd": True, "log_dir": None,
+                                       "auto_set_cuda_visible_devices": False}
     row = re.search(r'<td class="replica">sh/0</td>(.*?)</tr>', page, re.S)[1]
     bars = re.findall(r'<span class="bar (\w+)" style="left: ([\d.]+)%; width: ([\d.]+)%"', row)
     assert [kind for kind, _, _ in bars] == ["failed", "failed"]

@@ -5,7 +5,7 @@ Pages (every request needs the token, see :class:`TokenGate`):
 
 * ``/``: the apps of every scheduler, newest first; ``?scheduler=``, ``?state=`` (a state
   name or ``active``), ``?q=`` (part of the name or handle) filter it;
-* ``/app?handle=H``: an app's state, replicas, why it waits or failed, AppDef, logs;
+* ``/app?handle=H``: an app's state, replicas, why it waits or failed, run options, AppDef, logs;
 * ``/sweep?handle=H&metric=M&param=P``: a sweep's trials, and the plot of metric M the
   trials recorded against their parameter P;
 * ``POST /cancel``: cancel an app, or every trial of a sweep (form fields ``handle`` and
@@ -322,7 +322,10 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             except Exception:  # noqa: BLE001 - the status above already says what is wrong
                 metadata = {}
             view["timeline"] = timeline(metadata)
-            rest = {k: v for k, v in metadata.items() if k != "attempts"}
+            # the run options it was submitted with, where the scheduler keeps them (the local ones)
+            options = metadata.get("run_options")
+            view["run_options_yaml"] = _as_yaml(options) if isinstance(options, dict) else ""
+            rest = {k: v for k, v in metadata.items() if k not in ("attempts", "run_options")}
             view["record_yaml"] = _as_yaml(rest) if rest else ""
         view["problem"] = problem
         response = page("app.html", **view, appdef_yaml=appdef_yaml, replicas=replicas,
