@@ -90,6 +90,10 @@ def test_local_apps_appear_and_new_ones_arrive_without_a_reload(browser, ui, txm
     browser.get(ui.url)
     states = _states(browser)
     assert states[ok] == "SUCCEEDED" and states[bad] == "FAILED"
+    # each state in its colour (ui.css): a failed app's badge is not a succeeded one's
+    colours = _js(browser, "return ['SUCCEEDED', 'FAILED'].map(s => getComputedStyle(document.querySelector("
+                           "`tr.app[data-state=\"${s}\"] .state`)).backgroundColor)")
+    assert colours[0] != colours[1] and "rgba(0, 0, 0, 0)" not in colours, colours
     _js(browser, "window.notReloaded = true")
     new = handle(txm("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "2"))
     try:
