@@ -204,6 +204,23 @@ def test_a_hanging_scheduler_is_one_line_and_the_rest_shows(ui_env, txm, handle,
         silent.close()
 
 
+def test_port_and_open_serve_there_and_open_the_printed_url(ui_env, tmp_path):
+    """``--port N`` listens on N; ``--open`` hands the printed URL (token included) to the
+    browser (Python's webbrowser, which runs $BROWSER: here a script that writes it down)."""
+    opened = tmp_path / "opened"
+    browser = f"{sys.executable} -c 'import sys; open(sys.argv[1], \"w\").write(sys.argv[2])' {opened} %s"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with serve({**ui_env, "BROWSER": browser}, "-s", "local_cwd", "--port", str(port), "--open") as server:
+        assert server.base == f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while not (opened.exists() and opened.read_text()):
+            assert time.monotonic() < deadline, "--open did not open the URL"
+            time.sleep(0.1)
+        assert opened.read_text() == server.url and server.get("/health")[0] == 200
+
+
 def test_bad_options_are_one_line(ui_env, one_line_error):
     tx = str(Path(sys.executable).parent / "tx")
     for args, needle in ((["--port", "99999"], "port number"), (["-s", "nosuch"], "unknown scheduler 'nosuch'"),
