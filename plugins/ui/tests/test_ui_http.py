@@ -133,8 +133,11 @@ def test_log_stream_is_what_tx_log_prints_lossless_in_order_and_resumable(ui, tx
     stderr = ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stderr")
     assert (stderr[-1]["event"], json_lines(stderr)) == ("end", [])
     assert ui.get("/events/log", handle=h, role="python", streams="nope")[0] == 400
-    problem = ui.events("/events/log", until="problem", handle="local_cwd://tx/gone", role="x", follow=0)
-    assert problem[-1] == {"event": "problem", "data": "no app local_cwd://tx/gone"}
+    # an app that is not there, or a handle that climbs out of tx's directories, never reaches a file
+    for gone in ("local_cwd://tx/gone", "local_cwd://tx/..", "local_cwd://tx/../../etc", "local_cwd:///etc/passwd"):
+        problem = ui.events("/events/log", until="problem", handle=gone, role="x", follow=0)
+        assert problem[-1] == {"event": "problem", "data": f"no app {gone}"}
+        assert ui.get("/app", handle=gone)[0] == 404
     # a role or replica the app does not have never reaches a file
     for role, k in (("../../../../etc", 0), ("python", 1), ("python", -1)):
         problem = ui.events("/events/log", until="problem", handle=h, role=role, replica=k, follow=0)
