@@ -203,6 +203,11 @@ def test_a_hanging_scheduler_is_one_line_and_the_rest_shows(ui_env, txm, handle,
                 assert h in page
                 problems = re.findall(r'<p class="problem">(.*?)</p>', page)
                 assert problems == ["could not read all of kubernetes: no answer within 2 s (none of its apps are shown)"]
+            # an app of the silent scheduler: its page says so in one line within the timeout
+            t0 = time.monotonic()
+            status, page = server.get("/app", handle="kubernetes://tx/default:train-1")
+            assert time.monotonic() - t0 < 6
+            assert status == 404 and '<p class="problem" id="problem">no answer within 2 s</p>' in page
     finally:
         silent.close()
 
