@@ -243,7 +243,8 @@ class LocalScheduler(Scheduler[LocalRequest]):
         request = self._request(app_id)
         app_dir = os.path.join(self.apps_dir, app_id)
         if request is None:
-            self._check_stray(app_dir)
+            if _store.valid_app_id(app_id):  # `..` or a dotted name is no app, never a place to look
+                self._check_stray(app_dir)
             return None
         state_path = os.path.join(app_dir, _store.STATE)
         state = _store.read_json(state_path)
