@@ -48,7 +48,7 @@ def test_grid_sweep_status_log_list_and_resume_of_exactly_the_failed(tx, tmp_pat
     assert st["state"] == "FAILED" and st["counts"] == {"SUCCEEDED": 4, "FAILED": 2}
     assert "exited with code 1" in st["trials"][1]["why"]
     table = tx("status", handle).stdout
-    assert re.search(r"^4\s+lr=1 b=2\s+FAILED\s+1\s+\d+s\s+replica sh/0 exited with code 1$", table, re.M), table
+    assert re.search(r"^4\s+lr=1 b=2\s+FAILED\s+1\s+\d+\.\d s\s+replica sh/0 exited with code 1$", table, re.M), table
 
     log = tx("log", f"{handle}/4/sh/0")
     assert log.returncode == 0, log.stderr

@@ -158,10 +158,36 @@ def test_summary_shows_the_stderr_tail_once_when_not_relayed():
         "tx run: CANCELLED after 3.0 s: slurm://tx/12; logs: `tx log slurm://tx/12`\n")
 
 
-@pytest.mark.parametrize("seconds,text", [(0.04, "0.0 s"), (59.94, "59.9 s"), (61, "1 min 01 s"),
-                                          (3599.4, "59 min 59 s"), (7380, "2 h 03 min")])
+@pytest.mark.parametrize("seconds,text", [(0.04, "0.0 s"), (59.94, "59.9 s"), (59.96, "1 min 00 s"),
+                                          (61, "1 min 01 s"), (3599.4, "59 min 59 s"), (3599.6, "1 h 00 min"),
+                                          (7380, "2 h 03 min"), (-0.5, "0.0 s"), (None, "-")])
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
+
+
+def test_one_formatter_of_durations_for_a_sweeps_trials_tx_list_and_tx_run():
+    """`tx status SWEEP`'s trial table and `tx ui`'s print a trial of 2.6 s as `tx list` and
+    `tx run` print an app's duration (they once said `3s` and `2s`)."""
+    from tx import durations
+    from tx.cli import cmd_list
+    from tx.runner.sweep import SweepStatus, TrialStatus
+
+    assert format_duration is durations.format_duration and cmd_list.format_age is durations.format_age
+    trials = [TrialStatus(0, {"x": 1}, AppState.SUCCEEDED, "local_cwd://tx/a", 1, 2.6),
+              TrialStatus(1, {"x": 2}, AppState.SUCCEEDED, "local_cwd://tx/b", 1, 59.96),
+              TrialStatus(2, {"x": 3}, AppState.UNSUBMITTED, None, 0, None)]
+    text = SweepStatus("local_cwd://tx/sweep-x-0123abcd", trials).format()
+    durations_at = text.splitlines()[1].index("DURATION")
+    assert [r[durations_at:].strip() for r in text.splitlines()[2:]] == ["2.6 s", "1 min 00 s", "-"]
+    assert (durations.format_age(59.9), durations.format_age(60), durations.format_age(None)) == ("59s", "1m", "-")
+
+
+def test_is_sweep_id_is_the_form_of_the_ids_run_sweep_makes():
+    from tx.runner.sweep import is_sweep_id
+
+    assert is_sweep_id("sweep-train-0123abcd") and is_sweep_id("sweep-0123abcd")
+    assert not any(is_sweep_id(x) for x in ("train-0123abcd", "sweep-train-0123abc", "sweep-Train-0123abcd",
+                                            "sweep-train-0123abcg", "", None))
 
 
 def test_newest_first_orders_by_time_then_numeric_id():

@@ -17,7 +17,7 @@ PLUGIN_SRCS = sorted(p for p in (REPO / "plugins").glob("*/src") if p.is_dir())
 #: core's floors, bottom up (docs/architecture.md): a module may import its own floor and
 #: those below, never one above. The longest matching prefix names a module's floor.
 FLOORS: List[Tuple[str, ...]] = [
-    ("tx.errors", "tx.log", "tx.version", "tx.hooknames", "tx._plugin_cache"),
+    ("tx.errors", "tx.log", "tx.version", "tx.hooknames", "tx._plugin_cache", "tx.durations"),
     ("tx.specs",),
     ("tx.config",),
     ("tx", "tx.hookspecs", "tx.plugins", "tx._builtin_plugin"),

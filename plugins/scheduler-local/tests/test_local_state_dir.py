@@ -81,6 +81,11 @@ def test_damaged_entries_are_skipped_with_one_warning_and_named_by_commands(tx, 
         q = tx(cmd, "local_cwd://tx/emptydir")
         assert q.returncode != 0 and f"{d / 'emptydir'}: holds no request.json: not an app of tx" in q.stderr, (
             cmd, q.stderr)
+    # `..` is no app id: the apps directory's parent is not looked at as a stray app
+    os.utime(d.parent, (old, old))
+    q = tx("status", "local_cwd://tx/..")
+    assert q.returncode != 0 and "app local_cwd://tx/.. does not exist" in q.stderr \
+        and "not an app of tx" not in q.stderr, q.stderr
     # nothing was rewritten: the damaged files are left for the user to look at
     assert (d / aid[empty] / "state.json").read_text() == ""
     assert (d / aid[braces] / "request.json").read_text() == "{}"

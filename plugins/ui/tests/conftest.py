@@ -1,18 +1,24 @@
 """Fixtures of the tx-ui tests: a private tx environment (state, home, temporary directory)
-shared by a module, ``tx`` in it, and one ``tx ui`` serving it."""
+shared by a module, ``tx`` in it, one ``tx ui`` serving it, and a headless chromium."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator
 
 import pytest
 
+from tx.testing.backends import backend_unavailable, require_module
 from tx_ui.testing import UIServer, serve
 
 BIN = Path(sys.executable).parent
+CHROMIUM = os.environ.get("TX_UI_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("TX_UI_CHROMEDRIVER", "/usr/bin/chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,900")
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +66,25 @@ def handle_of(proc: "subprocess.CompletedProcess[str]") -> str:
 def handle() -> Callable[["subprocess.CompletedProcess[str]"], str]:
     """:func:`handle_of`, as a fixture (test modules cannot import a conftest)."""
     return handle_of
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Debian's headless chromium through its chromedriver (selenium; no browser download)."""
+    webdriver = require_module("selenium.webdriver", "the browser tests drive chromium: pip install selenium")
+    from selenium.webdriver.chrome.service import Service  # with selenium, checked above
+
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        backend_unavailable("chromium", f"{CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium "
+                                        "chromium-driver (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()

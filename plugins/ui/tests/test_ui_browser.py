@@ -13,25 +13,19 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
-from tx.testing.backends import backend_unavailable, require_module
+from tx.testing.backends import require_module
 from tx_ui.testing import serve
 
 webdriver = require_module("selenium.webdriver", "the browser tests drive chromium: pip install selenium")
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402 - after the check above
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = os.environ.get("TX_UI_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("TX_UI_CHROMEDRIVER", "/usr/bin/chromedriver")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,900")
 
 #: a DDP app (torchrun, 2 workers) whose rank 1 fails in its third step
 DDP_SCRIPT = '''\
@@ -57,24 +51,6 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     print(f"tx ui screenshots: {d}")
     return d
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator["webdriver.Chrome"]:
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        backend_unavailable("chromium", f"{CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium "
-                                        "chromium-driver (.ci/run installs them)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def wait_for(what: Callable[[], object], timeout: float = 30, message: str = "") -> object:
@@ -114,6 +90,10 @@ def test_local_apps_appear_and_new_ones_arrive_without_a_reload(browser, ui, txm
     browser.get(ui.url)
     states = _states(browser)
     assert states[ok] == "SUCCEEDED" and states[bad] == "FAILED"
+    # each state in its colour (ui.css): a failed app's badge is not a succeeded one's
+    colours = _js(browser, "return ['SUCCEEDED', 'FAILED'].map(s => getComputedStyle(document.querySelector("
+                           "`tr.app[data-state=\"${s}\"] .state`)).backgroundColor)")
+    assert colours[0] != colours[1] and "rgba(0, 0, 0, 0)" not in colours, colours
     _js(browser, "window.notReloaded = true")
     new = handle(txm("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "2"))
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+import yaml
 
 from tx_ui.testing import json_lines, request, serve
 
@@ -30,6 +31,7 @@ for i in range(20000):
 
 
 def test_every_request_needs_the_token(ui):
+    assert ui.base.startswith("http://127.0.0.1:")  # this machine only, unless --host says otherwise
     for path in ("/", "/app", "/events/apps", "/events/app", "/events/log", "/static/ui.js", "/health"):
         status, body = ui.get(path, token=False)
         assert status == 403, path
@@ -68,6 +70,20 @@ def test_apps_page_shows_the_apps_newest_first_and_filters(ui, txm, handle):
     assert _rows(ui.get("/", state="active")[1]) == [(h, s) for h, s in rows if s in ("RUNNING", "PENDING")]
     assert _rows(ui.get("/", q=ok.rsplit("/", 1)[1])[1]) == [(ok, "SUCCEEDED")]
     assert "state-FAILED" in page and "no apps" in ui.get("/", q="no-such-app")[1]
+    # age and duration: a finished app's duration is the one `tx list` prints (tx.durations)
+    cells = dict(re.findall(r'<tr class="app" data-handle="([^"]+)".*?<td title="[^"]*">\w+</td>\s*<td>([^<]*)</td>',
+                            page, re.S))
+    assert _column(txm("list", "--all").stdout, "DURATION")[ok] == cells[ok] != "-"
+    assert re.search(rf'data-handle="{re.escape(ok)}".*?<td title="[\d: -]+">\d+[smhd]</td>', page, re.S)
+
+
+def _column(table: str, header: str) -> dict:
+    """``{first cell: cell under header}`` of a table tx prints (columns two spaces apart)."""
+    lines = table.splitlines()
+    head = next(i for i, line in enumerate(lines) if header in line)
+    at = lines[head].index(header)
+    return {line.split()[0]: line[at:].split("  ")[0].strip() for line in lines[head + 1:]
+            if line.strip() and not line.startswith("-")}
 
 
 def test_apps_events_carry_the_table(ui, txm, handle):
@@ -112,10 +128,16 @@ def test_log_stream_is_what_tx_log_prints_lossless_in_order_and_resumable(ui, tx
     rest = ui.events("/events/log", headers={"Last-Event-ID": "12345"}, handle=h, role="python", replica=0,
                      follow=0)
     assert json_lines(rest) == lines[12345:]
-    assert ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stderr")[-1]["event"] == "end"
+    # one stream: this app wrote every line to stdout, none to stderr
+    assert json_lines(ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stdout")) == lines
+    stderr = ui.events("/events/log", handle=h, role="python", replica=0, follow=0, streams="stderr")
+    assert (stderr[-1]["event"], json_lines(stderr)) == ("end", [])
     assert ui.get("/events/log", handle=h, role="python", streams="nope")[0] == 400
-    problem = ui.events("/events/log", until="problem", handle="local_cwd://tx/gone", role="x", follow=0)
-    assert problem[-1] == {"event": "problem", "data": "no app local_cwd://tx/gone"}
+    # an app that is not there, or a handle that climbs out of tx's directories, never reaches a file
+    for gone in ("local_cwd://tx/gone", "local_cwd://tx/..", "local_cwd://tx/../../etc", "local_cwd:///etc/passwd"):
+        problem = ui.events("/events/log", until="problem", handle=gone, role="x", follow=0)
+        assert problem[-1] == {"event": "problem", "data": f"no app {gone}"}
+        assert ui.get("/app", handle=gone)[0] == 404
     # a role or replica the app does not have never reaches a file
     for role, k in (("../../../../etc", 0), ("python", 1), ("python", -1)):
         problem = ui.events("/events/log", until="problem", handle=h, role=role, replica=k, follow=0)
@@ -181,8 +203,30 @@ def test_a_hanging_scheduler_is_one_line_and_the_rest_shows(ui_env, txm, handle,
                 assert h in page
                 problems = re.findall(r'<p class="problem">(.*?)</p>', page)
                 assert problems == ["could not read all of kubernetes: no answer within 2 s (none of its apps are shown)"]
+            # an app of the silent scheduler: its page says so in one line within the timeout
+            t0 = time.monotonic()
+            status, page = server.get("/app", handle="kubernetes://tx/default:train-1")
+            assert time.monotonic() - t0 < 6
+            assert status == 404 and '<p class="problem" id="problem">no answer within 2 s</p>' in page
     finally:
         silent.close()
+
+
+def test_port_and_open_serve_there_and_open_the_printed_url(ui_env, tmp_path):
+    """``--port N`` listens on N; ``--open`` hands the printed URL (token included) to the
+    browser (Python's webbrowser, which runs $BROWSER: here a script that writes it down)."""
+    opened = tmp_path / "opened"
+    browser = f"{sys.executable} -c 'import sys; open(sys.argv[1], \"w\").write(sys.argv[2])' {opened} %s"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with serve({**ui_env, "BROWSER": browser}, "-s", "local_cwd", "--port", str(port), "--open") as server:
+        assert server.base == f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while not (opened.exists() and opened.read_text()):
+            assert time.monotonic() < deadline, "--open did not open the URL"
+            time.sleep(0.1)
+        assert opened.read_text() == server.url and server.get("/health")[0] == 200
 
 
 def test_bad_options_are_one_line(ui_env, one_line_error):
@@ -193,9 +237,14 @@ def test_bad_options_are_one_line(ui_env, one_line_error):
         one_line_error(p, needle, 2)
 
 
-def test_app_page_has_a_timeline_of_each_replicas_attempts(ui, txm, handle):
-    h = handle(txm("run", "-s", "local_cwd", "utils.sh", "--max_retries", "1", "sh", "-c", "sleep 0.2; exit 4"))
+def test_app_page_has_a_timeline_of_each_replicas_attempts_and_the_run_options(ui, txm, handle):
+    h = handle(txm("run", "-s", "local_cwd", "-cfg", "cancel_timeout=3,prepend_cwd=true", "utils.sh",
+                   "--max_retries", "1", "sh", "-c", "sleep 0.2; exit 4"))
     page = ui.get("/app", handle=h)[1]
+    # the run options it was submitted with (given and defaults), as local_cwd keeps them
+    options = html.unescape(re.search(r'<pre class="yaml" id="runopts">(.*?)</pre>', page, re.S)[1])
+    assert yaml.safe_load(options) == {"cancel_timeout": 3.0, "prepend_cwd": True, "log_dir": None,
+                                       "auto_set_cuda_visible_devices": False}
     row = re.search(r'<td class="replica">sh/0</td>(.*?)</tr>', page, re.S)[1]
     bars = re.findall(r'<span class="bar (\w+)" style="left: ([\d.]+)%; width: ([\d.]+)%"', row)
     assert [kind for kind, _, _ in bars] == ["failed", "failed"]
@@ -254,6 +303,10 @@ def test_a_sweep_is_one_row_and_its_page_shows_the_trials_as_tx_status(ui, txm):
                       r'<td>\d+</td><td><code>([^<]*)</code></td>.*?<td class="err">([^<]*)</td>', page, re.S)
     assert rows == [(str(t["index"]), t["state"], t["app_handle"], f"x={t['index']}", t["why"]) for t in st["trials"]]
     assert st["trials"][1]["why"] == "replica sh/0 exited with code 1"
+    # each trial's duration as `tx status SWEEP` prints it (one formatter: tx.durations)
+    durations = re.findall(r'<tr class="trial" data-index="(\d+)".*?</td><td>\d+</td><td>([^<]*)</td>', page, re.S)
+    assert dict(durations) == _column(txm("status", sweep).stdout, "DURATION")
+    assert all(d.endswith(" s") for _, d in durations), durations
     assert "no tracker is configured, so no metric to plot" in page  # this server has none
     status, page = ui.get("/sweep", handle="local_cwd://tx/sweep-nope-0000000a")
     assert status == 404 and "no sweep local_cwd://tx/sweep-nope-0000000a on this host" in page

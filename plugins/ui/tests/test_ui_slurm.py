@@ -1,5 +1,7 @@
 """`tx ui -s local_cwd,slurm` on the session's private Slurm cluster: a Slurm job shows in the
-apps page beside a local app, its page shows its replica, and cancel from the page ends it."""
+apps page beside a local app (over HTTP and in headless chromium), its page shows its replica
+and says Slurm keeps no record of its run options, and cancel from the page (in the browser,
+after it asks) ends it."""
 from __future__ import annotations
 
 import json
@@ -9,11 +11,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import pytest
 
-from tx_ui.testing import request, serve
+from tx_ui.testing import serve
 
 pytestmark = pytest.mark.slurm
 
@@ -34,7 +36,11 @@ def tx(env: Dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProces
                           timeout=300)
 
 
-def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[str, str], tmp_path: Path) -> None:
+def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[str, str], tmp_path: Path,
+                                                                   browser: Any) -> None:
+    from selenium.webdriver.support import expected_conditions  # selenium: the browser fixture checked it
+    from selenium.webdriver.support.ui import WebDriverWait
+
     local = tx(env, tmp_path, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi").stdout.splitlines()[0]
     p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", f"job_dir={tmp_path / 'j'},time=10", "utils.sh", "sleep", "300")
     assert p.returncode == 0, p.stderr
@@ -55,9 +61,20 @@ def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[st
                 h.startswith("slurm://") for h in rows)
             page = ui.get("/app", handle=job)[1]
             assert re.search(r"<tr><td>sh</td><td>0</td><td><span class=\"state state-RUNNING\">", page), page
-            csrf = re.search(r'name="csrf" value="(\w+)"', page)[1]
-            status, _ = request(ui.link("/cancel"), data=f"handle={job}&csrf={csrf}".encode())
-            assert status == 303
+            assert "slurm keeps no record of the run options" in page
+            # the same in the browser: both apps in the table, the job's page, cancel after it asks
+            browser.get(ui.url)
+            shown = dict(browser.execute_script("return Array.from(document.querySelectorAll('tr.app'))"
+                                                ".map(r => [r.dataset.handle, r.dataset.state])"))
+            assert (shown[job], shown[local]) == ("RUNNING", "SUCCEEDED")
+            browser.get(ui.link("/app", handle=job))
+            assert browser.execute_script("return document.getElementById('state').textContent") == "RUNNING"
+            browser.find_element("id", "cancel").click()
+            alert = WebDriverWait(browser, 30).until(expected_conditions.alert_is_present())
+            assert alert.text == f"Cancel {job}?"
+            alert.accept()
+            message = WebDriverWait(browser, 30).until(lambda b: b.find_elements("id", "message"))
+            assert message[0].text == f"asked {job} to cancel"
             while json.loads(tx(env, tmp_path, "status", "--json", job).stdout)["state"] != "CANCELLED":
                 assert time.monotonic() < deadline + 60, "the Slurm job did not end after cancel"
                 time.sleep(0.5)

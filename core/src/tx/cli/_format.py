@@ -1,8 +1,10 @@
-"""Formatting shared by the CLI commands: durations, ages, tables, colored state names
-(standard library only: every command's module imports it at the top)."""
+"""Formatting shared by the CLI commands: tables, colored state names, and the durations and
+ages of :mod:`tx.durations` (standard library only: every command's module imports it at the top)."""
 from __future__ import annotations
 
 from typing import Any
+
+from tx.durations import format_age, format_duration  # re-exported: the commands import them from here
 
 __all__ = ["STATE_COLORS", "color_state", "format_age", "format_duration", "table"]
 
@@ -15,16 +17,6 @@ def color_state(name: str, color: bool) -> str:
     """``name`` (an app state's name) in its color from :data:`STATE_COLORS` when ``color``."""
     code = STATE_COLORS.get(name)
     return f"\x1b[{code}m{name}\x1b[0m" if color and code else name
-
-
-def format_duration(seconds: float) -> str:
-    """``0.4 s``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    s = int(round(seconds))
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def table(headers: Any, rows: Any, paint: Any = None) -> str:
@@ -43,14 +35,3 @@ def table(headers: Any, rows: Any, paint: Any = None) -> str:
         return "  ".join(out).rstrip() + "\n"
 
     return line(headers) + line("-" * w for w in widths) + "".join(line(r, True) for r in rows)
-
-
-def format_age(seconds: Any) -> str:
-    """``42s``, ``5m``, ``3h``, ``12d``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit}"
-    return f"{s}s"

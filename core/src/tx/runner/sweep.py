@@ -34,6 +34,7 @@ from tx.components.system.errors import ComponentError
 from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
 from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.config.trackers import configured_trackers
+from tx.durations import format_duration
 from tx.errors import UserError
 from tx.runner._records import flocked, read_all, write_json
 from tx.schedulers.api import ListAppResponse, PartialListError
@@ -70,7 +71,7 @@ class _Runner(Protocol):
 
 __all__ = [
     "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
-    "TrialMetric", "UnknownSweepError", "best_trials", "collapse_listed", "is_sweep_handle", "list_records", "load_record", "record_path", "track",
+    "TrialMetric", "UnknownSweepError", "best_trials", "collapse_listed", "is_sweep_handle", "is_sweep_id", "list_records", "load_record", "record_path", "track",
 ]
 
 _ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
@@ -205,7 +206,7 @@ class SweepStatus:
         rows = [("TRIAL", "PARAMS", "STATE", "TRIES", "DURATION", "WHY FAILED")]
         for t in self.trials:
             rows.append((str(t.index), _params_text(t.params), t.state.name, str(t.attempts),
-                         "-" if t.duration is None else f"{t.duration:.0f}s", t.why or ""))
+                         format_duration(t.duration), t.why or ""))
         counts = ", ".join(f"{n} {s.lower()}" for s, n in self.counts().items())
         head = f"sweep {self.sweep_handle}: {self.state.name} ({counts})\n"
         return head + _table(rows)
@@ -275,7 +276,15 @@ def is_sweep_handle(handle: str) -> bool:
         scheduler, _session, sweep_id = parse_app_handle(handle)
     except ValueError:
         return False
-    return bool(_ID.match(sweep_id)) and os.path.exists(record_path(scheduler, sweep_id))
+    return is_sweep_id(sweep_id) and os.path.exists(record_path(scheduler, sweep_id))
+
+
+def is_sweep_id(app_id: str) -> bool:
+    """Whether ``app_id`` has the form of a sweep's id (``sweep-NAME-1a2b3c4d``: what
+    :meth:`tx.runner.Runner.run_sweep` names a sweep, and the id of a sweep's row in
+    :func:`collapse_listed`); no file or scheduler is read. An app whose name starts with
+    ``sweep-`` may look alike: :func:`is_sweep_handle` says whether one is recorded."""
+    return bool(_ID.match(app_id or ""))
 
 
 def load_record(handle: str) -> SweepRecord:

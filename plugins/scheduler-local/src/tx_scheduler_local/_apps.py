@@ -128,6 +128,8 @@ def to_describe(
             "supervisor_pid": state.get("pid"),
             "started": state.get("started"),
             "ended": state.get("ended"),
+            # the run options it was submitted with (absent for apps of an older tx-scheduler-local)
+            "run_options": request.get("run_options"),
             # "role/k" -> that replica's attempts: pid, start, end, exit_code, and the
             # offsets in stdout/stderr/combined.log where each attempt's output begins
             "attempts": {

@@ -181,6 +181,8 @@ class LocalScheduler(Scheduler[LocalRequest]):
         data["submitted"] = time.time()
         # the whole AppDef, through core's converter: describe from any process rebuilds it
         data["app"] = appdef_to_dict(app) if app else {"name": req.app_name, "roles": []}
+        # the run options it was submitted with (resolved: defaults included), for describe
+        data["run_options"] = dict(dryrun_info._cfg or {})
         me = os.getpid()
         _store.write_json_atomic(os.path.join(tmp_dir, _store.STATE), {
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,
@@ -241,7 +243,8 @@ class LocalScheduler(Scheduler[LocalRequest]):
         request = self._request(app_id)
         app_dir = os.path.join(self.apps_dir, app_id)
         if request is None:
-            self._check_stray(app_dir)
+            if _store.valid_app_id(app_id):  # `..` or a dotted name is no app, never a place to look
+                self._check_stray(app_dir)
             return None
         state_path = os.path.join(app_dir, _store.STATE)
         state = _store.read_json(state_path)

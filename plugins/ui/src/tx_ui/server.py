@@ -5,7 +5,7 @@ Pages (every request needs the token, see :class:`TokenGate`):
 
 * ``/``: the apps of every scheduler, newest first; ``?scheduler=``, ``?state=`` (a state
   name or ``active``), ``?q=`` (part of the name or handle) filter it;
-* ``/app?handle=H``: an app's state, replicas, why it waits or failed, AppDef, logs;
+* ``/app?handle=H``: an app's state, replicas, why it waits or failed, run options, AppDef, logs;
 * ``/sweep?handle=H&metric=M&param=P``: a sweep's trials, and the plot of metric M the
   trials recorded against their parameter P;
 * ``POST /cancel``: cancel an app, or every trial of a sweep (form fields ``handle`` and
@@ -23,7 +23,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import time
 from http.cookies import SimpleCookie
@@ -40,9 +39,10 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tx.cli.cmd_list import format_age, newest_first
+from tx.cli.cmd_list import newest_first
 from tx.cli.cmd_status import render as status_text
-from tx.runner.sweep import is_sweep_handle
+from tx.durations import format_age, format_duration
+from tx.runner.sweep import is_sweep_handle, is_sweep_id
 from tx.specs.sweep import format_value
 from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
@@ -133,10 +133,6 @@ def _submitted(app: Any) -> Optional[float]:
     return float(t) if isinstance(t, (int, float)) else None
 
 
-#: the app id of a sweep's row in a listing (tx.runner.sweep.collapse_listed names it so)
-_SWEEP_ROW = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
-
-
 def _row(app: Any, now: float) -> Dict[str, Any]:
     """What the apps table shows of one listed app."""
     submitted = _submitted(app)
@@ -152,12 +148,14 @@ def _row(app: Any, now: float) -> Dict[str, Any]:
         scheduler = parse_app_handle(app.app_handle).scheduler_backend
     except Exception:  # noqa: BLE001 - a handle a scheduler set oddly still shows
         scheduler = ""
-    sweep = bool(_SWEEP_ROW.match(app.app_id or "")) and "[sweep of " in (app.name or "")
+    # a sweep's row (tx.runner.sweep.collapse_listed): its id has a sweep's form and its record
+    # is here (a stat, only for the ids of that form)
+    sweep = is_sweep_id(app.app_id) and is_sweep_handle(app.app_handle)
     return {"handle": app.app_handle, "state": app.state.name, "name": app.name or app.app_id,
             "page": "/sweep" if sweep else "/app",
             "app_id": app.app_id, "scheduler": scheduler,
             "age": format_age(None if submitted is None else now - submitted),
-            "duration": format_age(duration),
+            "duration": format_duration(duration),
             "submitted": "" if submitted is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(submitted))}
 
 
@@ -324,7 +322,10 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             except Exception:  # noqa: BLE001 - the status above already says what is wrong
                 metadata = {}
             view["timeline"] = timeline(metadata)
-            rest = {k: v for k, v in metadata.items() if k != "attempts"}
+            # the run options it was submitted with, where the scheduler keeps them (the local ones)
+            options = metadata.get("run_options")
+            view["run_options_yaml"] = _as_yaml(options) if isinstance(options, dict) else ""
+            rest = {k: v for k, v in metadata.items() if k not in ("attempts", "run_options")}
             view["record_yaml"] = _as_yaml(rest) if rest else ""
         view["problem"] = problem
         response = page("app.html", **view, appdef_yaml=appdef_yaml, replicas=replicas,
@@ -364,7 +365,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
                     counts=", ".join(f"{n} {s.lower()}" for s, n in status.counts().items()),
                     rows=[{"index": t.index, "state": t.state.name, "attempts": t.attempts, "why": t.why,
                            "params": " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()),
-                           "duration": format_age(t.duration), "app_handle": t.app_handle or ""}
+                           "duration": format_duration(t.duration), "app_handle": t.app_handle or ""}
                           for t in status.trials])
         return view
 

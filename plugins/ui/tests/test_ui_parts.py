@@ -1,0 +1,69 @@
+"""`tx ui`'s parts in-process: which schedulers the page lists by default (the default
+scheduler and every scheduler with a .txconfig section, or those of `-s`); a scheduler that
+cannot be reached is one line and the rest still shows; why an app waits or failed in one
+line, as `tx status` says it."""
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+
+import pytest
+
+from tx.cli.cmd_status import render
+from tx.cli.errors import CLIError
+from tx.specs import AppState, AppStatus
+from tx_ui._backend import Backend
+from tx_ui.command import schedulers_to_show
+from tx_ui.server import _why
+
+
+def test_the_default_scheduler_and_every_configured_one_else_those_of_s(tmp_path, monkeypatch):
+    config = tmp_path / ".txconfig"
+    config.write_text("[slurm]\npartition = debug\n\n[kubernetes]\nqueue = q\n")
+    monkeypatch.setenv("TXCONFIG", str(config))
+    shown = schedulers_to_show([])
+    assert shown[0] == "local_cwd" and sorted(shown[1:]) == ["kubernetes", "slurm"]  # the default first
+    config.write_text("[cli:run]\nscheduler = slurm\n\n[slurm]\npartition = debug\n")
+    monkeypatch.setenv("TXCONFIG", str(config))
+    assert schedulers_to_show([]) == ["slurm"]
+    assert schedulers_to_show(["local_cwd,slurm", "local_cwd"]) == ["local_cwd", "slurm"]
+    with pytest.raises(CLIError, match="unknown scheduler 'nope'"):
+        schedulers_to_show(["local_cwd,nope"])
+
+
+def test_why_it_waits_or_failed_is_the_line_tx_status_gives():
+    waiting = AppStatus(AppState.PENDING, msg="Resources: waiting for\n  2 nodes")
+    assert _why(waiting) == "Resources: waiting for 2 nodes"
+    assert "Msg: Resources: waiting for" in render(waiting)
+    failed = AppStatus(AppState.FAILED, structured_error_msg="exit code 3\nin step 4")
+    assert _why(failed) == "exit code 3 in step 4"
+    assert _why(AppStatus(AppState.RUNNING)) == ""
+
+
+def test_a_scheduler_that_cannot_be_reached_is_one_line_and_the_rest_shows(ui_env, txm, handle, tmp_path,
+                                                                             monkeypatch):
+    """A Kubernetes API server whose port refuses connections (the page's other case, one
+    that never answers, is test_ui_http's)."""
+    pytest.importorskip("tx_scheduler_k8s")
+    h = handle(txm("run", "-s", "local_cwd", "utils.echo", "--msg", "still here"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n")
+    for key in ("TX_STATE_DIR", "HOME", "TMPDIR"):
+        monkeypatch.setenv(key, ui_env[key])
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    backend = Backend(["local_cwd", "kubernetes"], timeout=60)
+    try:
+        apps, problems = asyncio.run(backend.apps())
+    finally:
+        backend.close()
+    assert h in [a.app_handle for a in apps]
+    assert len(problems) == 1 and re.fullmatch(
+        rf"kubernetes: cannot reach the Kubernetes API server https://127.0.0.1:{port}: .*Connection refused "
+        r"\(none of its apps are shown\)", problems[0]), problems
