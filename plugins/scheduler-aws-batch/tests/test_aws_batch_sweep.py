@@ -11,6 +11,7 @@ from typing import Any, Dict, List
 
 import pytest
 
+from tx.cli.cmd_sweep import collapse_sweeps
 from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
@@ -116,3 +117,11 @@ def test_array_on_moto_submit_status_cancel_describe_in_few_calls(aws_simple: Mo
     runner.cancel_sweep(handle)  # every trial has ended: nothing to terminate
     assert "TerminateJob" not in calls
     assert runner.scheduler("aws_batch").describe(f"{aws_simple.queue}:never-submitted-1:3") is None
+    # tx list: the array job is its trials, which fold into the sweep's one row; one
+    # describe_jobs per 100 children, not one call per trial
+    calls.clear()
+    rows = collapse_sweeps(runner, "aws_batch", runner.list("aws_batch"))
+    mine = [r for r in rows if r.name.startswith("sw")]
+    assert [(r.app_handle, r.state) for r in mine] == [(handle, AppState.SUCCEEDED)], rows
+    assert "[sweep of 6: 6 succeeded]" in mine[0].name
+    assert calls.count("DescribeJobs") <= 2 + len(rows) // 100 and "ListJobs" in calls, calls

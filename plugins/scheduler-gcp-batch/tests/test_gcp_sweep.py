@@ -13,6 +13,7 @@ from typing import Any, List
 import pytest
 from google.cloud import batch_v1
 
+from tx.cli.cmd_sweep import collapse_sweeps
 from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
@@ -92,6 +93,24 @@ def _counting(client: Any, monkeypatch: pytest.MonkeyPatch) -> List[str]:
 
         monkeypatch.setattr(client, name, counted)
     return calls
+
+
+def test_tx_list_shows_a_sweep_once_from_one_list_tasks_per_sweep_job(fake_gcp, tmp_path, monkeypatch):
+    """The sweep's job is listed as its trials, which tx list folds into the sweep's row:
+    no extra row for the job, no call per trial (no VMs: the tasks stay PENDING)."""
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    with fake_gcp.vms(0), Runner() as runner:
+        calls = _counting(runner.scheduler("gcp_batch")._batch_client(), monkeypatch)
+        handle = runner.run_sweep(_app(), GRID, "gcp_batch")
+        job = sw.load_record(handle).trials[0].attempts[-1].rsplit(":", 1)[0]
+        try:
+            calls.clear()
+            rows = collapse_sweeps(runner, "gcp_batch", runner.list("gcp_batch"))
+            assert [r.app_handle for r in rows if r.app_handle == handle or r.app_id.startswith(job)] == [handle], rows
+            assert "[sweep of 6: 6 pending]" in next(r.name for r in rows if r.app_handle == handle)
+            assert calls.count("list_jobs") == 1 and not {"get_job", "get_task"} & set(calls), calls
+        finally:
+            runner.cancel_sweep(handle)
 
 
 @pytest.mark.slow

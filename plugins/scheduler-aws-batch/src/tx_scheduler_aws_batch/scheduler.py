@@ -41,8 +41,8 @@ from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch.request import (
     APPDEF_LIMIT, DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, MAX_ARRAY_SIZE, PARAM_APPDEF, REPLICA_ID_TOKEN, TAG_VERSION,
-    BatchArrayJob, BatchJob, array_unsupported, build_array, build_request, job_name, parse_app_id, parse_trial_id,
-    unwrap_command,
+    BatchArrayJob, BatchJob, array_unsupported, build_array, build_request, job_name, make_trial_id, parse_app_id,
+    parse_trial_id, unwrap_command,
 )
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
@@ -540,8 +540,11 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                     num_replicas=end - start + 1, resource=resource)
 
     def list(self) -> List[ListAppResponse]:
-        """Jobs tagged by tx in every job queue of the region (one ``list_jobs`` per queue,
-        then ``describe_jobs`` to read their tags)."""
+        """Jobs tagged by tx in every job queue of the region (one ``list_jobs`` per queue
+        and page, then ``describe_jobs`` per 100 jobs to read their tags). A sweep's array
+        job is listed as its trials (ids ``<queue>:<name>:<index>``, as the sweep submitted
+        them), read by ``describe_jobs`` per 100 children, so that ``tx list`` folds them
+        into the sweep's row and shows no extra row for the array."""
         batch = self._aws.batch
         out: List[ListAppResponse] = []
         queues = [q for page in call("listing job queues", lambda: list(
@@ -553,16 +556,34 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                     jobQueue=q["jobQueueArn"], filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}])
                 for j in page.get("jobSummaryList", [])
             ])
-            ids = [j["jobId"] for j in summaries]
+            # an array's children have ids "<array job id>:<index>" (moto lists them in the queue too)
+            ids = [j["jobId"] for j in summaries if ":" not in j["jobId"]]
+            arrays: List[Dict[str, Any]] = []
             for i in range(0, len(ids), 100):
                 for job in call("describing jobs", batch.describe_jobs, jobs=ids[i:i + 100])["jobs"]:
                     if TAG_VERSION not in (job.get("tags") or {}):
+                        continue
+                    if (job.get("arrayProperties") or {}).get("size"):
+                        arrays.append(job)
                         continue
                     out.append(ListAppResponse(
                         app_id=f"{qname}:{job['jobName']}",
                         state=appstate_from_batch(str(job.get("status", "")), str(job.get("statusReason", ""))),
                         name=job["jobName"],
                     ))
+            for job in arrays:
+                children = [f"{job['jobId']}:{k}" for k in range(int(job["arrayProperties"]["size"]))]
+                for i in range(0, len(children), 100):
+                    for child in call(f"describing the children of array job {job['jobName']}",
+                                      batch.describe_jobs, jobs=children[i:i + 100])["jobs"]:
+                        index = (child.get("arrayProperties") or {}).get("index")
+                        if index is None:
+                            index = int(str(child["jobId"]).rpartition(":")[2])
+                        out.append(ListAppResponse(
+                            app_id=make_trial_id(qname, job["jobName"], int(index)),
+                            state=appstate_from_batch(str(child.get("status", "")), str(child.get("statusReason", ""))),
+                            name=job["jobName"],
+                        ))
         return out
 
     def _cancel_existing(self, app_id: str) -> None:

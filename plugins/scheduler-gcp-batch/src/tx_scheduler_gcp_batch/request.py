@@ -479,6 +479,17 @@ def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> Gc
     return out
 
 
+def is_sweep_job(job: Any) -> bool:
+    """Whether ``job`` (a ``batch_v1.Job`` as GetJob or ListJobs return it) is a sweep's
+    job (:func:`build_sweep_job`: its runnable starts with :data:`SWEEP_PREAMBLE`), whose
+    tasks are trials rather than one app's replicas."""
+    groups = _pb(job).task_groups
+    if not groups or not groups[0].task_spec.runnables:
+        return False
+    commands = groups[0].task_spec.runnables[0].container.commands
+    return len(commands) == 2 and commands[1].startswith(SWEEP_PREAMBLE + "\n")
+
+
 def parse_trial_id(app_id: str) -> "Tuple[str, int] | None":
     """``(the job's app id, task index)`` of a sweep trial's app id, None for another id."""
     parts = app_id.split(":")

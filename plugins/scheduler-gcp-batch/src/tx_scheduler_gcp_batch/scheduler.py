@@ -42,7 +42,8 @@ from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch.request import (
     APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
-    make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout, trial_env,
+    is_sweep_job, make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout,
+    trial_env,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
@@ -386,7 +387,11 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         return text, None
 
     def list(self) -> List[ListAppResponse]:
-        """Apps (jobs labelled ``tx_version``) in the configured project and location."""
+        """Apps (jobs labelled ``tx_version``) in the configured project and location: one
+        ``list_jobs`` (its pages). A sweep's job is listed as its trials (ids
+        ``{project}:{location}:{job_id}:{task index}``, as the sweep submitted them), read by
+        one ``list_tasks`` (its pages) per sweep job, so that ``tx list`` folds them into the
+        sweep's row and shows no extra row for the job."""
         project = self._project_for(None)
         location = self._location or _client.default_location()
         parent = f"projects/{project}/locations/{location}"
@@ -397,13 +402,15 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             if "tx_version" not in job.labels:
                 continue
             job_id = job.name.rsplit("/", 1)[-1]
-            out.append(
-                ListAppResponse(
-                    app_id=f"{project}:{location}:{job_id}",
-                    state=JOB_STATES.get(job.status.state.name, AppState.UNKNOWN),
-                    name=job.labels.get("tx_app_name", ""),
-                )
-            )
+            app_id = f"{project}:{location}:{job_id}"
+            name = job.labels.get("tx_app_name", "")
+            if is_sweep_job(job):
+                states = self.states_of([f"{app_id}:0"]) or {}
+                out += [ListAppResponse(app_id=trial, state=state, name=name)
+                        for trial, state in sorted(states.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
+                continue
+            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(job.status.state.name, AppState.UNKNOWN),
+                                       name=name))
         return out
 
     def _cancel_existing(self, app_id: str) -> None:
