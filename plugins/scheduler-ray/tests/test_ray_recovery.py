@@ -1,16 +1,21 @@
 """Recovery on the private Ray head (docs/recovery.md): a replica whose actor's worker
 process is SIGKILLed from outside the job is an infrastructure failure, retried within
-``infra_retries`` without spending ``max_retries``."""
+``infra_retries`` without spending ``max_retries``; the log archive stands in for a job the
+head no longer knows."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 
 from tx.runner import get_runner
-from tx.specs import AppState, FailureKind
+from tx.specs import AppDef, AppState, FailureKind, Resource, Role
 
 
 def _actor(desc: Any, name: str) -> Any:
@@ -50,6 +55,61 @@ def test_replica_lost_to_the_infrastructure(apps: Any, tmp_path: Path) -> None:
     text = status.format()
     assert "#0 FAILED (infra: w/0: WORKER_DIED" in text and "), retried" in text, text
     assert "#1 FAILED (user: w/0: exit code 3), retried" in text, text
+
+
+SCRIPT = r'for i in 1 2 3; do printf "line %s \377 end\n" "$i"; done; printf "tail, no newline"'
+
+
+def test_logs_outlive_the_job(ray_head: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Runner archives the replica's log while it waits; once the job's files are gone
+    from the node's Ray log directory (a head restarted on a new session directory, Ray's
+    log cleanup), ``tx log`` prints the same bytes from the archive and says so."""
+    conf = tmp_path / ".txconfig"
+    conf.write_text(f"[tx:logs]\narchive = {tmp_path / 'archive'}\ninterval = 0.3\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    monkeypatch.chdir(tmp_path)  # the working_dir uploaded with the job: small
+    role = Role("talker", image="", entrypoint="bash", args=["-c", SCRIPT], resource=Resource(cpu=1, gpu=0, memMB=64))
+    with get_runner() as runner:
+        handle = runner.run(AppDef("archived", roles=[role]), "ray")
+        assert runner.wait(handle, wait_interval=0.5, timeout=120).state == AppState.SUCCEEDED
+        backend = b"".join(runner.log_blocks(handle, "talker", 0))
+        assert runner.log_archive is not None and runner.log_archive.is_complete(handle)
+    # combined ends a last line without "\n" (tx_ray_driver's _Pump)
+    assert backend == b"".join(b"line %d \xff end\n" % i for i in (1, 2, 3)) + b"tail, no newline\n"
+    from ray.job_submission import JobSubmissionClient
+
+    # the driver's own log names the app's directory: "... state in <logs>/tx/<sid>"
+    sid = handle.rsplit("/", 1)[1].split("-", 1)[1]
+    app_dir = JobSubmissionClient(ray_head).get_job_logs(sid).split(" state in ", 1)[1].split()[0]
+    assert app_dir.endswith(f"/tx/{sid}") and (Path(app_dir) / "talker-0.combined").is_file(), app_dir
+    shutil.rmtree(app_dir)
+    p = subprocess.run([str(Path(sys.executable).parent / "tx"), "log", handle], env=dict(os.environ),
+                       cwd=tmp_path, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"".join(b"talker/0 " + ln for ln in backend.splitlines(keepends=True)), (p.stdout, p.stderr)
+    assert b"reading the log from tx's log archive (the backend's log is gone)" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("head", ["restarted", "down"])
+def test_tx_log_reads_the_archive_when_the_head_forgot_the_job(head: str, ray_head: str, tmp_path: Path) -> None:
+    """The head answers 404 for the job (restarted: a new head knows none of the old one's
+    jobs), or no dashboard answers at the app's address any more (down): ``tx log`` prints
+    the archived bytes and says why, instead of failing."""
+    from tx.runner.archive import LogArchive
+    from tx.testing.backends import free_port
+
+    addr = ray_head.split("://", 1)[1] if head == "restarted" else f"127.0.0.1:{free_port()}"
+    handle = f"ray://tx/{addr}-gone-1a2b3c"
+    data = b"line 1 \xff end\nlast line\n"
+    LogArchive(str(tmp_path / "archive")).copy(handle, [("talker", 0)], lambda r, k: iter([data]), ended="SUCCEEDED")
+    conf = tmp_path / ".txconfig"
+    conf.write_text(f"[tx:logs]\narchive = {tmp_path / 'archive'}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    p = subprocess.run([str(Path(sys.executable).parent / "tx"), "log", handle], env={**env, "TXCONFIG": str(conf)},
+                       cwd=tmp_path, capture_output=True, timeout=120)
+    assert (p.returncode, p.stdout) == (0, b"talker/0 line 1 \xff end\ntalker/0 last line\n"), p.stderr
+    why = b"unknown app " if head == "restarted" else b"no Ray dashboard answers at"
+    assert b"reading the log from tx's log archive (" + why in p.stderr, p.stderr
 
 
 def test_infra_reason_reads_rays_death_causes() -> None:

@@ -32,7 +32,7 @@ from tx.schedulers.ids import make_unique
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, Resource,
-    RetryPolicy, Role, is_terminal, runopts,
+    RetryPolicy, Role, UnknownAppException, is_terminal, make_app_handle, runopts,
 )
 from tx.specs.files import read_stored_appdef
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
@@ -225,6 +225,8 @@ class RayScheduler(Scheduler[RayJob]):
             if "404" in str(e) or "does not exist" in str(e):
                 return url, sid, None
             raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
+        except OSError as e:  # requests' ConnectionError: the head went away since the client was made
+            raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
         return url, sid, info
 
     def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
@@ -292,8 +294,8 @@ class RayScheduler(Scheduler[RayJob]):
     # -- logs -------------------------------------------------------------------------------------
     def _replica(self, app_id: str, role_name: str, k: int) -> Tuple[str, str, Any, Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
         url, sid, info = self._job(app_id)
-        if info is None:
-            raise ValueError(f"Ray does not know app {app_id}")
+        if info is None:  # e.g. the head restarted: the log archive may stand in (tx.runner)
+            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
         state = self._state(url, sid, info)
         roles = _roles_of(info, state)
         known = [f"{r}/{i}" for r, n in roles for i in range(n)]
@@ -317,7 +319,8 @@ class RayScheduler(Scheduler[RayJob]):
                 ``stdout`` or ``stderr``.
 
         Raises:
-            ValueError: the app or the replica does not exist.
+            tx.specs.UnknownAppException: the cluster does not know the app.
+            ValueError: the replica does not exist.
             SchedulerError: the dashboard cannot be reached.
         """
         stream = str(Stream(streams)) if streams is not None else str(Stream.COMBINED)
@@ -384,7 +387,8 @@ class RayScheduler(Scheduler[RayJob]):
             streams: ``combined`` (default), ``stdout`` or ``stderr``.
 
         Raises:
-            ValueError: the app or the replica does not exist; an unknown stream.
+            tx.specs.UnknownAppException: the cluster does not know the app.
+            ValueError: the replica does not exist; an unknown stream.
             SchedulerError: the dashboard cannot be reached.
         """
         if since or until:
