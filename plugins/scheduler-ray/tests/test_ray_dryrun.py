@@ -145,7 +145,7 @@ def test_registered_by_name_and_hooks_import_no_ray() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == ("RayScheduler ['cluster_config_file', 'cluster_name', 'dashboard_address', "
-                                "'job_dir', 'requirements']")
+                                "'infra_retries', 'job_dir', 'requirements']")
 
 
 def test_cli_dryrun(tmp_path: Path) -> None:

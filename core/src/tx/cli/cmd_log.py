@@ -70,9 +70,17 @@ def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[
 def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[List[int]]) -> List[Tuple[str, int]]:
     if role is not None and ids is not None:
         return [(role, k) for k in ids]
+    # the runner has loaded tx.schedulers by now; cmd_log stays light for `tx --help`
+    from tx.schedulers import SchedulerError
+
     waited = False
     while True:
-        status = runner.status(handle)
+        try:
+            status = runner.status(handle)
+        except SchedulerError:  # the backend is unreachable (a Ray head down): the archive may stand in
+            if not runner.archived_replicas(handle):
+                raise
+            status = None
         if status is None:  # gone from the backend: the log archive may still have its logs
             archived = runner.archived_replicas(handle)
             if not archived:

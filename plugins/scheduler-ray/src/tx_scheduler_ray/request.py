@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import attrs
 
 from tx.schedulers import env as env_contract
+from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
 from tx.specs import NULL_RESOURCE, AppDef, CfgVal, InvalidRunConfigException, Role, macros
 from tx.specs.files import appdef_to_stored
 from tx.workspace import IGNORE_FILE
@@ -196,8 +197,9 @@ def spec_json(spec: Dict[str, Any]) -> str:
     return json.dumps(spec, sort_keys=True).replace("$", "\\u0024")
 
 
-def build_spec(app: AppDef, app_id: str, address: str) -> Dict[str, Any]:
-    """The driver's spec (JSON-able) for ``app`` with id ``app_id``."""
+def build_spec(app: AppDef, app_id: str, address: str, infra: int = DEFAULT_INFRA_RETRIES) -> Dict[str, Any]:
+    """The driver's spec (JSON-able) for ``app`` with id ``app_id``; ``infra``: the run
+    option ``infra_retries`` (restarts after a replica lost to the infrastructure)."""
     roles = []
     for i, role in enumerate(app.roles):
         contract = env_contract.replica_env(
@@ -225,6 +227,7 @@ def build_spec(app: AppDef, app_id: str, address: str) -> Dict[str, Any]:
         "drop_env": [tx_ray_driver.SPEC_ENV],
         "stop_grace_s": STOP_GRACE_S,
         "placement_strategy": "SPREAD",
+        "infra_retries": infra,
         "roles": roles,
     }
 
@@ -240,11 +243,12 @@ def build_request(
         session: the tx session name (recorded in the job's metadata).
 
     Raises:
-        InvalidRunConfigException: the requirements file cannot be read.
+        InvalidRunConfigException: the requirements file cannot be read; ``infra_retries``
+            is not an integer >= 0.
     """
     working_dir = working_dir_of(app)
     app_id = f"{hostport(address)}-{submission_id}"
-    spec = build_spec(app, app_id, address)
+    spec = build_spec(app, app_id, address, infra_retries(cfg))
     runtime_env: Dict[str, Any] = {
         "working_dir": working_dir,
         "py_modules": [driver_dir()],

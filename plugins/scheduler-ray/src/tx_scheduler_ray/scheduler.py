@@ -27,11 +27,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex, split_lines
+from tx.schedulers.api import add_infra_retries_opt
 from tx.schedulers.ids import make_unique
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import (
-    NONE, AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Resource, RetryPolicy, Role,
-    is_terminal, runopts,
+    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, Resource,
+    RetryPolicy, Role, UnknownAppException, is_terminal, make_app_handle, runopts,
 )
 from tx.specs.files import read_stored_appdef
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
@@ -65,6 +66,7 @@ def ray_runopts() -> runopts:
     opts.add("requirements", type_=str, default=None,
              help="pip requirements file installed into the job's runtime env (default: "
                   "requirements.txt of the working directory, if there is one)")
+    add_infra_retries_opt(opts)  # a replica's actor or node lost (ActorDiedError WORKER_DIED/NODE_DIED)
     # TorchX 0.7's ray drops this key silently (projects' READMEs pass it)
     opts.explain("working_dir", "the job's working_dir is the workspace: pass --workspace DIR")
     return opts
@@ -223,6 +225,8 @@ class RayScheduler(Scheduler[RayJob]):
             if "404" in str(e) or "does not exist" in str(e):
                 return url, sid, None
             raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
+        except OSError as e:  # requests' ConnectionError: the head went away since the client was made
+            raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
         return url, sid, info
 
     def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
@@ -290,8 +294,8 @@ class RayScheduler(Scheduler[RayJob]):
     # -- logs -------------------------------------------------------------------------------------
     def _replica(self, app_id: str, role_name: str, k: int) -> Tuple[str, str, Any, Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
         url, sid, info = self._job(app_id)
-        if info is None:
-            raise ValueError(f"Ray does not know app {app_id}")
+        if info is None:  # e.g. the head restarted: the log archive may stand in (tx.runner)
+            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
         state = self._state(url, sid, info)
         roles = _roles_of(info, state)
         known = [f"{r}/{i}" for r, n in roles for i in range(n)]
@@ -315,7 +319,8 @@ class RayScheduler(Scheduler[RayJob]):
                 ``stdout`` or ``stderr``.
 
         Raises:
-            ValueError: the app or the replica does not exist.
+            tx.specs.UnknownAppException: the cluster does not know the app.
+            ValueError: the replica does not exist.
             SchedulerError: the dashboard cannot be reached.
         """
         stream = str(Stream(streams)) if streams is not None else str(Stream.COMBINED)
@@ -382,7 +387,8 @@ class RayScheduler(Scheduler[RayJob]):
             streams: ``combined`` (default), ``stdout`` or ``stderr``.
 
         Raises:
-            ValueError: the app or the replica does not exist; an unknown stream.
+            tx.specs.UnknownAppException: the cluster does not know the app.
+            ValueError: the replica does not exist; an unknown stream.
             SchedulerError: the dashboard cannot be reached.
         """
         if since or until:
@@ -500,9 +506,11 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
         for r in spec.get("roles", []):
             roles_statuses.append(RoleStatus(r["name"], [
                 ReplicaStatus(id=i, state=rep_state, role=r["name"]) for i in range(int(r["num_replicas"]))]))
+    attempts = _attempts(app_state, state, info)
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
+        attempts=attempts,
         num_restarts=int(state.get("num_restarts", 0)) if state else 0,
         msg=_client.one_line(Exception(msg)) if msg else NONE,
         structured_error_msg=error,
@@ -514,12 +522,42 @@ def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[s
             "submission_id": sid, "job_id": getattr(info, "job_id", None),
             "driver_node_id": getattr(info, "driver_node_id", None), "dashboard": url,
             "rank0": (state or {}).get("rank0") or {}, "ray_status": job_status,
+            "attempts": [a.to_json() for a in attempts],
+            "infra_retries": {k: (state or {}).get(k) for k in ("infra_retries", "infra_used")},
             "replicas": {
-                f"{r['name']}/{rep['id']}": {k: rep.get(k) for k in ("pid", "node_ip", "node_id", "attempt", "msg")}
+                f"{r['name']}/{rep['id']}": {k: rep.get(k) for k in ("pid", "actor_pid", "node_ip", "node_id", "attempt", "msg")}
                 for r in (state or {}).get("roles", []) for rep in r["replicas"]
             },
         },
     )
+
+
+def _attempts(app_state: AppState, state: Optional[Dict[str, Any]], info: Any) -> List[Attempt]:
+    """The app's attempts from the driver's ``state.json``: each that ended in a failure
+    (``infra``: a replica's actor or node lost; ``user``: a replica's own failure), then the
+    current one (the app's state) unless the last recorded one ended the app; empty before
+    the driver wrote its state. A Ray job that FAILED while its driver's state still says
+    it runs lost its driver (the driver's process or node died: Ray's ``JobInfo.message``
+    and ``error_type``, e.g. ``JOB_SUPERVISOR_ACTOR_DIED``): an infrastructure failure."""
+    if not state:
+        return []
+    out = []
+    for a in state.get("attempts") or []:
+        try:
+            kind = FailureKind(a["kind"]) if a.get("kind") else None
+            out.append(Attempt(int(a["index"]), replica_state(a.get("state")), kind, str(a.get("reason") or ""),
+                               bool(a.get("retried"))))
+        except (KeyError, TypeError, ValueError):
+            continue
+    current = int(state.get("num_restarts", 0) or 0)
+    if not out or out[-1].retried or out[-1].index < current:
+        if app_state == AppState.FAILED and state.get("state") in ("PENDING", "RUNNING"):
+            what = " ".join(x for x in (getattr(info, "error_type", None), getattr(info, "message", None)) if x)
+            out.append(Attempt(current, app_state, FailureKind.INFRA,
+                               _client.one_line(Exception(f"the job's driver was lost: {what or 'FAILED'}"))))
+        else:
+            out.append(Attempt(current, app_state))
+    return out
 
 
 def _role(r: Dict[str, Any]) -> Role:

@@ -46,6 +46,7 @@ class Replica:
         self.msg = ""
         self.tail = ""
         self.cause = ""  # the end of this attempt's stderr, for why it failed (not in state.json's replicas)
+        self.infra = ""  # why the infrastructure lost this attempt (Ray's words), "" for the user's own failure
         self.started: Optional[float] = None
         self.ended: Optional[float] = None
         self.wait_ref: Any = None
@@ -63,6 +64,7 @@ class Replica:
             "node_ip": self.info.get("node_ip", ""),
             "node_id": self.info.get("node_id", ""),
             "pid": self.pid,
+            "actor_pid": self.info.get("actor_pid"),
             "exit_code": self.exit_code,
             "msg": self.msg,
             "stderr_tail": self.tail,
@@ -116,6 +118,11 @@ class App:
         self.failure: Optional[Dict[str, Any]] = None
         self.num_restarts = 0
         self.restarts_by_role = [0] * len(spec["roles"])
+        #: retries after infrastructure failures, for the whole app (not counted per role)
+        self.infra_retries = int(spec.get("infra_retries", 3))
+        self.infra_used = 0
+        #: the attempts that ended (index, state, kind, reason, retried), oldest first
+        self.attempts: List[Dict[str, Any]] = []
         self.rank0: Dict[str, Any] = {}
         self.cancelled = False
         self.pgs: List[Any] = []
@@ -139,6 +146,7 @@ class App:
             "version": FORMAT_VERSION, "app_id": self.app_id, "submission_id": self.sid,
             "state": self.state, "msg": self.msg, "failure": self.failure,
             "num_restarts": self.num_restarts, "rank0": self.rank0, "driver": self.driver,
+            "attempts": self.attempts, "infra_retries": self.infra_retries, "infra_used": self.infra_used,
             "updated": time.time(), "roles": roles,
         }
         path = os.path.join(self.dir, STATE_FILE)
@@ -239,7 +247,7 @@ class App:
             try:
                 infos.append(self.ray.get(r.actor.info.remote()))
             except Exception as e:  # noqa: BLE001 - the actor could not be created
-                infos.append({"error": _short(e)})
+                infos.append({"error": _short(e), "infra": infra_reason(e)})
         rank0 = next((r for r in self.replicas if r.role_idx == 0 and r.id == 0), None)
         for r, info in zip(group, infos):
             if "error" not in info:
@@ -252,9 +260,9 @@ class App:
         names = self.spec["rank0_env"]
         for r, info in zip(group, infos):
             r.attempt += 1
-            r.exit_code, r.tail, r.cause, r.ended, r.pid = None, "", "", None, None
+            r.exit_code, r.tail, r.cause, r.ended, r.pid, r.infra = None, "", "", None, None, ""
             if "error" in info:
-                self._failed_to_start(r, f"replica actor failed: {info['error']}")
+                self._failed_to_start(r, f"replica actor failed: {info['error']}", info.get("infra", ""))
                 continue
             env = dict(r.role["env"])
             for n in names:
@@ -271,7 +279,7 @@ class App:
             try:
                 started = self.ray.get(r.actor.start.remote(argv, env, self.spec.get("drop_env", []), values))
             except Exception as e:  # noqa: BLE001 - the actor died
-                self._failed_to_start(r, _short(e))
+                self._failed_to_start(r, _short(e), infra_reason(e))
                 continue
             if "error" in started:  # e.g. the program does not exist
                 self._failed_to_start(r, started["error"])
@@ -281,9 +289,11 @@ class App:
             r.wait_ref = r.actor.wait.remote()
             say(f"{r.name} attempt {r.attempt} started on {r.info.get('hostname')} ({r.info.get('node_ip')}), pid {r.pid}")
 
-    def _failed_to_start(self, r: Replica, why: str) -> None:
-        r.state, r.exit_code, r.msg, r.ended = FAILED, 127, why, time.time()
-        r.tail = why
+    def _failed_to_start(self, r: Replica, why: str, infra: str = "") -> None:
+        r.state, r.exit_code, r.msg, r.ended = FAILED, None if infra else 127, why, time.time()
+        r.tail, r.infra = why, infra
+        if infra:
+            r.actor = None  # lost: a new one is made for the next attempt
         say(f"{r.name} could not start: {why}")
         self.pending_failures.append(r)
 
@@ -370,6 +380,7 @@ class App:
                     self._record(r, self.ray.get(ref))
                 except Exception as e:  # noqa: BLE001 - the actor (or its node) died
                     r.exit_code, r.tail, r.ended = None, _short(e), time.time()
+                    r.infra = infra_reason(e)
                     r.actor = None
                 if r.exit_code == 0:
                     r.state, r.msg = SUCCEEDED, ""
@@ -377,18 +388,40 @@ class App:
                     self.write()
                     continue
                 r.state = FAILED
-                r.msg = f"exited with code {r.exit_code}" if r.exit_code is not None else f"replica actor died: {r.tail}"
+                if r.infra:
+                    r.msg = f"lost to the infrastructure ({r.infra}): {r.tail}"
+                else:
+                    r.msg = f"exited with code {r.exit_code}" if r.exit_code is not None else f"replica actor died: {r.tail}"
                 say(f"{r.name} failed: {r.msg}")
                 self.write()
                 if self.on_failure(r):
                     return 1
 
+    def _attempt(self, kind: str, reason: str, retried: bool) -> None:
+        """Record that the app's current attempt (``num_restarts``) FAILED: ``kind`` is
+        ``infra`` or ``user`` (tx.specs.FailureKind's values)."""
+        self.attempts.append({"index": self.num_restarts, "state": FAILED, "kind": kind, "reason": reason,
+                              "retried": retried})
+
     def on_failure(self, r: Replica) -> bool:
-        """Restart per the role's retry policy; returns True when the app has failed."""
+        """Restart per the role's retry policy; returns True when the app has failed.
+
+        A replica lost to the infrastructure (:func:`infra_reason`) is restarted within the
+        app's ``infra_retries`` and spends none of the role's ``max_retries``."""
         ri, role = r.role_idx, r.role
         policy = role.get("retry_policy", "APPLICATION")
-        if self.restarts_by_role[ri] < role.get("max_retries", 0):
-            self.restarts_by_role[ri] += 1
+        if r.infra:
+            why = f"{r.name}: {r.infra}"
+            retry = self.infra_used < self.infra_retries
+        else:
+            why = f"{r.name}: exit code {r.exit_code}" if r.exit_code is not None else f"{r.name}: {r.msg}"
+            retry = self.restarts_by_role[ri] < role.get("max_retries", 0)
+        if retry:
+            if r.infra:
+                self.infra_used += 1
+            else:
+                self.restarts_by_role[ri] += 1
+            self._attempt("infra" if r.infra else "user", why, True)
             self.num_restarts += 1
             if policy in ("REPLICA", "HOT_SPARE"):
                 group = [r]
@@ -396,7 +429,7 @@ class App:
                 group = [x for x in self.replicas if x.role_idx == ri and x.attempt >= 0]
             else:
                 group = [x for x in self.replicas if x.attempt >= 0]
-            why = f"restart {self.num_restarts} ({policy}): {r.name} exited with code {r.exit_code}"
+            why = f"restart {self.num_restarts} ({policy}): {why}"
             say(why)
             self.stop([x for x in group if x is not r], PENDING, why)
             for x in group:
@@ -411,10 +444,13 @@ class App:
             if len(alive) >= need:
                 say(f"{r.name} failed; {len(alive)} replicas of {role['name']} remain (min {need})")
                 return False
+        if r.infra:
+            why = f"infra_retries exhausted ({self.infra_used} used): {why}"
+        self._attempt("infra" if r.infra else "user", why, False)
         self.failure = {
             "role": role["name"], "replica": r.id, "exit_code": r.exit_code, "hostname": r.info.get("hostname", ""),
             "node_ip": r.info.get("node_ip", ""), "msg": r.msg, "stderr_tail": r.tail, "attempt": r.attempt,
-            "cause_tail": r.cause,
+            "cause_tail": r.cause, "infra": r.infra,
         }
         self.stop(self.replicas, CANCELLED, f"stopped: {r.name} failed")
         self.state = FAILED
@@ -449,6 +485,46 @@ class App:
                 remove_placement_group(pg)
             except Exception:  # noqa: BLE001 - already removed
                 pass
+
+
+def infra_reason(e: BaseException) -> str:
+    """Why the infrastructure lost a replica, in Ray's terms, when ``e`` (raised by
+    ``ray.get`` of a call on the replica's actor) says the actor died for a reason outside
+    the replica: ``NODE_DIED`` (its node died or was preempted), ``WORKER_DIED`` (the
+    actor's worker process died: SIGKILLed from outside, its raylet gone), ``OWNER_DIED``,
+    ``RAY_KILL`` (``ray.kill`` from outside the driver); "" for anything else: an error in
+    the actor's own code, or Ray's memory monitor killing the worker (exit type
+    ``NODE_OUT_OF_MEMORY``: the replica's own out-of-memory).
+
+    Ray's reasons are ``ActorDiedErrorContext.Reason`` (``src/ray/protobuf/common.proto``);
+    ``ray.exceptions.ActorDiedError`` carries them only in its text, the GCS's sentences
+    ("The actor is dead because its worker process has died. Worker exit type: ...").
+    """
+    import re
+
+    from ray import exceptions as rx
+
+    text = str(e)
+    if isinstance(e, rx.RayActorError):
+        if e.actor_init_failed:
+            return ""
+        if e.preempted:
+            return "NODE_DIED: the replica actor's node was preempted"
+        if "because its node has died" in text:
+            return "NODE_DIED: the replica actor's node died"
+        if "because its owner has died" in text:
+            return "OWNER_DIED: the replica actor's owner (the driver) died"
+        if "killed by `ray.kill`" in text:
+            return "RAY_KILL: the replica actor was killed by ray.kill"
+        m = re.search(r"Worker exit type: (\w+)", text)
+        if m and m.group(1) == "NODE_OUT_OF_MEMORY":
+            return ""
+        return "WORKER_DIED: the replica actor's worker process died" + (f" ({m.group(1)})" if m else "")
+    if isinstance(e, rx.NodeDiedError):
+        return "NODE_DIED: the replica actor's node died"
+    if isinstance(e, (rx.LocalRayletDiedError, rx.WorkerCrashedError)):
+        return "WORKER_DIED: " + type(e).__name__
+    return ""
 
 
 def _short(e: BaseException) -> str:
