@@ -122,6 +122,7 @@ class FileLogs(Scheduler[Any]):
         self.logs = logs
         self.state = AppState.RUNNING
         self.known = True
+        self.no_roles = False  # describe answers with neither roles nor replica statuses
         self.released = threading.Event()
 
     def schedule(self, dryrun_info: Any) -> str:
@@ -133,8 +134,8 @@ class FileLogs(Scheduler[Any]):
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         if not self.known:
             return None
-        return DescribeAppResponse(app_id=app_id, state=self.state,
-                                   roles=[Role("r", image="", entrypoint="x", num_replicas=2)])
+        roles = [] if self.no_roles else [Role("r", image="", entrypoint="x", num_replicas=2)]
+        return DescribeAppResponse(app_id=app_id, state=self.state, roles=roles)
 
     def wait(self, app_id: str, timeout: Optional[float] = None, poll_interval: float = 1.0) -> Any:
         self.released.wait(30)
@@ -234,3 +235,23 @@ def test_no_archive_when_it_is_off(fake: Any, tmp_path: Path, monkeypatch: pytes
     sched.state = AppState.SUCCEEDED
     runner.status(H)
     assert runner.log_archive is None and not (tmp_path / "archive").exists()
+
+
+def test_tx_log_of_an_app_whose_backend_reports_no_replicas_reads_the_archive(fake: Any) -> None:
+    """A backend that still knows the app but keeps nothing of its roles (Ray's job record
+    written back empty after a delete) must not make `tx log` print nothing and exit 0."""
+    from tx.cli import cmd_log
+    from tx.cli.errors import CLIError
+
+    runner, sched, logs = fake
+    logs["r/0"], logs["r/1"] = b"a\n", b"b\n"
+    sched.state = AppState.SUCCEEDED
+    runner.status(H)  # a finished app: copied into the archive once
+    sched.no_roles = True
+    assert cmd_log._replicas(runner, H, None, None) == [("r", 0), ("r", 1)]
+    assert cmd_log._replicas(runner, H, "r", None) == [("r", 0), ("r", 1)]
+    with pytest.raises(CLIError, match="the log archive has no role 'q'"):
+        cmd_log._replicas(runner, H, "q", None)
+    runner.log_archive = None  # archiving off: nothing to read, said in one line
+    with pytest.raises(CLIError, match="no roles or replicas on its backend .* none in the log archive"):
+        cmd_log._replicas(runner, H, None, None)

@@ -98,6 +98,14 @@ def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[Li
     roles: Dict[str, int] = {r.name: r.num_replicas for r in app.roles} if app else {}
     if not roles:  # schedulers that cannot rebuild roles: use the status
         roles = {rs.role: len(rs.replicas) for rs in status.roles}
+    if not roles:  # the backend keeps the app but nothing of its replicas: the archive may
+        archived = runner.archived_replicas(handle)
+        if not archived:
+            raise CLIError(f"{handle} has no roles or replicas on its backend (state {status.state.name}) "
+                           "and none in the log archive: no log to read")
+        if role is not None and role not in {r for r, _k in archived}:
+            raise CLIError(f"the log archive has no role {role!r} of {handle}")
+        return [(r, k) for r, k in archived if role is None or r == role]
     if role is not None:
         if role not in roles:
             raise CLIError(f"app {handle} has no role {role!r}; roles: {', '.join(roles) or 'none'}")
