@@ -19,7 +19,8 @@ the final state, ``structured_error_msg`` (does it name the root cause), the per
 logs (order, streams, only that replica's lines), ``describe`` (the whole AppDef back),
 ``list`` (the app appears, in the same state). Per backend: cancel (CANCELLED, a second
 cancel is a no-op) and whether the backend's free capacity is back where it was once every
-app ended (:data:`RELEASE`).
+app ended (:data:`RELEASE`). Some backends and apps are checked beyond their cells
+(:data:`CHECKS`: the failed rank's cause field by field; local_docker's DDP in two containers).
 
 The matrix is rendered to docs/portability.md. Each backend's test fails when the rows it
 measured differ from the checked-in document (regenerate with ``TX_UPDATE_PORTABILITY=1``,
@@ -78,6 +79,7 @@ if dist.get_rank() == 1:
     raise RuntimeError("matrix rank 1 fails on purpose")
 dist.barrier()
 '''
+FAIL_LINE = FAIL_SCRIPT.splitlines().index('    raise RuntimeError("matrix rank 1 fails on purpose")') + 1
 
 #: each replica of the logs app: 3 lines to stdout and 3 to stderr, alternating
 LOG_SCRIPT = ('for i in 1 2 3; do echo "out ${TX_ROLE_NAME} ${replica_id} $i"; '
@@ -412,6 +414,58 @@ def list_category(env: Env, app_id: str, desc: Any) -> str:
     return "listed, same state" if listed[app_id] == desc.state else f"listed as {listed[app_id].name}"
 
 
+def check_cause(env: Env, app_id: str, desc: Any) -> None:
+    """ddp_fail, beyond its cell: the cause tx read, field by field (rank, exception, where it
+    was raised, exit code), the one line made from it, and the failed replica's status carrying
+    the same line and cause.
+
+    Raises:
+        AssertionError: where any of them differs.
+    """
+    c = desc.root_cause
+    assert c is not None, f"{env.name} {app_id}: no root_cause ({desc.structured_error_msg!r})"
+    got = (c.rank, c.exception_type, c.message, os.path.basename(c.file), c.line, c.exit_code)
+    assert got == (1, "RuntimeError", "matrix rank 1 fails on purpose", "fail.py", FAIL_LINE, 1), (env.name, c)
+    line = f"fail/{c.replica} rank 1: RuntimeError: matrix rank 1 fails on purpose at fail.py:{FAIL_LINE} (exit code 1)"
+    assert desc.structured_error_msg == c.text == line, (env.name, desc.structured_error_msg, c)
+    rep = [r for rs in desc.roles_statuses if rs.role == c.role for r in rs.replicas if r.id == c.replica]
+    assert len(rep) == 1 and rep[0].structured_error_msg == line and rep[0].root_cause == c, (env.name, rep)
+
+
+def check_containers(env: Env, app_id: str, desc: Any) -> None:
+    """ddp on local_docker, beyond its cell: the two replicas ran in two containers, each
+    told the name of replica 0's (``TX_RANK0_HOST``, where torchrun's store runs), and an
+    all-reduce across them carried both ranks' test samples (225 each: 450).
+
+    Raises:
+        AssertionError: where any of them differs.
+    """
+    import docker
+    from tx_scheduler_docker.request import LABEL_APP_ID
+
+    hosts = {r.id: r.hostname for rs in desc.roles_statuses for r in rs.replicas}
+    assert len(hosts) == 2 and len(set(hosts.values())) == 2 and all(hosts.values()), hosts
+    client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=60)
+    try:
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+        envs = [dict(e.split("=", 1) for e in c.attrs["Config"]["Env"]) for c in containers]
+    finally:
+        client.close()
+    assert len(envs) == 2 and all(e.get("TX_RANK0_HOST") == hosts[0] for e in envs), (hosts, envs)
+    lines = [ln for k in (0, 1) for ln in read(env, app_id, "train", k, "combined") or []]
+    assert any(re.search(r"world_size=2 test_accuracy=\S+ test_samples=450 ", ln) for ln in lines), lines
+
+
+#: checks beyond the cells, per (backend, app): what local_docker's own DDP tests checked before
+#: the matrix ran these apps there (two containers; the failed rank named field by field), and
+#: the same cause on the local schedulers; the other backends' plugins check the cause in their
+#: own DDP tests
+CHECKS: Dict[Tuple[str, str], Callable[[Env, str, Any], None]] = {
+    **{(b, "ddp_fail"): check_cause for b in ("local_cwd", "local_dir", "local_docker")},
+    ("local_docker", "ddp"): check_containers,
+}
+
+
 def wait_until(pred: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -463,6 +517,9 @@ def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, s
             "describe": describe_category(apps[a], d),
             "list": list_category(env, ids[a], d),
         }
+        check = CHECKS.get((env.name, a))
+        if check is not None:
+            check(env, ids[a], d)
     released = wait_until(lambda: env.capacity() == before, 60)
     after = env.capacity()
     capacity = "back to where it was" if released else f"held: {after} (before: {before})"
