@@ -22,7 +22,7 @@ from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Strea
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.files import read_stored_appdef
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_k8s import _names, _pod, _sweep
 from tx_scheduler_k8s._client import Kube, KubeError
@@ -75,6 +75,22 @@ def common_runopts(opts: runopts) -> runopts:
     opts.add("image_secret", type_=str, help="name of the Secret pods pull their images with (imagePullSecrets)")
     opts.add("quiet", type_=bool, default=False, help="(with a workspace) do not print the image build log")
     return opts
+
+
+#: the pod condition of a pod evicted, preempted or lost with its node
+#: (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions)
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def disruption(pod: Mapping[str, Any]) -> str:
+    """The reason of ``pod``'s ``DisruptionTarget`` condition (status True):
+    ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``,
+    ``TerminationByKubelet`` ...; "" when the pod has none (its end was not the
+    infrastructure's)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == DISRUPTION_TARGET and c.get("status") == "True":
+            return str(c.get("reason") or DISRUPTION_TARGET)
+    return ""
 
 
 def runopts_markdown(opts: runopts) -> str:
@@ -285,7 +301,53 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                 resp.msg = why if not msg else f"{msg}: {why}"
         if state == AppState.FAILED:
             resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
+        if trial is None:
+            resp.attempts = self._attempts(obj, pods, state, restarts, failed)
+            resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
+
+    # -- attempts: infrastructure or user failures ---------------------------------------------
+    def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
+        """Which kinds of failure restart this app's object (its controller's retry
+        settings, as the dryrun wrote them); the base: none."""
+        return []
+
+    def _infra_end(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:
+        """Where the controller's own status says the app ended on an infrastructure failure
+        whose pod is gone (evicted pods are deleted): why, in a few words
+        (``DisruptionTarget EvictionByEvictionAPI``), else ""."""
+        return ""
+
+    def _attempts(self, obj: Dict[str, Any], pods: List[Dict[str, Any]], state: AppState, restarts: int,
+                  failed: List[Tuple[float, str, int, Dict[str, Any]]]) -> List[Attempt]:
+        """Every attempt with why it ended. The attempts restarted by the controller are
+        infrastructure failures where only evictions restart the app (the roles have no
+        ``max_retries``), the user's where only theirs do; where both may, the controller
+        does not record which one it was (kind unknown). The last attempt of a FAILED app
+        is the infrastructure's when a pod of it has the ``DisruptionTarget`` condition or
+        the controller says it acted on one (:meth:`_infra_end`), else the user's (the
+        first failed replica's exit code)."""
+        kinds = self._restart_kinds(obj)
+        past = kinds[0] if len(kinds) == 1 else None
+        why = {FailureKind.INFRA: DISRUPTION_TARGET, FailureKind.USER: "a replica failed"}.get(past, "restarted")  # type: ignore[arg-type]
+        out = [Attempt(i, AppState.FAILED, past, why, retried=True) for i in range(restarts)]
+        if state != AppState.FAILED:
+            out.append(Attempt(restarts, state))
+            return out
+        evicted = next((f"{DISRUPTION_TARGET} {disruption(p)}" for p in pods if disruption(p)), "")
+        evicted = evicted or self._infra_end(obj, pods)
+        if evicted:
+            out.append(Attempt(restarts, AppState.FAILED, FailureKind.INFRA, evicted))
+            return out
+        reason = ""
+        if failed:
+            term = _terminated(failed[0][3])
+            if term.get("reason") == "OOMKilled":
+                reason = "OOMKilled"
+            elif term.get("exitCode") is not None:
+                reason = f"exit code {term['exitCode']}"
+        out.append(Attempt(restarts, AppState.FAILED, FailureKind.USER, reason))
+        return out
 
     def _replicas(
         self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState, replica_label: Optional[str] = None,
