@@ -18,7 +18,8 @@ from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optio
 import attrs
 
 from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines_iterator
+from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
+                           split_lines_iterator)
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.files import read_stored_appdef
@@ -639,19 +640,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                 unknown stream) was asked for.
             KubeError: the API server refused the request.
         """
-        stream = Stream(streams) if streams is not None else Stream.COMBINED
-        if stream != Stream.COMBINED:
-            raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
-                             f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
-        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
-        pod = self._find_pod(ns, name, role_name, k)
-        if pod is None and should_tail:
-            pod = self._wait_pod(app_id, ns, name, role_name, k)
-        if pod is None:
-            raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
-        pod_name = pod["metadata"]["name"]
-        if should_tail:
-            self._wait_started(ns, name, role_name, k, app_id)
+        ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
         since_seconds = None
         if since is not None:
             since_seconds = max(1, int(math.ceil(time.time() - since.timestamp())))
@@ -661,6 +650,48 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         if since is not None or until is not None:
             lines = _window(lines, since, until)
         return filter_regex(regex, lines)
+
+    def _log_pod(self, app_id: str, role_name: str, k: int, should_tail: bool, streams: Optional[Any]) -> Tuple[str, str]:
+        """``(namespace, pod name)`` whose log is replica ``k``'s (with ``should_tail``,
+        waiting for it to be created and to start).
+
+        Raises:
+            ValueError: a stream other than ``combined``, or no pod for the replica (yet).
+            SchedulerError: the app ran but the replica's pod is gone (deleted): the Runner
+                then reads tx's log archive.
+        """
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        if stream != Stream.COMBINED:
+            raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
+                             f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
+        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+        pod = self._find_pod(ns, name, role_name, k)
+        if pod is None and should_tail:
+            pod = self._wait_pod(app_id, ns, name, role_name, k)
+        if pod is None:
+            desc = self.describe(app_id)
+            if desc is not None and (is_terminal(desc.state) or desc.state == AppState.RUNNING) \
+                    and any(r.name == role_name and k < r.num_replicas for r in desc.roles):
+                raise SchedulerError(f"the pod of replica {role_name}/{k} of app {app_id} is gone although the app "
+                                     "ran: it was deleted (or lost with its node), and its log with it")
+            raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
+        if should_tail:
+            self._wait_started(ns, name, role_name, k, app_id)
+        return ns, str(pod["metadata"]["name"])
+
+    def log_iter_blocks(self, app_id: str, role_name: str, k: int = 0, should_tail: bool = False,
+                        streams: Optional[Any] = None) -> Iterable[bytes]:
+        """The pod's log as the kubelet keeps it, byte for byte (invalid UTF-8 and a last
+        line without ``\\n`` included), in blocks of whole lines (the last may end
+        mid-line); with ``should_tail``, followed until the container ends. What tx's log
+        archive copies (docs/recovery.md) and ``tx log`` relays.
+
+        Raises:
+            ValueError: as :meth:`log_iter`.
+            KubeError: the API server refused the request.
+        """
+        ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
+        return _line_blocks(self.kube.pod_log(ns, pod_name, follow=should_tail))
 
     def _wait_pod(self, app_id: str, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
         while True:
@@ -684,6 +715,20 @@ class KubernetesBase(Scheduler[KubernetesJob]):
 
     def close(self) -> None:
         self.kube.close()
+
+
+def _line_blocks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` regrouped to end on line boundaries (what is left after the last
+    ``\\n`` comes with the next chunk, or last)."""
+    rest = b""
+    for chunk in chunks:
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        rest = data[cut:]
+    if rest:
+        yield rest
 
 
 def _decode(chunks: Iterable[bytes]) -> Iterator[str]:
