@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 from k8s_apps import shared
+from tx.runner import get_runner
 from tx.runner.failover import _infra_failed
 from tx.specs import AppDef, AppState, AppStatus, FailureKind, Resource, Role, is_terminal
 from tx_scheduler_k8s import kubernetes_jobset_scheduler, kubernetes_mcad_scheduler, kubernetes_scheduler
@@ -52,16 +53,22 @@ def submit(sched: Tuple[KubernetesBase, Dict[str, Any]], script: str, tmp_path: 
 def evict_when(marker: Path, app_id: str) -> str:
     """Evict the app's running pod once it wrote ``marker``, through the Eviction API of
     the kubernetes client (policy/v1 Eviction); the pod's name."""
-    from kubernetes import client, config
-
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert time.monotonic() < deadline, "the pod never started"
         time.sleep(0.1)
     ns, name = app_id.split(":")
+    return evict(ns, f"{LABEL_INSTANCE}={name}")
+
+
+def evict(ns: str, selector: str) -> str:
+    """Evict the running pod ``selector`` selects (policy/v1 Eviction) and check that it
+    has the DisruptionTarget condition and is being deleted; the pod's name."""
+    from kubernetes import client, config
+
     api = client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"]))
     try:
-        pod = next(p for p in api.list_namespaced_pod(ns, label_selector=f"{LABEL_INSTANCE}={name}").items
+        pod = next(p for p in api.list_namespaced_pod(ns, label_selector=selector).items
                    if p.status.phase == "Running")
         api.create_namespaced_pod_eviction(pod.metadata.name, ns, client.V1Eviction(
             metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=ns)))
@@ -123,3 +130,26 @@ def test_a_users_failure_is_theirs(sched: Any, tmp_path: Path) -> None:
     assert desc.state == AppState.FAILED, desc
     assert [(a.kind, a.reason) for a in desc.attempts] == [(FailureKind.USER, "exit code 3")]
     assert _infra_failed(AppStatus(desc.state, attempts=desc.attempts)) is None
+
+
+def test_failover_moves_an_app_evicted_past_its_infra_retries(fake_cluster: Dict[str, Any], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runner.run_with_fallback from kubernetes (infra_retries=0) to local_cwd: the evicted
+    Volcano job is an infrastructure failure, so the run moves to local_cwd (as tx run
+    --fallback does) and succeeds there; the chain says why it left."""
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    script = 'if [ -n "$VC_TASK_INDEX" ]; then echo up; exec sleep 60; fi; echo moved'  # only Volcano sets it
+    role = Role("w", image="busybox:1.36", entrypoint="sh", args=["-c", script], resource=SMALL)
+    with get_runner() as runner:
+        handle = runner.run_with_fallback(AppDef("evicted-failover", roles=[role]), [
+            ("kubernetes", {"queue": "default", "infra_retries": 0}), ("local_cwd", {})], watch=False)
+        deadline = time.monotonic() + 30
+        while runner.status(handle).state != AppState.RUNNING:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the Volcano job never ran"
+            time.sleep(0.1)
+        evict("default", "tx.pytorch.org/app-name=evicted-failover")
+        status = runner.wait(handle, wait_interval=0.2, timeout=60)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        run = runner.run_status(handle)
+        assert run.chain == "kubernetes: FAILED (infra: DisruptionTarget EvictionByEvictionAPI) -> local_cwd: SUCCEEDED", run
+        assert run.state == AppState.SUCCEEDED and run.live is not None and run.live.startswith("local_cwd://"), run

@@ -18,11 +18,12 @@ optionally queued by Kueue.
   such a pod fails its Job at once with reason ``PodFailurePolicy`` (it spends no
   ``backoffLimit``/``backoffLimitPerIndex``, the user's retries); the JobSet's
   ``failurePolicy.rules`` then restart the whole JobSet for it (``RestartJobSet`` on
-  ``PodFailurePolicy``; with run option ``infra_retries`` = 0: ``FailJobSet``), and fail
-  it on any other Job failure unless the roles have APPLICATION retries. ``maxRestarts`` is
-  the APPLICATION ``max_retries`` plus ``infra_retries``: JobSet bounds every
-  ``RestartJobSet`` by that one number, so with both an eviction's restart and a user's
-  share it (REPLICA retries, per index in the Job, do not).
+  ``PodFailurePolicy``, ``maxRestarts`` = run option ``infra_retries``; 0: ``FailJobSet``)
+  and fail it on any other Job failure. Where the roles have APPLICATION (or ROLE)
+  retries, ``maxRestarts`` is their ``max_retries`` (a user's failure never gets more) and
+  the eviction rule is ``RestartJobSetAndIgnoreMaxRestarts``: evictions then restart the
+  JobSet without spending them, but JobSet has no second bound, so ``infra_retries`` > 0
+  leaves them unbounded (``status.restarts`` less ``restartsCountTowardsMax`` counts them).
 * Kueue: run option ``queue`` sets the ``kueue.x-k8s.io/queue-name`` label and the JobSet
   is created suspended; Kueue unsuspends it on admission. While suspended and not
   admitted, describe says PENDING with Kueue's reason (the Workload's ``QuotaReserved``
@@ -144,10 +145,12 @@ def app_to_jobset(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] 
             "spec": job_spec}})
     restarts = [r.max_retries for r in app.roles if r.max_retries > 0 and r.retry_policy in _RESTART_ALL]
     infra = infra_retries(cfg)
-    rules = [{"name": RULE_INFRA, "action": "RestartJobSet" if infra > 0 else "FailJobSet",
-              "onJobFailureReasons": [POD_FAILURE_POLICY]}]
-    if not restarts:  # the user's failures are not retried by restarting the JobSet
-        rules.append({"name": RULE_USER, "action": "FailJobSet"})
+    if restarts:  # the user's restarts count towards maxRestarts, the infrastructure's do not
+        rules = [{"name": RULE_INFRA, "action": "RestartJobSetAndIgnoreMaxRestarts" if infra > 0 else "FailJobSet",
+                  "onJobFailureReasons": [POD_FAILURE_POLICY]}]
+    else:  # only the infrastructure's restart the JobSet, within maxRestarts = infra_retries
+        rules = [{"name": RULE_INFRA, "action": "RestartJobSet" if infra > 0 else "FailJobSet",
+                  "onJobFailureReasons": [POD_FAILURE_POLICY]}, {"name": RULE_USER, "action": "FailJobSet"}]
     meta: Dict[str, Any] = {
         "name": app_id,
         "namespace": ns,
@@ -156,7 +159,7 @@ def app_to_jobset(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] 
     }
     spec: Dict[str, Any] = {
         "network": {"enableDNSHostnames": True, "subdomain": app_id, "publishNotReadyAddresses": True},
-        "failurePolicy": {"maxRestarts": (min(restarts) if restarts else 0) + infra, "rules": rules},
+        "failurePolicy": {"maxRestarts": min(restarts) if restarts else infra, "rules": rules},
         "successPolicy": {"operator": "All"},
         "replicatedJobs": rjobs,
     }
@@ -232,7 +235,7 @@ class KubernetesJobSetScheduler(KubernetesBase):
         """INFRA where the infrastructure rule restarts the JobSet, USER where no rule fails
         it on the user's failures."""
         rules = {r.get("name"): r.get("action") for r in ((obj.get("spec") or {}).get("failurePolicy") or {}).get("rules") or []}
-        kinds = [FailureKind.INFRA] if rules.get(RULE_INFRA) == "RestartJobSet" else []
+        kinds = [FailureKind.INFRA] if rules.get(RULE_INFRA, "").startswith("RestartJobSet") else []
         return kinds + ([] if rules.get(RULE_USER) == "FailJobSet" else [FailureKind.USER])
 
     def _infra_end(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:

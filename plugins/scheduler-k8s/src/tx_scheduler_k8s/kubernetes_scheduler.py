@@ -12,14 +12,14 @@
   ``RestartTask`` with the task's ``maxRetry``; no retries -> ``TerminateJob`` (the app
   fails as soon as a replica fails).
 * Infrastructure failures: Volcano raises ``PodEvicted`` for a pod evicted, preempted or
-  lost with its node (the pod's ``DisruptionTarget`` condition); with run option
-  ``infra_retries`` > 0 its action is ``RestartJob`` (the whole gang starts again: a
-  distributed job cannot go on without a rank), else ``TerminateJob``. Volcano bounds
-  every ``RestartJob`` by the one job ``maxRetry``, so it is ``infra_retries`` plus the
-  APPLICATION retries: with both, Volcano does not tell a user's restart from an
-  eviction's, and one kind may use the other's share (REPLICA retries have the task's own
-  bound and do not). describe's attempts name the eviction that ended the app
-  (Volcano's ``PodEvicted`` state, or the pod's condition while it is there).
+  lost with its node (the pod's ``DisruptionTarget`` condition); its action is
+  ``RestartJob`` (the whole gang starts again: a distributed job cannot go on without a
+  rank) within the job's ``maxRetry`` = run option ``infra_retries`` (0: ``TerminateJob``).
+  Volcano bounds every ``RestartJob`` by that one ``maxRetry``, so where the roles have
+  APPLICATION (or ROLE) retries it stays their ``max_retries`` and an eviction spends one
+  of them, as before: a user's failure never gets more restarts than ``max_retries``.
+  describe's attempts name the eviction that ended the app (Volcano's ``PodEvicted``
+  state, or the pod's condition while it is there).
 * Cancel sends Volcano an ``AbortJob`` command (``bus.volcano.sh/v1alpha1`` Command, as
   ``vcctl job suspend`` does): the pods go, the Job stays (phase ``Aborted``: CANCELLED), so
   status, describe and logs of what ran keep working. ``kubectl delete vcjob`` removes it.
@@ -84,7 +84,7 @@ def volcano_runopts() -> runopts:
     return opts
 
 
-def _policies(role: Role, infra: int) -> List[Dict[str, str]]:
+def _policies(role: Role, infra: int, job_restarts: bool) -> List[Dict[str, str]]:
     if role.max_retries <= 0:
         action = "TerminateJob"
     elif role.retry_policy in _RESTART_JOB:
@@ -92,7 +92,7 @@ def _policies(role: Role, infra: int) -> List[Dict[str, str]]:
     else:
         action = "RestartTask"
     return [{"event": "PodFailed", "action": action},
-            {"event": "PodEvicted", "action": "RestartJob" if infra > 0 else "TerminateJob"}]
+            {"event": "PodEvicted", "action": "RestartJob" if infra > 0 or job_restarts else "TerminateJob"}]
 
 
 def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = None) -> KubernetesJob:
@@ -122,13 +122,14 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
             log.warning("k8s_app_name_cut", app_name=app.name, app_id=app_id)
     first = app.roles[0]
     rank0 = f"{pod_name(app_id, norms[first.name], 0)}.{app_id}"
+    job_retries = [r.max_retries for r in app.roles if r.max_retries > 0 and r.retry_policy in _RESTART_JOB]
     tasks = []
     min_available = 0
     for idx, role in enumerate(app.roles):
         norm = norms[role.name]
         min_reps = role.min_replicas if role.min_replicas is not None else role.num_replicas
         min_available += min(min_reps, role.num_replicas)
-        policies = _policies(role, infra)
+        policies = _policies(role, infra, bool(job_retries))
         for k in range(role.num_replicas):
             template = _pod.pod_template(
                 role, idx, k, app_name=app.name, app_id=app_id, container_name=norm,
@@ -146,12 +147,11 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
             if role.max_retries > 0:
                 task["maxRetry"] = role.max_retries
             tasks.append(task)
-    job_retries = [r.max_retries for r in app.roles if r.max_retries > 0 and r.retry_policy in _RESTART_JOB]
     spec: Dict[str, Any] = {
         "schedulerName": str(cfg.get("scheduler_name") or "volcano"),
         "queue": queue,
         "minAvailable": min_available,
-        "maxRetry": (min(job_retries) if job_retries else 0) + infra,
+        "maxRetry": min(job_retries) if job_retries else infra,
         "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
         "tasks": tasks,
     }
