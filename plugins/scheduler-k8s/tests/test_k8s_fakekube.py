@@ -240,3 +240,16 @@ def test_service_names_resolve_to_the_pods_behind_them(fake_cluster: Dict[str, A
                              f"hostname {pod}", f"shm shm-{k} "], (k, lines)
     finally:
         sched.cancel(app_id)
+
+
+def test_an_eviction_is_checked_like_any_object(fake_cluster: Dict[str, Any]) -> None:
+    """``POST .../pods/NAME/eviction`` (test_k8s_eviction.py evicts running pods): a body
+    that is not a policy/v1 Eviction of that pod is 422, a pod that does not exist 404."""
+    path = "/api/v1/namespaces/default/pods/{}/eviction"
+    good = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "nope", "namespace": "default"}}
+    code, body = post(fake_cluster, path.format("nope"), good)
+    assert (code, body["reason"]) == (404, "NotFound"), body
+    code, body = post(fake_cluster, path.format("nope"), {**good, "deleteOption": {}})
+    assert code == 422 and "Additional properties are not allowed ('deleteOption'" in body["message"], body
+    code, body = post(fake_cluster, path.format("other"), good)
+    assert code == 422 and "must be the pod's name 'other'" in body["message"], body

@@ -53,9 +53,23 @@ def test_kueue_label_suspension_network_and_retries() -> None:
     name = js["metadata"]["name"]
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue" and js["spec"]["suspend"] is True
     assert js["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True}
-    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2}
+    # the smallest APPLICATION max_retries bounds the user's restarts; evictions restart the
+    # JobSet without spending them
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2, "rules": [
+        {"name": "txInfrastructure", "action": "RestartJobSetAndIgnoreMaxRestarts",
+         "onJobFailureReasons": ["PodFailurePolicy"]}]}
     trainer, ps = (rj["template"]["spec"] for rj in js["spec"]["replicatedJobs"])
     assert trainer["backoffLimit"] == 0 and ps["backoffLimitPerIndex"] == 4 and ps["maxFailedIndexes"] == 0
+    assert trainer["podFailurePolicy"] == ps["podFailurePolicy"] == {"rules": [
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    # no APPLICATION retries: evictions alone restart it, within infra_retries (default 3)
+    assert dryrun(APPS["retries_replica"])["spec"]["failurePolicy"] == {"maxRestarts": 3, "rules": [
+        {"name": "txInfrastructure", "action": "RestartJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+        {"name": "txUser", "action": "FailJobSet"}]}
+    # and no infra_retries: any Job failure fails the JobSet
+    assert dryrun(APPS["retries_replica"], infra_retries=0)["spec"]["failurePolicy"] == {"maxRestarts": 0, "rules": [
+        {"name": "txInfrastructure", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+        {"name": "txUser", "action": "FailJobSet"}]}
     c = trainer["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
     assert env["TX_RANK0_HOST"] == f"{name}-trainer-0-0.{name}"

@@ -88,14 +88,17 @@ def test_elastic_min_available() -> None:
 
 def test_retry_policies() -> None:
     spec = dryrun(APPS["retries_mixed"])["spec"]
-    assert spec["maxRetry"] == 1
-    assert {t["policies"][0]["action"] for t in spec["tasks"]} == {"RestartJob"}
-    spec = dryrun(APPS["retries_replica"])["spec"]
+    assert spec["maxRetry"] == 1  # the smallest APPLICATION max_retries: evictions spend them too
+    assert {(t["policies"][0]["action"], t["policies"][1]["action"]) for t in spec["tasks"]} == {("RestartJob", "RestartJob")}
+    spec = dryrun(APPS["retries_replica"], infra_retries=0)["spec"]
     assert spec["maxRetry"] == 0
     assert all(t["policies"][0]["action"] == "RestartTask" and t["maxRetry"] == 2 for t in spec["tasks"])
     spec = dryrun(APPS["one_role"])["spec"]
+    assert spec["maxRetry"] == 3
     assert spec["tasks"][0]["policies"] == [{"event": "PodFailed", "action": "TerminateJob"},
-                                            {"event": "PodEvicted", "action": "TerminateJob"}]
+                                            {"event": "PodEvicted", "action": "RestartJob"}]
+    spec = dryrun(APPS["one_role"], infra_retries=0)["spec"]
+    assert spec["tasks"][0]["policies"][1] == {"event": "PodEvicted", "action": "TerminateJob"}
 
 
 def test_resources_mounts_and_node_selectors() -> None:

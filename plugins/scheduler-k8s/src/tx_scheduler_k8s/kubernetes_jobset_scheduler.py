@@ -13,6 +13,17 @@ optionally queued by Kueue.
   ``max_retries`` (the whole JobSet is recreated); REPLICA (and HOT_SPARE) -> the Job's
   ``backoffLimitPerIndex`` = ``max_retries`` with ``maxFailedIndexes: 0`` (only the failed
   replica is re-run; when it runs out, the JobSet fails).
+* Infrastructure failures: each Job has the ``podFailurePolicy`` rule ``FailJob`` on the
+  pod condition ``DisruptionTarget`` (a pod evicted, preempted or lost with its node), so
+  such a pod fails its Job at once with reason ``PodFailurePolicy`` (it spends no
+  ``backoffLimit``/``backoffLimitPerIndex``, the user's retries); the JobSet's
+  ``failurePolicy.rules`` then restart the whole JobSet for it (``RestartJobSet`` on
+  ``PodFailurePolicy``, ``maxRestarts`` = run option ``infra_retries``; 0: ``FailJobSet``)
+  and fail it on any other Job failure. Where the roles have APPLICATION (or ROLE)
+  retries, ``maxRestarts`` is their ``max_retries`` (a user's failure never gets more) and
+  the eviction rule is ``RestartJobSetAndIgnoreMaxRestarts``: evictions then restart the
+  JobSet without spending them, but JobSet has no second bound, so ``infra_retries`` > 0
+  leaves them unbounded (``status.restarts`` less ``restartsCountTowardsMax`` counts them).
 * Kueue: run option ``queue`` sets the ``kueue.x-k8s.io/queue-name`` label and the JobSet
   is created suspended; Kueue unsuspends it on admission. While suspended and not
   admitted, describe says PENDING with Kueue's reason (the Workload's ``QuotaReserved``
@@ -31,11 +42,13 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
+from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.schedulers import env as envc
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, RetryPolicy, Role, runopts
+from tx.specs import (AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, RetryPolicy, Role,
+                      runopts)
 
 from tx_scheduler_k8s import _names, _pod
-from tx_scheduler_k8s.scheduler import KubernetesBase, KubernetesJob, check_namespace, common_runopts
+from tx_scheduler_k8s.scheduler import DISRUPTION_TARGET, KubernetesBase, KubernetesJob, check_namespace, common_runopts
 
 log = get_logger(__name__)
 
@@ -47,6 +60,10 @@ KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 CANCELLED = "tx.pytorch.org/cancelled"
 _RESTART_ALL = (RetryPolicy.APPLICATION, RetryPolicy.ROLE)
+#: the Job failure reason of a pod failure policy's FailJob rule
+POD_FAILURE_POLICY = "PodFailurePolicy"
+#: the JobSet failure policy rules tx writes: infrastructure failures, then the user's
+RULE_INFRA, RULE_USER = "txInfrastructure", "txUser"
 _MACRO = re.compile(r"\$\{replica_id\}|\$replica_id\b")
 
 
@@ -60,6 +77,7 @@ def jobset_runopts() -> runopts:
     opts.add("queue", type_=str, help="Kueue LocalQueue to submit to (label kueue.x-k8s.io/queue-name; "
              "the JobSet starts suspended until Kueue admits it); none: the JobSet starts at once")
     common_runopts(opts)
+    add_infra_retries_opt(opts)
     opts.add("priority_class", type_=str, help="PriorityClass of the pods")
     return opts
 
@@ -120,10 +138,19 @@ def app_to_jobset(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] 
             job_spec["maxFailedIndexes"] = 0
         else:
             job_spec["backoffLimit"] = 0
+        job_spec["podFailurePolicy"] = {"rules": [
+            {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]}]}
         rjobs.append({"name": norm, "replicas": 1, "template": {
             "metadata": {"labels": {_pod.LABEL_ROLE_INDEX: str(idx), _pod.LABEL_INSTANCE: app_id}},
             "spec": job_spec}})
     restarts = [r.max_retries for r in app.roles if r.max_retries > 0 and r.retry_policy in _RESTART_ALL]
+    infra = infra_retries(cfg)
+    if restarts:  # the user's restarts count towards maxRestarts, the infrastructure's do not
+        rules = [{"name": RULE_INFRA, "action": "RestartJobSetAndIgnoreMaxRestarts" if infra > 0 else "FailJobSet",
+                  "onJobFailureReasons": [POD_FAILURE_POLICY]}]
+    else:  # only the infrastructure's restart the JobSet, within maxRestarts = infra_retries
+        rules = [{"name": RULE_INFRA, "action": "RestartJobSet" if infra > 0 else "FailJobSet",
+                  "onJobFailureReasons": [POD_FAILURE_POLICY]}, {"name": RULE_USER, "action": "FailJobSet"}]
     meta: Dict[str, Any] = {
         "name": app_id,
         "namespace": ns,
@@ -132,7 +159,7 @@ def app_to_jobset(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] 
     }
     spec: Dict[str, Any] = {
         "network": {"enableDNSHostnames": True, "subdomain": app_id, "publishNotReadyAddresses": True},
-        "failurePolicy": {"maxRestarts": min(restarts) if restarts else 0},
+        "failurePolicy": {"maxRestarts": min(restarts) if restarts else infra, "rules": rules},
         "successPolicy": {"operator": "All"},
         "replicatedJobs": rjobs,
     }
@@ -203,6 +230,24 @@ class KubernetesJobSetScheduler(KubernetesBase):
                     desc.msg = f"{desc.msg}: {c['message']}"
                     break
         return desc
+
+    def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
+        """INFRA where the infrastructure rule restarts the JobSet, USER where no rule fails
+        it on the user's failures."""
+        rules = {r.get("name"): r.get("action") for r in ((obj.get("spec") or {}).get("failurePolicy") or {}).get("rules") or []}
+        kinds = [FailureKind.INFRA] if rules.get(RULE_INFRA, "").startswith("RestartJobSet") else []
+        return kinds + ([] if rules.get(RULE_USER) == "FailJobSet" else [FailureKind.USER])
+
+    def _infra_end(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:
+        """A Job of the failed JobSet failed on its pod failure policy (a pod's
+        ``DisruptionTarget``): ``DisruptionTarget`` (the pod, and with it the condition's
+        reason, may be gone)."""
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        for job in self.kube.list_objects("batch", "v1", "jobs", ns, f"jobset.sigs.k8s.io/jobset-name={name}"):
+            for c in (job.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "Failed" and c.get("status") == "True" and c.get("reason") == POD_FAILURE_POLICY:
+                    return DISRUPTION_TARGET
+        return ""
 
     def _roles(self, obj: Dict[str, Any]) -> List[Role]:
         out = []

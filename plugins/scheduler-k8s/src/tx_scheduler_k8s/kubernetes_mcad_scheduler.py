@@ -13,6 +13,13 @@ Dispatcher (MCAD), in either API group: ``workload.codeflare.dev/v1beta1`` (defa
 * Retries are MCAD's requeuing of the whole app: ``schedulingSpec.minAvailable`` = all
   pods, ``requeuing`` exponential from 300 s, ``maxNumRequeuings`` = the smallest
   ``max_retries``.
+* Infrastructure failures: MCAD requeues the whole app for any failed or lost pod,
+  whatever ended it, within the one ``maxNumRequeuings``; a budget for evictions apart
+  from ``max_retries`` would requeue a user's failures as well, so this scheduler has no
+  run option ``infra_retries``: an evicted pod spends a requeue like any failure. An app
+  that fails on one is an infrastructure failure (describe's last attempt; failover moves
+  it): a pod with the ``DisruptionTarget`` condition, or, the evicted pod being deleted,
+  a failed AppWrapper that keeps no failed pod (a user's failed pod stays).
 * Status: the AppWrapper's ``status.state`` (Pending, Running, Completed, Failed,
   Deleted) and its pods (MCAD does not mark an app whose pods all succeeded as
   Completed: tx reads the pods). A pending app's ``msg`` is MCAD's last condition
@@ -26,6 +33,7 @@ v1beta1), the CRDs in ``tests/data/schemas/mcad``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
@@ -216,6 +224,16 @@ class KubernetesMCADScheduler(KubernetesBase):
             elif "Failed" in phases and requeues >= int(spec_req.get("maxNumRequeuings") or 0):
                 state = AppState.FAILED
         return state, msg, requeues
+
+    def _infra_end(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:
+        """A failed AppWrapper whose failed pod is gone (an evicted pod is deleted; a pod
+        that failed on its own stays): why, naming the pod MCAD's condition names."""
+        if any((p.get("status") or {}).get("phase") == "Failed" for p in pods):
+            return ""
+        conds = (obj.get("status") or {}).get("conditions") or []
+        m = re.search(r"pod (\S+) failed", str(conds[-1].get("message") or "")) if conds else None
+        who = f"pod {m.group(1)}" if m else "a pod"
+        return f"{who} deleted (evicted, preempted or lost with its node)"
 
     def _roles(self, obj: Dict[str, Any]) -> List[Role]:
         by_idx: Dict[int, Tuple[Dict[str, Any], int]] = {}

@@ -7,10 +7,19 @@
 * Gang scheduling: ``minAvailable`` is the sum of the roles' ``min_replicas`` (elastic) or
   ``num_replicas``; the first ``min_replicas`` tasks of an elastic role have
   ``minAvailable: 1``, the rest 0.
-* Retries: APPLICATION (and ROLE) -> ``PodFailed``/``PodEvicted`` -> ``RestartJob`` with the
-  job's ``maxRetry`` = the smallest ``max_retries``; REPLICA (and HOT_SPARE) ->
+* Retries of the user's failures (``PodFailed``): APPLICATION (and ROLE) -> ``RestartJob``
+  with the job's ``maxRetry`` = the smallest ``max_retries``; REPLICA (and HOT_SPARE) ->
   ``RestartTask`` with the task's ``maxRetry``; no retries -> ``TerminateJob`` (the app
   fails as soon as a replica fails).
+* Infrastructure failures: Volcano raises ``PodEvicted`` for a pod evicted, preempted or
+  lost with its node (the pod's ``DisruptionTarget`` condition); its action is
+  ``RestartJob`` (the whole gang starts again: a distributed job cannot go on without a
+  rank) within the job's ``maxRetry`` = run option ``infra_retries`` (0: ``TerminateJob``).
+  Volcano bounds every ``RestartJob`` by that one ``maxRetry``, so where the roles have
+  APPLICATION (or ROLE) retries it stays their ``max_retries`` and an eviction spends one
+  of them, as before: a user's failure never gets more restarts than ``max_retries``.
+  describe's attempts name the eviction that ended the app (Volcano's ``PodEvicted``
+  state, or the pod's condition while it is there).
 * Cancel sends Volcano an ``AbortJob`` command (``bus.volcano.sh/v1alpha1`` Command, as
   ``vcctl job suspend`` does): the pods go, the Job stays (phase ``Aborted``: CANCELLED), so
   status, describe and logs of what ran keep working. ``kubectl delete vcjob`` removes it.
@@ -20,13 +29,16 @@ bus/v1alpha1), the CRD in ``tests/data/schemas/volcano``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, RetryPolicy, Role, runopts
+from tx.schedulers.api import add_infra_retries_opt, infra_retries
+from tx.specs import (AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, RetryPolicy, Role,
+                      runopts)
 
 from tx_scheduler_k8s import _names, _pod
-from tx_scheduler_k8s.scheduler import KubernetesBase, KubernetesJob, check_namespace, common_runopts
+from tx_scheduler_k8s.scheduler import DISRUPTION_TARGET, KubernetesBase, KubernetesJob, check_namespace, common_runopts
 
 log = get_logger(__name__)
 
@@ -66,19 +78,21 @@ def volcano_runopts() -> runopts:
     opts = runopts()
     opts.add("queue", type_=str, required=True, help="Volcano queue to schedule the job in")
     common_runopts(opts)
+    add_infra_retries_opt(opts)
     opts.add("priority_class", type_=str, help="PriorityClass of the job and its pods")
     opts.add("scheduler_name", type_=str, default="volcano", help="scheduler of the pods (schedulerName)")
     return opts
 
 
-def _policies(role: Role) -> List[Dict[str, str]]:
+def _policies(role: Role, infra: int, job_restarts: bool) -> List[Dict[str, str]]:
     if role.max_retries <= 0:
         action = "TerminateJob"
     elif role.retry_policy in _RESTART_JOB:
         action = "RestartJob"
     else:
         action = "RestartTask"
-    return [{"event": "PodFailed", "action": action}, {"event": "PodEvicted", "action": action}]
+    return [{"event": "PodFailed", "action": action},
+            {"event": "PodEvicted", "action": "RestartJob" if infra > 0 or job_restarts else "TerminateJob"}]
 
 
 def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = None) -> KubernetesJob:
@@ -92,6 +106,7 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
         InvalidRunConfigException: a bad namespace, queue or object name in ``cfg``.
     """
     ns = check_namespace(cfg)
+    infra = infra_retries(cfg)
     queue = str(cfg.get("queue") or "")
     if not _names.is_subdomain(queue):
         raise InvalidRunConfigException(f"run option 'queue': {queue!r} is not a Volcano queue name", "queue", cfg)
@@ -107,13 +122,14 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
             log.warning("k8s_app_name_cut", app_name=app.name, app_id=app_id)
     first = app.roles[0]
     rank0 = f"{pod_name(app_id, norms[first.name], 0)}.{app_id}"
+    job_retries = [r.max_retries for r in app.roles if r.max_retries > 0 and r.retry_policy in _RESTART_JOB]
     tasks = []
     min_available = 0
     for idx, role in enumerate(app.roles):
         norm = norms[role.name]
         min_reps = role.min_replicas if role.min_replicas is not None else role.num_replicas
         min_available += min(min_reps, role.num_replicas)
-        policies = _policies(role)
+        policies = _policies(role, infra, bool(job_retries))
         for k in range(role.num_replicas):
             template = _pod.pod_template(
                 role, idx, k, app_name=app.name, app_id=app_id, container_name=norm,
@@ -131,12 +147,11 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
             if role.max_retries > 0:
                 task["maxRetry"] = role.max_retries
             tasks.append(task)
-    job_retries = [r.max_retries for r in app.roles if r.max_retries > 0 and r.retry_policy in _RESTART_JOB]
     spec: Dict[str, Any] = {
         "schedulerName": str(cfg.get("scheduler_name") or "volcano"),
         "queue": queue,
         "minAvailable": min_available,
-        "maxRetry": min(job_retries) if job_retries else 0,
+        "maxRetry": min(job_retries) if job_retries else infra,
         "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
         "tasks": tasks,
     }
@@ -191,6 +206,26 @@ class KubernetesScheduler(KubernetesBase):
         message = (st.get("state") or {}).get("message") or ""
         msg = phase + (f" ({reason})" if reason else "") + (f": {message}" if message else "")
         return state, msg, int(st.get("retryCount") or 0)
+
+    def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
+        """INFRA where ``PodEvicted`` restarts the job, USER where ``PodFailed`` does."""
+        kinds = []
+        actions = {(p.get("event"), p.get("action")) for t in (obj.get("spec") or {}).get("tasks") or []
+                   for p in t.get("policies") or []}
+        if ("PodEvicted", "RestartJob") in actions:
+            kinds.append(FailureKind.INFRA)
+        if {("PodFailed", "RestartJob"), ("PodFailed", "RestartTask")} & actions:
+            kinds.append(FailureKind.USER)
+        return kinds
+
+    def _infra_end(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:
+        """The job ended on Volcano's ``PodEvicted``: ``DisruptionTarget <reason>`` where its
+        message names the condition's reason, else ``PodEvicted``."""
+        state = (obj.get("status") or {}).get("state") or {}
+        if state.get("reason") != "PodEvicted":
+            return ""
+        m = re.search(r"DisruptionTarget: (\w+)", str(state.get("message") or ""))
+        return f"{DISRUPTION_TARGET} {m.group(1)}" if m else "PodEvicted"
 
     def _roles(self, obj: Dict[str, Any]) -> List[Role]:
         roles: Dict[int, Tuple[Dict[str, Any], int]] = {}

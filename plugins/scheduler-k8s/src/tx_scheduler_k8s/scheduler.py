@@ -18,11 +18,12 @@ from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optio
 import attrs
 
 from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines_iterator
+from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
+                           split_lines_iterator)
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.files import read_stored_appdef
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_k8s import _names, _pod, _sweep
 from tx_scheduler_k8s._client import Kube, KubeError
@@ -75,6 +76,22 @@ def common_runopts(opts: runopts) -> runopts:
     opts.add("image_secret", type_=str, help="name of the Secret pods pull their images with (imagePullSecrets)")
     opts.add("quiet", type_=bool, default=False, help="(with a workspace) do not print the image build log")
     return opts
+
+
+#: the pod condition of a pod evicted, preempted or lost with its node
+#: (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions)
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def disruption(pod: Mapping[str, Any]) -> str:
+    """The reason of ``pod``'s ``DisruptionTarget`` condition (status True):
+    ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``,
+    ``TerminationByKubelet`` ...; "" when the pod has none (its end was not the
+    infrastructure's)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == DISRUPTION_TARGET and c.get("status") == "True":
+            return str(c.get("reason") or DISRUPTION_TARGET)
+    return ""
 
 
 def runopts_markdown(opts: runopts) -> str:
@@ -285,7 +302,53 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                 resp.msg = why if not msg else f"{msg}: {why}"
         if state == AppState.FAILED:
             resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
+        if trial is None:
+            resp.attempts = self._attempts(obj, pods, state, restarts, failed)
+            resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
+
+    # -- attempts: infrastructure or user failures ---------------------------------------------
+    def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
+        """Which kinds of failure restart this app's object (its controller's retry
+        settings, as the dryrun wrote them); the base: none."""
+        return []
+
+    def _infra_end(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:
+        """Where the controller's own status says the app ended on an infrastructure failure
+        whose pod is gone (evicted pods are deleted): why, in a few words
+        (``DisruptionTarget EvictionByEvictionAPI``), else ""."""
+        return ""
+
+    def _attempts(self, obj: Dict[str, Any], pods: List[Dict[str, Any]], state: AppState, restarts: int,
+                  failed: List[Tuple[float, str, int, Dict[str, Any]]]) -> List[Attempt]:
+        """Every attempt with why it ended. The attempts restarted by the controller are
+        infrastructure failures where only evictions restart the app (the roles have no
+        ``max_retries``), the user's where only theirs do; where both may, the controller
+        does not record which one it was (kind unknown). The last attempt of a FAILED app
+        is the infrastructure's when a pod of it has the ``DisruptionTarget`` condition or
+        the controller says it acted on one (:meth:`_infra_end`), else the user's (the
+        first failed replica's exit code)."""
+        kinds = self._restart_kinds(obj)
+        past = kinds[0] if len(kinds) == 1 else None
+        why = {FailureKind.INFRA: DISRUPTION_TARGET, FailureKind.USER: "a replica failed"}.get(past, "restarted")  # type: ignore[arg-type]
+        out = [Attempt(i, AppState.FAILED, past, why, retried=True) for i in range(restarts)]
+        if state != AppState.FAILED:
+            out.append(Attempt(restarts, state))
+            return out
+        evicted = next((f"{DISRUPTION_TARGET} {disruption(p)}" for p in pods if disruption(p)), "")
+        evicted = evicted or self._infra_end(obj, pods)
+        if evicted:
+            out.append(Attempt(restarts, AppState.FAILED, FailureKind.INFRA, evicted))
+            return out
+        reason = ""
+        if failed:
+            term = _terminated(failed[0][3])
+            if term.get("reason") == "OOMKilled":
+                reason = "OOMKilled"
+            elif term.get("exitCode") is not None:
+                reason = f"exit code {term['exitCode']}"
+        out.append(Attempt(restarts, AppState.FAILED, FailureKind.USER, reason))
+        return out
 
     def _replicas(
         self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState, replica_label: Optional[str] = None,
@@ -577,19 +640,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                 unknown stream) was asked for.
             KubeError: the API server refused the request.
         """
-        stream = Stream(streams) if streams is not None else Stream.COMBINED
-        if stream != Stream.COMBINED:
-            raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
-                             f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
-        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
-        pod = self._find_pod(ns, name, role_name, k)
-        if pod is None and should_tail:
-            pod = self._wait_pod(app_id, ns, name, role_name, k)
-        if pod is None:
-            raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
-        pod_name = pod["metadata"]["name"]
-        if should_tail:
-            self._wait_started(ns, name, role_name, k, app_id)
+        ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
         since_seconds = None
         if since is not None:
             since_seconds = max(1, int(math.ceil(time.time() - since.timestamp())))
@@ -599,6 +650,48 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         if since is not None or until is not None:
             lines = _window(lines, since, until)
         return filter_regex(regex, lines)
+
+    def _log_pod(self, app_id: str, role_name: str, k: int, should_tail: bool, streams: Optional[Any]) -> Tuple[str, str]:
+        """``(namespace, pod name)`` whose log is replica ``k``'s (with ``should_tail``,
+        waiting for it to be created and to start).
+
+        Raises:
+            ValueError: a stream other than ``combined``, or no pod for the replica (yet).
+            SchedulerError: the app ran but the replica's pod is gone (deleted): the Runner
+                then reads tx's log archive.
+        """
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        if stream != Stream.COMBINED:
+            raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
+                             f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
+        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+        pod = self._find_pod(ns, name, role_name, k)
+        if pod is None and should_tail:
+            pod = self._wait_pod(app_id, ns, name, role_name, k)
+        if pod is None:
+            desc = self.describe(app_id)
+            if desc is not None and (is_terminal(desc.state) or desc.state == AppState.RUNNING) \
+                    and any(r.name == role_name and k < r.num_replicas for r in desc.roles):
+                raise SchedulerError(f"the pod of replica {role_name}/{k} of app {app_id} is gone although the app "
+                                     "ran: it was deleted (or lost with its node), and its log with it")
+            raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
+        if should_tail:
+            self._wait_started(ns, name, role_name, k, app_id)
+        return ns, str(pod["metadata"]["name"])
+
+    def log_iter_blocks(self, app_id: str, role_name: str, k: int = 0, should_tail: bool = False,
+                        streams: Optional[Any] = None) -> Iterable[bytes]:
+        """The pod's log as the kubelet keeps it, byte for byte (invalid UTF-8 and a last
+        line without ``\\n`` included), in blocks of whole lines (the last may end
+        mid-line); with ``should_tail``, followed until the container ends. What tx's log
+        archive copies (docs/recovery.md) and ``tx log`` relays.
+
+        Raises:
+            ValueError: as :meth:`log_iter`.
+            KubeError: the API server refused the request.
+        """
+        ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
+        return _line_blocks(self.kube.pod_log(ns, pod_name, follow=should_tail))
 
     def _wait_pod(self, app_id: str, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
         while True:
@@ -622,6 +715,20 @@ class KubernetesBase(Scheduler[KubernetesJob]):
 
     def close(self) -> None:
         self.kube.close()
+
+
+def _line_blocks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` regrouped to end on line boundaries (what is left after the last
+    ``\\n`` comes with the next chunk, or last)."""
+    rest = b""
+    for chunk in chunks:
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        rest = data[cut:]
+    if rest:
+        yield rest
 
 
 def _decode(chunks: Iterable[bytes]) -> Iterator[str]:

@@ -6,7 +6,8 @@ behaviour:
   replica of each replicated job, a headless Service named after ``network.subdomain``;
   while ``spec.suspend`` its Jobs are suspended (their running pods deleted); a failed Job
   restarts the JobSet (Jobs recreated, ``status.restarts`` + 1) while restarts <
-  ``failurePolicy.maxRestarts``, else the JobSet fails (condition ``Failed``, ``terminalState``);
+  ``failurePolicy.maxRestarts``, as the first matching ``failurePolicy.rules`` entry says
+  (``FailJobSet``, ``RestartJobSet``, ``RestartJobSetAndIgnoreMaxRestarts``), else the JobSet fails (condition ``Failed``, ``terminalState``);
   all Jobs complete -> condition ``Completed``.
 * Job (https://kubernetes.io/docs/concepts/workloads/controllers/job/), Indexed mode: pod
   ``<job>-<index>-<random>`` per index, labelled and annotated
@@ -16,7 +17,8 @@ behaviour:
   failed (``status.failedIndexes``; succeeded ones in ``status.completedIndexes``): the Job
   fails at once when more indexes failed than ``maxFailedIndexes``, else once every index
   ended; without ``backoffLimitPerIndex`` the Job fails when failures exceed
-  ``backoffLimit``. A suspended Job has no running pods and the ``Suspended`` condition. A
+  ``backoffLimit``; ``podFailurePolicy`` rules on pod conditions (``DisruptionTarget``) and
+  exit codes: ``FailJob`` (reason ``PodFailurePolicy``), ``Ignore``, ``Count``. A suspended Job has no running pods and the ``Suspended`` condition. A
   JobSet's Jobs are bound as a gang, a Job of its own pod by pod.
 * Kueue (https://kueue.sigs.k8s.io/docs/concepts/workload/): a suspended JobSet labelled
   ``kueue.x-k8s.io/queue-name`` gets a Workload (label ``kueue.x-k8s.io/job-uid``); it is
@@ -64,6 +66,7 @@ class JobController:
         self.kubelet = kubelet
         self.failures: Dict[tuple, int] = {}  # (job uid, index) -> failed pods
         self.seen: set = set()  # uids of failed pods counted
+        self.ignored: set = set()  # uids of failed pods a podFailurePolicy Ignore rule took off the count
 
     def _pods(self, job: Dict[str, Any]) -> List[Dict[str, Any]]:
         uid = job["metadata"]["uid"]
@@ -110,10 +113,11 @@ class JobController:
         per_index = spec.get("backoffLimitPerIndex")
         failed_job = ""
         for p in pods:
-            if p["status"].get("phase") == "Failed" and p["metadata"]["uid"] not in self.seen:
+            if p["status"].get("phase") == "Failed" and p["metadata"]["uid"] not in self.seen | self.ignored:
                 self.seen.add(p["metadata"]["uid"])
                 key = (uid, int(p["metadata"]["labels"][INDEX]))
                 self.failures[key] = self.failures.get(key, 0) + 1
+        policy_failed = self._pod_failure_policy(job, pods)
         total_failed = sum(v for (u, _), v in self.failures.items() if u == uid)
         failed_idx = self._failed_indexes(job, n)
         room = self._room(job, pods)
@@ -143,6 +147,8 @@ class JobController:
         reason = "BackoffLimitExceeded"
         if per_index is not None:
             reason, failed_job = self._index_status(job, n, done, failed_idx, per_index)
+        if policy_failed:
+            reason, failed_job = "PodFailurePolicy", policy_failed
         if failed_job:
             for p in pods:
                 if p["status"].get("phase") not in ("Succeeded", "Failed"):
@@ -151,6 +157,40 @@ class JobController:
         elif len(done) == n:
             set_condition(job, "Complete", "True", "", "")
         self.store.touch(job)
+
+    def _pod_failure_policy(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> str:
+        """``spec.podFailurePolicy`` (https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-failure-policy):
+        the rules in order, the first whose ``onPodConditions`` (or ``onExitCodes``)
+        matches a failed pod decides: ``FailJob`` fails the Job (reason ``PodFailurePolicy``,
+        the message returned), ``Ignore`` takes the failure off the backoff count, ``Count``
+        counts it; "" when no FailJob rule matched."""
+        rules = (job["spec"].get("podFailurePolicy") or {}).get("rules") or []
+        uid, ns = job["metadata"]["uid"], job["metadata"]["namespace"]
+        for p in pods:
+            if p["status"].get("phase") != "Failed" or not rules:
+                continue
+            conds = {(c["type"], c["status"]) for c in p["status"].get("conditions") or []}
+            term = next((cs["state"]["terminated"] for cs in p["status"].get("containerStatuses") or []
+                         if (cs.get("state") or {}).get("terminated")), {})
+            for i, rule in enumerate(rules):
+                on = rule.get("onPodConditions") or []
+                codes = rule.get("onExitCodes") or {}
+                hit = any((c["type"], c.get("status", "True")) in conds for c in on)
+                if codes and "exitCode" in term:
+                    inside = term["exitCode"] in (codes.get("values") or [])
+                    hit = inside if codes.get("operator") == "In" else not inside
+                if not hit:
+                    continue
+                if rule["action"] == "Ignore" and p["metadata"]["uid"] in self.seen:
+                    key = (uid, int(p["metadata"]["labels"][INDEX]))
+                    self.failures[key] -= 1
+                    self.seen.discard(p["metadata"]["uid"])
+                    self.ignored.add(p["metadata"]["uid"])
+                if rule["action"] == "FailJob":
+                    what = next((c["type"] for c in on if (c["type"], c.get("status", "True")) in conds), "exit code")
+                    return f"Pod {ns}/{p['metadata']['name']} has condition {what} matching FailJob rule at index {i}"
+                break
+        return ""
 
     # -- Indexed Jobs of their own (a sweep's trials): parallelism, per-index failures ------
     def _room(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> int:
@@ -274,9 +314,14 @@ class JobSetController:
                       "jobset is suspended" if suspend else "jobset is resumed", style="meta")
         failed = [j for j in jobs if _cond_true(j, "Failed")]
         if failed:
-            maxr = int((js["spec"].get("failurePolicy") or {}).get("maxRestarts", 0))
-            if st["restarts"] < maxr:
+            policy = js["spec"].get("failurePolicy") or {}
+            maxr = int(policy.get("maxRestarts", 0))
+            action = _rule_action(policy, failed[0])
+            counted = int(st.get("restartsCountTowardsMax", 0))
+            if action == "RestartJobSetAndIgnoreMaxRestarts" or (action == "RestartJobSet" and counted < maxr):
                 st["restarts"] += 1
+                if action == "RestartJobSet":
+                    st["restartsCountTowardsMax"] = counted + 1
                 for j in jobs:
                     self.store.delete(JOBS, ns, j["metadata"]["name"])
                 self._create_jobs(js)
@@ -300,6 +345,21 @@ class JobSetController:
                            and _cond_true(j, "Failed"))}
             for rj in js["spec"]["replicatedJobs"]]
         self.store.touch(js)
+
+
+def _rule_action(policy: Dict[str, Any], job: Dict[str, Any]) -> str:
+    """The action of the first ``failurePolicy.rules`` entry matching the failed Job's
+    reason (``onJobFailureReasons``, empty: any) and replicated job
+    (``targetReplicatedJobs``); ``RestartJobSet`` when none matches, as JobSet does."""
+    cond = next((c for c in job["status"].get("conditions", []) if c["type"] == "Failed"), {})
+    rjob = job["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name", "")
+    for rule in policy.get("rules") or []:
+        if rule.get("onJobFailureReasons") and cond.get("reason") not in rule["onJobFailureReasons"]:
+            continue
+        if rule.get("targetReplicatedJobs") and rjob not in rule["targetReplicatedJobs"]:
+            continue
+        return str(rule["action"])
+    return "RestartJobSet"
 
 
 def _quantity(resource: str, value: int) -> str:

@@ -202,6 +202,8 @@ class Kubelet:
         self.grace = grace
         self.containers: Dict[str, Container] = {}  # pod uid -> container
         self.released: set = set()  # pod uids whose resources went back to their node
+        self.ending: Dict[str, int] = {}  # uid of an evicted pod that ended -> the sync that saw it end
+        self._syncs = 0
         store.on_delete.append(self._deleted)
         self._net_init()
 
@@ -244,7 +246,9 @@ class Kubelet:
 
     # -- running ------------------------------------------------------------------------------
     def sync(self) -> None:
-        """Start bound pods, record ended containers (lock held by the caller)."""
+        """Start bound pods, record ended containers, remove evicted pods that ended
+        (lock held by the caller)."""
+        self._syncs += 1
         for pod in self.store.items("v1/pods"):
             st = pod.setdefault("status", {})
             uid = pod["metadata"]["uid"]
@@ -284,7 +288,44 @@ class Kubelet:
                 set_condition(pod, "Ready", "False", "PodCompleted", "")
                 self._release(pod)
                 self.store.touch(pod)
+                if pod["metadata"].get("deletionTimestamp"):
+                    self.ending[uid] = self._syncs
+        self._reap()
         self._net_sync()
+
+    # -- eviction (the Eviction API, preemption, a node lost) -----------------------------------
+    def evict(self, pod: Dict[str, Any], reason: str, message: str, grace: Optional[int] = None) -> None:
+        """Evict ``pod`` (the stored object, lock held) as a cluster with pod disruption
+        conditions does (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions):
+        the condition ``DisruptionTarget`` (status True, ``reason`` such as
+        ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``),
+        graceful deletion (``deletionTimestamp``, ``deletionGracePeriodSeconds``), the
+        container stopped (SIGTERM, SIGKILL after ``grace`` seconds, default the kubelet's);
+        the pod then ends with its container's status (Failed: killed by SIGTERM) and is
+        removed once the controllers' reconcile pass saw it ended, as the API server removes
+        it once the kubelet reports it terminated. A pod not started yet ends Failed at once."""
+        meta, st = pod["metadata"], pod.setdefault("status", {})
+        if meta.get("deletionTimestamp") or st.get("phase") in ("Succeeded", "Failed"):
+            return
+        set_condition(pod, "DisruptionTarget", "True", reason, message)
+        wait = int(grace) if grace is not None else int(self.grace)
+        meta.update(deletionTimestamp=now(), deletionGracePeriodSeconds=wait)
+        c = self.containers.get(meta["uid"])
+        if c is not None:
+            c.kill(wait)
+        else:
+            st["phase"] = "Failed"
+            self._release(pod)
+            self.ending[meta["uid"]] = self._syncs
+        self.store.touch(pod)
+
+    def _reap(self) -> None:
+        """Remove the evicted pods that ended before the controllers' last pass."""
+        for pod in list(self.store.items("v1/pods")):
+            seen = self.ending.get(pod["metadata"]["uid"])
+            if seen is not None and self._syncs - seen >= 2:
+                del self.ending[pod["metadata"]["uid"]]
+                self.store.delete("v1/pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
 
     # -- the pod network (podnet) ---------------------------------------------------------------
     def _net_init(self) -> None:

@@ -8,8 +8,9 @@
   condition ``Backoff``/``AppWrapperNotRunnable`` saying which resource is short;
 * a failed pod requeues the whole app (items deleted and created again,
   ``numberOfRequeueings`` + 1) while ``schedulingSpec.requeuing.maxNumRequeuings`` allows
-  (MCAD waits ``timeInSeconds`` first; the fake does not wait); then it stays as it is,
-  with the failed pod;
+  (MCAD waits ``timeInSeconds`` first; the fake does not wait); then its state is
+  ``Failed``, its failed pods kept (an evicted pod is deleted all the same: see
+  :meth:`kubelet.Kubelet.evict`), the others stopped;
 * counts ``running``, ``pending``, ``failed``, ``Succeeded`` in ``status``.
 """
 from __future__ import annotations
@@ -115,4 +116,7 @@ class MCADController:
                 for p in pods:  # the app cannot succeed: stop the rest (MCAD's dispatchDuration would)
                     if p["status"].get("phase") in ("Pending", "Running"):
                         self.store.delete(PODS, aw["metadata"]["namespace"], p["metadata"]["name"])
+                st["state"] = "Failed"
+                set_condition(aw, "Failed", "True", "PodsFailed",
+                              f"pod {failed[0]['metadata']['name']} failed and maxNumRequeuings is reached", style="mcad")
         self.store.touch(aw)

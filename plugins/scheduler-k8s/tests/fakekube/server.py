@@ -11,7 +11,11 @@ response shapes (https://kubernetes.io/docs/reference/using-api/api-concepts/):
   ``labelSelector``), DELETE; ``/pods/{name}/log`` with ``follow``, ``timestamps``,
   ``sinceSeconds``, ``tailLines``, streamed chunked: stdout and stderr in one log, as a
   cluster without alpha features keeps it (``stream`` is ignored, as without the alpha
-  feature gate ``PodLogsQuerySplitStreams``);
+  feature gate ``PodLogsQuerySplitStreams``); ``POST /pods/{name}/eviction``: the Eviction
+  API (a ``policy/v1`` Eviction, validated): the pod gets the condition ``DisruptionTarget``
+  (reason ``EvictionByEvictionAPI``) and is deleted gracefully (:meth:`Kubelet.evict`), as
+  https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions
+  describes;
 * ``/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}]``: POST, GET, LIST, DELETE
   (``propagationPolicy``: dependents go too) and PATCH (``application/merge-patch+json``)
   of the custom resources whose CRDs are in ``--schemas`` (Volcano, JobSet, Kueue, MCAD)
@@ -72,7 +76,7 @@ _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 _LABEL1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _PATH = re.compile(
     r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/namespaces/(?P<ns>[^/]+)"
-    r"(?:/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>log|status))?)?)?$"
+    r"(?:/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>log|status|eviction))?)?)?$"
 )
 
 
@@ -294,6 +298,10 @@ class Handler(BaseHTTPRequestHandler):
             self._auth(verb, resource, ns)
             if sub == "log":
                 return self._log(ns, name or "", query)
+            if sub == "eviction":
+                if resource != "v1/pods" or method != "POST":
+                    raise ApiError(405, "MethodNotAllowed", f"method {method} is not allowed")
+                return self._evict(ns, name or "", self._body())
             if method == "POST":
                 return self._create(resource, ns, self._body())
             if method == "GET" and name is None:
@@ -379,6 +387,26 @@ class Handler(BaseHTTPRequestHandler):
             store.touch(obj)
             out = json.loads(json.dumps(obj))
         self._send(200, out)
+
+    def _evict(self, ns: str, name: str, body: Dict[str, Any]) -> None:
+        """``POST .../pods/{name}/eviction`` with a ``policy/v1`` Eviction: 201 and a
+        Success Status, as the API server answers (no PodDisruptionBudgets here, so every
+        eviction is allowed); the pod is evicted by :meth:`Kubelet.evict`. 404 for a pod
+        that does not exist, 422 for a body that is not a valid Eviction of that pod."""
+        v = self.cluster.core.validator("policy/v1", "Eviction")
+        err = first_error(v, body) if v is not None else "the server has no schema of policy/v1 Eviction"
+        if err is None and (body.get("metadata") or {}).get("name") != name:
+            err = f"metadata.name: Invalid value: {(body.get('metadata') or {}).get('name')!r}: must be the pod's name {name!r}"
+        if err:
+            raise ApiError(422, "Invalid", f'Eviction.policy "{name}" is invalid: {err}',
+                           {"name": name, "kind": "Eviction", "causes": [{"message": err}]})
+        with self.cluster.store.lock:
+            pod = self.cluster.store.live("v1/pods", ns, name)
+            if pod is None:
+                raise self._not_found("v1/pods", name)
+            grace = (body.get("deleteOptions") or {}).get("gracePeriodSeconds")
+            self.cluster.kubelet.evict(pod, "EvictionByEvictionAPI", "Eviction API: evicting", grace)
+        self._send(201, status(201, "", "", {"name": name, "kind": "pods"}))
 
     def _log(self, ns: str, name: str, query: Dict[str, List[str]]) -> None:
         q = {k: v[0] for k, v in query.items()}

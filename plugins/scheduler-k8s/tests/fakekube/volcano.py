@@ -5,7 +5,8 @@ Command), following Volcano's documented behaviour (https://volcano.sh/en/docs/v
   ``volcano.sh/task-spec``, host name = pod name, subdomain = job name (``svc`` plugin, which
   also makes a headless Service named after the job), ``VC_TASK_INDEX`` (``env`` plugin);
 * gang scheduling of ``minAvailable`` pods;
-* ``policies`` on ``PodFailed``/``PodEvicted``: ``RestartJob`` (bounded by the job's
+* ``policies`` on ``PodFailed``/``PodEvicted`` (a failed pod with the ``DisruptionTarget``
+  condition, evicted: :meth:`kubelet.Kubelet.evict`): ``RestartJob`` (bounded by the job's
   ``maxRetry``; ``status.retryCount``), ``RestartTask`` (bounded by the task's ``maxRetry``),
   ``TerminateJob``, ``AbortJob``; a failed pod without a policy fails the job once every pod
   has ended;
@@ -26,6 +27,16 @@ COMMANDS = "bus.volcano.sh/v1alpha1/commands"
 PODS = "v1/pods"
 SERVICES = "v1/services"
 FINAL = {"Completed", "Aborted", "Terminated", "Failed"}
+
+
+def evicted_by(pod: Dict[str, Any]) -> str:
+    """The reason of a failed pod's ``DisruptionTarget`` condition (``EvictionByEvictionAPI``
+    ...), "" if it has none: Volcano raises ``PodEvicted`` for such a pod, ``PodFailed``
+    for another failed one."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            return str(c.get("reason") or "DisruptionTarget")
+    return ""
 
 
 def _owner(job: Dict[str, Any]) -> Dict[str, Any]:
@@ -126,7 +137,7 @@ class VolcanoController:
             return
         if phase == "Terminating":
             if self._kill(job):
-                self._set_phase(job, "Terminated", "PodFailed", st["state"].get("message", ""))
+                self._set_phase(job, "Terminated", st["state"].get("reason", "PodFailed"), st["state"].get("message", ""))
             self._count(job)
             return
         if phase == "Restarting":
@@ -144,16 +155,19 @@ class VolcanoController:
             if pod["status"].get("phase") != "Failed" or pod["metadata"]["uid"] in self.handled:
                 continue
             task = tasks.get(pod["metadata"]["labels"].get("volcano.sh/task-spec", ""), {})
+            disruption = evicted_by(pod)
+            event = "PodEvicted" if disruption else "PodFailed"
             action = next((p.get("action") for p in task.get("policies") or job["spec"].get("policies") or []
-                           if p.get("event") in ("PodFailed", "*")), None)
+                           if p.get("event") in (event, "*")), None)
             self.handled.add(pod["metadata"]["uid"])
             who = pod["metadata"]["name"]
+            what = f"pod {who} evicted (DisruptionTarget: {disruption})" if disruption else f"pod {who} failed"
             if action == "RestartJob":
                 if st.get("retryCount", 0) < int(job["spec"].get("maxRetry", 3)):
                     st["retryCount"] = st.get("retryCount", 0) + 1
-                    self._set_phase(job, "Restarting", "PodFailed", f"pod {who} failed: restarting the job")
+                    self._set_phase(job, "Restarting", event, f"{what}: restarting the job")
                 else:
-                    self._set_phase(job, "Terminating", "PodFailed", f"pod {who} failed and maxRetry is reached")
+                    self._set_phase(job, "Terminating", event, f"{what} and maxRetry is reached")
                 return
             if action == "RestartTask":
                 retries = self.retries.get((ns, who), 0)
@@ -163,11 +177,11 @@ class VolcanoController:
                     self.retries[(ns, who)] = retries + 1
                     st["retryCount"] = st.get("retryCount", 0) + 1
                     return
-                self._set_phase(job, "Terminating", "PodFailed", f"pod {who} failed and its task's maxRetry is reached")
+                self._set_phase(job, "Terminating", event, f"{what} and its task's maxRetry is reached")
                 return
             if action in ("TerminateJob", "AbortJob"):
                 nxt = "Terminating" if action == "TerminateJob" else "Aborting"
-                self._set_phase(job, nxt, "PodFailed", f"pod {who} failed")
+                self._set_phase(job, nxt, event, what)
                 return
         phases = [p["status"].get("phase") for p in pods]
         if phases and all(p in ("Succeeded", "Failed") for p in phases):
