@@ -60,6 +60,9 @@ def test_txconfig_fallback_makes_a_run_shown_once(tx, tmp_path):
     assert "echo/0 hi" in p.stdout and "tx run: local_cwd: SUCCEEDED" in p.stderr, (p.stdout, p.stderr)
     rows = [r for r in tx("list", "-s", "local_cwd").stdout.splitlines() if "://" in r]
     assert len(rows) == 1 and rows[0].startswith(handle) and "echo [local_cwd]" in rows[0], rows
+    gc = tx("gc", "--keep", "0")  # the run's record goes with its app and its archive
+    assert gc.returncode == 0 and handle in gc.stdout.splitlines(), (gc.stdout, gc.stderr)
+    assert not list((tmp_path / "state" / "runs").glob("run-*.json"))
 
 
 @pytest.mark.slurm
