@@ -78,3 +78,20 @@ def test_a_run_that_succeeds_before_its_timeout_never_fails_over(runner, tmp_pat
     assert rec.final == "SUCCEEDED" and [h.scheduler for h in rec.hops] == ["procs"]
     runner.cancel(handle)  # of an ended run: nothing
     assert failover.load_record(handle).final == "SUCCEEDED"
+
+
+def test_gc_prunes_ended_runs_records_never_a_live_one(runner):
+    done = runner.run_with_fallback(AppDef("quick", [Role("w", image="", entrypoint="true")]),
+                                    [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    assert runner.wait(done, wait_interval=0.1, timeout=30).state == AppState.SUCCEEDED
+    live = runner.run_with_fallback(AppDef("stuck", [Role("w", image="", entrypoint="true")]),
+                                    [("held", {}), ("procs", {})], pending_timeout=None, watch=False)
+    assert runner.status(live).state == AppState.PENDING
+    assert failover.prune(3600) == []  # ended less than an hour ago
+    assert failover.prune(0, schedulers=["held"]) == []  # its last hop is on procs
+    assert failover.prune(0, dry_run=True) == [done] and failover.is_run_handle(done)
+    later = time.time() + 86400 * 365
+    assert failover.prune(0, now=later) == [done]  # the live run stays, however old
+    assert not failover.is_run_handle(done) and failover.is_run_handle(live)
+    assert not Path(failover.record_path(done.rsplit("/", 1)[1]) + ".lock").exists()
+    runner.cancel(live)

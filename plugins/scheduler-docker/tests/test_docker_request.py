@@ -67,6 +67,24 @@ def test_env_from_copy_env_then_cfg_then_role_and_privileged(monkeypatch: pytest
     assert c.kwargs["privileged"] is True and c.kwargs["init"] is True
 
 
+def test_volumes_option_and_the_checkpoint_location_mounted_at_its_path() -> None:
+    role = _role(env={"TX_CHECKPOINT_DIR": "/home/u/.local/state/tx/checkpoints/tx/train"},
+                 mounts=[BindMount("/data", "/in", read_only=True)])
+    job = build_request(AppDef("c", roles=[role]), {"volumes": ["/shared:/shared", "cache:/cache:ro"]}, "s")
+    assert job.containers[0].kwargs["volumes"] == {
+        "/shared": {"bind": "/shared", "mode": "rw"}, "cache": {"bind": "/cache", "mode": "ro"},
+        "/data": {"bind": "/in", "mode": "ro"},
+        "/home/u/.local/state/tx/checkpoints/tx/train": {"bind": "/home/u/.local/state/tx/checkpoints/tx/train",
+                                                         "mode": "rw"}}
+    assert job.host_dirs == ["/home/u/.local/state/tx/checkpoints/tx/train"]  # created before the containers
+    for url in ("/shared/ckpt/tx/train", "s3://b/ckpt", "ckpt"):  # under a volume already; not a host path
+        job = build_request(AppDef("c", roles=[_role(env={"TX_CHECKPOINT_DIR": url})]), {"volumes": ["/shared:/shared"]},
+                            "s")
+        assert list(job.containers[0].kwargs["volumes"]) == ["/shared"] and job.host_dirs == [], url
+    with pytest.raises(ValueError, match=r"run option 'volumes': 'data' is not SRC:DST\[:ro\|rw\]"):
+        build_request(AppDef("c", roles=[_role()]), {"volumes": ["data"]}, "s")
+
+
 def test_container_name_fits_a_dns_label() -> None:
     name = container_name("a" * 40, "Role_With.Odd*Chars" * 5, 12)
     assert len(name) <= 63 and name.endswith("-12") and name.startswith("a" * 40 + "-role-with-odd")

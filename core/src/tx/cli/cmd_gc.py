@@ -1,5 +1,6 @@
 """``tx gc``: delete the state and logs of apps that finished long ago (never a running app),
-and their copies in the log archive (:mod:`tx.runner.archive`)."""
+their copies in the log archive (:mod:`tx.runner.archive`) and the records of runs with
+failover that ended (:mod:`tx.runner.failover`)."""
 from __future__ import annotations
 
 import argparse
@@ -52,6 +53,11 @@ def _gc(runner: Runner, args: argparse.Namespace) -> int:
             if a.app_handle not in seen:
                 seen.add(a.app_handle)
                 print(a.app_handle)
+    from tx.runner import failover  # the run records: only when gc runs
+
+    for h in failover.prune(keep, dry_run=args.dry_run, schedulers=names if named else None):
+        seen.add(h)
+        print(h)
     archive = runner.log_archive  # the log archive: apps that ended before the retention
     if archive is not None:
         for h in archive.prune(keep, dry_run=args.dry_run, schedulers=names if named else None):

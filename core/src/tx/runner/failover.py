@@ -56,8 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCEL_CONFIRM_S", "Hop", "RunRecord", "RunStatus", "UnknownRunError", "cancel", "collapse_listed", "create",
-    "is_run_handle", "list_records", "load_record", "poll", "record_path", "run_status", "start_watcher", "step",
-    "watcher_lock_path",
+    "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status", "start_watcher",
+    "step", "watcher_lock_path",
 ]
 
 log = get_logger(__name__)
@@ -536,6 +536,40 @@ def wait(runner: _Runner, handle: str, wait_interval: float, timeout: Optional[f
                 return AppStatus(state=run.state, msg=run.chain)
             return status if status.state == run.state else attrs.evolve(status, state=run.state)
         time.sleep(max(0.05, min(wait_interval, 1.0, left if left is not None else 1.0)))
+
+
+def prune(keep: float, dry_run: bool = False, now: Optional[float] = None,
+          schedulers: Optional[Sequence[str]] = None) -> List[str]:
+    """Delete the records of runs that ended more than ``keep`` seconds ago (``tx gc``):
+    only runs with a final state, each under its lock (a run a step holds is kept for the
+    next time); of every scheduler, or of the runs whose last hop is on one of
+    ``schedulers``. A run's end is its last hop's, else the record's last write.
+
+    Returns:
+        the run handles of the deleted (``dry_run``: deletable) records.
+    """
+    now = time.time() if now is None else now
+    gone: List[str] = []
+    for rec in list_records():
+        hop = rec.live
+        if not rec.final or (schedulers is not None and (hop is None or hop.scheduler not in schedulers)):
+            continue
+        path = record_path(rec.run_id)
+        with _locked(rec.run_id, blocking=False) as held:
+            try:
+                ended = hop.ended if hop is not None and hop.ended else os.path.getmtime(path)
+            except OSError:
+                continue
+            if not held or now - ended <= keep:
+                continue
+            if not dry_run:
+                for p in (path, path + ".lock"):  # a step that opens the lock after this finds no record
+                    try:
+                        os.unlink(p)
+                    except FileNotFoundError:
+                        pass
+            gone.append(rec.handle)
+    return gone
 
 
 # -- listing -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Mapping
 
 import attrs
 
+from tx.config.environ import CHECKPOINT_DIR
 from tx.log import get_logger
 from tx.schedulers.env import RANK0_HOST, replica_env
 from tx.schedulers.ids import make_unique
@@ -59,17 +60,20 @@ class DockerContainer:
 
 @attrs.define
 class DockerJob:
-    """The request of one app: its id, its network and one container per replica."""
+    """The request of one app: its id, its network, one container per replica, and the
+    host directories to create before the containers (``host_dirs``: the run's checkpoint
+    location, bind-mounted at the same path)."""
 
     app_id: str
     network: str
     containers: List[DockerContainer] = attrs.field(factory=list)
+    host_dirs: List[str] = attrs.field(factory=list)
 
     def __str__(self) -> str:
         import yaml
 
         return yaml.safe_dump(
-            {"app_id": self.app_id, "network": self.network,
+            {"app_id": self.app_id, "network": self.network, "host_dirs": self.host_dirs,
              "containers": [attrs.asdict(c) for c in self.containers]},
             sort_keys=False, default_flow_style=False,
         )
@@ -149,6 +153,43 @@ def _mounts(role: Role) -> Dict[str, Any]:
     return kw
 
 
+def parse_volumes(specs: Iterable[str]) -> Dict[str, Dict[str, str]]:
+    """The run option ``volumes`` (``docker run -v`` syntax, one entry each:
+    ``SRC:DST[:ro|rw]``, SRC a host path (``~`` expanded) or a named volume) as the SDK's
+    ``volumes`` mapping ``{src: {"bind": dst, "mode": mode}}``
+    (https://docker-py.readthedocs.io/en/stable/containers.html).
+
+    Raises:
+        ValueError: an entry without a destination, a relative destination or a mode
+            other than ``ro``/``rw`` (message for users).
+    """
+    out: Dict[str, Dict[str, str]] = {}
+    for spec in specs:
+        parts = spec.strip().split(":")
+        mode = "rw"
+        if len(parts) == 3 and parts[2] in ("ro", "rw"):
+            mode = parts.pop()
+        if len(parts) != 2 or not parts[0] or not parts[1].startswith("/"):
+            raise ValueError(f"run option 'volumes': {spec!r} is not SRC:DST[:ro|rw] with an absolute DST")
+        src = os.path.expanduser(parts[0]) if parts[0].startswith(("/", "~")) else parts[0]
+        out[src] = {"bind": parts[1], "mode": mode}
+    return out
+
+
+def _host_checkpoint_dir(env: Mapping[str, str]) -> str:
+    """The replica's ``TX_CHECKPOINT_DIR`` when it is a path of this host (absolute, or a
+    ``file://`` URL), else ""."""
+    url = env.get(CHECKPOINT_DIR, "")
+    path = url[len("file://"):] if url.startswith("file://") else url
+    return os.path.normpath(path) if path.startswith("/") else ""
+
+
+def _covered(path: str, volumes: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether a volume's destination is ``path`` or a directory above it."""
+    return any(path == v["bind"].rstrip("/") or path.startswith(v["bind"].rstrip("/") + "/")
+               for v in volumes.values())
+
+
 def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> DockerJob:
     """The request for ``app``: a unique app id, its network ``tx-<app_id>`` and one
     container per replica (named by :func:`container_name`, labelled with the app, role
@@ -156,8 +197,18 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
     contract, limits from the role's resource, its mounts, ports and retries).
 
     Args:
-        cfg: resolved run options of ``local_docker`` (``copy_env``, ``env``, ``privileged``).
+        cfg: resolved run options of ``local_docker`` (``copy_env``, ``env``, ``volumes``,
+            ``privileged``).
         session_name: the session recorded in the containers' labels.
+
+    ``volumes`` come first, then the role's mounts. The run's checkpoint location
+    (``TX_CHECKPOINT_DIR``, docs/recovery.md), when it is a path of this host that no
+    volume or mount covers, is bind-mounted read-write at the same path (and listed in
+    ``host_dirs``, created before the containers), so that a container reads and writes
+    the checkpoints every attempt of the run shares.
+
+    Raises:
+        ValueError: a malformed ``volumes`` entry.
     """
     app_id = make_unique(_dns_name(app.name)[:40])
     network = f"tx-{app_id}"
@@ -166,6 +217,7 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
     if copy_env:
         base_env.update(_copy_env(copy_env))  # type: ignore[arg-type]
     base_env.update(cfg.get("env") or {})  # type: ignore[arg-type]
+    cfg_volumes = parse_volumes(cfg.get("volumes") or [])  # type: ignore[arg-type]
     rank0 = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(app_id=app_id, network=network)
     stored = appdef_to_stored(app)
@@ -207,6 +259,14 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
             mounts = _mounts(role)
             if "devices" in mounts and "devices" in kwargs:
                 mounts["devices"] = kwargs.pop("devices") + mounts["devices"]
+            mounts["volumes"] = {**cfg_volumes, **mounts.get("volumes", {})}
+            ckpt = _host_checkpoint_dir(env)
+            if ckpt and not _covered(ckpt, mounts["volumes"]):
+                mounts["volumes"][ckpt] = {"bind": ckpt, "mode": "rw"}
+                if ckpt not in job.host_dirs:
+                    job.host_dirs.append(ckpt)
+            if not mounts["volumes"]:
+                del mounts["volumes"]
             kwargs.update(mounts)
             if role.port_map:
                 kwargs["ports"] = {f"{int(p)}/tcp": None for p in role.port_map.values()}

@@ -12,6 +12,7 @@ and run options.
 """
 from __future__ import annotations
 
+import os
 import threading
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
@@ -48,7 +49,7 @@ CAUSE_TAIL_LINES = 1000
 
 
 def local_docker_runopts() -> runopts:
-    """The run options of ``local_docker`` (TorchX 0.7.0's names and meaning)."""
+    """The run options of ``local_docker`` (TorchX 0.7.0's names and meaning, and tx's `volumes`)."""
     opts = runopts()
     opts.add("copy_env", type_=List[str], default=None,
              help="list of glob patterns of environment variables to copy into the containers "
@@ -57,6 +58,9 @@ def local_docker_runopts() -> runopts:
              help="environment variables to set in every container (K:V;K2:V2); these win over copy_env")
     opts.add("privileged", type_=bool, default=False,
              help="give the containers extended privileges (docker run --privileged)")
+    opts.add("volumes", type_=List[str], default=None,
+             help="volumes of every container, as docker run -v: SRC:DST[:ro|rw] (a host path or a "
+                  "named volume), e.g. /shared:/shared;/data:/data:ro (the role's mounts win)")
     return opts
 
 
@@ -133,6 +137,12 @@ class DockerScheduler(Scheduler[DockerJob]):
         import docker
 
         job = dryrun_info.request
+        for d in job.host_dirs:  # the engine would make a missing bind source root's (docker) or refuse it (podman)
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as e:
+                raise SchedulerError(f"{job.app_id}: cannot create {d} to mount into the containers: "
+                                     f"{e.strerror or e}") from None
         client = self._docker()
         self._collect_networks(client)
         for image in dict.fromkeys(c.image for c in job.containers):
