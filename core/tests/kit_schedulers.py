@@ -4,6 +4,7 @@ memory: one process only, so the kit's fresh-process test is not for it); each s
 breaks one rule the kit checks. ``create_<variant>(session_name)`` makes one."""
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import subprocess
@@ -293,6 +294,30 @@ class ListLags(Procs):
         return [ListAppResponse(a.app_id, AppState.RUNNING if is_terminal(a.state) else a.state) for a in super().list()]
 
 
+class ForgetsRunOptions(Procs):
+    """Keeps the submitted AppDef (in memory) but not the run options it was submitted with."""
+
+    def __init__(self, session_name: str) -> None:
+        super().__init__(session_name)
+        self.appdefs: Dict[str, AppDef] = {}
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("label", type_=str, default=None, help="a label")
+        return opts
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Request]:
+        info = super()._submit_dryrun(app, cfg)
+        self.appdefs[info.request.app_id] = copy.deepcopy(app)
+        return info
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        desc = super().describe(app_id)
+        if desc is not None:
+            desc.app = self.appdefs.get(app_id)
+        return desc
+
+
 VARIANTS = {
     "good": Procs, "back_from_terminal": BackFromTerminal, "replica_back_from_terminal": ReplicaBackFromTerminal,
     "never_running": NeverRunning, "replicas_never_running": ReplicasNeverRunning, "never_starts": NeverStarts, "no_role_idx": NoRoleIdx,
@@ -302,6 +327,7 @@ VARIANTS = {
     "list_lags": ListLags,
     # the unbroken scheduler keeps no copy of the submitted AppDef (and does not say why)
     "forgets_appdef": Procs,
+    "forgets_run_options": ForgetsRunOptions,
 }
 
 

@@ -2,6 +2,7 @@
 import io
 import re
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -28,6 +29,7 @@ from tx.specs.files import (
     appdef_to_yaml,
     dump_appdef,
     read_stored_appdef,
+    stored_run_options,
     load_appdef,
     parse_appdef,
 )
@@ -404,3 +406,22 @@ def test_stored_appdef_round_trips_plain_and_compressed_and_says_when_too_large(
         "no copy of the AppDef in the label L (compressed, it exceeds the 100 bytes that holds,"
         " or the job was not submitted by tx); roles rebuilt from the job"))
     assert read_stored_appdef("{", "the label L")[1].startswith("the label L: stored AppDef is not JSON")
+
+
+def test_stored_appdef_keeps_the_json_safe_run_options_and_old_copies_still_read():
+    app = AppDef("a", roles=[Role("r", image="i", args=["x" * 3000])])
+    cfg = {"queue": "q", "n": 2, "on": True, "none": None, "tags": ("a", "b"), "env": {"K": "v"},
+           "path": Path("/p"), "fn": print}
+    want = {"queue": "q", "n": 2, "on": True, "none": None, "tags": ["a", "b"], "env": {"K": "v"}}
+    plain = appdef_to_stored(app, cfg=cfg)
+    assert appdef_from_stored(plain) == app and stored_run_options(plain) == want
+    packed = appdef_to_stored(app, limit=1000, cfg=cfg)
+    assert '"zlib"' in packed and appdef_from_stored(packed) == app and stored_run_options(packed) == want
+    # too long with the options: the AppDef is kept without them
+    bare = appdef_to_stored(app, limit=len(packed.encode()) - 1, cfg=cfg)
+    assert appdef_from_stored(bare) == app and stored_run_options(bare) is None
+    # a copy of a tx before run options (and one without cfg) reads as before, with none
+    old = '{"tx_appdef":1,"app":{"name":"a","roles":[{"name":"r","image":"i"}]}}'
+    assert appdef_from_stored(old).name == "a" and stored_run_options(old) is None
+    assert stored_run_options(appdef_to_stored(app)) is None
+    assert stored_run_options(None) is None and stored_run_options("{") is None

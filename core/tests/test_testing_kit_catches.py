@@ -26,6 +26,9 @@ class TestKit(SchedulerConformance):
     poll_interval = 0.2
     running_not_observable = os.environ.get("KIT_NOT_OBSERVABLE") or None
 
+    def kept_run_option(self, scheduler):
+        return ("label", "kit") if os.environ["KIT_VARIANT"] == "forgets_run_options" else None
+
     @pytest.fixture
     def scheduler(self):
         sched = kit_schedulers.create(os.environ["KIT_VARIANT"])
@@ -53,6 +56,8 @@ CASES = [
     ("silent_unknown", "test_cancel", "*UNKNOWN state without a message saying what the backend answered*"),
     ("list_lags", "test_list_contains_app", "*list() says RUNNING*describe says SUCCEEDED*"),
     ("forgets_appdef", "test_describe_gives_back_the_appdef", "*describe gave back None (None), not AppDef(*"),
+    ("forgets_run_options", "test_describe_gives_back_the_appdef",
+     "*describe's metadata?'run_options'? is None; submitted with {'label': 'kit'}*"),
 ]
 
 

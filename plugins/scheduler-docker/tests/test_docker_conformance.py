@@ -20,3 +20,6 @@ class TestLocalDockerConformance(SchedulerConformance):
     @pytest.fixture
     def image(self) -> str:
         return "localhost/busybox:tx"
+
+    def kept_run_option(self, scheduler: Any) -> Any:
+        return "copy_env", ["TX_KIT_NONE_*"]

@@ -1,6 +1,6 @@
 """tx's scheduler conformance kit through the official Batch and Logging clients, against
 the local server of ``fake_gcp`` (which runs every task as a local process)."""
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import pytest
 
@@ -20,6 +20,9 @@ class TestGcpBatchConformance(SchedulerConformance):
     @pytest.fixture
     def image(self) -> str:
         return "ghcr.io/pytorch/torchx:0.7.0"
+
+    def kept_run_option(self, scheduler: GcpBatchScheduler) -> Tuple[str, str]:
+        return "machine_type", "e2-standard-4"
 
     def unknown_app_id(self) -> str:
         return "tx-test-project:us-central1:tx-conformance-unknown-0000"

@@ -1,6 +1,6 @@
 """tx's scheduler conformance kit through the official ``kubernetes`` client, against the
 fake API server of conftest.py (KUBECONFIG points at it, in fresh processes too)."""
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import pytest
 
@@ -79,6 +79,9 @@ class TestMCADConformance(SchedulerConformance):
 
     def unknown_app_id(self) -> str:
         return "default:tx-conformance-unknown-0000"
+
+    def kept_run_option(self, scheduler: Any) -> Tuple[str, int]:
+        return "priority", 5  # spec.priority: the only AppWrapper here
 
     def test_cancel(self, scheduler: Any, cfg: Dict[str, Any], image: str) -> None:
         pytest.skip("MCAD has no way to stop an AppWrapper and keep it: cancel deletes it (test_k8s_mcad.py)")

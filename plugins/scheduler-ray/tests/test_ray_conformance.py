@@ -1,6 +1,6 @@
 """tx's scheduler conformance kit against a real local Ray head (conftest.ray_head)."""
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Tuple
 
 import pytest
 
@@ -23,3 +23,6 @@ class TestRayConformance(SchedulerConformance):
         d = tmp_path / "image"
         d.mkdir()
         return str(d)
+
+    def kept_run_option(self, scheduler: RayScheduler) -> Tuple[str, str]:
+        return "cluster_name", "txkit"  # read with cluster_config_file only

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tx.specs import AppDef, InvalidRunConfigException, Resource, RetryPolicy, Role
-from tx.specs.files import appdef_from_stored, appdef_to_stored
+from tx.specs.files import appdef_from_stored, appdef_to_stored, stored_run_options
 from tx.testing.backends import require_module
 from tx_scheduler_ray import tx_ray_driver
 from tx_scheduler_ray.request import driver_dir
@@ -63,8 +63,9 @@ def test_request_shape(sched: Any, tmp_path: Path) -> None:
     assert ps["env"]["TX_ROLE_IDX"] == "1"
     assert spec["rank0_env"] == ["TX_RANK0_HOST", "TORCHX_RANK0_HOST"]
     assert req.metadata == {"tx_app": "My App_1", "tx_session": "tx", "tx_version": "0.1.0",
-                            "tx_appdef": appdef_to_stored(_app(str(tmp_path)))}
+                            "tx_appdef": appdef_to_stored(_app(str(tmp_path)), cfg=info._cfg)}
     assert appdef_from_stored(req.metadata["tx_appdef"]) == _app(str(tmp_path))
+    assert stored_run_options(req.metadata["tx_appdef"])["dashboard_address"] == "10.1.2.3:9999"
     text = repr(info)
     assert f"app_id: {req.app_id}" in text and "python -m tx_ray_driver" in text and '"CPU": 2.0' in text
 

@@ -1,9 +1,10 @@
 """`tx ui -s local_cwd,slurm` on the session's private Slurm cluster: a Slurm job shows in the
 apps page beside a local app (over HTTP and in headless chromium), its page shows its replica
-and says Slurm keeps no record of its run options, and cancel from the page (in the browser,
-after it asks) ends it."""
+and the run options it was submitted with, a job that waits for it says why in the one line of
+`tx status`, and cancel from the page (in the browser, after it asks) ends it."""
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -45,6 +46,7 @@ def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[st
     p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", f"job_dir={tmp_path / 'j'},time=10", "utils.sh", "sleep", "300")
     assert p.returncode == 0, p.stderr
     job = p.stdout.strip()
+    waiting = ""
     try:
         with serve(env, "-s", "local_cwd,slurm") as ui:
             deadline = time.monotonic() + 120
@@ -61,7 +63,18 @@ def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[st
                 h.startswith("slurm://") for h in rows)
             page = ui.get("/app", handle=job)[1]
             assert re.search(r"<tr><td>sh</td><td>0</td><td><span class=\"state state-RUNNING\">", page), page
-            assert "slurm keeps no record of the run options" in page
+            runopts = html.unescape(re.search(r'<pre class="yaml" id="runopts">(.*?)</pre>', page, re.S)[1])
+            assert re.search(r"^time: '?10'?$", runopts, re.M) and f"job_dir: {tmp_path / 'j'}" in runopts, runopts
+            # a job that waits for the running one: its page says why as `tx status` does
+            p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", f"job_dir={tmp_path / 'j'},time=10,"
+                   f"dependency=afterok:{job.rsplit('/', 1)[1]}", "utils.echo", "--msg", "later")
+            assert p.returncode == 0, p.stderr
+            waiting = p.stdout.strip()
+            status = json.loads(tx(env, tmp_path, "status", "--json", waiting).stdout)
+            assert status["state"] == "PENDING" and "Dependency" in status["msg"], status
+            page = ui.get("/app", handle=waiting)[1]
+            why = re.search(r'<p class="why " id="why"><b>why it waits:</b> (.*)</p>', page)
+            assert why and why[1] == html.escape(" ".join(status["msg"].split())), page
             # the same in the browser: both apps in the table, the job's page, cancel after it asks
             browser.get(ui.url)
             shown = dict(browser.execute_script("return Array.from(document.querySelectorAll('tr.app'))"
@@ -80,3 +93,5 @@ def test_slurm_jobs_show_beside_local_apps_and_cancel_from_the_page(env: Dict[st
                 time.sleep(0.5)
     finally:
         tx(env, tmp_path, "cancel", job)
+        if waiting:
+            tx(env, tmp_path, "cancel", "--no-wait", waiting)

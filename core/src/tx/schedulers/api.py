@@ -87,7 +87,9 @@ class DescribeAppResponse:
         app: the whole AppDef as submitted, where the backend stores it (name, metadata
             and every role field); :meth:`tx.runner.Runner.describe` returns it. Schedulers
             keep it as :func:`tx.specs.files.appdef_to_stored` writes it; where the job has
-            no copy, ``metadata["app_not_stored"]`` says why in one line.
+            no copy, ``metadata["app_not_stored"]`` says why in one line; the run options
+            it was submitted with are then ``metadata["run_options"]`` (a dict,
+            :func:`tx.specs.files.stored_run_options`; None where the copy has none).
         root_cause: why the first failed replica failed, field by field, where the
             scheduler read it (:func:`tx.schedulers.why.root_cause`); its ``text`` is then
             ``structured_error_msg``.

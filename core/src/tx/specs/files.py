@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO, Any, Dict, Optional, Tuple, Union
+from typing import IO, Any, Dict, Mapping, Optional, Tuple, Union
 
 from tx.specs.api import AppDef, AppDefFormatError
 
 __all__ = [
     "appdef_from_dict", "appdef_to_dict", "appdef_to_json", "appdef_to_yaml", "dump_appdef",
     "load_appdef", "parse_appdef", "PathOrStream", "STORED_APPDEF_VERSION", "appdef_to_stored",
-    "appdef_from_stored", "read_stored_appdef",
+    "appdef_from_stored", "read_stored_appdef", "storable_run_options", "stored_run_options",
 ]
 
 _YAML_EXT = (".yaml", ".yml")
@@ -216,16 +216,43 @@ def dump_appdef(app: AppDef, path_or_stream: PathOrStream, fmt: Optional[str] = 
 STORED_APPDEF_VERSION = 1
 
 
-def appdef_to_stored(app: AppDef, limit: Optional[int] = None) -> Optional[str]:
+def storable_run_options(cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The run options of a submission as a scheduler keeps them with the job: the entries
+    of ``cfg`` whose values JSON represents as they are (None, bool, int, float, str, lists
+    of those, dicts of str to those); others (a path object, a callable) are left out. A
+    scheduler leaves out options that hold credentials before it calls this.
+
+    Args:
+        cfg: the run options after defaults (``runopts.resolve``); None: none.
+    """
+    def safe(value: Any) -> bool:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return True
+        if isinstance(value, (list, tuple)):
+            return all(safe(v) for v in value)
+        if isinstance(value, dict):
+            return all(isinstance(k, str) and safe(v) for k, v in value.items())
+        return False
+
+    return {str(k): (list(v) if isinstance(v, tuple) else v) for k, v in (cfg or {}).items() if safe(v)}
+
+
+def appdef_to_stored(app: AppDef, limit: Optional[int] = None,
+                     cfg: Optional[Mapping[str, Any]] = None) -> Optional[str]:
     """The copy of ``app`` a scheduler keeps with the job (a label, an annotation, a file, an
     environment variable), one format for every backend: compact JSON
-    ``{"tx_appdef": 1, "app": <appdef_to_dict(app)>}``. Where that is longer than ``limit``
-    bytes (UTF-8), the same dict zlib-compressed and base64-encoded,
-    ``{"tx_appdef": 1, "zlib": "<base64>"}``; None where that too is longer (the caller
-    then says so, see :func:`not_stored_reason`).
+    ``{"tx_appdef": 1, "app": <appdef_to_dict(app)>, "run_options": {...}}``. Where that is
+    longer than ``limit`` bytes (UTF-8), the AppDef's dict zlib-compressed and
+    base64-encoded, ``{"tx_appdef": 1, "zlib": "<base64>", "run_options": {...}}``; where
+    that too is longer, the same without the run options; None where that too is longer
+    (the caller then says so, see :func:`read_stored_appdef`). ``run_options`` (read back by
+    :func:`stored_run_options`) is absent in copies without ``cfg`` and in those of a tx
+    before it; a tx that does not know the key ignores it.
 
     Args:
         limit: the most bytes (UTF-8) the backend's place holds; None: no limit.
+        cfg: the run options the app is submitted with, after defaults, less those that
+            hold credentials (:func:`storable_run_options` keeps the JSON-safe ones).
 
     Raises:
         TypeError: ``app`` is not an AppDef, or its metadata holds values JSON cannot
@@ -235,13 +262,31 @@ def appdef_to_stored(app: AppDef, limit: Optional[int] = None) -> Optional[str]:
     import zlib  # deferred: as base64
 
     data = appdef_to_dict(app)
-    text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "app": data}, separators=(",", ":"),
+    extra = {"run_options": storable_run_options(cfg)} if cfg is not None else {}
+    text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "app": data, **extra}, separators=(",", ":"),
                       ensure_ascii=False)
     if limit is None or len(text.encode()) <= limit:
         return text
     packed = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)).decode()
-    text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "zlib": packed}, separators=(",", ":"))
-    return text if len(text) <= limit else None
+    for keep in (extra, {}):
+        text = json.dumps({"tx_appdef": STORED_APPDEF_VERSION, "zlib": packed, **keep}, separators=(",", ":"),
+                          ensure_ascii=False)
+        if len(text.encode()) <= limit:
+            return text
+    return None
+
+
+def stored_run_options(text: Optional[Union[str, bytes]]) -> Optional[Dict[str, Any]]:
+    """The run options kept in a copy :func:`appdef_to_stored` wrote, for
+    ``DescribeAppResponse.metadata["run_options"]``; None where the copy has none (written
+    without ``cfg``, by an older tx, or left out for size), or is no such copy (never an
+    error: :func:`read_stored_appdef` says what is wrong with it)."""
+    try:
+        doc = json.loads(text) if text else None
+    except (ValueError, TypeError):
+        return None
+    options = doc.get("run_options") if isinstance(doc, dict) else None
+    return options if isinstance(options, dict) else None
 
 
 def appdef_from_stored(text: Union[str, bytes]) -> AppDef:

@@ -17,7 +17,7 @@ from tx.schedulers.streams import Stream
 from tx.specs.api import (
     NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Resource, Role, is_terminal, macros,
 )
-from tx.specs.files import appdef_to_dict
+from tx.specs.files import appdef_to_dict, storable_run_options
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import runopt
 
@@ -77,6 +77,9 @@ class SchedulerConformance:
     * ``appdef_not_stored`` (default None): a backend that keeps no copy of the submitted
       AppDef says why here; None: ``describe`` must give back the whole AppDef
       (``DescribeAppResponse.app``), here and in a fresh process in another directory.
+    * ``run_options_not_stored`` (default None): a backend that keeps the AppDef but not
+      the run options says why here; None: ``describe`` must give back the run options
+      it was submitted with in ``metadata["run_options"]`` (see :meth:`kept_run_option`).
 
     What every description the kit reads must satisfy (:meth:`check_states`): the app id
     asked for; :class:`AppState` values; roles and replica ids of the submitted app, each
@@ -106,6 +109,9 @@ class SchedulerConformance:
     #: why this backend keeps no copy of the submitted AppDef (None: it keeps one, and
     #: :meth:`test_describe_gives_back_the_appdef` requires ``describe`` to give it back whole)
     appdef_not_stored: Optional[str] = None
+    #: why this backend keeps no copy of the run options (None: it keeps them, and
+    #: :meth:`test_describe_gives_back_the_appdef` requires ``metadata["run_options"]``)
+    run_options_not_stored: Optional[str] = None
     #: dotted path of the factory a fresh process creates the scheduler with (None: by
     #: name through the plugin registry, as the ``tx`` CLI does)
     fresh_factory: Optional[str] = None
@@ -157,6 +163,13 @@ class SchedulerConformance:
     def read_log(self, scheduler: Scheduler[Any], app_id: str, role: str, k: int, stream: Stream) -> List[str]:
         """The lines of one replica's stream, once the app is terminal."""
         return list(scheduler.log_iter(app_id, role, k, streams=stream))
+
+    def kept_run_option(self, scheduler: Scheduler[Any]) -> Optional[Tuple[str, Any]]:
+        """A run option ``(name, value)`` with a value not its default that does not change
+        what the test app does; :meth:`test_describe_gives_back_the_appdef` submits with it
+        added to ``cfg`` and requires it back. None (the default): ``cfg`` itself holds
+        one (the kit fails the test where no entry of ``cfg`` differs from its default)."""
+        return None
 
     def fresh_env(self) -> Dict[str, str]:
         """The environment of the fresh processes (default: this process's, so that a
@@ -546,9 +559,15 @@ class SchedulerConformance:
     ) -> None:
         """A 2-role AppDef with args, env, resources, retries and metadata comes back whole
         from ``describe``, here and in a fresh process started in another directory (as
-        ``tx describe`` from another shell): the scheduler keeps it with the job."""
+        ``tx describe`` from another shell): the scheduler keeps it with the job. And the
+        run options it was submitted with come back in ``metadata["run_options"]``, one of
+        them not at its default (:meth:`kept_run_option`)."""
         if self.appdef_not_stored:
             pytest.skip(self.appdef_not_stored)
+        extra = self.kept_run_option(scheduler)
+        cfg = {**cfg, extra[0]: extra[1]} if extra else dict(cfg)
+        defaults = {name: opt.default for name, opt in scheduler.run_opts()}
+        changed = {k: v for k, v in storable_run_options(cfg).items() if v != defaults.get(k)}
         entrypoint, args = self.command("echo kept ${replica_id}")
         res = Resource(cpu=1, gpu=0, memMB=64)
         app = AppDef("txconfkept", metadata={"kit": "describe"}, roles=[
@@ -562,6 +581,11 @@ class SchedulerConformance:
         desc = self.describe(scheduler, app_id)
         assert desc.app == submitted, (
             f"{app_id}: describe gave back {desc.app!r} ({desc.metadata.get('app_not_stored')}), not {submitted!r}")
+        if not self.run_options_not_stored:
+            assert changed, f"no run option of {cfg} differs from its default: override kept_run_option"
+            kept = desc.metadata.get("run_options")
+            assert isinstance(kept, dict) and {k: kept.get(k, "<absent>") for k in changed} == changed, (
+                f"{app_id}: describe's metadata['run_options'] is {kept!r}; submitted with {changed}")
         got = self.fresh_call(scheduler, "describe", app_id, cwd=str(tmp_path))
         assert got.get("app") == appdef_to_dict(submitted), f"a fresh process in {tmp_path} describes {app_id} as {got}"
 

@@ -305,7 +305,7 @@ def build_request(
         "tags": tags,
     }
     submit: Dict[str, Any] = {"jobName": name, "jobQueue": queue, "tags": dict(tags)}
-    stored = appdef_to_stored(app, APPDEF_LIMIT)
+    stored = appdef_to_stored(app, APPDEF_LIMIT, cfg=cfg)
     if stored is None:
         log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in the "
                     f"job's parameter {PARAM_APPDEF}; describe will rebuild the roles from the job definition")

@@ -220,7 +220,8 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
     cfg_volumes = parse_volumes(cfg.get("volumes") or [])  # type: ignore[arg-type]
     rank0 = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(app_id=app_id, network=network)
-    stored = appdef_to_stored(app)
+    # the run options less ``env``: its values may be credentials (tokens, passwords)
+    stored = appdef_to_stored(app, cfg={k: v for k, v in cfg.items() if k != "env"})
     for idx, role in enumerate(app.roles):
         for k in range(role.num_replicas):
             values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=RANK0_HOST)

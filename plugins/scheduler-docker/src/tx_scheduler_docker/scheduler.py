@@ -22,7 +22,7 @@ from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, S
 from tx.schedulers.streams import Stream, filter_regex
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
-from tx.specs.files import read_stored_appdef
+from tx.specs.files import read_stored_appdef, stored_run_options
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_docker import _states
@@ -320,6 +320,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         )
         stored = ((infos[0].get("Config") or {}).get("Labels") or {}).get(LABEL_APPDEF)
         desc.app, why = read_stored_appdef(stored, f"the containers' label {LABEL_APPDEF}")
+        desc.metadata["run_options"] = stored_run_options(stored)
         if why:
             desc.metadata["app_not_stored"] = why
         if unknown:

@@ -248,7 +248,7 @@ def build_job(
     task_spec = {
         "runnables": runnables, "compute_resource": compute, "max_retry_count": retries, "lifecycle_policies": lifecycle,
     }
-    stored = appdef_to_stored(app, APPDEF_LIMIT)
+    stored = appdef_to_stored(app, APPDEF_LIMIT, cfg=cfg)
     if stored is None:
         log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
                     f"{ENV_APPDEF}; describe will rebuild the roles from the job")

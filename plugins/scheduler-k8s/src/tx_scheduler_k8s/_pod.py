@@ -59,12 +59,12 @@ ANNOTATION_APPDEF = "tx.pytorch.org/appdef"
 APPDEF_LIMIT = 229376
 
 
-def app_annotations(app: Any) -> Dict[str, str]:
+def app_annotations(app: Any, cfg: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
     """The annotations of an app's top object (Job, JobSet, AppWrapper): its name and the
-    AppDef as submitted, left out (with a warning) where it exceeds :data:`APPDEF_LIMIT`
+    AppDef as submitted with its run options ``cfg``, left out (with a warning) where it exceeds :data:`APPDEF_LIMIT`
     bytes even compressed; describe then says so."""
     out = {ANNOTATION_APP: app.name}
-    stored = appdef_to_stored(app, APPDEF_LIMIT)
+    stored = appdef_to_stored(app, APPDEF_LIMIT, cfg=cfg)
     if stored is None:
         log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
                     f"annotation {ANNOTATION_APPDEF}; describe will rebuild the roles from the job")

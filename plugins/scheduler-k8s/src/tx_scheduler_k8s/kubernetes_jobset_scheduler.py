@@ -155,7 +155,7 @@ def app_to_jobset(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] 
         "name": app_id,
         "namespace": ns,
         "labels": _pod.app_labels(app.name, app_id),
-        "annotations": _pod.app_annotations(app),
+        "annotations": _pod.app_annotations(app, cfg),
     }
     spec: Dict[str, Any] = {
         "network": {"enableDNSHostnames": True, "subdomain": app_id, "publishNotReadyAddresses": True},

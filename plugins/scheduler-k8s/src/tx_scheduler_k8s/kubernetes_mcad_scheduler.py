@@ -153,7 +153,7 @@ def app_to_appwrapper(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[s
         "apiVersion": f"{group}/{VERSION}",
         "kind": KIND,
         "metadata": {"name": app_id, "namespace": ns, "labels": _pod.app_labels(app.name, app_id),
-                     "annotations": _pod.app_annotations(app)},
+                     "annotations": _pod.app_annotations(app, cfg)},
         "spec": spec,
     }
     return KubernetesJob(resource=resource, namespace=ns)

@@ -164,7 +164,7 @@ def app_to_job(app: AppDef, cfg: Mapping[str, CfgVal], app_id: Optional[str] = N
             "name": app_id,
             "namespace": ns,
             "labels": _pod.app_labels(app.name, app_id),
-            "annotations": _pod.app_annotations(app),
+            "annotations": _pod.app_annotations(app, cfg),
         },
         "spec": spec,
     }

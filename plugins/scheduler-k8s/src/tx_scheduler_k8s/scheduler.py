@@ -22,7 +22,7 @@ from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, Sche
                            split_lines_iterator)
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
-from tx.specs.files import read_stored_appdef
+from tx.specs.files import read_stored_appdef, stored_run_options
 from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_k8s import _names, _pod, _sweep
@@ -294,6 +294,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                                    roles_statuses=statuses)
         stored = (obj["metadata"].get("annotations") or {}).get(_pod.ANNOTATION_APPDEF)
         resp.app, why = read_stored_appdef(stored, f"annotation {_pod.ANNOTATION_APPDEF}", _pod.APPDEF_LIMIT)
+        resp.metadata["run_options"] = stored_run_options(stored)
         if why:
             resp.metadata["app_not_stored"] = why
         if state == AppState.PENDING:

@@ -35,7 +35,7 @@ from tx.log import get_logger
 from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.streams import Stream
 from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, UnknownAppException, is_terminal
-from tx.specs.files import appdef_to_dict
+from tx.specs.files import appdef_to_dict, storable_run_options
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
@@ -181,8 +181,9 @@ class LocalScheduler(Scheduler[LocalRequest]):
         data["submitted"] = time.time()
         # the whole AppDef, through core's converter: describe from any process rebuilds it
         data["app"] = appdef_to_dict(app) if app else {"name": req.app_name, "roles": []}
-        # the run options it was submitted with (resolved: defaults included), for describe
-        data["run_options"] = dict(dryrun_info._cfg or {})
+        # the run options it was submitted with (resolved: defaults included; JSON-safe values,
+        # as the other schedulers keep them in the AppDef's copy), for describe
+        data["run_options"] = storable_run_options(dryrun_info._cfg)
         me = os.getpid()
         _store.write_json_atomic(os.path.join(tmp_dir, _store.STATE), {
             "app_id": req.app_id, "state": "SUBMITTED", "launcher_pid": me,

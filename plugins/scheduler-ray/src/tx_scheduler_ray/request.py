@@ -269,7 +269,7 @@ def build_request(
         if pip:
             runtime_env["pip"] = pip
     metadata = {"tx_app": app.name, "tx_session": session, "tx_version": __version__,
-                METADATA_APPDEF: appdef_to_stored(app) or ""}
+                METADATA_APPDEF: appdef_to_stored(app, cfg=cfg) or ""}
     return RayJob(
         address=address, submission_id=submission_id, entrypoint=ENTRYPOINT, runtime_env=runtime_env,
         metadata=metadata, spec=spec,

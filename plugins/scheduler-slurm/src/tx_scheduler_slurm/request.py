@@ -469,7 +469,7 @@ def build_request(
         max_retries=retries,
         workdir=workdir,
         infra_retries=infra,
-        appdef=appdef_to_stored(app) or "",
+        appdef=appdef_to_stored(app, cfg=cfg) or "",
     )
 
 

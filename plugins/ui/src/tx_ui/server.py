@@ -322,7 +322,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             except Exception:  # noqa: BLE001 - the status above already says what is wrong
                 metadata = {}
             view["timeline"] = timeline(metadata)
-            # the run options it was submitted with, where the scheduler keeps them (the local ones)
+            # the run options it was submitted with, where the scheduler keeps them (every one that keeps the AppDef; None for apps submitted before)
             options = metadata.get("run_options")
             view["run_options_yaml"] = _as_yaml(options) if isinstance(options, dict) else ""
             rest = {k: v for k, v in metadata.items() if k not in ("attempts", "run_options")}
