@@ -5,10 +5,14 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any, List
+
+import pytest
 
 from tx.components.dist import ddp
 from tx.specs import AppDef, AppState, Resource, Role
@@ -190,8 +194,7 @@ def test_sweep_array_children_run_their_trials(aws_docker: Moto, tmp_path: Any, 
     """A 2x3 grid as one array job in moto's Docker mode: moto runs each child as a container
     (busybox: sh, base64, gunzip) with AWS_BATCH_JOB_ID = <array job id>:<index> (it sets no
     AWS_BATCH_JOB_ARRAY_INDEX), each child runs its own trial, and each trial's log is its
-    child's CloudWatch stream. (The DDP example needs torch mounted into the image: the
-    2x3 DDP grid runs end to end on gcp_batch's local server, tests of that plugin.)"""
+    child's CloudWatch stream (the DDP example's grid: the next test)."""
     from tx.runner import Runner
     from tx.specs.sweep import SweepSpec
 
@@ -209,3 +212,75 @@ def test_sweep_array_children_run_their_trials(aws_docker: Moto, tmp_path: Any, 
         assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 6, st.format()
         out = "".join(runner.log_lines(st.trials[4].app_handle, "t", 0))
     assert out.strip() == 'lr=1 b=2 trial=4 params={"b": 2, "lr": 1}', out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ddp_example_as_a_2x3_grid_one_array_and_resume_reruns_exactly_the_cancelled(
+        aws_docker: Moto, tmp_path: Any, monkeypatch: Any) -> None:
+    """`tx sweep -s aws_batch ... dist.ddp -j 1x2` with the DDP example (examples/train.py,
+    one epoch, no per-epoch checkpoints): one array job whose children moto runs as
+    containers, each finding its trial from AWS_BATCH_JOB_ID (``<array job id>:<i>``, all
+    moto sets: it has no AWS_BATCH_JOB_ARRAY_INDEX), each training with 2 processes and
+    writing its checkpoint (a bind mount). Trials 1 and 4 are cancelled (``terminate_job``
+    of their children) right after submission; `tx sweep resume` reruns exactly those, each
+    as a job of its own. Python, torch and the example are bind-mounted read-only into the
+    busybox image at their paths, as in :func:`test_failed_rank_is_named`."""
+    import subprocess
+
+    from tx.runner import Runner
+    from tx.runner import sweep as sw
+
+    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
+    require_module("sklearn", "the example reads its data set with scikit-learn: pip install scikit-learn")
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    out = tmp_path / "out"
+    out.mkdir()
+    mounts = [f"type=bind,src={p},dst={p},readonly" for p in dict.fromkeys(
+        os.path.realpath(x) for x in ("/usr", sys.base_prefix, sys.prefix))
+        if p == "/usr" or not p.startswith("/usr/")]
+    mounts += [f"type=bind,src={examples},dst={examples},readonly", f"type=bind,src={out},dst={out}"]
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", HOME=str(tmp_path), TX_STATE_DIR=str(tmp_path / "state"))
+
+    def tx(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "tx"), *args], cwd=str(tmp_path), env=env, capture_output=True,
+                              text=True, timeout=280)
+
+    p = tx("sweep", "-s", "aws_batch", "-cfg", f"queue={aws_docker.queue}", "--grid", "lr=0.05,0.1",
+           "--grid", "batch=16,32,64", "dist.ddp", "-j", "1x2", "--image", IMAGE, "--cpu", "1", "--memMB", "1024",
+           "--env", f"PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin,HOME=/tmp", "--mounts", ",".join(mounts),
+           "--script", str(examples / "train.py"), "--", "--epochs", "1", "--checkpoint-dir", "", "--lr", "${lr}",
+           "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}")
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    handle = p.stdout.splitlines()[0]
+    monkeypatch.setenv("TX_STATE_DIR", env["TX_STATE_DIR"])
+    with Runner() as runner:
+        rec = sw.load_record(handle)
+        array = rec.trials[0].attempts[0].rsplit(":", 1)[0]
+        assert [t.attempts for t in rec.trials] == [[f"{array}:{i}"] for i in range(6)]  # one array job
+        session = handle.rsplit("/", 1)[0]
+        for i in (1, 4):
+            runner.cancel(f"{session}/{array}:{i}")
+        deadline = time.monotonic() + 300
+        while True:
+            st = runner.sweep_status(handle)
+            if all(t.state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED) for t in st.trials):
+                break
+            assert time.monotonic() < deadline, st.format()
+            time.sleep(1)
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED, AppState.CANCELLED, AppState.SUCCEEDED] * 2, \
+            st.format()
+        log = "".join(runner.log_lines(st.trials[5].app_handle, "train", 0))
+        assert re.search(r"world_size=2 test_accuracy=0\.\d+", log), log
+
+    r = tx("sweep", "resume", handle, "--wait")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.startswith(f"{handle}: resumed 2 trial(s): 1,4\n"), r.stdout
+    st = json.loads(tx("status", handle, "--json").stdout)
+    assert st["state"] == "SUCCEEDED" and [t["attempts"] for t in st["trials"]] == [1, 2, 1, 1, 2, 1], st
+    # the reruns are jobs of their own (<queue>:<job name>), not array children
+    assert [t["app_handle"].rsplit("/", 1)[1].count(":") for t in st["trials"]] == [2, 1, 2, 2, 1, 2], st
+    assert sorted(os.listdir(out)) == [f"{lr}-{b}" for lr in ("0.05", "0.1") for b in (16, 32, 64)]
+    assert all((out / d / "checkpoint.pt").is_file() for d in os.listdir(out))
