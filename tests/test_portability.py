@@ -461,7 +461,8 @@ def check_containers(env: Env, app_id: str, desc: Any) -> None:
 #: the same cause on the local schedulers; the other backends' plugins check the cause in their
 #: own DDP tests
 CHECKS: Dict[Tuple[str, str], Callable[[Env, str, Any], None]] = {
-    **{(b, "ddp_fail"): check_cause for b in ("local_cwd", "local_dir", "local_docker")},
+    **{(b, "ddp_fail"): check_cause for b in ("local_cwd", "local_dir", "local_docker", "slurm", "ray", "kubernetes",
+                                              "kubernetes_jobset", "kubernetes_mcad", "gcp_batch")},
     ("local_docker", "ddp"): check_containers,
 }
 
