@@ -16,7 +16,7 @@ import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
 from k8s_kubeconfig import ADMIN_TOKEN
-from tx.specs import AppDef, AppState, Resource, Role
+from tx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
 from tx_scheduler_k8s import kubernetes_jobset_scheduler, kubernetes_mcad_scheduler, kubernetes_scheduler
 from tx_scheduler_k8s._client import Kube, KubeError
 
@@ -209,6 +209,32 @@ def test_pods_share_no_directory(fake_cluster: Dict[str, Any]) -> None:
     assert sched.wait(app_id, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED
     for k in (0, 1):
         assert list(sched.log_iter(app_id, "w", k)) == [f"home-{k}\n", f"mine-{k}\n", f"tmp-{k}\n"]
+
+
+def test_pods_have_a_tmp_of_their_own(fake_cluster: Dict[str, Any], tmp_path: Path) -> None:
+    """Each pod has a /tmp of its own (fakekube/podfs.py): what one replica writes there its
+    peer does not see, nor does the retried replica's new pod, nor the host; a hostPath
+    volume is the host's directory at the container's mountPath, shared by all of them."""
+    if fake_cluster["no_dns"]:
+        from tx.testing.backends import backend_unavailable
+
+        backend_unavailable("kubernetes (pod file systems)", fake_cluster["no_dns"])
+    host, mine = tmp_path / "shared", f"mine-{tmp_path.name}-"
+    host.mkdir()
+    # each attempt writes what it finds in /tmp before and after writing its own file, once
+    # its peer's first attempt has written its own; replica 1's first attempt fails
+    script = (f'k=$TX_REPLICA_ID; n=$(ls /tmp/shared | grep -c "^seen-$k-"); {{ ls /tmp | grep "^{mine}"; echo --; '
+              f'touch "/tmp/{mine}$k"; touch "/tmp/shared/up-$k-$n"; '
+              'for i in $(seq 100); do [ -e "/tmp/shared/up-$((1 - k))-0" ] && break; sleep 0.1; done; '
+              f'ls /tmp | grep "^{mine}"; }} > "/tmp/shared/seen-$k-$n"; [ "$k$n" != 10 ]')
+    role = sh("w", script, 2)
+    role.max_retries, role.retry_policy, role.mounts = 1, RetryPolicy.REPLICA, [BindMount(str(host), "/tmp/shared")]
+    sched = kubernetes_scheduler.create_scheduler("tx")
+    app_id = sched.submit(AppDef("podtmp", roles=[role]), {"queue": "default"})
+    assert sched.wait(app_id, timeout=60, poll_interval=0.2).state == AppState.SUCCEEDED
+    seen = {f.name: f.read_text().split() for f in host.glob("seen-*")}
+    assert seen == {f"seen-{k}-{n}": ["--", f"{mine}{k}"] for k, n in ((0, 0), (1, 0), (1, 1))}, seen
+    assert not list(Path("/tmp").glob(mine + "*"))
 
 
 def test_service_names_resolve_to_the_pods_behind_them(fake_cluster: Dict[str, Any]) -> None:

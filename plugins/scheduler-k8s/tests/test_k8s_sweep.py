@@ -155,13 +155,14 @@ def test_cancel_suspends_the_job_and_leaves_finished_trials_alone(fake_cluster: 
 @pytest.mark.slow
 def test_ddp_example_as_a_2x3_grid_through_the_cli(fake_cluster: Dict[str, Any], tx: Any, tmp_path: Path) -> None:
     """`tx sweep -s kubernetes ... dist.ddp -j 1x2` (one replica of 2 processes per trial):
-    one Indexed Job of 6 trials, 3 at once (two waves), each trial's checkpoint written."""
+    one Indexed Job of 6 trials, 3 at once (two waves), each trial's checkpoint written (to a
+    hostPath volume: a pod's /tmp is its own)."""
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
     out = tmp_path / "out"
     p = tx("sweep", "-s", "kubernetes", "-cfg", "queue=default", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
            "--max_parallel", "3", "--env", f"PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin",  # torchrun here
-           "--wait", "dist.ddp", "-j", "1x2", "--cpu", "1", "--memMB", "1024",
+           "--wait", "dist.ddp", "-j", "1x2", "--cpu", "1", "--memMB", "1024", "--mounts", f"type=bind,src={out},dst={out}",
            "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1",
            "--checkpoint-dir", "", "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}", timeout=240)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]

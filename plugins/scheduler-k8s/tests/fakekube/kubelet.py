@@ -10,8 +10,9 @@
   exist on the host, such as ``sh``), in a directory of its own (working directory, HOME,
   TMPDIR: what one pod writes there no other pod, and no retry, sees), stdout and stderr
   captured line by line with their times, so pod logs, exit codes and phases are real.
-  Pods share files only through the hostPath volumes they declare (see ``volume_error``). Deleting a pod sends SIGTERM to its
-  process group, then SIGKILL after the grace period.
+  Pods share files only through the hostPath volumes they declare; each has a /tmp of its
+  own (:mod:`podfs`). Deleting a pod sends SIGTERM to its process group, then SIGKILL after
+  the grace period.
 * Each pod has an address, a host name and name resolution of its own, as with cluster DNS
   (:mod:`podnet`): a headless Service's name resolves to the running pods it selects.
 """
@@ -27,6 +28,7 @@ import tempfile
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
+import podfs
 import podnet
 from store import Store, now
 
@@ -101,35 +103,17 @@ class Node:
             self.used[k] = self.used.get(k, 0) + sign * v
 
 
-def volume_error(pod: Dict[str, Any]) -> Optional[str]:
-    """Why the fake kubelet cannot give the container its volumes as a real one would, or
-    None. Pods run as host processes, without a mount namespace: a ``hostPath`` volume is
-    served only where it is mounted at its own path (the process then reads and writes
-    the host path, as a pod on that node does); a memory ``emptyDir`` only at
-    ``/dev/shm``; other volumes (PersistentVolumeClaims ...) not at all."""
-    volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
-    for m in pod["spec"]["containers"][0].get("volumeMounts") or []:
-        v = volumes.get(m["name"], {})
-        if "hostPath" in v and v["hostPath"].get("path") == m["mountPath"]:
-            continue
-        if "emptyDir" in v and m["mountPath"] == "/dev/shm":
-            continue
-        return (f"volume {m['name']!r} at {m['mountPath']}: the fake kubelet serves only hostPath volumes "
-                "mounted at their own path and a /dev/shm emptyDir")
-    return None
-
-
 class Container:
     """One running container: its process and its log records ``(time, stream, bytes)``."""
 
     def __init__(self, pod: Dict[str, Any], workdir: str, sandbox: Optional[List[str]] = None) -> None:
-        """``sandbox``: the argv prefix (:func:`podnet.sandbox_prefix`) and its two arguments,
-        the pod's hosts file and host name, that run the command in the pod's namespaces."""
+        """``sandbox``: the argv prefix (:func:`podnet.sandbox_prefix`) and its argument, the
+        pod's setup script (:func:`podfs.script`), that run the command in the pod's namespaces."""
         c = pod["spec"]["containers"][0]
         argv = list(c.get("command") or []) + list(c.get("args") or [])
         # the pod's own directory is its working directory, home and temporary directory:
         # pods share nothing through the host's file system but the hostPath volumes they
-        # declare (see :func:`volume_error`)
+        # declare (see :mod:`podfs`)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": workdir, "TMPDIR": workdir,
                "HOSTNAME": pod["spec"].get("hostname") or pod["metadata"]["name"]}
         for e in c.get("env") or []:
@@ -259,7 +243,7 @@ class Kubelet:
                 image = {"name": c0["name"], "image": c0.get("image", ""),
                          "imageID": f"{c0.get('image', '')}@sha256:{hashlib.sha256(c0.get('image', '').encode()).hexdigest()}"}
                 try:
-                    why = volume_error(pod)
+                    why = podfs.volume_error(pod, self.sandbox is not None)
                     if why:
                         raise OSError(why)
                     self.containers[uid] = Container(pod, d, self._net_start(pod, d))
@@ -332,9 +316,10 @@ class Kubelet:
         self.addresses = podnet.Addresses()
         self.sandbox, why = podnet.sandbox_prefix()
         if self.sandbox is None:
-            sys.stderr.write(f"NO POD DNS: pods run without their own names and /etc/hosts: {why}\n")
+            sys.stderr.write(f"NO POD DNS: pods run without their own names, /etc/hosts and /tmp: {why}\n")
         self.hosts: Dict[str, Tuple[str, str]] = {}  # uid of a running pod -> (its hosts file, text written)
         self._net_version = ""
+        self.image_paths = podfs.image_paths()
 
     def _net_start(self, pod: Dict[str, Any], workdir: str) -> Optional[List[str]]:
         """Give ``pod`` its address and, with namespaces, its hosts file; the argv prefix
@@ -346,7 +331,14 @@ class Kubelet:
         self.hosts[pod["metadata"]["uid"]] = (path, "")
         self._net_version = ""
         self._net_sync()
-        return [*self.sandbox, path, pod["spec"].get("hostname") or pod["metadata"]["name"]]
+        # the pod's file system (podfs): its /tmp is built at an empty directory beside its own
+        stage, setup = workdir + ".root", workdir + ".sh"
+        os.mkdir(stage)
+        keep = [p for p in [*self.image_paths, os.path.realpath(workdir)] if p.startswith(podfs.TMP + "/")]
+        with open(setup, "w") as f:
+            f.write(podfs.script(path, pod["spec"].get("hostname") or pod["metadata"]["name"], stage, keep,
+                                 podfs.mounts(pod, workdir)))
+        return [*self.sandbox, setup]
 
     def _net_sync(self) -> None:
         """Rewrite the hosts file of each running pod whose records changed (lock held)."""

@@ -16,47 +16,48 @@ the same names without ``.ns.svc.cluster.local`` from pods of that namespace.
 The fake kubelet runs pods as processes of this host (one network namespace). Each pod gets
 an address of the loopback network 127.0.0.0/8 (:class:`Addresses`), a UTS namespace with its
 host name, and a mount namespace (``unshare``) in which a file of its own is bind-mounted on
-``/etc/hosts`` and a private tmpfs on ``/dev/shm`` (what a pod's ``/dev/shm`` is). The
+``/etc/hosts``, a private tmpfs on ``/dev/shm`` (what a pod's ``/dev/shm`` is) and on ``/tmp``
+with the pod's volumes (:mod:`podfs`, whose :func:`podfs.script` sets the namespace up). The
 kubelet rewrites each running pod's file whenever the records change (:func:`hosts_file`):
 the pod's own line as the kubelet writes it, then the records the cluster DNS would answer
 for the pod's namespace. So a Service name resolves to the pod that backs it, and only while
 that pod runs, as with cluster DNS; a name without such a Service does not resolve.
 
 Where the namespaces cannot be made (no ``unshare``, or no privilege for it: not root and no
-user namespaces), :func:`sandbox_prefix` says why and pods run without them (no names).
+user namespaces), :func:`sandbox_prefix` says why and pods run without them (no names; the host's /tmp).
 """
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 CLUSTER_DOMAIN = "cluster.local"
 
-#: bind-mounts the pod's hosts file ($1) on /etc/hosts, gives the pod a private /dev/shm, sets
-#: the host name ($2), then runs the container's command; in the namespaces unshare made
-_SANDBOX = ('mount --bind "$1" /etc/hosts && mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm '
-            '&& hostname "$2" && shift 2 && exec "$@"')
-
-
 def sandbox_prefix() -> Tuple[Optional[List[str]], str]:
     """``(argv prefix, "")`` that runs a command in a mount and UTS namespace of its own, or
-    ``(None, why not)``. The prefix takes the hosts file and the host name, then the
-    command: ``prefix + [hosts, hostname, *argv]``. Root unshares directly; another user
-    through a user namespace in which it is root (``--map-root-user``)."""
+    ``(None, why not)``. The prefix takes the pod's setup script (:func:`podfs.script`), then
+    the command: ``prefix + [script, *argv]``. Root unshares directly; another user through a
+    user namespace in which it is root (``--map-root-user``). The probe does what the script
+    needs: a tmpfs bound onto /tmp, and the host name."""
     base = ["unshare", "--mount", "--uts", "--propagation", "private"]
     tries = [base] if os.geteuid() == 0 else [base[:1] + ["--map-root-user"] + base[1:]]
     why = ""
-    for t in tries:
-        try:
-            p = subprocess.run([*t, "sh", "-c", "mount -t tmpfs shm /mnt && hostname probe"], capture_output=True,
-                               text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            why = f"{t[0]}: {e}"
-            continue
-        if p.returncode == 0:
-            return [*t, "sh", "-c", _SANDBOX, "sandbox"], ""
-        why = f"{' '.join(t)} failed: {(p.stderr.strip().splitlines() or ['exit code %d' % p.returncode])[-1]}"
+    stage = tempfile.mkdtemp(prefix="fakekube-probe-")
+    try:
+        for t in tries:
+            try:
+                p = subprocess.run([*t, "sh", "-c", 'mount -t tmpfs tmp "$1" && mount --rbind "$1" /tmp && hostname probe',
+                                    "probe", stage], capture_output=True, text=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                why = f"{t[0]}: {e}"
+                continue
+            if p.returncode == 0:
+                return [*t, "sh"], ""
+            why = f"{' '.join(t)} failed: {(p.stderr.strip().splitlines() or ['exit code %d' % p.returncode])[-1]}"
+    finally:
+        os.rmdir(stage)
     return None, why
 
 
