@@ -104,7 +104,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             mp.setenv("RAY_ADDRESS", url)
             yield url
     finally:
-        svc.stop(grace=30)
+        svc.stop(grace=5)
         markers = [str(temp), f"RAY_ADDRESS={url}"]
         for _ in range(3):
             left = _own_processes(markers)
