@@ -9,7 +9,7 @@ any fsspec filesystem (https://filesystem-spec.readthedocs.io/): a local directo
 
     <scheduler>/<session>/<app_id>/app.json               handle and replicas
     <scheduler>/<session>/<app_id>/<role>/<k>/part-000000 the log's first bytes ...
-    <scheduler>/<session>/<app_id>/<role>/<k>/part-000001 ... the bytes that came next
+    <scheduler>/<session>/<app_id>/<role>/<k>/part-000001-c... the bytes that came next
     <scheduler>/<session>/<app_id>/complete               written once the app ended and
                                                           every log was copied to its end
 
@@ -17,7 +17,8 @@ A replica's log is the concatenation of its parts. Each copy reads the backend's
 skips the bytes already archived and writes what follows as the next part: under a
 temporary name first, then moved into place, so that a reader never sees half a part and
 no filesystem needs append. Two processes copying at once write parts that both start where
-the archive ended, under the same name, so whichever lands is a correct continuation.
+the archive ended, under the same name: the first to land stays (a part is never replaced)
+and is a correct continuation; what the other had beyond it is copied next time.
 
 **Attempts.** A backend may start a replica's log again from zero: on Kubernetes a retry
 (Volcano RestartJob, a JobSet restart, an MCAD requeue) recreates the pod under the same
@@ -35,12 +36,13 @@ segment, or when its bytes differ from the archived ones: the sha256 of the back
 bytes before the segment's last part must match the last part's name, and the last part's
 final (at most :data:`_TAIL`) bytes must match the backend's at the same offset. The cost
 per replica and copy: one sha256 pass over the backend's bytes up to the archived size
-(bytes the copy reads anyway) and one ranged read of at most 4 KiB from the archive. A
-restart whose output repeats the archived bytes exactly is not told apart (nothing is lost:
-the archive then equals the new attempt's log). Copiers racing on a restart both begin the
-same next segment: one part lands and the other is dropped; a part is never replaced
-(created with a hard link on a local filesystem; elsewhere a check before the move, a
-narrow window). Parts without a hash (older tx) continue segment 0. Role names and app ids
+(bytes the copy reads anyway) and one ranged read of at most 4 KiB from the archive; on a
+restart, one more read of the backend's log, whole. A restart whose output repeats the
+archived bytes exactly is not told apart (the archive then reads as the new attempt's log).
+Copiers racing on a restart both begin the same next segment: one part lands and the other
+is dropped. A part is created with a hard link on a local filesystem (atomic: an existing
+name fails); elsewhere after a check that it does not exist (a narrow window in which a
+racing copier's shorter part could replace it). Parts without a hash (older tx) continue segment 0. Role names and app ids
 are percent-encoded in paths.
 """
 from __future__ import annotations
