@@ -198,8 +198,9 @@ class LogArchive:
 
     def _write_new(self, path: str, data: bytes) -> bool:
         """Write ``path`` unless it exists; False when it did. Atomic on a local filesystem
-        (a hard link fails on an existing name); elsewhere the check and the move are two
-        steps (fsspec has no create-only move)."""
+        (a hard link fails on an existing name); elsewhere, and where the filesystem has no
+        hard links, the caller's check and a move are two steps (fsspec has no create-only
+        move)."""
         if not isinstance(self.fs, LocalFileSystem):
             self._write_atomic(path, data)
             return True
@@ -207,9 +208,12 @@ class LogArchive:
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError:  # a filesystem without hard links (some network mounts): move
+                self.fs.mv(tmp, path)
         finally:
             try:
                 os.unlink(tmp)
