@@ -37,11 +37,48 @@ def test_copies_are_incremental_and_byte_exact(tmp_path: Path, url: str) -> None
     assert not archive.has(H, "r", 2) and archive.replicas("fake://s/other") is None
 
 
-def test_a_backend_log_that_shrank_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
+def parts(archive: LogArchive) -> List[str]:
+    return [Path(p).name for p, _size in archive._parts(H, "r", 0)]
+
+
+def test_a_log_that_started_again_shorter_is_archived_after_the_first_attempt(tmp_path: Path) -> None:
+    """A retry recreates the pod under the same name: the backend's log starts from zero.
+    The archive keeps attempt 1's bytes and archives attempt 2's after them, as it grows."""
     archive = LogArchive(str(tmp_path))
-    archive.copy(H, [("r", 0)], reader([b"a\nb\n"]))
-    assert archive.copy(H, [("r", 0)], reader([b"x\n"])) == 0
-    assert b"".join(archive.read_blocks(H, "r", 0)) == b"a\nb\n"
+    archive.copy(H, [("r", 0)], reader([b"a\nb\n", b"c"]))
+    assert archive.copy(H, [("r", 0)], reader([])) == 0  # attempt 2 wrote nothing yet
+    assert archive.copy(H, [("r", 0)], reader([b"x\n"])) == 2  # shorter: a new attempt
+    assert archive.copy(H, [("r", 0)], reader([b"x\n", b"y\n"])) == 2  # it grows on
+    assert archive.copy(H, [("r", 0)], reader([b"x\n", b"y\n"])) == 0
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"a\nb\ncx\ny\n"
+    assert [n[:17] for n in parts(archive)] == ["part-000000", "part-001-000000", "part-001-000001-c"]
+    assert archive.size(H, "r", 0) == 9
+
+
+@pytest.mark.parametrize("attempt2", [b"2 start\ncommon\nnew\n",  # differs before the last part
+                                      b"1 start\nCOMMON\nnew\n"])  # differs in the last part
+def test_a_restart_that_outgrew_the_archive_is_not_mangled(tmp_path: Path, attempt2: bytes) -> None:
+    """By the next copy the new attempt's log is longer than the archived one: it is
+    archived whole after attempt 1, never its tail at attempt 1's offset."""
+    archive = LogArchive(str(tmp_path))
+    archive.copy(H, [("r", 0)], reader([b"1 start\n"]))
+    archive.copy(H, [("r", 0)], reader([b"1 start\n", b"common\n"]))
+    assert archive.copy(H, [("r", 0)], reader([attempt2[:5], attempt2[5:]])) == len(attempt2)
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"1 start\ncommon\n" + attempt2
+    archive.copy(H, [("r", 0)], reader([attempt2, b"more\n"]))
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"1 start\ncommon\n" + attempt2 + b"more\n"
+
+
+def test_an_archive_of_older_tx_goes_on(tmp_path: Path) -> None:
+    """Parts named without a segment mark (tx before attempts) continue; a restart is found."""
+    archive = LogArchive(str(tmp_path))
+    d = tmp_path / "fake" / "s" / "app-1" / "r" / "0"
+    d.mkdir(parents=True)
+    (d / "part-000000").write_bytes(b"old\n")
+    (d / "part-000001").write_bytes(b"more\n")
+    archive.copy(H, [("r", 0)], reader([b"old\nmore\n", b"and more\n"]))
+    archive.copy(H, [("r", 0)], reader([b"new attempt\n"]))
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"old\nmore\nand more\nnew attempt\n"
 
 
 def test_a_replica_the_backend_cannot_give_is_skipped_and_the_app_stays_incomplete(tmp_path: Path) -> None:
@@ -60,23 +97,34 @@ def test_a_replica_the_backend_cannot_give_is_skipped_and_the_app_stays_incomple
 
 def test_two_copiers_at_once_lose_and_repeat_nothing(tmp_path: Path) -> None:
     """Copiers racing on one log (two tx processes) each continue the archive where it
-    ended; whichever part lands, the archive stays a prefix of the log."""
+    ended; whichever part lands, the archive holds each attempt's log, in order, once."""
     archive = LogArchive(str(tmp_path))
-    log = [f"line {i}\n".encode() for i in range(200)]
-    barrier = threading.Barrier(4)
+    attempts = [[f"attempt {a} line {i}\n".encode() for i in range(120)] for a in (1, 2)]
+    backend = [attempts[0][:0]]  # what the backend gives now: it only grows, then restarts once
+    done = threading.Event()
+    barrier = threading.Barrier(5)
 
     def copier() -> None:
         barrier.wait()
-        for n in range(0, 201, 10):
-            archive.copy(H, [("r", 0)], reader(log[:n]))
+        while not done.is_set():
+            archive.copy(H, [("r", 0)], lambda role, k: iter(list(backend[0])))
 
     threads = [threading.Thread(target=copier) for _ in range(4)]
     for t in threads:
         t.start()
+    barrier.wait()
+    for a, lines in enumerate(attempts):
+        for n in range(0, len(lines) + 1, 8):
+            backend[0] = lines[:n]
+            __import__("time").sleep(0.002)
+        backend[0] = lines
+        if a == 0:  # the last copy of attempt 1 (the Runner's, when the replica ended)
+            archive.copy(H, [("r", 0)], reader(lines))
+    done.set()
     for t in threads:
         t.join()
-    archive.copy(H, [("r", 0)], reader(log))
-    assert b"".join(archive.read_blocks(H, "r", 0)) == b"".join(log)
+    archive.copy(H, [("r", 0)], reader(attempts[1]))
+    assert b"".join(archive.read_blocks(H, "r", 0)) == b"".join(attempts[0] + attempts[1])
 
 
 def test_prune_deletes_complete_archives_that_ended_before_keep(tmp_path: Path) -> None:

@@ -9,21 +9,47 @@ any fsspec filesystem (https://filesystem-spec.readthedocs.io/): a local directo
 
     <scheduler>/<session>/<app_id>/app.json               handle and replicas
     <scheduler>/<session>/<app_id>/<role>/<k>/part-000000 the log's first bytes ...
-    <scheduler>/<session>/<app_id>/<role>/<k>/part-000001 ... the bytes that came next
+    <scheduler>/<session>/<app_id>/<role>/<k>/part-000001-c... the bytes that came next
     <scheduler>/<session>/<app_id>/complete               written once the app ended and
                                                           every log was copied to its end
 
 A replica's log is the concatenation of its parts. Each copy reads the backend's log,
-skips the bytes already archived (the sum of the parts' sizes) and writes what follows as
-the next part: under a temporary name first, then moved into place, so that a reader never
-sees half a part and no filesystem needs append. Two processes copying at once write parts
-that both start where the archive ended, so whichever lands is a correct continuation.
-A log whose backend now holds fewer bytes than the archive (the backend restarted it) is
-left as archived. Role names and app ids are percent-encoded in paths.
+skips the bytes already archived and writes what follows as the next part: under a
+temporary name first, then moved into place, so that a reader never sees half a part and
+no filesystem needs append. Two processes copying at once write parts that both start where
+the archive ended, under the same name: the first to land stays (a part is never replaced)
+and is a correct continuation; what the other had beyond it is copied next time.
+
+**Attempts.** A backend may start a replica's log again from zero: on Kubernetes a retry
+(Volcano RestartJob, a JobSet restart, an MCAD requeue) recreates the pod under the same
+name. The archive then keeps every attempt: the bytes archived stay as they are and the new
+log is archived after them as a new *segment*, so reading gives attempt 1's bytes, then
+attempt 2's, never a mix. A part's name says where it stands::
+
+    part-000000                 the first attempt's first bytes
+    part-000001-c<16 hex>       ... what followed; hex: sha256 of the segment's bytes before it
+    part-001-000000             the second attempt's (segment 1's) first bytes
+    part-001-000001-c<16 hex>   ... and so on
+
+A copy finds that the backend's log restarted when it is shorter than the archived
+segment, or when its bytes differ from the archived ones: the sha256 of the backend's
+bytes before the segment's last part must match the last part's name, and the last part's
+final (at most :data:`_TAIL`) bytes must match the backend's at the same offset. The cost
+per replica and copy: one sha256 pass over the backend's bytes up to the archived size
+(bytes the copy reads anyway) and one ranged read of at most 4 KiB from the archive; on a
+restart, one more read of the backend's log, whole. A restart whose output repeats the
+archived bytes exactly is not told apart (the archive then reads as the new attempt's log).
+Copiers racing on a restart both begin the same next segment: one part lands and the other
+is dropped. A part is created with a hard link on a local filesystem (atomic: an existing
+name fails); elsewhere after a check that it does not exist (a narrow window in which a
+racing copier's shorter part could replace it). Parts without a hash (older tx) continue segment 0. Role names and app ids
+are percent-encoded in paths.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import posixpath
 import time
 import uuid
@@ -31,6 +57,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 from urllib.parse import quote
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from tx.config.recovery import archive_url
 from tx.log import get_logger
@@ -42,6 +69,10 @@ log = get_logger(__name__)
 
 #: the name of every part of an archived log: ``part-`` and a 6-digit sequence number
 PART_PREFIX = "part-"
+#: a part that continues one: this, then 16 hex digits of the sha256 of the segment before it
+_CONT = "-c"
+#: the archived bytes at a segment's end compared with the backend's, at most
+_TAIL = 4096
 _COMPLETE = "complete"
 _APP = "app.json"
 
@@ -58,6 +89,30 @@ class BackendReadError(Exception):
 
 def _q(text: str) -> str:
     return quote(text, safe="")
+
+
+def _part_key(path: str) -> Optional[Tuple[int, int]]:
+    """``(segment, number)`` of a part's path, or None: not a part."""
+    name = posixpath.basename(path.rstrip("/"))
+    if not name.startswith(PART_PREFIX):
+        return None
+    nums = [int(t) for t in name[len(PART_PREFIX):].split("-") if t.isdigit()]
+    if len(nums) == 1:
+        return 0, nums[0]
+    return (nums[0], nums[1]) if len(nums) == 2 else None
+
+
+def _part_name(segment: int, number: int, tag: str) -> str:
+    return (f"{PART_PREFIX}{number:06d}{tag}" if segment == 0
+            else f"{PART_PREFIX}{segment:03d}-{number:06d}{tag}")
+
+
+def _segment(parts: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
+    """The parts of the last segment."""
+    if not parts:
+        return []
+    last = _part_key(parts[-1][0])[0]  # type: ignore[index]
+    return [p for p in parts if _part_key(p[0])[0] == last]  # type: ignore[index]
 
 
 class LogArchive:
@@ -93,8 +148,8 @@ class LogArchive:
         except FileNotFoundError:
             return []
         parts = [(e["name"], int(e.get("size") or 0)) for e in entries
-                 if posixpath.basename(e["name"].rstrip("/")).startswith(PART_PREFIX)]
-        return sorted(parts, key=lambda p: posixpath.basename(p[0]))
+                 if _part_key(e["name"]) is not None]
+        return sorted(parts, key=lambda p: _part_key(p[0]))  # type: ignore[arg-type,return-value]
 
     # -- reading -------------------------------------------------------------------------
     def is_complete(self, handle: str) -> bool:
@@ -141,6 +196,31 @@ class LogArchive:
                 pass
             raise
 
+    def _write_new(self, path: str, data: bytes) -> bool:
+        """Write ``path`` unless it exists; False when it did. Atomic on a local filesystem
+        (a hard link fails on an existing name); elsewhere, and where the filesystem has no
+        hard links, the caller's check and a move are two steps (fsspec has no create-only
+        move)."""
+        if not isinstance(self.fs, LocalFileSystem):
+            self._write_atomic(path, data)
+            return True
+        tmp = posixpath.join(posixpath.dirname(path), f".tmp-{uuid.uuid4().hex}")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError:  # a filesystem without hard links (some network mounts): move
+                self.fs.mv(tmp, path)
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return True
+
     def _ensure_dir(self, path: str) -> None:
         self.fs.makedirs(path, exist_ok=True)
 
@@ -185,25 +265,51 @@ class LogArchive:
 
     def _copy_one(self, handle: str, role: str, k: int, read: BlockReader) -> int:
         parts = self._parts(handle, role, k)
-        have = sum(size for _path, size in parts)
-        pos = 0
+        seg = _segment(parts)
+        have = sum(size for _path, size in seg)  # the archived bytes of the current attempt
+        last_start = have - seg[-1][1] if seg else 0
+        tail_from = have - min(_TAIL, seg[-1][1]) if seg else 0
+        h = hashlib.sha256()  # of the backend's bytes before `last_start`, then before `have`
+        before_last = ""
+        window: List[bytes] = []  # the backend's bytes [tail_from, have)
         new: List[bytes] = []
+        pos = 0
         for block in read(role, k):
             end = pos + len(block)
+            for lo, hi in ((pos, min(end, last_start)), (max(pos, last_start), min(end, have))):
+                if lo < hi:
+                    h.update(block[lo - pos:hi - pos])
+                if hi == last_start and not before_last:
+                    before_last = h.hexdigest()[:16]
+            if max(pos, tail_from) < min(end, have):
+                window.append(block[max(pos, tail_from) - pos:min(end, have) - pos])
             if end > have:
                 new.append(block[max(0, have - pos):])
             pos = end
-        if pos < have:
-            log.warning("the backend's log is shorter than the archived one: keeping the archive",
-                        handle=handle, role=role, replica=k, archived=have, backend=pos)
-            return 0
-        data = b"".join(new)
+        restarted = pos < have
+        tag = posixpath.basename(seg[-1][0]).rpartition("-")[2] if seg else ""
+        if not restarted and tag.startswith(_CONT[1:]):
+            restarted = tag != _CONT[1:] + before_last
+        if not restarted and seg:
+            path, size = seg[-1]
+            restarted = self.fs.cat_file(path, start=size - (have - tail_from), end=size) != b"".join(window)
+        segment, number = _part_key(seg[-1][0]) if seg else (0, -1)  # type: ignore[misc]
+        if restarted:  # a new attempt: read it again, whole (rare), and begin a segment
+            data, segment, number, tag = b"".join(read(role, k)), segment + 1, 0, ""
+            if data:
+                log.warning("the backend's log started again (a new attempt): archiving it after the "
+                            "archived one", handle=handle, role=role, replica=k, archived=have, backend=pos)
+        else:
+            data, number, tag = b"".join(new), number + 1, (_CONT + h.hexdigest()[:16] if seg else "")
         if not data:
             return 0
         d = self._replica_dir(handle, role, k)
         self._ensure_dir(d)
-        seq = int(posixpath.basename(parts[-1][0])[len(PART_PREFIX):]) + 1 if parts else 0
-        self._write_atomic(posixpath.join(d, f"{PART_PREFIX}{seq:06d}"), data)
+        path = posixpath.join(d, _part_name(segment, number, tag))
+        # a part that exists was written by a racing copier from the same archived bytes: it
+        # is as good a continuation, and replacing it (with fewer bytes) could leave a gap
+        if self.fs.exists(path) or not self._write_new(path, data):
+            return 0
         return len(data)
 
     # -- pruning -------------------------------------------------------------------------
