@@ -60,6 +60,7 @@ import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from google.cloud import batch_v1
+from google.protobuf import json_format
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
@@ -73,6 +74,8 @@ _SEVERITY = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 
              "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
 JobState = batch_v1.JobStatus.State
 TaskState = batch_v1.TaskStatus.State
+LIST_PAGE_SIZE = 100  # jobs.list without pageSize (Batch v1 documents no default)
+LIST_MAX_PAGE_SIZE = 1000  # a larger pageSize is coerced to this (AIP-158; Batch v1 documents no maximum)
 
 
 class ApiError(Exception):
@@ -98,6 +101,46 @@ def _ns(ts: str) -> int:
 
 def _to_json(msg: Any) -> str:
     return type(msg).to_json(msg, use_integers_for_enums=False)
+
+
+def _mask_tree(header: str, desc: Any) -> Optional[Dict[str, Any]]:
+    """An ``X-Goog-FieldMask`` value (comma-separated paths of JSON field names, such as
+    ``jobs.name,nextPageToken``; a path through a repeated field applies to each element)
+    as a tree of field names {name: subtree}, {} for a whole field; None when empty (every
+    field). An unknown field is a 400, as the service answers."""
+    paths = [p.strip() for p in header.split(",") if p.strip()]
+    if not paths:
+        return None
+    tree: Dict[str, Any] = {}
+    for path in paths:
+        node, d = tree, desc
+        for part in path.split("."):
+            field = None if d is None else d.fields_by_camelcase_name.get(part) or d.fields_by_name.get(part)
+            if field is None:
+                raise ApiError(400, "INVALID_ARGUMENT", f"Invalid field mask path {path!r}")
+            node = node.setdefault(field.name, {})
+            d = field.message_type if not (field.message_type and field.message_type.GetOptions().map_entry) else None
+    return tree
+
+
+def _masked(src: Any, tree: Dict[str, Any], dst: Any) -> None:
+    """Copies into protobuf message ``dst`` the fields of ``src`` that ``tree``
+    (:func:`_mask_tree`) names."""
+    for name, sub in tree.items():
+        field = src.DESCRIPTOR.fields_by_name[name]
+        value = getattr(src, name)
+        if field.is_repeated:  # lists and maps
+            if sub:
+                for item in value:
+                    _masked(item, sub, getattr(dst, name).add())
+            else:
+                getattr(dst, name).MergeFrom(value)
+        elif field.message_type is None:
+            setattr(dst, name, value)
+        elif src.HasField(name) and sub:
+            _masked(value, sub, getattr(dst, name))
+        elif src.HasField(name):
+            getattr(dst, name).CopyFrom(value)
 
 
 def _public(op: Dict[str, Any]) -> Dict[str, Any]:
@@ -303,10 +346,31 @@ class FakeGcp:
             return _to_json(self._rec(project, location, job).job)
 
     def list_jobs(self, req: Request, project: str, location: str) -> str:
+        """A page of the location's jobs in creation order: ``pageSize`` of them (Batch v1
+        documents neither a default nor a maximum; here :data:`LIST_PAGE_SIZE` and
+        :data:`LIST_MAX_PAGE_SIZE`, coerced as AIP-158 says), ``pageToken`` the
+        ``nextPageToken`` of the page before; only the fields an ``X-Goog-FieldMask`` header
+        names (a system parameter of every Google API, https://cloud.google.com/apis/docs/system-parameters)."""
         prefix = f"projects/{project}/locations/{location}/jobs/"
+        try:
+            size = int(req.args.get("pageSize") or 0)
+            start = int(req.args.get("pageToken") or 0)
+        except ValueError:
+            raise ApiError(400, "INVALID_ARGUMENT", "invalid page_size or page_token") from None
+        if size < 0 or start < 0:
+            raise ApiError(400, "INVALID_ARGUMENT", "page_size and page_token must not be negative")
+        size = min(size or LIST_PAGE_SIZE, LIST_MAX_PAGE_SIZE)
+        mask = _mask_tree(req.headers.get("X-Goog-FieldMask", ""), batch_v1.ListJobsResponse.pb().DESCRIPTOR)
         with self.lock:
-            jobs = [json.loads(_to_json(r.job)) for n, r in self.jobs.items() if n.startswith(prefix)]
-        return json.dumps({"jobs": jobs})
+            names = [n for n in self.jobs if n.startswith(prefix)]
+            full = batch_v1.ListJobsResponse.pb()(jobs=[batch_v1.Job.pb(self.jobs[n].job) for n in names[start:start + size]])
+            if start + size < len(names):
+                full.next_page_token = str(start + size)
+        resp = full
+        if mask is not None:
+            resp = batch_v1.ListJobsResponse.pb()()
+            _masked(full, mask, resp)
+        return json_format.MessageToJson(resp, indent=None)
 
     def delete_job(self, req: Request, project: str, location: str, job: str) -> str:
         """DELETION_IN_PROGRESS at once (a running job's tasks are stopped); the job is gone
