@@ -60,6 +60,14 @@ _TAIL_POLL_S = 2.0
 CAUSE_TAIL_LINES = 1000
 #: stderr lines of a failed task quoted in ``structured_error_msg`` when no root cause is named
 ERROR_TAIL_LINES = 3
+#: ``list_jobs`` page size asked (Batch v1 documents no default and no maximum)
+LIST_PAGE_SIZE = 1000
+#: the fields ``list`` reads of each job, sent as the ``X-Goog-FieldMask`` system parameter
+#: (https://cloud.google.com/apis/docs/system-parameters): a job's whole body carries every
+#: task's environment (the stored AppDef, the run options), which ``list`` does not need; the
+#: runnable's commands tell a sweep's job (``is_sweep_job``)
+LIST_FIELDS = ",".join(["jobs.name", "jobs.labels", "jobs.status.state",
+                        "jobs.taskGroups.taskSpec.runnables.container.commands", "nextPageToken"])
 
 
 class GcpBatchScheduler(Scheduler[GcpBatchJob]):
@@ -397,9 +405,16 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         location = self._location or _client.default_location()
         parent = f"projects/{project}/locations/{location}"
         client = self._batch_client()
-        jobs = self._call(f"list jobs in {parent}", lambda: list(client.list_jobs(parent=parent)))
+
+        def jobs() -> List[Any]:
+            pager = client.list_jobs(request={"parent": parent, "page_size": LIST_PAGE_SIZE},
+                                     metadata=[("x-goog-fieldmask", LIST_FIELDS)])
+            # the raw protobuf messages: proto-plus wraps every attribute read
+            return [job for page in pager.pages for job in type(page).pb(page).jobs]
+
         out = []
-        for job in jobs:
+        state_names: Dict[int, str] = {}
+        for job in self._call(f"list jobs in {parent}", jobs):
             if "tx_version" not in job.labels:
                 continue
             job_id = job.name.rsplit("/", 1)[-1]
@@ -410,8 +425,11 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
                 out += [ListAppResponse(app_id=trial, state=state, name=name)
                         for trial, state in sorted(states.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
                 continue
-            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(job.status.state.name, AppState.UNKNOWN),
-                                       name=name))
+            if job.status.state not in state_names:
+                enum = job.status.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number
+                state_names[job.status.state] = enum[job.status.state].name if job.status.state in enum else ""
+            state = state_names[job.status.state]
+            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(state, AppState.UNKNOWN), name=name))
         return out
 
     def _cancel_existing(self, app_id: str) -> None:
