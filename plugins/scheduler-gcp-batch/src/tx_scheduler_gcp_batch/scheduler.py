@@ -8,7 +8,8 @@
 * logs: Cloud Logging ``entries.list`` of the log ``batch_task_logs``, by job uid and task
   (stdout entries have severity INFO, stderr ERROR).
 * cancel: ``cancel_job`` (the job stays, CANCELLED, so ``tx status`` still answers).
-* list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``.
+* list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``; only the fields
+  list reads (:data:`LIST_FIELDS`, an ``X-Goog-FieldMask``).
 * sweeps: single-replica trials are the tasks of one job (``task_count`` = trials,
   ``parallelism`` = ``--max_parallel``; trial ``i`` is task ``BATCH_TASK_INDEX`` = ``i``, app
   id ``{project}:{location}:{job_id}:{i}``); their states are one ``list_tasks`` per job.
