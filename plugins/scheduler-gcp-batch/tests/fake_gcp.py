@@ -8,7 +8,8 @@ fields are an error), so a request the real service would not parse fails here t
 * Batch (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs):
   ``jobs.create`` (``?jobId=``), ``jobs.get``, ``jobs.list``, ``jobs.delete``,
   ``jobs.cancel``, ``jobs.taskGroups.tasks.list`` / ``get``, ``operations.get`` /
-  ``list``. As Batch documents, a job has exactly one task group. States move on events,
+  ``list``; ``jobs.list`` pages (``pageSize``, ``nextPageToken``) and honours the
+  ``X-Goog-FieldMask`` system parameter. As Batch documents, a job has exactly one task group. States move on events,
   never on a clock, and only forward (a move Batch never makes is recorded in
   :attr:`FakeGcp.errors`, which the tests' fixture checks): a job is QUEUED
   until VMs for all its tasks are free (:meth:`FakeGcp.vms` limits them; no limit by
