@@ -8,7 +8,7 @@ fields are an error), so a request the real service would not parse fails here t
 * Batch (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs):
   ``jobs.create`` (``?jobId=``), ``jobs.get``, ``jobs.list``, ``jobs.delete``,
   ``jobs.cancel``, ``jobs.taskGroups.tasks.list`` / ``get``, ``operations.get`` /
-  ``list``; ``jobs.list`` pages (``pageSize``, ``nextPageToken``) and honours the
+  ``list``; ``jobs.list`` and ``tasks.list`` page (``pageSize``, ``nextPageToken``) and honour the
   ``X-Goog-FieldMask`` system parameter. As Batch documents, a job has exactly one task group. States move on events,
   never on a clock, and only forward (a move Batch never makes is recorded in
   :attr:`FakeGcp.errors`, which the tests' fixture checks): a job is QUEUED
@@ -75,7 +75,7 @@ _SEVERITY = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 
              "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
 JobState = batch_v1.JobStatus.State
 TaskState = batch_v1.TaskStatus.State
-LIST_PAGE_SIZE = 100  # jobs.list without pageSize (Batch v1 documents no default)
+LIST_PAGE_SIZE = 100  # jobs.list and tasks.list without pageSize (Batch v1 documents no default)
 LIST_MAX_PAGE_SIZE = 1000  # a larger pageSize is coerced to this (AIP-158; Batch v1 documents no maximum)
 
 
@@ -102,6 +102,30 @@ def _ns(ts: str) -> int:
 
 def _to_json(msg: Any) -> str:
     return type(msg).to_json(msg, use_integers_for_enums=False)
+
+
+def _page(req: Request, resp_type: Any, field: str, items: List[Any]) -> str:
+    """A list method's answer as JSON: page ``pageToken`` (an offset) of ``pageSize`` of
+    ``items`` (raw protobuf messages) in ``resp_type``'s ``field``, ``nextPageToken`` where
+    more follow, only the fields of the ``X-Goog-FieldMask`` header (all without one)."""
+    try:
+        size = int(req.args.get("pageSize") or 0)
+        start = int(req.args.get("pageToken") or 0)
+    except ValueError:
+        raise ApiError(400, "INVALID_ARGUMENT", "invalid page_size or page_token") from None
+    if size < 0 or start < 0:
+        raise ApiError(400, "INVALID_ARGUMENT", "page_size and page_token must not be negative")
+    size = min(size or LIST_PAGE_SIZE, LIST_MAX_PAGE_SIZE)
+    pb = resp_type.pb()
+    mask = _mask_tree(req.headers.get("X-Goog-FieldMask", ""), pb.DESCRIPTOR)
+    full = pb(**{field: items[start:start + size]})
+    if start + size < len(items):
+        full.next_page_token = str(start + size)
+    resp = full
+    if mask is not None:
+        resp = pb()
+        _masked(full, mask, resp)
+    return json_format.MessageToJson(resp, indent=None)
 
 
 def _mask_tree(header: str, desc: Any) -> Optional[Dict[str, Any]]:
@@ -353,25 +377,9 @@ class FakeGcp:
         ``nextPageToken`` of the page before; only the fields an ``X-Goog-FieldMask`` header
         names (a system parameter of every Google API, https://cloud.google.com/apis/docs/system-parameters)."""
         prefix = f"projects/{project}/locations/{location}/jobs/"
-        try:
-            size = int(req.args.get("pageSize") or 0)
-            start = int(req.args.get("pageToken") or 0)
-        except ValueError:
-            raise ApiError(400, "INVALID_ARGUMENT", "invalid page_size or page_token") from None
-        if size < 0 or start < 0:
-            raise ApiError(400, "INVALID_ARGUMENT", "page_size and page_token must not be negative")
-        size = min(size or LIST_PAGE_SIZE, LIST_MAX_PAGE_SIZE)
-        mask = _mask_tree(req.headers.get("X-Goog-FieldMask", ""), batch_v1.ListJobsResponse.pb().DESCRIPTOR)
         with self.lock:
-            names = [n for n in self.jobs if n.startswith(prefix)]
-            full = batch_v1.ListJobsResponse.pb()(jobs=[batch_v1.Job.pb(self.jobs[n].job) for n in names[start:start + size]])
-            if start + size < len(names):
-                full.next_page_token = str(start + size)
-        resp = full
-        if mask is not None:
-            resp = batch_v1.ListJobsResponse.pb()()
-            _masked(full, mask, resp)
-        return json_format.MessageToJson(resp, indent=None)
+            return _page(req, batch_v1.ListJobsResponse, "jobs",
+                         [batch_v1.Job.pb(r.job) for n, r in self.jobs.items() if n.startswith(prefix)])
 
     def delete_job(self, req: Request, project: str, location: str, job: str) -> str:
         """DELETION_IN_PROGRESS at once (a running job's tasks are stopped); the job is gone
@@ -418,7 +426,7 @@ class FakeGcp:
             rec = self._rec(project, location, job)
             if group != "group0":
                 raise ApiError(404, "NOT_FOUND", f"task group {group} not found")
-            return json.dumps({"tasks": [json.loads(_to_json(t)) for t in rec.tasks]})
+            return _page(req, batch_v1.ListTasksResponse, "tasks", [batch_v1.Task.pb(t) for t in rec.tasks])
 
     def get_task(self, req: Request, project: str, location: str, job: str, group: str, task: str) -> str:
         with self.lock:
