@@ -61,7 +61,7 @@ _TAIL_POLL_S = 2.0
 CAUSE_TAIL_LINES = 1000
 #: stderr lines of a failed task quoted in ``structured_error_msg`` when no root cause is named
 ERROR_TAIL_LINES = 3
-#: ``list_jobs`` page size asked (Batch v1 documents no default and no maximum)
+#: ``list_jobs`` and a sweep's ``list_tasks`` page size asked (Batch v1 documents no default and no maximum)
 LIST_PAGE_SIZE = 1000
 #: the fields ``list`` reads of each job, sent as the ``X-Goog-FieldMask`` system parameter
 #: (https://cloud.google.com/apis/docs/system-parameters): a job's whole body carries every
@@ -69,6 +69,8 @@ LIST_PAGE_SIZE = 1000
 #: runnable's commands tell a sweep's job (``is_sweep_job``)
 LIST_FIELDS = ",".join(["jobs.name", "jobs.labels", "jobs.status.state",
                         "jobs.taskGroups.taskSpec.runnables.container.commands", "nextPageToken"])
+#: the fields a sweep's trial states need of each task (``states_of``)
+TASK_STATE_FIELDS = "tasks.name,tasks.status.state,nextPageToken"
 
 
 class GcpBatchScheduler(Scheduler[GcpBatchJob]):
@@ -264,13 +266,15 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         for job_app_id in sorted({p[0] for p in parsed if p is not None}):
             name = self._job_name(job_app_id)
             try:
-                tasks = list(client.list_tasks(parent=f"{name}/taskGroups/group0"))
+                pager = client.list_tasks(request={"parent": f"{name}/taskGroups/group0", "page_size": LIST_PAGE_SIZE},
+                                          metadata=[("x-goog-fieldmask", TASK_STATE_FIELDS)])
+                tasks = [task for page in pager.pages for task in type(page).pb(page).tasks]  # raw: see list
             except gex.NotFound:
                 continue
             except Exception as e:  # noqa: BLE001 - mapped to one line
                 raise _client.translate(e, f"list tasks of {name}") from None
             for task in tasks:
-                out[f"{job_app_id}:{_task_index(task)}"] = TASK_STATES.get(task.status.state.name, AppState.UNKNOWN)
+                out[f"{job_app_id}:{_task_index(task)}"] = TASK_STATES.get(_state_name(task.status), AppState.UNKNOWN)
         return out
 
     def cancel_many(self, app_ids: Any) -> None:
@@ -414,7 +418,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             return [job for page in pager.pages for job in type(page).pb(page).jobs]
 
         out = []
-        state_names: Dict[int, str] = {}
         for job in self._call(f"list jobs in {parent}", jobs):
             if "tx_version" not in job.labels:
                 continue
@@ -426,11 +429,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
                 out += [ListAppResponse(app_id=trial, state=state, name=name)
                         for trial, state in sorted(states.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
                 continue
-            if job.status.state not in state_names:
-                enum = job.status.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number
-                state_names[job.status.state] = enum[job.status.state].name if job.status.state in enum else ""
-            state = state_names[job.status.state]
-            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(state, AppState.UNKNOWN), name=name))
+            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(_state_name(job.status), AppState.UNKNOWN),
+                                       name=name))
         return out
 
     def _cancel_existing(self, app_id: str) -> None:
@@ -591,6 +591,13 @@ def _retries(task: Any) -> int:
     runs = sum(1 for e in task.status.status_events if "task_execution" in e)
     ended = task.status.state.name in ("SUCCEEDED", "FAILED")
     return max(runs - 1, 0) if ended else runs
+
+
+def _state_name(status: Any) -> str:
+    """The name of a raw ``JobStatus`` or ``TaskStatus`` message's state ("" for a number
+    this client does not know)."""
+    value = status.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number.get(status.state)
+    return value.name if value is not None else ""
 
 
 def _task_index(task: Any) -> int:
