@@ -251,8 +251,9 @@ def main() -> None:
         "- The servers here answer in milliseconds: the walls are mostly tx's own work (and the fake servers' "
         "Python), not AWS's, Google's or a real API server's latency.",
         "- gcp_batch's `list_jobs` asks for only the fields `list` reads (the `X-Goog-FieldMask` system "
-        "parameter: each job's name, labels, state and runnable commands), 1,000 jobs a page. Whole Job messages "
-        "carry every task's environment (the stored AppDef, the run options: about 3.5 kB of JSON a job), which "
+        "parameter: each job's name, labels, state and runnable commands), 1,000 jobs a page, and a sweep's "
+        "`list_tasks` only each task's name and state. Whole Job messages "
+        "carry every task's environment (the stored AppDef, the run options: about 3 kB of JSON a job here), which "
         "the client library's REST transport parses in pure Python (`json_format`): in a cProfile of the list "
         "before, that parsing was two thirds of the time and the local server's rendering most of the rest.",
         f"- Load average (1 min) while measuring this run's rows: {min(loads or [0]):.1f}-{max(loads or [0]):.1f} on "
