@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,6 +45,27 @@ def spread(xs: List[float]) -> str:
 
 def calls_text(c: List[str]) -> str:
     return ", ".join(f"{c.count(x)} {x}" for x in sorted(set(c))) or "none"
+
+
+BACKENDS = ("aws_batch", "gcp_batch", "kubernetes", "slurm")
+
+
+def kept_rows(out: Path, measured: List[str]) -> "tuple[List[str], str]":
+    """The table rows of the section in ``out`` for the backends not measured in this run
+    (``--only``), and when that section was measured (its first line's date, "" if none)."""
+    old = out.read_text() if out.exists() else ""
+    if LIST_SECTION not in old:
+        return [], ""
+    sec = old.partition(LIST_SECTION)[2]
+    sec = sec[:sec.find("\n## ")] if "\n## " in sec else sec
+    before = re.search(r"kept from the run before \(([^)]*)\)", sec)  # rows kept already: their own run
+    date = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", sec)
+    load = re.search(r"Load average \(1 min\) while measuring[^:]*: ([\d.]+-[\d.]+ on \d+ CPUs)", sec)
+    when = before.group(1) if before else ", ".join(
+        ([date.group(0)] if date else []) + ([f"load average {load.group(1)}"] if load else []))
+    rows = [ln for ln in sec.splitlines() if ln.startswith("| ") and ln.split("|")[1].strip() in BACKENDS
+            and ln.split("|")[1].strip() not in measured]
+    return rows, when
 
 
 def main() -> None:
@@ -197,21 +219,28 @@ def main() -> None:
             server.wait(30)
 
     slurm = REPO / "bench" / ".work" / "list-slurm-rows.md"
+    measured = [b for b in BACKENDS if b in only] + (["slurm"] if slurm.exists() else [])
+    kept, kept_when = kept_rows(Path(args.out), measured)
+    order = {b: i for i, b in enumerate(BACKENDS)}
+    table = sorted(rows + (slurm.read_text().splitlines() if slurm.exists() else []) + kept,
+                   key=lambda ln: order.get(ln.split("|")[1].strip(), len(order)))
+    flags = "" if args.only == ap.get_default("only") else f" --only {args.only}"
     text = [
         LIST_SECTION,
         "",
-        f"`python bench/list_bench.py --apps {n} --repeat {k}` (and bench/sweep_torchx_bench.py for Slurm) on "
+        f"`python bench/list_bench.py --apps {n} --repeat {k}{flags}` (and bench/sweep_torchx_bench.py for Slurm) on "
         f"{platform.node()} ({os.cpu_count()} CPUs, Python {platform.python_version()}), "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {n} apps submitted one by one (`Runner.run`, "
         f"`sleep 600`), listed; then a sweep of {n} trials beside them, listed again. `tx list` in-process is "
         "`Runner.list` and the folding of each sweep's trials into one row, as the command does; the command "
         "`tx list -s SCHEDULER --all` is a fresh process (its wall includes start-up and printing every row). "
-        "Wall time median (min-max) over n runs.",
+        "Wall time median (min-max) over n runs."
+        + (f" The rows of {', '.join(sorted({ln.split('|')[1].strip() for ln in kept}))} are kept from the run "
+           f"before ({kept_when}), not measured again: compare rows of one run." if kept else ""),
         "",
         "| backend | listed | n | `tx list` in-process | `tx list --all` command | backend calls (each run) |",
         "| --- | --- | --- | --- | --- | --- |",
-        *rows,
-        *(slurm.read_text().splitlines() if slurm.exists() else []),
+        *table,
         "",
         "- Calls grow with pages, not apps: AWS Batch lists each queue (`ListJobs`, up to 1,000 a page; moto "
         "answers in one) and reads the tags with one `DescribeJobs` per 100 jobs; a sweep's array job adds one "
@@ -221,9 +250,13 @@ def main() -> None:
         "the number of apps. Slurm: one squeue and one sacct. Ray (not measured): one `list_jobs`.",
         "- The servers here answer in milliseconds: the walls are mostly tx's own work (and the fake servers' "
         "Python), not AWS's, Google's or a real API server's latency.",
-        "- gcp_batch's in-process wall for 1,000 jobs (one `list_jobs`) was not profiled: the local server "
-        "rendering and the client library parsing 1,000 whole Job messages are the suspects.",
-        f"- Load average (1 min) while measuring: {min(loads or [0]):.1f}-{max(loads or [0]):.1f} on "
+        "- gcp_batch's `list_jobs` asks for only the fields `list` reads (the `X-Goog-FieldMask` system "
+        "parameter: each job's name, labels, state and runnable commands), 1,000 jobs a page, and a sweep's "
+        "`list_tasks` only each task's name and state. Whole Job messages "
+        "carry every task's environment (the stored AppDef, the run options: about 3 kB of JSON a job here), which "
+        "the client library's REST transport parses in pure Python (`json_format`): in a cProfile of the list "
+        "before, that parsing was two thirds of the time and the local server's rendering most of the rest.",
+        f"- Load average (1 min) while measuring this run's rows: {min(loads or [0]):.1f}-{max(loads or [0]):.1f} on "
         f"{os.cpu_count()} CPUs (shared, heavily loaded by other work: walls vary up to 3x, see the ranges).",
         "",
         "| budget (issue 24) | measured | verdict |",

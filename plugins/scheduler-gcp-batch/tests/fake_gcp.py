@@ -8,7 +8,8 @@ fields are an error), so a request the real service would not parse fails here t
 * Batch (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs):
   ``jobs.create`` (``?jobId=``), ``jobs.get``, ``jobs.list``, ``jobs.delete``,
   ``jobs.cancel``, ``jobs.taskGroups.tasks.list`` / ``get``, ``operations.get`` /
-  ``list``. As Batch documents, a job has exactly one task group. States move on events,
+  ``list``; ``jobs.list`` and ``tasks.list`` page (``pageSize``, ``nextPageToken``) and honour the
+  ``X-Goog-FieldMask`` system parameter. As Batch documents, a job has exactly one task group. States move on events,
   never on a clock, and only forward (a move Batch never makes is recorded in
   :attr:`FakeGcp.errors`, which the tests' fixture checks): a job is QUEUED
   until VMs for all its tasks are free (:meth:`FakeGcp.vms` limits them; no limit by
@@ -60,6 +61,7 @@ import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from google.cloud import batch_v1
+from google.protobuf import json_format
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
@@ -73,6 +75,8 @@ _SEVERITY = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 
              "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
 JobState = batch_v1.JobStatus.State
 TaskState = batch_v1.TaskStatus.State
+LIST_PAGE_SIZE = 100  # jobs.list and tasks.list without pageSize (Batch v1 documents no default)
+LIST_MAX_PAGE_SIZE = 1000  # a larger pageSize is coerced to this (AIP-158; Batch v1 documents no maximum)
 
 
 class ApiError(Exception):
@@ -98,6 +102,70 @@ def _ns(ts: str) -> int:
 
 def _to_json(msg: Any) -> str:
     return type(msg).to_json(msg, use_integers_for_enums=False)
+
+
+def _page(req: Request, resp_type: Any, field: str, items: List[Any]) -> str:
+    """A list method's answer as JSON: page ``pageToken`` (an offset) of ``pageSize`` of
+    ``items`` (raw protobuf messages) in ``resp_type``'s ``field``, ``nextPageToken`` where
+    more follow, only the fields of the ``X-Goog-FieldMask`` header (all without one)."""
+    try:
+        size = int(req.args.get("pageSize") or 0)
+        start = int(req.args.get("pageToken") or 0)
+    except ValueError:
+        raise ApiError(400, "INVALID_ARGUMENT", "invalid page_size or page_token") from None
+    if size < 0 or start < 0:
+        raise ApiError(400, "INVALID_ARGUMENT", "page_size and page_token must not be negative")
+    size = min(size or LIST_PAGE_SIZE, LIST_MAX_PAGE_SIZE)
+    pb = resp_type.pb()
+    mask = _mask_tree(req.headers.get("X-Goog-FieldMask", ""), pb.DESCRIPTOR)
+    full = pb(**{field: items[start:start + size]})
+    if start + size < len(items):
+        full.next_page_token = str(start + size)
+    resp = full
+    if mask is not None:
+        resp = pb()
+        _masked(full, mask, resp)
+    return json_format.MessageToJson(resp, indent=None)
+
+
+def _mask_tree(header: str, desc: Any) -> Optional[Dict[str, Any]]:
+    """An ``X-Goog-FieldMask`` value (comma-separated paths of JSON field names, such as
+    ``jobs.name,nextPageToken``; a path through a repeated field applies to each element)
+    as a tree of field names {name: subtree}, {} for a whole field; None when empty (every
+    field). An unknown field is a 400, as the service answers."""
+    paths = [p.strip() for p in header.split(",") if p.strip()]
+    if not paths:
+        return None
+    tree: Dict[str, Any] = {}
+    for path in paths:
+        node, d = tree, desc
+        for part in path.split("."):
+            field = None if d is None else d.fields_by_camelcase_name.get(part) or d.fields_by_name.get(part)
+            if field is None:
+                raise ApiError(400, "INVALID_ARGUMENT", f"Invalid field mask path {path!r}")
+            node = node.setdefault(field.name, {})
+            d = field.message_type if not (field.message_type and field.message_type.GetOptions().map_entry) else None
+    return tree
+
+
+def _masked(src: Any, tree: Dict[str, Any], dst: Any) -> None:
+    """Copies into protobuf message ``dst`` the fields of ``src`` that ``tree``
+    (:func:`_mask_tree`) names."""
+    for name, sub in tree.items():
+        field = src.DESCRIPTOR.fields_by_name[name]
+        value = getattr(src, name)
+        if field.is_repeated:  # lists and maps
+            if sub:
+                for item in value:
+                    _masked(item, sub, getattr(dst, name).add())
+            else:
+                getattr(dst, name).MergeFrom(value)
+        elif field.message_type is None:
+            setattr(dst, name, value)
+        elif src.HasField(name) and sub:
+            _masked(value, sub, getattr(dst, name))
+        elif src.HasField(name):
+            getattr(dst, name).CopyFrom(value)
 
 
 def _public(op: Dict[str, Any]) -> Dict[str, Any]:
@@ -303,10 +371,15 @@ class FakeGcp:
             return _to_json(self._rec(project, location, job).job)
 
     def list_jobs(self, req: Request, project: str, location: str) -> str:
+        """A page of the location's jobs in creation order: ``pageSize`` of them (Batch v1
+        documents neither a default nor a maximum; here :data:`LIST_PAGE_SIZE` and
+        :data:`LIST_MAX_PAGE_SIZE`, coerced as AIP-158 says), ``pageToken`` the
+        ``nextPageToken`` of the page before; only the fields an ``X-Goog-FieldMask`` header
+        names (a system parameter of every Google API, https://cloud.google.com/apis/docs/system-parameters)."""
         prefix = f"projects/{project}/locations/{location}/jobs/"
         with self.lock:
-            jobs = [json.loads(_to_json(r.job)) for n, r in self.jobs.items() if n.startswith(prefix)]
-        return json.dumps({"jobs": jobs})
+            return _page(req, batch_v1.ListJobsResponse, "jobs",
+                         [batch_v1.Job.pb(r.job) for n, r in self.jobs.items() if n.startswith(prefix)])
 
     def delete_job(self, req: Request, project: str, location: str, job: str) -> str:
         """DELETION_IN_PROGRESS at once (a running job's tasks are stopped); the job is gone
@@ -353,7 +426,7 @@ class FakeGcp:
             rec = self._rec(project, location, job)
             if group != "group0":
                 raise ApiError(404, "NOT_FOUND", f"task group {group} not found")
-            return json.dumps({"tasks": [json.loads(_to_json(t)) for t in rec.tasks]})
+            return _page(req, batch_v1.ListTasksResponse, "tasks", [batch_v1.Task.pb(t) for t in rec.tasks])
 
     def get_task(self, req: Request, project: str, location: str, job: str, group: str, task: str) -> str:
         with self.lock:

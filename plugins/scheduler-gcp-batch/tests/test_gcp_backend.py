@@ -402,6 +402,35 @@ def test_list_shows_only_tx_jobs_of_the_location(sched: GcpBatchScheduler, clien
     sched.wait(mine, timeout=30)
 
 
+def test_list_jobs_pages_and_answers_only_the_masked_fields(client: Any, fake_gcp: FakeGcp) -> None:
+    """jobs.list as Batch answers it: pages of ``pageSize`` linked by ``nextPageToken``, and
+    only the fields of an ``X-Goog-FieldMask`` (what ``GcpBatchScheduler.list`` asks for)."""
+    parent = f"projects/{PROJECT}/locations/europe-west4"
+    runnable = batch_v1.Runnable(container=batch_v1.Runnable.Container(image_uri="busybox", commands=["-c", "true"]),
+                                 environment=batch_v1.Environment(variables={"BIG": "x" * 1000}))
+    with fake_gcp.vms(0):
+        names = [client.create_job(parent=parent, job_id=f"page-{i}", job=batch_v1.Job(
+            labels={"i": str(i)}, task_groups=[batch_v1.TaskGroup(task_spec=batch_v1.TaskSpec(runnables=[runnable]))],
+        )).name for i in range(3)]
+        try:
+            pages = list(client.list_jobs(request={"parent": parent, "page_size": 2}, metadata=[
+                ("x-goog-fieldmask", "jobs.name,jobs.labels,jobs.taskGroups.taskSpec.runnables.container,nextPageToken")
+            ]).pages)
+            assert [[j.name for j in p.jobs] for p in pages] == [names[:2], names[2:]]
+            job = pages[0].jobs[1]
+            assert job.labels == {"i": "1"} and not job.uid and not job.status.state
+            assert job.task_groups[0].task_spec.runnables[0].container.commands == ["-c", "true"]
+            assert not job.task_groups[0].task_spec.runnables[0].environment.variables
+            whole = list(client.list_jobs(parent=parent))
+            assert [j.name for j in whole] == names and whole[0].status.state.name == "QUEUED"
+            assert whole[0].task_groups[0].task_spec.runnables[0].environment.variables["BIG"] == "x" * 1000
+            with pytest.raises(gex.BadRequest, match="jobs.nope"):
+                list(client.list_jobs(parent=parent, metadata=[("x-goog-fieldmask", "jobs.nope")]))
+        finally:
+            for name in names:
+                client.cancel_job(name=name)
+
+
 def test_unknown_apps(sched: GcpBatchScheduler) -> None:
     unknown = f"{PROJECT}:{LOCATION}:never-submitted"
     assert sched.describe(unknown) is None

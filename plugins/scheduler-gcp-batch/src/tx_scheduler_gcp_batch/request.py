@@ -391,8 +391,8 @@ def make_trial_id(job: GcpBatchJob, index: int) -> str:
 
 def _pb(job: Any) -> Any:
     """The raw protobuf message under a ``batch_v1.Job`` (fast to read and compare; the
-    proto-plus wrapper converts on every access)."""
-    return type(job).pb(job)
+    proto-plus wrapper converts on every access); a raw message as it is."""
+    return type(job).pb(job) if hasattr(type(job), "pb") else job
 
 
 def _spec_key(job: Any) -> bytes:
@@ -480,7 +480,8 @@ def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> Gc
 
 
 def is_sweep_job(job: Any) -> bool:
-    """Whether ``job`` (a ``batch_v1.Job`` as GetJob or ListJobs return it) is a sweep's
+    """Whether ``job`` (a ``batch_v1.Job`` as GetJob or ListJobs return it, or its raw
+    protobuf message) is a sweep's
     job (:func:`build_sweep_job`: its runnable starts with :data:`SWEEP_PREAMBLE`), whose
     tasks are trials rather than one app's replicas."""
     groups = _pb(job).task_groups

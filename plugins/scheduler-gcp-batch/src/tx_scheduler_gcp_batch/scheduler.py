@@ -8,7 +8,8 @@
 * logs: Cloud Logging ``entries.list`` of the log ``batch_task_logs``, by job uid and task
   (stdout entries have severity INFO, stderr ERROR).
 * cancel: ``cancel_job`` (the job stays, CANCELLED, so ``tx status`` still answers).
-* list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``.
+* list: ``list_jobs`` in the configured location, jobs labelled ``tx_version``; only the fields
+  list reads (:data:`LIST_FIELDS`, an ``X-Goog-FieldMask``).
 * sweeps: single-replica trials are the tasks of one job (``task_count`` = trials,
   ``parallelism`` = ``--max_parallel``; trial ``i`` is task ``BATCH_TASK_INDEX`` = ``i``, app
   id ``{project}:{location}:{job_id}:{i}``); their states are one ``list_tasks`` per job.
@@ -60,6 +61,16 @@ _TAIL_POLL_S = 2.0
 CAUSE_TAIL_LINES = 1000
 #: stderr lines of a failed task quoted in ``structured_error_msg`` when no root cause is named
 ERROR_TAIL_LINES = 3
+#: ``list_jobs`` and a sweep's ``list_tasks`` page size asked (Batch v1 documents no default and no maximum)
+LIST_PAGE_SIZE = 1000
+#: the fields ``list`` reads of each job, sent as the ``X-Goog-FieldMask`` system parameter
+#: (https://cloud.google.com/apis/docs/system-parameters): a job's whole body carries every
+#: task's environment (the stored AppDef, the run options), which ``list`` does not need; the
+#: runnable's commands tell a sweep's job (``is_sweep_job``)
+LIST_FIELDS = ",".join(["jobs.name", "jobs.labels", "jobs.status.state",
+                        "jobs.taskGroups.taskSpec.runnables.container.commands", "nextPageToken"])
+#: the fields a sweep's trial states need of each task (``states_of``)
+TASK_STATE_FIELDS = "tasks.name,tasks.status.state,nextPageToken"
 
 
 class GcpBatchScheduler(Scheduler[GcpBatchJob]):
@@ -255,13 +266,15 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         for job_app_id in sorted({p[0] for p in parsed if p is not None}):
             name = self._job_name(job_app_id)
             try:
-                tasks = list(client.list_tasks(parent=f"{name}/taskGroups/group0"))
+                pager = client.list_tasks(request={"parent": f"{name}/taskGroups/group0", "page_size": LIST_PAGE_SIZE},
+                                          metadata=[("x-goog-fieldmask", TASK_STATE_FIELDS)])
+                tasks = [task for page in pager.pages for task in type(page).pb(page).tasks]  # raw: see list
             except gex.NotFound:
                 continue
             except Exception as e:  # noqa: BLE001 - mapped to one line
                 raise _client.translate(e, f"list tasks of {name}") from None
             for task in tasks:
-                out[f"{job_app_id}:{_task_index(task)}"] = TASK_STATES.get(task.status.state.name, AppState.UNKNOWN)
+                out[f"{job_app_id}:{_task_index(task)}"] = TASK_STATES.get(_state_name(task.status), AppState.UNKNOWN)
         return out
 
     def cancel_many(self, app_ids: Any) -> None:
@@ -397,9 +410,15 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         location = self._location or _client.default_location()
         parent = f"projects/{project}/locations/{location}"
         client = self._batch_client()
-        jobs = self._call(f"list jobs in {parent}", lambda: list(client.list_jobs(parent=parent)))
+
+        def jobs() -> List[Any]:
+            pager = client.list_jobs(request={"parent": parent, "page_size": LIST_PAGE_SIZE},
+                                     metadata=[("x-goog-fieldmask", LIST_FIELDS)])
+            # the raw protobuf messages: proto-plus wraps every attribute read
+            return [job for page in pager.pages for job in type(page).pb(page).jobs]
+
         out = []
-        for job in jobs:
+        for job in self._call(f"list jobs in {parent}", jobs):
             if "tx_version" not in job.labels:
                 continue
             job_id = job.name.rsplit("/", 1)[-1]
@@ -410,7 +429,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
                 out += [ListAppResponse(app_id=trial, state=state, name=name)
                         for trial, state in sorted(states.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
                 continue
-            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(job.status.state.name, AppState.UNKNOWN),
+            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(_state_name(job.status), AppState.UNKNOWN),
                                        name=name))
         return out
 
@@ -572,6 +591,13 @@ def _retries(task: Any) -> int:
     runs = sum(1 for e in task.status.status_events if "task_execution" in e)
     ended = task.status.state.name in ("SUCCEEDED", "FAILED")
     return max(runs - 1, 0) if ended else runs
+
+
+def _state_name(status: Any) -> str:
+    """The name of a raw ``JobStatus`` or ``TaskStatus`` message's state ("" for a number
+    this client does not know)."""
+    value = status.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number.get(status.state)
+    return value.name if value is not None else ""
 
 
 def _task_index(task: Any) -> int:
