@@ -392,3 +392,14 @@ def test_clean_name_never_starts_with_a_dash(name, want):
 
     assert clean_name(name) == want
     assert not make_unique(clean_name(name)).startswith("-")
+
+
+def test_line_blocks_end_on_line_boundaries_and_keep_every_byte() -> None:
+    from tx.schedulers import line_blocks
+
+    chunks = [b"a\nb", b"c", b"\xff\nd\n", b"", b"no newline"]
+    blocks = list(line_blocks(chunks))
+    assert blocks == [b"a\n", b"bc\xff\nd\n", b"no newline"]
+    assert b"".join(blocks) == b"".join(chunks)
+    assert all(b.endswith(b"\n") for b in blocks[:-1])
+    assert list(line_blocks([])) == [] and list(line_blocks([b"x"])) == [b"x"]

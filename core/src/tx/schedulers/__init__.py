@@ -20,6 +20,7 @@ _NAMES = {
     "get_scheduler_factories": "tx.schedulers.api",
     "Stream": "tx.schedulers.streams",
     "filter_regex": "tx.schedulers.streams",
+    "line_blocks": "tx.schedulers.streams",
     "split_lines": "tx.schedulers.streams",
     "split_lines_iterator": "tx.schedulers.streams",
 }

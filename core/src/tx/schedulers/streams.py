@@ -5,7 +5,7 @@ import enum
 import re
 from typing import Iterable, Iterator, List, Optional
 
-__all__ = ["filter_regex", "split_lines", "split_lines_iterator", "Stream"]
+__all__ = ["filter_regex", "line_blocks", "split_lines", "split_lines_iterator", "Stream"]
 
 
 class Stream(str, enum.Enum):
@@ -56,3 +56,19 @@ def split_lines_iterator(chunks: Iterable[str]) -> Iterator[str]:
             yield line + "\n"
     if buf:
         yield buf
+
+
+def line_blocks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Re-cut an iterable of byte chunks (a log as a backend streams it) into blocks that
+    each end on a line boundary (``\n``); what follows the last ``\n`` comes with the next
+    chunk, or last, as it is. The bytes are neither decoded nor changed: joined, the blocks
+    are the chunks joined."""
+    rest = b""
+    for chunk in chunks:
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        rest = data[cut:]
+    if rest:
+        yield rest

@@ -19,7 +19,7 @@ import attrs
 
 from tx.log import get_logger
 from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
-                           split_lines_iterator)
+                           line_blocks, split_lines_iterator)
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.files import read_stored_appdef, stored_run_options
@@ -692,7 +692,7 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             KubeError: the API server refused the request.
         """
         ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
-        return _line_blocks(self.kube.pod_log(ns, pod_name, follow=should_tail))
+        return line_blocks(self.kube.pod_log(ns, pod_name, follow=should_tail))
 
     def _wait_pod(self, app_id: str, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
         while True:
@@ -716,20 +716,6 @@ class KubernetesBase(Scheduler[KubernetesJob]):
 
     def close(self) -> None:
         self.kube.close()
-
-
-def _line_blocks(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """``chunks`` regrouped to end on line boundaries (what is left after the last
-    ``\\n`` comes with the next chunk, or last)."""
-    rest = b""
-    for chunk in chunks:
-        data = rest + chunk
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            yield data[:cut]
-        rest = data[cut:]
-    if rest:
-        yield rest
 
 
 def _decode(chunks: Iterable[bytes]) -> Iterator[str]:

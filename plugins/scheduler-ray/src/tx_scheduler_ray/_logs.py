@@ -176,16 +176,3 @@ def _abandon(resp: Any) -> None:
         except OSError:
             pass
     threading.Thread(target=resp.close, name="tx-ray-follow-close", daemon=True).start()
-
-
-def whole_lines(blocks: Iterator[bytes]) -> Iterator[bytes]:
-    """Re-cut ``blocks`` so that each ends on a line boundary (the last may not)."""
-    buf = b""
-    for block in blocks:
-        buf += block
-        cut = buf.rfind(b"\n") + 1
-        if cut:
-            yield buf[:cut]
-            buf = buf[cut:]
-    if buf:
-        yield buf

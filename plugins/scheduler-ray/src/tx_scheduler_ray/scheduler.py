@@ -26,7 +26,8 @@ import re
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex, split_lines
+from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
+                           line_blocks, split_lines)
 from tx.schedulers.api import add_infra_retries_opt
 from tx.schedulers.ids import make_unique
 from tx.schedulers.why import names_cause, root_cause
@@ -366,7 +367,7 @@ class RayScheduler(Scheduler[RayJob]):
                 return -1
             return int(r["sizes"][stream])
 
-        yield from _logs.whole_lines(_logs.follow(url, node, name, final_size))
+        yield from line_blocks(_logs.follow(url, node, name, final_size))
 
     def log_iter(
         self,
