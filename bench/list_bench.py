@@ -10,13 +10,15 @@ in-process (``Runner.list`` and the sweep folding of ``tx.cli.cmd_sweep.collapse
 counting the backend calls (botocore's events; the Batch client's methods; the fake
 server's request log), plus the wall time of the ``tx list -s SCHEDULER --all`` command.
 The Slurm rows come from bench/sweep_torchx_bench.py (bench/.work/list-slurm-rows.md). Ray
-is not measured: 1,000 Ray jobs are 1,000 driver processes, more than the shared 2-core
-machine holds; its list is one ``list_jobs`` (GET /api/jobs/, unpaged) whatever the count.
+(``--only ray``, ``--ray-apps``, default 100): a private head (scripts/start-ray.sh) and
+short apps (``true``) run in waves of 10, listed after a fifth of them and after all, since
+1,000 live Ray jobs are 1,000 driver processes, more than the shared 2-core machine holds;
+its list is one ``list_jobs`` (GET /api/jobs/, unpaged) whatever the count.
 
 Replaces the section "`tx list` of many apps on each remote backend" of
 bench/RESULTS-sweeps.md.
 
-    python bench/list_bench.py [--apps 1000] [--repeat 3] [--only aws_batch,gcp_batch,kubernetes]
+    python bench/list_bench.py [--apps 1000] [--repeat 3] [--only aws_batch,gcp_batch,kubernetes,ray] [--ray-apps 100]
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def calls_text(c: List[str]) -> str:
     return ", ".join(f"{c.count(x)} {x}" for x in sorted(set(c))) or "none"
 
 
-BACKENDS = ("aws_batch", "gcp_batch", "kubernetes", "slurm")
+BACKENDS = ("aws_batch", "gcp_batch", "kubernetes", "ray", "slurm")
 
 
 def kept_rows(out: Path, measured: List[str]) -> "tuple[List[str], str]":
@@ -73,6 +75,8 @@ def main() -> None:
     ap.add_argument("--apps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="aws_batch,gcp_batch,kubernetes")
+    ap.add_argument("--ray-apps", type=int, default=100,
+                    help="apps on the private Ray head (--only ray): each is a Ray job with its own driver")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS-sweeps.md"))
     args = ap.parse_args()
     n, k = args.apps, args.repeat
@@ -218,6 +222,54 @@ def main() -> None:
             server.terminate()
             server.wait(30)
 
+    if "ray" in only:
+        # A private head (scripts/start-ray.sh: its own temp dir and ports). Every Ray job
+        # runs a driver process (and Ray's JobSupervisor actor) while it lives, so the apps
+        # here end at once (`true`) and are submitted in waves that finish before the next:
+        # the head's job table keeps them all, and that table is what `list` reads.
+        import ray.dashboard.modules.job.sdk as ray_sdk
+
+        dash = free_ports(2)
+        gcs = dash + 1
+        ray_env = {**os.environ, "RAY_BASE": str(base / "ray"), "RAY_DASHBOARD_PORT": str(dash),
+                   "RAY_GCS_PORT": str(gcs), "RAY_NUM_CPUS": "2",
+                   "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        subprocess.run(["bash", str(REPO / "scripts" / "start-ray.sh")], env=ray_env, check=True,
+                       stdout=subprocess.DEVNULL, timeout=300)
+        saved = dict(os.environ)
+        listed_calls: List[str] = []
+        real_list = ray_sdk.JobSubmissionClient.list_jobs
+
+        def counted_list(self: Any, *a: Any, **kw: Any) -> Any:
+            listed_calls.append("list_jobs (GET /api/jobs/)")
+            return real_list(self, *a, **kw)
+
+        try:
+            os.environ["RAY_ADDRESS"] = f"http://127.0.0.1:{dash}"
+            ray_sdk.JobSubmissionClient.list_jobs = counted_list  # type: ignore[method-assign]
+            quick = AppDef("bench", [Role("w", image="", entrypoint="true", args=[],
+                                          resource=Resource(cpu=1, gpu=0, memMB=64))])
+            with Runner() as runner:
+                t, done = time.perf_counter(), 0
+                for wave in (max(1, args.ray_apps // 5), args.ray_apps - max(1, args.ray_apps // 5)):
+                    for start in range(0, wave, 10):
+                        handles = [runner.run(quick, "ray", {}) for _ in range(min(10, wave - start))]
+                        for h in handles:
+                            runner.wait(h, wait_interval=0.5, timeout=600)
+                    done += wave
+                    print(f"ray: {done} apps run in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+
+                    def all_listed(listed: List[Any], _n: int = done) -> None:
+                        assert len(listed) == _n, (len(listed), _n)
+                    measure(runner, "ray", f"{done} apps (private head, ended)", all_listed,
+                            lambda: list(listed_calls), listed_calls.clear)
+        finally:
+            ray_sdk.JobSubmissionClient.list_jobs = real_list  # type: ignore[method-assign]
+            os.environ.clear()
+            os.environ.update(saved)
+            subprocess.run(["bash", str(REPO / "scripts" / "stop-ray.sh")], env=ray_env, timeout=120,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     slurm = REPO / "bench" / ".work" / "list-slurm-rows.md"
     measured = [b for b in BACKENDS if b in only] + (["slurm"] if slurm.exists() else [])
     kept, kept_when = kept_rows(Path(args.out), measured)
@@ -225,6 +277,9 @@ def main() -> None:
     table = sorted(rows + (slurm.read_text().splitlines() if slurm.exists() else []) + kept,
                    key=lambda ln: order.get(ln.split("|")[1].strip(), len(order)))
     flags = "" if args.only == ap.get_default("only") else f" --only {args.only}"
+    if "ray" in only:
+        flags += f" --ray-apps {args.ray_apps}"
+    ray_rows = [ln.split("|")[2].strip().split()[0] for ln in table if ln.split("|")[1].strip() == "ray"]
     text = [
         LIST_SECTION,
         "",
@@ -247,7 +302,11 @@ def main() -> None:
         "`DescribeJobs` per 100 of its children (its trials' states, so the sweep's row has them). GCP Batch: "
         "one `list_jobs` (the local server answers up to 1,000 jobs a page), plus one `list_tasks` per sweep job. "
         "Kubernetes: label-selected lists (the apps' objects, their pods, the sweeps' Indexed Jobs), whatever "
-        "the number of apps. Slurm: one squeue and one sacct. Ray (not measured): one `list_jobs`.",
+        "the number of apps. Slurm: one squeue and one sacct. Ray: one `list_jobs` (GET /api/jobs/, the head's "
+        "whole job table, unpaged), "
+        + ("measured with fewer apps than the others: each Ray job runs a driver and Ray's JobSupervisor actor "
+           "while it lives, so the bench runs short apps (`true`) in waves of 10 and lists them once ended; the "
+           "table keeps them all." if ray_rows else "not measured in this run."),
         "- The servers here answer in milliseconds: the walls are mostly tx's own work (and the fake servers' "
         "Python), not AWS's, Google's or a real API server's latency.",
         "- gcp_batch's `list_jobs` asks for only the fields `list` reads (the `X-Goog-FieldMask` system "
@@ -263,7 +322,8 @@ def main() -> None:
         "| --- | --- | --- |",
         "| `tx list` of 1,000 apps costs O(pages), not O(apps), on each remote backend | the calls above: "
         "none per app on slurm, aws_batch, gcp_batch, kubernetes; a sweep adds one call per 100 trials (AWS) "
-        "or one per sweep job (GCP) | PASS (ray not measured) |",
+        "or one per sweep job (GCP)" + ("; one `list_jobs` on ray, for " + " and for ".join(ray_rows) + " apps"
+                                        if ray_rows else "") + f" | PASS{'' if ray_rows else ' (ray not measured)'} |",
         "",
     ]
     replace_section(Path(args.out), LIST_SECTION, text)
