@@ -27,7 +27,6 @@ import os
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,10 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 from sweep_torchx_bench import LIST_SECTION, replace_section  # noqa: E402 - the sibling bench's section writer
 from slurm_bench import free_ports  # noqa: E402 - the sibling bench's port helper
-
-
-def spread(xs: List[float]) -> str:
-    return f"{statistics.median(xs):.2f} s ({min(xs):.2f}-{max(xs):.2f})"
+from sweep_cloud_bench import count_batch_calls, spread  # noqa: E402 - the sibling bench's call counter
 
 
 def calls_text(c: List[str]) -> str:
@@ -165,16 +161,7 @@ def main() -> None:
                                "GOOGLE_CLOUD_PROJECT": "bench-project", "CLOUDSDK_BATCH_LOCATION": "us-central1",
                                "CLOUDSDK_CONFIG": str(base / "gcloud"), "NO_GCE_CHECK": "true"})
             with gcp.vms(0), Runner() as runner:
-                client = runner.scheduler("gcp_batch")._batch_client()
-                gc: List[str] = []
-                for name in ("create_job", "get_job", "list_jobs", "list_tasks", "get_task", "cancel_job"):
-                    real = getattr(client, name)
-
-                    def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-                        gc.append(_name)
-                        return _real(*a, **kw)
-
-                    setattr(client, name, counted)
+                gc = count_batch_calls(runner.scheduler("gcp_batch")._batch_client())
                 apps_then_sweep(runner, "gcp_batch", {}, "busybox", "local Batch server, QUEUED",
                                 lambda: list(gc), gc.clear, max_parallel=n)
         finally:

@@ -43,6 +43,25 @@ def calls_text(c: Dict[str, int]) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "none"
 
 
+#: the google-cloud-batch client methods tx's gcp_batch scheduler calls
+BATCH_METHODS = ("create_job", "get_job", "list_jobs", "list_tasks", "get_task", "cancel_job")
+
+
+def count_batch_calls(client: Any) -> List[str]:
+    """Wrap ``client``'s :data:`BATCH_METHODS` (each call still goes to the server) and
+    return the list their names are appended to, one per call."""
+    calls: List[str] = []
+    for name in BATCH_METHODS:
+        real = getattr(client, name)
+
+        def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            calls.append(_name)
+            return _real(*a, **kw)
+
+        setattr(client, name, counted)
+    return calls
+
+
 def measure(fn: Callable[[], Any], calls: List[str]) -> Tuple[Any, float, Dict[str, int]]:
     calls.clear()
     t = time.perf_counter()
@@ -111,16 +130,7 @@ def main() -> None:
                 cfg={"queue": moto.queue})
             size = len(json.dumps(ddp.native.request.job_def))
             # GCP Batch
-            client = runner.scheduler("gcp_batch")._batch_client()
-            gcp_calls: List[str] = []
-            for name in ("create_job", "get_job", "list_jobs", "list_tasks", "get_task", "cancel_job"):
-                real = getattr(client, name)
-
-                def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-                    gcp_calls.append(_name)
-                    return _real(*a, **kw)
-
-                setattr(client, name, counted)
+            gcp_calls = count_batch_calls(runner.scheduler("gcp_batch")._batch_client())
             subs, stats = [], []
             with gcp.vms(0):
                 for _ in range(k):
