@@ -67,6 +67,17 @@ def parse_time(text: Optional[str], now: Optional[datetime] = None) -> Optional[
         raise CLIError(f"bad time {text!r}: use ISO 8601 (2026-01-02T10:00) or an age like 10m", 2) from None
 
 
+def _archived_replicas(runner: Runner, handle: str, role: Optional[str], missing: Exception) -> List[Tuple[str, int]]:
+    """The replicas (of ``role``, or all) whose logs tx's archive holds for ``handle``;
+    ``missing`` is raised where the archive holds none of the app."""
+    archived = runner.archived_replicas(handle)
+    if not archived:
+        raise missing
+    if role is not None and role not in {r for r, _k in archived}:
+        raise CLIError(f"the log archive has no role {role!r} of {handle}")
+    return [(r, k) for r, k in archived if role is None or r == role]
+
+
 def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[List[int]]) -> List[Tuple[str, int]]:
     if role is not None and ids is not None:
         return [(role, k) for k in ids]
@@ -82,12 +93,7 @@ def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[Li
                 raise
             status = None
         if status is None:  # gone from the backend: the log archive may still have its logs
-            archived = runner.archived_replicas(handle)
-            if not archived:
-                raise unknown_app(handle)
-            if role is not None and role not in {r for r, _k in archived}:
-                raise CLIError(f"the log archive has no role {role!r} of {handle}")
-            return [(r, k) for r, k in archived if role is None or r == role]
+            return _archived_replicas(runner, handle, role, unknown_app(handle))
         if status.state.name not in ("UNSUBMITTED", "SUBMITTED", "PENDING"):
             break
         if not waited:
@@ -99,13 +105,9 @@ def _replicas(runner: Runner, handle: str, role: Optional[str], ids: Optional[Li
     if not roles:  # schedulers that cannot rebuild roles: use the status
         roles = {rs.role: len(rs.replicas) for rs in status.roles}
     if not roles:  # the backend keeps the app but nothing of its replicas: the archive may
-        archived = runner.archived_replicas(handle)
-        if not archived:
-            raise CLIError(f"{handle} has no roles or replicas on its backend (state {status.state.name}) "
-                           "and none in the log archive: no log to read")
-        if role is not None and role not in {r for r, _k in archived}:
-            raise CLIError(f"the log archive has no role {role!r} of {handle}")
-        return [(r, k) for r, k in archived if role is None or r == role]
+        return _archived_replicas(runner, handle, role, CLIError(
+            f"{handle} has no roles or replicas on its backend (state {status.state.name}) "
+            "and none in the log archive: no log to read"))
     if role is not None:
         if role not in roles:
             raise CLIError(f"app {handle} has no role {role!r}; roles: {', '.join(roles) or 'none'}")
