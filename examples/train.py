@@ -2,9 +2,11 @@
 """A small, real DDP training job: a classifier of handwritten digits.
 
 The data is scikit-learn's bundled digits dataset (1,797 8x8 images, no download). Each
-rank trains on its shard (DistributedSampler) of the training split over the gloo backend;
-the held-out accuracy is all-reduced across ranks and printed by rank 0 with the world
-size, and rank 0 writes a checkpoint to the output directory.
+rank trains on its shard (DistributedSampler) of the training split, over NCCL on its own
+GPU (``cuda:<LOCAL_RANK>``) where the host has CUDA devices and over gloo on the CPU
+otherwise (``--backend`` chooses); the held-out accuracy is all-reduced across ranks and
+printed by rank 0 with the world size and the backend, and rank 0 writes a checkpoint to
+the output directory.
 
 Under tx every replica has ``TX_CHECKPOINT_DIR`` (the same for every attempt of the run:
 docs/recovery.md): after each epoch all ranks save a ``torch.distributed.checkpoint``
@@ -17,7 +19,7 @@ MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under pl
 ``tx run -s local_cwd dist.ddp -j 1x2 --script examples/train.py``.
 
 Usage: train.py [--epochs N] [--batch-size B] [--lr LR] [--output-dir DIR] [--seed S]
-                [--checkpoint-dir URL] [--epoch-sleep SECONDS]
+                [--checkpoint-dir URL] [--epoch-sleep SECONDS] [--backend auto|nccl|gloo]
 """
 from __future__ import annotations
 
@@ -47,7 +49,21 @@ def parse_args() -> argparse.Namespace:
                         "(default: $TX_CHECKPOINT_DIR; none: no per-epoch checkpoints)")
     p.add_argument("--epoch-sleep", type=float, default=0.0,
                    help="seconds to pause after each epoch (a longer job, to see it resume)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="process group backend (default auto: nccl where CUDA devices are, else gloo)")
     return p.parse_args()
+
+
+def backend_and_device(choice: str) -> tuple:
+    """The process group backend and this rank's device: nccl on ``cuda:<LOCAL_RANK>``
+    (of the devices CUDA_VISIBLE_DEVICES leaves visible), or gloo on the CPU."""
+    if choice == "auto":
+        choice = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    if choice == "gloo":
+        return choice, torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    return choice, device
 
 
 def datasets(seed: int) -> tuple:
@@ -58,12 +74,13 @@ def datasets(seed: int) -> tuple:
     return TensorDataset(x_tr, y_tr), TensorDataset(x_te, y_te)
 
 
-def evaluate(model: nn.Module, loader: DataLoader) -> torch.Tensor:
+def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> torch.Tensor:
     """Correct and total counts on this rank's shard, as a tensor [correct, total]."""
     model.eval()
-    counts = torch.zeros(2)
+    counts = torch.zeros(2, device=device)
     with torch.no_grad():
         for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
             counts[0] += (model(xb).argmax(dim=1) == yb).sum()
             counts[1] += len(yb)
     return counts
@@ -72,7 +89,8 @@ def evaluate(model: nn.Module, loader: DataLoader) -> torch.Tensor:
 def main() -> None:
     args = parse_args()
     t0 = time.perf_counter()
-    dist.init_process_group(backend="gloo")
+    backend, device = backend_and_device(args.backend)
+    dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
@@ -83,7 +101,8 @@ def main() -> None:
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
     test_loader = DataLoader(test_set, batch_size=256, sampler=test_sampler)
 
-    model = DDP(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
+    net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+    model = DDP(net, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -104,13 +123,14 @@ def main() -> None:
     for epoch in range(start, args.epochs):
         model.train()
         train_sampler.set_epoch(epoch)
-        total = torch.zeros(2)
+        total = torch.zeros(2, device=device)
         for xb, yb in train_loader:
+            xb, yb = xb.to(device), yb.to(device)
             opt.zero_grad()
             loss = loss_fn(model(xb), yb)
             loss.backward()  # DDP all-reduces the gradients here
             opt.step()
-            total += torch.tensor([loss.item() * len(yb), len(yb)])
+            total += torch.tensor([loss.item() * len(yb), len(yb)], device=device)
         dist.all_reduce(total)
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} train_loss={total[0] / total[1]:.4f}", flush=True)
@@ -119,7 +139,7 @@ def main() -> None:
                              "epoch": epoch + 1}, step=epoch + 1, root=args.checkpoint_dir)
         time.sleep(args.epoch_sleep)
 
-    counts = evaluate(model, test_loader)
+    counts = evaluate(model, test_loader, device)
     dist.all_reduce(counts)  # sum of correct and total over every rank's shard
     accuracy = (counts[0] / counts[1]).item()
     print(f"rank {rank}: done, {len(train_sampler)} training samples on this rank", flush=True)
@@ -130,7 +150,7 @@ def main() -> None:
                     "epochs": args.epochs}, path)
         print(
             f"world_size={world} test_accuracy={accuracy:.4f} test_samples={int(counts[1])} "
-            f"checkpoint={path} seconds={time.perf_counter() - t0:.2f}",
+            f"checkpoint={path} seconds={time.perf_counter() - t0:.2f} backend={backend} device={device}",
             flush=True,
         )
     dist.barrier()
