@@ -37,12 +37,8 @@ from typing import Any, Callable, Dict, List
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 from sweep_torchx_bench import LIST_SECTION, replace_section  # noqa: E402 - the sibling bench's section writer
-from slurm_bench import free_ports  # noqa: E402 - the sibling bench's port helper
-from sweep_cloud_bench import count_batch_calls, spread  # noqa: E402 - the sibling bench's call counter
-
-
-def calls_text(c: List[str]) -> str:
-    return ", ".join(f"{c.count(x)} {x}" for x in sorted(set(c))) or "none"
+from _common import calls_text, free_ports, spread  # noqa: E402 - the benches' shared helpers
+from sweep_cloud_bench import count_batch_calls  # noqa: E402 - the sibling bench's call counter
 
 
 BACKENDS = ("aws_batch", "gcp_batch", "kubernetes", "ray", "slurm")

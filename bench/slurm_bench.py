@@ -18,33 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "scripts"
-
-
-def free_ports(n: int) -> int:
-    """The first of ``n`` consecutive free ports in 20000-29999."""
-    for first in range(24000, 29000, 37):
-        ok = True
-        for port in range(first, first + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return first
-    raise SystemExit("no free ports")
+from _common import REPO, SCRIPTS, free_ports, start_slurm, stop_slurm  # noqa: F401 - free_ports: failover_bench imports it from here
 
 
 def counted(calls: List[str]) -> Callable[..., Any]:
@@ -80,18 +61,7 @@ def main() -> None:
     args = ap.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="tx-slurm-bench-"))
-    port = free_ports(6)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_"))}
-    env.update(SLURM_BASE=str(base), SLURM_NODES="4", SLURM_CLUSTER_NAME="txbench",
-               SLURM_CTLD_PORT=str(port), SLURMD_PORT_BASE=str(port))
-    p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=env, capture_output=True, text=True,
-                       timeout=180)
-    if p.returncode != 0:
-        raise SystemExit(f"start-slurm.sh failed: {p.stderr[-2000:]}")
-    for k in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SQUEUE_"))]:
-        del os.environ[k]
-    os.environ["SLURM_CONF"] = str(base / "etc" / "slurm.conf")
-    os.environ["TX_STATE_DIR"] = str(base / "tx-state")
+    env = start_slurm(base)
     try:
         from tx.specs import AppDef, Resource, Role
         from tx_scheduler_slurm import _client
@@ -118,8 +88,7 @@ def main() -> None:
         each_s = time.perf_counter() - t
         each_calls = len(calls)
     finally:
-        subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
-        subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=env, capture_output=True, timeout=120)
+        stop_slurm(env)
 
     rows = [
         ("submit N apps (sbatch each)", f"{submit_s:.2f} s", "-", f"{args.apps} sbatch"),

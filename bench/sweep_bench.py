@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_bench import REPO, SCRIPTS, free_ports  # noqa: E402 - the sibling bench's cluster helpers
+from _common import REPO, calls_text, spread, start_slurm, stop_slurm  # noqa: E402 - the benches' shared helpers
 
 
 def measure(fn: Callable[[], Any]) -> Tuple[Any, float, float, Dict[str, int]]:
@@ -66,18 +65,7 @@ def main() -> None:
     n = args.trials
 
     base = Path(tempfile.mkdtemp(prefix="tx-sweep-bench-"))
-    port = free_ports(6)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_"))}
-    env.update(SLURM_BASE=str(base), SLURM_NODES="4", SLURM_CLUSTER_NAME="txbench",
-               SLURM_CTLD_PORT=str(port), SLURMD_PORT_BASE=str(port))
-    p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=env, capture_output=True, text=True,
-                       timeout=180)
-    if p.returncode != 0:
-        raise SystemExit(f"start-slurm.sh failed: {p.stderr[-2000:]}")
-    for k in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SQUEUE_"))]:
-        del os.environ[k]
-    os.environ["SLURM_CONF"] = str(base / "etc" / "slurm.conf")
-    os.environ["TX_STATE_DIR"] = str(base / "tx-state")
+    env = start_slurm(base)
     rows = []
     try:
         from tx.runner import Runner
@@ -119,22 +107,13 @@ def main() -> None:
             rows.append((f"`sweep_status` of the {n} trials (tx status SWEEP)", status))
             rows.append((f"the same {n} apps one by one (`Runner.run` each)", one_by_one))
     finally:
-        subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
-        subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=env, capture_output=True, timeout=120)
-
-    def cmds(c: Dict[str, int]) -> str:
-        return ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "none"
-
-    def spread(xs: List[float]) -> str:
-        """The median, and the range of the runs."""
-        xs = sorted(xs)
-        return f"{statistics.median(xs):.2f} s ({xs[0]:.2f}-{xs[-1]:.2f})"
+        stop_slurm(env)
 
     def row(what: str, runs: List[Any]) -> str:
         walls = [w for w, _, _ in runs]
         insides = [i for _, i, _ in runs]
         own = [w - i for w, i, _ in runs]
-        seen = sorted({cmds(c) for _, _, c in runs})
+        seen = sorted({calls_text(c) for _, _, c in runs})
         return f"| {what} | {spread(walls)} | {spread(insides)} | {spread(own)} | {'; '.join(seen)} |"
 
     text = [

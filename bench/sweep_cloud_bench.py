@@ -24,23 +24,15 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
+from _common import REPO, calls_text, spread  # the benches' shared helpers (this directory is sys.path[0])
+
 SECTION = "## AWS Batch and GCP Batch: one array job, one job of N tasks"
-
-
-def spread(xs: List[float]) -> str:
-    return f"{statistics.median(xs):.2f} s ({min(xs):.2f}-{max(xs):.2f})"
-
-
-def calls_text(c: Dict[str, int]) -> str:
-    return ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "none"
 
 
 #: the google-cloud-batch client methods tx's gcp_batch scheduler calls

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_bench import REPO, SCRIPTS, free_ports  # noqa: E402 - the sibling bench's cluster helpers
+from _common import REPO, calls_text, spread, start_slurm, stop_slurm  # noqa: E402 - the benches' shared helpers
 
 SECTION = "## Against TorchX 0.7.0 one by one (Slurm)"
 LIST_SECTION = "## `tx list` of many apps on each remote backend"
@@ -101,22 +101,10 @@ def main() -> None:
         raise SystemExit(f"no TorchX venv at {args.torchx_venv} (python bench/run.py --setup-only makes one)")
 
     base = Path(tempfile.mkdtemp(prefix="tx-sweep-torchx-bench-"))
-    port = free_ports(8)
-    env = {k2: v for k2, v in os.environ.items() if not k2.startswith(("SLURM_", "SBATCH_", "SQUEUE_"))}
-    env.update(SLURM_BASE=str(base), SLURM_NODES="4", SLURM_CLUSTER_NAME="txbench",
-               SLURM_CTLD_PORT=str(port), SLURMD_PORT_BASE=str(port), SLURM_ACCT="1",
-               SLURMDBD_PORT=str(port + 5), SLURM_MARIADB_PORT=str(port + 6))
-    p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=env, capture_output=True, text=True,
-                       timeout=180)
-    if p.returncode != 0:
-        raise SystemExit(f"start-slurm.sh failed: {p.stderr[-2000:]}")
-    for key in [key for key in os.environ if key.startswith(("SLURM_", "SBATCH_", "SQUEUE_"))]:
-        del os.environ[key]
+    env = start_slurm(base, accounting=True)
     log = base / "slurm-calls.log"
     shims(base / "shims", log)
     os.environ["PATH"] = f"{base / 'shims'}{os.pathsep}{os.environ['PATH']}"
-    os.environ["SLURM_CONF"] = str(base / "etc" / "slurm.conf")
-    os.environ["TX_STATE_DIR"] = str(base / "tx-state")
     work = base / "cwd"  # TorchX writes its jobs' logs to the cwd
     work.mkdir()
     cfg = {"job_dir": str(base / "jobs")}
@@ -219,14 +207,7 @@ def main() -> None:
                 listing.append(("cli", wall, counts(log, before)[0]))
         loads.append(os.getloadavg()[0])
     finally:
-        subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=60)
-        subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=env, capture_output=True, timeout=120)
-
-    def cmds(c: Dict[str, int]) -> str:
-        return ", ".join(f"{v} {name}" for name, v in sorted(c.items())) or "none"
-
-    def spread(xs: List[float]) -> str:
-        return f"{statistics.median(xs):.2f} s ({min(xs):.2f}-{max(xs):.2f})"
+        stop_slurm(env)
 
     def per(what: str) -> float:
         return statistics.median(w for w, _ in results[what]) / (n if what == "sweep" else m)
@@ -242,7 +223,7 @@ def main() -> None:
         rows = []
         for what, label in labels.items():
             runs = results[what]
-            seen = "; ".join(sorted({cmds(c) for _, c in runs}))
+            seen = "; ".join(sorted({calls_text(c) for _, c in runs}))
             size = n if what == "sweep" else m
             extra = (f"{per(what) * 1000:.0f} s, extrapolated (x{1000 // size}), about {1000 * sum(runs[0][1].values()) // size}"
                      " Slurm commands") if size != 1000 else "measured"
@@ -283,7 +264,7 @@ def main() -> None:
     api = [(w, c) for s2, w, c in listing if s2 == "api"]
     cli = [w for s2, w, _ in listing if s2 == "cli"]
     slurm_rows = [f"| slurm | {listed} apps (private cluster, with accounting: squeue and sacct) | {len(api)} | "
-                  f"{spread([w for w, _ in api])} | {spread(cli)} | {'; '.join(sorted({cmds(c) for _, c in api}))} |"]
+                  f"{spread([w for w, _ in api])} | {spread(cli)} | {'; '.join(sorted({calls_text(c) for _, c in api}))} |"]
     (REPO / "bench" / ".work").mkdir(parents=True, exist_ok=True)
     (REPO / "bench" / ".work" / "list-slurm-rows.md").write_text("\n".join(slurm_rows) + "\n")
     print("\n".join(slurm_rows))

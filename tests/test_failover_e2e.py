@@ -107,7 +107,7 @@ def test_killed_watcher_and_racing_processes_run_it_once(slurm_cluster, tx, tx_e
     assert [h["scheduler"] for h in done["hops"]] == ["slurm", "local_cwd"], done
     assert done["final"] == "SUCCEEDED" and done["hops"][0]["why"].startswith("PENDING"), done
     status = tx("status", handle)
-    assert re.search(r"Chain: slurm: PENDING \d+s \(Dependency\) -> local_cwd: SUCCEEDED", status.stdout), status.stdout
+    assert re.search(r"Chain: slurm: PENDING \d+\.\d s \(Dependency\) -> local_cwd: SUCCEEDED", status.stdout), status.stdout
     listed = [a for a in tx("list", "-s", "local_cwd").stdout.splitlines() if "://" in a]
     assert len(listed) == 1 and listed[0].startswith(handle), listed  # once, under the run handle
     log = tx("log", handle)
@@ -175,7 +175,7 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
                 "--fallback", "local_docker", "--pending_timeout", "2s", "--wait", "--log", *app)
     assert second.returncode == 0, second.stderr
     handle = second.stdout.splitlines()[0]
-    assert re.search(r"slurm: PENDING \ds \(Dependency\) -> local_docker: SUCCEEDED", second.stderr), second.stderr
+    assert re.search(r"slurm: PENDING \d+\.\d s \(Dependency\) -> local_docker: SUCCEEDED", second.stderr), second.stderr
     hop = _record(Path(tx_env["TX_STATE_DIR"]), handle)["hops"][1]["app_id"]
     # the container (mounted by local_docker at the same path) read the Slurm attempt's step
     assert f"sh/0 resumed from step 1 on {hop}-sh-0" in second.stdout, second.stdout

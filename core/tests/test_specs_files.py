@@ -29,6 +29,7 @@ from tx.specs.files import (
     appdef_to_yaml,
     dump_appdef,
     read_stored_appdef,
+    read_stored_appdef_and_options,
     stored_run_options,
     load_appdef,
     parse_appdef,
@@ -425,3 +426,15 @@ def test_stored_appdef_keeps_the_json_safe_run_options_and_old_copies_still_read
     assert appdef_from_stored(old).name == "a" and stored_run_options(old) is None
     assert stored_run_options(appdef_to_stored(app)) is None
     assert stored_run_options(None) is None and stored_run_options("{") is None
+
+
+def test_one_read_gives_what_the_two_readers_give():
+    app = AppDef("a", roles=[Role("r", image="i", args=["x" * 3000])])
+    packed = appdef_to_stored(app, limit=1000, cfg={"queue": "q"})
+    newer = '{"tx_appdef":2,"app":{},"run_options":{"queue":"q"}}'
+    for text in (appdef_to_stored(app, cfg={"queue": "q"}), packed, appdef_to_stored(app), newer, "{", "[]", "", None):
+        got = read_stored_appdef_and_options(text, "the label L", 100)
+        assert got == (*read_stored_appdef(text, "the label L", 100), stored_run_options(text)), text
+    assert read_stored_appdef_and_options(packed, "L") == (app, "", {"queue": "q"})
+    assert read_stored_appdef_and_options(newer, "L") == (
+        None, "L: stored AppDef has version 2; this tx reads up to 1; roles rebuilt from the job", {"queue": "q"})

@@ -425,7 +425,7 @@ class Runner:
 
     def run_status(self, run_handle: str) -> "failover.RunStatus":
         """The run's state and its chain of hops
-        (``slurm: PENDING 10m (Resources) -> local_docker: RUNNING``), after a failover step.
+        (``slurm: PENDING 10 min 00 s (Resources) -> local_docker: RUNNING``), after a failover step.
 
         Raises:
             tx.runner.failover.UnknownRunError: no such run on this host.

@@ -42,6 +42,7 @@ import attrs
 
 from tx.config.environ import CHECKPOINT_DIR, failover_pause, state_dir
 from tx.config.recovery import checkpoint_url
+from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
 from tx.runner._records import flocked, read_all, write_json
@@ -105,7 +106,7 @@ class Hop:
         submitted: when it was (or began to be) submitted, seconds since the epoch.
         ended: when tx saw it end or left it (None: live).
         state: its state when tx last looked (an :class:`tx.specs.AppState` name).
-        why: why tx left it for the next scheduler (``PENDING 10m (Resources)``,
+        why: why tx left it for the next scheduler (``PENDING 10 min 00 s (Resources)``,
             ``FAILED (infra: NODE_FAIL)``); "" for the live or the last hop.
     """
 
@@ -188,7 +189,7 @@ class RunStatus:
     Attributes:
         handle: the run handle.
         state: the run's state: the live hop's, PENDING while a failover is under way.
-        chain: one line, ``slurm: PENDING 10m (Resources) -> local_docker: RUNNING``.
+        chain: one line, ``slurm: PENDING 10 min 00 s (Resources) -> local_docker: RUNNING``.
         hops: the record's hops.
         live: the live hop's app handle (None: being submitted).
     """
@@ -329,12 +330,6 @@ def _pending_reason(state: AppState, status: Optional[AppStatus]) -> str:
     return text.split(":", 1)[0].strip()
 
 
-def _fmt_s(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m" if s >= 60 and s % 60 == 0 \
-        else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
 def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str], AppState]] = None,
          blocking: bool = True) -> RunRecord:
     """Look at the run's live hop once and act: record that it ended, or fail it over to
@@ -374,7 +369,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
             why = hop.why or "failover"
         elif nxt and state in (AppState.PENDING, AppState.SUBMITTED) and over:
             reason = _pending_reason(state, status)
-            why = f"{state.name} {_fmt_s(now - hop.submitted)}" + (f" ({reason})" if reason else "")
+            why = f"{state.name} {format_duration(now - hop.submitted)}" + (f" ({reason})" if reason else "")
         elif nxt and state == AppState.FAILED and status is not None and _infra_failed(status):
             why = f"FAILED (infra: {_infra_failed(status)})"
         if why:
@@ -483,7 +478,7 @@ def run_status(runner: _Runner, handle: str) -> Tuple[RunStatus, Optional[AppSta
             st = status.state.name if status is not None else (rec.final or h.state)
             parts.append(f"{h.scheduler}: {st}")
         else:
-            parts.append(f"{h.scheduler}: {h.state} {_fmt_s((h.ended or now) - h.submitted)}")
+            parts.append(f"{h.scheduler}: {h.state} {format_duration((h.ended or now) - h.submitted)}")
     if rec.failing_over:
         parts.append(f"{rec.chain[len(rec.hops)]['scheduler'] if len(rec.hops) < len(rec.chain) else '?'}: "
                      "(failing over)")

@@ -28,7 +28,8 @@ from tx.specs.api import AppDef, AppDefFormatError
 __all__ = [
     "appdef_from_dict", "appdef_to_dict", "appdef_to_json", "appdef_to_yaml", "dump_appdef",
     "load_appdef", "parse_appdef", "PathOrStream", "STORED_APPDEF_VERSION", "appdef_to_stored",
-    "appdef_from_stored", "read_stored_appdef", "storable_run_options", "stored_run_options",
+    "appdef_from_stored", "read_stored_appdef", "read_stored_appdef_and_options", "storable_run_options",
+    "stored_run_options",
 ]
 
 _YAML_EXT = (".yaml", ".yml")
@@ -285,6 +286,11 @@ def stored_run_options(text: Optional[Union[str, bytes]]) -> Optional[Dict[str, 
         doc = json.loads(text) if text else None
     except (ValueError, TypeError):
         return None
+    return _run_options_of(doc)
+
+
+def _run_options_of(doc: Any) -> Optional[Dict[str, Any]]:
+    """The ``run_options`` of a parsed stored copy; None where it has none."""
     options = doc.get("run_options") if isinstance(doc, dict) else None
     return options if isinstance(options, dict) else None
 
@@ -296,14 +302,19 @@ def appdef_from_stored(text: Union[str, bytes]) -> AppDef:
         tx.specs.AppDefFormatError: ``text`` is not such a copy, or a newer tx wrote it
             (``stored AppDef has version 2; this tx reads up to 1``).
     """
-    import base64  # deferred: only schedulers that store the AppDef need them
-    import binascii  # deferred: as base64
-    import zlib  # deferred: as base64
-
     try:
         doc = json.loads(text)
     except (ValueError, TypeError) as e:
         raise AppDefFormatError(f"stored AppDef is not JSON: {e}") from None
+    return _appdef_of(doc)
+
+
+def _appdef_of(doc: Any) -> AppDef:
+    """The AppDef of a parsed stored copy (see :func:`appdef_from_stored`)."""
+    import base64  # deferred: only schedulers that store the AppDef need them
+    import binascii  # deferred: as base64
+    import zlib  # deferred: as base64
+
     version = doc.get("tx_appdef") if isinstance(doc, dict) else None
     if not isinstance(version, int):
         raise AppDefFormatError("not a stored AppDef (no tx_appdef version)")
@@ -330,11 +341,29 @@ def read_stored_appdef(text: Optional[Union[str, bytes]], where: str,
         where: the place, for the message (``the job's annotation tx.dev/appdef``).
         limit: the most bytes that place holds, if the scheduler leaves the copy out past it.
     """
+    app, why, _ = read_stored_appdef_and_options(text, where, limit)
+    return app, why
+
+
+def read_stored_appdef_and_options(
+        text: Optional[Union[str, bytes]], where: str, limit: Optional[int] = None,
+) -> Tuple[Optional[AppDef], str, Optional[Dict[str, Any]]]:
+    """:func:`read_stored_appdef` and :func:`stored_run_options` of ``text`` from one parse
+    (a stored copy is up to the backend's limit, 224 KiB in a Kubernetes annotation):
+    ``(app, why, run_options)``, what a scheduler's describe sets as ``app``,
+    ``metadata["app_not_stored"]`` (``""`` where the AppDef was read) and
+    ``metadata["run_options"]``. Never an error; arguments as :func:`read_stored_appdef`'s.
+    """
     if not text:
         why = (f"compressed, it exceeds the {limit} bytes that holds, or the job was not submitted by tx"
                if limit else "the job was not submitted by tx, or by an older one")
-        return None, f"no copy of the AppDef in {where} ({why}); roles rebuilt from the job"
+        return None, f"no copy of the AppDef in {where} ({why}); roles rebuilt from the job", None
     try:
-        return appdef_from_stored(text), ""
+        doc = json.loads(text)
+    except (ValueError, TypeError) as e:
+        return None, f"{where}: stored AppDef is not JSON: {e}; roles rebuilt from the job", None
+    options = _run_options_of(doc)
+    try:
+        return _appdef_of(doc), "", options
     except AppDefFormatError as e:
-        return None, f"{where}: {e}; roles rebuilt from the job"
+        return None, f"{where}: {e}; roles rebuilt from the job", options

@@ -34,7 +34,7 @@ from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
     runopts,
 )
-from tx.specs.files import read_stored_appdef, stored_run_options
+from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.status import RootCause
 
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
@@ -398,7 +398,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         attempts = job.get("attempts") or []
         history = batch_attempts(attempts, state)
         kept = (job.get("parameters") or {}).get(PARAM_APPDEF)
-        stored, why = read_stored_appdef(kept, f"the job's parameter {PARAM_APPDEF}", APPDEF_LIMIT)
+        stored, why, run_options = read_stored_appdef_and_options(kept, f"the job's parameter {PARAM_APPDEF}", APPDEF_LIMIT)
         return DescribeAppResponse(
             app_id=app_id,
             state=state,
@@ -411,7 +411,7 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             roles=roles,
             metadata={"job_id": job.get("jobId"), "batch_status": status,
                       "attempts": [a.to_json() for a in history], **({"app_not_stored": why} if why else {}),
-                      "run_options": stored_run_options(kept)},
+                      "run_options": run_options},
             attempts=history,
             app=stored,
         )

@@ -22,7 +22,7 @@ from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, S
 from tx.schedulers.streams import Stream, filter_regex
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
-from tx.specs.files import read_stored_appdef, stored_run_options
+from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_docker import _states
@@ -319,8 +319,8 @@ class DockerScheduler(Scheduler[DockerJob]):
             metadata={"network": f"tx-{app_id}", "engine": engine_location()},
         )
         stored = ((infos[0].get("Config") or {}).get("Labels") or {}).get(LABEL_APPDEF)
-        desc.app, why = read_stored_appdef(stored, f"the containers' label {LABEL_APPDEF}")
-        desc.metadata["run_options"] = stored_run_options(stored)
+        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
+            stored, f"the containers' label {LABEL_APPDEF}")
         if why:
             desc.metadata["app_not_stored"] = why
         if unknown:

@@ -36,7 +36,7 @@ from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import is_terminal, runopts
-from tx.specs.files import read_stored_appdef, stored_run_options
+from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.status import RootCause
 
 from tx_scheduler_gcp_batch import _client
@@ -360,9 +360,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid},
         )
         env = job.task_groups[0].task_spec.environment.variables if job.task_groups else {}
-        desc.app, why = read_stored_appdef(env.get(ENV_APPDEF), f"the task spec's environment variable {ENV_APPDEF}",
-                                           APPDEF_LIMIT)
-        desc.metadata["run_options"] = stored_run_options(env.get(ENV_APPDEF))
+        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
+            env.get(ENV_APPDEF), f"the task spec's environment variable {ENV_APPDEF}", APPDEF_LIMIT)
         if why:
             desc.metadata["app_not_stored"] = why
         if state == AppState.FAILED:

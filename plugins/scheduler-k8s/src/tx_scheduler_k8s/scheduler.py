@@ -22,7 +22,7 @@ from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, Sche
                            line_blocks, split_lines_iterator)
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.schedulers.why import names_cause, root_cause
-from tx.specs.files import read_stored_appdef, stored_run_options
+from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_k8s import _names, _pod, _sweep
@@ -293,8 +293,8 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         resp = DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg, roles=roles,
                                    roles_statuses=statuses)
         stored = (obj["metadata"].get("annotations") or {}).get(_pod.ANNOTATION_APPDEF)
-        resp.app, why = read_stored_appdef(stored, f"annotation {_pod.ANNOTATION_APPDEF}", _pod.APPDEF_LIMIT)
-        resp.metadata["run_options"] = stored_run_options(stored)
+        resp.app, why, resp.metadata["run_options"] = read_stored_appdef_and_options(
+            stored, f"annotation {_pod.ANNOTATION_APPDEF}", _pod.APPDEF_LIMIT)
         if why:
             resp.metadata["app_not_stored"] = why
         if state == AppState.PENDING:

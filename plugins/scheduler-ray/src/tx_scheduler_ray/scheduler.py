@@ -35,7 +35,7 @@ from tx.specs import (
     NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, Resource,
     RetryPolicy, Role, UnknownAppException, is_terminal, make_app_handle, runopts,
 )
-from tx.specs.files import read_stored_appdef, stored_run_options
+from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_ray import _client, _logs, tx_ray_driver
@@ -259,8 +259,8 @@ class RayScheduler(Scheduler[RayJob]):
         state = self._state(url, sid, info)
         desc = _describe(app_id, url, sid, info, state)
         stored = (getattr(info, "metadata", None) or {}).get(METADATA_APPDEF)
-        desc.app, why = read_stored_appdef(stored, f"the job's metadata {METADATA_APPDEF}")
-        desc.metadata["run_options"] = stored_run_options(stored)
+        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
+            stored, f"the job's metadata {METADATA_APPDEF}")
         if why:
             desc.metadata["app_not_stored"] = why
         return desc

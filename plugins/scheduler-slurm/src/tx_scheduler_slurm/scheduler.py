@@ -29,7 +29,7 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines
 from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
-from tx.specs.files import read_stored_appdef, stored_run_options
+from tx.specs.files import read_stored_appdef_and_options
 
 from tx_scheduler_slurm import _client, _index
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
@@ -278,8 +278,8 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         work_dir = desc.metadata.get("work_dir") or ""
         stored = _read_text(os.path.join(work_dir, appdef_file(app_id))) if work_dir else None
-        desc.app, why = read_stored_appdef(stored, f"{appdef_file(app_id)} in the job's working directory {work_dir or '(unknown)'}")
-        desc.metadata["run_options"] = stored_run_options(stored)
+        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
+            stored, f"{appdef_file(app_id)} in the job's working directory {work_dir or '(unknown)'}")
         if why:
             desc.metadata["app_not_stored"] = why
         if desc.state == AppState.PENDING and desc.num_restarts > 0 and "BeginTime" in desc.msg:
