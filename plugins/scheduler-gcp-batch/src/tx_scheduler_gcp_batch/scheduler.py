@@ -611,7 +611,7 @@ def _batch_retries(spec: Any, execution: int, code: int) -> bool:
     ``code``: within the task spec's ``max_retry_count``, where its lifecycle policy lets it
     (``RETRY_TASK``: only the policy's exit codes; ``FAIL_TASK``: all but them;
     https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs#LifecyclePolicy)."""
-    if code == 0 or execution >= spec.max_retry_count:
+    if spec is None or code == 0 or execution >= spec.max_retry_count:
         return False
     if not spec.lifecycle_policies:
         return True
@@ -638,7 +638,7 @@ def batch_attempts(job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], stat
     they ended; then the app's last attempt: where it FAILED, the first failed replica's
     last execution (``failed``, as ``_replica_statuses`` chose it: ``infra`` for a Spot
     preemption, exit code 50001, else ``user``), else the app's state. ``state`` is the job's."""
-    spec = job.task_groups[0].task_spec
+    spec = job.task_groups[0].task_spec if job.task_groups else None
     ended = is_terminal(state)
     retried: List[Tuple[Any, int, Tuple[FailureKind, str]]] = []
     for task in tasks:
