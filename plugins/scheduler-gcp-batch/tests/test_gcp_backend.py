@@ -23,8 +23,9 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import batch_v1
 
 from fake_gcp import DENIED_PROJECT, QUOTA_PROJECT, UNAUTHENTICATED_PROJECT, FakeGcp
+from tx.runner import get_runner
 from tx.schedulers import DescribeAppResponse, SchedulerError
-from tx.specs import AppDef, AppState, Resource, Role, is_terminal
+from tx.specs import AppDef, AppState, Resource, Role, is_terminal, parse_app_handle
 from tx.testing import find_replica
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
 
@@ -248,6 +249,33 @@ def test_spot_preemption_is_retried_but_app_failures_are_not(sched: GcpBatchSche
     assert lines(sched, app_id, "w", 1) == ["attempt 0\n"]  # exit 3: not retried
     assert find_replica(desc, "w", 1).exit_code == 3
     assert desc.state == AppState.FAILED and desc.num_restarts == 1
+    # every attempt with why it ended: the preemption (retried within infra_retries), then the user's exit 3
+    assert [a.text for a in desc.attempts] == [
+        "#0 FAILED (infra: w/0: Spot VM preemption, exit code 50001), retried", "#1 FAILED (user: w/1: exit code 3)"]
+    assert desc.metadata["attempts"] == [a.to_json() for a in desc.attempts]
+
+
+def test_a_spot_app_preempted_past_its_infra_retries_fails_over(fake_gcp: FakeGcp, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runner.run_with_fallback from gcp_batch (SPOT, infra_retries=0) to local_cwd: the
+    preempted task fails the job as an infrastructure failure (its last attempt ended with
+    exit code 50001), so the run moves to local_cwd (as tx run --fallback does) and
+    succeeds there; the chain says why it left."""
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    script = 'if [ -n "$BATCH_TASK_INDEX" ]; then echo up; exec sleep 60; fi; echo moved'  # only Batch sets it
+    with get_runner() as runner:
+        handle = runner.run_with_fallback(AppDef("preempted-failover", roles=[sh("w", script)]), [
+            ("gcp_batch", {"provisioning_model": "SPOT", "infra_retries": 0}), ("local_cwd", {})], watch=False)
+        app_id = parse_app_handle(runner.run_status(handle).live).app_id  # type: ignore[union-attr, arg-type]
+        sched = create_scheduler("tx")
+        wait_for_line(sched, app_id, "w", 0)
+        fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0)  # type: ignore[union-attr]
+        status = runner.wait(handle, wait_interval=0.2, timeout=60)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        run = runner.run_status(handle)
+        assert run.chain == "gcp_batch: FAILED (infra: w/0: Spot VM preemption, exit code 50001) -> local_cwd: SUCCEEDED", run
+        assert run.live is not None and run.live.startswith("local_cwd://"), run
+        assert list(runner.log_lines(run.live, "w")) == ["moved\n"]
 
 
 def test_without_spot_a_preempted_vm_fails_the_replica(sched: GcpBatchScheduler, fake_gcp: FakeGcp) -> None:

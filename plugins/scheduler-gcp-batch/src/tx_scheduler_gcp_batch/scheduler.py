@@ -33,7 +33,9 @@ from tx.log import get_logger
 from tx.schedulers import env as envc
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
 from tx.schedulers.api import add_infra_retries_opt, infra_retries
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, ReplicaStatus, RoleStatus
+from tx.specs import (
+    AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, ReplicaStatus, RoleStatus,
+)
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import is_terminal, runopts
 from tx.specs.files import read_stored_appdef_and_options
@@ -42,13 +44,13 @@ from tx.specs.status import RootCause
 from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch.request import (
-    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
+    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, SPOT_PREEMPTED_EXIT_CODES, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
     is_sweep_job, make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout,
     trial_env,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
-__all__ = ["GcpBatchScheduler", "create_scheduler", "JOB_STATES", "TASK_STATES"]
+__all__ = ["GcpBatchScheduler", "create_scheduler", "batch_attempts", "JOB_STATES", "TASK_STATES"]
 
 log = get_logger(__name__)
 
@@ -251,6 +253,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         )
         if state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = self._failure(job, failed, statuses)
+        desc.attempts = batch_attempts(job, {index: info}, [task] if task is not None else [], state, failed)
+        desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
 
     def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:
@@ -366,6 +370,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             desc.metadata["app_not_stored"] = why
         if state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = self._failure(job, failed, roles_statuses)
+        desc.attempts = batch_attempts(job, layout, tasks, state, failed)
+        desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
 
     def _failure(self, job: Any, failed: Optional[Tuple[TaskInfo, Optional[int], str]],
@@ -590,6 +596,66 @@ def _retries(task: Any) -> int:
     runs = sum(1 for e in task.status.status_events if "task_execution" in e)
     ended = task.status.state.name in ("SUCCEEDED", "FAILED")
     return max(runs - 1, 0) if ended else runs
+
+
+def _executions(task: Any) -> List[Tuple[Any, int]]:
+    """The ended executions of ``task``, oldest first: (the time it ended, its exit code), from
+    its status events that carry a ``task_execution``
+    (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks#StatusEvent)."""
+    return [(e.event_time, int(e.task_execution.exit_code)) for e in task.status.status_events if "task_execution" in e]
+
+
+def _batch_retries(spec: Any, execution: int, code: int) -> bool:
+    """Whether Batch runs a task again after its ``execution``-th run (0 first) ended with
+    ``code``: within the task spec's ``max_retry_count``, where its lifecycle policy lets it
+    (``RETRY_TASK``: only the policy's exit codes; ``FAIL_TASK``: all but them;
+    https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs#LifecyclePolicy)."""
+    if spec is None or code == 0 or execution >= spec.max_retry_count:
+        return False
+    if not spec.lifecycle_policies:
+        return True
+    policy = spec.lifecycle_policies[0]
+    match = code in list(policy.action_condition.exit_codes)
+    return match if policy.action.name == "RETRY_TASK" else not match
+
+
+def _why(info: TaskInfo, code: Optional[int]) -> Tuple[FailureKind, str]:
+    """Whose failure an execution of replica ``info`` that ended with ``code`` was: Batch's
+    exit code 50001 (the Spot VM was preempted, retried within ``infra_retries``) is the
+    infrastructure's, any other the user's."""
+    who = f"{info.role}/{info.replica_id}"
+    if code in SPOT_PREEMPTED_EXIT_CODES:
+        return FailureKind.INFRA, f"{who}: Spot VM preemption, exit code {code}"
+    return FailureKind.USER, f"{who}: exit code {code}" if code is not None else f"{who}: failed"
+
+
+def batch_attempts(job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], state: AppState,
+                   failed: Optional[Tuple[TaskInfo, Optional[int], str]]) -> List[Attempt]:
+    """The app's attempts with why each ended. Batch retries each task on its own: every
+    failed execution of a task that Batch ran again (a later execution, or one due by the
+    task spec's retry rules, :func:`_batch_retries`) is an attempt, ``retried``, in the order
+    they ended; then the app's last attempt: where it FAILED, the first failed replica's
+    last execution (``failed``, as ``_replica_statuses`` chose it: ``infra`` for a Spot
+    preemption, exit code 50001, else ``user``), else the app's state. ``state`` is the job's."""
+    spec = job.task_groups[0].task_spec if job.task_groups else None
+    ended = is_terminal(state)
+    retried: List[Tuple[Any, int, Tuple[FailureKind, str]]] = []
+    for task in tasks:
+        info = layout.get(_task_index(task))
+        if info is None:
+            continue
+        runs = _executions(task)
+        for j, (at, code) in enumerate(runs):
+            if code != 0 and (j < len(runs) - 1 or (not ended and _batch_retries(spec, j, code))):
+                retried.append((at, info.index, _why(info, code)))
+    retried.sort(key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+    out = [Attempt(i, AppState.FAILED, kind, reason, retried=True) for i, (_, _, (kind, reason)) in enumerate(retried)]
+    if state == AppState.FAILED and failed is not None:
+        kind, reason = _why(failed[0], failed[1])
+        out.append(Attempt(len(out), AppState.FAILED, kind, reason))
+    else:
+        out.append(Attempt(len(out), state))
+    return out
 
 
 def _state_name(status: Any) -> str:
