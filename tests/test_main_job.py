@@ -60,3 +60,26 @@ def test_train_runs_unchanged_under_plain_torchrun(tmp_path):
     m = RESULT.search(p.stdout)
     assert m and m.group(1) == "2"
     assert (out / "checkpoint.pt").exists()
+
+
+def test_the_example_reads_the_digits_load_digits_gives(monkeypatch):
+    """train.py reads scikit-learn's bundled digits file itself (importing scikit-learn costs
+    each rank about 2 s of CPU): the same images and labels as ``load_digits``, and the same
+    again through its fallback, ``load_digits`` itself, where the file is not found."""
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+
+    spec = importlib.util.spec_from_file_location("tx_example_train", TRAIN)
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    ref = load_digits()
+    want = (torch.tensor(ref.data, dtype=torch.float32) / 16.0, torch.tensor(ref.target))
+    x, y = train.digits()
+    assert x.shape == (1797, 64) and torch.equal(x, want[0]) and torch.equal(y, want[1])
+    monkeypatch.setattr(train.os.path, "isfile", lambda p: False)
+    x2, y2 = train.digits()
+    assert torch.equal(x2, want[0]) and torch.equal(y2, want[1])
+    tr, te = train.datasets(0)
+    assert (len(tr), len(te)) == (1347, 450)
+    assert train.datasets(0)[1].tensors[1].tolist() == te.tensors[1].tolist()  # the seed fixes the split
