@@ -63,7 +63,7 @@ TIMEOUT = 300.0
 BIN = os.path.dirname(sys.executable)
 
 APP_TITLES = {
-    "ddp": "2-replica gloo DDP (examples/train.py, 1 epoch)",
+    "ddp": "2-replica gloo DDP (examples/train.py, 1 epoch, no per-epoch checkpoint)",
     "ddp_fail": "DDP whose rank 1 raises",
     "logs": "two roles x two replicas writing to stdout and stderr",
     "retry": "a role that fails once, then succeeds (max_retries=1)",
@@ -266,7 +266,7 @@ def make_app(app: str, env: Env) -> AppDef:
     py_env = {"PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
     ws = [f"type=bind,src={env.ws},dst={env.ws}"] if env.python_mounts else []
     if app in ("ddp", "ddp_fail"):
-        script, args = (("train.py", ["--epochs", "1", "--output-dir", str(env.ws / "out")]) if app == "ddp"
+        script, args = (("train.py", ["--epochs", "1", "--checkpoint-dir", "", "--output-dir", str(env.ws / "out")]) if app == "ddp"
                         else ("fail.py", []))
         a = ddp(*args, script=str(env.ws / script), image=env.image, j="2x1", cpu=1, memMB=1024, env=py_env,
                 mounts=env.python_mounts + ws, rdzv_port=free_port(), rdzv_conf="join_timeout=120")

@@ -13,9 +13,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from k8s_apps import shared
-from tx.components.dist import ddp
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
-from tx.testing.backends import backend_unavailable, free_port, require_module
 from tx.testing import find_replica
 from tx_scheduler_k8s.kubernetes_scheduler import KubernetesScheduler, create_scheduler
 
@@ -74,44 +72,6 @@ def test_failure_says_which_replica_first(sched: KubernetesScheduler) -> None:
     assert msg.startswith("worker/1 (pod ") and "exit code 3" in msg and "Error" in msg, msg
     assert "CUDA error: out of memory" in msg and "\n" not in msg, msg
     assert find_replica(desc, "worker", 1).exit_code == 3
-
-
-#: a DDP script whose rank 1 raises after init_process_group
-FAILING_RANK = """\
-import torch.distributed as dist
-
-dist.init_process_group("gloo")
-if dist.get_rank() == 1:
-    raise RuntimeError("CUDA out of memory (simulated)")
-dist.barrier()
-"""
-
-
-def test_two_pod_ddp_meets_at_rank0s_name(sched: KubernetesScheduler, fake_cluster: Dict[str, Any], tmp_path: Path) -> None:
-    """dist.ddp -j 2x1: two pods rendezvous at rank 0's name (``TX_RANK0_HOST``, resolved
-    by the fake cluster's DNS, fakekube/podnet.py), join one gloo process group, and rank
-    1's exception, read from its pod's log (tx.schedulers.why), is the app's
-    structured_error_msg: the one line every scheduler gives, naming the replica whose pod
-    raised it, the rank, the exception and where it was raised. The pods run torchrun of
-    this environment (PATH), the script on a hostPath volume."""
-    require_module("torch", "the DDP app runs torchrun: pip install torch==2.13.0")
-    if fake_cluster["no_dns"]:
-        backend_unavailable("kubernetes (pod DNS)", fake_cluster["no_dns"])
-    (tmp_path / "train.py").write_text(FAILING_RANK)
-    app = ddp(script=str(tmp_path / "train.py"), image="busybox:1.36", j="2x1", cpu=1, memMB=512,
-              env={"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}, rdzv_port=free_port(),
-              mounts=["type=bind", f"src={tmp_path}", f"dst={tmp_path}"])
-    app_id = sched.submit(app, CFG)
-    sched.submitted.append(app_id)  # type: ignore[attr-defined]
-    desc = sched.wait(app_id, timeout=180, poll_interval=0.5)
-    assert desc is not None and desc.state == AppState.FAILED, desc
-    m = re.fullmatch(r"train/([01]) rank 1: RuntimeError: CUDA out of memory \(simulated\) at train\.py:5 \(exit code 1\)",
-                     desc.structured_error_msg or "")
-    assert m, desc.structured_error_msg
-    assert desc.root_cause is not None and (desc.root_cause.rank, desc.root_cause.exception_type) == (1, "RuntimeError")
-    k = int(m.group(1))
-    assert find_replica(desc, "train", k).structured_error_msg == desc.structured_error_msg
-    assert any("CUDA out of memory (simulated)" in ln for ln in sched.log_iter(app_id, "train", k))
 
 
 def test_application_retry_restarts_the_job(sched: KubernetesScheduler, tmp_path: Path) -> None:

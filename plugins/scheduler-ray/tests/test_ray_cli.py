@@ -39,7 +39,7 @@ def test_ddp_2x1_relays_each_rank_under_its_prefix(env: Dict[str, str], tmp_path
     p = tx(env, tmp_path, "run", "--log", "-s", "ray", "--workspace", str(REPO / "examples"),
            "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "1024", "--rdzv_port", str(free_port()),
            "--script", "train.py",
-           "--", "--epochs", "2")
+           "--", "--epochs", "1", "--checkpoint-dir", "")
     assert p.returncode == 0, p.stdout + p.stderr
     handle = p.stdout.splitlines()[0]
     assert re.fullmatch(r"ray://tx/127\.0\.0\.1:\d+-train-[a-z0-9]+", handle), p.stdout

@@ -38,7 +38,7 @@ def tx(env: Dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProces
 
 def test_ddp_run_log_status_list(env: Dict[str, str], tmp_path: Path) -> None:
     p = tx(env, tmp_path, "run", "-s", "slurm", "dist.ddp", "-j", "2x1", "--rdzv_port", str(free_port()),
-           "--script", str(REPO / "examples" / "train.py"))
+           "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1", "--checkpoint-dir", "")
     assert p.returncode == 0, p.stderr
     handle = p.stdout.strip()
     assert re.fullmatch(r"slurm://tx/\d+", handle), p.stdout

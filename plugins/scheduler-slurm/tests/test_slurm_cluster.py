@@ -61,7 +61,8 @@ def test_ddp_two_nodes_rendezvous_through_rank0_address(slurm_nodes: List[str], 
     job_dir = tmp_path / "ddp"
     with get_runner() as runner:
         handle = runner.run_component(
-            "dist.ddp", ["-j", "2x1", "--rdzv_port", str(free_port()), "--script", str(TRAIN)],
+            "dist.ddp", ["-j", "2x1", "--rdzv_port", str(free_port()), "--script", str(TRAIN),
+                         "--", "--epochs", "1", "--checkpoint-dir", ""],
             "slurm", cfg={"job_dir": str(job_dir), "constraint": "node1|node2"},
         )
         status = runner.wait(handle, wait_interval=1, timeout=300)
