@@ -21,6 +21,10 @@ Signals and lifetime (what the CLI relies on):
   SIGTERM to every replica's process group and, after ``cancel_timeout`` seconds, SIGKILL
   to every process left under it (it is their subreaper, so daemons that called setsid
   are found too). SIGTERM or SIGINT delivered to a supervisor by anyone else does the same.
+* An app lost to the infrastructure (the host rebooted, or its supervisor was killed without
+  recording the end) is started again by the next ``describe`` (any tx command, ``list``,
+  ``wait``, the failover watcher) while its run option ``infra_retries`` allows, else
+  recorded FAILED with an ``infra`` last attempt (README, "Infrastructure failures").
 """
 from __future__ import annotations
 
@@ -239,8 +243,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
                                       "was deleted)")
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        """The app's state, replicas (states, exit codes, stderr tails), restarts and roles;
-        None for an unknown app id. A terminal description is cached: treat it as
+        """The app's state, replicas (states, exit codes, stderr tails), restarts, attempts
+        and roles; None for an unknown app id. An app whose supervisor is gone without
+        recording its end is finalized here, or, if the infrastructure lost it, started
+        again within ``infra_retries``. A terminal description is cached: treat it as
         read-only."""
         cached = self._terminal.get(app_id)
         if cached is not None:
