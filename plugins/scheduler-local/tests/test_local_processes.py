@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tx_scheduler_local import _procs
+from tx_scheduler_local.scheduler import create_cwd_scheduler
 from tx.testing.backends import backend_unavailable
 
 
@@ -160,5 +161,5 @@ def test_an_app_recorded_before_a_reboot_of_this_host_restarts_as_an_infra_retry
         _wait_for(lambda: not _procs.is_alive(escapee), timeout=10)
         assert _state(tx_env, handle)["pid"] not in (None, st["pid"])
     finally:
-        tx("cancel", handle)
+        create_cwd_scheduler("tx", state_dir=tx_env["TX_STATE_DIR"]).cancel(app_id)
     _wait_for(lambda: _state(tx_env, handle)["state"] == "CANCELLED")
