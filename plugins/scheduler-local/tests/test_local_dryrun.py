@@ -36,6 +36,7 @@ def test_run_options(sched: Any) -> None:
     opts = dict(sched.run_opts())
     assert {k: o.opt_type for k, o in opts.items()} == {
         "log_dir": str, "prepend_cwd": bool, "auto_set_cuda_visible_devices": bool, "cancel_timeout": float,
+        "infra_retries": int,
     }
     assert opts["cancel_timeout"].default == 10.0
     assert not any(o.is_required for o in opts.values())

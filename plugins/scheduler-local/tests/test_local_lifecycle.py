@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from tx.specs import AppDef, AppState
+from tx.specs import AppDef, AppState, FailureKind
 from tx_scheduler_local import _procs
 from tx_scheduler_local.scheduler import create_cwd_scheduler
 
@@ -137,12 +137,51 @@ def test_sigterm_ignored_escalates_to_sigkill(sched: Any, cfg: Dict[str, Any], h
 
 
 def test_dead_supervisor_is_detected_and_its_replicas_killed(sched: Any, cfg: Dict[str, Any], h: Any) -> None:
-    app_id = sched.submit(AppDef("orphan", roles=[h.sh("r", "echo up; exec sleep 300", 2)]), cfg)
+    app_id = sched.submit(AppDef("orphan", roles=[h.sh("r", "echo up; exec sleep 300", 2)]), {**cfg, "infra_retries": 0})
     assert next(iter(sched.log_iter(app_id, "r", 1, should_tail=True))) == "up\n"
     os.kill(sched.describe(app_id).metadata["supervisor_pid"], signal.SIGKILL)
     desc = sched.wait(app_id, timeout=30)
     assert desc.state == AppState.FAILED
-    assert "exited without recording the end of the app" in desc.msg
+    assert "exited without recording the end of the app" in desc.msg and "infra_retries=0" in desc.msg
+    assert [(a.kind, a.retried) for a in desc.attempts] == [(FailureKind.INFRA, False)], desc.attempts
+    assert h.live_processes(app_id) == []
+
+
+def test_an_app_lost_to_the_infrastructure_restarts_within_infra_retries(
+        sched: Any, cfg: Dict[str, Any], h: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its supervisor SIGKILLed (what a reboot, the OOM killer of the session or a power loss
+    leave): the next look restarts the whole app under a new supervisor without spending
+    max_retries (its own failure afterwards still gets its retry) and in the environment it
+    was launched with, the log keeps every attempt, and an app lost once more than
+    infra_retries allows FAILS as infra."""
+    count = tmp_path / "count"
+    # attempts 0 and 1 are lost, 2 fails by itself (user: its one retry), 3 succeeds
+    script = (f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}; echo attempt $n $FROM; "
+              "[ $n -lt 2 ] && exec sleep 300; [ $n -lt 3 ] && exit 3; exit 0")
+    monkeypatch.setenv("FROM", "launcher")
+    app_id = sched.submit(AppDef("lost", roles=[h.sh("r", script, max_retries=1)]), {**cfg, "infra_retries": 2})
+    monkeypatch.setenv("FROM", "restarter")
+    seen = []
+    for line in sched.log_iter(app_id, "r", 0, should_tail=True):  # its follower restarts it
+        seen.append(line)
+        if line in ("attempt 0 launcher\n", "attempt 1 launcher\n"):
+            os.kill(sched.describe(app_id).metadata["supervisor_pid"], signal.SIGKILL)
+    assert seen == [f"attempt {n} launcher\n" for n in range(4)]
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.SUCCEEDED, desc
+    assert [(a.kind, a.retried) for a in desc.attempts] == [
+        (FailureKind.INFRA, True), (FailureKind.INFRA, True), (FailureKind.USER, True), (None, False)], desc.attempts
+    assert "exited without recording the end of the app" in desc.attempts[0].reason
+    assert desc.attempts[2].reason == "replica r/0 exited with code 3"
+    assert desc.num_restarts == 3 and desc.metadata["infra_used"] == 2
+    assert len(desc.metadata["attempts"]["r/0"]) == 4 and h.live_processes(app_id) == []
+    # lost once more than infra_retries allows: FAILED, its last attempt the infrastructure's
+    app_id = sched.submit(AppDef("lost", roles=[h.sh("r", "echo up; exec sleep 300")]), {**cfg, "infra_retries": 1})
+    for line in sched.log_iter(app_id, "r", 0, should_tail=True):
+        os.kill(sched.describe(app_id).metadata["supervisor_pid"], signal.SIGKILL)
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.FAILED and "infra_retries=1 exhausted" in desc.msg, desc.msg
+    assert [(a.kind, a.retried) for a in desc.attempts] == [(FailureKind.INFRA, True), (FailureKind.INFRA, False)]
     assert h.live_processes(app_id) == []
 
 

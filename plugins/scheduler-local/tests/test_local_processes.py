@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tx_scheduler_local import _procs
+from tx_scheduler_local.scheduler import create_cwd_scheduler
 from tx.testing.backends import backend_unavailable
 
 
@@ -47,11 +48,12 @@ def _wait_for(pred, timeout: float = 20.0):
     raise AssertionError("timed out")
 
 
-def _escaping_app(tx, tmp_path: Path, env=None, tail: str = "exec sleep 300") -> tuple:
+def _escaping_app(tx, tmp_path: Path, env=None, tail: str = "exec sleep 300", cfg: str = "") -> tuple:
     """A detached app whose replica starts a daemon (setsid, env -i) that writes its pid."""
     pidfile = tmp_path / "escapee.pid"
     script = f"setsid env -i sh -c 'echo $$$$ > {pidfile}; exec sleep 300' & {tail}"
-    p = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "sh", "-c", script, env=env)
+    p = tx("run", "--detach", "-s", "local_cwd", *(["-cfg", cfg] if cfg else []), "utils.sh", "sh", "-c", script,
+           env=env)
     assert p.returncode == 0, p.stderr
     pid = _wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() and int(pidfile.read_text()))
     return p.stdout.splitlines()[0], pid
@@ -91,7 +93,7 @@ def test_status_from_another_pid_namespace_or_host_is_the_last_recorded_state(tx
 
 
 def test_escapee_dies_with_the_app_after_the_supervisor_is_sigkilled(tx, tx_env, tmp_path):
-    handle, escapee = _escaping_app(tx, tmp_path)
+    handle, escapee = _escaping_app(tx, tmp_path, cfg="infra_retries=0")
     st = _state(tx_env, handle)
     if not st.get("cgroup"):
         backend_unavailable("cgroup v2", "no writable cgroup v2 hierarchy here (the subreaper path is tested below)")
@@ -140,14 +142,24 @@ def test_tx_run_as_pid_1(tx_env, tmp_path):
         assert scope is None or not os.path.exists(scope), scope
 
 
-def test_an_app_recorded_before_a_reboot_of_this_host_is_failed_with_the_reason(tx, tx_env, tmp_path):
+def test_an_app_recorded_before_a_reboot_of_this_host_restarts_as_an_infra_retry(tx, tx_env, tmp_path):
+    """The boot id recorded by the supervisor is not this boot's (the test rewrites the
+    recorded one, and SIGKILLs the supervisor as the reboot would have): the next look
+    restarts the app and `tx status` says why the first attempt ended."""
     handle, escapee = _escaping_app(tx, tmp_path)
     st = _state(tx_env, handle)
     os.kill(st["pid"], 9)  # the supervisor's processes end as a reboot would end them
     _wait_for(lambda: not _procs.is_alive(st["pid"]))
-    path = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / handle.rsplit("/", 1)[1] / "state.json"
+    app_id = handle.rsplit("/", 1)[1]
+    path = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / app_id / "state.json"
     path.write_text(json.dumps({**st, "boot_id": "00000000-0000-0000-0000-000000000000"}))
-    p = tx("status", handle)
-    assert "State: FAILED" in p.stdout
-    assert f"the host rebooted while {handle.rsplit('/', 1)[1]} ran" in p.stdout
-    _wait_for(lambda: not _procs.is_alive(escapee), timeout=10)
+    try:
+        p = tx("status", handle)
+        assert "State: RUNNING" in p.stdout or "State: PENDING" in p.stdout, p.stdout
+        assert f"#0 FAILED (infra: the host rebooted while {app_id} ran: its supervisor and replicas ended with it)" \
+            ", retried" in p.stdout, p.stdout
+        _wait_for(lambda: not _procs.is_alive(escapee), timeout=10)
+        assert _state(tx_env, handle)["pid"] not in (None, st["pid"])
+    finally:
+        create_cwd_scheduler("tx", state_dir=tx_env["TX_STATE_DIR"]).cancel(app_id)
+    _wait_for(lambda: _state(tx_env, handle)["state"] == "CANCELLED")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import signal
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from tx.specs.api import NONE, AppState, is_terminal
 from tx.specs.status import ReplicaStatus
@@ -51,6 +51,37 @@ def known_state(status: Optional[str]) -> bool:
     """True for a container status this module maps (False: it became ``UNKNOWN``)."""
     s = (status or "").strip().lower()
     return s in _STATES or s in _ENDED
+
+
+#: states in which a container's processes may still be running
+_LIVE = ("running", "paused", "restarting", "stopping", "removing")
+#: the engines' zero time (Go's ``time.Time{}``): a container that never started or never ended
+_ZERO_TIME = "0001-01-01"
+
+
+def _is_set(text: Any) -> bool:
+    """Whether an engine's time field (``2026-11-26T01:14:04.027457985Z``) holds a time, not
+    Go's zero time or nothing."""
+    return isinstance(text, str) and bool(text.strip()) and not text.startswith(_ZERO_TIME)
+
+
+def lost_while_running(state: Dict[str, Any]) -> Optional[str]:
+    """Why the engine lost a container while it ran, from its inspect ``State``: it started
+    (``StartedAt``) and its end was never recorded (``FinishedAt`` is the zero time), yet it
+    no longer runs. That is what podman leaves after the host rebooted: at its first start
+    after a boot it resets every container that ran to ``created`` (podman 4) or ``exited``
+    with exit code 0 (podman 5; libpod's ``resetContainerState``), never recording an end,
+    which read as "not started" and as SUCCEEDED. None where the container runs, never
+    started, or ended as the engine saw it (whatever its exit code: a signal from outside is
+    the container's failure). A container the engine restarted (``on-failure``) keeps its
+    earlier run's end, so its loss in a later run is not seen; nor is an end before the
+    start a sign (podman records a quick container's end before its start)."""
+    status = str(state.get("Status") or "").strip().lower()
+    if status in _LIVE or not _is_set(state.get("StartedAt")) or _is_set(state.get("FinishedAt")):
+        return None
+    return (f"the engine lost the container while it ran: started at {state['StartedAt'][:19]}Z, no end "
+            f"recorded, now {status or 'unknown'} (the host rebooted, or the engine restarted after its "
+            "container processes were killed)")
 
 
 _EXITED = re.compile(r"^\s*(?:exited|stopped)\s*\((-?\d+)\)", re.IGNORECASE)

@@ -24,7 +24,7 @@ from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
 from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location
 from tx_scheduler_docker.request import (
@@ -272,6 +272,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         cancelled = False
         restarts = 0
         unknown: List[str] = []
+        lost: List[Tuple[str, int, str]] = []  # (role, replica, why): containers the engine lost
         for info in infos:
             labels = info.get("Config", {}).get("Labels") or {}
             role = labels.get(LABEL_ROLE_NAME, "unknown")
@@ -280,11 +281,16 @@ class DockerScheduler(Scheduler[DockerJob]):
             status = st.get("Status")
             code = st.get("ExitCode")
             state = _states.container_state(status, code)
-            if not _states.known_state(status):
+            gone = _states.lost_while_running(st)
+            if gone is not None:  # podman's "created" (or "exited", code 0) after a reboot
+                state = AppState.FAILED  # (CANCELLED below, where tx was cancelling it)
+                if not _name_of(info).endswith(CANCELLED_SUFFIX):
+                    lost.append((role, k, f"{role}[{k}]: {gone}"))
+            elif not _states.known_state(status):
                 unknown.append(f"{info.get('Name', '').lstrip('/')}: {status!r}")
             name = (info.get("Name") or "").lstrip("/")
             policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
-            if (state == AppState.FAILED and policy.get("Name") == "on-failure"
+            if (state == AppState.FAILED and gone is None and policy.get("Name") == "on-failure"
                     and int(info.get("RestartCount") or 0) < int(policy.get("MaximumRetryCount") or 0)
                     and not name.endswith(CANCELLED_SUFFIX)):
                 state = AppState.PENDING  # the engine restarts it (max_retries left)
@@ -296,7 +302,8 @@ class DockerScheduler(Scheduler[DockerJob]):
             ended = state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED)
             roles.setdefault(role, []).append(ReplicaStatus(
                 id=k, state=state, role=role, hostname=(info.get("Config") or {}).get("Hostname", ""),
-                exit_code=int(code) if ended and code is not None else None,
+                exit_code=int(code) if ended and code is not None and gone is None else None,
+                structured_error_msg=gone if gone is not None else NONE,
             ))
             role_order[role] = _int(labels.get(LABEL_ROLE_IDX), 0)
             replica_info[(role, k)] = info
@@ -325,7 +332,14 @@ class DockerScheduler(Scheduler[DockerJob]):
             desc.metadata["app_not_stored"] = why
         if unknown:
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "unknown container states: " + ", ".join(unknown)
-        if app_state == AppState.FAILED:
+        why_lost = [why for _r, _k, why in sorted(lost, key=lambda x: (role_order[x[0]], x[0], x[1]))]
+        if why_lost:
+            desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "; ".join(why_lost)
+        if app_state == AppState.FAILED and why_lost:
+            # the infrastructure's: no exit code or log of the container says why
+            desc.structured_error_msg = why_lost[0]
+            desc.attempts = [Attempt(restarts, AppState.FAILED, FailureKind.INFRA, why_lost[0])]
+        elif app_state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = self._failure(replicas, replica_info)
         return desc
 
@@ -514,6 +528,11 @@ class DockerScheduler(Scheduler[DockerJob]):
         buf += decoder.decode(b"", final=True)
         if buf:
             yield buf
+
+
+def _name_of(info: Dict[str, Any]) -> str:
+    """A container's name from its inspect record, without Docker's leading ``/``."""
+    return str(info.get("Name") or "").lstrip("/")
 
 
 def _int(value: Any, default: int) -> int:

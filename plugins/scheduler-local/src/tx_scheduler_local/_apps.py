@@ -7,13 +7,13 @@ import fcntl
 import os
 import signal
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from tx.schedulers.api import DescribeAppResponse
 from tx.schedulers.env import APP_ID
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppState, Role
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_local import _procs, _store, _where
 from tx_scheduler_local._relay import ERR, FILES
 
@@ -28,16 +28,67 @@ def is_running(state: Dict[str, Any]) -> bool:
     cannot be checked from here and counts as alive."""
     if _where.elsewhere(state) is not None:
         return True
+    if _where.rebooted(state):  # a pid of an earlier boot is another process now
+        return False
     if state.get("pid"):
         return _procs.is_alive(state["pid"], state.get("pid_start"))
     return _procs.is_alive(state.get("launcher_pid"), state.get("launcher_start"))
 
 
-def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str) -> Dict[str, Any]:
+def why_lost(state: Dict[str, Any], app_id: str, app_dir: str) -> Tuple[bool, str]:
+    """Why a non-terminal app whose supervisor is gone (:func:`is_running` is False) ended,
+    as ``(infra, reason)``: ``infra`` is True where the infrastructure lost it, not the
+    user's program: the host rebooted (the boot id recorded by the supervisor differs from
+    this boot's), or the supervisor, tx's own process, ended without recording the end of
+    the app (SIGKILL, the OOM killer or the end of the login session killed it; its replicas
+    are killed now). False where the launching process died before any supervisor ran
+    (``tx run`` killed while it launched: no replica ran, nothing to retry)."""
+    log_path = os.path.join(app_dir, _store.SUPERVISOR_LOG)
+    if _where.rebooted(state):
+        return True, f"the host rebooted while {app_id} ran: its supervisor and replicas ended with it"
+    if state.get("pid"):
+        return True, (f"the supervisor of {app_id} (pid {state['pid']}) exited without recording the end of the "
+                      f"app (killed from outside: SIGKILL, the OOM killer, the session's end); its remaining "
+                      f"processes were killed (see {log_path})")
+    if state.get("history"):  # a restart after a loss, whose restarting process died first
+        return True, (f"the process restarting {app_id} (pid {state.get('launcher_pid')}) ended before the "
+                      "app's supervisor started")
+    return False, (f"the process that launched {app_id} (pid {state.get('launcher_pid')}) ended before the "
+                   "app's supervisor started (was it killed?): no replica ran")
+
+
+def _launching_here(state: Dict[str, Any]) -> bool:
+    """True if this very process launches the app's supervisor and none has recorded itself:
+    the launch failed (its caller finalizes it), so the launcher's liveness says nothing."""
+    return not state.get("pid") and state.get("launcher_pid") == os.getpid()
+
+
+def _kill_remains(state: Dict[str, Any], request: Dict[str, Any]) -> None:
+    """SIGKILL what is left of an app whose supervisor is gone: its replicas' process
+    groups, every process carrying ``TX_APP_ID=<app_id>``, and its cgroup's members."""
+    needle = [f"{APP_ID}={request['app_id']}".encode()]
+    for role in state.get("roles", []):
+        for r in role["replicas"]:
+            # a replica's process group, if its leader is still that replica's
+            if r.get("pid") and _procs.environ_matches(r["pid"], needle):
+                _procs.killpg(r["pid"], signal.SIGKILL)
+    for pid in _procs.pids_with_env(needle):
+        _procs.kill(pid, signal.SIGKILL)
+    scope = state.get("cgroup")
+    if isinstance(scope, str) and os.path.basename(scope) == f"tx-{request['app_id']}":
+        # the app's cgroup: what escaped with setsid and a cleared environment too
+        _where.kill_scope(scope)
+        _where.remove_scope(scope)
+
+
+def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str,
+                    infra: bool = False) -> Dict[str, Any]:
     """Record a final state for an app whose supervisor is gone without writing one
-    (killed with SIGKILL, out of memory): SIGKILL what is left of its replicas (process
-    groups, and every process carrying ``TX_APP_ID=<app_id>``) and mark replicas that did
-    not finish as ``final``. Safe when several processes do it at once (flock).
+    (killed with SIGKILL, out of memory, a reboot): SIGKILL what is left of its replicas
+    (process groups, and every process carrying ``TX_APP_ID=<app_id>``) and mark replicas
+    that did not finish as ``final``. ``infra``: the infrastructure lost the app
+    (:func:`why_lost`): its last attempt is recorded as :attr:`FailureKind.INFRA` with
+    ``msg`` as the reason. Safe when several processes do it at once (flock).
 
     Returns:
         the state now on disk.
@@ -46,21 +97,9 @@ def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str)
     with open(os.path.join(app_dir, _store.LOCK), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         state = _store.read_json(path) or {}
-        if state.get("state") in _store.TERMINAL or (state and is_running(state)):
+        if state.get("state") in _store.TERMINAL or (state and is_running(state) and not _launching_here(state)):
             return state
-        needle = [f"{APP_ID}={request['app_id']}".encode()]
-        for role in state.get("roles", []):
-            for r in role["replicas"]:
-                # a replica's process group, if its leader is still that replica's
-                if r.get("pid") and _procs.environ_matches(r["pid"], needle):
-                    _procs.killpg(r["pid"], signal.SIGKILL)
-        for pid in _procs.pids_with_env(needle):
-            _procs.kill(pid, signal.SIGKILL)
-        scope = state.get("cgroup")
-        if isinstance(scope, str) and os.path.basename(scope) == f"tx-{request['app_id']}":
-            # the app's cgroup: what escaped with setsid and a cleared environment too
-            _where.kill_scope(scope)
-            _where.remove_scope(scope)
+        _kill_remains(state, request)
         state.setdefault("app_id", request["app_id"])
         state.setdefault("num_restarts", 0)
         state.setdefault("roles", [
@@ -75,9 +114,72 @@ def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str)
                     r["state"], r["pid"] = final, None
         state["state"] = final
         state["msg"] = msg
+        if infra:
+            state["infra"] = msg
         state["ended"] = time.time()
         _store.write_json_atomic(path, state)
         return state
+
+
+def prepare_restart(app_dir: str, request: Dict[str, Any], why: str) -> Optional[Dict[str, Any]]:
+    """Make an app the infrastructure lost (:func:`why_lost`) ready to start again under a
+    new supervisor, which this process then launches: SIGKILL what is left of it, record
+    the lost attempt (``history``: ``infra`` and ``why``; ``infra_used`` and
+    ``num_restarts`` one more) and this process as its launcher. The new supervisor
+    resumes from this state (the replicas' attempts, the roles' spent ``max_retries``) and
+    appends to the same logs. Safe when several processes do it at once (flock).
+
+    Returns:
+        the state written, or None where another process got there first (the app runs
+        again, or ended).
+    """
+    path = os.path.join(app_dir, _store.STATE)
+    with open(os.path.join(app_dir, _store.LOCK), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = _store.read_json(path) or {}
+        if state.get("state") in _store.TERMINAL or (state and is_running(state)):
+            return None
+        _kill_remains(state, request)
+        for role in state.get("roles", []):
+            for r in role["replicas"]:
+                if r["state"] not in _store.TERMINAL:
+                    r["state"], r["pid"] = "PENDING", None
+        me = os.getpid()
+        state.update({
+            "state": "PENDING", "pid": None, "pid_start": None, "launcher_pid": me,
+            "launcher_start": _procs.start_time(me), "cgroup": None,
+            "msg": f"restarting: {why}",
+            "history": list(state.get("history") or []) + [{"kind": str(FailureKind.INFRA), "reason": why}],
+            "infra_used": int(state.get("infra_used") or 0) + 1,
+            "num_restarts": int(state.get("num_restarts") or 0) + 1,
+            **_where.here(),
+        })
+        _store.write_json_atomic(path, state)
+        return state
+
+
+def attempts_of(state: Dict[str, Any]) -> List[Attempt]:
+    """The app's attempts (:class:`tx.specs.Attempt`), oldest first: one per restart the
+    supervisor recorded in ``history`` (``user``: a replica's failure within the roles'
+    ``max_retries``; ``infra``: the app lost to a reboot or its supervisor's death, within
+    ``infra_retries``), then the current one, which has a kind once the app FAILED
+    (``infra`` where the infrastructure lost it, else ``user``)."""
+    out = []
+    for i, h in enumerate(state.get("history") or []):
+        try:
+            out.append(Attempt(i, AppState.FAILED, FailureKind(h.get("kind")), str(h.get("reason") or ""), True))
+        except (AttributeError, ValueError):
+            continue
+    app_state = AppState[state.get("state", "SUBMITTED")]
+    kind: Optional[FailureKind] = None
+    reason = ""
+    if app_state == AppState.FAILED:
+        if state.get("infra"):
+            kind, reason = FailureKind.INFRA, str(state["infra"])
+        else:
+            kind, reason = FailureKind.USER, str(state.get("error") or state.get("msg") or "").split("\n")[0]
+    out.append(Attempt(len(out), app_state, kind, reason))
+    return out
 
 
 def to_describe(
@@ -113,6 +215,7 @@ def to_describe(
     return DescribeAppResponse(
         app_id=request["app_id"],
         state=AppState[state.get("state", "SUBMITTED")],
+        attempts=attempts_of(state),
         num_restarts=state.get("num_restarts", 0),
         msg=state.get("msg") or NONE,
         structured_error_msg=app_cause.text if app_cause else (state.get("error") or NONE),
@@ -132,6 +235,8 @@ def to_describe(
             "run_options": request.get("run_options"),
             # "role/k" -> that replica's attempts: pid, start, end, exit_code, and the
             # offsets in stdout/stderr/combined.log where each attempt's output begins
+            # restarts after the infrastructure lost the app (a reboot, its supervisor killed)
+            "infra_used": int(state.get("infra_used") or 0),
             "attempts": {
                 f"{role['name']}/{r['id']}": r.get("attempts", [])
                 for role in state.get("roles", []) for r in role["replicas"]

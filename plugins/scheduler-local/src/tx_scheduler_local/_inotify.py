@@ -107,11 +107,22 @@ class Notifier:
             if not self._pidfds:
                 time.sleep(delay)
                 return False
-            return bool(self._poll(self._pidfds, delay))
+            ready = self._poll(self._pidfds, delay)
+            self._forget(ready)
+            return bool(ready)
         ready = self._poll([self.fd] + self._pidfds, timeout)
         if self.fd in ready:
             _drain(self.fd)
+        self._forget(ready)
         return bool(ready)
+
+    def _forget(self, ready: List[int]) -> None:
+        """Close the pidfds in ``ready``: their process exited, which wakes a waiter once
+        (a pidfd stays readable, and would wake every later wait at once)."""
+        for fd in ready:
+            if fd in self._pidfds:
+                self._pidfds.remove(fd)
+                os.close(fd)
 
     @staticmethod
     def _poll(fds: List[int], timeout: Optional[float]) -> List[int]:

@@ -44,6 +44,16 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _last_byte(path: str) -> bytes:
+    """The last byte of the file ``path`` (b"" if it is empty or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1)
+    except OSError:
+        return b""
+
+
 class ReplicaLogs:
     """The open log files of one replica (see the module docstring for the format)."""
 
@@ -59,6 +69,10 @@ class ReplicaLogs:
         self.dir = directory
         self.fds: List[int] = [os.open(os.path.join(directory, n), _FLAGS, 0o644) for n in FILES]
         self.sizes = [os.fstat(fd).st_size for fd in self.fds]
+        for i, n in enumerate(FILES):  # a line of an earlier supervisor's, cut when the
+            if self.sizes[i] and _last_byte(os.path.join(directory, n)) != b"\n":  # app was lost
+                write_all(self.fds[i], b"\n")
+                self.sizes[i] += 1
         self.times_fd = -1  # times.bin is created with the first output
         self.last_t = [-1.0, -1.0, -1.0]
         self.partial = [b"", b""]

@@ -6,6 +6,8 @@ Layout (``<state>`` is ``$TX_STATE_DIR``, default ``${XDG_STATE_HOME:-~/.local/s
         request.json     what to run (written once by the launching process, atomically)
         state.json       app and replica states (rewritten atomically by the supervisor)
         supervisor.log   the supervisor's own messages (its stdout and stderr)
+        environ.json     the environment the app was launched with (mode 0600): a supervisor
+                         that restarts the app after the infrastructure lost it gives it again
         lock             flock taken by a process that finalizes an app whose supervisor died
 
 Files are replaced with ``os.replace`` so that a reader in any process sees either the old
@@ -24,6 +26,7 @@ from tx.config.environ import state_dir
 REQUEST = "request.json"
 STATE = "state.json"
 SUPERVISOR_LOG = "supervisor.log"
+ENVIRON = "environ.json"
 LOCK = "lock"
 
 TERMINAL = frozenset(("SUCCEEDED", "FAILED", "CANCELLED"))
@@ -48,12 +51,14 @@ def valid_app_id(app_id: str) -> bool:
     return isinstance(app_id, str) and bool(_APP_ID.match(app_id))
 
 
-def write_json_atomic(path: str, obj: Any, default: Optional[Callable[[Any], Any]] = None) -> None:
+def write_json_atomic(path: str, obj: Any, default: Optional[Callable[[Any], Any]] = None,
+                      mode: int = 0o644) -> None:
     """Write ``obj`` as JSON to ``path`` through a temporary file and ``os.replace``
-    (``default`` converts values JSON cannot hold, as in ``json.dumps``)."""
+    (``default`` converts values JSON cannot hold, as in ``json.dumps``; ``mode``: the new
+    file's permissions, less the umask)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     data = json.dumps(obj, separators=(",", ":"), default=default).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:

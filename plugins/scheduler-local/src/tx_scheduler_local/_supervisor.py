@@ -69,6 +69,10 @@ class Supervisor:
         self.msg = ""
         self.error = ""
         self.num_restarts = 0
+        #: the attempts that ended in a restart: {"kind": "user" | "infra", "reason": ...}
+        self.history: List[Dict[str, str]] = []
+        self.infra_used = 0
+        self.resumed = False
         self.cancelled = False
         self.failed: Optional[Replica] = None
         # replicas to start again together once all of them are gone: group id -> members,
@@ -108,7 +112,32 @@ class Supervisor:
             current = _store.read_json(self.state_path) or {}
             if current.get("state") in _store.TERMINAL:  # finalized: its launcher died
                 raise RuntimeError(f"app already ended {current['state']}: {current.get('msg', '')}")
+            if current.get("roles"):  # a restart after the infrastructure lost the app
+                self._resume(current)
             self.write_state()
+
+    def _resume(self, current: Dict[str, Any]) -> None:
+        """Carry on from the state of an app restarted after the infrastructure lost it
+        (:func:`tx_scheduler_local._apps.prepare_restart`): the environment it was launched
+        with (``environ.json``), its restarts and their reasons, the roles' spent
+        ``max_retries``, each replica's earlier attempts (its logs are appended to) and its
+        first start time. Every replica starts again."""
+        self.resumed = True
+        try:  # the environment it was launched with, not that of the process restarting it
+            self.base_env = _store.read_json(os.path.join(self.app_dir, _store.ENVIRON)) or self.base_env
+        except _store.BadStateFile as e:
+            self._log(f"{e}: the replicas get the environment of the process that restarted the app")
+        self.num_restarts = int(current.get("num_restarts") or 0)
+        self.history = list(current.get("history") or [])
+        self.infra_used = int(current.get("infra_used") or 0)
+        self.started = current.get("started") or self.started
+        saved = {ro.get("name"): ro for ro in current.get("roles") or []}
+        for role in self.roles:
+            old = saved.get(role.name) or {}
+            role.retries = int(old.get("retries") or 0)
+            by_id = {r.get("id"): r for r in old.get("replicas") or []}
+            for r in role.replicas:
+                r.attempts = list((by_id.get(r.id) or {}).get("attempts") or [])
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -118,6 +147,8 @@ class Supervisor:
         # it: entered after the launch is acknowledged (it costs ~14 ms that `tx run` need
         # not wait for) and before any replica starts
         self.scope = _where.make_scope(self.request["app_id"])
+        if not self.resumed:  # for a restart after the infrastructure lost the app (0600: secrets)
+            _store.write_json_atomic(os.path.join(self.app_dir, _store.ENVIRON), self.base_env, mode=0o600)
         #: the OOM-kill counter of the replicas' memory cgroup (None: unknown)
         self.oom_file = _memory.counter_file()
         if self.scope:
@@ -309,6 +340,7 @@ class Supervisor:
                 group = list(role.replicas)
             else:  # REPLICA, HOT_SPARE
                 group = [r]
+            self.history.append({"kind": "user", "reason": f"replica {r.name} {why}"})
             self._restart(group)
             self._log(f"{r.name} {why}; restart {role.retries}/{role.max_retries} ({role.policy})")
             return
@@ -489,7 +521,9 @@ class Supervisor:
             "app_id": self.request["app_id"], "state": self.state, "num_restarts": self.num_restarts,
             "msg": self.msg, "error": self.error, "pid": self.pid, "pid_start": self.pid_start,
             "started": self.started, "ended": self.ended, "cgroup": self.scope, **self.where,
-            "roles": [{"name": role.name, "replicas": [r.to_json() for r in role.replicas]} for role in self.roles],
+            "history": self.history, "infra_used": self.infra_used,
+            "roles": [{"name": role.name, "retries": role.retries, "replicas": [r.to_json() for r in role.replicas]}
+                      for role in self.roles],
         }
 
     def write_state(self) -> None:

@@ -21,6 +21,10 @@ Signals and lifetime (what the CLI relies on):
   SIGTERM to every replica's process group and, after ``cancel_timeout`` seconds, SIGKILL
   to every process left under it (it is their subreaper, so daemons that called setsid
   are found too). SIGTERM or SIGINT delivered to a supervisor by anyone else does the same.
+* An app lost to the infrastructure (the host rebooted, or its supervisor was killed without
+  recording the end) is started again by the next ``describe`` (any tx command, ``list``,
+  ``wait``, the failover watcher) while its run option ``infra_retries`` allows, else
+  recorded FAILED with an ``infra`` last attempt (README, "Infrastructure failures").
 """
 from __future__ import annotations
 
@@ -32,7 +36,9 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from tx.log import get_logger
-from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.schedulers.api import (
+    DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, add_infra_retries_opt, infra_retries,
+)
 from tx.schedulers.streams import Stream
 from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, UnknownAppException, is_terminal
 from tx.specs.files import appdef_to_dict, storable_run_options
@@ -132,10 +138,12 @@ class LocalScheduler(Scheduler[LocalRequest]):
             help="seconds between SIGTERM and SIGKILL when the app is cancelled or replicas "
             "are stopped for a restart",
         )
+        add_infra_retries_opt(opts)  # the host rebooted, or the app's supervisor was killed
         return opts
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         # resources are not enforced locally, so roles without one are fine
+        infra_retries(cfg)  # a negative one is refused here, not when the host reboots
         timeout = cfg.get("cancel_timeout")
         if timeout is not None and float(timeout) < 0:  # type: ignore[arg-type]
             raise InvalidRunConfigException(
@@ -235,8 +243,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
                                       "was deleted)")
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        """The app's state, replicas (states, exit codes, stderr tails), restarts and roles;
-        None for an unknown app id. A terminal description is cached: treat it as
+        """The app's state, replicas (states, exit codes, stderr tails), restarts, attempts
+        and roles; None for an unknown app id. An app whose supervisor is gone without
+        recording its end is finalized here, or, if the infrastructure lost it, started
+        again within ``infra_retries``. A terminal description is cached: treat it as
         read-only."""
         cached = self._terminal.get(app_id)
         if cached is not None:
@@ -260,16 +270,11 @@ class LocalScheduler(Scheduler[LocalRequest]):
         if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
             state = _store.read_json(state_path) or {}
             if state.get("state") not in _store.TERMINAL and not _apps.is_running(state):
-                log_path = os.path.join(app_dir, _store.SUPERVISOR_LOG)
-                if _where.rebooted(state):
-                    why = f"the host rebooted while {app_id} ran: its supervisor and replicas ended with it"
-                elif state.get("pid"):
-                    why = (f"the supervisor of {app_id} (pid {state['pid']}) exited without recording "
-                           f"the end of the app; its remaining processes were killed (see {log_path})")
+                infra, why = _apps.why_lost(state, app_id, app_dir)
+                if infra:
+                    state = self._restart_lost(app_id, app_dir, request, state, why)
                 else:
-                    why = (f"the process that launched {app_id} (pid {state.get('launcher_pid')}) ended "
-                           "before the app's supervisor started (was it killed?): no replica ran")
-                state = _apps.finalize_orphan(app_dir, request, "FAILED", why)
+                    state = _apps.finalize_orphan(app_dir, request, "FAILED", why)
         where = _where.elsewhere(state) if state.get("state") not in _store.TERMINAL else None
         if where is not None:
             who = f"its supervisor (pid {state['pid']})" if state.get("pid") else "its launcher"
@@ -283,6 +288,32 @@ class LocalScheduler(Scheduler[LocalRequest]):
         if is_terminal(desc.state):
             self._terminal[app_id] = desc
         return desc
+
+    def _restart_lost(self, app_id: str, app_dir: str, request: Dict[str, Any], state: Dict[str, Any],
+                      why: str) -> Dict[str, Any]:
+        """An app the infrastructure lost (``why``, :func:`tx_scheduler_local._apps.why_lost`):
+        start it again under a new supervisor while its run option ``infra_retries`` allows
+        (the roles' ``max_retries`` are not spent), else record it FAILED with an ``infra``
+        last attempt. Returns the state now on disk."""
+        try:
+            limit = infra_retries(request.get("run_options") or {})
+        except InvalidRunConfigException:
+            limit = DEFAULT_INFRA_RETRIES
+        used = int(state.get("infra_used") or 0)
+        if used >= limit:
+            why += f"; infra_retries={limit} exhausted" if limit else "; infra_retries=0: not restarted"
+            return _apps.finalize_orphan(app_dir, request, "FAILED", why, infra=True)
+        if _apps.prepare_restart(app_dir, request, why) is not None:
+            log.warning(f"{app_id}: {why}; restarting it (infra retry {used + 1}/{limit})")
+            try:  # a reboot empties a tmpfs /tmp, where the default log root is
+                if request.get("log_root"):
+                    _store.ensure_log_root(request["log_root"],
+                                           is_default=not (request.get("run_options") or {}).get("log_dir"))
+                _launch.start_supervisor(request, app_dir, self._method)
+            except Exception as e:  # noqa: BLE001 - recorded as the app's end, said once
+                return _apps.finalize_orphan(app_dir, request, "FAILED",
+                                             f"{why}; its restart failed: {_one_line(e)}", infra=True)
+        return _store.read_json(os.path.join(app_dir, _store.STATE)) or state
 
     def list(self) -> List[ListAppResponse]:
         """Every app of the state directory (both local schedulers, every session), newest
@@ -468,6 +499,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
                     desc = self.describe(app_id)
                     if desc is None or is_terminal(desc.state):
                         return desc
+                    now = None if desc.metadata.get("elsewhere") else desc.metadata.get("supervisor_pid")
+                    if now and now != pid:  # restarted after the infrastructure lost it
+                        pid = now
+                        n.watch_process(pid)
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         return desc
@@ -521,6 +556,11 @@ def _epoch(value: Any) -> Optional[float]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     raise TypeError(f"since/until must be datetimes or seconds since the epoch, got {value!r}")
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _nothing() -> None:

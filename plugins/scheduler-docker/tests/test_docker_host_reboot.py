@@ -1,0 +1,60 @@
+"""A host reboot under running containers, on the session's podman engine: its service,
+the containers' conmon and processes SIGKILLed (the power goes), the engine's run state (a tmpfs at
+a real boot) emptied and the service started again, which makes podman reset every container
+that ran (libpod's resetContainerState; podman 4 reports them ``created``, podman 5
+``exited`` with exit code 0, neither with an end). local_docker reports the app FAILED with
+an ``infra`` attempt (so a run with ``--fallback`` moves on), never SUBMITTED or SUCCEEDED."""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from tx.specs import AppDef, AppState, FailureKind, Role
+from tx_scheduler_docker.scheduler import LABEL_APP_ID, DockerScheduler
+from tx_scheduler_docker.testing import SCRIPTS
+
+
+def _reboot(engine: Dict[str, str], client: Any) -> None:
+    base = Path(engine["DOCKER_HOST"].split("unix://", 1)[1]).parent
+    pids = []
+    for c in client.api.containers(filters={"status": "running"}):
+        st = client.api.inspect_container(c["Id"])["State"]
+        pids += [p for p in (st.get("ConmonPid"), st.get("Pid")) if p]
+    service = int((base / "service.pid").read_text())
+    for sig in (signal.SIGSTOP, signal.SIGKILL):  # all at once, none reacting to another's end
+        for p in [service, *pids]:  # the power goes: the engine's service, conmons, containers
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+    (base / "service.pid").unlink()  # so that the start script starts a new one
+    with open("/proc/mounts") as f:
+        mounts = [line.split()[1] for line in f if line.split()[1].startswith(f"{base}/")]
+    for m in sorted(mounts, reverse=True):
+        subprocess.run(["umount", "-l", m], capture_output=True, timeout=30)
+    # what a boot empties: the run root and podman's "alive" marker (tmpfs at a real boot)
+    subprocess.run(["rm", "-rf", *[str(x) for x in (base / "run").glob("*")], str(base / "tmp" / "alive"),
+                    str(base / "tmp" / "alive.lck"), str(base / "tmp" / "exits")], check=True, timeout=60)
+    env = {**os.environ, "PODMAN_BASE": str(base), "PODMAN_INSECURE_REGISTRIES": engine["TX_TEST_REGISTRY"]}
+    subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], env=env, check=True, capture_output=True, timeout=120)
+
+
+def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
+        scheduler: DockerScheduler, docker_client: Any, podman_engine: Dict[str, str], image: str) -> None:
+    role = Role("w", image=image, entrypoint="sh", args=["-c", "echo up; exec sleep 300"], num_replicas=2)
+    app_id = scheduler.submit(AppDef("reboot", roles=[role]), {})
+    deadline = time.monotonic() + 60
+    while scheduler.describe(app_id).state != AppState.RUNNING:
+        assert time.monotonic() < deadline, scheduler.describe(app_id)
+        time.sleep(0.1)
+    _reboot(podman_engine, docker_client)
+    desc = scheduler.describe(app_id)
+    assert desc.state == AppState.FAILED, desc
+    assert [(a.kind, a.state) for a in desc.attempts] == [(FailureKind.INFRA, AppState.FAILED)], desc.attempts
+    assert "w[0]: the engine lost the container while it ran: started at " in desc.attempts[0].reason
+    assert all(r.exit_code is None for r in desc.roles_statuses[0].replicas), desc.roles_statuses
+    cs: List[Any] = docker_client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+    assert all(c["State"] in ("created", "configured", "exited") for c in cs), cs
+    scheduler.cancel(app_id)
