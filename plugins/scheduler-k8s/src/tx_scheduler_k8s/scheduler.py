@@ -699,7 +699,10 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         if should_tail:
             self._wait_started(ns, name, role_name, k, app_id)
         newest = str(pod["metadata"]["name"])
-        earlier = [str(p["metadata"]["name"]) for p in pods]
+        # a pod being deleted (a JobSet restart tears its Jobs down) is left out: its log is
+        # about to go, and reading it now and not later would make the log look restarted
+        earlier = [str(p["metadata"]["name"]) for p in pods if not p["metadata"].get("deletionTimestamp")
+                   or p["metadata"]["name"] == newest]
         return ns, earlier[:earlier.index(newest)] + [newest] if newest in earlier else [newest]
 
     def log_iter_blocks(self, app_id: str, role_name: str, k: int = 0, should_tail: bool = False,
