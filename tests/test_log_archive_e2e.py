@@ -42,3 +42,58 @@ def test_tx_log_reads_the_archive_once_the_local_logs_are_gone(tx: Tx, tx_env: D
     assert not archived.exists()
     gone = log()
     assert gone.returncode != 0 and b"archive" not in gone.stdout
+
+
+#: the log archive's file system in the full-disk test (KiB); its filler leaves 8 KiB free
+TMPFS_KIB = 64
+#: what the app prints (bytes): more than the free space, so the archive's part is cut short
+BIG = 40_000
+
+IN_NAMESPACE = r'''
+set -u
+mount -t tmpfs -o size={kib}k tmpfs "$ARCH" || exit 97
+head -c $(( ({kib} - 8) * 1024 )) /dev/zero > "$ARCH/filler" 2>/dev/null
+tx run -s local_cwd utils.sh sh -c "$SCRIPT" > run.out 2> run.err; echo $? > run.rc
+(cd "$ARCH" && find . -type f ! -name filler) > full.files
+rm "$ARCH/filler"
+tx log "$(head -n 1 run.out)" > log.out 2> log.err
+(cd "$ARCH" && find . -type f) > back.files
+cat "$ARCH"/local_cwd/tx/*/sh/0/part-* > archived.bin
+'''
+
+
+def test_a_full_archive_is_one_line_the_run_unharmed_and_it_catches_up(tx_env: Dict[str, str],
+                                                                       tmp_path: Path) -> None:
+    """The archive on a really full file system (a tiny tmpfs in a private mount namespace:
+    the host sees nothing of it): `tx run` relays every byte, succeeds and says once that
+    the archive cannot be written; no part (nor a half-written temporary) is left to be
+    read back as if complete; once there is space, the next tx command (`tx log`) catches
+    up: the archive holds every byte (read back from the archive: the test above)."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        import pytest
+
+        pytest.skip("no private mount namespace here (unshare -rm)")
+    arch = Path(tx_env["TX_STATE_DIR"]) / "logs"  # the default archive
+    arch.mkdir(parents=True)
+    env = dict(tx_env, ARCH=str(arch), SCRIPT=f'head -c {BIG} /dev/zero | tr "\\000" x; echo; echo done')
+    ns = subprocess.run(["unshare", "-rm", "sh", "-c", IN_NAMESPACE.format(kib=TMPFS_KIB)], cwd=tmp_path,
+                        env=env, capture_output=True, timeout=120)
+    assert ns.returncode == 0, ns.stderr
+    read = lambda name: (tmp_path / name).read_bytes()  # noqa: E731
+    raw = b"x" * BIG + b"\ndone\n"
+    expected = b"sh/0 " + b"x" * BIG + b"\nsh/0 done\n"
+    assert read("run.rc") == b"0\n", read("run.err")
+    assert read("run.out").split(b"\n", 1)[1] == expected  # the run relayed every byte
+    err = read("run.err").decode().splitlines()  # one line says so, then the run's own
+    assert len(err) == 2 and "cannot write the log archive at" in err[0] \
+        and "No space left on device" in err[0] and err[1].startswith("tx run: SUCCEEDED"), err
+    full = read("full.files").decode().split()
+    assert not [f for f in full if "/part-" in f or "/.tmp-" in f or f.endswith("/complete")], full  # nothing half-written
+    assert read("log.out") == expected and read("log.err") == b""  # from the backend, as always
+    handle_dir = read("run.out").split(b"\n", 1)[0].rsplit(b"/", 1)[1].decode()
+    assert f"./local_cwd/tx/{handle_dir}/complete" in read("back.files").decode().split()
+    assert read("archived.bin") == raw  # caught up: every byte
+    assert not any(arch.iterdir())  # the mount was private: the host's directory is untouched

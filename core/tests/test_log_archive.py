@@ -303,3 +303,29 @@ def test_tx_log_of_an_app_whose_backend_reports_no_replicas_reads_the_archive(fa
     runner.log_archive = None  # archiving off: nothing to read, said in one line
     with pytest.raises(CLIError, match="no roles or replicas on its backend .* none in the log archive"):
         cmd_log._replicas(runner, H, None, None)
+
+
+def test_tx_log_of_a_live_app_prints_the_archived_earlier_attempts_first(
+        fake: Any, capsys: pytest.CaptureFixture) -> None:
+    """A retry started the backend's log again (a Kubernetes pod recreated): `tx log`
+    prints the attempts the archive kept, then the live one, each byte once, and says so."""
+    runner, sched, logs = fake
+    logs["r/0"], logs["r/1"] = b"attempt 1 \xff\n", b"only attempt\n"
+    runner.archive_logs(H)
+    capsys.readouterr()
+    assert b"".join(runner.log_blocks(H, "r", 1)) == b"only attempt\n"  # no retry: as before
+    assert b"".join(runner.log_blocks(H, "r", 0)) == b"attempt 1 \xff\n"
+    assert "earlier attempt" not in capsys.readouterr().err
+    logs["r/0"] = b""  # the retry's pod has printed nothing yet
+    assert b"".join(runner.log_blocks(H, "r", 0)) == b"attempt 1 \xff\n"
+    logs["r/0"] = b"attempt 2\nno newline"  # not archived yet: `tx log` copies it first
+    for _ in range(2):  # and again: nothing twice
+        assert list(runner.log_lines(H, "r", 0)) == ["attempt 1 \ufffd\n", "attempt 2\n", "no newline"]
+    err = capsys.readouterr().err
+    assert err.count("r/0: printing 1 earlier attempt from tx's log archive, then the backend's log") == 3, err
+    assert runner.log_archive.segments(H, "r", 0) == 2
+    sched.state = AppState.SUCCEEDED
+    runner.status(H)  # complete: the backend's log is the last attempt's
+    assert b"".join(runner.log_blocks(H, "r", 0)) == b"attempt 1 \xff\nattempt 2\nno newline"
+    del logs["r/0"]  # then the backend's log is gone: every attempt from the archive, once
+    assert b"".join(runner.log_blocks(H, "r", 0)) == b"attempt 1 \xff\nattempt 2\nno newline"

@@ -267,3 +267,29 @@ def test_tx_cli_end_to_end(aws_simple: Moto, tmp_path: Any) -> None:
     assert "SUCCEEDED" in run("status", handle)
     assert "echo" in run("describe", handle)
     assert handle.rsplit("/", 1)[1] in run("list", "-s", "aws_batch")
+
+
+def test_the_log_reads_every_attempts_stream_oldest_first(aws_simple: Moto) -> None:
+    """A retry writes a new CloudWatch stream and CloudWatch keeps the old one: the log is
+    every attempt's stream in turn, so the end of attempt 1 is never lost, even when the
+    log archive last copied it before attempt 2 began. The job record is AWS's
+    (AttemptDetail: each ended attempt's ``container.logStreamName``); moto never retries a
+    job, its CloudWatch Logs are real."""
+    import time as _time
+
+    logs = aws_simple.client("logs")
+    group = "/tx-test/attempts"
+    logs.create_log_group(logGroupName=group)
+    now = int(_time.time() * 1000)
+    for stream, lines in (("j/1", ["attempt 1 line 1", "attempt 1 last line"]), ("j/2", ["attempt 2\n"])):
+        logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        logs.put_log_events(logGroupName=group, logStreamName=stream,
+                            logEvents=[{"timestamp": now + i, "message": m} for i, m in enumerate(lines)])
+    job = {"jobId": "j", "status": "SUCCEEDED", "attempts": [{"container": {"logStreamName": "j/1"}},
+                                                            {"container": {"logStreamName": "j/2"}}],
+           "container": {"logStreamName": "j/2", "logConfiguration": {"options": {"awslogs-group": group}}}}
+    sched = create_scheduler("tsess")
+    assert list(sched._events(job, 0, None, None, tail=False)) == [
+        "attempt 1 line 1\n", "attempt 1 last line\n", "attempt 2\n"]
+    running = dict(job, status="RUNNING", attempts=job["attempts"][:1], container={**job["container"], "logStreamName": "j/2"})
+    assert list(sched._events(running, 0, None, None, tail=False))[-1] == "attempt 2\n"  # the live one last

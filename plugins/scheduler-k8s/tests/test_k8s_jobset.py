@@ -153,13 +153,16 @@ def test_unknown_local_queue(sched: KubernetesJobSetScheduler) -> None:
 
 def test_replica_retry_reruns_only_that_index(sched: KubernetesJobSetScheduler, tmp_path: Path) -> None:
     marker = tmp_path / "once"
-    script = (f'if [ "$TX_REPLICA_ID" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 5; fi; '
+    script = (f'if [ "$TX_REPLICA_ID" = 1 ] && [ ! -e {marker} ]; then touch {marker}; printf "failed \\377\\n"; exit 5; fi; '
               'echo done ${replica_id}')
     app_id = submit(sched, sh("w", script, 2, max_retries=1, retry_policy="REPLICA", mounts=shared(tmp_path)))
     desc = wait(sched, app_id)
     assert desc.state == AppState.SUCCEEDED, desc
     assert desc.num_restarts == 0
-    assert list(sched.log_iter(app_id, "w", 1)) == ["done 1\n"]
+    # the failed attempt's pod stays (a new pod retries the index): its log comes first
+    assert b"".join(sched.log_iter_blocks(app_id, "w", 1)) == b"failed \xff\ndone 1\n"
+    assert list(sched.log_iter(app_id, "w", 1)) == ["failed \ufffd\n", "done 1\n"]
+    assert list(sched.log_iter(app_id, "w", 0)) == ["done 0\n"]
 
 
 def test_application_retry_restarts_the_jobset(sched: KubernetesJobSetScheduler, tmp_path: Path) -> None:

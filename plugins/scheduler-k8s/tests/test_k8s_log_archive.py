@@ -1,6 +1,7 @@
 """The log archive on the fake cluster: the Runner that waits on a Volcano job copies each
 replica's pod log; once the pods are deleted, ``tx log`` prints every byte from the archive
-and says so, every attempt's when a retry recreated the pods (docs/recovery.md)."""
+and says so, every attempt's when a retry recreated the pods, and while the pods are there
+the attempts before the live pod's (docs/recovery.md)."""
 from pathlib import Path
 from typing import Any, Dict
 
@@ -83,10 +84,14 @@ def test_every_attempt_outlives_the_pods(fake_cluster: Dict[str, Any], tmp_path:
         handle = runner.run(AppDef("retried", roles=[role]), "kubernetes", cfg={"queue": "default"})
         status = runner.wait(handle, wait_interval=0.2, timeout=60)
         assert status is not None and status.state == AppState.SUCCEEDED, status
-    delete_pods(fake_cluster, handle, 1)
+    both = b"".join(b"flaky/0 attempt %d line %d\n" % (a, i) for a, n in ((1, 2), (2, 4)) for i in range(1, n + 1))
     capfdbinary.readouterr()
+    assert main(["log", handle]) == 0  # the pod holds attempt 2: attempt 1 from the archive first
+    out, err = capfdbinary.readouterr()
+    assert out == both, out
+    assert err.count(b"printing 1 earlier attempt from tx's log archive, then the backend's log") == 1, err
+    delete_pods(fake_cluster, handle, 1)
     assert main(["log", handle]) == 0
     out, err = capfdbinary.readouterr()
-    assert out == b"".join(b"flaky/0 attempt %d line %d\n" % (a, i) for a, n in ((1, 2), (2, 4))
-                           for i in range(1, n + 1)), out
+    assert out == both, out
     assert b"reading the log from tx's log archive" in err, err

@@ -904,14 +904,47 @@ class Runner:
             if found is None:
                 raise
             return found
-        return self._unless_gone(blocks, archive, app_handle, role_name, k)
+        earlier = self._earlier_attempts(archive, sched, app_id, app_handle, role_name, k)
+        return self._unless_gone(blocks, archive, app_handle, role_name, k, earlier)
+
+    @staticmethod
+    def _earlier_attempts(archive: Optional["LogArchive"], sched: Any, app_id: str,
+                          app_handle: AppHandle, role: str, k: int) -> int:
+        """How many archived attempts of the replica come before the one the backend's log
+        holds now (a Kubernetes retry recreates the pod, its log starting from zero); 0
+        when there is no archive or it cannot tell (the backend's log is then printed
+        alone, as without an archive)."""
+        if archive is None:
+            return 0
+        # the archive's module (fsspec) is loaded by log_archive
+        from tx.runner.archive import BackendReadError
+
+        def read(role: str, k: int) -> Iterable[bytes]:
+            try:
+                yield from sched.log_iter_blocks(app_id, role, k, should_tail=False)
+            except Exception as e:  # noqa: BLE001 - any backend failure: the live log alone
+                raise BackendReadError(f"{role}/{k}: {e}") from e
+
+        try:
+            return archive.earlier_segments(app_handle, role, k, read)
+        except Exception as e:  # noqa: BLE001 - the archive must never keep the live log from `tx log`
+            log.debug("log archive: earlier attempts unknown", handle=app_handle, error=str(e))
+            return 0
 
     def _unless_gone(self, blocks: Iterator[bytes], archive: Optional["LogArchive"],
-                     app_handle: AppHandle, role: str, k: int) -> Iterator[bytes]:
+                     app_handle: AppHandle, role: str, k: int, earlier: int = 0) -> Iterator[bytes]:
+        if earlier and archive is not None:  # before the live log, which may be followed
+            log.warning(f"{app_handle} {role}/{k}: printing {earlier} earlier attempt"
+                        f"{'s' if earlier > 1 else ''} from tx's log archive, then the backend's log",
+                        archive=archive.url)
+            yield from archive.read_blocks(app_handle, role, k, stop=earlier)
         first = next(blocks, None)
         if first is None and archive is not None and archive.is_complete(app_handle) \
                 and archive.size(app_handle, role, k) > 0:
-            yield from self._from_archive(archive, app_handle, role, k, "the backend's log is gone")
+            if earlier:
+                yield from archive.read_blocks(app_handle, role, k, start=earlier)
+            else:
+                yield from self._from_archive(archive, app_handle, role, k, "the backend's log is gone")
             return
         if first is not None:
             yield first

@@ -177,17 +177,59 @@ class LogArchive:
         """Bytes of the replica's log archived so far."""
         return sum(size for _path, size in self._parts(handle, role, k))
 
-    def read_blocks(self, handle: str, role: str, k: int) -> Iterator[bytes]:
-        """The archived log of one replica, one block per part (bytes as the backend gave them)."""
+    def read_blocks(self, handle: str, role: str, k: int, start: int = 0,
+                    stop: Optional[int] = None) -> Iterator[bytes]:
+        """The archived log of one replica, one block per part (bytes as the backend gave them).
+
+        Args:
+            start: the first segment (attempt) read, from 0.
+            stop: the segment before which reading stops; None: to the end.
+        """
         for path, _size in self._parts(handle, role, k):
-            yield self.fs.cat_file(path)
+            segment = _part_key(path)[0]  # type: ignore[index]
+            if stop is not None and segment >= stop:
+                break
+            if segment >= start:
+                yield self.fs.cat_file(path)
+
+    def segments(self, handle: str, role: str, k: int) -> int:
+        """How many segments (attempts whose log the backend started again) the archive
+        holds of the replica's log: 0 when nothing is archived."""
+        parts = self._parts(handle, role, k)
+        return _part_key(parts[-1][0])[0] + 1 if parts else 0  # type: ignore[index]
+
+    def earlier_segments(self, handle: str, role: str, k: int, read: BlockReader) -> int:
+        """How many of the replica's archived segments come before the attempt whose log the
+        backend gives now: copies what is new first (unless the app is complete), so that
+        the archive's last segment is that attempt's unless the backend's log is empty.
+
+        Raises:
+            OSError: the archive cannot be written.
+            BackendReadError: ``read`` failed.
+        """
+        n = self.segments(handle, role, k)
+        if n == 0:
+            return 0
+        if self.is_complete(handle):  # the backend gives the last attempt's log
+            return n - 1
+        seen = [0]
+
+        def counted(role: str, k: int) -> Iterator[bytes]:
+            for block in read(role, k):
+                seen[0] += len(block)
+                yield block
+
+        self.copy(handle, [(role, k)], counted)
+        if seen[0] == 0:  # the live attempt has written nothing yet: every archived one is earlier
+            return self.segments(handle, role, k)
+        return self.segments(handle, role, k) - 1
 
     # -- writing -------------------------------------------------------------------------
     def _write_atomic(self, path: str, data: bytes) -> None:
         tmp = posixpath.join(posixpath.dirname(path), f".tmp-{uuid.uuid4().hex}")
-        with self.fs.open(tmp, "wb") as f:
-            f.write(data)
-        try:
+        try:  # a full filesystem fails the write or the close: no half file is left behind
+            with self.fs.open(tmp, "wb") as f:
+                f.write(data)
             self.fs.mv(tmp, path)
         except BaseException:
             try:

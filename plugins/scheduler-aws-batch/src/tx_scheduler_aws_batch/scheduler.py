@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Generator, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex
@@ -619,6 +619,23 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                     break
         return str(name or "")
 
+    @staticmethod
+    def _streams_of(job: Dict[str, Any]) -> List[str]:
+        """The log streams of every attempt of a job, oldest first: each ended attempt's
+        (``attempts[].container.logStreamName``, AttemptDetail:
+        https://docs.aws.amazon.com/batch/latest/APIReference/API_AttemptDetail.html), then
+        the current one's (``container.logStreamName``); CloudWatch keeps every one."""
+        names = [(a.get("container") or {}).get("logStreamName") for a in job.get("attempts") or []]
+        names.append((job.get("container") or {}).get("logStreamName"))
+        return [str(n) for i, n in enumerate(names) if n and n not in names[:i]]
+
+    def _node_streams(self, job: Dict[str, Any], index: int) -> List[str]:
+        """:meth:`_streams_of` of node ``index`` (see :meth:`_node_stream`)."""
+        if not job.get("nodeProperties"):
+            return self._streams_of(job)
+        recs = call("describing job node", self._aws.batch.describe_jobs, jobs=[f"{job['jobId']}#{index}"])["jobs"]
+        return self._streams_of(recs[0] if recs else job)
+
     def _node_stream(self, job: Dict[str, Any], index: int) -> str:
         """The log stream of node ``index``: its node job's (AWS), else the job's own
         (backends without node jobs, such as moto, keep one stream per job; an array child
@@ -672,41 +689,20 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
 
     def _events(self, job: Dict[str, Any], index: int, start_ms: Optional[int], end_ms: Optional[int],
                 tail: bool) -> Iterator[str]:
-        logs = self._aws.logs
+        """The node's log lines, every attempt's stream in turn, oldest first (a retry writes
+        a new stream: the ones before it are read to their end, a followed one included)."""
         group = self._log_group(job)
-        token: Optional[str] = None
-        stream = ""
+        tokens: Dict[str, Optional[str]] = {}  # where reading each stream got to
+        ended: List[str] = []  # streams of attempts that ended, read to their end
         while True:
-            if not stream:
-                stream = self._node_stream(job, index)
+            streams = self._node_streams(job, index)
             finished = is_terminal(appstate_from_batch(str(job.get("status")), str(job.get("statusReason", ""))))
-            if stream:
-                # the window goes with every page: a token continues the same query
-                kwargs: Dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
-                if token:
-                    kwargs["nextToken"] = token
-                if start_ms is not None:
-                    kwargs["startTime"] = start_ms
-                if end_ms is not None:
-                    kwargs["endTime"] = end_ms
-                from botocore.exceptions import BotoCoreError, ClientError
-
-                while True:
-                    try:
-                        resp = logs.get_log_events(**kwargs)
-                    except (ClientError, BotoCoreError) as e:
-                        if error_code(e) == "ResourceNotFoundException":
-                            resp = None  # the stream is not created yet (or there is none)
-                            break
-                        raise explain(e, f"reading log stream {stream}") from None
-                    for ev in resp.get("events", []):
-                        yield ev["message"] if ev["message"].endswith("\n") else ev["message"] + "\n"
-                    nxt = resp.get("nextForwardToken")
-                    if not nxt or nxt == kwargs.get("nextToken"):
-                        break
-                    kwargs["nextToken"] = nxt
-                if resp is not None:
-                    token = kwargs.get("nextToken")
+            for i, stream in enumerate(streams):
+                if stream in ended:
+                    continue
+                tokens[stream] = yield from self._stream_events(group, stream, tokens.get(stream), start_ms, end_ms)
+                if i < len(streams) - 1:
+                    ended.append(stream)
             if not tail or finished:
                 return
             time.sleep(self.poll_interval)
@@ -714,8 +710,39 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             if not fresh:
                 return
             job = fresh[0]
-            if stream and self._node_stream(job, index) != stream:
-                stream, token = "", None  # a new attempt writes a new stream
+
+    def _stream_events(self, group: str, stream: str, token: Optional[str], start_ms: Optional[int],
+                       end_ms: Optional[int]) -> Generator[str, None, Optional[str]]:
+        """Lines of one log stream from ``token`` on (GetLogEvents:
+        https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogEvents.html);
+        returns the token to go on from (None: the stream does not exist yet).
+
+        Raises:
+            SchedulerError: the call failed.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError  # botocore with the clients
+
+        # the window goes with every page: a token continues the same query
+        kwargs: Dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
+        if token:
+            kwargs["nextToken"] = token
+        if start_ms is not None:
+            kwargs["startTime"] = start_ms
+        if end_ms is not None:
+            kwargs["endTime"] = end_ms
+        while True:
+            try:
+                resp = self._aws.logs.get_log_events(**kwargs)
+            except (ClientError, BotoCoreError) as e:
+                if error_code(e) == "ResourceNotFoundException":
+                    return token  # the stream is not created yet (or there is none)
+                raise explain(e, f"reading log stream {stream}") from None
+            for ev in resp.get("events", []):
+                yield ev["message"] if ev["message"].endswith("\n") else ev["message"] + "\n"
+            nxt = resp.get("nextForwardToken")
+            if not nxt or nxt == kwargs.get("nextToken"):
+                return kwargs.get("nextToken")
+            kwargs["nextToken"] = nxt
 
     def close(self) -> None:
         """Nothing to release (boto3 clients close with the process)."""

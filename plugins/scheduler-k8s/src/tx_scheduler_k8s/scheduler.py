@@ -602,16 +602,22 @@ class KubernetesBase(Scheduler[KubernetesJob]):
 
     # -- logs ---------------------------------------------------------------------------------
     def _find_pod(self, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
+        pods = self._replica_pods(ns, name, role_name, k)
+        return pods[-1] if pods else None
+
+    def _replica_pods(self, ns: str, name: str, role_name: str, k: int) -> List[Dict[str, Any]]:
+        """Every pod the API server still has of the replica, oldest first: one per attempt
+        where a retry creates a new pod and keeps the failed one (a Job's
+        ``backoffLimitPerIndex``: JobSet REPLICA retries, a sweep's trials); one where a
+        retry recreates the pod under the same name (Volcano)."""
         sel = f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{self.REPLICA_LABEL}={k}"
         trial = _sweep.trial_of(name)
         if trial is not None:  # a sweep's trial: its Job's pods of its index
             name = trial[0]
             sel = (f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{_pod.LABEL_REPLICA_ID}={k},"
                    f"{_sweep.COMPLETION_INDEX}={trial[1]}")
-        pods = self._pods(ns, name, sel)
-        if not pods:
-            return None
-        return max(pods, key=lambda p: _ts(p["metadata"].get("creationTimestamp")) if p["metadata"].get("creationTimestamp") else 0)
+        return sorted(self._pods(ns, name, sel), key=lambda p: _ts(p["metadata"].get("creationTimestamp"))
+                      if p["metadata"].get("creationTimestamp") else 0)
 
     def log_iter(
         self,
@@ -641,20 +647,33 @@ class KubernetesBase(Scheduler[KubernetesJob]):
                 unknown stream) was asked for.
             KubeError: the API server refused the request.
         """
-        ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
+        ns, pod_names = self._log_pod(app_id, role_name, k, should_tail, streams)
         since_seconds = None
         if since is not None:
             since_seconds = max(1, int(math.ceil(time.time() - since.timestamp())))
-        chunks = self.kube.pod_log(ns, pod_name, follow=should_tail,
-                                   timestamps=since is not None or until is not None, since_seconds=since_seconds)
+        chunks = self._pod_logs(ns, pod_names, should_tail, timestamps=since is not None or until is not None,
+                                since_seconds=since_seconds)
         lines = split_lines_iterator(_decode(chunks))
         if since is not None or until is not None:
             lines = _window(lines, since, until)
         return filter_regex(regex, lines)
 
-    def _log_pod(self, app_id: str, role_name: str, k: int, should_tail: bool, streams: Optional[Any]) -> Tuple[str, str]:
-        """``(namespace, pod name)`` whose log is replica ``k``'s (with ``should_tail``,
-        waiting for it to be created and to start).
+    def _pod_logs(self, ns: str, pod_names: List[str], follow: bool, **kw: Any) -> Iterator[bytes]:
+        """The logs of the pods one after the other, the last one followed with ``follow``;
+        an earlier attempt's pod deleted meanwhile is skipped."""
+        for name in pod_names[:-1]:
+            try:
+                yield from self.kube.pod_log(ns, name, follow=False, **kw)
+            except KubeError as e:
+                if e.status != 404:
+                    raise
+        yield from self.kube.pod_log(ns, pod_names[-1], follow=follow, **kw)
+
+    def _log_pod(self, app_id: str, role_name: str, k: int, should_tail: bool,
+                 streams: Optional[Any]) -> Tuple[str, List[str]]:
+        """``(namespace, pod names)`` whose logs, one after the other, are replica ``k``'s:
+        the pods of its earlier attempts the API server still has, oldest first, then its
+        newest (with ``should_tail``, waiting for it to be created and to start).
 
         Raises:
             ValueError: a stream other than ``combined``, or no pod for the replica (yet).
@@ -666,7 +685,8 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
                              f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
         ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
-        pod = self._find_pod(ns, name, role_name, k)
+        pods = self._replica_pods(ns, name, role_name, k)
+        pod = pods[-1] if pods else None
         if pod is None and should_tail:
             pod = self._wait_pod(app_id, ns, name, role_name, k)
         if pod is None:
@@ -678,12 +698,17 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
         if should_tail:
             self._wait_started(ns, name, role_name, k, app_id)
-        return ns, str(pod["metadata"]["name"])
+        newest = str(pod["metadata"]["name"])
+        # a pod being deleted (a JobSet restart tears its Jobs down) is left out: its log is
+        # about to go, and reading it now and not later would make the log look restarted
+        earlier = [str(p["metadata"]["name"]) for p in pods if not p["metadata"].get("deletionTimestamp")
+                   or p["metadata"]["name"] == newest]
+        return ns, earlier[:earlier.index(newest)] + [newest] if newest in earlier else [newest]
 
     def log_iter_blocks(self, app_id: str, role_name: str, k: int = 0, should_tail: bool = False,
                         streams: Optional[Any] = None) -> Iterable[bytes]:
-        """The pod's log as the kubelet keeps it, byte for byte (invalid UTF-8 and a last
-        line without ``\\n`` included), in blocks of whole lines (the last may end
+        """The pod's log as the kubelet keeps it (every attempt's pod the API server still
+        has, oldest first), byte for byte (invalid UTF-8 and a last line without ``\\n`` included), in blocks of whole lines (the last may end
         mid-line); with ``should_tail``, followed until the container ends. What tx's log
         archive copies (docs/recovery.md) and ``tx log`` relays.
 
@@ -691,8 +716,8 @@ class KubernetesBase(Scheduler[KubernetesJob]):
             ValueError: as :meth:`log_iter`.
             KubeError: the API server refused the request.
         """
-        ns, pod_name = self._log_pod(app_id, role_name, k, should_tail, streams)
-        return line_blocks(self.kube.pod_log(ns, pod_name, follow=should_tail))
+        ns, pod_names = self._log_pod(app_id, role_name, k, should_tail, streams)
+        return line_blocks(self._pod_logs(ns, pod_names, should_tail))
 
     def _wait_pod(self, app_id: str, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
         while True:
