@@ -15,6 +15,9 @@
 #   fails: a scheduler must use the node's NodeAddr (`scontrol show node`).
 # * no accounting (sacct fails); finished jobs stay visible to squeue/scontrol for
 #   MinJobAge seconds and are appended to jobcomp/filetxt ($SLURM_BASE/log/jobcomp.txt).
+# * partition `down` holds one node, down1, defined DOWN and never started (no slurmd): a
+#   job submitted there stays PENDING (ReqNodeNotAvail), as on a cluster whose nodes are
+#   down. `debug` (the default) is node1..nodeN, the only nodes the start waits for.
 # * a heartbeat process touches the partition every 2 s so that the backfill scheduler runs
 #   as on a busy cluster (see start_heartbeat); requeued jobs restart in seconds.
 #
@@ -175,7 +178,12 @@ CONF
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=node$i NodeHostname=$H NodeAddr=127.0.0.1 Port=$((SLURMD_BASE + i)) CPUs=2 RealMemory=$NODE_MEM$gres Features=tx,node$i State=UNKNOWN"
   done
-  echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+  # down1: shaped like the others but DOWN and never started (no slurmd; port 1, where
+  # nothing listens, so slurmctld's pings fail at once): a job in partition `down` stays
+  # PENDING, as on a cluster whose nodes are down
+  echo "NodeName=down1 NodeHostname=$H NodeAddr=127.0.0.1 Port=1 CPUs=2 RealMemory=$NODE_MEM$gres Features=tx,down1 State=DOWN Reason=\"never started (partition down)\""
+  echo "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+  echo "PartitionName=down Nodes=down1 MaxTime=INFINITE State=UP OverSubscribe=NO"
 }
 
 start_mariadb_slurmdbd() {

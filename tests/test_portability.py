@@ -140,7 +140,9 @@ def _containers() -> Any:
 def _slurm_capacity() -> Any:
     import subprocess
 
-    p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N %t"], capture_output=True, text=True, timeout=30)
+    # partition debug's nodes: down1 (partition down) turns down* when a ping fails, at any time
+    p = subprocess.run(["sinfo", "--noheader", "--Node", "--partition=debug", "--format=%N %t"], capture_output=True,
+                       text=True, timeout=30)
     states = sorted(set(p.stdout.split("\n")) - {""})
     q = subprocess.run(["squeue", "--noheader", "--format=%i"], capture_output=True, text=True, timeout=30)
     return {"nodes": states, "jobs in queue": len(q.stdout.split())}

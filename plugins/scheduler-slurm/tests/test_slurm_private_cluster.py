@@ -34,6 +34,9 @@ def test_clients_see_only_the_session_cluster(slurm_cluster: Any, slurm_nodes: L
     assert "ClusterName             = txtest\n" in conf, conf
     assert slurm_cluster.ctld_port not in DEFAULT_PORTS and not set(slurm_cluster.slurmd_ports) & set(DEFAULT_PORTS)
     assert slurm_nodes == [f"node{i}" for i in range(1, slurm_support.NODES + 1)]
+    down = subprocess.run(["sinfo", "--noheader", "--partition=down", "--Node", "--format=%N %t"],
+                          capture_output=True, text=True, timeout=30).stdout
+    assert down.split()[0] == "down1" and down.split()[1].startswith("down"), down  # never started (down*)
     names = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%j"], capture_output=True,
                            text=True, timeout=30).stdout.split()
     assert USERS_JOB not in names

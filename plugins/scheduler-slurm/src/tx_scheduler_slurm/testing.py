@@ -228,7 +228,8 @@ def memory_clusters(slurm_cluster: SlurmCluster,
 
 @pytest.fixture(scope="session")
 def slurm_nodes(slurm_cluster: SlurmCluster) -> List[str]:
-    """The node names of the session's private test cluster."""
-    p = slurm_cluster.run("sinfo", "--noheader", "--Node", "--format=%N")
+    """The node names of the session's private test cluster: its usable nodes, those of
+    partition ``debug`` (not ``down1``, the never-started node of partition ``down``)."""
+    p = slurm_cluster.run("sinfo", "--noheader", "--Node", "--partition=debug", "--format=%N")
     assert p.returncode == 0 and p.stdout.strip(), p.stderr
     return sorted(set(p.stdout.split()))
