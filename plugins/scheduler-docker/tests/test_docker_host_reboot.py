@@ -18,12 +18,22 @@ from tx_scheduler_docker.scheduler import LABEL_APP_ID, DockerScheduler
 from tx_scheduler_docker.testing import SCRIPTS
 
 
+def _parent(pid: Any) -> int:
+    """The parent of a container's first process (its conmon, also while podman has not
+    recorded ``ConmonPid`` yet); 0 where there is none."""
+    try:
+        with open(f"/proc/{int(pid)}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("PPid:")), 0)
+    except (OSError, ValueError, TypeError):
+        return 0
+
+
 def _reboot(engine: Dict[str, str], client: Any) -> None:
     base = Path(engine["DOCKER_HOST"].split("unix://", 1)[1]).parent
     pids = []
-    for c in client.api.containers(filters={"status": "running"}):
+    for c in client.api.containers(all=True):  # every container with a process, whatever it is listed as
         st = client.api.inspect_container(c["Id"])["State"]
-        pids += [p for p in (st.get("ConmonPid"), st.get("Pid")) if p]
+        pids += [p for p in (st.get("ConmonPid"), st.get("Pid"), _parent(st.get("Pid"))) if p]
     service = int((base / "service.pid").read_text())
     for sig in (signal.SIGSTOP, signal.SIGKILL):  # all at once, none reacting to another's end
         for p in [service, *pids]:  # the power goes: the engine's service, conmons, containers
