@@ -3,25 +3,37 @@ the containers' conmon and processes SIGKILLed (the power goes), the engine's ru
 a real boot) emptied and the service started again, which makes podman reset every container
 that ran (libpod's resetContainerState; podman 4 reports them ``created``, podman 5
 ``exited`` with exit code 0, neither with an end). local_docker reports the app FAILED with
-an ``infra`` attempt (so a run with ``--fallback`` moves on), never SUBMITTED or SUCCEEDED."""
+an ``infra`` attempt (so a run with ``--fallback`` moves on), never SUBMITTED or SUCCEEDED,
+or, within ``infra_retries``, starts the lost replicas again."""
 import os
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List
 
-from tx.specs import AppDef, AppState, FailureKind, Role
+from tx.specs import AppDef, AppState, BindMount, FailureKind, Role
 from tx_scheduler_docker.scheduler import LABEL_APP_ID, DockerScheduler
 from tx_scheduler_docker.testing import SCRIPTS
+
+
+def _parent(pid: Any) -> int:
+    """The parent of a container's first process (its conmon, also while podman has not
+    recorded ``ConmonPid`` yet); 0 where there is none."""
+    try:
+        with open(f"/proc/{int(pid)}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("PPid:")), 0)
+    except (OSError, ValueError, TypeError):
+        return 0
 
 
 def _reboot(engine: Dict[str, str], client: Any) -> None:
     base = Path(engine["DOCKER_HOST"].split("unix://", 1)[1]).parent
     pids = []
-    for c in client.api.containers(filters={"status": "running"}):
+    for c in client.api.containers(all=True):  # every container with a process, whatever it is listed as
         st = client.api.inspect_container(c["Id"])["State"]
-        pids += [p for p in (st.get("ConmonPid"), st.get("Pid")) if p]
+        pids += [p for p in (st.get("ConmonPid"), st.get("Pid"), _parent(st.get("Pid"))) if p]
     service = int((base / "service.pid").read_text())
     for sig in (signal.SIGSTOP, signal.SIGKILL):  # all at once, none reacting to another's end
         for p in [service, *pids]:  # the power goes: the engine's service, conmons, containers
@@ -41,14 +53,29 @@ def _reboot(engine: Dict[str, str], client: Any) -> None:
     subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], env=env, check=True, capture_output=True, timeout=120)
 
 
-def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
-        scheduler: DockerScheduler, docker_client: Any, podman_engine: Dict[str, str], image: str) -> None:
-    role = Role("w", image=image, entrypoint="sh", args=["-c", "echo up; exec sleep 300"], num_replicas=2)
-    app_id = scheduler.submit(AppDef("reboot", roles=[role]), {})
+def _running(scheduler: DockerScheduler, app_id: str, *markers: Path) -> None:
     deadline = time.monotonic() + 60
-    while scheduler.describe(app_id).state != AppState.RUNNING:
+    while scheduler.describe(app_id).state != AppState.RUNNING or not all(m.exists() for m in markers):
         assert time.monotonic() < deadline, scheduler.describe(app_id)
         time.sleep(0.1)
+
+
+def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
+        scheduler: DockerScheduler, docker_client: Any, podman_engine: Dict[str, str], image: str,
+        tmp_path: Path) -> None:
+    """One reboot, two apps: with infra_retries=0 the app FAILS as infra (a run with
+    --fallback moves on); with infra_retries=1 each lost replica runs again in a new
+    container (two tx processes describing it at once start one), the app SUCCEEDS without
+    spending max_retries, and its attempts are listed."""
+    role = Role("w", image=image, entrypoint="sh", args=["-c", "echo up; exec sleep 300"], num_replicas=2)
+    app_id = scheduler.submit(AppDef("reboot", roles=[role]), {"infra_retries": 0})
+    # the second run of a replica finds its marker (written by the first) and exits 0
+    again = Role("w", image=image, entrypoint="sh", num_replicas=2, mounts=[BindMount(str(tmp_path), "/m")],
+                 args=["-c", 'echo "up $TX_REPLICA_ID"; [ -e /m/$TX_REPLICA_ID ] && exit 0; '
+                             'touch /m/$TX_REPLICA_ID; exec sleep 300'])
+    retried = scheduler.submit(AppDef("reboot", roles=[again]), {"infra_retries": 1})
+    _running(scheduler, app_id)
+    _running(scheduler, retried, tmp_path / "0", tmp_path / "1")
     _reboot(podman_engine, docker_client)
     desc = scheduler.describe(app_id)
     assert desc.state == AppState.FAILED, desc
@@ -58,3 +85,22 @@ def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
     cs: List[Any] = docker_client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
     assert all(c["State"] in ("created", "configured", "exited") for c in cs), cs
     scheduler.cancel(app_id)
+
+    other = DockerScheduler("txtest")  # a second tx process looking at the same app at once
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda s: s.describe(retried), [scheduler, other]))
+    other.close()
+    deadline = time.monotonic() + 60
+    while (desc := scheduler.describe(retried)).state != AppState.SUCCEEDED:
+        assert desc.state in (AppState.PENDING, AppState.SUBMITTED, AppState.RUNNING), desc
+        assert time.monotonic() < deadline, desc
+        time.sleep(0.1)
+    assert [a.text.split(" (")[0] for a in desc.attempts] == ["#0 FAILED", "#1 SUCCEEDED"], desc.attempts
+    assert desc.attempts[0].text.startswith("#0 FAILED (infra: w[0]: the engine lost the container while it ran")
+    assert desc.attempts[0].text.endswith(", retried"), desc.attempts
+    assert desc.num_restarts == 1 and desc.roles_statuses[0].replicas[1].exit_code == 0, desc
+    names = sorted(c["Names"][0].lstrip("/") for c in docker_client.api.containers(
+        all=True, filters={"label": f"{LABEL_APP_ID}={retried}"}))
+    assert names == [f"{retried}-w-0", f"{retried}-w-0.infra0", f"{retried}-w-1", f"{retried}-w-1.infra0"], names
+    assert "".join(scheduler.log_iter(retried, "w", 1)) == "up 1\nup 1\n"  # the lost container's, the new one's
+    assert [a.app_id for a in scheduler.list() if a.app_id == retried and a.state == AppState.SUCCEEDED] == [retried]

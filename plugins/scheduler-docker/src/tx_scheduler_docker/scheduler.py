@@ -13,15 +13,18 @@ and run options.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
-from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
+from tx.schedulers.api import (
+    DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, add_infra_retries_opt, infra_retries,
+)
 from tx.schedulers.streams import Stream, filter_regex
 from tx.schedulers.why import names_cause, root_cause
-from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, Role
+from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role
 from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
@@ -40,6 +43,13 @@ log = get_logger(__name__)
 #: suffix cancel adds to a container's name: the engine then records the cancel for every
 #: client (labels cannot change after creation; names can)
 CANCELLED_SUFFIX = ".cancelled"
+#: label of a replica's container started again after the engine lost the one before
+#: (``infra_retries``): the app's attempt it belongs to (none: attempt 0)
+LABEL_ATTEMPT = "tx.attempt"
+#: the name a container the engine lost gets once its replica is started again: its own
+#: name + ``.infra<attempt>`` (then ``.cancelled`` where the app was cancelled); it stays,
+#: with its logs, but is no longer the replica's container
+_RETIRED = re.compile(r"\.infra(\d+)(?:" + re.escape(CANCELLED_SUFFIX) + r")?$")
 #: seconds a cancelled container has to exit after SIGTERM before SIGKILL
 STOP_TIMEOUT = 5
 #: lines of a failed replica's output quoted in ``structured_error_msg``
@@ -61,6 +71,7 @@ def local_docker_runopts() -> runopts:
     opts.add("volumes", type_=List[str], default=None,
              help="volumes of every container, as docker run -v: SRC:DST[:ro|rw] (a host path or a "
                   "named volume), e.g. /shared:/shared;/data:/data:ro (the role's mounts win)")
+    add_infra_retries_opt(opts)
     return opts
 
 
@@ -219,7 +230,8 @@ class DockerScheduler(Scheduler[DockerJob]):
                 continue
             try:
                 summaries = client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
-                if any((s.get("State") or "").lower() in ("running", "created", "restarting", "paused", "configured",
+                if any(not _RETIRED.search(((s.get("Names") or [""])[0]).lstrip("/"))
+                       and (s.get("State") or "").lower() in ("running", "created", "restarting", "paused", "configured",
                                                           "initialized", "stopping") for s in summaries):
                     continue
                 self._remove_network(client, net.get("Name") or net.get("Id"), [s["Id"] for s in summaries])
@@ -259,17 +271,43 @@ class DockerScheduler(Scheduler[DockerJob]):
         app, ``structured_error_msg`` names the first replica that failed, how it ended
         (exit code, signal, out of memory) and its last lines of output.
 
+        A replica whose container the engine lost while it ran (a host reboot,
+        :func:`tx_scheduler_docker._states.lost_while_running`) is started again here, in a
+        new container of the same name and labels (the lost one is renamed
+        ``<name>.infra<attempt>`` and kept with its logs), while the app's attempts so far
+        are fewer than its run option ``infra_retries`` (read from the stored run options;
+        default :data:`tx.schedulers.api.DEFAULT_INFRA_RETRIES`); the roles' ``max_retries``
+        are not spent. ``attempts`` lists each attempt. Two tx processes doing it at once
+        start one container: the engine's unique names refuse the second.
+
         Raises:
             SchedulerError: no engine answers.
         """
+        return self._describe(app_id, retry=True)
+
+    def _describe(self, app_id: str, retry: bool) -> Optional[DescribeAppResponse]:
         infos = self._inspect_app(app_id)
         if not infos:
             return None
+        # the replicas' containers now; those the engine lost and tx replaced are "retired"
+        retired = [i for i in infos if _RETIRED.search(_name_of(i))]
+        infos = [i for i in infos if not _RETIRED.search(_name_of(i))]
+        attempt = max((_attempt_of(i) for i in infos + retired), default=0)
+        stored = _labels((infos or retired)[0]).get(LABEL_APPDEF)
+        stored_app, why_not_stored, run_options = read_stored_appdef_and_options(
+            stored, f"the containers' label {LABEL_APPDEF}")
+        present = {(_labels(i).get(LABEL_ROLE_NAME, "unknown"), _int(_labels(i).get(LABEL_REPLICA_ID), 0))
+                   for i in infos}
+        missing = {}  # replicas whose new container is not created yet: their last retired one
+        for i in sorted(retired, key=_attempt_of):
+            key = (_labels(i).get(LABEL_ROLE_NAME, "unknown"), _int(_labels(i).get(LABEL_REPLICA_ID), 0))
+            if key not in present:
+                missing[key] = i
         roles: Dict[str, List[ReplicaStatus]] = {}
         role_order: Dict[str, int] = {}
         role_defs: Dict[str, Role] = {}
         replica_info: Dict[Tuple[str, int], Dict[str, Any]] = {}
-        cancelled = False
+        cancelled = any(_name_of(i).endswith(CANCELLED_SUFFIX) for i in retired)
         restarts = 0
         unknown: List[str] = []
         lost: List[Tuple[str, int, str]] = []  # (role, replica, why): containers the engine lost
@@ -282,6 +320,9 @@ class DockerScheduler(Scheduler[DockerJob]):
             code = st.get("ExitCode")
             state = _states.container_state(status, code)
             gone = _states.lost_while_running(st)
+            if (gone is None and _attempt_of(info) > 0 and not _states._is_set(st.get("StartedAt"))
+                    and str(status or "").lower() == "created" and retry):
+                self._start_quietly(info)  # tx created it to retry but ended before starting it
             if gone is not None:  # podman's "created" (or "exited", code 0) after a reboot
                 state = AppState.FAILED  # (CANCELLED below, where tx was cancelling it)
                 if not _name_of(info).endswith(CANCELLED_SUFFIX):
@@ -314,6 +355,27 @@ class DockerScheduler(Scheduler[DockerJob]):
                     name=role, image=cfg.get("Image") or "", entrypoint=cmd[0] if cmd else "",
                     args=cmd[1:], num_replicas=_int(labels.get(LABEL_NUM_REPLICAS), 1),
                 )
+        restarts += sum(int(i.get("RestartCount") or 0) for i in retired)
+        for (role, k), info in missing.items():  # being started again (by this or another tx)
+            roles.setdefault(role, []).append(ReplicaStatus(id=k, state=AppState.PENDING, role=role))
+            role_order.setdefault(role, _int(_labels(info).get(LABEL_ROLE_IDX), 0))
+            replica_info[(role, k)] = info
+            if role not in role_defs:
+                cmd = list((info.get("Config") or {}).get("Cmd") or [])
+                role_defs[role] = Role(name=role, image=(info.get("Config") or {}).get("Image") or "",
+                                       entrypoint=cmd[0] if cmd else "", args=cmd[1:],
+                                       num_replicas=_int(_labels(info).get(LABEL_NUM_REPLICAS), 1))
+        if retry and not cancelled and (lost or missing):
+            try:
+                bound = infra_retries(run_options or {})
+            except InvalidRunConfigException:  # a stored value tx would not take now: the default
+                bound = infra_retries({})
+            if missing or attempt < bound:
+                for r, k, _w in lost:  # a new attempt of the app
+                    self._start_again(app_id, replica_info[(r, k)], attempt + 1)
+                for info in missing.values():  # the attempt its retired container was retried as
+                    self._start_again(app_id, info, _attempt_of(info) + 1)
+                return self._describe(app_id, retry=False)
         if unknown:
             log.warning("unknown container states reported as UNKNOWN", app_id=app_id, states=unknown)
         ordered = sorted(roles, key=lambda r: (role_order[r], r))
@@ -321,27 +383,103 @@ class DockerScheduler(Scheduler[DockerJob]):
         replicas = [x for rs in role_statuses for x in rs.replicas]
         app_state, msg = _states.app_state(replicas, cancelled)
         desc = DescribeAppResponse(
-            app_id=app_id, state=app_state, num_restarts=restarts, msg=msg,
+            app_id=app_id, state=app_state, num_restarts=restarts + attempt, msg=msg,
             roles_statuses=role_statuses, roles=[role_defs[r] for r in ordered],
             metadata={"network": f"tx-{app_id}", "engine": engine_location()},
         )
-        stored = ((infos[0].get("Config") or {}).get("Labels") or {}).get(LABEL_APPDEF)
-        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
-            stored, f"the containers' label {LABEL_APPDEF}")
-        if why:
-            desc.metadata["app_not_stored"] = why
+        desc.app, desc.metadata["run_options"] = stored_app, run_options
+        if why_not_stored:
+            desc.metadata["app_not_stored"] = why_not_stored
         if unknown:
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "unknown container states: " + ", ".join(unknown)
         why_lost = [why for _r, _k, why in sorted(lost, key=lambda x: (role_order[x[0]], x[0], x[1]))]
         if why_lost:
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "; ".join(why_lost)
+        # the attempts tx retried: one per attempt index, why its first lost replica was lost
+        earlier: Dict[int, str] = {}
+        for i in sorted(retired, key=lambda i: (_attempt_of(i), _name_of(i))):
+            lb = _labels(i)
+            gone = _states.lost_while_running(i.get("State") or {}) or "the engine lost the container"
+            earlier.setdefault(_attempt_of(i), f"{lb.get(LABEL_ROLE_NAME, 'unknown')}[{lb.get(LABEL_REPLICA_ID, 0)}]: {gone}")
+        desc.attempts = [Attempt(n, AppState.FAILED, FailureKind.INFRA, earlier.get(n, ""), retried=True)
+                         for n in range(attempt)]
         if app_state == AppState.FAILED and why_lost:
             # the infrastructure's: no exit code or log of the container says why
             desc.structured_error_msg = why_lost[0]
-            desc.attempts = [Attempt(restarts, AppState.FAILED, FailureKind.INFRA, why_lost[0])]
+            desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.INFRA, why_lost[0]))
         elif app_state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = self._failure(replicas, replica_info)
+            if attempt:
+                desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.USER, desc.structured_error_msg))
+        elif attempt:
+            desc.attempts.append(Attempt(attempt, app_state))
         return desc
+
+    def _start_again(self, app_id: str, info: Dict[str, Any], attempt: int) -> None:
+        """Start a replica whose container the engine lost, as attempt ``attempt``: rename
+        the lost container ``<name>.infra<its attempt>`` (kept, with its logs), then create
+        and start a container of the lost one's name, configuration and labels
+        (``tx.attempt`` added) from its inspect record (the engine API's create body is
+        its ``Config`` with ``HostConfig``: https://docs.docker.com/reference/api/engine/).
+        Another tx process doing the same at once makes the rename or the create fail
+        (the engine's names are unique): that one did it. Other errors are logged; the
+        next describe tries again."""
+        import docker
+
+        client = self._docker()
+        name = _RETIRED.sub("", _name_of(info))
+        if not _RETIRED.search(_name_of(info)):
+            try:
+                client.api.rename(info["Id"], f"{name}.infra{_attempt_of(info)}")
+            except docker.errors.APIError as e:  # renamed or removed by another tx, or cancelled
+                log.info("lost container not renamed; another tx process is restarting it", container=name,
+                         error=api_reason(e))
+                return
+        cfg = dict(info.get("Config") or {})
+        cfg["Labels"] = {**(cfg.get("Labels") or {}), LABEL_ATTEMPT: str(attempt)}
+        # what build_request sets (podman's inspect adds defaults its own create refuses, such
+        # as Ulimits named RLIMIT_NOFILE)
+        host = {k: v for k, v in (info.get("HostConfig") or {}).items() if k in _HOST_CONFIG and v}
+        policy = dict(host.get("RestartPolicy") or {})
+        if policy.get("Name") == "on-failure":  # the user's retries the lost container spent stay spent
+            left = int(policy.get("MaximumRetryCount") or 0) - int(info.get("RestartCount") or 0)
+            host["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": left} if left > 0 else {"Name": "no"}
+        network = f"tx-{app_id}"
+        host["NetworkMode"] = network
+        body = {**cfg, "HostConfig": host, "NetworkingConfig": {"EndpointsConfig": {network: {}}}}
+        try:
+            try:
+                client.networks.get(network)
+            except docker.errors.NotFound:  # removed meanwhile (every container had ended)
+                client.networks.create(network, driver="bridge", labels={LABEL_APP_ID: app_id,
+                                                                         LABEL_VERSION: __version__})
+            created = client.api.create_container_from_config(body, name)
+        except docker.errors.APIError as e:
+            # the name is taken: another tx process created it (Docker: 409; podman: 500, "already in use")
+            if getattr(e, "status_code", None) == 409 or "already in use" in api_reason(e):
+                log.info("replica already started again by another tx process", container=name)
+            else:
+                log.warning("cannot start the lost replica again", container=name, error=api_reason(e))
+            return
+        try:  # a cancel that renamed the lost container meanwhile (by its id) cancels the new one
+            cancelled = _name_of(client.api.inspect_container(info["Id"])).endswith(CANCELLED_SUFFIX)
+        except docker.errors.APIError:
+            cancelled = False
+        if cancelled:
+            try:
+                client.api.rename(created["Id"], name + CANCELLED_SUFFIX)
+            except docker.errors.APIError as e:
+                log.warning("cannot mark container cancelled", container=name, error=api_reason(e))
+            return
+        self._start_quietly(created)
+        log.info("started a replica the engine lost again", app_id=app_id, container=name, attempt=attempt)
+
+    def _start_quietly(self, info: Dict[str, Any]) -> None:
+        """Start a container tx created to retry a lost replica (started already: nothing)."""
+        try:
+            self._docker().api.start(info["Id"])
+        except Exception as e:  # noqa: BLE001 - the next describe tries again
+            log.warning("cannot start container", container=str(info.get("Id"))[:12], error=str(e))
 
     def _failure(self, replicas: List[ReplicaStatus],
                  infos: Dict[Tuple[str, int], Dict[str, Any]]) -> Tuple[str, Optional[RootCause]]:
@@ -409,6 +547,8 @@ class DockerScheduler(Scheduler[DockerJob]):
             code = _states.exit_code_from_status_text(s.get("Status") or "")
             state = _states.container_state(status, code)
             cname = ((s.get("Names") or [""])[0]).lstrip("/")
+            if _RETIRED.search(cname):  # a container the engine lost, replaced by a new one
+                continue
             if cname.endswith(CANCELLED_SUFFIX):
                 cancelled[app_id] = True
                 if state == AppState.FAILED:
@@ -459,14 +599,24 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # -- logs -----------------------------------------------------------------------------------------
     @engine_call
-    def _container_id(self, app_id: str, role_name: str, k: int) -> str:
+    def _container_ids(self, app_id: str, role_name: str, k: int) -> List[str]:
+        """The replica's containers, oldest attempt first: those the engine lost and tx
+        replaced (``infra_retries``), then its container now.
+
+        Raises:
+            ValueError: the app has no such replica.
+        """
         client = self._docker()
         found = client.api.containers(all=True, filters={"label": [f"{LABEL_APP_ID}={app_id}",
                                                                    f"{LABEL_ROLE_NAME}={role_name}",
                                                                    f"{LABEL_REPLICA_ID}={k}"]})
         if not found:
             raise ValueError(f"{app_id} has no replica {role_name}/{k}")
-        return str(found[0]["Id"])
+        def order(s: Dict[str, Any]) -> Tuple[int, int]:
+            m = _RETIRED.search(((s.get("Names") or [""])[0]).lstrip("/"))
+            return (0, int(m.group(1))) if m else (1, 0)
+
+        return [str(s["Id"]) for s in sorted(found, key=order)]
 
     def log_iter(
         self,
@@ -480,7 +630,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         streams: Optional[Any] = None,
     ) -> Iterable[str]:
         """Lines of replica ``k`` of ``role_name`` from the engine's log of its container
-        (``docker logs``), each with its ``\\n`` (``\\r`` kept inside lines).
+        (``docker logs``), each with its ``\\n`` (``\\r`` kept inside lines); where the
+        engine lost a container of the replica and tx started it again (``infra_retries``),
+        the lost containers' lines come first, oldest first.
 
         Args:
             regex: keep the lines where it is found.
@@ -494,9 +646,14 @@ class DockerScheduler(Scheduler[DockerJob]):
             SchedulerError: no engine answers.
         """
         stream = Stream(streams) if streams is not None else Stream.COMBINED
-        cid = self._container_id(app_id, role_name, k)
-        lines = self._lines(cid, stream, since, until, should_tail)
-        return filter_regex(regex, lines)
+        *earlier, cid = self._container_ids(app_id, role_name, k)
+
+        def lines() -> Iterator[str]:
+            for old in earlier:
+                yield from self._lines(old, stream, since, until, False)
+            yield from self._lines(cid, stream, since, until, should_tail)
+
+        return filter_regex(regex, lines())
 
     def _lines(self, cid: str, stream: Stream, since: Optional[datetime], until: Optional[datetime],
                follow: bool) -> Iterator[str]:
@@ -528,6 +685,22 @@ class DockerScheduler(Scheduler[DockerJob]):
         buf += decoder.decode(b"", final=True)
         if buf:
             yield buf
+
+
+#: the ``HostConfig`` fields of a container that :func:`tx_scheduler_docker.request.build_request`
+#: sets, copied from a lost container to its replacement
+_HOST_CONFIG = ("Binds", "Privileged", "Init", "Memory", "MemorySwap", "ShmSize", "NanoCpus", "DeviceRequests",
+                "Devices", "PortBindings", "RestartPolicy")
+
+
+def _labels(info: Dict[str, Any]) -> Dict[str, str]:
+    """A container's labels from its inspect record."""
+    return (info.get("Config") or {}).get("Labels") or {}
+
+
+def _attempt_of(info: Dict[str, Any]) -> int:
+    """The app's attempt a container belongs to (its ``tx.attempt`` label; 0 without)."""
+    return _int(_labels(info).get(LABEL_ATTEMPT), 0)
 
 
 def _name_of(info: Dict[str, Any]) -> str:
