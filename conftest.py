@@ -14,6 +14,9 @@
   state directory and home, and check a one-line error.
 * No test leaves a file in the repository's root directory (a test that writes into its
   working directory fails, naming what it left there).
+* Tests marked ``restarts_engine`` run last: they SIGKILL and restart the session's podman
+  engine (a simulated host reboot), and no later test of the session may meet an engine that
+  has just been through that.
 """
 from __future__ import annotations
 
@@ -168,3 +171,9 @@ def terminal() -> Iterator[Callable[..., Pane]]:
     yield make
     for p in panes:
         p.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Move the tests marked ``restarts_engine`` to the end of the session (a stable sort:
+    every other test keeps its place)."""
+    items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)

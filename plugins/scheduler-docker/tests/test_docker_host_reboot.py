@@ -13,9 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 from tx.specs import AppDef, AppState, BindMount, FailureKind, Role
 from tx_scheduler_docker.scheduler import LABEL_APP_ID, DockerScheduler
 from tx_scheduler_docker.testing import SCRIPTS
+
+#: the engine this test restarts is the session's: run it after every other test (conftest.py)
+pytestmark = pytest.mark.restarts_engine
 
 
 def _parent(pid: Any) -> int:
