@@ -10,7 +10,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping as _Mapping
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 import attrs
 
@@ -52,6 +52,22 @@ __all__ = ["DEFAULT_SESSION", "Runner", "get_runner"]
 
 DEFAULT_SESSION = "tx"
 
+
+
+def _backend_log_reader(sched: Any, app_id: str) -> Callable[[str, int], Iterator[bytes]]:
+    """The reader :class:`tx.runner.archive.LogArchive` copies from: one replica's whole log
+    from the backend, as blocks of bytes; any failure of the backend raised as
+    ``BackendReadError``."""
+    # the archive's module (fsspec) is loaded by log_archive, before a reader is asked for
+    from tx.runner.archive import BackendReadError
+
+    def read(role: str, k: int) -> Iterator[bytes]:
+        try:
+            yield from sched.log_iter_blocks(app_id, role, k, should_tail=False)
+        except Exception as e:  # noqa: BLE001 - any backend failure: the caller decides
+            raise BackendReadError(f"{role}/{k}: {e}") from e
+
+    return read
 
 class Runner:
     """Submits apps to schedulers and queries them by app handle.
@@ -820,15 +836,8 @@ class Runner:
                 if desc is None:
                     return 0
             replicas = self._replicas_of(app_handle, desc)
-
-            def read(role: str, k: int) -> Iterable[bytes]:
-                try:
-                    yield from sched.log_iter_blocks(app_id, role, k, should_tail=False)
-                except Exception as e:  # noqa: BLE001 - any backend failure: copy later
-                    raise BackendReadError(f"{role}/{k}: {e}") from e
-
             ended = desc.state.name if is_terminal(desc.state) else None
-            return archive.copy(app_handle, replicas, read, ended=ended)
+            return archive.copy(app_handle, replicas, _backend_log_reader(sched, app_id), ended=ended)
         except BackendReadError as e:
             log.debug("log archive: the backend did not give a log", handle=app_handle, error=str(e))
         except Exception as e:  # noqa: BLE001 - the archive must never harm the run
@@ -916,17 +925,8 @@ class Runner:
         alone, as without an archive)."""
         if archive is None:
             return 0
-        # the archive's module (fsspec) is loaded by log_archive
-        from tx.runner.archive import BackendReadError
-
-        def read(role: str, k: int) -> Iterable[bytes]:
-            try:
-                yield from sched.log_iter_blocks(app_id, role, k, should_tail=False)
-            except Exception as e:  # noqa: BLE001 - any backend failure: the live log alone
-                raise BackendReadError(f"{role}/{k}: {e}") from e
-
         try:
-            return archive.earlier_segments(app_handle, role, k, read)
+            return archive.earlier_segments(app_handle, role, k, _backend_log_reader(sched, app_id))
         except Exception as e:  # noqa: BLE001 - the archive must never keep the live log from `tx log`
             log.debug("log archive: earlier attempts unknown", handle=app_handle, error=str(e))
             return 0
