@@ -230,7 +230,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 continue
             try:
                 summaries = client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
-                if any(not _RETIRED.search(((s.get("Names") or [""])[0]).lstrip("/"))
+                if any(not _RETIRED.search(_summary_name(s))
                        and (s.get("State") or "").lower() in ("running", "created", "restarting", "paused", "configured",
                                                           "initialized", "stopping") for s in summaries):
                     continue
@@ -349,22 +349,14 @@ class DockerScheduler(Scheduler[DockerJob]):
             role_order[role] = _int(labels.get(LABEL_ROLE_IDX), 0)
             replica_info[(role, k)] = info
             if role not in role_defs:
-                cfg = info.get("Config") or {}
-                cmd = list(cfg.get("Cmd") or [])
-                role_defs[role] = Role(
-                    name=role, image=cfg.get("Image") or "", entrypoint=cmd[0] if cmd else "",
-                    args=cmd[1:], num_replicas=_int(labels.get(LABEL_NUM_REPLICAS), 1),
-                )
+                role_defs[role] = _role_from(role, info)
         restarts += sum(int(i.get("RestartCount") or 0) for i in retired)
         for (role, k), info in missing.items():  # being started again (by this or another tx)
             roles.setdefault(role, []).append(ReplicaStatus(id=k, state=AppState.PENDING, role=role))
             role_order.setdefault(role, _int(_labels(info).get(LABEL_ROLE_IDX), 0))
             replica_info[(role, k)] = info
             if role not in role_defs:
-                cmd = list((info.get("Config") or {}).get("Cmd") or [])
-                role_defs[role] = Role(name=role, image=(info.get("Config") or {}).get("Image") or "",
-                                       entrypoint=cmd[0] if cmd else "", args=cmd[1:],
-                                       num_replicas=_int(_labels(info).get(LABEL_NUM_REPLICAS), 1))
+                role_defs[role] = _role_from(role, info)
         if retry and not cancelled and (lost or missing):
             try:
                 bound = infra_retries(run_options or {})
@@ -546,7 +538,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             status = s.get("State")
             code = _states.exit_code_from_status_text(s.get("Status") or "")
             state = _states.container_state(status, code)
-            cname = ((s.get("Names") or [""])[0]).lstrip("/")
+            cname = _summary_name(s)
             if _RETIRED.search(cname):  # a container the engine lost, replaced by a new one
                 continue
             if cname.endswith(CANCELLED_SUFFIX):
@@ -570,11 +562,11 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         summaries = client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
         live = [s for s in summaries if (s.get("State") or "").lower() not in ("exited", "stopped", "dead")]
-        if not live and not any(((s.get("Names") or [""])[0]).endswith(CANCELLED_SUFFIX) for s in summaries):
+        if not live and not any(_summary_name(s).endswith(CANCELLED_SUFFIX) for s in summaries):
             self._remove_network(client, f"tx-{app_id}", [s["Id"] for s in summaries])
             return
         for s in summaries:
-            name = ((s.get("Names") or [""])[0]).lstrip("/")
+            name = _summary_name(s)
             if not name.endswith(CANCELLED_SUFFIX):
                 try:
                     client.api.rename(s["Id"], name + CANCELLED_SUFFIX)
@@ -613,7 +605,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         if not found:
             raise ValueError(f"{app_id} has no replica {role_name}/{k}")
         def order(s: Dict[str, Any]) -> Tuple[int, int]:
-            m = _RETIRED.search(((s.get("Names") or [""])[0]).lstrip("/"))
+            m = _RETIRED.search(_summary_name(s))
             return (0, int(m.group(1))) if m else (1, 0)
 
         return [str(s["Id"]) for s in sorted(found, key=order)]
@@ -706,6 +698,20 @@ def _attempt_of(info: Dict[str, Any]) -> int:
 def _name_of(info: Dict[str, Any]) -> str:
     """A container's name from its inspect record, without Docker's leading ``/``."""
     return str(info.get("Name") or "").lstrip("/")
+
+
+def _summary_name(summary: Dict[str, Any]) -> str:
+    """A container's name from its list summary (``Names``' first), without the leading ``/``."""
+    return str((summary.get("Names") or [""])[0]).lstrip("/")
+
+
+def _role_from(role: str, info: Dict[str, Any]) -> Role:
+    """The role rebuilt from one of its containers' inspect record (image, command, the
+    replica count label), for an app whose stored AppDef is not read."""
+    cfg = info.get("Config") or {}
+    cmd = list(cfg.get("Cmd") or [])
+    return Role(name=role, image=cfg.get("Image") or "", entrypoint=cmd[0] if cmd else "", args=cmd[1:],
+                num_replicas=_int(_labels(info).get(LABEL_NUM_REPLICAS), 1))
 
 
 def _int(value: Any, default: int) -> int:
