@@ -39,6 +39,9 @@ def _reboot(engine: Dict[str, str], client: Any) -> None:
     for c in client.api.containers(all=True):  # every container with a process, whatever it is listed as
         st = client.api.inspect_container(c["Id"])["State"]
         pids += [p for p in (st.get("ConmonPid"), st.get("Pid"), _parent(st.get("Pid"))) if p]
+    # the engine's network bridges: the kernel's, which a reboot takes away with the rest
+    bridges = [n["Options"]["com.docker.network.bridge.name"] for n in client.api.networks()
+               if (n.get("Options") or {}).get("com.docker.network.bridge.name")]
     service = int((base / "service.pid").read_text())
     for sig in (signal.SIGSTOP, signal.SIGKILL):  # all at once, none reacting to another's end
         for p in [service, *pids]:  # the power goes: the engine's service, conmons, containers
@@ -47,6 +50,8 @@ def _reboot(engine: Dict[str, str], client: Any) -> None:
             except ProcessLookupError:
                 pass
     (base / "service.pid").unlink()  # so that the start script starts a new one
+    for bridge in bridges:  # left behind, they would clash with the bridges the new engine names alike
+        subprocess.run(["ip", "link", "delete", bridge], capture_output=True, timeout=30)
     with open("/proc/mounts") as f:
         mounts = [line.split()[1] for line in f if line.split()[1].startswith(f"{base}/")]
     for m in sorted(mounts, reverse=True):
