@@ -23,6 +23,13 @@ SCRIPTS = REPO / "scripts"
 _SLURM_VARS = ("SLURM_", "SBATCH_", "SQUEUE_")
 
 
+def free_port() -> int:
+    """A port the kernel says is free now on 127.0.0.1 (it may be taken again before use)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def free_ports(n: int) -> int:
     """The first of ``n`` consecutive free ports in 20000-29999."""
     for first in range(24000, 29000, 37):

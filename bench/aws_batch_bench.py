@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,11 +36,8 @@ import time
 import urllib.request
 from typing import Callable, Dict, List
 
+from _common import free_port  # the benches' shared helpers (this directory is sys.path[0])
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def timed(fn: Callable[[], object], n: int) -> List[float]:

@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
+
+from _common import free_port  # the benches' shared helpers (this directory is sys.path[0])
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / ".work"
@@ -72,11 +73,6 @@ runner.cancel(handle)
 print(json.dumps({"handle": handle, "submit": t_submit, "running": t_running, "state": state}))
 """
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Head:
