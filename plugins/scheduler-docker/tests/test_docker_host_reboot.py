@@ -73,10 +73,12 @@ def _running(scheduler: DockerScheduler, app_id: str, *markers: Path) -> None:
 def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
         scheduler: DockerScheduler, docker_client: Any, podman_engine: Dict[str, str], image: str,
         tmp_path: Path) -> None:
-    """One reboot, two apps: with infra_retries=0 the app FAILS as infra (a run with
+    """One reboot, three apps: with infra_retries=0 the app FAILS as infra (a run with
     --fallback moves on); with infra_retries=1 each lost replica runs again in a new
     container (two tx processes describing it at once start one), the app SUCCEEDS without
-    spending max_retries, and its attempts are listed."""
+    spending max_retries, and its attempts are listed; so does a replica the engine had
+    restarted on failure (max_retries=2) before the reboot, whose end recorded is then its
+    earlier run's."""
     role = Role("w", image=image, entrypoint="sh", args=["-c", "echo up; exec sleep 300"], num_replicas=2)
     app_id = scheduler.submit(AppDef("reboot", roles=[role]), {"infra_retries": 0})
     # the second run of a replica finds its marker (written by the first) and exits 0
@@ -84,8 +86,16 @@ def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
                  args=["-c", 'echo "up $TX_REPLICA_ID"; [ -e /m/$TX_REPLICA_ID ] && exit 0; '
                              'touch /m/$TX_REPLICA_ID; exec sleep 300'])
     retried = scheduler.submit(AppDef("reboot", roles=[again]), {"infra_retries": 1})
+    # run 1 fails (the engine restarts it), run 2 is lost to the reboot, run 3 succeeds
+    (tmp_path / "r").mkdir()
+    twice = Role("w", image=image, entrypoint="sh", max_retries=2, mounts=[BindMount(str(tmp_path / "r"), "/m")],
+                 args=["-c", 'echo run; [ -e /m/lost ] && exit 0; [ -e /m/failed ] || { touch /m/failed; exit 3; }; '
+                             'touch /m/lost; exec sleep 300'])
+    restarted = scheduler.submit(AppDef("reboot", roles=[twice]), {"infra_retries": 1})
     _running(scheduler, app_id)
     _running(scheduler, retried, tmp_path / "0", tmp_path / "1")
+    _running(scheduler, restarted, tmp_path / "r" / "lost")
+    assert docker_client.api.inspect_container(f"{restarted}-w-0")["RestartCount"] == 1
     _reboot(podman_engine, docker_client)
     desc = scheduler.describe(app_id)
     assert desc.state == AppState.FAILED, desc
@@ -114,3 +124,17 @@ def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
     assert names == [f"{retried}-w-0", f"{retried}-w-0.infra0", f"{retried}-w-1", f"{retried}-w-1.infra0"], names
     assert "".join(scheduler.log_iter(retried, "w", 1)) == "up 1\nup 1\n"  # the lost container's, the new one's
     assert [a.app_id for a in scheduler.list() if a.app_id == retried and a.state == AppState.SUCCEEDED] == [retried]
+
+    deadline = time.monotonic() + 60
+    while (desc := scheduler.describe(restarted)).state != AppState.SUCCEEDED:
+        assert desc.state in (AppState.PENDING, AppState.SUBMITTED, AppState.RUNNING), desc
+        assert time.monotonic() < deadline, desc
+        time.sleep(0.1)
+    assert [a.text.split(" (")[0] for a in desc.attempts] == ["#0 FAILED", "#1 SUCCEEDED"], desc.attempts
+    assert "(infra: w[0]: the engine lost the container while it ran" in desc.attempts[0].text, desc.attempts
+    assert "no end recorded after it was restarted" in desc.attempts[0].text, desc.attempts
+    # the loss spent none of max_retries=2: the new container keeps the one its failed run left
+    new = docker_client.api.inspect_container(f"{restarted}-w-0")
+    assert new["HostConfig"]["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 1}, new["HostConfig"]
+    assert new["RestartCount"] == 0
+    assert "".join(scheduler.log_iter(restarted, "w", 0)) == "run\nrun\nrun\n"  # the lost container's two, the new one's

@@ -20,7 +20,9 @@ import pytest
 from tx.specs import AppDef, AppState, Role
 from tx.testing import find_replica
 from tx_scheduler_docker.scheduler import DockerScheduler
-from tx_scheduler_docker._states import container_state, describe_exit, exit_code_from_status_text, known_state
+from tx_scheduler_docker._states import (
+    container_state, describe_exit, exit_code_from_status_text, known_state, lost_while_running,
+)
 
 #: app name -> the state the relay reports for its ended containers
 RENAMED = {"unkstopped": "stopped", "unkmystery": "hibernating"}
@@ -175,3 +177,33 @@ def test_sigkill_message_says_what_the_engine_knows() -> None:
         " cgroup v1: the memory limit is 16 MB")
     assert describe_exit(137) == "killed by SIGKILL (exit code 137)"
     assert describe_exit(143, False, 16) == "killed by SIGTERM (exit code 143)"
+
+
+def _state(status: str, started: str, finished: str, code: int = 0) -> Dict[str, Any]:
+    return {"Status": status, "ExitCode": code, "StartedAt": started, "FinishedAt": finished}
+
+
+_ZERO = "0001-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize("state,lost", [
+    # inspect States of the session's podman 4.3, before and after a simulated host reboot
+    # (test_docker_host_reboot.py's): a quick run records its end before its start
+    (_state("exited", "2026-11-26T04:15:54.584291138Z", "2026-11-26T04:15:54.5842058Z"), False),
+    (_state("stopped", "2026-11-26T04:15:56.319721933Z", "2026-11-26T04:15:57.320205919Z", 3), False),
+    (_state("running", "2026-11-26T04:16:57.098501383Z", "2026-11-26T04:16:56.892208505Z"), False),  # restarted
+    # restarted once on failure, then exited 0 at once: its start 8 ms after its end, not lost
+    (_state("exited", "2026-11-26T04:16:56.520167951Z", "2026-11-26T04:16:56.512208488Z"), False),
+    (_state("created", _ZERO, _ZERO), False),  # never started
+    # after the reboot: running, never restarted (no end); running after a restart (an earlier end)
+    (_state("created", "2026-11-26T04:16:56.65926681Z", _ZERO), True),
+    (_state("created", "2026-11-26T04:16:57.098501383Z", "2026-11-26T04:16:56.892208505Z"), True),
+    (_state("exited", "2026-11-26T04:16:56.65926681Z", _ZERO), True),  # podman 5's reset
+    # ended just before the power went (reset from "stopped"): its own end, after its start
+    (_state("created", "2026-11-26T04:16:56.6Z", "2026-11-26T04:16:58Z"), False),
+])
+def test_lost_while_running_reads_what_podman_records(state: Dict[str, Any], lost: bool) -> None:
+    why = lost_while_running(state)
+    assert (why is not None) == lost, why
+    if why is not None and state["FinishedAt"] != _ZERO:
+        assert "no end recorded after it was restarted (the last end, 2026-11-26T04:16:56Z, is an earlier run's)" in why

@@ -39,7 +39,8 @@ fields are an error), so a request the real service would not parse fails here t
   ``logName``, ``labels.*``, ``timestamp``, ``severity``, joined by ``AND``), ordering and
   paging.
 
-Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001).
+Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001, or
+another of Batch's reserved codes for a VM lost: 50002 reporting timeout, 50003 rebooted, 50006 recreated).
 Failure injection, by project name: ``denied-project`` answers 403 PERMISSION_DENIED to
 everything; ``unauthenticated-project`` 401 UNAUTHENTICATED (expired or revoked
 credentials); ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create``.
@@ -195,7 +196,7 @@ class _Job:
         self.procs: Dict[int, subprocess.Popen] = {}
         self.stop = threading.Event()  # cancel or delete asked: start nothing more, stop what runs
         self.deleting = False
-        self.preempted: set = set()
+        self.preempted: Dict[int, int] = {}  # task index -> the reserved exit code its lost VM ends it with
         self.vms = 0  # VMs (task slots) the job holds now
         self.started: set = set()  # tasks whose current attempt has started
         self.running_since: Optional[float] = None
@@ -647,7 +648,7 @@ class FakeGcp:
                     self._started(rec, i)
                 continue
             code = self._exec(rec, i, attempt, argv, {**env, **runnable.environment.variables})
-            if code == PREEMPTED_EXIT_CODE:
+            if code >= 50000:  # a reserved code: the VM was lost, whatever ignore_exit_status says
                 return code
             if code != 0 and not runnable.ignore_exit_status:
                 return code
@@ -676,19 +677,21 @@ class FakeGcp:
         with self.lock:
             rec.procs.pop(i, None)
             if i in rec.preempted:
-                rec.preempted.discard(i)
-                return PREEMPTED_EXIT_CODE
+                return rec.preempted.pop(i)
         return code if code >= 0 else 128 - code
 
-    def preempt(self, job_name: str, index: int) -> None:
+    def preempt(self, job_name: str, index: int, exit_code: int = PREEMPTED_EXIT_CODE) -> None:
         """Reclaim the Spot VM of task ``index``: its process is killed and the task ends
-        with Batch's reserved exit code 50001, as when Compute Engine preempts a Spot VM."""
+        with Batch's reserved exit code 50001, as when Compute Engine preempts a Spot VM;
+        ``exit_code`` another reserved code ends it as that loss of its VM does (50002: Batch
+        no longer hears from the VM, 50003: the VM rebooted, 50006: the VM was recreated;
+        https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes)."""
         with self.lock:
             rec = self.jobs[job_name]
             proc = rec.procs.get(index)
             if proc is None:
                 raise RuntimeError(f"task {index} of {job_name} is not running")
-            rec.preempted.add(index)
+            rec.preempted[index] = exit_code
             os.killpg(proc.pid, signal.SIGKILL)
 
     def _pump(self, rec: _Job, i: int, attempt: int, pipe: Any, severity: str) -> None:

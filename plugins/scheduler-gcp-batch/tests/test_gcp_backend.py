@@ -233,58 +233,75 @@ def test_retries_restart_a_failed_replica(sched: GcpBatchScheduler) -> None:
     assert lines(sched, app_id, "w") == ["attempt 0\n", "attempt 1\n"]
 
 
-def test_spot_preemption_is_retried_but_app_failures_are_not(sched: GcpBatchScheduler, fake_gcp: FakeGcp) -> None:
-    """SPOT with max_retries=0: a preempted VM (exit 50001) is retried, exit 3 fails at once."""
+#: Batch's reserved exit codes for a VM lost under a task, the model they happen on, and the reason tx gives
+VMS_LOST = [
+    ("SPOT", 50001, "Spot VM preemption"),
+    ("STANDARD", 50002, "VM reporting timeout"),
+    ("STANDARD", 50003, "VM rebooted during execution"),
+    ("STANDARD", 50006, "VM recreated during execution"),
+]
+
+
+@pytest.mark.parametrize("model,code,reason", VMS_LOST)
+def test_a_vm_lost_is_retried_but_app_failures_are_not(sched: GcpBatchScheduler, fake_gcp: FakeGcp, model: str,
+                                                       code: int, reason: str) -> None:
+    """max_retries=0: a task whose VM was lost (preempted, silent, rebooted, recreated) is
+    retried within infra_retries, exit 3 fails at once."""
     script = (
         'echo "attempt $BATCH_TASK_RETRY_ATTEMPT"; '
         'if [ ${replica_id} = 0 ] && [ "$BATCH_TASK_RETRY_ATTEMPT" = 0 ]; then sleep 600; fi; '
         'if [ ${replica_id} = 1 ]; then exit 3; fi'
     )
-    app_id = sched.submit(AppDef("spot", roles=[sh("w", script, 2)]), {"provisioning_model": "SPOT", "infra_retries": 2})
+    app_id = sched.submit(AppDef("lost", roles=[sh("w", script, 2)]), {"provisioning_model": model, "infra_retries": 2})
     wait_for_line(sched, app_id, "w", 0)
-    fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0)
+    fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0, code)
     desc = sched.wait(app_id, timeout=60, poll_interval=0.2)
-    assert lines(sched, app_id, "w", 0) == ["attempt 0\n", "attempt 1\n"]  # preempted, then ran again
+    assert lines(sched, app_id, "w", 0) == ["attempt 0\n", "attempt 1\n"]  # its VM lost, then ran again
     assert find_replica(desc, "w", 0).state == AppState.SUCCEEDED
     assert lines(sched, app_id, "w", 1) == ["attempt 0\n"]  # exit 3: not retried
     assert find_replica(desc, "w", 1).exit_code == 3
     assert desc.state == AppState.FAILED and desc.num_restarts == 1
-    # every attempt with why it ended: the preemption (retried within infra_retries), then the user's exit 3
+    # every attempt with why it ended: the VM lost (retried within infra_retries), then the user's exit 3
     assert [a.text for a in desc.attempts] == [
-        "#0 FAILED (infra: w/0: Spot VM preemption, exit code 50001), retried", "#1 FAILED (user: w/1: exit code 3)"]
+        f"#0 FAILED (infra: w/0: {reason}, exit code {code}), retried", "#1 FAILED (user: w/1: exit code 3)"]
     assert desc.metadata["attempts"] == [a.to_json() for a in desc.attempts]
 
 
-def test_a_spot_app_preempted_past_its_infra_retries_fails_over(fake_gcp: FakeGcp, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runner.run_with_fallback from gcp_batch (SPOT, infra_retries=0) to local_cwd: the
-    preempted task fails the job as an infrastructure failure (its last attempt ended with
-    exit code 50001), so the run moves to local_cwd (as tx run --fallback does) and
-    succeeds there; the chain says why it left."""
+@pytest.mark.parametrize("model,code,reason", [VMS_LOST[0], VMS_LOST[2]])
+def test_an_app_whose_vm_is_lost_past_its_infra_retries_fails_over(fake_gcp: FakeGcp, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch, model: str,
+                                                                   code: int, reason: str) -> None:
+    """Runner.run_with_fallback from gcp_batch (infra_retries=0) to local_cwd: the task
+    whose VM was lost (a Spot preemption, a reboot) fails the job as an infrastructure
+    failure (its last attempt ended with that reserved exit code), so the run moves to
+    local_cwd (as tx run --fallback does) and succeeds there; the chain says why it left."""
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
     script = 'if [ -n "$BATCH_TASK_INDEX" ]; then echo up; exec sleep 60; fi; echo moved'  # only Batch sets it
     with get_runner() as runner:
-        handle = runner.run_with_fallback(AppDef("preempted-failover", roles=[sh("w", script)]), [
-            ("gcp_batch", {"provisioning_model": "SPOT", "infra_retries": 0}), ("local_cwd", {})], watch=False)
+        handle = runner.run_with_fallback(AppDef("lost-failover", roles=[sh("w", script)]), [
+            ("gcp_batch", {"provisioning_model": model, "infra_retries": 0}), ("local_cwd", {})], watch=False)
         app_id = parse_app_handle(runner.run_status(handle).live).app_id  # type: ignore[union-attr, arg-type]
         sched = create_scheduler("tx")
         wait_for_line(sched, app_id, "w", 0)
-        fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0)  # type: ignore[union-attr]
+        fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0, code)  # type: ignore[union-attr]
         status = runner.wait(handle, wait_interval=0.2, timeout=60)
         assert status is not None and status.state == AppState.SUCCEEDED, status
         run = runner.run_status(handle)
-        assert run.chain == "gcp_batch: FAILED (infra: w/0: Spot VM preemption, exit code 50001) -> local_cwd: SUCCEEDED", run
+        assert run.chain == f"gcp_batch: FAILED (infra: w/0: {reason}, exit code {code}) -> local_cwd: SUCCEEDED", run
         assert run.live is not None and run.live.startswith("local_cwd://"), run
         assert list(runner.log_lines(run.live, "w")) == ["moved\n"]
 
 
-def test_without_spot_a_preempted_vm_fails_the_replica(sched: GcpBatchScheduler, fake_gcp: FakeGcp) -> None:
+def test_the_tasks_own_reserved_exit_codes_are_the_users(sched: GcpBatchScheduler, fake_gcp: FakeGcp) -> None:
+    """Exit code 50005 (the task ran past its maxRunDuration; 50004, unresponsive, alike) is
+    the task's own: not retried by infra_retries (default 3), the app FAILS as the user's."""
     app_id = sched.submit(AppDef("std", roles=[sh("w", "echo up; sleep 600")]), {})
     wait_for_line(sched, app_id, "w", 0)
-    fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0)
+    fake_gcp.preempt(sched.describe(app_id).metadata["job_name"], 0, 50005)
     desc = sched.wait(app_id, timeout=60, poll_interval=0.2)
-    assert desc.state == AppState.FAILED and find_replica(desc, "w", 0).exit_code == 50001
-    assert "exit code 50001" in desc.structured_error_msg
+    assert desc.state == AppState.FAILED and find_replica(desc, "w", 0).exit_code == 50005
+    assert lines(sched, app_id, "w", 0) == ["up\n"]
+    assert [a.text for a in desc.attempts] == ["#0 FAILED (user: w/0: exit code 50005)"]
 
 
 def test_logs_streams_since_until_regex(sched: GcpBatchScheduler, tmp_path: Path) -> None:

@@ -122,21 +122,25 @@ def test_gpu_spot_allocation_and_user_options(sched: GcpBatchScheduler) -> None:
 
 
 @pytest.mark.parametrize("model,user,spot,count,policy", [
-    ("STANDARD", 2, 3, 2, False),
-    ("SPOT", 0, 3, 3, True),    # only preemption (exit 50001) is retried
-    ("SPOT", 2, 3, 5, False),   # preemption does not spend the user's 2 retries
+    ("STANDARD", 0, 3, 3, True),  # a VM rebooted, recreated or silent: on any VM
+    ("STANDARD", 2, 3, 5, False),
+    ("SPOT", 0, 3, 3, True),    # only a VM lost (exit 50001-50003, 50006) is retried
+    ("SPOT", 2, 3, 5, False),   # a VM lost does not spend the user's 2 retries
     ("SPOT", 9, 3, 10, False),  # Batch's maximum
     ("SPOT", 0, 0, 0, False),
 ])
-def test_retries_and_spot_preemption(sched: GcpBatchScheduler, model: str, user: int, spot: int, count: int,
-                                     policy: bool) -> None:
+def test_retries_and_vms_lost(sched: GcpBatchScheduler, model: str, user: int, spot: int, count: int,
+                              policy: bool) -> None:
     app = AppDef("r", roles=[Role("w", image="i", entrypoint="true", max_retries=user)])
-    spec = sched.submit_dryrun(app, {"provisioning_model": model, "spot_retries": spot}).request.job.task_groups[0].task_spec
+    job = sched.submit_dryrun(app, {"provisioning_model": model, "spot_retries": spot}).request.job
+    assert batch_v1.Job.from_json(batch_v1.Job.to_json(job), ignore_unknown_fields=False) == job  # the API's schema
+    spec = job.task_groups[0].task_spec
     assert spec.max_retry_count == count
     if policy:
         (lp,) = spec.lifecycle_policies
         assert lp.action == batch_v1.LifecyclePolicy.Action.RETRY_TASK
-        assert list(lp.action_condition.exit_codes) == [50001]
+        # Batch's reserved codes for a VM lost; not 50004/50005 (the task hung or ran too long)
+        assert list(lp.action_condition.exit_codes) == [50001, 50002, 50003, 50006]
     else:
         assert not spec.lifecycle_policies
     back = roles_of(sched.submit_dryrun(app, {"provisioning_model": model, "spot_retries": spot}).request.job)

@@ -9,6 +9,7 @@ Podman's compatible API reports its own names in some cases (``configured``, ``i
 """
 from __future__ import annotations
 
+import datetime
 import re
 import signal
 from typing import Any, Dict, List, Optional, Tuple
@@ -65,23 +66,61 @@ def _is_set(text: Any) -> bool:
     return isinstance(text, str) and bool(text.strip()) and not text.startswith(_ZERO_TIME)
 
 
-def lost_while_running(state: Dict[str, Any]) -> Optional[str]:
-    """Why the engine lost a container while it ran, from its inspect ``State``: it started
-    (``StartedAt``) and its end was never recorded (``FinishedAt`` is the zero time), yet it
-    no longer runs. That is what podman leaves after the host rebooted: at its first start
-    after a boot it resets every container that ran to ``created`` (podman 4) or ``exited``
-    with exit code 0 (podman 5; libpod's ``resetContainerState``), never recording an end,
-    which read as "not started" and as SUCCEEDED. None where the container runs, never
-    started, or ended as the engine saw it (whatever its exit code: a signal from outside is
-    the container's failure). A container the engine restarted (``on-failure``) keeps its
-    earlier run's end, so its loss in a later run is not seen; nor is an end before the
-    start a sign (podman records a quick container's end before its start)."""
-    status = str(state.get("Status") or "").strip().lower()
-    if status in _LIVE or not _is_set(state.get("StartedAt")) or _is_set(state.get("FinishedAt")):
+#: podman's names for a container not started since it was (re)initialized: what its reset at
+#: boot leaves of one that had not exited (podman 4: Configured, reported ``created``)
+_NOT_STARTED = ("created", "configured", "initialized")
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _ns(text: Any) -> Optional[int]:
+    """An engine's RFC 3339 time (``2026-11-26T04:16:57.098501383Z``, nanoseconds, trailing
+    zeros dropped) as nanoseconds since the epoch; None where it is not one, or Go's zero time."""
+    m = _TIME.match(text) if _is_set(text) else None
+    if m is None:
         return None
-    return (f"the engine lost the container while it ran: started at {state['StartedAt'][:19]}Z, no end "
-            f"recorded, now {status or 'unknown'} (the host rebooted, or the engine restarted after its "
-            "container processes were killed)")
+    when = datetime.datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) == "Z" else m.group(3)))
+    return int(when.timestamp()) * 1_000_000_000 + int((m.group(2) or "0").ljust(9, "0"))
+
+
+def lost_while_running(state: Dict[str, Any]) -> Optional[str]:
+    """Why the engine lost a container while it ran, from its inspect ``State``; None where
+    it runs, never started, or ended as the engine saw it (whatever its exit code: a signal
+    from outside is the container's failure). What podman leaves after the host rebooted:
+    at its first start after a boot it resets every container that ran (libpod's
+    ``resetContainerState``) without recording an end, to ``created`` (podman 4) or
+    ``exited`` with exit code 0 (podman 5), which read as "not started" and as SUCCEEDED.
+    Two signs, both what podman 4.3 really reports (the plugin's tests/test_docker_states.py
+    keeps its records):
+
+    * it started (``StartedAt``), its end was never recorded (``FinishedAt`` is the zero
+      time), and it no longer runs (podman 4 and 5);
+    * it is ``created`` again (podman 4's reset: only a container that had not reached
+      ``exited`` is put back), with a recorded start later than its recorded end: that end
+      is an earlier run's, one the engine restarted (``on-failure``), and the run it started
+      then never ended. The reset also zeroes ``RestartCount``.
+
+    Not a sign: a start later than the end of a container that is ``exited``. Podman
+    records a quick run's end before its start (the exit file is older than the start's
+    timestamp): a replica restarted once that then exited 0 within milliseconds reads
+    ``StartedAt`` 8 ms after ``FinishedAt``, as a lost one does on podman 5 (``exited``,
+    code 0, the earlier run's end), so podman 5 leaves a restarted replica's loss unseen.
+    Nor can podman 4 tell one case: a container that had just ended when the power went
+    (``stopped`` for the moment before podman cleans it up) is reset to ``created`` too;
+    its end is its own, recorded after its start, unless that run was shorter than podman
+    takes to record a start (milliseconds): then it reads as lost and runs again."""
+    status = str(state.get("Status") or "").strip().lower()
+    start, end = _ns(state.get("StartedAt")), state.get("FinishedAt")
+    if status in _LIVE or start is None:
+        return None
+    if not _is_set(end):
+        ended = "no end recorded"
+    elif status in _NOT_STARTED and (_ns(end) or start) < start:  # (an end tx cannot read: not a sign)
+        ended = f"no end recorded after it was restarted (the last end, {str(end)[:19]}Z, is an earlier run's)"
+    else:
+        return None
+    return (f"the engine lost the container while it ran: started at {state['StartedAt'][:19]}Z, {ended}, "
+            f"now {status or 'unknown'} (the host rebooted, or the engine restarted after its container "
+            "processes were killed)")
 
 
 _EXITED = re.compile(r"^\s*(?:exited|stopped)\s*\((-?\d+)\)", re.IGNORECASE)

@@ -412,8 +412,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         the lost container ``<name>.infra<its attempt>`` (kept, with its logs), then create
         and start a container of the lost one's name, configuration and labels
         (``tx.attempt`` added) from its inspect record (the engine API's create body is
-        its ``Config`` with ``HostConfig``: https://docs.docker.com/reference/api/engine/).
-        Another tx process doing the same at once makes the rename or the create fail
+        its ``Config`` with ``HostConfig``: https://docs.docker.com/reference/api/engine/);
+        the ``on-failure`` retries its runs spent stay spent (one at least where it had ended
+        before: podman's reset at boot zeroes ``RestartCount``). Another tx process doing the same at once makes the rename or the create fail
         (the engine's names are unique): that one did it. Other errors are logged; the
         next describe tries again."""
         import docker
@@ -434,7 +435,10 @@ class DockerScheduler(Scheduler[DockerJob]):
         host = {k: v for k, v in (info.get("HostConfig") or {}).items() if k in _HOST_CONFIG and v}
         policy = dict(host.get("RestartPolicy") or {})
         if policy.get("Name") == "on-failure":  # the user's retries the lost container spent stay spent
-            left = int(policy.get("MaximumRetryCount") or 0) - int(info.get("RestartCount") or 0)
+            spent = int(info.get("RestartCount") or 0)
+            if not spent and _states._is_set((info.get("State") or {}).get("FinishedAt")):
+                spent = 1  # it ended before and was restarted; podman's reset at boot zeroed the count
+            left = int(policy.get("MaximumRetryCount") or 0) - spent
             host["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": left} if left > 0 else {"Name": "no"}
         network = f"tx-{app_id}"
         host["NetworkMode"] = network

@@ -25,11 +25,13 @@ is one task group whose tasks are all the replicas of all roles, in role order:
 * the task spec's compute resource is the largest role's (``cpu`` -> ``cpu_milli``,
   ``memMB`` -> ``memory_mib``); GPUs pick an A100 machine type (``a2-highgpu-{1,2,4,8}g``,
   ``a2-megagpu-16g``) with driver installation, unless ``machine_type`` is given.
-* ``max_retry_count`` is the largest ``max_retries`` of the roles (Batch allows 0-10). On
-  Spot VMs, preemption (exit code 50001) is retried up to ``infra_retries`` (run option,
-  default 3; ``spot_retries``, its former name, wins where set) more times:
-  with no user retries a lifecycle policy retries only that exit code; with user retries
-  the two budgets add up (Batch keeps one retry counter per task).
+* ``max_retry_count`` is the largest ``max_retries`` of the roles (Batch allows 0-10). A
+  task that ends with one of Batch's reserved exit codes for a VM lost under it
+  (:data:`INFRA_EXIT_CODES`: Spot preemption, the VM's agent silent, the VM rebooted or
+  recreated) is retried up to ``infra_retries`` (run option, default 3; ``spot_retries``,
+  its former name, wins where set) more times, on every provisioning model: with no user
+  retries a lifecycle policy retries only those exit codes; with user retries the two
+  budgets add up (Batch keeps one retry counter per task).
 * the task spec's environment variable ``TX_APPDEF``: the AppDef as submitted
   (:func:`tx.specs.files.appdef_to_stored`; GetJob returns it, labels hold 63 characters);
 * labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
@@ -39,8 +41,8 @@ is one task group whose tasks are all the replicas of all roles, in role order:
 
 References: https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs,
 https://cloud.google.com/batch/docs/create-run-job-multiple-vms,
-https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes (50001: Spot VM
-preempted), https://cloud.google.com/compute/docs/gpus (A100 machine types).
+https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes (50001-50006),
+https://cloud.google.com/compute/docs/gpus (A100 machine types).
 """
 from __future__ import annotations
 
@@ -57,8 +59,16 @@ from tx.log import get_logger
 from tx.specs import AppDef, CfgVal, Resource, Role, macros
 from tx.specs.files import appdef_to_stored
 
-#: exit codes Batch reserves for a preempted Spot VM
-SPOT_PREEMPTED_EXIT_CODES = (50001,)
+#: Batch's reserved exit codes for a task whose VM failed under it, each with the reason tx
+#: gives (https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes): the
+#: infrastructure's failures. 50004 (the task unresponsive) and 50005 (the task ran past its
+#: maxRunDuration or a runnable past its timeout) are the task's own, as is every other code.
+INFRA_EXIT_CODES: Dict[int, str] = {
+    50001: "Spot VM preemption",
+    50002: "VM reporting timeout",
+    50003: "VM rebooted during execution",
+    50006: "VM recreated during execution",
+}
 #: GPU count -> the A100 machine type that has exactly that many GPUs
 A100_MACHINE_TYPES = {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"}
 MAX_RETRY_COUNT = 10
@@ -233,17 +243,12 @@ def build_job(
     retries = max(role.max_retries for role in app.roles)
     if retries < 0 or retries > MAX_RETRY_COUNT:
         raise ValueError(f"gcp_batch: max_retries must be between 0 and {MAX_RETRY_COUNT} on Batch, got {retries}")
-    spot = cfg.get("provisioning_model") == "SPOT"
+    spot = cfg.get("spot_retries")  # the former name of infra_retries
+    spares = int(spot) if spot is not None else infra_retries(cfg)
     lifecycle = []
-    if spot:
-        spot = cfg.get("spot_retries")  # the former name of infra_retries
-        spot_retries = int(spot) if spot is not None else infra_retries(cfg)
-        if retries == 0 and spot_retries > 0:
-            lifecycle.append({
-                "action": "RETRY_TASK",
-                "action_condition": {"exit_codes": list(SPOT_PREEMPTED_EXIT_CODES)},
-            })
-        retries = min(MAX_RETRY_COUNT, retries + spot_retries)
+    if retries == 0 and spares > 0:
+        lifecycle.append({"action": "RETRY_TASK", "action_condition": {"exit_codes": list(INFRA_EXIT_CODES)}})
+    retries = min(MAX_RETRY_COUNT, retries + spares)
 
     task_spec = {
         "runnables": runnables, "compute_resource": compute, "max_retry_count": retries, "lifecycle_policies": lifecycle,

@@ -44,7 +44,7 @@ from tx.specs.status import RootCause
 from tx_scheduler_gcp_batch import _client
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch.request import (
-    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, SPOT_PREEMPTED_EXIT_CODES, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
+    APPDEF_LIMIT, ENV_APPDEF, INFRA_EXIT_CODES, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
     is_sweep_job, make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout,
     trial_env,
 )
@@ -621,11 +621,12 @@ def _batch_retries(spec: Any, execution: int, code: int) -> bool:
 
 def _why(info: TaskInfo, code: Optional[int]) -> Tuple[FailureKind, str]:
     """Whose failure an execution of replica ``info`` that ended with ``code`` was: Batch's
-    exit code 50001 (the Spot VM was preempted, retried within ``infra_retries``) is the
-    infrastructure's, any other the user's."""
+    reserved exit codes for a VM lost under the task (:data:`INFRA_EXIT_CODES`: 50001 Spot
+    preemption, 50002 VM reporting timeout, 50003 VM rebooted, 50006 VM recreated; retried
+    within ``infra_retries``) are the infrastructure's, each with its reason; any other the user's."""
     who = f"{info.role}/{info.replica_id}"
-    if code in SPOT_PREEMPTED_EXIT_CODES:
-        return FailureKind.INFRA, f"{who}: Spot VM preemption, exit code {code}"
+    if code in INFRA_EXIT_CODES:
+        return FailureKind.INFRA, f"{who}: {INFRA_EXIT_CODES[code]}, exit code {code}"
     return FailureKind.USER, f"{who}: exit code {code}" if code is not None else f"{who}: failed"
 
 
@@ -635,8 +636,8 @@ def batch_attempts(job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], stat
     failed execution of a task that Batch ran again (a later execution, or one due by the
     task spec's retry rules, :func:`_batch_retries`) is an attempt, ``retried``, in the order
     they ended; then the app's last attempt: where it FAILED, the first failed replica's
-    last execution (``failed``, as ``_replica_statuses`` chose it: ``infra`` for a Spot
-    preemption, exit code 50001, else ``user``), else the app's state. ``state`` is the job's."""
+    last execution (``failed``, as ``_replica_statuses`` chose it: ``infra`` for one of
+    :data:`INFRA_EXIT_CODES`, else ``user``), else the app's state. ``state`` is the job's."""
     spec = job.task_groups[0].task_spec if job.task_groups else None
     ended = is_terminal(state)
     retried: List[Tuple[Any, int, Tuple[FailureKind, str]]] = []
