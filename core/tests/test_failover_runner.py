@@ -1,12 +1,16 @@
 """Failover decisions and the run's lock, in one process on the kit's local-process
 schedulers (core/tests/kit_schedulers.py: ``never_starts`` queues an app forever, ``good``
 runs it): steps racing in four threads after the pending timeout fail the run over once;
-the run's chain, TX_JOB_ID and TX_CHECKPOINT_DIR across hops; a run listed once. The real
+the run's chain, TX_JOB_ID and TX_CHECKPOINT_DIR across hops; a run listed once; a look
+starts a watcher only when none holds its lock. The real
 backends' proof is tests/test_failover_e2e.py (Slurm, a SIGKILLed watcher, racing processes)."""
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -98,3 +102,28 @@ def test_gc_prunes_ended_runs_records_never_a_live_one(runner):
     assert not failover.is_run_handle(done) and failover.is_run_handle(live)
     assert not Path(failover.record_path(done.rsplit("/", 1)[1]) + ".lock").exists()
     runner.cancel(live)
+
+
+def test_a_look_starts_a_watcher_only_when_none_holds_the_lock(runner, tmp_path, monkeypatch):
+    # the "watcher" is a script that counts its starts and fails: started by a look only while
+    # no process holds the lock, for watched runs only, and not again once it has failed
+    starts = tmp_path / "starts"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {starts}\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    app = AppDef("held", [Role("w", image="", entrypoint="true")])
+    unwatched = runner.run_with_fallback(app, [("held", {}), ("procs", {})], pending_timeout=None, watch=False)
+    assert runner.status(unwatched).state == AppState.PENDING and not starts.exists()
+    os.makedirs(os.path.dirname(failover.watcher_lock_path()), exist_ok=True)
+    with open(failover.watcher_lock_path(), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a watcher lives
+        watched = runner.run_with_fallback(app, [("held", {}), ("procs", {})], pending_timeout=None)
+        assert runner.status(watched).state == AppState.PENDING and not starts.exists()
+    assert runner.status(unwatched).state == AppState.PENDING  # none lives: this look starts one
+    assert failover._started[failover.watcher_lock_path()].wait(10) == 3
+    assert starts.read_text() == "-m tx.runner._failover_watcher\n"
+    for h in (watched, unwatched):
+        runner.status(h)
+        runner.cancel(h)
+    assert starts.read_text() == "-m tx.runner._failover_watcher\n"  # failed: not started again

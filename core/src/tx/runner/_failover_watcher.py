@@ -1,10 +1,14 @@
 """``python -m tx.runner._failover_watcher``: follow every unfinished run with failover of
-this state directory (:mod:`tx.runner.failover`) until none is left, then exit.
+this state directory (:mod:`tx.runner.failover`; but those created with ``watch=False``)
+until none is left, then exit.
 
-Started by :meth:`tx.runner.Runner.run_with_fallback`, detached from the process that ran
-``tx run``. One watcher per state directory: it holds ``runs/watcher.lock`` (a ``flock``,
-released by the kernel when it dies), and a second one exits at once. Each poll costs one
-status call per backend (a ``Scheduler.list`` where a backend holds several live hops).
+Started by :func:`tx.runner.failover.ensure_watcher`, detached from the process that ran
+``tx run --fallback`` or looked at a run (``tx status``, ``tx log``, ``tx cancel``, a
+Runner) and found unfinished runs and no watcher. One watcher per state directory: it holds
+``runs/watcher.lock`` (a ``flock``, released by the kernel when it dies; its pid inside),
+and a second one exits at once. Each poll costs one status call per backend (a
+``Scheduler.list`` where a backend holds several live hops). Also runnable by hand, or at
+boot (docs/recovery.md); it exits at once when no run is left.
 """
 from __future__ import annotations
 
@@ -43,12 +47,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         runners = {}
         try:
             while True:
-                records = list_records(unfinished=True)
+                records = list_records(unfinished=True, watched=True)
                 if not records:
-                    # a run recorded after that look started a watcher that found the lock
-                    # held: unlock, look again, and go on if the lock is still to be had
+                    # a run recorded after that look started a watcher (or a look probed,
+                    # ensure_watcher) that found the lock held: unlock, look again, and go on
+                    # if the lock is still to be had (else its holder reads the records next)
                     fcntl.flock(lf, fcntl.LOCK_UN)
-                    if not list_records(unfinished=True):
+                    if not list_records(unfinished=True, watched=True):
                         return 0
                     try:
                         fcntl.flock(lf, fcntl.LOCK_EX | fcntl.LOCK_NB)

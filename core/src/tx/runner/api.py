@@ -408,7 +408,9 @@ class Runner:
             schedulers: scheduler names, or ``(name, cfg)`` pairs; a name alone gets the run
                 options of its ``.txconfig`` section.
             pending_timeout: seconds (None: never fail over a pending app).
-            watch: start the detached watcher that follows the run when no tx process does.
+            watch: a detached watcher follows the run when no tx process does (one is
+                started unless one lives: :func:`tx.runner.failover.ensure_watcher`); False:
+                only the tx processes that look at the run follow it.
             name: the app's name instead of ``app.name`` in every hop (``tx run --name``,
                 :meth:`dryrun`).
 
@@ -434,9 +436,9 @@ class Runner:
                 cfg = {}
                 apply(name, cfg, opts=self.scheduler_run_opts(name))
             chain.append((name, dict(cfg)))
-        rec = failover.create(self, app, chain, pending_timeout, workspace, parent_run_id)
+        rec = failover.create(self, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
         if watch:
-            failover.start_watcher()
+            failover.ensure_watcher(new_run=True)
         return rec.handle
 
     def run_status(self, run_handle: str) -> "failover.RunStatus":

@@ -23,12 +23,16 @@ failover is under way before the cancel, and a hop is recorded (without an app i
 it is submitted; a hop found without an app id is looked for on its scheduler (an app of
 the run's name submitted since) before it is submitted again.
 
-What follows a run: every tx command that looks at it (status, log, wait, cancel) takes a
-step first, and a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
-directory) follows every unfinished run, with one status call per backend per poll.
+What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
+directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
+(but those created with ``watch=False``), with one status call per backend per poll; and
+every tx command that looks at a run (status, log, wait, cancel) takes a step of it first
+and, with :func:`ensure_watcher`, starts a watcher when unfinished runs are left and none
+holds the lock (one killed, or lost to a reboot).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -57,8 +61,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCEL_CONFIRM_S", "Hop", "RunRecord", "RunStatus", "UnknownRunError", "cancel", "collapse_listed", "create",
-    "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status", "start_watcher",
-    "step", "watcher_lock_path",
+    "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
+    "start_watcher", "step", "watcher_lock_path",
 ]
 
 log = get_logger(__name__)
@@ -140,6 +144,7 @@ class RunRecord:
         cancelled: ``tx cancel`` was asked.
         final: the run's final state name (None: not ended).
         created: when the run was created (seconds since the epoch).
+        watch: a watcher follows the run (False: only the tx processes that look at it).
     """
 
     run_id: str
@@ -155,6 +160,7 @@ class RunRecord:
     cancelled: bool = False
     final: Optional[str] = None
     created: float = 0.0
+    watch: bool = True
 
     @property
     def handle(self) -> str:
@@ -249,19 +255,21 @@ def _locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
     return flocked(record_path(run_id) + ".lock", blocking)
 
 
-def list_records(session: Optional[str] = None, unfinished: bool = False) -> List[RunRecord]:
+def list_records(session: Optional[str] = None, unfinished: bool = False, watched: bool = False) -> List[RunRecord]:
     """The runs recorded on this host (of ``session`` if given; only those not ended with
-    ``unfinished``), oldest first."""
+    ``unfinished``; only those a watcher follows, :attr:`RunRecord.watch`, with
+    ``watched``), oldest first."""
     recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json)
-    return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)),
-                  key=lambda r: r.created)
+    return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)
+                   and not (watched and not r.watch)), key=lambda r: r.created)
 
 
 def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
            pending_timeout: Optional[float], workspace: Optional[str] = None,
-           parent_run_id: Optional[str] = None) -> RunRecord:
+           parent_run_id: Optional[str] = None, watch: bool = True) -> RunRecord:
     """Record a new run of ``app`` over ``chain`` (``[(scheduler, cfg), ...]``) and submit
-    its first hop; returns the record (its ``handle`` is the run handle).
+    its first hop; returns the record (its ``handle`` is the run handle). ``watch``: a
+    watcher follows the run (it is not started here: :func:`ensure_watcher`).
 
     Raises:
         ValueError: an empty chain, a scheduler twice, a pending timeout <= 0.
@@ -283,7 +291,7 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
                     chain=[{"scheduler": s, "cfg": dict(c)} for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
-                    parent_run_id=parent_run_id, created=time.time())
+                    parent_run_id=parent_run_id, created=time.time(), watch=watch)
     info = _dryrun(runner, rec, names[0])  # errors of the first scheduler before anything is recorded
     hop = Hop(scheduler=names[0], submitted=time.time())
     rec.hops.append(hop)
@@ -445,7 +453,8 @@ def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
 
 def cancel(runner: _Runner, handle: str) -> None:
     """Cancel the run: no hop is submitted any more, and the live hop is cancelled
-    (non-blocking, as :meth:`tx.runner.Runner.cancel`).
+    (non-blocking, as :meth:`tx.runner.Runner.cancel`); a watcher is started if none
+    follows the unfinished runs (:func:`ensure_watcher`).
 
     Raises:
         UnknownRunError: no such run.
@@ -455,6 +464,7 @@ def cancel(runner: _Runner, handle: str) -> None:
         rec = load_record(handle)
         rec.cancelled = True
         _write(rec)
+    ensure_watcher()
     hop = rec.live
     if hop is not None and hop.app_id is not None:
         runner.cancel(hop.handle(rec.session) or "")
@@ -462,7 +472,8 @@ def cancel(runner: _Runner, handle: str) -> None:
 
 def run_status(runner: _Runner, handle: str) -> Tuple[RunStatus, Optional[AppStatus]]:
     """The run's :class:`RunStatus` and its live app's status (None: no live app yet), after
-    a step that does not wait for another process's."""
+    a step that does not wait for another process's (and :func:`ensure_watcher`)."""
+    ensure_watcher()
     rec = step(runner, handle, blocking=False)
     hop = rec.live
     live = hop.handle(rec.session) if hop is not None else None
@@ -490,7 +501,9 @@ def log_blocks(runner: Any, handle: str, role: str, k: int, should_tail: bool,
     """The replica's log over every hop, oldest first; following (``should_tail``), the
     next hop's once one hop's ends, until the run has ended. A hop whose scheduler has no
     log of the replica (it never started there) adds nothing; ``streams`` a scheduler does
-    not keep apart gives its combined log for ``stdout`` and nothing for ``stderr``."""
+    not keep apart gives its combined log for ``stdout`` and nothing for ``stderr``. Starts
+    a watcher first if none follows the unfinished runs (:func:`ensure_watcher`)."""
+    ensure_watcher()
     seen = 0
     while True:
         rec = load_record(handle)
@@ -595,16 +608,87 @@ def watcher_lock_path() -> str:
     return os.path.join(state_dir(), "runs", "watcher.lock")
 
 
+#: lock path -> the watcher this process started last for it (a look does not probe while
+#: it lives: it holds the lock, or is about to take it, or exits finding it held, or exits
+#: having seen no unfinished run, so none that a look could be at)
+_started: Dict[str, "subprocess.Popen[bytes]"] = {}
+#: lock paths whose watcher started by this process failed (warned once)
+_failed: set = set()
+
+
 def start_watcher() -> None:
     """Start the watcher process that follows every unfinished run of this state directory
     (it exits at once when another holds the watcher lock, and when no run is left; its
-    output goes to ``runs/watcher.log``)."""
+    output goes to ``runs/watcher.log``). :func:`ensure_watcher` starts one only when needed.
+
+    Raises:
+        OSError: the state directory cannot be written, or the process cannot be started.
+    """
     path = os.path.join(state_dir(), "runs", "watcher.log")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "ab") as out:
-        subprocess.Popen(  # noqa: S603 - our own module
+        _started[watcher_lock_path()] = subprocess.Popen(  # noqa: S603 - our own module
             [sys.executable, "-m", "tx.runner._failover_watcher"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True)
+
+
+def _watcher_lives() -> bool:
+    """Whether a watcher holds the lock: one non-blocking ``flock`` attempt, released at
+    once (no lock file: none ever ran)."""
+    try:
+        fd = os.open(watcher_lock_path(), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases the lock if this took it
+    return False
+
+
+def ensure_watcher(new_run: bool = False) -> bool:
+    """Start a watcher (:func:`start_watcher`) when no process holds the watcher lock and
+    unfinished runs that a watcher follows (:attr:`RunRecord.watch`) are recorded: after a
+    watcher was killed or lost to a reboot, the next look at any run restarts it. While a
+    watcher lives this costs one ``open`` and one non-blocking ``flock`` (nothing while the
+    one this process started runs); without one, a read of the run records too.
+
+    Race-free with the watcher's own start and exit (:func:`tx.runner._failover_watcher.main`):
+    the lock is released before the records are read, so a watcher that found it held by
+    this probe and exited is followed by this look at the records it saw, which starts
+    another; a watcher that exits finding no run is followed by the run created after
+    (:meth:`tx.runner.Runner.run_with_fallback` calls this after the record is written).
+
+    Args:
+        new_run: a run was just recorded: probe even while the watcher this process started
+            lives (it may be exiting, having seen no run).
+
+    Returns:
+        True when it started a watcher. Never raises: a state directory it cannot read, a
+        process it cannot start, or one that it started and that failed (exit status > 0:
+        not started again by this process, no storm of them in a wait) is logged, and the
+        run is still stepped by its lookers.
+    """
+    path = watcher_lock_path()
+    mine = _started.get(path)
+    if mine is not None and mine.poll() is None and not new_run:
+        return False
+    if mine is not None and (mine.returncode or 0) > 0:
+        if path not in _failed:
+            _failed.add(path)
+            log.warning(f"the failover watcher exited with status {mine.returncode} (its output is in "
+                        f"{os.path.join(os.path.dirname(path), 'watcher.log')}); not starting it again")
+        return False
+    try:
+        if _watcher_lives() or not list_records(unfinished=True, watched=True):
+            return False
+        start_watcher()
+    except OSError as e:
+        log.warning(f"cannot start the failover watcher: {e}")
+        return False
+    return True
 
 
 def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
