@@ -80,9 +80,15 @@ def _role(name: str, args: List[str], entrypoint: str = sys.executable) -> Role:
     return Role(name, image="", entrypoint=entrypoint, args=args, resource=MB)
 
 
+#: raises on line 1 once the trainer's program runs (its ``up`` line is in its file), so
+#: that srun's SIGTERM finds the trainer running (see test_failing_replica_is_failed_with_its_exit_code)
+RAISE = ("import os, time; f = 'slurm-%s-trainer-0.out' % os.environ['TX_APP_ID']; "
+         "any(os.path.exists(f) and 'up' in open(f).read() or time.sleep(0.1) for _ in range(600)); "
+         "raise ValueError('bad shard 7')")
+
 #: app name -> (roles, run options)
 CASES: Dict[str, Tuple[List[Role], Dict[str, Any]]] = {
-    "raises": ([_role("trainer", ["60"], entrypoint="sleep"), _role("worker", ["-c", "raise ValueError('bad shard 7')"])],
+    "raises": ([_role("trainer", ["-c", "echo up; exec sleep 60"], entrypoint="sh"), _role("worker", ["-c", RAISE])],
                {}),
     "signal": ([_role("crash", ["-c", CRASH])], {}),
     "memory": ([_role("trainer", ["60"], entrypoint="sleep"), _role("hog", ["-c", HOG])], {}),
