@@ -1,6 +1,8 @@
-"""The ``tx`` CLI on the real local Slurm cluster: ``tx run -s slurm dist.ddp -j 2x1
---script examples/train.py``, ``tx log``, ``tx status``, ``tx list -s slurm``,
+"""The ``tx`` CLI on the real local Slurm cluster: ``tx run -s slurm -cfg
+constraint=node1|node2 dist.ddp -j 2x1 --script examples/train.py`` (the two-node DDP run of
+the slurm tests), ``tx log``, ``tx status``, ``tx list -s slurm``,
 ``tx describe`` and ``tx cancel``, each in its own process."""
+import json
 import os
 import re
 import socket
@@ -37,8 +39,13 @@ def tx(env: Dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProces
 
 
 def test_ddp_run_log_status_list(env: Dict[str, str], tmp_path: Path) -> None:
-    p = tx(env, tmp_path, "run", "-s", "slurm", "dist.ddp", "-j", "2x1", "--rdzv_port", str(free_port()),
-           "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1", "--checkpoint-dir", "")
+    """dist.ddp -j 2x1 on node1 and node2 (node features, the ``constraint`` option): one
+    torchrun per node, gloo DDP with world size 2, rendezvous at the rank-0 node's NodeAddr
+    (TorchX 0.7 hands torchrun the node name, which never resolves here:
+    test_node_names_do_not_resolve_on_the_test_cluster); then log, status, list, describe."""
+    p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", "constraint=node1|node2", "dist.ddp", "-j", "2x1",
+           "--rdzv_port", str(free_port()), "--script", str(REPO / "examples" / "train.py"),
+           "--", "--epochs", "1", "--checkpoint-dir", "")
     assert p.returncode == 0, p.stderr
     handle = p.stdout.strip()
     assert re.fullmatch(r"slurm://tx/\d+", handle), p.stdout
@@ -53,6 +60,13 @@ def test_ddp_run_log_status_list(env: Dict[str, str], tmp_path: Path) -> None:
     p = tx(env, tmp_path, "status", handle)
     assert p.returncode == 0 and "State: SUCCEEDED" in p.stdout, p.stdout + p.stderr
     assert re.search(r"\*train\[0\]:SUCCEEDED on node\d+", p.stdout), p.stdout
+    p = tx(env, tmp_path, "status", "--json", handle)
+    assert p.returncode == 0, p.stderr
+    (role,) = json.loads(p.stdout)["roles"]
+    assert sorted((r["hostname"], r["exit_code"]) for r in role["replicas"]) == [("node1", 0), ("node2", 0)], role
+    app_id = handle.rsplit("/", 1)[1]
+    batch = (tmp_path / f"slurm-{app_id}.out").read_text()
+    assert "TX_RANK0_HOST=127.0.0.1" in batch, batch  # the NodeAddr, not "node1"
 
     p = tx(env, tmp_path, "list", "-s", "slurm")
     assert p.returncode == 0, p.stderr
@@ -62,7 +76,6 @@ def test_ddp_run_log_status_list(env: Dict[str, str], tmp_path: Path) -> None:
 
     p = tx(env, tmp_path, "describe", handle)
     assert p.returncode == 0 and "name: train" in p.stdout and "num_replicas: 2" in p.stdout, p.stdout
-    app_id = handle.rsplit("/", 1)[1]
     assert (tmp_path / f"slurm-{app_id}-train-1.out").is_file()  # the job ran where tx ran
 
 

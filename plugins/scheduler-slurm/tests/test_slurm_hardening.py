@@ -70,8 +70,13 @@ def wait_for(pred: Any, timeout: float = 60, what: str = "") -> Any:
 @slurm
 def test_failed_replicas_get_a_status_even_when_killed_before_recording(apps: Any) -> None:
     """A replica that ignores SIGTERM is SIGKILLed after KillWait with its launcher, which
-    cannot record anything: the batch script records it as terminated by Slurm (143)."""
-    stubborn = 'if [ "${replica_id}" = 1 ]; then exit 3; fi; trap "" TERM; sleep 60'
+    cannot record anything: the batch script records it as terminated by Slurm (143).
+    Replica 1 fails only once replica 0 ignores SIGTERM (its ``up`` line is in its file):
+    failing at once, the SIGTERM could come while replica 0 was still starting, and its
+    launcher then recorded 143 itself (``0 143``, once at load 4-7)."""
+    stubborn = ('if [ "${replica_id}" = 1 ]; then '
+                'for i in $(seq 600); do grep -qx up "slurm-$TX_APP_ID-w-0.out" && break; sleep 0.1; done; exit 3; fi; '
+                'trap "" TERM; echo up; sleep 60')
     app_id = apps.submit([apps.role("w", "sh", ["-c", stubborn], replicas=2)], name="stubborn")
     desc = apps.wait(app_id)
     assert [r.exit_code for r in desc.roles_statuses[0].replicas] == [143, 3], desc

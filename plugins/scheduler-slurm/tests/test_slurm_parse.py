@@ -251,7 +251,8 @@ def test_describe_names_the_component_that_ran_out_of_memory(tmp_path: Any) -> N
 def test_replica_state_waits_for_the_app_before_calling_a_killed_replica_failed() -> None:
     """scancel kills replicas before Slurm reports the job CANCELLED: a replica killed by a
     signal keeps its component's state until the app ends, so it never goes FAILED ->
-    CANCELLED; an ordinary non-zero status is FAILED at once."""
+    CANCELLED; an ordinary non-zero status is FAILED at once; a replica with no status yet
+    in a cancelled or failed app is the app's."""
     from tx_scheduler_slurm._status import replica_state
 
     running, cancelled, failed = AppState.RUNNING, AppState.CANCELLED, AppState.FAILED
@@ -262,6 +263,11 @@ def test_replica_state_waits_for_the_app_before_calling_a_killed_replica_failed(
     assert replica_state(running, running, 3) == failed
     assert replica_state(running, running, 0) == AppState.SUCCEEDED
     assert replica_state(running, AppState.PENDING, None) == AppState.PENDING
+    # a cancelled het job whose leader ended while another component is still COMPLETING
+    # (test_cancel saw a RUNNING replica in a CANCELLED app, at load 4-9)
+    assert replica_state(cancelled, running, None) == cancelled
+    assert replica_state(failed, running, None) == failed
+    assert replica_state(AppState.SUCCEEDED, running, None) == running
 
 
 def test_array_task_ids_in_squeues_spec() -> None:

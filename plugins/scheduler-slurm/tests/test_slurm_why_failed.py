@@ -1,10 +1,13 @@
 """Why a Slurm app failed (issue 18), with and without accounting, on two more private
-clusters that hold each step to its memory (``memory_clusters`` in conftest.py).
+clusters that hold each step to its memory (``memory_clusters`` of
+:mod:`tx_scheduler_slurm.testing`).
 
 The same four failing apps run on both at once: a replica that raises, one killed by a
-signal, one over its memory, a job over its time limit. With accounting the cluster forgets
-finished jobs after 2 s, so the answer comes from ``sacct``; without, from ``squeue`` and
-``scontrol``. Either way ``structured_error_msg`` is the one line a user acts on, and ``tx
+signal, one over its memory, a job over its time limit (``why_failed_apps`` in this
+directory's conftest.py submits them at the session's first slurm test, so that the minute
+or more a time limit takes passes while the other tests run). With accounting the cluster
+forgets finished jobs after 2 s, so the answer comes from ``sacct``; without, from
+``squeue`` and ``scontrol``. Either way ``structured_error_msg`` is the one line a user acts on, and ``tx
 status`` in another process shows it.
 """
 import json
@@ -12,14 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, List
 
 import pytest
 from tx.schedulers.api import PartialListError
 
-from tx.specs import AppDef, AppState, Resource, Role, is_terminal
+from tx.specs import AppDef, AppState, Role
 from tx.testing.backends import backend_unavailable
 from tx_scheduler_slurm import _client
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
@@ -28,79 +30,7 @@ pytestmark = pytest.mark.slurm
 
 PY = sys.executable
 BIN = Path(PY).parent
-MB = Resource(cpu=1, gpu=0, memMB=100)
-#: touches 400 MB, four times what its role asks for (memMB=100)
-HOG = "import time\nb = bytearray(400 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(30)"
-CRASH = "import os, signal, sys\nprint('about to crash', file=sys.stderr, flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)"
-
-
-def _role(name: str, args: List[str], entrypoint: str = PY) -> Role:
-    return Role(name, image="", entrypoint=entrypoint, args=args, resource=MB)
-
-
-#: app name -> (roles, run options)
-CASES: Dict[str, Tuple[List[Role], Dict[str, Any]]] = {
-    "raises": ([_role("trainer", ["60"], entrypoint="sleep"), _role("worker", ["-c", "raise ValueError('bad shard 7')"])],
-               {}),
-    "signal": ([_role("crash", ["-c", CRASH])], {}),
-    "memory": ([_role("trainer", ["60"], entrypoint="sleep"), _role("hog", ["-c", HOG])], {}),
-    "time-limit": ([_role("slow", ["600"], entrypoint="sleep")], {"time": "1"}),
-}
 CLUSTERS = ("accounting", "no accounting")
-
-
-class Submitted:
-    """The apps of one cluster: its scheduler (created while the cluster is active, so what
-    it learns is this cluster's), job directory and app ids by case."""
-
-    def __init__(self, name: str, cluster: Any, job_dir: Path) -> None:
-        self.name = name
-        self.cluster = cluster
-        self.job_dir = job_dir
-        with cluster.active():
-            self.sched: SlurmScheduler = create_scheduler("tx")
-            self.ids = {case: self.sched.submit(AppDef(case, roles=roles), {"job_dir": str(job_dir), **cfg})
-                        for case, (roles, cfg) in CASES.items()}
-            #: a job of the same user that tx did not submit
-            self.plain = _client.run(["sbatch", "--parsable", f"--output={job_dir}/plain-%j.out", "--job-name=sh-0",
-                                   "--wrap", "true"]).stdout.strip()
-
-    def forgotten(self, app_id: str) -> bool:
-        """Whether slurmctld no longer holds the job (MinJobAge passed)."""
-        p = self.cluster.run("squeue", "--noheader", "--states=all", "--format=%i", "--jobs", app_id)
-        return p.returncode != 0 and "Invalid job id" in p.stderr
-
-    def final(self, case: str, timeout: float = 240) -> Any:
-        """The app's description once it ended; on the accounting cluster, once slurmctld
-        forgot it too, so that it comes from sacct."""
-        app_id = self.ids[case]
-        deadline = time.monotonic() + timeout
-        with self.cluster.active():
-            while True:
-                # forgotten first, then describe: slurmctld forgets once and for all, so a
-                # describe after it comes from sacct (the other order could return a squeue
-                # answer read just before the purge)
-                gone = self.name != "accounting" or self.forgotten(app_id)
-                desc = self.sched.describe(app_id)
-                done = desc is not None and is_terminal(desc.state)
-                if done and gone:
-                    return desc
-                assert time.monotonic() < deadline, f"{case} ({app_id}) did not end: {desc}"
-                time.sleep(0.5)
-
-
-@pytest.fixture(scope="module")
-def submitted(memory_clusters: Dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Submitted]]:
-    """The four apps submitted on both clusters at once (their waits overlap)."""
-    subs = {name: Submitted(name, cluster, tmp_path_factory.mktemp(name.replace(" ", "-")))
-            for name, cluster in memory_clusters.items()}
-    yield subs
-    for sub in subs.values():
-        with sub.cluster.active():
-            for app_id in sub.ids.values():
-                desc = sub.sched.describe(app_id)
-                if desc is not None and not is_terminal(desc.state):
-                    sub.sched.cancel(app_id)
 
 
 def _source(name: str) -> str:
@@ -108,9 +38,9 @@ def _source(name: str) -> str:
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
-def test_a_replica_that_raises_is_named_with_its_exit_code_and_error(submitted: Dict[str, Submitted],
+def test_a_replica_that_raises_is_named_with_its_exit_code_and_error(why_failed_apps: Dict[str, Any],
                                                                      name: str) -> None:
-    desc = submitted[name].final("raises")
+    desc = why_failed_apps[name].final("raises")
     assert desc.state == AppState.FAILED and desc.metadata["source"] == _source(name), desc
     # the one line every scheduler gives (tx.schedulers.why), read from the replica's stderr
     msg = desc.structured_error_msg
@@ -123,8 +53,8 @@ def test_a_replica_that_raises_is_named_with_its_exit_code_and_error(submitted: 
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
-def test_a_replica_killed_by_a_signal_is_named_with_the_signal(submitted: Dict[str, Submitted], name: str) -> None:
-    desc = submitted[name].final("signal")
+def test_a_replica_killed_by_a_signal_is_named_with_the_signal(why_failed_apps: Dict[str, Any], name: str) -> None:
+    desc = why_failed_apps[name].final("signal")
     assert desc.state == AppState.FAILED and desc.metadata["source"] == _source(name), desc
     assert desc.structured_error_msg.startswith("crash[0] (het component 0 on node"), desc.structured_error_msg
     assert "killed by SIGSEGV (exit code 139)" in desc.structured_error_msg
@@ -132,8 +62,8 @@ def test_a_replica_killed_by_a_signal_is_named_with_the_signal(submitted: Dict[s
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
-def test_a_job_over_its_memory_is_named_out_of_memory(submitted: Dict[str, Submitted], name: str) -> None:
-    sub = submitted[name]
+def test_a_job_over_its_memory_is_named_out_of_memory(why_failed_apps: Dict[str, Any], name: str) -> None:
+    sub = why_failed_apps[name]
     desc = sub.final("memory")
     assert desc.state == AppState.FAILED and desc.metadata["source"] == _source(name), desc
     msg = desc.structured_error_msg
@@ -153,10 +83,10 @@ def test_a_job_over_its_memory_is_named_out_of_memory(submitted: Dict[str, Submi
     assert json.loads(p.stdout)["structured_error_msg"] == msg
 
 
-def test_sacct_alone_names_out_of_memory(submitted: Dict[str, Submitted]) -> None:
+def test_sacct_alone_names_out_of_memory(why_failed_apps: Dict[str, Any]) -> None:
     """With accounting, sacct records OUT_OF_MEMORY on the step whose replica ran out of
     memory: named even when the batch output that says so is gone."""
-    sub = submitted["accounting"]
+    sub = why_failed_apps["accounting"]
     if not sub.cluster.mem_cgroup:
         backend_unavailable("slurm", "no writable cgroup v1 memory controller (/sys/fs/cgroup/memory): Slurm "
                             "kills steps over their memory by polling, and sacct does not say OUT_OF_MEMORY")
@@ -176,21 +106,21 @@ def test_sacct_alone_names_out_of_memory(submitted: Dict[str, Submitted]) -> Non
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
-def test_a_job_over_its_time_limit_is_named_timeout(submitted: Dict[str, Submitted], name: str) -> None:
-    desc = submitted[name].final("time-limit")
+def test_a_job_over_its_time_limit_is_named_timeout(why_failed_apps: Dict[str, Any], name: str) -> None:
+    desc = why_failed_apps[name].final("time-limit")
     assert desc.state == AppState.FAILED and desc.metadata["source"] == _source(name), desc
     assert desc.structured_error_msg.startswith("TIMEOUT: the job reached its time limit (run option time)"), desc
     assert desc.msg.startswith("TIMEOUT: reached its time limit")
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
-def test_tx_list_shows_every_app_by_name_and_only_tx_apps(submitted: Dict[str, Submitted], name: str,
+def test_tx_list_shows_every_app_by_name_and_only_tx_apps(why_failed_apps: Dict[str, Any], name: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """``tx list`` gives the failed apps by name, and not a job tx did not submit: with
     accounting from sacct once slurmctld forgot them, in one squeue and one sacct call;
     without, in one squeue call (no sacct)."""
-    sub = submitted[name]
-    for case in CASES:
+    sub = why_failed_apps[name]
+    for case in sub.ids:
         sub.final(case)
     calls: List[str] = []
     real = _client.run
@@ -198,18 +128,18 @@ def test_tx_list_shows_every_app_by_name_and_only_tx_apps(submitted: Dict[str, S
     with sub.cluster.active():
         listed = {a.app_id: a for a in create_scheduler("tx").list()}
     assert {case: (listed[app_id].name, listed[app_id].state) for case, app_id in sub.ids.items()} == {
-        case: (case, AppState.FAILED) for case in CASES}
+        case: (case, AppState.FAILED) for case in sub.ids}
     assert sub.plain not in listed
     assert calls == (["squeue", "sacct"] if name == "accounting" else ["squeue"])
 
 
 def test_a_hanging_slurmdbd_lists_what_squeue_knows_and_says_what_is_missing(
-        submitted: Dict[str, Submitted], tmp_path: Path) -> None:
+        why_failed_apps: Dict[str, Any], tmp_path: Path) -> None:
     """With accounting, a sacct that never answers (slurmdbd stopped, SIGSTOP: it accepts
     the connection and says nothing) leaves the list partial, and says so: the apps squeue
     knows are listed (PartialListError.apps), and the error names sacct and what is missing.
     Never a silent list without the finished jobs only sacct knows."""
-    cluster = submitted["accounting"].cluster
+    cluster = why_failed_apps["accounting"].cluster
     with cluster.active():
         sched = create_scheduler("tx")
         sleeper = sched.submit(AppDef("sleeper", roles=[Role("sleep", image="/tmp", entrypoint="sleep", args=["120"])]),

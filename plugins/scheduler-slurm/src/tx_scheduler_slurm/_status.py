@@ -155,8 +155,14 @@ def replica_state(app_state: AppState, slurm_state: AppState, exit_code: Optiona
     A replica killed by a signal (status above 128, or negative) while the app has not
     ended yet keeps its component's state: ``scancel`` kills replicas before Slurm reports
     the job CANCELLED, and calling such a replica FAILED first would take it back from a
-    terminal state to CANCELLED one poll later."""
+    terminal state to CANCELLED one poll later. The other way round, a replica with no
+    status yet whose component still runs (COMPLETING) in an app that was cancelled or
+    failed takes the app's state: Slurm ends the components of a cancelled heterogeneous
+    job one by one, and the replica is being stopped with the app (its launcher records
+    its status a moment later, which gives the same state)."""
     if exit_code is None:
+        if app_state in (AppState.CANCELLED, AppState.FAILED) and not is_terminal(slurm_state):
+            return app_state
         return slurm_state
     if exit_code == 0:
         return AppState.SUCCEEDED
