@@ -85,8 +85,11 @@ class RayHead:
             "ray-client-server-port")}
         self.url = f"http://127.0.0.1:{self.ports['dashboard-port']}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        # the dashboard's Prometheus server listens on DASHBOARD_METRIC_PORT, 44227 unless
+        # set: a port free_port() may have handed to this head's dashboard agent (seen: the
+        # agent failed to bind it, and the raylet, which fate-shares with it, with it)
         self.env.update(PATH=f"{BIN}{os.pathsep}{self.env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
-                        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+                        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", DASHBOARD_METRIC_PORT=str(free_port()))
         self.argv = [ray_exe, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={NUM_CPUS}",
                      "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--temp-dir={temp}",
                      "--min-worker-port=0", "--max-worker-port=0", "--disable-usage-stats",
