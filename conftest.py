@@ -14,9 +14,9 @@
   state directory and home, and check a one-line error.
 * No test leaves a file in the repository's root directory (a test that writes into its
   working directory fails, naming what it left there).
-* Tests marked ``restarts_engine`` run last: they SIGKILL and restart the session's podman
-  engine (a simulated host reboot), and no later test of the session may meet an engine that
-  has just been through that.
+* Tests marked ``restarts_engine`` run last: they SIGKILL and restart a backend the session
+  shares (the podman engine in a simulated host reboot, the Ray head), and no later test of
+  the session may meet a backend that has just been through that.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Recovery on the private Ray head (docs/recovery.md): a replica whose actor's worker
 process is SIGKILLed from outside the job is an infrastructure failure, retried within
 ``infra_retries`` without spending ``max_retries``; the log archive stands in for a job the
-head no longer knows."""
+head no longer knows (the head restarted for real: that test runs last)."""
 from __future__ import annotations
 
 import os
@@ -10,12 +10,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Tuple
 
 import pytest
 
 from tx.runner import get_runner
 from tx.specs import AppDef, AppState, FailureKind, Resource, Role
+from tx_scheduler_ray.testing import RayHead
 
 
 def _actor(desc: Any, name: str) -> Any:
@@ -60,11 +61,13 @@ def test_replica_lost_to_the_infrastructure(apps: Any, tmp_path: Path) -> None:
 SCRIPT = r'for i in 1 2 3; do printf "line %s \377 end\n" "$i"; done; printf "tail, no newline"'
 
 
-def test_logs_outlive_the_job(ray_head: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.restarts_engine  # run last (conftest.py): no other Ray test meets the head restarting
+def test_logs_outlive_the_head(ray_head_service: RayHead, ray_head: str, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The Runner archives the replica's log while it waits; once the job's files are gone
-    from the node's Ray log directory (a head restarted on a new session directory, Ray's
-    log cleanup), and once the head no longer knows the job (a restarted head), ``tx log``
-    prints the same bytes from the archive and says so."""
+    from the node's Ray log directory (Ray's log cleanup), and once the head has restarted
+    (a new GCS that knows none of the old jobs: 404 for it), ``tx log`` prints the same
+    bytes from the archive and says so; ``tx status`` says the app is gone."""
     conf = tmp_path / ".txconfig"
     conf.write_text(f"[tx:logs]\narchive = {tmp_path / 'archive'}\ninterval = 0.3\n")
     monkeypatch.setenv("TXCONFIG", str(conf))
@@ -86,18 +89,30 @@ def test_logs_outlive_the_job(ray_head: str, tmp_path: Path, monkeypatch: pytest
     shutil.rmtree(app_dir)
     expected = b"".join(b"talker/0 " + ln for ln in backend.splitlines(keepends=True))
 
-    def tx_log() -> "subprocess.CompletedProcess[bytes]":
-        p = subprocess.run([str(Path(sys.executable).parent / "tx"), "log", handle], env=dict(os.environ),
-                           cwd=tmp_path, capture_output=True, timeout=120)
-        assert (p.returncode, p.stdout) == (0, expected), (p.stdout, p.stderr)
-        return p
+    def tx(*args: str) -> "subprocess.Popen[bytes]":
+        return subprocess.Popen([str(Path(sys.executable).parent / "tx"), *args, handle], env=dict(os.environ),
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    assert b"reading the log from tx's log archive (the backend's log is gone)" in tx_log().stderr
-    # then the head forgets the job as a restarted one has (a new GCS knows none of the old
-    # jobs: it answers 404 for it): the same bytes, read back from the archive
-    JobSubmissionClient(ray_head).delete_job(sid)
-    p = tx_log()
-    assert b"reading the log from tx's log archive (unknown app " in p.stderr, p.stderr
+    def ended(p: "subprocess.Popen[bytes]") -> Tuple[int, bytes, bytes]:
+        out, err = p.communicate(timeout=120)
+        return p.returncode, out, err
+
+    rc, out, err = ended(tx("log"))
+    assert (rc, out) == (0, expected), (out, err)
+    assert b"reading the log from tx's log archive (the backend's log is gone)" in err, err
+    ray_head_service.restart(wait_agent=False)  # SIGKILL the whole head, start it again on the same ports
+    try:
+        assert JobSubmissionClient(ray_head).list_jobs() == []  # the new GCS knows none of the old jobs
+        log, status = tx("log"), tx("status")  # while the head's dashboard agent still starts
+        rc, out, err = ended(log)
+        assert (rc, out) == (0, expected), (out, err)
+        assert b"reading the log from tx's log archive (unknown app " in err, err
+        rc, out, err = ended(status)
+        assert (rc, out) == (1, b""), (out, err)
+        assert err.decode().strip().splitlines()[-1].endswith(
+            f"app {handle} does not exist (or its scheduler no longer keeps it)"), err
+    finally:
+        ray_head_service.wait_agent()  # the head takes jobs again, for whatever runs next
 
 
 def test_tx_log_reads_the_archive_when_the_head_is_down(tmp_path: Path) -> None:

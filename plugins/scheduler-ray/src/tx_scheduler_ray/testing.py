@@ -2,20 +2,23 @@
 plugin by the repository's root ``conftest.py`` (``pytest_plugins``); the head starts at most
 once per session.
 
-``ray_head`` runs ``ray start --head --block`` from this test environment (the ``ray`` next
-to ``sys.executable``, whose ``bin`` goes first on PATH so that jobs run this Python), with
-its own ``--temp-dir`` under pytest's temporary directory, free ports for everything Ray
-listens on (GCS, dashboard on 127.0.0.1, dashboard agent, node manager, object manager,
-metrics, runtime-env agent, Ray Client; worker ports chosen by the OS), 4 logical CPUs, and
-``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` so that Ray keeps to 127.0.0.1 instead of the
-host's external address. ``RAY_ADDRESS`` is set to its dashboard for the session (the
-scheduler reads it as users configure it); a ``RAY_ADDRESS`` of the user's is never used.
+``ray_head_service`` (a :class:`RayHead`) runs ``ray start --head --block`` from this test
+environment (the ``ray`` next to ``sys.executable``, whose ``bin`` goes first on PATH so that
+jobs run this Python), with its own ``--temp-dir`` under pytest's temporary directory, free
+ports for everything Ray listens on (GCS, dashboard on 127.0.0.1, dashboard agent, node
+manager, object manager, metrics, runtime-env agent, Ray Client; worker ports chosen by the
+OS), 4 logical CPUs, and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` so that Ray keeps to
+127.0.0.1 instead of the host's external address. ``ray_head`` is its dashboard's URL, also
+set in ``RAY_ADDRESS`` for the session (the scheduler reads it as users configure it); a
+``RAY_ADDRESS`` of the user's is never used. :meth:`RayHead.restart` crashes the head and
+starts it again on the same ports (a test doing so is marked ``restarts_engine``: it runs
+after every other test, conftest.py).
 
 Stopping: never ``ray stop`` (it kills every Ray process on the host by name). The fixture
-stops only what it started: SIGTERM to the process group of its ``ray start --block``
-(which shuts its head down), then SIGKILL to any process left whose command line or
-environment names this session's temp dir, or whose environment carries this head's
-dashboard address (job drivers, workers and replicas started for this head).
+stops only what it started: SIGKILL to the process group of its ``ray start --block``, then
+to any process left whose command line or environment names this session's temp dir, or
+whose environment carries this head's dashboard address (job drivers, workers and replicas
+started for this head).
 """
 from __future__ import annotations
 
@@ -26,13 +29,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
 from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, wait_for
 
-__all__ = ["NUM_CPUS", "ray_head"]
+__all__ = ["NUM_CPUS", "RayHead", "ray_head", "ray_head_service"]
 
 BIN = os.path.dirname(sys.executable)
 NUM_CPUS = 4
@@ -64,9 +67,101 @@ def _own_processes(markers: List[str]) -> List[int]:
     return out
 
 
+class RayHead:
+    """A private Ray head started by :func:`ray_head_service` (and its dashboard URL, by
+    :func:`ray_head`): :meth:`restart` crashes it and starts it again on the same ports.
+
+    Attributes:
+        url: the dashboard (Job Submission API) address, ``http://127.0.0.1:<port>``.
+        temp: the head's ``--temp-dir`` (each start makes a new ``session_*`` directory in it).
+        starts: the seconds each start took until the job API and the dashboard agent answered.
+    """
+
+    def __init__(self, ray_exe: str, temp: Path) -> None:
+        self.temp = temp
+        self.ports = {name: free_port() for name in (
+            "port", "dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+            "node-manager-port", "object-manager-port", "metrics-export-port", "runtime-env-agent-port",
+            "ray-client-server-port")}
+        self.url = f"http://127.0.0.1:{self.ports['dashboard-port']}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        # the dashboard's Prometheus server listens on DASHBOARD_METRIC_PORT, 44227 unless
+        # set: a port free_port() may have handed to this head's dashboard agent (seen: the
+        # agent failed to bind it, and the raylet, which fate-shares with it, with it)
+        self.env.update(PATH=f"{BIN}{os.pathsep}{self.env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
+                        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", DASHBOARD_METRIC_PORT=str(free_port()))
+        self.argv = [ray_exe, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={NUM_CPUS}",
+                     "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--temp-dir={temp}",
+                     "--min-worker-port=0", "--max-worker-port=0", "--disable-usage-stats",
+                     *[f"--{k}={v}" for k, v in self.ports.items()]]
+        self.svc: Optional[ServiceProcess] = None
+        self.starts: List[float] = []
+        self._t0: Optional[float] = None
+
+    def start(self, wait_agent: bool = True) -> None:
+        """Start the head and wait until its job API answers and, with ``wait_agent``, until
+        it takes jobs (:meth:`wait_agent`).
+
+        Raises:
+            RuntimeError: it exited or did not answer in time (with its log's last lines).
+        """
+        self._t0 = time.monotonic()
+        self.svc = svc = ServiceProcess.start(self.argv, log=self.temp / "ray-start.log", env=self.env)
+        url = self.url
+        wait_for(lambda: _http_ok(f"{url}/api/version"), timeout=120, what="the Ray dashboard", service=svc)
+        wait_for(lambda: _http_ok(f"{url}/api/jobs/"), timeout=60, what="the Ray job API", service=svc)
+        if wait_agent:
+            self.wait_agent()
+
+    def wait_agent(self) -> None:
+        """Wait until the head takes jobs: they are submitted through its node's dashboard
+        agent, which registers after the dashboard's HTTP server is up; the dashboard waits
+        only 10 s for it ("No available agent to submit job"), and a loaded machine starts
+        the agent well after the dashboard.
+
+        Raises:
+            RuntimeError: the head exited or the agent did not answer in 120 s.
+        """
+        agent = f"http://127.0.0.1:{self.ports['dashboard-agent-listen-port']}/api/healthz"
+        wait_for(lambda: _http_ok(agent), timeout=120, what="the Ray dashboard agent", service=self.svc)
+        if self._t0 is not None:
+            self.starts.append(time.monotonic() - self._t0)
+            self._t0 = None
+
+    def stop(self) -> None:
+        """Stop the head as a crash would: SIGKILL to the process group of its ``ray start
+        --block`` (its answer to SIGTERM is the same kill, after 5 s and more), then to any
+        process left of it (by temp dir, or by ``RAY_ADDRESS`` in its environment: job
+        drivers and replicas). Never ``ray stop``."""
+        if self.svc is not None:
+            try:
+                os.killpg(self.svc.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.svc.proc.wait(timeout=30)
+        markers = [str(self.temp), f"RAY_ADDRESS={self.url}"]
+        for _ in range(20):
+            left = _own_processes(markers)
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.25)
+
+    def restart(self, wait_agent: bool = True) -> None:
+        """Crash the head (:meth:`stop`: all of it, as a lost head node) and start it again
+        on the same ports and temp dir: a new GCS that knows none of the earlier jobs.
+        Without ``wait_agent``, call :meth:`wait_agent` before submitting a job."""
+        self.stop()
+        self.start(wait_agent)
+
+
 @pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The dashboard URL of a private Ray head (``http://127.0.0.1:<port>``)."""
+def ray_head_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
+    """The session's private Ray head (:class:`RayHead`), started once."""
     ray_exe = os.path.join(BIN, "ray")
     if not os.path.exists(ray_exe):
         ray_exe = shutil.which("ray") or ""
@@ -79,40 +174,18 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     temp = tmp_path_factory.mktemp("ray")
     if len(str(temp)) > 48:  # Ray's unix socket paths under it must stay below 108 bytes
         temp = Path(tempfile.mkdtemp(prefix="txray-", dir="/tmp"))
-    ports = {name: free_port() for name in (
-        "port", "dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-        "node-manager-port", "object-manager-port", "metrics-export-port", "runtime-env-agent-port",
-        "ray-client-server-port")}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
-               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
-    argv = [ray_exe, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={NUM_CPUS}",
-            "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--temp-dir={temp}",
-            "--min-worker-port=0", "--max-worker-port=0", "--disable-usage-stats",
-            *[f"--{k}={v}" for k, v in ports.items()]]
-    svc = ServiceProcess.start(argv, log=temp / "ray-start.log", env=env)
-    url = f"http://127.0.0.1:{ports['dashboard-port']}"
+    head = RayHead(ray_exe, temp)
     try:
-        wait_for(lambda: _http_ok(f"{url}/api/version"), timeout=120, what="the Ray dashboard", service=svc)
-        wait_for(lambda: _http_ok(f"{url}/api/jobs/"), timeout=60, what="the Ray job API", service=svc)
-        # jobs are submitted through the head node's dashboard agent, which registers after
-        # its HTTP server is up; the dashboard waits only 10 s for it ("No available agent to
-        # submit job"), and a loaded machine starts the agent well after the dashboard
-        agent = f"http://127.0.0.1:{ports['dashboard-agent-listen-port']}/api/healthz"
-        wait_for(lambda: _http_ok(agent), timeout=120, what="the Ray dashboard agent", service=svc)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("RAY_ADDRESS", url)
-            yield url
+        head.start()
+        yield head
     finally:
-        svc.stop(grace=5)
-        markers = [str(temp), f"RAY_ADDRESS={url}"]
-        for _ in range(3):
-            left = _own_processes(markers)
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(1)
+        head.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_head(ray_head_service: RayHead) -> Iterator[str]:
+    """The dashboard URL of the session's private Ray head (``http://127.0.0.1:<port>``),
+    also in ``RAY_ADDRESS`` for the session."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_ADDRESS", ray_head_service.url)
+        yield ray_head_service.url
