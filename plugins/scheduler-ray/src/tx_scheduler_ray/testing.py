@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 
@@ -51,19 +51,37 @@ def _http_ok(url: str) -> bool:
 
 
 def _own_processes(markers: List[str]) -> List[int]:
-    """PIDs (not this process) whose command line or environment contains a marker."""
+    """PIDs (not this process) whose command line contains a marker."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
-        for what in ("cmdline", "environ"):
-            try:
-                data = Path(f"/proc/{entry}/{what}").read_bytes()
-            except OSError:
-                continue
-            if any(m.encode() in data for m in markers):
-                out.append(int(entry))
-                break
+        try:
+            data = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(m.encode() in data for m in markers):
+            out.append(int(entry))
+    return out
+
+
+def _descendants(root: int) -> List[int]:
+    """The PIDs of every process below ``root`` (children, theirs, ...), from ``/proc/*/stat``."""
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
     return out
 
 
@@ -131,15 +149,24 @@ class RayHead:
     def stop(self) -> None:
         """Stop the head as a crash would: SIGKILL to the process group of its ``ray start
         --block`` (its answer to SIGTERM is the same kill, after 5 s and more), then to any
-        process left of it (by temp dir, or by ``RAY_ADDRESS`` in its environment: job
-        drivers and replicas). Never ``ray stop``."""
+        process of it: every process below it, listed before the kill (job drivers and their
+        replicas are children of its workers), and any naming its temp dir. Never ``ray
+        stop``, and never a process the test session started otherwise (another backend's
+        daemons carry this head's ``RAY_ADDRESS`` in their environment too)."""
+        below: List[int] = []
         if self.svc is not None:
+            below = _descendants(self.svc.proc.pid)
             try:
                 os.killpg(self.svc.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.svc.proc.wait(timeout=30)
-        markers = [str(self.temp), f"RAY_ADDRESS={self.url}"]
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        markers = [str(self.temp)]
         for _ in range(20):
             left = _own_processes(markers)
             if not left:
