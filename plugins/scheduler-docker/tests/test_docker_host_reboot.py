@@ -36,6 +36,7 @@ def _parent(pid: Any) -> int:
 def _reboot(engine: Dict[str, str], client: Any) -> None:
     base = Path(engine["DOCKER_HOST"].split("unix://", 1)[1]).parent
     pids = []
+    ids = [c["Id"] for c in client.api.containers(all=True)]
     for c in client.api.containers(all=True):  # every container with a process, whatever it is listed as
         st = client.api.inspect_container(c["Id"])["State"]
         pids += [p for p in (st.get("ConmonPid"), st.get("Pid"), _parent(st.get("Pid"))) if p]
@@ -52,6 +53,9 @@ def _reboot(engine: Dict[str, str], client: Any) -> None:
     (base / "service.pid").unlink()  # so that the start script starts a new one
     for bridge in bridges:  # left behind, they would clash with the bridges the new engine names alike
         subprocess.run(["ip", "link", "delete", bridge], capture_output=True, timeout=30)
+    # and the host-port DNAT rules of its containers: left behind, a later listener on the same
+    # port of 127.0.0.1 (a DDP job's gloo) has its connections sent to a dead address
+    subprocess.run(["bash", str(SCRIPTS / "drop-podman-dnat.sh"), *ids], capture_output=True, timeout=60)
     with open("/proc/mounts") as f:
         mounts = [line.split()[1] for line in f if line.split()[1].startswith(f"{base}/")]
     for m in sorted(mounts, reverse=True):
@@ -68,6 +72,17 @@ def _running(scheduler: DockerScheduler, app_id: str, *markers: Path) -> None:
     while scheduler.describe(app_id).state != AppState.RUNNING or not all(m.exists() for m in markers):
         assert time.monotonic() < deadline, scheduler.describe(app_id)
         time.sleep(0.1)
+
+
+def _succeeded(scheduler: DockerScheduler, app_id: str) -> Any:
+    """The app's description once it SUCCEEDED (within 60 s), never passing through a terminal
+    state on the way."""
+    deadline = time.monotonic() + 60
+    while (desc := scheduler.describe(app_id)).state != AppState.SUCCEEDED:
+        assert desc.state in (AppState.PENDING, AppState.SUBMITTED, AppState.RUNNING), desc
+        assert time.monotonic() < deadline, desc
+        time.sleep(0.1)
+    return desc
 
 
 def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
@@ -110,11 +125,7 @@ def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda s: s.describe(retried), [scheduler, other]))
     other.close()
-    deadline = time.monotonic() + 60
-    while (desc := scheduler.describe(retried)).state != AppState.SUCCEEDED:
-        assert desc.state in (AppState.PENDING, AppState.SUBMITTED, AppState.RUNNING), desc
-        assert time.monotonic() < deadline, desc
-        time.sleep(0.1)
+    desc = _succeeded(scheduler, retried)
     assert [a.text.split(" (")[0] for a in desc.attempts] == ["#0 FAILED", "#1 SUCCEEDED"], desc.attempts
     assert desc.attempts[0].text.startswith("#0 FAILED (infra: w[0]: the engine lost the container while it ran")
     assert desc.attempts[0].text.endswith(", retried"), desc.attempts
@@ -125,11 +136,7 @@ def test_containers_lost_to_a_host_reboot_are_an_infrastructure_failure(
     assert "".join(scheduler.log_iter(retried, "w", 1)) == "up 1\nup 1\n"  # the lost container's, the new one's
     assert [a.app_id for a in scheduler.list() if a.app_id == retried and a.state == AppState.SUCCEEDED] == [retried]
 
-    deadline = time.monotonic() + 60
-    while (desc := scheduler.describe(restarted)).state != AppState.SUCCEEDED:
-        assert desc.state in (AppState.PENDING, AppState.SUBMITTED, AppState.RUNNING), desc
-        assert time.monotonic() < deadline, desc
-        time.sleep(0.1)
+    desc = _succeeded(scheduler, restarted)
     assert [a.text.split(" (")[0] for a in desc.attempts] == ["#0 FAILED", "#1 SUCCEEDED"], desc.attempts
     assert "(infra: w[0]: the engine lost the container while it ran" in desc.attempts[0].text, desc.attempts
     assert "no end recorded after it was restarted" in desc.attempts[0].text, desc.attempts
