@@ -85,6 +85,15 @@ def _descendants(root: int) -> List[int]:
     return out
 
 
+def _kill(pids: List[int]) -> None:
+    """SIGKILL each of ``pids`` that still exists."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class RayHead:
     """A private Ray head started by :func:`ray_head_service` (and its dashboard URL, by
     :func:`ray_head`): :meth:`restart` crashes it and starts it again on the same ports.
@@ -161,21 +170,12 @@ class RayHead:
             except ProcessLookupError:
                 pass
             self.svc.proc.wait(timeout=30)
-        for pid in below:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        markers = [str(self.temp)]
+        _kill(below)
         for _ in range(20):
-            left = _own_processes(markers)
+            left = _own_processes([str(self.temp)])
             if not left:
                 break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _kill(left)
             time.sleep(0.25)
 
     def restart(self, wait_agent: bool = True) -> None:
