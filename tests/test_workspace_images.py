@@ -28,6 +28,7 @@ import pytest
 
 from tx.runner import Runner
 from tx.specs import AppDef, AppState, Resource, Role
+from tx.testing.backends import container_output
 
 REPO = Path(__file__).resolve().parent.parent
 #: the busybox image scripts/start-podman.sh imports into the session's engine
@@ -192,7 +193,7 @@ def test_workspace_image_is_built_pushed_and_named_by_the_request(
         assert f"building workspace image {tag} from {BASE_IMAGE}" in err and f"pushing {tag}" in err, err
         assert "Traceback" not in err
         # the image holds the workspace on top of the base image, without the ignored file
-        out = engine.containers.run(tag, ["sh", "-c", f"cat {FILE}; ls build.log 2>&1 || true"], remove=True)
+        out = container_output(engine, tag, ["sh", "-c", f"cat {FILE}; ls build.log 2>&1 || true"])
         assert out.decode().startswith(f"hello from the {scheduler} workspace\n"), out
         assert b"No such file" in out, out
         # ... and is in the registry

@@ -17,7 +17,7 @@ import pytest
 from tx.components.dist import ddp
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.testing import find_replica
-from tx.testing.backends import require_module
+from tx.testing.backends import container_output, require_module
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
 from tx_scheduler_aws_batch.testing import Moto
 
@@ -149,7 +149,7 @@ def test_wrapper_in_the_image_shell_with_aws_node_variables(aws_docker: Moto) ->
     env.update(AWS_BATCH_JOB_NODE_INDEX="3", AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS="10.1.2.3")
     client = docker.DockerClient(base_url=aws_docker.extra_env["DOCKER_HOST"])
     try:
-        out = client.containers.run(IMAGE, c["command"], environment=env, remove=True, stdout=True, stderr=True)
+        out = container_output(client, IMAGE, c["command"], environment=env)
     finally:
         client.close()
     assert out.decode() == "1|1|10.1.2.3|arg1|t1\n"

@@ -44,12 +44,12 @@ import subprocess
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
 import pytest
 
 __all__ = [
-    "backend_unavailable", "backends_required", "environ", "free_port", "port_open",
+    "backend_unavailable", "backends_required", "container_output", "environ", "free_port", "port_open",
     "REQUIRE_BACKENDS_ENV", "script_backend", "ServiceProcess", "wait_for",
 ]
 
@@ -268,3 +268,37 @@ def script_backend(
         yield exports
     finally:
         subprocess.run(list(stop), env={**env, **exports}, capture_output=True, timeout=timeout)
+
+
+def container_output(client: Any, image: str, command: Sequence[str], environment: Optional[Mapping[str, str]] = None,
+                     timeout: float = 120.0) -> bytes:
+    """Run ``command`` in a new container of ``image`` and return its output (stdout and
+    stderr, interleaved as they were written), removing the container after.
+
+    What docker-py's ``client.containers.run(..., remove=True)`` does, without its follow-mode
+    log stream: podman 4.3's compat ``logs?follow=1`` can miss the container's end and never
+    close the stream (seen twice in full CI runs: a 300 s hang, and once output cut short), so
+    this waits for the exit (``POST /containers/{id}/wait``, at most ``timeout`` seconds) and
+    then reads the whole log once (``GET /containers/{id}/logs``, not following).
+
+    Args:
+        client: a ``docker.DockerClient`` (docker-py) connected to the engine.
+        image: the image to run; it must be present (nothing is pulled).
+        command: the argv of the container's command.
+        environment: variables set in the container.
+        timeout: seconds to wait for the container to exit.
+
+    Raises:
+        RuntimeError: the command exited non-zero (the message holds its exit code and output).
+        requests.exceptions.ConnectionError: the container did not exit within ``timeout``.
+    """
+    container = client.containers.create(image, list(command), environment=dict(environment or {}))
+    try:
+        container.start()
+        code = container.wait(timeout=timeout)["StatusCode"]
+        out: bytes = container.logs(stdout=True, stderr=True)
+    finally:
+        container.remove(force=True)
+    if code != 0:
+        raise RuntimeError(f"{image} {list(command)} exited with code {code}: {out.decode(errors='replace')!r}")
+    return out

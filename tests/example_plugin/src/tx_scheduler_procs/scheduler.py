@@ -127,6 +127,12 @@ class ProcsScheduler(Scheduler[ProcsRequest]):
     def _replica(self, app_dir: str, role: str, k: int, cancelled: bool) -> ReplicaStatus:
         rdir = os.path.join(app_dir, role, str(k))
         code = self._read(os.path.join(rdir, "exitcode"))
+        pid = int(self._read(os.path.join(rdir, "pid")) or 0)
+        alive = bool(pid) and _alive(pid)
+        if code is None and not alive:
+            # the shell may have written its exit code and ended between the two reads above:
+            # read it again now that the process is known to be gone
+            code = self._read(os.path.join(rdir, "exitcode"))
         if code is not None:
             exit_code = int(code)
             state = AppState.SUCCEEDED if exit_code == 0 else AppState.CANCELLED if cancelled else AppState.FAILED
@@ -135,8 +141,7 @@ class ProcsScheduler(Scheduler[ProcsRequest]):
                 tail = (self._read(os.path.join(rdir, "stderr.log")) or "").splitlines()[-1:]
                 err = f"replica {role}/{k} exited with code {exit_code}" + (f": {tail[0]}" if tail else "")
             return ReplicaStatus(k, state, role, "localhost", err, exit_code)
-        pid = int(self._read(os.path.join(rdir, "pid")) or 0)
-        if pid and _alive(pid):
+        if alive:
             return ReplicaStatus(k, AppState.RUNNING, role, "localhost")
         # gone without an exit code: killed (by cancel, or by someone else)
         state = AppState.CANCELLED if cancelled else AppState.FAILED
