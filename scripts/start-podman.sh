@@ -8,13 +8,19 @@
 #   scripts/install-podman.sh && eval "$(scripts/start-podman.sh)"   # exports DOCKER_HOST, CONTAINERS_CONF, CONTAINERS_STORAGE_CONF, CONTAINERS_REGISTRIES_CONF
 #
 # Env: PODMAN_BASE (default /tmp/tx-podman); PODMAN_INSECURE_REGISTRIES=host:port,... registries
-#      reached over plain HTTP (read when the service starts).
+#      reached over plain HTTP (read when the service starts); PODMAN_EVENTS_LOGGER (default file):
+#      containers.conf's events_logger, "none" for an engine that keeps no events (its compat
+#      logs?follow=1 streams then never end: tests/test_docker_follow.py).
 #
 # Settings (all needed on this kind of host, see scripts/README.md): runc (crun fails on hybrid
 # cgroup v1/v2), cgroupfs, ulimits within the host's hard limits (no CAP_SYS_RESOURCE), netavark
 # bridge networks with DNS (containers reach each other by name on a user network).
 set -euo pipefail
 B=${PODMAN_BASE:-/tmp/tx-podman}
+case "${PODMAN_EVENTS_LOGGER:-file}" in
+  file|none|journald) ;;
+  *) echo "[start-podman] PODMAN_EVENTS_LOGGER must be file, none or journald, not '$PODMAN_EVENTS_LOGGER'" >&2; exit 2 ;;
+esac
 log() { echo "[start-podman] $*" >&2; }
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
   bash "$(dirname "$0")/install-podman.sh"
@@ -27,7 +33,7 @@ default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
-events_logger = "file"
+events_logger = "${PODMAN_EVENTS_LOGGER:-file}"
 events_logfile_path = "$B/events.log"
 tmp_dir = "$B/tmp"
 [network]

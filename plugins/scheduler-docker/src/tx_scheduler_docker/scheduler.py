@@ -30,6 +30,7 @@ from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location
+from tx_scheduler_docker._follow import follow as follow_log
 from tx_scheduler_docker.request import (
     LABEL_APP_ID, LABEL_APP_NAME, LABEL_APPDEF, LABEL_MEM_MB, LABEL_NUM_REPLICAS, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
     LABEL_VERSION, DockerContainer, DockerJob, build_request,
@@ -666,7 +667,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         if until is not None:
             kw["until"] = until
         if follow:
-            chunks: Iterable[bytes] = client.api.logs(cid, stream=True, follow=True, **kw)
+            chunks: Iterable[bytes] = follow_log(client, cid, kw)
         else:
             chunks = [client.api.logs(cid, stream=False, **kw)]
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
