@@ -110,7 +110,8 @@ def test_logs_outlive_the_head(ray_head_service: RayHead, ray_head: str, tmp_pat
         rc, out, err = ended(status)
         assert (rc, out) == (1, b""), (out, err)
         assert err.decode().strip().splitlines()[-1].endswith(
-            f"app {handle} does not exist (or its scheduler no longer keeps it)"), err
+            f"app {handle} does not exist (or its scheduler no longer keeps it); "
+            f"tx's log archive has its logs: tx log {handle}"), err
     finally:
         ray_head_service.wait_agent()  # the head takes jobs again, for whatever runs next
 

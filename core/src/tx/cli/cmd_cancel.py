@@ -21,7 +21,7 @@ def _cancel(args: argparse.Namespace) -> int:
             return sweep_cancel(runner, handle)
         status = runner.status(handle)
         if status is None:
-            raise unknown_app(handle)
+            raise unknown_app(handle, runner)
         if status.is_terminal():
             print(f"tx cancel: {handle} had already ended: {status.state.name}", file=sys.stderr)
             return 0

@@ -15,7 +15,7 @@ def _describe(args: argparse.Namespace) -> int:
     with make_runner() as runner:
         app = runner.describe(args.app_handle)
         if app is None:
-            raise unknown_app(args.app_handle)
+            raise unknown_app(args.app_handle, runner)
         # serialization (yaml) is imported when the command runs, not when its parser is built
         from tx.specs.files import appdef_to_json, appdef_to_yaml
 

@@ -109,7 +109,7 @@ def _status(args: argparse.Namespace) -> int:
         run = _run_of(runner, args.app_handle)
         status = runner.status(args.app_handle)
         if status is None:
-            raise unknown_app(args.app_handle)
+            raise unknown_app(args.app_handle, runner)
         roles = [r for r in args.roles.split(",") if r] or None
         if run is not None:
             run = runner.run_status(args.app_handle)

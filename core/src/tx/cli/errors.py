@@ -16,7 +16,7 @@ Standard library and :mod:`tx.errors` only at import: ``tx --help`` imports this
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 from tx.errors import UserError
 
@@ -46,9 +46,19 @@ class CLIError(UserError):
         self.code = code
 
 
-def unknown_app(handle: str) -> CLIError:
-    """The error of a command given the handle of an app its scheduler does not know."""
-    return CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it)")
+def unknown_app(handle: str, runner: Any = None) -> CLIError:
+    """The error of a command given the handle of an app its scheduler does not know.
+    Given the command's ``runner`` (:class:`tx.runner.Runner`), the message also says where
+    tx's log archive holds logs of the app (a Ray head that restarted, a purged Slurm job);
+    an archive that cannot be read changes nothing."""
+    where = ""
+    if runner is not None:
+        try:
+            if runner.archived_replicas(handle):
+                where = f"; tx's log archive has its logs: tx log {handle}"
+        except Exception:  # the archive is only a hint here: the error stays the unknown app
+            pass
+    return CLIError(f"app {handle} does not exist (or its scheduler no longer keeps it){where}")
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
