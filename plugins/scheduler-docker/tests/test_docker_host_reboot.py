@@ -36,10 +36,15 @@ def _parent(pid: Any) -> int:
 def _reboot(engine: Dict[str, str], client: Any) -> None:
     base = Path(engine["DOCKER_HOST"].split("unix://", 1)[1]).parent
     pids = []
+    netns = []  # the containers' network namespaces, bind-mounted under the host's /run/netns
     ids = [c["Id"] for c in client.api.containers(all=True)]
     for c in client.api.containers(all=True):  # every container with a process, whatever it is listed as
-        st = client.api.inspect_container(c["Id"])["State"]
+        info = client.api.inspect_container(c["Id"])
+        st = info["State"]
         pids += [p for p in (st.get("ConmonPid"), st.get("Pid"), _parent(st.get("Pid"))) if p]
+        key = (info.get("NetworkSettings") or {}).get("SandboxKey") or ""
+        if key.startswith("/run/netns/"):
+            netns.append(os.path.basename(key))
     # the engine's network bridges: the kernel's, which a reboot takes away with the rest
     bridges = [n["Options"]["com.docker.network.bridge.name"] for n in client.api.networks()
                if (n.get("Options") or {}).get("com.docker.network.bridge.name")]
@@ -53,6 +58,8 @@ def _reboot(engine: Dict[str, str], client: Any) -> None:
     (base / "service.pid").unlink()  # so that the start script starts a new one
     for bridge in bridges:  # left behind, they would clash with the bridges the new engine names alike
         subprocess.run(["ip", "link", "delete", bridge], capture_output=True, timeout=30)
+    for name in netns:  # /run is a tmpfs at a real boot; left behind, each keeps a veth pair on the host
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
     # and the host-port DNAT rules of its containers: left behind, a later listener on the same
     # port of 127.0.0.1 (a DDP job's gloo) has its connections sent to a dead address
     subprocess.run(["bash", str(SCRIPTS / "drop-podman-dnat.sh"), *ids], capture_output=True, timeout=60)
