@@ -35,9 +35,8 @@ import weakref
 from datetime import datetime
 from typing import Any, Dict, Iterator, Optional
 
-#: container states (the inspect record's ``State.Status``) in which the container will not
-#: write to its log again unless started again
-_OVER = frozenset({"exited", "dead", "stopped"})
+from tx.specs.api import is_terminal
+from tx_scheduler_docker._states import container_state, engine_time_ns
 
 #: the pause after each of the first reads of a follow on podman (seconds), and how many
 #: reads get it: the follow of an app that ends within about 2 s ends about 0.1 s after it
@@ -58,14 +57,15 @@ def is_podman(client: Any) -> bool:
 
 
 def _over(client: Any, cid: str) -> bool:
-    """True if container ``cid`` has ended (or is gone), from one inspect."""
+    """True if container ``cid`` has ended (a terminal state of :mod:`tx_scheduler_docker._states`:
+    it will not write to its log again unless started again) or is gone, from one inspect."""
     import docker.errors
 
     try:
         state: Dict[str, Any] = client.api.inspect_container(cid).get("State") or {}
     except docker.errors.NotFound:
         return True
-    return not state.get("Running") and str(state.get("Status") or "") in _OVER
+    return not state.get("Running") and is_terminal(container_state(state.get("Status"), state.get("ExitCode")))
 
 
 def follow(client: Any, cid: str, kw: Dict[str, Any], interval: float = 1.0) -> Iterator[bytes]:
@@ -82,6 +82,7 @@ def follow(client: Any, cid: str, kw: Dict[str, Any], interval: float = 1.0) -> 
     Raises:
         docker.errors.APIError: the engine refused the logs request (no such container, ...);
             on podman, a container removed while it is followed ends the follow instead.
+        ValueError: on podman, a log entry without its time (the engine wrote something else).
     """
     if not is_podman(client):
         yield from client.api.logs(cid, stream=True, follow=True, **kw)
@@ -89,22 +90,26 @@ def follow(client: Any, cid: str, kw: Dict[str, Any], interval: float = 1.0) -> 
     import docker.errors
 
     args = {**kw, "timestamps": True}
-    mark: Optional[datetime] = None  # the time of the last entry given
+    mark: Optional[int] = None  # the time of the last entry given (ns since the epoch)
     at_mark = 0  # how many entries with that time were given
     reads = 0
     while True:
         last = _over(client, cid)  # before the read: a read that starts after the end has it all
         started = time.monotonic()
         if mark is not None:
-            since = int(mark.timestamp())
+            since = mark // 1_000_000_000
             args["since"] = since if kw.get("since") is None else max(since, _epoch(kw["since"]))
         skip = at_mark
         try:
             for entry in client.api.logs(cid, stream=True, follow=False, **args):
                 stamp, _, data = entry.partition(b" ")
-                when = _when(stamp)
-                if mark is not None and (when < mark or (when == mark and skip > 0)):
-                    skip -= when == mark
+                when = engine_time_ns(stamp.decode("ascii", "replace"))
+                if when is None:
+                    raise ValueError(f"a log entry of {cid} without an RFC 3339 time: {entry[:80]!r}")
+                if mark is not None and when < mark:  # given by an earlier read
+                    continue
+                if when == mark and skip > 0:  # of the mark's second, given by an earlier read
+                    skip -= 1
                     continue
                 if when == mark:
                     at_mark += 1
@@ -118,26 +123,6 @@ def follow(client: Any, cid: str, kw: Dict[str, Any], interval: float = 1.0) -> 
         reads += 1
         # short pauses first (a quick app's follow ends soon after it), then ``interval``
         time.sleep(max(_FIRST_PAUSE if reads <= _FIRST_READS else interval, 2 * (time.monotonic() - started)))
-
-
-def _when(stamp: bytes) -> datetime:
-    """The time of a log entry from its ``timestamps`` prefix (RFC 3339: podman's
-    ``2026-11-26T09:07:24Z``, Docker's with nanoseconds, cut to microseconds here).
-
-    Raises:
-        ValueError: not such a time (the engine wrote something else).
-    """
-    text = stamp.decode("ascii", "replace")
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    head, dot, rest = text.partition(".")
-    if dot:  # fractional seconds: at most 6 digits for fromisoformat
-        digits = len(rest) - len(rest.lstrip("0123456789"))
-        text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}"
-    when = datetime.fromisoformat(text)
-    if when.tzinfo is None:
-        raise ValueError(f"log entry time without a zone: {stamp!r}")
-    return when
 
 
 def _epoch(value: Any) -> int:

@@ -72,7 +72,7 @@ _NOT_STARTED = ("created", "configured", "initialized")
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
 
-def _ns(text: Any) -> Optional[int]:
+def engine_time_ns(text: Any) -> Optional[int]:
     """An engine's RFC 3339 time (``2026-11-26T04:16:57.098501383Z``, nanoseconds, trailing
     zeros dropped) as nanoseconds since the epoch; None where it is not one, or Go's zero time."""
     m = _TIME.match(text) if _is_set(text) else None
@@ -109,12 +109,12 @@ def lost_while_running(state: Dict[str, Any]) -> Optional[str]:
     its end is its own, recorded after its start, unless that run was shorter than podman
     takes to record a start (milliseconds): then it reads as lost and runs again."""
     status = str(state.get("Status") or "").strip().lower()
-    start, end = _ns(state.get("StartedAt")), state.get("FinishedAt")
+    start, end = engine_time_ns(state.get("StartedAt")), state.get("FinishedAt")
     if status in _LIVE or start is None:
         return None
     if not _is_set(end):
         ended = "no end recorded"
-    elif status in _NOT_STARTED and (_ns(end) or start) < start:  # (an end tx cannot read: not a sign)
+    elif status in _NOT_STARTED and (engine_time_ns(end) or start) < start:  # (an end tx cannot read: not a sign)
         ended = f"no end recorded after it was restarted (the last end, {str(end)[:19]}Z, is an earlier run's)"
     else:
         return None
