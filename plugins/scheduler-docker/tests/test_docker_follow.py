@@ -19,9 +19,9 @@ import pytest
 
 from tx.schedulers import Stream
 from tx.specs import AppDef, AppState, Role
-from tx.testing.backends import environ, script_backend
+from tx.testing.backends import environ
 from tx_scheduler_docker.scheduler import DockerScheduler
-from tx_scheduler_docker.testing import _ENV_KEYS, IMAGE, SCRIPTS
+from tx_scheduler_docker.testing import _ENV_KEYS, IMAGE, podman_service
 
 #: seconds a follow may take after its container ended; tx's own bound is one pause between two
 #: reads (1 s for a small log), the rest is slack for a loaded machine
@@ -34,11 +34,8 @@ def silent_engine(podman_engine: Dict[str, str]) -> Iterator[Dict[str, str]]:
     its client environment. Depends on ``podman_engine`` for its checks (podman, root, the
     scripts) and skips as it does."""
     base = Path(tempfile.mkdtemp(prefix="tx-podnone-"))  # short: unix socket paths below it
-    env = {**{k: v for k, v in os.environ.items() if k not in _ENV_KEYS},
-           "PODMAN_BASE": str(base), "PODMAN_EVENTS_LOGGER": "none", "PURGE": "1"}
-    start, stop = ["bash", str(SCRIPTS / "start-podman.sh")], ["bash", str(SCRIPTS / "stop-podman.sh")]
     try:
-        with script_backend(start, stop, env) as exports:
+        with podman_service(base, PODMAN_EVENTS_LOGGER="none") as exports:
             yield exports
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)

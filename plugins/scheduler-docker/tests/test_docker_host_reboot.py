@@ -38,8 +38,8 @@ def _reboot(engine: Dict[str, str], client: Any) -> None:
     pids = []
     netns = []  # the containers' network namespaces, bind-mounted under the host's /run/netns
     ids = [c["Id"] for c in client.api.containers(all=True)]
-    for c in client.api.containers(all=True):  # every container with a process, whatever it is listed as
-        info = client.api.inspect_container(c["Id"])
+    for cid in ids:  # every container with a process, whatever it is listed as
+        info = client.api.inspect_container(cid)
         st = info["State"]
         pids += [p for p in (st.get("ConmonPid"), st.get("Pid"), _parent(st.get("Pid"))) if p]
         key = (info.get("NetworkSettings") or {}).get("SandboxKey") or ""

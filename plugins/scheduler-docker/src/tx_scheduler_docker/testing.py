@@ -23,6 +23,7 @@ checkout.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -35,7 +36,7 @@ from tx.testing.backends import (
     ServiceProcess, backend_unavailable, environ, free_port, port_open, script_backend, wait_for,
 )
 
-__all__ = ["IMAGE", "SCRIPTS", "podman_engine", "registry"]
+__all__ = ["IMAGE", "SCRIPTS", "podman_engine", "podman_service", "registry"]
 
 #: the repository's scripts/ (start-podman.sh, stop-podman.sh), from a checkout
 SCRIPTS = Path(__file__).resolve().parents[4] / "scripts"
@@ -62,15 +63,33 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
     if len(str(base)) > 60:  # the engine's unix socket paths under it must stay below 108 bytes
         base = Path(tempfile.mkdtemp(prefix="tx-podman-"))
     registry = f"127.0.0.1:{free_port()}"
-    env = {**os.environ, "PODMAN_BASE": str(base), "PODMAN_INSECURE_REGISTRIES": registry}
-    for k in _ENV_KEYS:
-        env.pop(k, None)
-    start, stop = ["bash", str(SCRIPTS / "start-podman.sh")], ["bash", str(SCRIPTS / "stop-podman.sh")]
     try:
-        with script_backend(start, stop, {**env, "PURGE": "1"}) as exports, environ(exports, unset=_ENV_KEYS):
+        with podman_service(base, PODMAN_INSECURE_REGISTRIES=registry) as exports, environ(exports, unset=_ENV_KEYS):
             yield {**exports, "TX_TEST_REGISTRY": registry}
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
+
+
+@contextlib.contextmanager
+def podman_service(base: Path, **settings: str) -> Iterator[Dict[str, str]]:
+    """An engine of ``scripts/start-podman.sh`` under ``base`` for the ``with`` block, stopped
+    with everything it made at its end (``stop-podman.sh`` with ``PURGE=1``); yields its client
+    environment (``DOCKER_HOST``, podman's ``CONTAINERS_*``), without setting it here. A user's
+    engine variables (``DOCKER_HOST`` ...) are left out of the scripts' environment.
+
+    Args:
+        base: its ``PODMAN_BASE``; short (its unix socket paths must stay below 108 bytes).
+        settings: more variables of the start script (``PODMAN_INSECURE_REGISTRIES``,
+            ``PODMAN_EVENTS_LOGGER``).
+
+    Raises:
+        RuntimeError: the start script failed (:func:`tx.testing.backends.script_backend`).
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _ENV_KEYS}
+    env.update(settings, PODMAN_BASE=str(base), PURGE="1")
+    start, stop = ["bash", str(SCRIPTS / "start-podman.sh")], ["bash", str(SCRIPTS / "stop-podman.sh")]
+    with script_backend(start, stop, env) as exports:
+        yield exports
 
 
 @pytest.fixture(scope="session")
