@@ -21,7 +21,7 @@ from tx.schedulers import Stream
 from tx.specs import AppDef, AppState, Role
 from tx.testing.backends import environ
 from tx_scheduler_docker.scheduler import DockerScheduler
-from tx_scheduler_docker.testing import _ENV_KEYS, IMAGE, podman_service
+from tx_scheduler_docker.testing import _ENV_KEYS, IMAGE, SCRIPTS, podman_service
 
 #: seconds a follow may take after its container ended; tx's own bound is one pause between two
 #: reads (1 s for a small log), the rest is slack for a loaded machine
@@ -39,6 +39,16 @@ def silent_engine(podman_engine: Dict[str, str]) -> Iterator[Dict[str, str]]:
             yield exports
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
+
+
+def test_an_unknown_events_logger_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """``PODMAN_EVENTS_LOGGER`` other than file, none or journald: one line, exit 2, nothing made."""
+    base = tmp_path / "engine"
+    p = subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PODMAN_BASE": str(base), "PODMAN_EVENTS_LOGGER": "journal"})
+    assert (p.returncode, p.stdout) == (2, ""), p
+    assert p.stderr == "[start-podman] PODMAN_EVENTS_LOGGER must be file, none or journald, not 'journal'\n"
+    assert not base.exists()
 
 
 #: the fast writer's lines: 2,538,890 bytes, written in about a second
