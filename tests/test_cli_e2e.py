@@ -64,15 +64,40 @@ def test_run_ends_with_one_line_state_duration_handle_logs(tx, tmp_path):
 
 
 def test_run_waits_and_fails_with_status(tx, tmp_path):
-    script = 'echo out$TX_REPLICA_ID; if [ "$TX_REPLICA_ID" = 1 ]; then echo err >&2; exit 3; fi'
+    # the order is forced: replica 1 fails only once replica 0 has written its line and marked
+    # it (fail-fast stops replica 0 then; without the wait it could stop replica 0 before its
+    # shell ran `echo`, and the line would never be in any log)
+    mark = tmp_path / "r0-wrote"
+    script = (f'echo out$TX_REPLICA_ID; if [ "$TX_REPLICA_ID" = 0 ]; then touch {mark}; sleep 60; fi; '
+              f'while [ ! -e {mark} ]; do sleep 0.01; done; echo err >&2; exit 3')
     p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)
     assert p.returncode == 1
-    assert "sh/0 out0" in p.stdout and "sh/1 out1" in p.stdout and "sh/1 err" in p.stderr
+    assert "sh/0 out0" in p.stdout and "sh/1 out1" in p.stdout and "sh/1 err" in p.stderr, p
     # relayed once, then one summary line naming the failed replica
     assert [ln for ln in p.stderr.splitlines() if ln.endswith("err")] == ["sh/1 err"], p.stderr
     last = p.stderr.splitlines()[-1]
     assert re.fullmatch(rf"tx run: FAILED after \d+\.\d s: {re.escape(_handle(p))} "
                         r"\(replica sh/1 exited with code 3.*\); logs: /\S+", last), last
+
+
+def test_run_relays_every_line_its_replicas_logged_before_a_failure_stopped_them(tx, tmp_path):
+    # replica 0 writes 20,000 lines and, on the fail-fast SIGTERM, 100 more; replica 1 fails as
+    # soon as replica 0's last periodic line is in replica 0's log: every byte of each log is
+    # in tx run's output, in order, whatever the relay had read when the app ended
+    mark = tmp_path / "r0-wrote"
+    script = (
+        'if [ "$TX_REPLICA_ID" = 0 ]; then '
+        "trap 'seq -f bye%g 100; exit 0' TERM; "
+        f"seq -f line%g 20000; touch {mark}; while :; do sleep 0.01; done; "
+        f"else while [ ! -e {mark} ]; do sleep 0.01; done; exit 3; fi"
+    )
+    p = tx("run", "-s", "local_cwd", "utils.sh", "--num_replicas", "2", "sh", "-c", script)
+    assert p.returncode == 1, p
+    relayed = [ln[len("sh/0 "):] for ln in p.stdout.splitlines() if ln.startswith("sh/0 ")]
+    logs = Path(re.search(r"; logs: (/\S+)$", p.stderr.splitlines()[-1]).group(1))
+    written = next(logs.rglob("sh/0/stdout.log")).read_text().splitlines()
+    assert written[:20000] == [f"line{i}" for i in range(1, 20001)], written[-3:]
+    assert relayed == written, (len(relayed), len(written), relayed[-3:], written[-3:])
 
 
 def test_shell_metacharacters_arrive_unchanged(tx, tmp_path):
