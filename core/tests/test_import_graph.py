@@ -47,6 +47,8 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx.config.files": "configparser only when a config file exists (the cold run path has none)",
     "tx.components.system._custom_components": "hashlib (~5 ms with OpenSSL) only for a component file",
     "tx.runner.api": "Runner.run of an AppDef needs no component system",
+    "tx.runner.engine": "Runner.run of an AppDef needs no component system",
+    "tx.runner.archiver": "fsspec only once logs are archived or read (`archive = off` never loads it)",
     "tx.apps": "helper programs: fsspec only for the URL they were given",
     "tx.cli": "`tx --version`, `tx --help` and the `tx run` cold path",
 }

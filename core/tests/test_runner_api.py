@@ -12,7 +12,8 @@ import pytest
 
 from tx import hookimpl
 from tx.plugins import PluginRegistry, set_registry
-from tx.runner import Runner
+from tx.runner import Runner, failover
+from tx.runner.handles import AppRef, RunRef, SweepRef, TrialRef, check_not_reserved, new_run_id, new_sweep_id, parse
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import (
     AppDef,
@@ -216,3 +217,57 @@ def test_every_attempt_of_a_run_gets_one_checkpoint_location_and_a_roles_own_win
     own = AppDef("demo", [attrs.evolve(app().roles[0], env={"TX_CHECKPOINT_DIR": "s3://b/mine"})])
     runner.run(own, "mem", cfg={"queue": "q"})
     assert MemScheduler.apps["demo-2"]["app"].roles[0].env["TX_CHECKPOINT_DIR"] == "s3://b/mine"
+
+
+# -- handles, parsed once by syntax (tx.runner.handles) ------------------------------------
+
+
+@pytest.mark.parametrize("text, ref", [
+    ("local_cwd://tx/echo-bcd123", AppRef("local_cwd", "tx", "echo-bcd123")),
+    ("kubernetes://tx/ns:echo-x", AppRef("kubernetes", "tx", "ns:echo-x")),
+    ("slurm://a/b/1234", AppRef("slurm", "a/b", "1234")),
+    ("local_cwd://tx/run-train-0123abcd", RunRef("local_cwd", "tx", "run-train-0123abcd")),
+    ("local_cwd://tx/run-0123abcd", RunRef("local_cwd", "tx", "run-0123abcd")),
+    ("local_cwd://tx/sweep-lr-0123abcd", SweepRef("local_cwd", "tx", "sweep-lr-0123abcd")),
+    ("local_cwd://tx/sweep-lr-0123abcd/4", TrialRef(SweepRef("local_cwd", "tx", "sweep-lr-0123abcd"), 4)),
+    ("local_cwd://tx/run-Train-0123abcd", AppRef("local_cwd", "tx", "run-Train-0123abcd")),
+])
+def test_the_kind_follows_from_the_text(text, ref):
+    assert parse(text) == ref
+    assert parse(text).handle == text and parse(parse(text)) == ref
+
+
+def test_a_malformed_handle_is_refused():
+    with pytest.raises(MalformedAppHandleException):
+        parse("no-scheme")
+
+
+def test_new_ids_parse_as_their_kind():
+    assert isinstance(parse(f"s://tx/{new_run_id('My Train')}"), RunRef)
+    assert isinstance(parse(f"s://tx/{new_sweep_id('lr')}"), SweepRef)
+    assert new_run_id("My Train").startswith("run-my-train-")
+
+
+@pytest.mark.parametrize("name", ["run-x", "RUN_x", "sweep.lr", "Sweep-1"])
+def test_reserved_app_names_are_refused(name):
+    with pytest.raises(ValueError, match="keeps for run and sweep handles"):
+        check_not_reserved(name)
+
+
+@pytest.mark.parametrize("name", ["runner", "train", "sweeper-1", "rerun-x"])
+def test_other_names_pass(name):
+    assert check_not_reserved(name) == name
+
+
+def test_an_app_named_like_a_run_is_refused_before_anything_is_submitted(runner):
+    app = AppDef("run-x", [Role("r", image="img", entrypoint="echo")])
+    with pytest.raises(ValueError, match="'run-x' starts with 'run-'"):
+        runner.run(app, "mem", cfg={"queue": "q"})
+    assert MemScheduler.apps == {}
+
+
+def test_a_run_handle_without_a_record_is_no_run_not_a_scheduler_question(runner):
+    """The handle's form says "run": with no record on this host the answer is that no such
+    run is kept here (before, a missing record made it an app id asked of the scheduler)."""
+    with pytest.raises(failover.UnknownRunError):
+        runner.status("mem://tx/run-x-0123abcd")

@@ -1,42 +1,29 @@
-"""The Runner: submit apps and components to schedulers and act on app handles.
+"""The Runner: submit apps and components to schedulers and act on their handles.
 
 Same API as TorchX's ``torchx.runner.Runner`` (https://pytorch.org/torchx/latest/runner.html).
-Schedulers are created lazily, one per name, and closed by :meth:`Runner.close`.
+A thin facade over the runner's floors (docs/architecture.md): every handle is parsed once
+(:mod:`tx.runner.handles`), run options are merged once per hop (:mod:`tx.runner.options`),
+one app on one scheduler is the engine's (:mod:`tx.runner.engine`), and the archive
+(:mod:`tx.runner.archiver`), failover (:mod:`tx.runner.failover`) and sweeps
+(:mod:`tx.runner.sweep`) stand beside each other above it.
 """
 from __future__ import annotations
 
-import difflib
-import os
-import threading
 import warnings
 from collections.abc import Mapping as _Mapping
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
 import attrs
 
-from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
-from tx.config.recovery import archive_url, checkpoint_root, checkpoint_url
 from tx.config.run_options import env_run_opts
-from tx.config.trackers import configured_trackers
-from tx.log import get_logger
 from tx.runner import failover
-from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
-from tx.runner.events import log_event
-from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler, SchedulerError
-from tx.schedulers.env import with_torchx_names
+from tx.runner.archiver import Archiver
+from tx.runner.engine import Engine
+from tx.runner.handles import AppRef, Ref, RunRef, SweepRef, TrialRef, parse
+from tx.schedulers.api import ListAppResponse, Scheduler
 from tx.schedulers.streams import filter_regex, split_lines
-from tx.specs.api import (
-    MISSING,
-    AppDef,
-    AppDryRunInfo,
-    InvalidRunConfigException,
-    UnknownAppException,
-    UnknownSchedulerException,
-    check_app_name,
-    is_terminal,
-    macros,
-)
-from tx.specs.handles import AppHandle, make_app_handle, parse_app_handle
+from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, check_app_name
+from tx.specs.handles import AppHandle
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import AppStatus
 
@@ -45,29 +32,10 @@ if TYPE_CHECKING:
 
     from tx.runner.archive import LogArchive
 
-log = get_logger(__name__)
-_UNSET: Any = object()
-
 __all__ = ["DEFAULT_SESSION", "Runner", "get_runner"]
 
 DEFAULT_SESSION = "tx"
 
-
-
-def _backend_log_reader(sched: Any, app_id: str) -> Callable[[str, int], Iterator[bytes]]:
-    """The reader :class:`tx.runner.archive.LogArchive` copies from: one replica's whole log
-    from the backend, as blocks of bytes; any failure of the backend raised as
-    ``BackendReadError``."""
-    # the archive's module (fsspec) is loaded by log_archive, before a reader is asked for
-    from tx.runner.archive import BackendReadError
-
-    def read(role: str, k: int) -> Iterator[bytes]:
-        try:
-            yield from sched.log_iter_blocks(app_id, role, k, should_tail=False)
-        except Exception as e:  # noqa: BLE001 - any backend failure: the caller decides
-            raise BackendReadError(f"{role}/{k}: {e}") from e
-
-    return read
 
 class Runner:
     """Submits apps to schedulers and queries them by app handle.
@@ -101,34 +69,29 @@ class Runner:
         scheduler_params: Optional[Mapping[str, Any]] = None,
         registry: Any = None,
     ) -> None:
-        if scheduler_factories is not None:
-
-            if not isinstance(scheduler_factories, _Mapping) or not all(
-                callable(f) for f in scheduler_factories.values()
-            ):
-                raise TypeError(
-                    "Runner(name, scheduler_factories, component_defaults, scheduler_params): "
-                    "scheduler_factories must map scheduler names to factories; pass "
-                    "component_defaults= and scheduler_params= by keyword"
-                )
-        self._scheduler_factories = dict(scheduler_factories) if scheduler_factories is not None else None
+        if scheduler_factories is not None and (not isinstance(scheduler_factories, _Mapping) or not all(
+                callable(f) for f in scheduler_factories.values())):
+            raise TypeError(
+                "Runner(name, scheduler_factories, component_defaults, scheduler_params): "
+                "scheduler_factories must map scheduler names to factories; pass "
+                "component_defaults= and scheduler_params= by keyword"
+            )
         self._name = name
-        self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
-        self._scheduler_params = dict(scheduler_params or {})
-        self._registry = registry
-        self._schedulers: Dict[str, Scheduler[Any]] = {}
-        self._apps: Dict[AppHandle, AppDef] = {}
-        self._log_archive: Any = _UNSET
-        self._archive_warned = False
+        self._engine = Engine(name, scheduler_factories, scheduler_params, registry, component_defaults)
+        self._archiver = Archiver(self._engine)  # it subscribes to the engine's lifecycle events
+
+    @property
+    def engine(self) -> Engine:
+        """The :class:`tx.runner.engine.Engine` under this runner (one app on one scheduler)."""
+        return self._engine
 
     @property
     def registry(self) -> Any:
-        if self._registry is None:
-
-            self._registry = get_registry()
-        return self._registry
+        """The plugin registry."""
+        return self._engine.registry
 
     def name(self) -> str:
+        """The session name."""
         return self._name
 
     def __enter__(self) -> "Runner":
@@ -139,16 +102,12 @@ class Runner:
 
     def close(self) -> None:
         """Close every scheduler this runner created (idempotent)."""
-        for sched in self._schedulers.values():
-            sched.close()
-        self._schedulers.clear()
+        self._engine.close()
 
     # -- schedulers ------------------------------------------------------------------
     def scheduler_backends(self) -> List[str]:
         """Names of the installed schedulers (or of the ``scheduler_factories`` given)."""
-        if self._scheduler_factories is not None:
-            return list(self._scheduler_factories)
-        return self.registry.names("schedulers")
+        return self._engine.scheduler_backends()
 
     @property
     def _scheduler_instances(self) -> Dict[str, Scheduler[Any]]:
@@ -156,48 +115,10 @@ class Runner:
         code written for TorchX (codeflare-sdk's DDPJobDefinition) puts its own instance
         there (``runner._scheduler_instances["ray"] = RayScheduler(...)``), and the runner
         then uses it for that scheduler."""
-        return self._schedulers
+        return self._engine.schedulers
 
     def _scheduler(self, scheduler: str) -> Scheduler[Any]:
-        sched = self._schedulers.get(scheduler)
-        if sched is not None:
-            return sched
-
-        if self._scheduler_factories is not None:
-            factory = self._scheduler_factories.get(scheduler)
-            if factory is None:
-                raise UnknownSchedulerException(
-                    f"unknown scheduler {scheduler!r}: this runner has "
-                    f"{', '.join(self._scheduler_factories) or 'no schedulers'}"
-                )
-            sched = factory(self._name, **self._scheduler_params)
-            self._schedulers[scheduler] = sched
-            return sched
-        reg = self.registry.get("schedulers", scheduler)
-        if reg is None:
-
-            hint = not_installed_hint("schedulers", scheduler)
-            if hint:
-                raise UnknownSchedulerException(f"scheduler {scheduler!r} is not installed: {hint}")
-            names = self.scheduler_backends()
-            if not names:
-
-                raise UnknownSchedulerException(f"unknown scheduler {scheduler!r}: {install_hint()}")
-
-            close = difflib.get_close_matches(scheduler, names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise UnknownSchedulerException(
-                f"unknown scheduler {scheduler!r}: {hint}installed: {', '.join(names)}"
-            )
-        missing = reg.missing_requirements()
-        if missing:
-            raise PluginError(
-                f"scheduler {scheduler!r} needs {', '.join(missing)}: "
-                f"{reg.install or 'pip install ' + reg.distribution}"
-            )
-        sched = reg.load()(self._name, **self._scheduler_params)
-        self._schedulers[scheduler] = sched
-        return sched
+        return self._engine.scheduler(scheduler)
 
     def scheduler(self, scheduler: str) -> Scheduler[Any]:
         """The scheduler object named ``scheduler``, created on first use and closed by
@@ -209,24 +130,21 @@ class Runner:
                 distribution to install).
             tx.plugins.PluginError: its plugin cannot be loaded.
         """
-        return self._scheduler(scheduler)
+        return self._engine.scheduler(scheduler)
 
     def scheduler_runs_on_host(self, scheduler: str) -> bool:
         """Whether ``scheduler`` runs replicas on this host
-        (:attr:`tx.schedulers.Scheduler.runs_on_host`).
-
-        Raises:
-            UnknownSchedulerException: no such scheduler installed.
-        """
-        return bool(getattr(self._scheduler(scheduler), "runs_on_host", False))
+        (:attr:`tx.schedulers.Scheduler.runs_on_host`). Raises as :meth:`scheduler`."""
+        return bool(getattr(self._engine.scheduler(scheduler), "runs_on_host", False))
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
-        """The run options ``scheduler`` accepts.
+        """The run options ``scheduler`` accepts. Raises as :meth:`scheduler`."""
+        return self._engine.run_opts(scheduler)
 
-        Raises:
-            UnknownSchedulerException: no such scheduler installed.
-        """
-        return self._scheduler(scheduler).run_opts()
+    def _merged(self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]]) -> Dict[str, Any]:
+        opts = self._engine.run_opts(scheduler)
+        _check_known(scheduler, opts, cfg or {})
+        return dict(env_run_opts(scheduler, opts, dict(cfg or {})))
 
     # -- submitting ------------------------------------------------------------------
     def dryrun(
@@ -275,77 +193,15 @@ class Runner:
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
-
-        if name is not None:
-            app = attrs.evolve(app, name=check_app_name(name))
-        _check_roles(app)
-        sched = self._scheduler(scheduler)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
-                       app_image=app.roles[0].image, workspace=workspace):
-            opts = sched.run_opts()
-            _check_known(scheduler, opts, cfg or {})
-            return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id, job_id),
-                                     dict(env_run_opts(scheduler, opts, dict(cfg or {}))), workspace)
-
-    def _submission_env(self, scheduler: str, parent_run_id: Optional[str],
-                        job_id: Optional[str] = None) -> Dict[str, str]:
-        """What :meth:`dryrun` adds to every role's env (its docstring says what)."""
-        extra_env = {JOB_ID: job_id or make_app_handle(scheduler, self._name, macros.app_id)}
-        # an explicit argument wins over the submitter's environment (as in TorchX)
-        parent = parent_run_id or os.environ.get(PARENT_RUN_ID)
-        if parent:
-            extra_env[PARENT_RUN_ID] = parent
-        # the trackers of .txconfig / TX_TRACKERS, with their configs (tx.tracker)
-        trackers = configured_trackers()
-        if trackers:
-            extra_env[TRACKERS] = ",".join(trackers)
-            for tracker_name, tracker_config in trackers.items():
-                if tracker_config:
-                    extra_env[tracker_config_var(tracker_name)] = tracker_config
-        return with_torchx_names(extra_env)
-
-    def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
-                     cfg: Dict[str, Any], workspace: Optional[str] = None,
-                     ckpt_root: Optional[str] = None) -> AppDryRunInfo[Any]:
-        # the run's checkpoint location; a role's own TX_CHECKPOINT_DIR wins
-        ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self._name, app.name, root=ckpt_root)}
-        app = attrs.evolve(
-            app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
-        )
-        if workspace and workspace.startswith("file://"):
-            # TorchX 0.7.0's workspaces are fsspec paths; its CLI default is file://$PWD
-            workspace = workspace[len("file://"):] or "."
-        if workspace:
-            resolved = sched.run_opts().resolve(cfg)
-            role = sched.build_workspace(app.roles[0], workspace, resolved)
-            if role is not None:
-                app = attrs.evolve(app, roles=[role, *app.roles[1:]])
-        info = sched.submit_dryrun(app, cfg)
-        # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
-        # under another name than its backend (a subclass of a TorchX scheduler) keeps it
-        info._scheduler = scheduler
-        return info
+        return self._engine.dryrun(app, scheduler, self._merged(scheduler, cfg), workspace, parent_run_id,
+                                   name, job_id)
 
     def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
                     parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]:
         """:meth:`dryrun` of each app (a sweep's trials), in order, with one lifecycle event
-        and one look at the trackers and the run options for all (no workspace).
-
-        Raises:
-            what :meth:`dryrun` raises, for the first app that fails.
-        """
-        sched = self._scheduler(scheduler)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun_many"):
-            extra_env = self._submission_env(scheduler, parent_run_id)
-            opts = sched.run_opts()
-            _check_known(scheduler, opts, cfg or {})
-            resolved = dict(env_run_opts(scheduler, opts, dict(cfg or {})))
-            root = checkpoint_root(scheduler)  # once: it reads the config files
-            out = []
-            for app in apps:
-                _check_roles(app)
-                out.append(self._dryrun_with(sched, scheduler, app, extra_env, resolved, ckpt_root=root))
-            return out
+        and one look at the trackers and the run options for all (no workspace). Raises what
+        :meth:`dryrun` raises, for the first app that fails."""
+        return self._engine.dryrun_many(apps, scheduler, self._merged(scheduler, cfg), parent_run_id)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit what :meth:`dryrun` returned; returns the app handle
@@ -357,31 +213,11 @@ class Runner:
             tx.schedulers.SchedulerError: the backend refused the request or cannot be
                 reached (nothing is left half-created on it).
         """
+        return self._engine.schedule(dryrun_info).handle
 
-        scheduler = dryrun_info._scheduler
-        if scheduler is None:
-            raise ValueError("dryrun_info was not made by a scheduler's submit_dryrun")
-        sched = self._scheduler(scheduler)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="schedule") as ev:
-            app_id = sched.schedule(dryrun_info)
-            if ev is not None:
-                ev.app_id = app_id
-        handle = make_app_handle(scheduler, self._name, app_id)
-        if dryrun_info._app is not None:
-            self._apps[handle] = dryrun_info._app
-
-        get_logger(__name__).info("launched", app_handle=handle)
-        return handle
-
-    def run(
-        self,
-        app: AppDef,
-        scheduler: str,
-        cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
-        parent_run_id: Optional[str] = None,
-        name: Optional[str] = None,
-    ) -> AppHandle:
+    def run(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
+            workspace: Optional[str] = None, parent_run_id: Optional[str] = None,
+            name: Optional[str] = None) -> AppHandle:
         """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``
         (``name``: the app's name instead of ``app.name``, see :meth:`dryrun`)."""
         return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name))
@@ -431,11 +267,11 @@ class Runner:
             app = attrs.evolve(app, name=check_app_name(name))
         chain = []
         for entry in schedulers:
-            name, cfg = (entry, None) if isinstance(entry, str) else entry
+            sched_name, cfg = (entry, None) if isinstance(entry, str) else entry
             if cfg is None:
                 cfg = {}
-                apply(name, cfg, opts=self.scheduler_run_opts(name))
-            chain.append((name, dict(cfg)))
+                apply(sched_name, cfg, opts=self.scheduler_run_opts(sched_name))
+            chain.append((sched_name, dict(cfg)))
         rec = failover.create(self, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
         if watch:
             failover.ensure_watcher(new_run=True)
@@ -458,25 +294,11 @@ class Runner:
             tx.components.system.finder.ComponentNotFoundException, ComponentValidationException,
             tx.components.system.builders.ComponentArgumentError.
         """
-        # deferred: the component system (~5 ms) only for components, not for Runner.run of an AppDef
-        from tx.components.system import builders, finder
+        return self._engine.component_app(component, component_args)
 
-        comp = finder.get_component(component)
-        defaults = self._component_defaults.get(component)
-        if isinstance(component_args, dict):
-            return builders.materialize_appdef_from_dict(comp.fn, component_args, defaults, name=component)
-        return builders.materialize_appdef(comp.fn, list(component_args), defaults, name=component)
-
-    def dryrun_component(
-        self,
-        component: str,
-        component_args: Union[List[str], Dict[str, Any]],
-        scheduler: str,
-        cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
-        parent_run_id: Optional[str] = None,
-        name: Optional[str] = None,
-    ) -> AppDryRunInfo[Any]:
+    def dryrun_component(self, component: str, component_args: Union[List[str], Dict[str, Any]], scheduler: str,
+                         cfg: Optional[Mapping[str, CfgVal]] = None, workspace: Optional[str] = None,
+                         parent_run_id: Optional[str] = None, name: Optional[str] = None) -> AppDryRunInfo[Any]:
         """:meth:`dryrun` of the app a component builds (``dist.ddp``, ``file.py:fn``);
         ``name`` (``tx run --name``) replaces the name the component gave the app, also of
         a component that takes no ``name`` argument (a component's own ``name`` argument,
@@ -485,16 +307,9 @@ class Runner:
         return self.dryrun(self.component_app(component, component_args), scheduler, cfg,
                            workspace, parent_run_id, name)
 
-    def run_component(
-        self,
-        component: str,
-        component_args: Union[List[str], Dict[str, Any]],
-        scheduler: str,
-        cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
-        parent_run_id: Optional[str] = None,
-        name: Optional[str] = None,
-    ) -> AppHandle:
+    def run_component(self, component: str, component_args: Union[List[str], Dict[str, Any]], scheduler: str,
+                      cfg: Optional[Mapping[str, CfgVal]] = None, workspace: Optional[str] = None,
+                      parent_run_id: Optional[str] = None, name: Optional[str] = None) -> AppHandle:
         """Run a component; returns the app handle (``name``: see :meth:`dryrun_component`)."""
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
                                                    workspace, parent_run_id, name))
@@ -576,10 +391,7 @@ class Runner:
 
     def cancel_sweep(self, sweep_handle: str) -> None:
         """Cancel every trial of the sweep; pending trials are not submitted any more.
-
-        Raises:
-            tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
-        """
+        Raises tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host."""
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
@@ -598,11 +410,22 @@ class Runner:
 
         return sweep.resume_sweep(self, sweep_handle)
 
-    # -- app handles -----------------------------------------------------------------
-    def _resolve(self, app_handle: AppHandle) -> tuple:
+    # -- handles -----------------------------------------------------------------------
+    def _app(self, ref: Ref) -> AppRef:
+        """The app a reference names: an app's own, a trial's last attempt's (a sweep's or a
+        run's id, asked of its scheduler as an app id, names none there)."""
+        if isinstance(ref, AppRef):
+            return ref
+        if isinstance(ref, TrialRef):
+            # deferred: see dryrun_sweep
+            from tx.runner import sweep
 
-        scheduler, _session, app_id = parse_app_handle(app_handle)
-        return self._scheduler(scheduler), scheduler, app_id
+            rec = sweep.load_record(ref.sweep.handle)
+            if ref.index >= len(rec.trials) or not rec.trials[ref.index].attempts:
+                raise sweep.UnknownSweepError(f"no trial {ref.index} of {ref.sweep.handle} was submitted")
+            return AppRef(rec.scheduler, rec.session, rec.trials[ref.index].attempts[-1])
+        ident = ref.sweep_id if isinstance(ref, SweepRef) else ref.run_id
+        return AppRef(ref.scheduler, ref.session, ident)
 
     def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
         """The app's status, or None if its scheduler does not know it.
@@ -616,106 +439,59 @@ class Runner:
         state (PENDING between two hops; without a live app, a status of the run's state
         whose ``msg`` is the chain), never None.
         """
-        if failover.is_run_handle(app_handle):
-            run, status = failover.run_status(self, app_handle)
+        ref = parse(app_handle)
+        if isinstance(ref, RunRef):
+            run, status = failover.run_status(self, ref.handle)
             if status is None:  # a hop being submitted, or one its backend forgot
                 return AppStatus(state=run.state, msg=run.chain)
             return status if status.state == run.state else attrs.evolve(status, state=run.state)
-        sched, scheduler, app_id = self._resolve(app_handle)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="status",
-                       app_id=app_id):
-            desc = sched.describe(app_id)
-        if desc is None:
-            self._apps.pop(app_handle, None)
-            return None
-        if is_terminal(desc.state):
-            self.archive_logs(app_handle, desc, catch_up=True)
-        return _status_of(desc)
+        return self._engine.status(self._app(ref))
 
-    def wait(
-        self, app_handle: AppHandle, wait_interval: float = 10, timeout: Optional[float] = None
-    ) -> Optional[AppStatus]:
+    def wait(self, app_handle: AppHandle, wait_interval: float = 10,
+             timeout: Optional[float] = None) -> Optional[AppStatus]:
         """Block until the app is terminal (or ``timeout`` seconds pass) and return its
         status; None if the app does not exist. ``wait_interval`` (seconds) bounds the
-        polling period of schedulers that cannot be notified.
-
-        Raises:
-            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
-            UnknownSchedulerException: the handle's scheduler is not installed.
-            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        polling period of schedulers that cannot be notified. Raises as :meth:`status`.
 
         Of a run handle: follows the run over its hops, failing it over when due.
         """
-        if failover.is_run_handle(app_handle):
-            return failover.wait(self, app_handle, wait_interval, timeout)
-        sched, scheduler, app_id = self._resolve(app_handle)
-        stop = self._follow_logs(app_handle)
-        try:
-            with log_event(self.registry, session=self._name, scheduler=scheduler, api="wait",
-                           app_id=app_id):
-                desc = sched.wait(app_id, timeout=timeout, poll_interval=wait_interval)
-        finally:
-            stop()
-        if desc is not None and is_terminal(desc.state):
-            self.archive_logs(app_handle, desc, catch_up=True)
-        return None if desc is None else _status_of(desc)
+        ref = parse(app_handle)
+        if isinstance(ref, RunRef):
+            return failover.wait(self, ref.handle, wait_interval, timeout)
+        return self._engine.wait(self._app(ref), wait_interval, timeout)
 
     def cancel(self, app_handle: AppHandle) -> None:
-        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps).
-
-        Raises:
-            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
-            UnknownSchedulerException: the handle's scheduler is not installed.
-            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished
+        apps). Raises as :meth:`status`.
 
         Of a run handle: no hop is submitted any more and the live hop is cancelled.
         """
-        if failover.is_run_handle(app_handle):
-            failover.cancel(self, app_handle)
+        ref = parse(app_handle)
+        if isinstance(ref, RunRef):
+            failover.cancel(self, ref.handle)
             return
-        sched, scheduler, app_id = self._resolve(app_handle)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="cancel",
-                       app_id=app_id):
-            desc = sched.describe(app_id)
-            if desc is not None and not is_terminal(desc.state):
-                sched.cancel(app_id)
+        self._engine.cancel(self._app(ref))
 
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel` (TorchX's name); warns with
         PendingDeprecationWarning."""
-
         warnings.warn("Runner.stop is deprecated, use Runner.cancel", PendingDeprecationWarning,
                       stacklevel=2)
         self.cancel(app_handle)
 
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
         """The AppDef of the app: as submitted when this runner launched it, else as the
-        scheduler can rebuild it; None if the app does not exist.
-
-        Raises:
-            MalformedAppHandleException: ``app_handle`` is not ``{scheduler}://{session}/{app_id}``.
-            UnknownSchedulerException: the handle's scheduler is not installed.
-            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        scheduler can rebuild it; None if the app does not exist. Raises as :meth:`status`.
 
         Of a run handle: the run's AppDef (with its ``TX_CHECKPOINT_DIR``).
         """
-        if failover.is_run_handle(app_handle):
+        ref = parse(app_handle)
+        if isinstance(ref, RunRef):
             # the AppDef reader: only for a run's record
             from tx.specs.files import appdef_from_dict
 
-            return appdef_from_dict(failover.load_record(app_handle).appdef)
-        sched, scheduler, app_id = self._resolve(app_handle)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="describe",
-                       app_id=app_id):
-            desc = sched.describe(app_id)
-        if desc is None:
-            return None
-        if app_handle in self._apps:
-            return self._apps[app_handle]
-        if desc.app is not None:
-            return desc.app
-        return AppDef(name=app_id, roles=list(desc.roles), metadata={
-            k: str(v) for k, v in desc.metadata.items()})
+            return appdef_from_dict(failover.load_record(ref.handle).appdef)
+        return self._engine.describe(self._app(ref))
 
     def log_lines(
         self,
@@ -728,7 +504,8 @@ class Runner:
         should_tail: bool = False,
         streams: Optional[Any] = None,
     ) -> Iterable[str]:
-        """Lines (with ``\\n``) of replica ``k`` of ``role_name``.
+        """Lines (with ``\\n``) of replica ``k`` of ``role_name``; from tx's log archive
+        where the backend no longer has them.
 
         Raises:
             UnknownAppException: the app does not exist.
@@ -740,74 +517,50 @@ class Runner:
 
         Of a run handle: every hop's lines, oldest first (following: across hops).
         """
-        if failover.is_run_handle(app_handle):
+        ref = parse(app_handle)
+        if isinstance(ref, RunRef):
             if since is not None or until is not None:
                 raise ValueError("--since/--until read one app: give the hop's handle (`tx status` lists them)")
-            blocks = failover.log_blocks(self, app_handle, role_name, k, should_tail, streams)
+            blocks = failover.log_blocks(self, ref.handle, role_name, k, should_tail, streams)
             return filter_regex(regex, (line for b in blocks for line in split_lines(b.decode("utf-8", "replace"))))
-        sched, scheduler, app_id = self._resolve(app_handle)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="log_lines",
-                       app_id=app_id):
-            if streams is None and since is None and until is None:  # the archive may stand in
-                blocks = self._blocks_or_archived(app_handle, role_name, k, should_tail, check_known=True)
-                return filter_regex(regex, (line for b in blocks
-                                            for line in split_lines(b.decode("utf-8", "replace"))))
-            if sched.describe(app_id) is None:
-                raise UnknownAppException(app_handle)
-            return sched.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
+        app = self._app(ref)
+        if streams is None and since is None and until is None:  # the archive may stand in
+            blocks = self._archiver.blocks(app, role_name, k, should_tail, check_known=True)
+            return filter_regex(regex, (line for b in blocks for line in split_lines(b.decode("utf-8", "replace"))))
+        return self._engine.log_iter(app, role_name, k, regex, since, until, should_tail, streams)
 
-    def log_blocks(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int = 0,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[bytes]:
+    def log_blocks(self, app_handle: AppHandle, role_name: str, k: int = 0, should_tail: bool = False,
+                   streams: Optional[Any] = None) -> Iterable[bytes]:
         """Like :meth:`log_lines` without filtering, as byte blocks of whole lines (fast relay)."""
-        if failover.is_run_handle(app_handle):
-            return failover.log_blocks(self, app_handle, role_name, k, should_tail, streams)
+        ref = parse(app_handle)
+        if isinstance(ref, RunRef):
+            return failover.log_blocks(self, ref.handle, role_name, k, should_tail, streams)
         if streams is None:
-            return self._blocks_or_archived(app_handle, role_name, k, should_tail)
-        sched, _scheduler, app_id = self._resolve(app_handle)
-        return sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail, streams=streams)
+            return self._archiver.blocks(self._app(ref), role_name, k, should_tail)
+        return self._engine.log_blocks(self._app(ref), role_name, k, should_tail=should_tail, streams=streams)
 
-    # -- the log archive (tx.runner.archive, docs/recovery.md) ---------------------------
+    def list(self, scheduler: str) -> List[ListAppResponse]:
+        """The apps ``scheduler`` can see, with their handles (a handle the scheduler set
+        itself, e.g. for another session, is kept).
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not installed.
+            tx.schedulers.PartialListError: only part could be read; its ``apps`` (with their
+                handles) are what could.
+            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
+        """
+        return self._engine.list(scheduler)
+
+    # -- the log archive (tx.runner.archiver, docs/recovery.md) ---------------------------
     @property
     def log_archive(self) -> Optional["LogArchive"]:
         """The :class:`tx.runner.archive.LogArchive` this runner copies logs into (default:
         ``[tx:logs] archive``, else under tx's state directory); None: no archive. Settable."""
-        if self._log_archive is _UNSET:
-            try:
-                url = archive_url()
-                if url is None:  # `archive = off`: fsspec (and asyncio under it) stay unloaded
-                    self._log_archive = None
-                    return None
-                # fsspec only once logs are archived or read
-                from tx.runner.archive import LogArchive
-
-                self._log_archive = LogArchive(url)
-            except (ValueError, ImportError, OSError) as e:
-                self._warn_archive(f"cannot open the log archive: {e}")
-                self._log_archive = None
-        return self._log_archive
+        return self._archiver.log_archive
 
     @log_archive.setter
     def log_archive(self, archive: Optional["LogArchive"]) -> None:
-        self._log_archive = archive
-
-    def _warn_archive(self, text: str) -> None:
-        if not self._archive_warned:
-            self._archive_warned = True
-            log.warning(f"{text}; the app runs on, its logs are not archived")
-
-    def _replicas_of(self, app_handle: AppHandle, desc: Any) -> List[tuple]:
-        app = self._apps.get(app_handle) or getattr(desc, "app", None)
-        roles = list(app.roles) if app is not None else list(getattr(desc, "roles", None) or [])
-        if roles:
-            return [(r.name, k) for r in roles for k in range(r.num_replicas)]
-        return [(rs.role, k) for rs in getattr(desc, "roles_statuses", None) or []
-                for k in range(len(rs.replicas))]
+        self._archiver.log_archive = archive
 
     def archive_logs(self, app_handle: AppHandle, desc: Any = None, catch_up: bool = False) -> int:
         """Copy what is new in each replica's log into :attr:`log_archive`; when ``desc``
@@ -823,175 +576,13 @@ class Runner:
         Returns:
             bytes written.
         """
-        archive = self.log_archive
-        if archive is None:
-            return 0
-        # the archive's module (fsspec) is loaded by log_archive above
-        from tx.runner.archive import BackendReadError
-
-        try:
-            if catch_up and archive.is_complete(app_handle):
-                return 0
-            sched, _scheduler, app_id = self._resolve(app_handle)
-            if desc is None:
-                desc = sched.describe(app_id)
-                if desc is None:
-                    return 0
-            replicas = self._replicas_of(app_handle, desc)
-            ended = desc.state.name if is_terminal(desc.state) else None
-            return archive.copy(app_handle, replicas, _backend_log_reader(sched, app_id), ended=ended)
-        except BackendReadError as e:
-            log.debug("log archive: the backend did not give a log", handle=app_handle, error=str(e))
-        except Exception as e:  # noqa: BLE001 - the archive must never harm the run
-            self._warn_archive(f"cannot write the log archive at {archive.url}: {e}")
-        return 0
-
-    def _follow_logs(self, app_handle: AppHandle) -> Any:
-        """Copy the app's logs into the archive every ``[tx:logs] interval`` seconds, in a
-        thread, until the returned function is called."""
-        if self.log_archive is None:
-            return lambda: None
-        # settings are read where they are used
-        from tx.config.recovery import archive_interval
-
-        try:
-            interval = archive_interval()
-        except ValueError as e:
-            self._warn_archive(str(e))
-            return lambda: None
-        done = threading.Event()
-
-        def loop() -> None:
-            while not done.wait(interval):
-                self.archive_logs(app_handle)
-
-        t = threading.Thread(target=loop, name="tx-log-archive", daemon=True)
-        t.start()
-
-        def stop() -> None:
-            done.set()
-            t.join()
-
-        return stop
+        return self._archiver.archive_logs(self._app(parse(app_handle)), desc, catch_up)
 
     def archived_replicas(self, app_handle: AppHandle) -> Optional[List[tuple]]:
         """``[(role, k), ...]`` the log archive holds for the app, or None."""
-        archive = self.log_archive
-        return None if archive is None else archive.replicas(app_handle)
-
-    def _blocks_or_archived(self, app_handle: AppHandle, role_name: str, k: int,
-                            should_tail: bool, check_known: bool = False) -> Iterator[bytes]:
-        """The replica's log from the backend, or from the archive when the backend no
-        longer has it: it does not know the app, cannot give the log, or gives nothing
-        where the archive holds the app's complete log (a warning says so). With
-        ``check_known``, ask the backend first whether it knows the app (as
-        :meth:`log_lines` always has), and raise UnknownAppException when neither it nor
-        the archive does."""
-        sched, _scheduler, app_id = self._resolve(app_handle)
-        archive = self.log_archive
-
-        def archived(why: str) -> Optional[Iterator[bytes]]:
-            if archive is None or not archive.has(app_handle, role_name, k):
-                return None
-            return self._from_archive(archive, app_handle, role_name, k, why)
-
-        if check_known:
-            try:
-                known = sched.describe(app_id) is not None
-            except SchedulerError as e:
-                found = archived(str(e))
-                if found is None:
-                    raise
-                return found
-            if not known:
-                found = archived("the backend no longer knows the app")
-                if found is None:
-                    raise UnknownAppException(app_handle)
-                return found
-        try:
-            blocks = iter(sched.log_iter_blocks(app_id, role_name, k, should_tail=should_tail))
-        except (UnknownAppException, SchedulerError, OSError) as e:  # e.g. the job's files deleted
-            found = archived(str(e) or type(e).__name__)
-            if found is None:
-                raise
-            return found
-        earlier = self._earlier_attempts(archive, sched, app_id, app_handle, role_name, k)
-        return self._unless_gone(blocks, archive, app_handle, role_name, k, earlier)
-
-    @staticmethod
-    def _earlier_attempts(archive: Optional["LogArchive"], sched: Any, app_id: str,
-                          app_handle: AppHandle, role: str, k: int) -> int:
-        """How many archived attempts of the replica come before the one the backend's log
-        holds now (a Kubernetes retry recreates the pod, its log starting from zero); 0
-        when there is no archive or it cannot tell (the backend's log is then printed
-        alone, as without an archive)."""
-        if archive is None:
-            return 0
-        try:
-            return archive.earlier_segments(app_handle, role, k, _backend_log_reader(sched, app_id))
-        except Exception as e:  # noqa: BLE001 - the archive must never keep the live log from `tx log`
-            log.debug("log archive: earlier attempts unknown", handle=app_handle, error=str(e))
-            return 0
-
-    def _unless_gone(self, blocks: Iterator[bytes], archive: Optional["LogArchive"],
-                     app_handle: AppHandle, role: str, k: int, earlier: int = 0) -> Iterator[bytes]:
-        if earlier and archive is not None:  # before the live log, which may be followed
-            log.warning(f"{app_handle} {role}/{k}: printing {earlier} earlier attempt"
-                        f"{'s' if earlier > 1 else ''} from tx's log archive, then the backend's log",
-                        archive=archive.url)
-            yield from archive.read_blocks(app_handle, role, k, stop=earlier)
-        first = next(blocks, None)
-        if first is None and archive is not None and archive.is_complete(app_handle) \
-                and archive.size(app_handle, role, k) > 0:
-            if earlier:
-                yield from archive.read_blocks(app_handle, role, k, start=earlier)
-            else:
-                yield from self._from_archive(archive, app_handle, role, k, "the backend's log is gone")
-            return
-        if first is not None:
-            yield first
-        yield from blocks
-
-    @staticmethod
-    def _from_archive(archive: "LogArchive", app_handle: AppHandle, role: str, k: int,
-                      why: str) -> Iterator[bytes]:
-        log.warning(f"{app_handle} {role}/{k}: reading the log from tx's log archive ({why})",
-                    archive=archive.url)
-        return archive.read_blocks(app_handle, role, k)
-
-    def list(self, scheduler: str) -> List[ListAppResponse]:
-        """The apps ``scheduler`` can see, with their handles (a handle the scheduler set
-        itself, e.g. for another session, is kept).
-
-        Raises:
-            UnknownSchedulerException: ``scheduler`` is not installed.
-            tx.schedulers.PartialListError: only part could be read; its ``apps`` (with their
-                handles) are what could.
-            tx.schedulers.SchedulerError: the backend cannot be reached or refused.
-        """
-        sched = self._scheduler(scheduler)
-        with log_event(self.registry, session=self._name, scheduler=scheduler, api="list"):
-            try:
-                apps = sched.list()
-            except PartialListError as e:
-                e.apps = self._with_handles(scheduler, e.apps)
-                raise
-        return self._with_handles(scheduler, apps)
-
-    def _with_handles(self, scheduler: str, apps: List[ListAppResponse]) -> List[ListAppResponse]:
-        return [
-            a if a.app_handle and a.app_handle != "<NOT_SET>"
-            else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
-            for a in apps
-        ]
+        return self._archiver.archived_replicas(self._app(parse(app_handle)))
 
 
-def _check_roles(app: AppDef) -> None:
-    if not app.roles:
-        raise ValueError(f"app {app.name!r} has no roles; add at least one Role")
-    for role in app.roles:
-        if not role.entrypoint or role.entrypoint == MISSING:
-            raise ValueError(f"role {role.name!r} has no entrypoint")
 def _check_known(scheduler: str, opts: runopts, cfg: Mapping[str, Any]) -> None:
     """Raise InvalidRunConfigException for the first key of ``cfg`` that is not one of
     ``opts``, with the CLI's words (``unknown run option 'log_dri' (did you mean 'log_dir'?)``)."""
@@ -1000,19 +591,6 @@ def _check_known(scheduler: str, opts: runopts, cfg: Mapping[str, Any]) -> None:
             known = ", ".join(k for k, _ in opts) or "none"
             raise InvalidRunConfigException(
                 f"unknown run option {key!r} of {scheduler}{opts.suggest(key)}; options: {known}", key, dict(cfg))
-
-
-def _status_of(desc: Any) -> AppStatus:
-    return AppStatus(
-        state=desc.state,
-        num_restarts=desc.num_restarts,
-        msg=desc.msg,
-        structured_error_msg=desc.structured_error_msg,
-        ui_url=desc.ui_url,
-        roles=desc.roles_statuses,
-        root_cause=desc.root_cause,
-        attempts=list(desc.attempts),
-    )
 
 
 def get_runner(
@@ -1024,4 +602,3 @@ def get_runner(
     every scheduler factory."""
     return Runner(name or DEFAULT_SESSION, component_defaults=component_defaults,
                   scheduler_params=scheduler_params)
-
