@@ -271,3 +271,43 @@ def test_a_run_handle_without_a_record_is_no_run_not_a_scheduler_question(runner
     run is kept here (before, a missing record made it an app id asked of the scheduler)."""
     with pytest.raises(failover.UnknownRunError):
         runner.status("mem://tx/run-x-0123abcd")
+
+
+# -- run options, merged once per hop (tx.runner.options) ----------------------------------
+def _txconfig(tmp_path, monkeypatch, text):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / ".txconfig").write_text(text)
+    monkeypatch.delenv("TXCONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "proj"))
+    monkeypatch.chdir(tmp_path / "proj")
+
+
+def test_a_python_api_dryrun_sees_the_options_tx_run_sees(runner, tmp_path, monkeypatch):
+    """-cfg/the dict first, then .txconfig, then TX_*: the CLI's order, now the API's too
+    (the API read no .txconfig before, so a required option set there was missing)."""
+    from tx.runner import options
+
+    _txconfig(tmp_path, monkeypatch, "[mem]\nqueue = from-file\nretries = 2\n")
+    monkeypatch.setenv("TX_RETRIES", "7")
+    assert runner.dryrun(app(), "mem")._cfg == {"queue": "from-file", "retries": 2}
+    assert runner.dryrun(app(), "mem", cfg={"retries": 1})._cfg == {"queue": "from-file", "retries": 1}
+    opts = runner.scheduler_run_opts("mem")
+    assert options.merge("mem", opts, ["retries=1"]) == runner.dryrun(app(), "mem", cfg={"retries": 1})._cfg
+    (tmp_path / "proj" / ".txconfig").write_text("[mem]\nqueue = q\n")
+    assert runner.dryrun(app(), "mem")._cfg == {"queue": "q", "retries": 7}
+
+
+def test_a_fallback_hop_gets_the_options_merged_when_the_run_was_made(runner, tmp_path, monkeypatch):
+    """Merged at creation, once, in the launching process (TX_* too: before, only .txconfig
+    was, and each hop read TX_* in whichever process took the failover step)."""
+    _txconfig(tmp_path, monkeypatch, "[mem]\nqueue = from-file\n")
+    monkeypatch.setenv("TX_RETRIES", "5")
+    handle = runner.run_with_fallback(app(), ["mem"], watch=False)
+    assert failover.load_record(handle).chain == [{"scheduler": "mem", "cfg": {"queue": "from-file", "retries": 5}}]
+
+
+def test_twice_in_cfg_texts_is_one_error(runner):
+    from tx.runner import options
+
+    with pytest.raises(InvalidRunConfigException, match="given twice"):
+        options.merge("mem", runner.scheduler_run_opts("mem"), ["queue=a", "queue=b"])

@@ -81,23 +81,16 @@ def _warn_unknown_keys(opts: Any, scheduler: str, text: str) -> None:
 
 
 def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, Any]:
-    # the settings and the model are imported when the command runs, not when its parser is built
-    from tx.config.run_options import apply
-    from tx.specs.api import InvalidRunConfigException
+    """The options of the ``-cfg`` texts; ``.txconfig`` and ``TX_*`` are merged in by the
+    Runner, with :func:`tx.runner.options.merge` (the same for the Python API)."""
+    # the runner's options floor is imported when the command runs, not when its parser is built
+    from tx.runner.options import parse_texts
 
     opts = runner.scheduler_run_opts(scheduler)
-    cfg: Dict[str, Any] = {}
-    for text in texts:
-        if UNKNOWN_CFG_KEYS == "warn":
+    if UNKNOWN_CFG_KEYS == "warn":
+        for text in texts:
             _warn_unknown_keys(opts, scheduler, text)
-        parsed = opts.cfg_from_str(text, strict=UNKNOWN_CFG_KEYS != "warn")
-        twice = sorted(set(parsed) & set(cfg))
-        if twice:
-            raise InvalidRunConfigException(
-                f"bad run config: {twice[0]!r} is given twice in -cfg", twice[0], text)
-        cfg.update(parsed)
-    apply(scheduler, cfg, opts=opts)
-    return cfg
+    return parse_texts(scheduler, opts, texts, strict=UNKNOWN_CFG_KEYS != "warn")
 
 
 def _load_app(runner: Runner, component: str, comp_args: List[str]) -> AppDef:

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 import attrs
 
-from tx.config.run_options import env_run_opts
-from tx.runner import failover
+from tx.runner import failover, options
 from tx.runner.archiver import Archiver
 from tx.runner.engine import Engine
 from tx.runner.handles import AppRef, Ref, RunRef, SweepRef, TrialRef, parse
 from tx.schedulers.api import ListAppResponse, Scheduler
 from tx.schedulers.streams import filter_regex, split_lines
-from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, check_app_name
+from tx.specs.api import AppDef, AppDryRunInfo, check_app_name
 from tx.specs.handles import AppHandle
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import AppStatus
@@ -142,9 +141,8 @@ class Runner:
         return self._engine.run_opts(scheduler)
 
     def _merged(self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]]) -> Dict[str, Any]:
-        opts = self._engine.run_opts(scheduler)
-        _check_known(scheduler, opts, cfg or {})
-        return dict(env_run_opts(scheduler, opts, dict(cfg or {})))
+        """The hop's run options (:func:`tx.runner.options.merge`, as the ``tx`` command's)."""
+        return options.merge(scheduler, self._engine.run_opts(scheduler), cfg)
 
     # -- submitting ------------------------------------------------------------------
     def dryrun(
@@ -165,12 +163,13 @@ class Runner:
         ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
         :func:`tx.tracker.get_configured_trackers`) to every role's env.
 
-        Run options missing from ``cfg`` are taken from the environment, as TorchX
-        does: ``TX_<KEY>``, else ``TORCHX_<KEY>`` (``KEY`` the option name upper-cased,
-        ``-`` as ``_``) sets option ``key``; values in ``cfg`` (``-cfg``, config files)
-        win. A value that does not parse raises InvalidRunConfigException naming the
-        variable. A key of ``cfg`` that is not a run option of the scheduler is an error,
-        as on the command line (TorchX 0.7 ignores it).
+        Run options are merged as ``tx run`` merges them (:func:`tx.runner.options.merge`):
+        ``cfg`` first, then the scheduler's ``[<scheduler>]`` section of ``.txconfig``
+        (TorchX's Runner reads no config file: only its CLI does), then the environment,
+        as TorchX does: ``TX_<KEY>``, else ``TORCHX_<KEY>`` (``KEY`` the option name
+        upper-cased, ``-`` as ``_``). A value that does not parse raises
+        InvalidRunConfigException naming the variable. A key of ``cfg`` that is not a run
+        option of the scheduler is an error, as on the command line (TorchX 0.7 ignores it).
 
         With ``workspace`` (a local directory, or a ``file://`` URL of one as TorchX writes
         it), the scheduler's workspace kind
@@ -260,18 +259,11 @@ class Runner:
             ValueError: an empty chain, a scheduler twice, ``pending_timeout`` <= 0, a bad ``name``.
             what :meth:`dryrun` and :meth:`schedule` raise for the first scheduler.
         """
-        # settings of each fallback scheduler's section, read when a run fails over
-        from tx.config.run_options import apply
-
         if name is not None:
             app = attrs.evolve(app, name=check_app_name(name))
-        chain = []
-        for entry in schedulers:
-            sched_name, cfg = (entry, None) if isinstance(entry, str) else entry
-            if cfg is None:
-                cfg = {}
-                apply(sched_name, cfg, opts=self.scheduler_run_opts(sched_name))
-            chain.append((sched_name, dict(cfg)))
+        # every hop's options merged once, now, as the first hop's (kept in the run's record)
+        chain = [(s, self._merged(s, None)) if isinstance(s, str) else (s[0], self._merged(s[0], s[1]))
+                 for s in schedulers]
         rec = failover.create(self, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
         if watch:
             failover.ensure_watcher(new_run=True)
@@ -353,7 +345,7 @@ class Runner:
         from tx.runner import sweep
 
         return sweep.dryrun_sweep(self, app_or_component, spec, scheduler, component_args or [],
-                                  cfg, max_parallel, env, name)
+                                  self._merged(scheduler, cfg), max_parallel, env, name)
 
     def schedule_sweep(self, sweep_dryrun_info: Any) -> str:
         """Submit what :meth:`dryrun_sweep` returned; returns the sweep handle
@@ -581,16 +573,6 @@ class Runner:
     def archived_replicas(self, app_handle: AppHandle) -> Optional[List[tuple]]:
         """``[(role, k), ...]`` the log archive holds for the app, or None."""
         return self._archiver.archived_replicas(self._app(parse(app_handle)))
-
-
-def _check_known(scheduler: str, opts: runopts, cfg: Mapping[str, Any]) -> None:
-    """Raise InvalidRunConfigException for the first key of ``cfg`` that is not one of
-    ``opts``, with the CLI's words (``unknown run option 'log_dri' (did you mean 'log_dir'?)``)."""
-    for key in cfg:
-        if key not in opts:
-            known = ", ".join(k for k, _ in opts) or "none"
-            raise InvalidRunConfigException(
-                f"unknown run option {key!r} of {scheduler}{opts.suggest(key)}; options: {known}", key, dict(cfg))
 
 
 def get_runner(
