@@ -53,7 +53,7 @@ def test_racing_steps_fail_the_run_over_once(runner, tmp_path, monkeypatch):
 
     def step() -> None:
         barrier.wait()
-        failover.step(runner, handle)
+        failover.step(runner.engine, handle)
 
     threads = [threading.Thread(target=step) for _ in range(4)]
     for t in threads:
@@ -127,3 +127,18 @@ def test_a_look_starts_a_watcher_only_when_none_holds_the_lock(runner, tmp_path,
         runner.status(h)
         runner.cancel(h)
     assert starts.read_text() == "-m tx.runner._failover_watcher\n"  # failed: not started again
+
+
+def test_a_look_at_a_run_is_a_read_the_facade_takes_the_step(runner, monkeypatch):
+    """failover.run_status only reads (the record stays as it was); Runner.status takes the
+    failover step itself, in plain view (before, run_status stepped the run inside)."""
+    monkeypatch.setattr(failover, "ensure_watcher", lambda new_run=False: False)  # no watcher process in this test
+    app = AppDef("looked", [Role("w", image="", entrypoint="sh", args=["-c", "sleep 5"])])
+    handle = runner.run_with_fallback(app, [("held", {}), ("procs", {})], pending_timeout=0.2, watch=False)
+    time.sleep(0.3)  # past the pending timeout: the next step fails the run over
+    before = failover.load_record(handle)
+    run, _status = failover.run_status(runner.engine, handle)
+    assert failover.load_record(handle) == before and [h.scheduler for h in run.hops] == ["held"]
+    runner.status(handle)
+    assert [h.scheduler for h in failover.load_record(handle).hops] == ["held", "procs"]
+    runner.cancel(handle)

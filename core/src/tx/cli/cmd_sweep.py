@@ -163,7 +163,7 @@ def _best(runner: Runner, rest: List[str]) -> int:
     p.add_argument("-n", type=_positive, default=1, help="show the best N trials (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON lines")
     a = p.parse_args(rest)
-    for m in best_trials(runner, a.sweep_handle, a.metric, a.maximize)[:a.n]:
+    for m in best_trials(runner.engine, a.sweep_handle, a.metric, a.maximize)[:a.n]:
         if a.json:
             print(json.dumps({"trial": m.index, "params": m.params, a.metric: m.value, "app_handle": m.app_handle}))
         else:

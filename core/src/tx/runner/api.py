@@ -264,7 +264,7 @@ class Runner:
         # every hop's options merged once, now, as the first hop's (kept in the run's record)
         chain = [(s, self._merged(s, None)) if isinstance(s, str) else (s[0], self._merged(s[0], s[1]))
                  for s in schedulers]
-        rec = failover.create(self, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
+        rec = failover.create(self._engine, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
         if watch:
             failover.ensure_watcher(new_run=True)
         return rec.handle
@@ -277,7 +277,14 @@ class Runner:
             tx.runner.failover.UnknownRunError: no such run on this host.
             tx.schedulers.SchedulerError: a backend cannot be reached.
         """
-        return failover.run_status(self, run_handle)[0]
+        return self._run_status(parse(run_handle))[0]
+
+    def _run_status(self, ref: Ref) -> Any:
+        """A look at a run, and the steps a look takes: a watcher started when none follows
+        the unfinished runs, then one failover step that does not wait for another process's."""
+        failover.ensure_watcher()
+        rec = failover.step(self._engine, ref.handle, blocking=False)
+        return failover.run_status(self._engine, ref.handle, rec)
 
     def component_app(self, component: str, component_args: Union[List[str], Dict[str, Any]]) -> AppDef:
         """Build the AppDef of a component from CLI-style args or a dict of arguments.
@@ -344,7 +351,7 @@ class Runner:
         # deferred: sweeps need the component system, which Runner.run of an AppDef does not
         from tx.runner import sweep
 
-        return sweep.dryrun_sweep(self, app_or_component, spec, scheduler, component_args or [],
+        return sweep.dryrun_sweep(self._engine, app_or_component, spec, scheduler, component_args or [],
                                   self._merged(scheduler, cfg), max_parallel, env, name)
 
     def schedule_sweep(self, sweep_dryrun_info: Any) -> str:
@@ -358,7 +365,7 @@ class Runner:
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
-        return sweep.run_sweep(self, sweep_dryrun_info)
+        return sweep.run_sweep(self._engine, sweep_dryrun_info)
 
     def run_sweep(self, app_or_component: Union[AppDef, str], spec: Any, scheduler: str,
                   component_args: Optional[List[str]] = None, cfg: Optional[Mapping[str, CfgVal]] = None,
@@ -379,7 +386,7 @@ class Runner:
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
-        return sweep.sweep_status(self, sweep_handle)
+        return sweep.sweep_status(self._engine, sweep_handle)
 
     def cancel_sweep(self, sweep_handle: str) -> None:
         """Cancel every trial of the sweep; pending trials are not submitted any more.
@@ -387,7 +394,7 @@ class Runner:
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
-        sweep.cancel_sweep(self, sweep_handle)
+        sweep.cancel_sweep(self._engine, sweep_handle)
 
     def resume_sweep(self, sweep_handle: str) -> List[int]:
         """Submit again exactly the trials that failed or were cancelled (each a new attempt
@@ -400,7 +407,7 @@ class Runner:
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
-        return sweep.resume_sweep(self, sweep_handle)
+        return sweep.resume_sweep(self._engine, sweep_handle)
 
     # -- handles -----------------------------------------------------------------------
     def _app(self, ref: Ref) -> AppRef:
@@ -433,7 +440,7 @@ class Runner:
         """
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            run, status = failover.run_status(self, ref.handle)
+            run, status = self._run_status(ref)  # the failover step this look takes
             if status is None:  # a hop being submitted, or one its backend forgot
                 return AppStatus(state=run.state, msg=run.chain)
             return status if status.state == run.state else attrs.evolve(status, state=run.state)
@@ -449,7 +456,8 @@ class Runner:
         """
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            return failover.wait(self, ref.handle, wait_interval, timeout)
+            failover.ensure_watcher()  # a watcher follows the run when this wait ends
+            return failover.wait(self._engine, ref.handle, wait_interval, timeout)
         return self._engine.wait(self._app(ref), wait_interval, timeout)
 
     def cancel(self, app_handle: AppHandle) -> None:
@@ -460,7 +468,8 @@ class Runner:
         """
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            failover.cancel(self, ref.handle)
+            failover.cancel(self._engine, ref.handle)
+            failover.ensure_watcher()  # it ends the run's live hop and records the run's end
             return
         self._engine.cancel(self._app(ref))
 
@@ -513,7 +522,8 @@ class Runner:
         if isinstance(ref, RunRef):
             if since is not None or until is not None:
                 raise ValueError("--since/--until read one app: give the hop's handle (`tx status` lists them)")
-            blocks = failover.log_blocks(self, ref.handle, role_name, k, should_tail, streams)
+            failover.ensure_watcher()  # a watcher follows the run while no one reads it
+            blocks = failover.log_blocks(self._engine, ref.handle, role_name, k, should_tail, streams, self.log_blocks)
             return filter_regex(regex, (line for b in blocks for line in split_lines(b.decode("utf-8", "replace"))))
         app = self._app(ref)
         if streams is None and since is None and until is None:  # the archive may stand in
@@ -526,7 +536,8 @@ class Runner:
         """Like :meth:`log_lines` without filtering, as byte blocks of whole lines (fast relay)."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            return failover.log_blocks(self, ref.handle, role_name, k, should_tail, streams)
+            failover.ensure_watcher()  # see log_lines
+            return failover.log_blocks(self._engine, ref.handle, role_name, k, should_tail, streams, self.log_blocks)
         if streams is None:
             return self._archiver.blocks(self._app(ref), role_name, k, should_tail)
         return self._engine.log_blocks(self._app(ref), role_name, k, should_tail=should_tail, streams=streams)

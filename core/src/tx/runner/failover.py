@@ -23,11 +23,13 @@ failover is under way before the cancel, and a hop is recorded (without an app i
 it is submitted; a hop found without an app id is looked for on its scheduler (an app of
 the run's name submitted since) before it is submitted again.
 
+It takes the engine (:class:`tx.runner.engine.Engine`) for every app it submits or looks at.
 What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
 directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
 (but those created with ``watch=False``), with one status call per backend per poll; and
 every tx command that looks at a run (status, log, wait, cancel) takes a step of it first
-and, with :func:`ensure_watcher`, starts a watcher when unfinished runs are left and none
+(:meth:`tx.runner.Runner.status` makes that call itself, in plain view) and, with
+:func:`ensure_watcher`, starts a watcher when unfinished runs are left and none
 holds the lock (one killed, or lost to a reboot).
 """
 from __future__ import annotations
@@ -40,7 +42,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
@@ -50,18 +52,17 @@ from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
 from tx.runner._records import flocked, read_all, write_json
+from tx.runner.engine import Engine
+from tx.runner.handles import AppRef
 from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.specs.status import AppStatus, FailureKind
 
-if TYPE_CHECKING:
-    from tx.schedulers.api import Scheduler
-
 __all__ = [
     "CANCEL_CONFIRM_S", "Hop", "RunRecord", "RunStatus", "UnknownRunError", "cancel", "collapse_listed", "create",
-    "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
+    "HopReader", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
     "start_watcher", "step", "watcher_lock_path",
 ]
 
@@ -70,30 +71,6 @@ log = get_logger(__name__)
 _ID = re.compile(r"^run-[a-z0-9-]*[0-9a-f]{8}$")
 #: the most seconds tx waits for a cancelled hop to be seen terminal before it submits the next
 CANCEL_CONFIRM_S = 120.0
-
-
-class _Runner(Protocol):
-    """What failover needs of :class:`tx.runner.Runner` (which passes itself); a protocol, so
-    that this module does not import the runner that imports it."""
-
-    def name(self) -> str: ...
-
-    def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
-
-    def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None,
-               workspace: Optional[str] = None, parent_run_id: Optional[str] = None,
-               job_id: Optional[str] = None) -> AppDryRunInfo[Any]: ...
-
-    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
-
-    def status(self, app_handle: str) -> Optional[AppStatus]: ...
-
-    def cancel(self, app_handle: str) -> None: ...
-
-    def wait(self, app_handle: str, wait_interval: float = 10,
-             timeout: Optional[float] = None) -> Optional[AppStatus]: ...
-
-    def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
 
 class UnknownRunError(UserError, LookupError):
@@ -124,6 +101,11 @@ class Hop:
     def handle(self, session: str) -> Optional[str]:
         """The hop's app handle in ``session``; None while it has no app id (being submitted)."""
         return None if self.app_id is None else make_app_handle(self.scheduler, session, self.app_id)
+
+    def ref(self, session: str) -> AppRef:
+        """The hop's app (it has an app id)."""
+        assert self.app_id is not None
+        return AppRef(self.scheduler, session, self.app_id)
 
 
 @attrs.define
@@ -264,7 +246,7 @@ def list_records(session: Optional[str] = None, unfinished: bool = False, watche
                    and not (watched and not r.watch)), key=lambda r: r.created)
 
 
-def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
+def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
            pending_timeout: Optional[float], workspace: Optional[str] = None,
            parent_run_id: Optional[str] = None, watch: bool = True) -> RunRecord:
     """Record a new run of ``app`` over ``chain`` (``[(scheduler, cfg), ...]``) and submit
@@ -283,7 +265,7 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
         raise ValueError(f"a scheduler appears twice in the fallback chain: {', '.join(names)}")
     if pending_timeout is not None and pending_timeout <= 0:
         raise ValueError(f"pending_timeout must be > 0 seconds, got {pending_timeout:g}")
-    session = runner.name()
+    session = engine.session
     stem = re.sub(r"[^a-z0-9]+", "-", app.name.lower()).strip("-")[:24]
     run_id = f"run-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
     ckpt = checkpoint_url(names[0], session, app.name)
@@ -292,19 +274,19 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
                     chain=[{"scheduler": s, "cfg": dict(c)} for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
                     parent_run_id=parent_run_id, created=time.time(), watch=watch)
-    info = _dryrun(runner, rec, names[0])  # errors of the first scheduler before anything is recorded
+    info = _dryrun(engine, rec, names[0])  # errors of the first scheduler before anything is recorded
     hop = Hop(scheduler=names[0], submitted=time.time())
     rec.hops.append(hop)
     with _locked(run_id):
         _write(rec)
-        hop.app_id = parse_app_handle(runner.schedule(info)).app_id
+        hop.app_id = engine.schedule(info).app_id
         _write(rec)
     return rec
 
 
-def _dryrun(runner: _Runner, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
+def _dryrun(engine: Engine, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
     cfg = next(c["cfg"] for c in rec.chain if c["scheduler"] == scheduler)
-    return runner.dryrun(appdef_from_dict(rec.appdef), scheduler, cfg, workspace=rec.workspace,
+    return engine.dryrun(appdef_from_dict(rec.appdef), scheduler, cfg, workspace=rec.workspace,
                          parent_run_id=rec.parent_run_id, job_id=rec.handle)
 
 
@@ -338,7 +320,7 @@ def _pending_reason(state: AppState, status: Optional[AppStatus]) -> str:
     return text.split(":", 1)[0].strip()
 
 
-def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str], AppState]] = None,
+def step(engine: Engine, handle: str, listed: Optional[Mapping[Tuple[str, str], AppState]] = None,
          blocking: bool = True) -> RunRecord:
     """Look at the run's live hop once and act: record that it ended, or fail it over to
     the next scheduler (cancel, confirm, submit), or finish an interrupted failover. Holds
@@ -358,7 +340,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
             return rec
         hop = rec.hops[-1]
         if hop.app_id is None:  # a submission interrupted: find it, or submit it
-            _resubmit(runner, rec, hop)
+            _resubmit(engine, rec, hop)
             return rec
         now = time.time()
         hop_handle = hop.handle(rec.session) or ""
@@ -369,7 +351,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         needs_detail = state is None or state == AppState.FAILED or (state in (AppState.PENDING, AppState.SUBMITTED)
                                                                      and over and nxt)
         if needs_detail or rec.failing_over:
-            status = runner.status(hop_handle)
+            status = engine.status(hop.ref(rec.session))
             state = status.state if status is not None else AppState.UNKNOWN
         assert state is not None
         why = ""
@@ -381,7 +363,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         elif nxt and state == AppState.FAILED and status is not None and _infra_failed(status):
             why = f"FAILED (infra: {_infra_failed(status)})"
         if why:
-            _fail_over(runner, rec, hop, hop_handle, why)
+            _fail_over(engine, rec, hop, hop_handle, why)
             return rec
         changed = hop.state != state.name
         hop.state = state.name
@@ -394,13 +376,13 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         return rec
 
 
-def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: str) -> None:
+def _fail_over(engine: Engine, rec: RunRecord, hop: Hop, hop_handle: str, why: str) -> None:
     if not rec.failing_over:
         hop.why = why
         rec.failing_over = True
         _write(rec)  # before the cancel: a successor finishes what this step began
-    runner.cancel(hop_handle)
-    status = runner.wait(hop_handle, wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
+    engine.cancel(hop.ref(rec.session))
+    status = engine.wait(hop.ref(rec.session), wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
     if status is not None and not status.is_terminal():
         log.warning(f"{rec.handle}: {hop_handle} is still {status.state.name} after it was cancelled; "
                     "the next scheduler is tried once it has ended")
@@ -417,24 +399,24 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
     rec.hops.append(nxt)
     _write(rec)  # the hop is recorded before it is submitted: see _resubmit
     log.warning(f"{rec.handle}: left {hop.scheduler} ({why}); submitting to {nxt.scheduler}")
-    _submit(runner, rec, nxt)
+    _submit(engine, rec, nxt)
 
 
-def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
-    info = _dryrun(runner, rec, hop.scheduler)
-    app_id = parse_app_handle(runner.schedule(info)).app_id
+def _submit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
+    info = _dryrun(engine, rec, hop.scheduler)
+    app_id = engine.schedule(info).app_id
     _pause("after_submit")
     hop.app_id = app_id
     rec.failing_over = False
     _write(rec)
 
 
-def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
+def _resubmit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
     """A hop recorded without an app id: its process died around ``schedule``. An app of
     the run's name submitted on the hop's scheduler since the hop began is adopted; else
     the hop is submitted now."""
     try:
-        apps = runner.list(hop.scheduler)
+        apps = engine.list(hop.scheduler)
     except PartialListError as e:
         apps = e.apps
     except NotImplementedError:
@@ -448,13 +430,13 @@ def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
         _write(rec)
         log.warning(f"{rec.handle}: adopted {hop.app_id} on {hop.scheduler}, submitted by a tx process that died")
         return
-    _submit(runner, rec, hop)
+    _submit(engine, rec, hop)
 
 
-def cancel(runner: _Runner, handle: str) -> None:
+def cancel(engine: Engine, handle: str) -> None:
     """Cancel the run: no hop is submitted any more, and the live hop is cancelled
-    (non-blocking, as :meth:`tx.runner.Runner.cancel`); a watcher is started if none
-    follows the unfinished runs (:func:`ensure_watcher`).
+    (non-blocking, as :meth:`tx.runner.Runner.cancel`). The caller starts a watcher if none
+    follows the unfinished runs (:func:`ensure_watcher`; :meth:`tx.runner.Runner.cancel` does).
 
     Raises:
         UnknownRunError: no such run.
@@ -464,20 +446,23 @@ def cancel(runner: _Runner, handle: str) -> None:
         rec = load_record(handle)
         rec.cancelled = True
         _write(rec)
-    ensure_watcher()
     hop = rec.live
     if hop is not None and hop.app_id is not None:
-        runner.cancel(hop.handle(rec.session) or "")
+        engine.cancel(hop.ref(rec.session))
 
 
-def run_status(runner: _Runner, handle: str) -> Tuple[RunStatus, Optional[AppStatus]]:
-    """The run's :class:`RunStatus` and its live app's status (None: no live app yet), after
-    a step that does not wait for another process's (and :func:`ensure_watcher`)."""
-    ensure_watcher()
-    rec = step(runner, handle, blocking=False)
+def run_status(engine: Engine, handle: str, rec: Optional[RunRecord] = None) -> Tuple[RunStatus, Optional[AppStatus]]:
+    """The run's :class:`RunStatus` and its live app's status (None: no live app yet), as
+    ``rec`` (default: the record on disk) says: a look, no step. The caller takes a step
+    first where one is due (:func:`step`; :meth:`tx.runner.Runner.status` does).
+
+    Raises:
+        UnknownRunError: no such run.
+    """
+    rec = load_record(handle) if rec is None else rec
     hop = rec.live
     live = hop.handle(rec.session) if hop is not None else None
-    status = runner.status(live) if live else None
+    status = engine.status(hop.ref(rec.session)) if hop is not None and live else None
     state = AppState[rec.final] if rec.final else AppState.PENDING if (
         rec.failing_over or status is None or status.is_terminal()) else status.state
     parts = []
@@ -496,48 +481,52 @@ def run_status(runner: _Runner, handle: str) -> Tuple[RunStatus, Optional[AppSta
     return RunStatus(rec.handle, state, " -> ".join(parts), list(rec.hops), live), status
 
 
-def log_blocks(runner: Any, handle: str, role: str, k: int, should_tail: bool,
-               streams: Optional[str]) -> Iterator[bytes]:
-    """The replica's log over every hop, oldest first; following (``should_tail``), the
-    next hop's once one hop's ends, until the run has ended. A hop whose scheduler has no
-    log of the replica (it never started there) adds nothing; ``streams`` a scheduler does
-    not keep apart gives its combined log for ``stdout`` and nothing for ``stderr``. Starts
-    a watcher first if none follows the unfinished runs (:func:`ensure_watcher`)."""
-    ensure_watcher()
+#: ``(hop handle, role, k, should_tail, streams) -> blocks``: how :func:`log_blocks` reads one
+#: hop's log (the facade passes :meth:`tx.runner.Runner.log_blocks`, which falls back to the archive)
+HopReader = Callable[[str, str, int, bool, Optional[str]], Iterator[bytes]]
+
+
+def log_blocks(engine: Engine, handle: str, role: str, k: int, should_tail: bool,
+               streams: Optional[str], read: HopReader) -> Iterator[bytes]:
+    """The replica's log over every hop, oldest first, each hop's read by ``read``;
+    following (``should_tail``), the next hop's once one hop's ends, stepping the run, until
+    the run has ended. A hop whose scheduler has no log of the replica (it never started
+    there) adds nothing; ``streams`` a scheduler does not keep apart gives its combined log
+    for ``stdout`` and nothing for ``stderr``."""
     seen = 0
     while True:
         rec = load_record(handle)
         hops = [h for h in rec.hops if h.app_id is not None]
         for h in hops[seen:]:
-            yield from _hop_blocks(runner, h.handle(rec.session) or "", role, k, should_tail, streams)
+            yield from _hop_blocks(read, h.handle(rec.session) or "", role, k, should_tail, streams)
             seen += 1
         if not should_tail:
             return
-        rec = step(runner, handle, blocking=False)
+        rec = step(engine, handle, blocking=False)
         if rec.final and seen >= len([h for h in rec.hops if h.app_id is not None]):
             return
         if seen >= len([h for h in rec.hops if h.app_id is not None]):
             time.sleep(0.5)
 
 
-def _hop_blocks(runner: Any, hop_handle: str, role: str, k: int, should_tail: bool,
+def _hop_blocks(read: HopReader, hop_handle: str, role: str, k: int, should_tail: bool,
                 streams: Optional[str]) -> Iterator[bytes]:
     try:
-        yield from runner.log_blocks(hop_handle, role, k, should_tail=should_tail, streams=streams)
+        yield from read(hop_handle, role, k, should_tail, streams)
     except ValueError:  # the scheduler keeps no such stream
         if streams == "stderr":
             return
-        yield from _hop_blocks(runner, hop_handle, role, k, should_tail, None)
+        yield from _hop_blocks(read, hop_handle, role, k, should_tail, None)
     except Exception as e:  # noqa: BLE001 - a hop that never started there has no log
         log.debug("no log of a hop", hop=hop_handle, error=str(e))
 
 
-def wait(runner: _Runner, handle: str, wait_interval: float, timeout: Optional[float]) -> Optional[AppStatus]:
-    """Follow the run (stepping it) until it has ended or ``timeout`` seconds pass; returns
-    the live app's status with the run's state (PENDING between hops)."""
+def wait(engine: Engine, handle: str, wait_interval: float, timeout: Optional[float]) -> Optional[AppStatus]:
+    """Follow the run, stepping it (:func:`step`), until it has ended or ``timeout`` seconds
+    pass; returns the live app's status with the run's state (PENDING between hops)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        run, status = run_status(runner, handle)
+        run, status = run_status(engine, handle, step(engine, handle, blocking=False))
         left = None if deadline is None else deadline - time.monotonic()
         if is_terminal(run.state) or run.state == AppState.UNKNOWN or (left is not None and left <= 0):
             if status is None:
@@ -691,7 +680,7 @@ def ensure_watcher(new_run: bool = False) -> bool:
     return True
 
 
-def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
+def poll(engine: Engine, records: Sequence[RunRecord]) -> Dict[str, int]:
     """One poll of the watcher over ``records``: per scheduler with live hops, one call
     for their states (``Scheduler.list`` when it holds several, else the hop's status in
     :func:`step`), then a step of each run. Returns scheduler -> list calls made."""
@@ -706,7 +695,7 @@ def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
         if len(recs) < 2:
             continue
         try:
-            apps = runner.list(sched)
+            apps = engine.list(sched)
         except PartialListError as e:
             apps = e.apps
         except NotImplementedError:
@@ -715,7 +704,7 @@ def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
         listed.update({(sched, a.app_id): a.state for a in apps})
     for rec in records:
         try:
-            step(runner, rec.handle, listed, blocking=False)
+            step(engine, rec.handle, listed, blocking=False)
         except Exception as e:  # noqa: BLE001 - one run's backend down must not stop the others
             log.warning(f"{rec.handle}: {e}")
     return calls

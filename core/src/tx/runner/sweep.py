@@ -13,6 +13,9 @@ one request, the others one request per trial, at most ``max_parallel`` running 
 what does not fit at once is submitted by a supervisor process
 (:mod:`tx.runner._sweep_supervisor`) as trials finish. Every replica of every trial has
 ``TX_SWEEP_ID`` (the sweep handle), ``TX_TRIAL_INDEX`` and ``TX_TRIAL_PARAMS`` (JSON).
+
+Every function takes the engine (:class:`tx.runner.engine.Engine`) for the apps it submits
+and looks at.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import attrs
 
@@ -36,7 +39,10 @@ from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.config.trackers import configured_trackers
 from tx.durations import format_duration
 from tx.errors import UserError
+from tx.runner import options
 from tx.runner._records import flocked, read_all, write_json
+from tx.runner.engine import Engine
+from tx.runner.handles import AppRef
 from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
@@ -44,30 +50,6 @@ from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.tracker.api import build_trackers
 from tx.specs.sweep import SweepFormatError, SweepSpec, expand_trials, format_value, referenced_params, substitute
 
-if TYPE_CHECKING:
-    from tx.schedulers.api import Scheduler
-    from tx.specs.status import AppStatus
-
-
-class _Runner(Protocol):
-    """What a sweep needs of :class:`tx.runner.Runner` (which passes itself): the runner's
-    methods of the same names. A protocol, so that this module does not import the runner
-    that imports it."""
-
-    def name(self) -> str: ...
-
-    def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
-
-    def component_app(self, component: str, component_args: Any) -> AppDef: ...
-
-    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, Any]] = None,
-                    parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]: ...
-
-    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
-
-    def status(self, app_handle: str) -> "Optional[AppStatus]": ...
-
-    def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
 __all__ = [
     "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
@@ -327,6 +309,11 @@ def list_records(scheduler: str, session: Optional[str] = None) -> List[SweepRec
 
 
 # -- building the trials -----------------------------------------------------------------
+def _merged(engine: Engine, scheduler: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The trials' run options (:func:`tx.runner.options.merge`)."""
+    return options.merge(scheduler, engine.run_opts(scheduler), dict(cfg or {}))
+
+
 def _new_id(name: str) -> str:
     stem = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24]
     return f"sweep-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
@@ -368,7 +355,7 @@ def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[
     return as_args
 
 
-def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
+def trial_app(engine: Engine, rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
               base: Optional[AppDef] = None, ckpt_root: Optional[str] = None) -> AppDef:
     """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
     (``base``: the sweep's AppDef where its source is one, already read; ``ckpt_root``:
@@ -383,7 +370,7 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
         if "component" in rec.source:
             args = [f"--{n}={format_value(params[n])}" for n in as_args]
             args += [substitute(a, params) for a in rec.source["args"]]
-            app = runner.component_app(rec.source["component"], args)
+            app = engine.component_app(rec.source["component"], args)
         else:
             app = base if base is not None else appdef_from_dict(rec.source["appdef"])
         if rec.source.get("app_name"):  # `tx sweep --name`: every trial's app takes it
@@ -406,7 +393,7 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
 
 
 def dryrun_sweep(
-    runner: "_Runner",
+    engine: Engine,
     app_or_component: Any,
     spec: SweepSpec,
     scheduler: str,
@@ -430,18 +417,18 @@ def dryrun_sweep(
         source["app_name"] = check_app_name(name)
     env = dict(env or {})
     as_args = _check_params(source, spec.names, env)
-    sched = runner.scheduler(scheduler)
+    sched = engine.scheduler(scheduler)
     limit = sched.sweep_array_limit
     if limit is not None and len(trials) > limit:
         raise SweepFormatError(f"{len(trials)} trials are more than {scheduler}'s array limit of {limit}")
-    rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=runner.name(),
+    rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=engine.session,
                       name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
                       max_parallel=max_parallel, native="apps",
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
     root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
-    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in rec.trials], scheduler, cfg,
-                               parent_run_id=rec.handle)
+    infos = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root) for t in rec.trials], scheduler,
+                               _merged(engine, scheduler, cfg), parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
@@ -449,11 +436,11 @@ def dryrun_sweep(
                            not_native="" if native is not None else sched.sweep_not_an_array(infos))
 
 
-def run_sweep(runner: "_Runner", info: SweepDryRunInfo, supervise: bool = True) -> str:
+def run_sweep(engine: Engine, info: SweepDryRunInfo, supervise: bool = True) -> str:
     """See :meth:`tx.runner.Runner.schedule_sweep`."""
     rec = info.record
     rec.created = time.time()
-    sched = runner.scheduler(rec.scheduler)
+    sched = engine.scheduler(rec.scheduler)
     if info.native is not None:
         ids = sched.schedule_sweep(info.native)
         now = time.time()
@@ -466,13 +453,13 @@ def run_sweep(runner: "_Runner", info: SweepDryRunInfo, supervise: bool = True) 
     for t in rec.trials:
         t.pending = True
     _write(rec)  # before any trial starts, so that its TX_SWEEP_ID resolves
-    left = submit_pending(runner, rec.handle, dict(enumerate(info.trials)))
+    left = submit_pending(engine, rec.handle, dict(enumerate(info.trials)))
     if left and supervise:
         start_supervisor(rec)
     return rec.handle
 
 
-def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
+def submit_pending(engine: Engine, handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
     """Submit pending trials, in index order, while fewer than ``max_parallel`` run;
     returns how many stay pending (0 too when the sweep is cancelled). ``infos``: trial
     index -> its dry run, where already made."""
@@ -484,9 +471,9 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
         if rec.max_parallel is not None:
             running, now = 0, time.time()
             live = [t for t in rec.trials if not t.pending and t.attempts and t.ended is None]
-            listed = _listed_states(runner, rec, live)
+            listed = _listed_states(engine, rec, live)
             for t in live:
-                if is_terminal(_trial_state(runner, rec, t, listed)[0]):
+                if is_terminal(_trial_state(engine, rec, t, listed)[0]):
                     t.ended = now
                 else:
                     running += 1
@@ -497,12 +484,11 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
             as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
             base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
             root = checkpoint_root(rec.scheduler)
-            made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in missing],
-                                      rec.scheduler, rec.cfg, parent_run_id=rec.handle)
+            made = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root) for t in missing],
+                                      rec.scheduler, _merged(engine, rec.scheduler, rec.cfg), parent_run_id=rec.handle)
             infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
         for t in todo:
-            app_handle = runner.schedule(infos[t.index])
-            t.attempts.append(parse_app_handle(app_handle).app_id)
+            t.attempts.append(engine.schedule(infos[t.index]).app_id)
             t.submitted.append(time.time())
             t.ended = None
             t.pending = False
@@ -525,31 +511,31 @@ def start_supervisor(rec: SweepRecord) -> None:
 LIST_OVER = 8
 
 
-def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
+def _listed_states(engine: Engine, rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
     """App id -> state of the listed apps: the scheduler's own query of many apps
     (``Scheduler.states_of``) where it has one, else one list when ``trials`` are many
     enough (else {})."""
     if trials:
-        states = runner.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
+        states = engine.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
         if states is not None:
             return states
     if len(trials) <= LIST_OVER:
         return {}
     try:
-        apps = runner.list(rec.scheduler)
+        apps = engine.list(rec.scheduler)
     except PartialListError as e:
         apps = e.apps
     return {a.app_id: a.state for a in apps}
 
 
-def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
+def _trial_state(engine: Engine, rec: SweepRecord, t: TrialRecord,
                  listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
     if t.pending or not t.attempts:
         return (AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED), ""
     state = (listed or {}).get(t.attempts[-1])
     if state is not None and state != AppState.FAILED:
         return state, ""
-    status = runner.status(make_app_handle(rec.scheduler, rec.session, t.attempts[-1]))
+    status = engine.status(AppRef(rec.scheduler, rec.session, t.attempts[-1]))
     if status is None:
         return AppState.UNKNOWN, "the scheduler no longer knows this app"
     why = ""
@@ -559,15 +545,15 @@ def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
     return status.state, why
 
 
-def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
+def sweep_status(engine: Engine, handle: str) -> SweepStatus:
     """See :meth:`tx.runner.Runner.sweep_status`."""
     rec = load_record(handle)
     now = time.time()
     out = []
     newly_ended = {}
-    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending])
+    listed = _listed_states(engine, rec, [t for t in rec.trials if t.attempts and not t.pending])
     for t in rec.trials:
-        state, why = _trial_state(runner, rec, t, listed)
+        state, why = _trial_state(engine, rec, t, listed)
         ended = t.ended
         if ended is None and is_terminal(state) and t.attempts and not t.pending:
             ended = newly_ended[t.index] = now
@@ -584,29 +570,29 @@ def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
     return SweepStatus(handle, out, rec.cancelled)
 
 
-def cancel_sweep(runner: "_Runner", handle: str) -> None:
+def cancel_sweep(engine: Engine, handle: str) -> None:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
         rec.cancelled = True
     live = [t for t in rec.trials if t.attempts and not t.pending]
-    listed = _listed_states(runner, rec, live)
+    listed = _listed_states(engine, rec, live)
     ids = [t.attempts[-1] for t in live
            if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
-                              else _trial_state(runner, rec, t)[0])]
+                              else _trial_state(engine, rec, t)[0])]
     if ids:  # one call where the backend cancels many at once (Scheduler.cancel_many)
-        runner.scheduler(rec.scheduler).cancel_many(ids)
+        engine.scheduler(rec.scheduler).cancel_many(ids)
 
 
-def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List[int]:
+def resume_sweep(engine: Engine, handle: str, supervise: bool = True) -> List[int]:
     """See :meth:`tx.runner.Runner.resume_sweep`."""
-    status = sweep_status(runner, handle)
+    status = sweep_status(engine, handle)
     todo = [t.index for t in status.trials if t.state in RESUMABLE]
     with updating(handle) as rec:
         rec.cancelled = False
         for i in todo:
             rec.trials[i].pending = True
             rec.trials[i].ended = None
-    left = submit_pending(runner, handle)
+    left = submit_pending(engine, handle)
     if left and supervise:
         start_supervisor(rec)
     return todo
@@ -667,7 +653,7 @@ class TrialMetric:
     value: float
 
 
-def best_trials(runner: "_Runner", handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
+def best_trials(engine: Engine, handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
     """The trials whose last attempt recorded metadata ``metric`` (a number) in the first
     configured tracker, best first (lowest, or highest with ``maximize``).
 
