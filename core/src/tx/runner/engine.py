@@ -206,11 +206,39 @@ class Engine:
     def dryrun(self, app: AppDef, scheduler: str, cfg: Mapping[str, Any], workspace: Optional[str] = None,
                parent_run_id: Optional[str] = None, name: Optional[str] = None,
                job_id: Optional[str] = None) -> AppDryRunInfo[Any]:
-        """What :meth:`schedule` would submit (see :meth:`tx.runner.Runner.dryrun`); ``cfg``:
-        the run options as :func:`tx.runner.options.merge` made them.
+        """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
+
+        The app is not modified: the engine works on a copy to which it adds
+        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it:
+        :func:`tx.config.recovery.checkpoint_url`) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
+        ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
+        :func:`tx.tracker.get_configured_trackers`) to every role's env.
+
+        ``cfg``: the run options as :func:`tx.runner.options.merge` made them (``Runner.dryrun``
+        and ``tx run`` merge the given ones with the scheduler's ``.txconfig`` section, then
+        ``TX_<KEY>``/``TORCHX_<KEY>``; TorchX's Runner reads no config file, only its CLI does).
+
+        With ``workspace`` (a local directory, or a ``file://`` URL of one as TorchX writes
+        it), the scheduler's workspace kind
+        (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
+        image build, a job directory copy) before the dryrun; schedulers without a kind
+        ignore it.
+
+        ``name`` (``tx run --name``) replaces ``app.name``, whatever the component named it:
+        schedulers make the job's name or id from it (``tx list``'s NAME, Slurm's job
+        name, the Kubernetes object names...). It must pass :func:`tx.specs.check_app_name`.
+
+        ``job_id``: the replicas' ``TX_JOB_ID`` (their tracker run id), default the app's
+        own handle; a run with failover passes its run handle, the same in every hop.
 
         Raises:
-            what :meth:`tx.runner.Runner.dryrun` raises.
+            ValueError: the app has no roles or a role has no entrypoint, or the app cannot
+                run on this scheduler, or ``name`` is not a valid app name, or the app's name
+                is one tx keeps for run and sweep handles (:func:`tx.runner.handles.check_not_reserved`).
+            UnknownSchedulerException: no such scheduler.
+            tx.plugins.PluginError: the scheduler's plugin cannot be loaded.
+            tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
+            tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
         """
         if name is not None:
             app = attrs.evolve(app, name=check_app_name(name))
