@@ -440,8 +440,11 @@ def dryrun_sweep(
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
     root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
-    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in rec.trials], scheduler, cfg,
-                               parent_run_id=rec.handle)
+    apps = [trial_app(runner, rec, t, as_args, base, root) for t in rec.trials]
+    names = {a.name for a in apps}
+    if name is None and len(names) == 1:  # the row is named as its trials are (utils.python -> train)
+        rec.name = names.pop()
+    infos = runner.dryrun_many(apps, scheduler, cfg, parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
