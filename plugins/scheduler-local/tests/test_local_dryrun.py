@@ -127,6 +127,21 @@ def test_local_dir_image_must_be_a_directory(state_dir: Path, cfg: Dict[str, Any
         s.submit_dryrun(AppDef("d", roles=[Role("r", image="", entrypoint="sh")]), cfg)
 
 
+def test_local_dir_with_a_builtin_says_how_to_give_the_directory_and_both_ways_work(tx, tmp_path, one_line_error):
+    """A built-in component's image is a container image name; local_dir (as TorchX's) takes
+    the image as the directory to run in: the error says how to give one, and both ways run."""
+    one_line_error(tx("run", "-s", "local_dir", "utils.echo"), "pass the component --image DIR", 1)
+    p = tx("run", "-s", "local_dir", "utils.echo")
+    assert "[component:NAME] in .txconfig" in p.stderr and "or run it on local_cwd" in p.stderr
+    img = tmp_path / "img"
+    img.mkdir()
+    p = tx("run", "-s", "local_dir", "utils.sh", "--image", str(img), "pwd")
+    assert p.returncode == 0 and f"sh/0 {img}" in p.stdout, p.stdout + p.stderr
+    (tmp_path / ".txconfig").write_text(f"[component:utils.sh]\nimage = {img}\n")
+    p = tx("run", "-s", "local_dir", "utils.sh", "pwd")
+    assert p.returncode == 0 and f"sh/0 {img}" in p.stdout, p.stdout + p.stderr
+
+
 def test_local_dir_looks_up_entrypoint_in_image_first(state_dir: Path, cfg: Dict[str, Any], tmp_path: Path) -> None:
     img = tmp_path / "img"
     img.mkdir()

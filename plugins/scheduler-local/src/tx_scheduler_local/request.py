@@ -215,9 +215,12 @@ def build_request(
     for idx, role in enumerate(app.roles):
         if image_is_dir:
             if not role.image or not os.path.isdir(role.image):
+                # as TorchX's local_dir, the image is the directory: say how to give one
                 raise ValueError(
                     f"role {role.name!r}: image {role.image!r} is not an existing directory "
-                    "(local_dir runs each replica in role.image)"
+                    "(local_dir runs each replica in its image directory): pass the component "
+                    "--image DIR (or set image = DIR under [component:NAME] in .txconfig), "
+                    "or run it on local_cwd"
                 )
             cwd = os.path.abspath(role.image)
         else:
