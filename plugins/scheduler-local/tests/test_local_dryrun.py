@@ -142,6 +142,40 @@ def test_local_dir_with_a_builtin_says_how_to_give_the_directory_and_both_ways_w
     assert p.returncode == 0 and f"sh/0 {img}" in p.stdout, p.stdout + p.stderr
 
 
+def _named_app(tmp_path: Path, name: str, image: str) -> Path:
+    path = tmp_path / f"app-{len(name)}.yaml"
+    path.write_text(json.dumps({"name": name, "roles": [{"name": "r", "image": image, "entrypoint": "echo",
+                                                         "args": ["hi"]}]}))
+    return path
+
+
+@pytest.mark.parametrize("scheduler", ["local_cwd", "local_dir"])
+def test_a_name_too_long_for_a_file_name_is_refused_at_dryrun_and_leaves_nothing(tx, tx_env, tmp_path,
+                                                                                 one_line_error, scheduler):
+    """The app id names files (the registry's ``.new-<app_id>-<pid>`` is the longest): a
+    name that cannot fit is refused in one line by the dryrun and the run alike, whatever
+    tx's pid; before, 226-300 characters passed the dryrun and the run failed with `File
+    name too long` naming an internal path, leaving an empty log directory."""
+    from tx_scheduler_local.request import NAME_MAX
+
+    assert NAME_MAX == 227
+    app = _named_app(tmp_path, "a" * (NAME_MAX + 1), str(tmp_path))
+    for args in (["--dryrun"], []):
+        one_line_error(tx("run", "-s", scheduler, *args, str(app)),
+                       f"is {NAME_MAX + 1} characters long; {scheduler} names files after its apps and keeps at "
+                       f"most {NAME_MAX} characters of a name", 1)
+    logs = Path(tx_env["TMPDIR"])
+    assert [p for p in logs.rglob("*") if p.is_dir()] == []
+    assert not (Path(tx_env["TX_STATE_DIR"]) / "local").exists()
+
+
+def test_the_longest_name_runs_whatever_the_pid(tx, tmp_path):
+    app = _named_app(tmp_path, "b" * 227, "img")
+    for _ in range(3):  # each run has another pid and random id
+        p = tx("run", "-s", "local_cwd", str(app))
+        assert p.returncode == 0 and "r/0 hi" in p.stdout, p.stdout + p.stderr
+
+
 def test_local_dir_looks_up_entrypoint_in_image_first(state_dir: Path, cfg: Dict[str, Any], tmp_path: Path) -> None:
     img = tmp_path / "img"
     img.mkdir()
