@@ -104,6 +104,24 @@ def test_log_dir_parents_are_made_and_a_file_is_refused(sched: Any, tmp_path: Pa
         sched.submit_dryrun(app, {"log_dir": str(tmp_path / "file" / "sub" / "logs")})
 
 
+def test_runopts_says_log_dir_parents_are_made_and_a_run_makes_them(tx, tmp_path, one_line_error):
+    """`tx runopts` says what the code does: a log_dir's missing parents are made when the app
+    runs (it once said the parent must exist); a log_dir under a file is refused."""
+    for scheduler in ("local_cwd", "local_dir"):
+        text = " ".join(tx("runopts", scheduler).stdout.split())
+        assert "made with its missing parents when the app runs" in text and "must exist" not in text
+    logs = tmp_path / "a" / "b" / "logs"
+    dry = tx("run", "-s", "local_cwd", "--dryrun", "-cfg", f"log_dir={logs}", "utils.echo")
+    assert dry.returncode == 0 and not (tmp_path / "a").exists(), dry.stderr
+    p = tx("run", "-s", "local_cwd", "-cfg", f"log_dir={logs}", "utils.echo", "--msg", "made")
+    assert p.returncode == 0 and "echo/0 made" in p.stdout, p.stderr
+    app_id = p.stdout.splitlines()[0].rsplit("/", 1)[1]
+    assert (logs / "tx" / app_id / "echo" / "0" / "stdout.log").read_text() == "made\n"
+    (tmp_path / "file").write_text("")
+    one_line_error(tx("run", "-s", "local_cwd", "-cfg", f"log_dir={tmp_path / 'file' / 'x'}", "utils.echo"),
+                   "is not a directory", 1)
+
+
 def test_bad_names_and_cancel_timeout(sched: Any, cfg: Dict[str, Any], state_dir: Path, h: Any) -> None:
     with pytest.raises(ValueError, match="role name 'a/b'"):
         sched.submit_dryrun(AppDef("x", roles=[h.sh("a/b", "true")]), cfg)

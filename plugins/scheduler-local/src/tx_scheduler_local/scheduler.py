@@ -125,7 +125,9 @@ class LocalScheduler(Scheduler[LocalRequest]):
         opts.add(
             "log_dir", type_=str, default=None,
             help="directory of the replicas' logs: <log_dir>/<session>/<app_id>/<role>/<replica>/"
-            "{stdout,stderr,combined}.log (default: <tmp>/tx-<uid>); its parent must exist",
+            "{stdout,stderr,combined}.log (default: <tmp>/tx-<uid>); made with its missing parents when "
+            "the app runs (a dryrun makes nothing); refused if it or its nearest existing parent is "
+            "not a directory",
         )
         opts.add("prepend_cwd", type_=bool, default=False,
                  help=f"put {where} first on the replicas' PATH (default: last)")
