@@ -42,7 +42,8 @@ from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_ter
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.tracker.api import build_trackers
-from tx.specs.sweep import SweepFormatError, SweepSpec, expand_trials, format_value, referenced_params, substitute
+from tx.specs.sweep import (SweepFormatError, SweepSpec, count_trials, expand_trials, format_value, referenced_params,
+                            substitute)
 
 if TYPE_CHECKING:
     from tx.schedulers.api import Scheduler
@@ -70,8 +71,10 @@ class _Runner(Protocol):
     def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
 __all__ = [
-    "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
-    "TrialMetric", "UnknownSweepError", "best_trials", "collapse_listed", "is_sweep_handle", "is_sweep_id", "list_records", "load_record", "record_path", "track",
+    "MAX_TRIALS", "RESUMABLE", "SweepCancel", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord",
+    "TrialStatus", "TrialMetric", "UnknownSweepError", "best_trials", "cancel_trial", "collapse_listed",
+    "describe_sweep", "is_sweep_handle", "is_sweep_id", "list_records", "load_record", "record_path", "track",
+    "trial_appdef",
 ]
 
 _ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
@@ -92,9 +95,14 @@ class TrialRecord:
         params: its parameter values.
         attempts: the app ids of its submissions, oldest first (empty: not submitted yet).
         submitted: when each attempt was submitted (seconds since the epoch).
-        ended: when tx first saw the last attempt terminal (None: not seen yet).
+        ended: when the last attempt ended, as its scheduler recorded it (where it records
+            none: when tx first saw it terminal); None: not seen terminal yet.
         pending: waiting to be submitted (by the run, ``resume`` or the supervisor) when
             fewer than ``max_parallel`` trials run.
+        started: when the last attempt started, as its scheduler recorded it (None: not
+            recorded; its submission time stands in).
+        cancelled: ``tx cancel SWEEP/TRIAL`` took it off the pending ones before it was
+            submitted (``resume`` submits it again).
     """
 
     index: int
@@ -103,6 +111,8 @@ class TrialRecord:
     submitted: List[float] = attrs.field(factory=list)
     ended: Optional[float] = None
     pending: bool = False
+    started: Optional[float] = None
+    cancelled: bool = False
 
 
 @attrs.define
@@ -159,8 +169,9 @@ class TrialStatus:
             sweep was cancelled before it was submitted).
         app_handle: its last attempt's app handle (None before it is submitted).
         attempts: how many times it was submitted.
-        duration: seconds from its last submission until tx saw it end (or until now),
-            None before it is submitted.
+        duration: seconds its last attempt ran, from the start and end times its
+            scheduler recorded (where it records none: from its submission until tx first
+            saw it end); until now while it runs; None before it is submitted.
         why: why it failed (the scheduler's first failed replica), else "".
     """
 
@@ -320,9 +331,15 @@ def updating(handle: str) -> Iterator[SweepRecord]:
         _write(rec)
 
 
-def list_records(scheduler: str, session: Optional[str] = None) -> List[SweepRecord]:
-    """The sweeps recorded for ``scheduler`` (of ``session`` if given), oldest first."""
-    recs = read_all(os.path.join(state_dir(), "sweeps", scheduler), SweepRecord.from_json)
+def list_records(scheduler: Optional[str], session: Optional[str] = None) -> List[SweepRecord]:
+    """The sweeps recorded for ``scheduler`` (None: for every scheduler) of ``session`` if
+    given, oldest first."""
+    root = os.path.join(state_dir(), "sweeps")
+    if scheduler is None:
+        names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+        recs = [r for n in names for r in read_all(os.path.join(root, n), SweepRecord.from_json)]
+    else:
+        recs = read_all(os.path.join(root, scheduler), SweepRecord.from_json)
     return sorted((r for r in recs if session is None or r.session == session), key=lambda r: r.created)
 
 
@@ -405,6 +422,29 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
     return attrs.evolve(app, roles=roles)
 
 
+#: the most trials of one sweep on a scheduler that states no array limit of its own
+#: (:attr:`tx.schedulers.Scheduler.sweep_array_limit`): every trial's request is made before
+#: the first is submitted, and the sweep's record holds every trial
+MAX_TRIALS = 10_000
+
+
+def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> None:
+    """Refuse ``count`` trials (:func:`tx.specs.sweep.count_trials`, not expanded) beyond
+    ``scheduler``'s limit: its native array's (Slurm's MaxArraySize, AWS Batch's 10,000...),
+    else :data:`MAX_TRIALS`.
+
+    Raises:
+        SweepFormatError: too many trials (one line, with the limit and whose it is).
+    """
+    limit = sched.sweep_array_limit
+    if limit is not None:
+        if count > limit:
+            raise SweepFormatError(f"{count} trials are more than {scheduler}'s array limit of {limit}")
+    elif count > MAX_TRIALS:
+        raise SweepFormatError(f"{count} trials are more than a sweep on {scheduler} may have ({MAX_TRIALS}): "
+                               "split it into several sweeps")
+
+
 def dryrun_sweep(
     runner: "_Runner",
     app_or_component: Any,
@@ -417,9 +457,10 @@ def dryrun_sweep(
     name: Optional[str] = None,
 ) -> SweepDryRunInfo:
     """See :meth:`tx.runner.Runner.dryrun_sweep`."""
-    trials = expand_trials(spec)
     if max_parallel is not None and max_parallel < 1:
         raise SweepFormatError(f"max_parallel must be at least 1, got {max_parallel}")
+    check_trial_count(runner.scheduler(scheduler), scheduler, count_trials(spec))  # before anything is expanded
+    trials = expand_trials(spec)
     if isinstance(app_or_component, AppDef):
         source: Dict[str, Any] = {"appdef": appdef_to_dict(app_or_component)}
         default_name = app_or_component.name
@@ -431,9 +472,6 @@ def dryrun_sweep(
     env = dict(env or {})
     as_args = _check_params(source, spec.names, env)
     sched = runner.scheduler(scheduler)
-    limit = sched.sweep_array_limit
-    if limit is not None and len(trials) > limit:
-        raise SweepFormatError(f"{len(trials)} trials are more than {scheduler}'s array limit of {limit}")
     rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=runner.name(),
                       name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
                       max_parallel=max_parallel, native="apps",
@@ -484,10 +522,11 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
         if rec.max_parallel is not None:
             running, now = 0, time.time()
             live = [t for t in rec.trials if not t.pending and t.attempts and t.ended is None]
-            listed = _listed_states(runner, rec, live)
+            listed_ended: Dict[str, float] = {}
+            listed = _listed_states(runner, rec, live, listed_ended)
             for t in live:
                 if is_terminal(_trial_state(runner, rec, t, listed)[0]):
-                    t.ended = now
+                    t.started, t.ended = _times(runner, rec, t, now, listed_ended, describe=not listed)
                 else:
                     running += 1
             room = max(0, min(room, rec.max_parallel - running))
@@ -504,7 +543,7 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
             app_handle = runner.schedule(infos[t.index])
             t.attempts.append(parse_app_handle(app_handle).app_id)
             t.submitted.append(time.time())
-            t.ended = None
+            t.started = t.ended = None
             t.pending = False
         track(rec, todo)
         return len(pending) - room
@@ -525,10 +564,12 @@ def start_supervisor(rec: SweepRecord) -> None:
 LIST_OVER = 8
 
 
-def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
+def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord],
+                   ended: Optional[Dict[str, float]] = None) -> Dict[str, AppState]:
     """App id -> state of the listed apps: the scheduler's own query of many apps
     (``Scheduler.states_of``) where it has one, else one list when ``trials`` are many
-    enough (else {})."""
+    enough (else {}). ``ended``, given, gets app id -> when it ended, where the listing
+    says (the local schedulers' ``ended``)."""
     if trials:
         states = runner.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
         if states is not None:
@@ -539,13 +580,16 @@ def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRe
         apps = runner.list(rec.scheduler)
     except PartialListError as e:
         apps = e.apps
+    if ended is not None:
+        ended.update((a.app_id, float(a.ended)) for a in apps  # type: ignore[attr-defined]
+                     if isinstance(getattr(a, "ended", None), (int, float)))
     return {a.app_id: a.state for a in apps}
 
 
 def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
                  listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
     if t.pending or not t.attempts:
-        return (AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED), ""
+        return (AppState.CANCELLED if rec.cancelled or t.cancelled else AppState.UNSUBMITTED), ""
     state = (listed or {}).get(t.attempts[-1])
     if state is not None and state != AppState.FAILED:
         return state, ""
@@ -564,14 +608,15 @@ def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
     rec = load_record(handle)
     now = time.time()
     out = []
-    newly_ended = {}
-    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending])
+    newly_ended: Dict[int, "tuple[Optional[float], float]"] = {}
+    listed_ended: Dict[str, float] = {}
+    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending], listed_ended)
     for t in rec.trials:
         state, why = _trial_state(runner, rec, t, listed)
-        ended = t.ended
+        started, ended = t.started, t.ended
         if ended is None and is_terminal(state) and t.attempts and not t.pending:
-            ended = newly_ended[t.index] = now
-        duration = None if not t.submitted or t.pending else (ended or now) - t.submitted[-1]
+            started, ended = newly_ended[t.index] = _times(runner, rec, t, now, listed_ended, describe=not listed)
+        duration = None if not t.submitted or t.pending else (ended or now) - (started or t.submitted[-1])
         out.append(TrialStatus(t.index, t.params, state,
                                make_app_handle(rec.scheduler, rec.session, t.attempts[-1]) if t.attempts else None,
                                len(t.attempts), duration, why))
@@ -580,21 +625,133 @@ def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
             for t in fresh.trials:
                 if (t.index in newly_ended and t.ended is None and not t.pending
                         and len(t.attempts) == out[t.index].attempts):
-                    t.ended = newly_ended[t.index]
+                    t.started, t.ended = newly_ended[t.index]
     return SweepStatus(handle, out, rec.cancelled)
 
 
-def cancel_sweep(runner: "_Runner", handle: str) -> None:
+def _times(runner: "_Runner", rec: SweepRecord, t: TrialRecord, now: float, listed_ended: Mapping[str, float],
+           describe: bool) -> "tuple[Optional[float], float]":
+    """``(started, ended)`` of the ended trial ``t``'s last attempt, in epoch seconds, as its
+    scheduler recorded them: the listing's end time where the trials were listed (many
+    trials: no call per trial; the start is then its submission), else the description's
+    (``describe``: few trials, each described anyway; the local schedulers' ``started`` and
+    ``ended`` metadata). Where the scheduler records none: (None, ``now``), when tx saw it
+    ended. The times are then kept in the record: once per trial's attempt."""
+    if t.attempts[-1] in listed_ended:
+        return None, listed_ended[t.attempts[-1]]
+    desc = None
+    if describe:
+        try:
+            desc = runner.scheduler(rec.scheduler).describe(t.attempts[-1])
+        except Exception:  # noqa: BLE001 - the times are a courtesy: the state was read already
+            desc = None
+    meta = desc.metadata if desc is not None else {}
+
+    def num(key: str) -> Optional[float]:
+        v = meta.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return num("started"), (num("ended") or now)
+
+
+@attrs.frozen
+class SweepCancel:
+    """What :meth:`tx.runner.Runner.cancel_sweep` did.
+
+    Attributes:
+        stopped: the trials whose (last) app was running and was asked to stop.
+        unsubmitted: the pending trials that will not be submitted now (``resume`` does).
+    """
+
+    stopped: List[int]
+    unsubmitted: List[int]
+
+
+def cancel_sweep(runner: "_Runner", handle: str) -> SweepCancel:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
+        # the pending trials stop being submitted now (not when an earlier cancel did)
+        unsubmitted = [] if rec.cancelled else [t.index for t in rec.trials if t.pending]
         rec.cancelled = True
     live = [t for t in rec.trials if t.attempts and not t.pending]
     listed = _listed_states(runner, rec, live)
-    ids = [t.attempts[-1] for t in live
-           if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
-                              else _trial_state(runner, rec, t)[0])]
-    if ids:  # one call where the backend cancels many at once (Scheduler.cancel_many)
-        runner.scheduler(rec.scheduler).cancel_many(ids)
+    stop = [t for t in live if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
+                                               else _trial_state(runner, rec, t)[0])]
+    if stop:  # one call where the backend cancels many at once (Scheduler.cancel_many)
+        runner.scheduler(rec.scheduler).cancel_many([t.attempts[-1] for t in stop])
+    return SweepCancel([t.index for t in stop], unsubmitted)
+
+
+def trial(handle: str, index: int) -> "tuple[SweepRecord, TrialRecord]":
+    """The record of sweep ``handle`` and its trial ``index``.
+
+    Raises:
+        UnknownSweepError: no such sweep on this host, or no such trial in it.
+    """
+    rec = load_record(handle)
+    if not 0 <= index < len(rec.trials):
+        raise UnknownSweepError(f"sweep {handle} has no trial {index}: it has {len(rec.trials)} "
+                                f"(0-{len(rec.trials) - 1})")
+    return rec, rec.trials[index]
+
+
+def trial_handle(rec: SweepRecord, t: TrialRecord) -> Optional[str]:
+    """The app handle of trial ``t``'s last attempt; None while it was not submitted."""
+    if t.pending or not t.attempts:
+        return None
+    return make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
+
+
+def cancel_trial(handle: str, index: int) -> Optional[str]:
+    """``tx cancel SWEEP/TRIAL``: a pending trial is taken off the pending ones (CANCELLED;
+    ``resume`` submits it again) and None returned; else the app handle of its last
+    attempt, for the caller to cancel as any app.
+
+    Raises:
+        UnknownSweepError: no such sweep or trial.
+    """
+    trial(handle, index)
+    with updating(handle) as rec:
+        t = rec.trials[index]
+        if t.pending or not t.attempts:
+            t.pending, t.cancelled = False, True
+            return None
+        return trial_handle(rec, t)
+
+
+def trial_appdef(runner: "_Runner", handle: str, index: int) -> Optional[AppDef]:
+    """``tx describe SWEEP/TRIAL``: the AppDef of the trial's last attempt as its scheduler
+    describes it (None: the scheduler no longer knows it), or, before it is submitted,
+    the AppDef it will be submitted with.
+
+    Raises:
+        UnknownSweepError: no such sweep or trial.
+    """
+    rec, t = trial(handle, index)
+    app_handle = trial_handle(rec, t)
+    if app_handle is not None:
+        return runner.describe(app_handle)  # type: ignore[attr-defined]
+    as_args = _check_params(rec.source, list(t.params), rec.env)
+    return trial_app(runner, rec, t, as_args)
+
+
+def describe_sweep(handle: str) -> Dict[str, Any]:
+    """``tx describe SWEEP``: what the sweep runs and over what, from its record: handle,
+    name, scheduler, the app (component and arguments, or AppDef), env, run options,
+    ``max_parallel``, how the backend holds it, and each trial's parameters and app
+    handles (oldest attempt first). No scheduler call.
+
+    Raises:
+        UnknownSweepError: no such sweep on this host.
+    """
+    rec = load_record(handle)
+    return {"sweep_handle": rec.handle, "name": rec.name, "scheduler": rec.scheduler, **rec.source,
+            "env": rec.env, "cfg": rec.cfg, "max_parallel": rec.max_parallel, "native": rec.native,
+            "cancelled": rec.cancelled, "created": rec.created,
+            "parameters": list(rec.trials[0].params) if rec.trials else [],
+            "trials": [{"index": t.index, "params": t.params,
+                        "app_handles": [make_app_handle(rec.scheduler, rec.session, a) for a in t.attempts]}
+                       for t in rec.trials]}
 
 
 def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List[int]:
@@ -605,7 +762,8 @@ def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List
         rec.cancelled = False
         for i in todo:
             rec.trials[i].pending = True
-            rec.trials[i].ended = None
+            rec.trials[i].cancelled = False
+            rec.trials[i].started = rec.trials[i].ended = None
     left = submit_pending(runner, handle)
     if left and supervise:
         start_supervisor(rec)
@@ -626,7 +784,7 @@ def collapse_listed(apps: Sequence[Any], records: Sequence[SweepRecord]) -> List
         trials = []
         for t in rec.trials:
             if t.pending or not t.attempts:
-                state = AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED
+                state = AppState.CANCELLED if rec.cancelled or t.cancelled else AppState.UNSUBMITTED
             else:
                 listed = by_id.get(t.attempts[-1])
                 state = listed.state if listed is not None else AppState.UNKNOWN
