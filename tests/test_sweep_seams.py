@@ -142,7 +142,7 @@ def test_ctrl_c_on_sweep_wait_cancels_the_trials_in_one_line(tx_env, tmp_path):
     sweep = out.splitlines()[0]
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert proc.returncode == 130, (out, err)
-    assert len(lines) == 1 and lines[0].startswith(f"tx sweep: cancelled {sweep} (Ctrl-C): 2 trial(s)"), err
+    assert len(lines) == 1 and lines[0].startswith(f"tx sweep: cancelled {sweep} (Ctrl-C): 2 running trial(s): 0,1; "), err
     for pid in pids:  # the trials' processes are gone
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

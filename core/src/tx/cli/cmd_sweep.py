@@ -115,6 +115,16 @@ def _indexes(indexes: List[int]) -> str:
     return ",".join(map(str, indexes))
 
 
+def _cancelled(done: Any) -> List[str]:
+    """What a :class:`tx.runner.sweep.SweepCancel` did, in words (empty: nothing)."""
+    what = []
+    if done.stopped:
+        what.append(f"{len(done.stopped)} running trial(s): {_indexes(done.stopped)}")
+    if done.unsubmitted:
+        what.append(f"{len(done.unsubmitted)} not yet submitted: {_indexes(done.unsubmitted)}")
+    return what
+
+
 def sweep_cancel(runner: Runner, handle: str, wait: bool = True, timeout: float = 300.0) -> int:
     """``tx cancel SWEEP``: cancel every trial and say on stderr which (the running ones
     asked to stop, the pending ones not submitted), after they have ended unless not
@@ -125,11 +135,7 @@ def sweep_cancel(runner: Runner, handle: str, wait: bool = True, timeout: float 
     """
     started = time.monotonic()
     done = runner.cancel_sweep(handle)
-    what = []
-    if done.stopped:
-        what.append(f"{len(done.stopped)} running trial(s): {_indexes(done.stopped)}")
-    if done.unsubmitted:
-        what.append(f"{len(done.unsubmitted)} not yet submitted: {_indexes(done.unsubmitted)}")
+    what = _cancelled(done)
     if not what:
         state = runner.sweep_status(handle).state.name
         print(f"tx cancel: {handle} had already ended: {state} (no trial to cancel)", file=sys.stderr)
@@ -273,10 +279,9 @@ class _Interrupted:
             if all(status.trials[i].state.name in _ENDED for i in done.stopped):
                 break
             time.sleep(0.2)
-        n = len(done.stopped) + len(done.unsubmitted)
-        print(f"tx sweep: cancelled {self.handle} ({why}): {n} trial(s) stopped or not submitted; "
-              f"`tx status {self.handle}` shows them, `tx sweep resume {self.handle}` reruns them",
-              file=sys.stderr, flush=True)
+        what = " and ".join(_cancelled(done)) or "no trial was running"
+        print(f"tx sweep: cancelled {self.handle} ({why}): {what}; `tx status {self.handle}` shows the trials, "
+              f"`tx sweep resume {self.handle}` reruns them", file=sys.stderr, flush=True)
         sys.exit(128 + signum)
 
     def __exit__(self, *exc: Any) -> None:
