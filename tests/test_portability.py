@@ -420,10 +420,12 @@ def logs_category(app: str, env: Env, app_id: str, desc: Any) -> str:
     lines: Optional[List[str]] = None
     for k in replicas:
         got = read(env, app_id, role, k, None)  # `tx log HANDLE/role/k`, as typed
-        if got:
+        if got is not None:
             lines = (lines or []) + got
-    if lines is None:
+    if lines is None:  # neither the backend nor tx's log archive has any replica's log
         return "no log"
+    if not lines:  # `tx log` printed nothing: the default stream is empty
+        return "empty log"
     if app == "retry":
         got = [ln for ln in lines if ln.startswith("attempt ")]
         return {("attempt 1", "attempt 2"): "both attempts", ("attempt 2",): "last attempt only"}.get(
