@@ -671,6 +671,9 @@ class Runner:
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
 
         Of a run handle: no hop is submitted any more and the live hop is cancelled.
+
+        The app's logs are copied into tx's log archive first: a backend that deletes an
+        app's pods or containers when it cancels it (Kubernetes) takes their logs with them.
         """
         if failover.is_run_handle(app_handle):
             failover.cancel(self, app_handle)
@@ -680,6 +683,7 @@ class Runner:
                        app_id=app_id):
             desc = sched.describe(app_id)
             if desc is not None and not is_terminal(desc.state):
+                self.archive_logs(app_handle, desc)
                 sched.cancel(app_id)
 
     def stop(self, app_handle: AppHandle) -> None:
