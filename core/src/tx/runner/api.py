@@ -247,10 +247,10 @@ class Runner:
         tx.runner.sweep.UnknownSweepError, tx.schedulers.SchedulerError."""
         return _sweep().sweep_status(self._engine, sweep_handle)
 
-    def cancel_sweep(self, sweep_handle: str) -> None:
-        """Cancel every trial of the sweep; pending trials are not submitted any more.
-        Raises tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host."""
-        _sweep().cancel_sweep(self._engine, sweep_handle)
+    def cancel_sweep(self, sweep_handle: str) -> Any:
+        """Cancel every trial of the sweep, pending ones never submitted; returns which (a
+        :class:`tx.runner.sweep.SweepCancel`), without waiting. Raises UnknownSweepError."""
+        return _sweep().cancel_sweep(self._engine, sweep_handle)
 
     def resume_sweep(self, sweep_handle: str) -> List[int]:
         """Submit again exactly the trials that failed or were cancelled (new attempts of the
@@ -299,8 +299,8 @@ class Runner:
         return self._engine.wait(self._app(ref), wait_interval, timeout)
 
     def cancel(self, app_handle: AppHandle) -> None:
-        """Cancel the app (non-blocking; no-op for unknown or finished apps); of a run handle, no
-        hop is submitted any more and the live hop is cancelled. Raises as :meth:`status`."""
+        """Cancel the app (non-blocking; no-op for unknown or finished apps; its logs archived
+        first); of a run handle, no hop is submitted any more and the live hop is cancelled."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
             failover.cancel(self._engine, ref.handle)

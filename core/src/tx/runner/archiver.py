@@ -4,8 +4,9 @@ the backend no longer has it, from the archive (docs/recovery.md).
 
 :class:`Archiver` subscribes to :class:`tx.runner.engine.Engine`: an app seen terminal (by a
 status or a wait) has what is new of its logs copied and is marked complete; an app being
-waited for has its logs copied every ``[tx:logs] interval`` seconds. Nothing else calls it
-to copy: the runner's reads do not write the archive themselves.
+waited for has its logs copied every ``[tx:logs] interval`` seconds; an app about to be
+cancelled has its logs copied first. Nothing else calls it to copy: the runner's reads do
+not write the archive themselves.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ class Archiver:
         self.engine = engine
         self._log_archive: Any = _UNSET
         self._warned = False
-        engine.subscribe(terminal=self._on_terminal, follow=self.follow)
+        # a cancelled app's logs are copied first: Kubernetes deletes the pods, and their logs, with it
+        engine.subscribe(terminal=self._on_terminal, follow=self.follow, cancelling=self.archive_logs)
 
     def _on_terminal(self, ref: AppRef, desc: Any) -> None:
         self.archive_logs(ref, desc, catch_up=True)

@@ -50,6 +50,8 @@ log = get_logger(__name__)
 TerminalListener = Callable[[AppRef, Any], None]
 #: ``(app) -> stop``: an app about to be waited for; ``stop()`` is called when the wait ends
 FollowListener = Callable[[AppRef], Callable[[], None]]
+#: ``(app, its description)``: a live app about to be cancelled (:meth:`Engine.cancel`)
+CancelListener = Callable[[AppRef, Any], None]
 
 
 class Engine:
@@ -78,6 +80,7 @@ class Engine:
         self.apps: Dict[str, AppDef] = {}
         self._on_terminal: List[TerminalListener] = []
         self._on_follow: List[FollowListener] = []
+        self._on_cancel: List[CancelListener] = []
 
     @property
     def registry(self) -> Any:
@@ -86,15 +89,19 @@ class Engine:
             self._registry = get_registry()
         return self._registry
 
-    def subscribe(self, terminal: Optional[TerminalListener] = None,
-                  follow: Optional[FollowListener] = None) -> None:
+    def subscribe(self, terminal: Optional[TerminalListener] = None, follow: Optional[FollowListener] = None,
+                  cancelling: Optional[CancelListener] = None) -> None:
         """Be told when an app is seen terminal (``terminal(ref, desc)``, from :meth:`status`
-        and :meth:`wait`) and when an app is waited for (``follow(ref)`` returns the function
-        called when the wait ends). A listener must not raise."""
+        and :meth:`wait`), when an app is waited for (``follow(ref)`` returns the function
+        called when the wait ends), and when a live app is about to be cancelled
+        (``cancelling(ref, desc)``, before :meth:`cancel` asks the scheduler). A listener
+        must not raise."""
         if terminal is not None:
             self._on_terminal.append(terminal)
         if follow is not None:
             self._on_follow.append(follow)
+        if cancelling is not None:
+            self._on_cancel.append(cancelling)
 
     def _seen(self, ref: AppRef, desc: Any) -> None:
         if desc is not None and is_terminal(desc.state):
@@ -351,7 +358,8 @@ class Engine:
         return None if desc is None else status_of(desc)
 
     def cancel(self, ref: AppRef) -> None:
-        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps).
+        """Ask the scheduler to cancel the app (non-blocking; no-op for unknown or finished apps),
+        after telling the ``cancelling`` listeners (:meth:`subscribe`).
 
         Raises:
             as :meth:`status`.
@@ -361,6 +369,8 @@ class Engine:
                        app_id=ref.app_id):
             desc = sched.describe(ref.app_id)
             if desc is not None and not is_terminal(desc.state):
+                for listener in self._on_cancel:
+                    listener(ref, desc)
                 sched.cancel(ref.app_id)
 
     def describe(self, ref: AppRef) -> Optional[AppDef]:
