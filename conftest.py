@@ -3,12 +3,12 @@
 * The plugins' pytest fixtures: each plugin whose tests start a private backend keeps the
   session fixtures that start it in its ``testing`` module (``tx_scheduler_docker.testing``:
   the podman engine and the image registry; ``tx_scheduler_slurm.testing``: the Slurm
-  cluster; ...), loaded here with ``pytest_plugins`` as tox loads ``tox.pytest``: so a
+  cluster; ``tx_scheduler_k8s.testing``: the fake Kubernetes API server; ...), loaded here with ``pytest_plugins`` as tox loads ``tox.pytest``: so a
   backend another tree needs too (the podman engine of the AWS Batch and workspace-image
   tests) is defined once and started once per session. Only the installed plugins are
   loaded: hatch's ``core`` and ``local`` environments have none or one of them. The fake
-  Kubernetes and GCP Batch servers' fixtures live beside those plugins' tests
-  (``k8s_fake_cluster``, ``gcp_fake_server``) and are loaded the same way, so the
+  GCP Batch server's fixture lives beside that plugin's tests (``gcp_fake_server``) and is
+  loaded the same way, so the
   cross-backend tests (tests/test_portability.py) share them.
 * ``tx_env``, ``tx`` and ``one_line_error``: run ``tx`` in a subprocess with a private
   state directory and home, and check a one-line error.
@@ -36,6 +36,7 @@ BIN = Path(sys.executable).parent
 #: the plugins' fixture modules, each loaded where its distribution is installed
 PLUGIN_FIXTURES = (
     "tx_scheduler_docker.testing",
+    "tx_scheduler_k8s.testing",
     "tx_scheduler_aws_batch.testing",
     "tx_scheduler_slurm.testing",
     "tx_scheduler_ray.testing",
@@ -44,7 +45,6 @@ PLUGIN_FIXTURES = (
 #: fixture modules of the fake servers, beside their plugin's tests (pytest.ini puts those
 #: directories on ``pythonpath``), each loaded where its plugin is installed
 TEST_SERVER_FIXTURES = (
-    ("k8s_fake_cluster", "tx_scheduler_k8s"),
     ("gcp_fake_server", "tx_scheduler_gcp_batch"),
 )
 
