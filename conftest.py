@@ -3,13 +3,13 @@
 * The plugins' pytest fixtures: each plugin whose tests start a private backend keeps the
   session fixtures that start it in its ``testing`` module (``tx_scheduler_docker.testing``:
   the podman engine and the image registry; ``tx_scheduler_slurm.testing``: the Slurm
-  cluster; ``tx_scheduler_k8s.testing``: the fake Kubernetes API server; ...), loaded here with ``pytest_plugins`` as tox loads ``tox.pytest``: so a
-  backend another tree needs too (the podman engine of the AWS Batch and workspace-image
-  tests) is defined once and started once per session. Only the installed plugins are
-  loaded: hatch's ``core`` and ``local`` environments have none or one of them. The fake
-  GCP Batch server's fixture lives beside that plugin's tests (``gcp_fake_server``) and is
-  loaded the same way, so the
-  cross-backend tests (tests/test_portability.py) share them.
+  cluster; ``tx_scheduler_k8s.testing`` and ``tx_scheduler_gcp_batch.testing``: the fake
+  Kubernetes and GCP Batch servers, test code beside those plugins' tests; ...), loaded here
+  with ``pytest_plugins`` as tox loads ``tox.pytest``: so a backend another tree needs too
+  (the podman engine of the AWS Batch and workspace-image tests, the fake servers of
+  tests/test_portability.py) is defined once and started once per session. Only the
+  installed plugins are loaded: hatch's ``core`` and ``local`` environments have none or one
+  of them.
 * ``tx_env``, ``tx`` and ``one_line_error``: run ``tx`` in a subprocess with a private
   state directory and home, and check a one-line error.
 * No test leaves a file in the repository's root directory (a test that writes into its
@@ -37,15 +37,11 @@ BIN = Path(sys.executable).parent
 PLUGIN_FIXTURES = (
     "tx_scheduler_docker.testing",
     "tx_scheduler_k8s.testing",
+    "tx_scheduler_gcp_batch.testing",
     "tx_scheduler_aws_batch.testing",
     "tx_scheduler_slurm.testing",
     "tx_scheduler_ray.testing",
     "tx_tracker_mlflow.testing",
-)
-#: fixture modules of the fake servers, beside their plugin's tests (pytest.ini puts those
-#: directories on ``pythonpath``), each loaded where its plugin is installed
-TEST_SERVER_FIXTURES = (
-    ("gcp_fake_server", "tx_scheduler_gcp_batch"),
 )
 
 
@@ -57,8 +53,7 @@ def _installed(module: str) -> bool:
         return False
 
 
-pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)] + [
-    m for m, plugin in TEST_SERVER_FIXTURES if _installed(plugin) and _installed(m)]
+pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)]
 
 
 @pytest.fixture
