@@ -29,7 +29,7 @@ import attrs
 
 from tx.log import get_logger
 from tx.schedulers import env as envc
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
 from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException
 from tx.specs import runopts
@@ -110,10 +110,17 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
             self._logging = _client.make_logging_client(project)
         return self._logging
 
-    def _project_for(self, cfg_project: Optional[str]) -> str:
+    def _project_for(self, cfg_project: Optional[str], dryrun: bool = False) -> str:
         if cfg_project or self._project or _client.env_project():
             return _client.resolve_project(cfg_project or self._project)
-        self._batch_client()  # finds the credentials and their project
+        try:
+            self._batch_client()  # finds the credentials and their project
+        except SchedulerError:
+            if not dryrun:
+                raise
+            # a dryrun needs a project, never credentials: say how to give the project
+            raise SchedulerError(f"gcp_batch: no Google Cloud project: {_client.SET_PROJECT} "
+                                 "(a dryrun needs no credentials)") from None
         return _client.resolve_project(None, self._creds_project)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -150,7 +157,7 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
             raise InvalidRunConfigException("spot_retries must be >= 0", "spot_retries", cfg)
         infra_retries(cfg)
         cfg = {**cfg, "provisioning_model": model}
-        project = self._project_for(cfg.get("project"))  # type: ignore[arg-type]
+        project = self._project_for(cfg.get("project"), dryrun=True)  # type: ignore[arg-type]
         location = str(cfg.get("location") or self._location or _client.default_location())
         req = build_job(app, cfg, project, location, __version__, _client.job_message)
         return AppDryRunInfo(req, fmt=str)
