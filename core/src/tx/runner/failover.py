@@ -20,8 +20,16 @@ and its parent run.
 ``flock``, released by the kernel when its holder dies): two tx processes never both fail
 a run over. A step interrupted mid-failover is finished by the next: the record says a
 failover is under way before the cancel, and a hop is recorded (without an app id) before
-it is submitted; a hop found without an app id is looked for on its scheduler (an app of
-the run's name submitted since) before it is submitted again.
+it is submitted; a hop found without an app id is looked for on its scheduler (an app
+whose ``TX_JOB_ID`` is the run handle, which only this run's hops carry: identity, never a
+name) before it is submitted again.
+
+A chain is checked before its first submit: every hop is dry-run, with its scheduler's run
+options and the workspace, and a hop that would refuse the app refuses the run up front
+(:class:`ChainRefusedError`, nothing submitted). The run's *launch context* (the
+environment and the working directory of the process that created it, and each hop's run
+options merged with ``.txconfig`` and ``TX_*``/``TORCHX_*`` then) is kept in the record, and
+every later hop is dry-run and submitted in it, whichever process takes the step.
 
 What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
 directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
@@ -32,6 +40,7 @@ holds the lock (one killed, or lost to a reboot).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -40,17 +49,19 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence,
+                    Tuple, Union)
 
 import attrs
 
-from tx.config.environ import CHECKPOINT_DIR, failover_pause, state_dir
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, failover_pause, state_dir
 from tx.config.recovery import checkpoint_url
+from tx.config.run_options import env_run_opts
 from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
 from tx.runner._records import flocked, read_all, write_json
-from tx.schedulers.api import ListAppResponse, PartialListError
+from tx.schedulers.api import ListAppResponse, PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
@@ -60,7 +71,8 @@ if TYPE_CHECKING:
     from tx.schedulers.api import Scheduler
 
 __all__ = [
-    "CANCEL_CONFIRM_S", "Hop", "RunRecord", "RunStatus", "UnknownRunError", "cancel", "collapse_listed", "create",
+    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus",
+    "UnknownRunError", "cancel", "collapse_listed", "create",
     "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
     "start_watcher", "step", "watcher_lock_path",
 ]
@@ -95,9 +107,16 @@ class _Runner(Protocol):
 
     def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
+    def describe(self, app_handle: str) -> Optional[AppDef]: ...
+
 
 class UnknownRunError(UserError, LookupError):
     """No run with this handle is recorded on this host."""
+
+
+class ChainRefusedError(UserError, ValueError):
+    """A scheduler of the fallback chain would refuse the app (its dryrun failed): the run
+    is refused before anything is submitted."""
 
 
 @attrs.define
@@ -145,6 +164,10 @@ class RunRecord:
         final: the run's final state name (None: not ended).
         created: when the run was created (seconds since the epoch).
         watch: a watcher follows the run (False: only the tx processes that look at it).
+        context: the launch context every later hop is dry-run and submitted in:
+            ``{"env": {...}, "cwd": "..."}``, the environment and working directory of the
+            process that created the run (None: a record written before tx kept it; the
+            stepping process's own).
     """
 
     run_id: str
@@ -161,6 +184,7 @@ class RunRecord:
     final: Optional[str] = None
     created: float = 0.0
     watch: bool = True
+    context: Optional[Dict[str, Any]] = None
 
     @property
     def handle(self) -> str:
@@ -246,7 +270,8 @@ def load_record(handle: str) -> RunRecord:
 
 
 def _write(rec: RunRecord) -> None:
-    write_json(record_path(rec.run_id), rec.to_json())
+    # private: the launch context holds the launching process's environment
+    write_json(record_path(rec.run_id), rec.to_json(), private=True)
 
 
 def _locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
@@ -271,8 +296,15 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     its first hop; returns the record (its ``handle`` is the run handle). ``watch``: a
     watcher follows the run (it is not started here: :func:`ensure_watcher`).
 
+    Every scheduler of the chain dry-runs the app first (its run options, the workspace),
+    in this process: the environment and working directory are kept in the record as the
+    run's launch context, and each hop's run options with the ``TX_*``/``TORCHX_*``
+    variables of this environment merged in.
+
     Raises:
         ValueError: an empty chain, a scheduler twice, a pending timeout <= 0.
+        ChainRefusedError: a fallback scheduler's dryrun refused the app (nothing is
+            recorded or submitted).
         what :meth:`tx.runner.Runner.dryrun` and ``schedule`` raise, for the first scheduler
         (nothing is recorded then).
     """
@@ -289,10 +321,18 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     ckpt = checkpoint_url(names[0], session, app.name)
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
-                    chain=[{"scheduler": s, "cfg": dict(c)} for s, c in chain],
+                    chain=[{"scheduler": s, "cfg": env_run_opts(s, runner.scheduler(s).run_opts(), dict(c))}
+                           for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
-                    parent_run_id=parent_run_id, created=time.time(), watch=watch)
+                    parent_run_id=parent_run_id, created=time.time(), watch=watch,
+                    context=_capture_context())
     info = _dryrun(runner, rec, names[0])  # errors of the first scheduler before anything is recorded
+    for name in names[1:]:  # and of every other: a chain a hop would refuse is refused now
+        try:
+            _dryrun(runner, rec, name)
+        except (ValueError, UserError) as e:
+            raise ChainRefusedError(f"fallback scheduler {name} refuses this app (nothing was submitted): "
+                                    f"{_one_line(e)}") from None
     hop = Hop(scheduler=names[0], submitted=time.time())
     rec.hops.append(hop)
     with _locked(run_id):
@@ -300,6 +340,45 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
         hop.app_id = parse_app_handle(runner.schedule(info)).app_id
         _write(rec)
     return rec
+
+
+def _capture_context() -> Dict[str, Any]:
+    """The launch context of a run created by this process (:attr:`RunRecord.context`)."""
+    return {"env": dict(os.environ), "cwd": os.getcwd()}
+
+
+@contextlib.contextmanager
+def _in_context(rec: RunRecord) -> Iterator[None]:
+    """Run the body in the run's launch context: ``os.environ`` and the working directory
+    replaced by those the run was created with, restored after (a record without a context:
+    as it is).
+
+    Raises:
+        ValueError: the directory the run was launched in is gone.
+    """
+    ctx = rec.context
+    if not ctx:
+        yield
+        return
+    saved = dict(os.environ)
+    try:
+        here: Optional[str] = os.getcwd()
+    except FileNotFoundError:
+        here = None
+    try:
+        os.chdir(ctx["cwd"])
+    except OSError as e:
+        raise ValueError(f"the directory {rec.handle} was launched in, {ctx['cwd']}, cannot be entered: "
+                         f"{e.strerror}") from None
+    os.environ.clear()
+    os.environ.update(ctx["env"])
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        if here is not None:
+            os.chdir(here)
 
 
 def _dryrun(runner: _Runner, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
@@ -326,6 +405,11 @@ def _infra_failed(status: AppStatus) -> Optional[str]:
 def _first_line(text: Any) -> str:
     s = "" if text in (None, "<NONE>") else str(text)
     return next((ln.strip() for ln in s.splitlines() if ln.strip()), "")[:100]
+
+
+def _one_line(e: BaseException) -> str:
+    """The first line of an error's message, whole (its type's name when it has none)."""
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
 
 
 def _pending_reason(state: AppState, status: Optional[AppStatus]) -> str:
@@ -421,18 +505,44 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
 
 
 def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
-    info = _dryrun(runner, rec, hop.scheduler)
-    app_id = parse_app_handle(runner.schedule(info)).app_id
+    """Dry-run and submit ``hop`` in the run's launch context. A dryrun that refuses the app
+    (checked at the run's creation; a workspace or a directory gone since) ends the hop and
+    the run FAILED, with why, instead of being tried again at every step."""
+    with _in_context(rec):
+        try:
+            info = _dryrun(runner, rec, hop.scheduler)
+        except (ValueError, UserError) as e:
+            if isinstance(e, SchedulerError):  # the backend cannot be reached now: the next step tries again
+                raise
+            hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(e)}"
+            rec.failing_over, rec.final = False, "FAILED"
+            _write(rec)
+            log.warning(f"{rec.handle}: {hop.scheduler} refused the app: {_one_line(e)}")
+            return
+        app_id = parse_app_handle(runner.schedule(info)).app_id
     _pause("after_submit")
     hop.app_id = app_id
     rec.failing_over = False
     _write(rec)
 
 
+def _ours(runner: _Runner, rec: RunRecord, handle: str) -> bool:
+    """Whether the app ``handle`` was submitted as a hop of ``rec``: its AppDef, as its
+    scheduler keeps it, has the run handle as ``TX_JOB_ID`` (every hop's replicas have it,
+    no other app does). An app whose scheduler cannot tell is not this run's."""
+    try:
+        app = runner.describe(handle)
+    except Exception as e:  # noqa: BLE001 - an app that cannot be described is not adopted
+        log.debug("cannot describe an app to adopt", app=handle, error=str(e))
+        return False
+    return app is not None and bool(app.roles) and all(r.env.get(JOB_ID) == rec.handle for r in app.roles)
+
+
 def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
-    """A hop recorded without an app id: its process died around ``schedule``. An app of
-    the run's name submitted on the hop's scheduler since the hop began is adopted; else
-    the hop is submitted now."""
+    """A hop recorded without an app id: its process died around ``schedule``. An app on
+    the hop's scheduler submitted since the hop began and carrying the run's identity (its
+    ``TX_JOB_ID`` is the run handle, :func:`_ours`) is adopted; else the hop is submitted
+    now. An app of the run's name that another ``tx run`` made is never adopted."""
     try:
         apps = runner.list(hop.scheduler)
     except PartialListError as e:
@@ -440,8 +550,8 @@ def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     except NotImplementedError:
         apps = []
     known = {h.app_id for h in rec.hops}
-    found = [a for a in apps if a.app_id not in known and (a.name == rec.name or a.app_id.startswith(rec.name))
-             and (a.submitted is None or a.submitted >= hop.submitted - 1)]
+    found = [a for a in apps if a.app_id not in known and (a.submitted is None or a.submitted >= hop.submitted - 1)
+             and _ours(runner, rec, a.app_handle or make_app_handle(hop.scheduler, rec.session, a.app_id))]
     if found:
         hop.app_id = max(found, key=lambda a: a.submitted or 0).app_id
         rec.failing_over = False
@@ -581,24 +691,50 @@ def prune(keep: float, dry_run: bool = False, now: Optional[float] = None,
 
 
 # -- listing -----------------------------------------------------------------------------
-def collapse_listed(apps: Sequence[Any], records: Sequence[RunRecord], scheduler: str) -> List[Any]:
-    """``apps`` (listings with handles) with the hops of each run in ``records`` that are on
-    ``scheduler`` left out, and one row for each run whose live hop is on ``scheduler`` (its
-    run handle, its state as recorded or as listed, its name with the schedulers it went
-    over): a run shows once."""
+@attrs.define
+class RunListAppResponse(ListAppResponse):
+    """A run with failover as one listed row (:func:`collapse_listed`): ``app_handle`` is the
+    run handle, ``app_id`` the run id, ``name`` the app's name with the schedulers it went
+    over (``train [slurm -> local_cwd]``), ``submitted`` when the run was created.
+
+    Attributes:
+        hops: the app handles of its hops, oldest first (a hop being submitted: none).
+        ended: when its last hop ended (epoch seconds; None while it runs).
+    """
+
+    hops: List[str] = attrs.field(factory=list)
+    ended: Optional[float] = None
+
+
+def collapse_listed(apps: Sequence[Any], records: Sequence[RunRecord],
+                    scheduler: Union[str, Sequence[str]]) -> List[Any]:
+    """``apps`` (listings with handles, of the scheduler or schedulers ``scheduler`` names)
+    with every hop of the runs in ``records`` left out, and one row
+    (:class:`RunListAppResponse`) for each run that has a hop on one of them or whose handle
+    is of one of them: a run shows once, under its run handle, with its hops inside, however
+    many of its schedulers are listed. Its state: the recorded final state, else its live
+    hop's as listed, else as last recorded (PENDING while it fails over)."""
+    wanted = {scheduler} if isinstance(scheduler, str) else set(scheduler)
     by_handle = {a.app_handle: a for a in apps}
     taken = set()
     rows = []
     for rec in records:
-        taken |= {h.handle(rec.session) for h in rec.hops if h.scheduler == scheduler and h.app_id}
-        hop = rec.live
-        if hop is None or hop.scheduler != scheduler:
+        hops = [h.handle(rec.session) for h in rec.hops if h.app_id]
+        taken |= set(hops)
+        if rec.chain[0]["scheduler"] not in wanted and not any(h.scheduler in wanted for h in rec.hops):
             continue
-        listed = by_handle.get(hop.handle(rec.session) or "")
-        state = AppState[rec.final] if rec.final else (listed.state if listed is not None else AppState.PENDING)
+        hop = rec.live
+        listed = by_handle.get(hop.handle(rec.session) or "") if hop is not None else None
+        if rec.final:
+            state = AppState[rec.final]
+        elif rec.failing_over or hop is None:
+            state = AppState.PENDING
+        else:
+            state = listed.state if listed is not None else AppState[hop.state]
         chain = " -> ".join(h.scheduler for h in rec.hops)
-        rows.append(ListAppResponse(app_id=rec.run_id, state=state, app_handle=rec.handle,
-                                    name=f"{rec.name} [{chain}]", submitted=rec.created))
+        rows.append(RunListAppResponse(app_id=rec.run_id, state=state, app_handle=rec.handle,
+                                       name=f"{rec.name} [{chain}]", submitted=rec.created,
+                                       hops=[h for h in hops if h], ended=hop.ended if rec.final and hop else None))
     return rows + [a for a in apps if a.app_handle not in taken]
 
 
