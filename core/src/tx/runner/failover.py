@@ -31,6 +31,8 @@ environment and the working directory of the process that created it, and each h
 options merged with ``.txconfig`` and ``TX_*``/``TORCHX_*`` then) is kept in the record, and
 every later hop is dry-run and submitted in it, whichever process takes the step.
 
+The records, their listing and pruning live in :mod:`tx.runner._runs` (re-exported here).
+
 What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
 directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
 (but those created with ``watch=False``), with one status call per backend per poll; and
@@ -42,15 +44,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-from typing import (TYPE_CHECKING, Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence,
-                    Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence,
+                    Tuple)
 
 import attrs
 
@@ -60,7 +61,9 @@ from tx.config.run_options import env_run_opts
 from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
-from tx.runner._records import flocked, read_all, write_json
+from tx.runner._runs import (ChainRefusedError, Hop, RunListAppResponse, RunRecord, RunStatus, UnknownRunError,
+                             collapse_listed, is_run_handle, list_records, load_record, locked, prune, record_path,
+                             write_record)
 from tx.schedulers.api import ListAppResponse, PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
@@ -79,7 +82,6 @@ __all__ = [
 
 log = get_logger(__name__)
 
-_ID = re.compile(r"^run-[a-z0-9-]*[0-9a-f]{8}$")
 #: the most seconds tx waits for a cancelled hop to be seen terminal before it submits the next
 CANCEL_CONFIRM_S = 120.0
 
@@ -108,185 +110,6 @@ class _Runner(Protocol):
     def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
     def describe(self, app_handle: str) -> Optional[AppDef]: ...
-
-
-class UnknownRunError(UserError, LookupError):
-    """No run with this handle is recorded on this host."""
-
-
-class ChainRefusedError(UserError, ValueError):
-    """A scheduler of the fallback chain would refuse the app (its dryrun failed): the run
-    is refused before anything is submitted."""
-
-
-@attrs.define
-class Hop:
-    """One submission of a run on one scheduler.
-
-    Attributes:
-        scheduler: the scheduler's name.
-        app_id: the app's id there; None while it is being submitted.
-        submitted: when it was (or began to be) submitted, seconds since the epoch.
-        ended: when tx saw it end or left it (None: live).
-        state: its state when tx last looked (an :class:`tx.specs.AppState` name).
-        why: why tx left it for the next scheduler (``PENDING 10 min 00 s (Resources)``,
-            ``FAILED (infra: NODE_FAIL)``); "" for the live or the last hop.
-    """
-
-    scheduler: str
-    app_id: Optional[str] = None
-    submitted: float = 0.0
-    ended: Optional[float] = None
-    state: str = "SUBMITTED"
-    why: str = ""
-
-    def handle(self, session: str) -> Optional[str]:
-        """The hop's app handle in ``session``; None while it has no app id (being submitted)."""
-        return None if self.app_id is None else make_app_handle(self.scheduler, session, self.app_id)
-
-
-@attrs.define
-class RunRecord:
-    """What tx keeps of a run with failover (the JSON file :func:`record_path` names).
-
-    Attributes:
-        run_id, session: the run handle's parts (its scheduler is ``chain[0]``).
-        name: the app's name.
-        appdef: the AppDef as a dict (:func:`tx.specs.files.appdef_to_dict`), with the
-            run's ``TX_CHECKPOINT_DIR`` in every role.
-        chain: ``[{"scheduler": name, "cfg": {...}}, ...]``, the first scheduler first.
-        pending_timeout: seconds a hop may stay PENDING before the next scheduler is tried.
-        workspace: the workspace every hop is built with (None: none).
-        parent_run_id: the tracker parent run of every hop.
-        hops: the submissions, oldest first.
-        failing_over: a failover of the last hop is under way (it may be cancelled).
-        cancelled: ``tx cancel`` was asked.
-        final: the run's final state name (None: not ended).
-        created: when the run was created (seconds since the epoch).
-        watch: a watcher follows the run (False: only the tx processes that look at it).
-        context: the launch context every later hop is dry-run and submitted in:
-            ``{"env": {...}, "cwd": "..."}``, the environment and working directory of the
-            process that created the run (None: a record written before tx kept it; the
-            stepping process's own).
-    """
-
-    run_id: str
-    session: str
-    name: str
-    appdef: Dict[str, Any]
-    chain: List[Dict[str, Any]]
-    pending_timeout: Optional[float]
-    workspace: Optional[str] = None
-    parent_run_id: Optional[str] = None
-    hops: List[Hop] = attrs.field(factory=list)
-    failing_over: bool = False
-    cancelled: bool = False
-    final: Optional[str] = None
-    created: float = 0.0
-    watch: bool = True
-    context: Optional[Dict[str, Any]] = None
-
-    @property
-    def handle(self) -> str:
-        """The run handle, ``{first scheduler}://{session}/{run_id}``."""
-        return make_app_handle(self.chain[0]["scheduler"], self.session, self.run_id)
-
-    @property
-    def live(self) -> Optional[Hop]:
-        """The last hop (the one running or last run), None before the first."""
-        return self.hops[-1] if self.hops else None
-
-    def to_json(self) -> Dict[str, Any]:
-        """The record as JSON-ready data (what ``runs/<run_id>.json`` holds)."""
-        return attrs.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "RunRecord":
-        """The record :meth:`to_json` wrote.
-
-        Raises:
-            TypeError: a field is missing or unknown (a damaged record).
-        """
-        d = dict(data)
-        d["hops"] = [Hop(**h) for h in d.get("hops", [])]
-        return cls(**d)
-
-
-@attrs.define
-class RunStatus:
-    """A run's state and its chain of hops (what ``tx status`` shows above the live app).
-
-    Attributes:
-        handle: the run handle.
-        state: the run's state: the live hop's, PENDING while a failover is under way.
-        chain: one line, ``slurm: PENDING 10 min 00 s (Resources) -> local_docker: RUNNING``.
-        hops: the record's hops.
-        live: the live hop's app handle (None: being submitted).
-    """
-
-    handle: str
-    state: AppState
-    chain: str
-    hops: List[Hop]
-    live: Optional[str]
-
-    def to_json(self) -> Dict[str, Any]:
-        """``tx status --json``'s run part: handle, state name, chain line, live handle, hops."""
-        return {"handle": self.handle, "state": self.state.name, "chain": self.chain,
-                "live": self.live, "hops": [attrs.asdict(h) for h in self.hops]}
-
-
-# -- the record on disk ------------------------------------------------------------------
-def record_path(run_id: str) -> str:
-    """Where the record of run ``run_id`` is kept."""
-    return os.path.join(state_dir(), "runs", f"{run_id}.json")
-
-
-def is_run_handle(handle: str) -> bool:
-    """Whether ``handle`` names a run with failover recorded on this host (a stat)."""
-    try:
-        _scheduler, _session, run_id = parse_app_handle(handle)
-    except ValueError:
-        return False
-    return bool(_ID.match(run_id)) and os.path.exists(record_path(run_id))
-
-
-def load_record(handle: str) -> RunRecord:
-    """The record of run ``handle``.
-
-    Raises:
-        UnknownRunError: none on this host.
-        MalformedAppHandleException: not ``{scheduler}://{session}/{run_id}``.
-    """
-    _scheduler, session, run_id = parse_app_handle(handle)
-    try:
-        with open(record_path(run_id), encoding="utf-8") as f:
-            rec = RunRecord.from_json(json.load(f))
-    except FileNotFoundError:
-        raise UnknownRunError(f"no run {handle} on this host (runs are kept in {state_dir()}/runs)") from None
-    if rec.session != session:
-        raise UnknownRunError(f"no run {handle}: {run_id} belongs to session {rec.session!r}")
-    return rec
-
-
-def _write(rec: RunRecord) -> None:
-    # private: the launch context holds the launching process's environment
-    write_json(record_path(rec.run_id), rec.to_json(), private=True)
-
-
-def _locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
-    """Hold the run's lock (yields False, holding nothing, when ``blocking`` is False and
-    another process holds it)."""
-    return flocked(record_path(run_id) + ".lock", blocking)
-
-
-def list_records(session: Optional[str] = None, unfinished: bool = False, watched: bool = False) -> List[RunRecord]:
-    """The runs recorded on this host (of ``session`` if given; only those not ended with
-    ``unfinished``; only those a watcher follows, :attr:`RunRecord.watch`, with
-    ``watched``), oldest first."""
-    recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json)
-    return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)
-                   and not (watched and not r.watch)), key=lambda r: r.created)
 
 
 def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
@@ -335,10 +158,10 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
                                     f"{_one_line(e)}") from None
     hop = Hop(scheduler=names[0], submitted=time.time())
     rec.hops.append(hop)
-    with _locked(run_id):
-        _write(rec)
+    with locked(run_id):
+        write_record(rec)
         hop.app_id = parse_app_handle(runner.schedule(info)).app_id
-        _write(rec)
+        write_record(rec)
     return rec
 
 
@@ -436,7 +259,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         tx.schedulers.SchedulerError: a backend cannot be reached (the run is left as it was).
     """
     _s, _session, run_id = parse_app_handle(handle)
-    with _locked(run_id, blocking) as held:
+    with locked(run_id, blocking) as held:
         rec = load_record(handle)
         if not held or rec.final:
             return rec
@@ -474,7 +297,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
             rec.final = state.name
             changed = True
         if changed:
-            _write(rec)
+            write_record(rec)
         return rec
 
 
@@ -482,7 +305,7 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
     if not rec.failing_over:
         hop.why = why
         rec.failing_over = True
-        _write(rec)  # before the cancel: a successor finishes what this step began
+        write_record(rec)  # before the cancel: a successor finishes what this step began
     runner.cancel(hop_handle)
     status = runner.wait(hop_handle, wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
     if status is not None and not status.is_terminal():
@@ -495,11 +318,11 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
     if rec.cancelled:  # tx cancel came while the hop was being left
         rec.failing_over = False
         rec.final = "CANCELLED"
-        _write(rec)
+        write_record(rec)
         return
     nxt = Hop(scheduler=rec.chain[len(rec.hops)]["scheduler"], submitted=time.time())
     rec.hops.append(nxt)
-    _write(rec)  # the hop is recorded before it is submitted: see _resubmit
+    write_record(rec)  # the hop is recorded before it is submitted: see _resubmit
     log.warning(f"{rec.handle}: left {hop.scheduler} ({why}); submitting to {nxt.scheduler}")
     _submit(runner, rec, nxt)
 
@@ -516,14 +339,14 @@ def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
                 raise
             hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(e)}"
             rec.failing_over, rec.final = False, "FAILED"
-            _write(rec)
+            write_record(rec)
             log.warning(f"{rec.handle}: {hop.scheduler} refused the app: {_one_line(e)}")
             return
         app_id = parse_app_handle(runner.schedule(info)).app_id
     _pause("after_submit")
     hop.app_id = app_id
     rec.failing_over = False
-    _write(rec)
+    write_record(rec)
 
 
 def _ours(runner: _Runner, rec: RunRecord, handle: str) -> bool:
@@ -555,7 +378,7 @@ def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     if found:
         hop.app_id = max(found, key=lambda a: a.submitted or 0).app_id
         rec.failing_over = False
-        _write(rec)
+        write_record(rec)
         log.warning(f"{rec.handle}: adopted {hop.app_id} on {hop.scheduler}, submitted by a tx process that died")
         return
     _submit(runner, rec, hop)
@@ -570,10 +393,10 @@ def cancel(runner: _Runner, handle: str) -> None:
         UnknownRunError: no such run.
     """
     _s, _session, run_id = parse_app_handle(handle)
-    with _locked(run_id):
+    with locked(run_id):
         rec = load_record(handle)
         rec.cancelled = True
-        _write(rec)
+        write_record(rec)
     ensure_watcher()
     hop = rec.live
     if hop is not None and hop.app_id is not None:
@@ -654,88 +477,6 @@ def wait(runner: _Runner, handle: str, wait_interval: float, timeout: Optional[f
                 return AppStatus(state=run.state, msg=run.chain)
             return status if status.state == run.state else attrs.evolve(status, state=run.state)
         time.sleep(max(0.05, min(wait_interval, 1.0, left if left is not None else 1.0)))
-
-
-def prune(keep: float, dry_run: bool = False, now: Optional[float] = None,
-          schedulers: Optional[Sequence[str]] = None) -> List[str]:
-    """Delete the records of runs that ended more than ``keep`` seconds ago (``tx gc``):
-    only runs with a final state, each under its lock (a run a step holds is kept for the
-    next time); of every scheduler, or of the runs whose last hop is on one of
-    ``schedulers``. A run's end is its last hop's, else the record's last write.
-
-    Returns:
-        the run handles of the deleted (``dry_run``: deletable) records.
-    """
-    now = time.time() if now is None else now
-    gone: List[str] = []
-    for rec in list_records():
-        hop = rec.live
-        if not rec.final or (schedulers is not None and (hop is None or hop.scheduler not in schedulers)):
-            continue
-        path = record_path(rec.run_id)
-        with _locked(rec.run_id, blocking=False) as held:
-            try:
-                ended = hop.ended if hop is not None and hop.ended else os.path.getmtime(path)
-            except OSError:
-                continue
-            if not held or now - ended <= keep:
-                continue
-            if not dry_run:
-                for p in (path, path + ".lock"):  # a step that opens the lock after this finds no record
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-            gone.append(rec.handle)
-    return gone
-
-
-# -- listing -----------------------------------------------------------------------------
-@attrs.define
-class RunListAppResponse(ListAppResponse):
-    """A run with failover as one listed row (:func:`collapse_listed`): ``app_handle`` is the
-    run handle, ``app_id`` the run id, ``name`` the app's name with the schedulers it went
-    over (``train [slurm -> local_cwd]``), ``submitted`` when the run was created.
-
-    Attributes:
-        hops: the app handles of its hops, oldest first (a hop being submitted: none).
-        ended: when its last hop ended (epoch seconds; None while it runs).
-    """
-
-    hops: List[str] = attrs.field(factory=list)
-    ended: Optional[float] = None
-
-
-def collapse_listed(apps: Sequence[Any], records: Sequence[RunRecord],
-                    scheduler: Union[str, Sequence[str]]) -> List[Any]:
-    """``apps`` (listings with handles, of the scheduler or schedulers ``scheduler`` names)
-    with every hop of the runs in ``records`` left out, and one row
-    (:class:`RunListAppResponse`) for each run that has a hop on one of them or whose handle
-    is of one of them: a run shows once, under its run handle, with its hops inside, however
-    many of its schedulers are listed. Its state: the recorded final state, else its live
-    hop's as listed, else as last recorded (PENDING while it fails over)."""
-    wanted = {scheduler} if isinstance(scheduler, str) else set(scheduler)
-    by_handle = {a.app_handle: a for a in apps}
-    taken = set()
-    rows = []
-    for rec in records:
-        hops = [h.handle(rec.session) for h in rec.hops if h.app_id]
-        taken |= set(hops)
-        if rec.chain[0]["scheduler"] not in wanted and not any(h.scheduler in wanted for h in rec.hops):
-            continue
-        hop = rec.live
-        listed = by_handle.get(hop.handle(rec.session) or "") if hop is not None else None
-        if rec.final:
-            state = AppState[rec.final]
-        elif rec.failing_over or hop is None:
-            state = AppState.PENDING
-        else:
-            state = listed.state if listed is not None else AppState[hop.state]
-        chain = " -> ".join(h.scheduler for h in rec.hops)
-        rows.append(RunListAppResponse(app_id=rec.run_id, state=state, app_handle=rec.handle,
-                                       name=f"{rec.name} [{chain}]", submitted=rec.created,
-                                       hops=[h for h in hops if h], ended=hop.ended if rec.final and hop else None))
-    return rows + [a for a in apps if a.app_handle not in taken]
 
 
 # -- the watcher -------------------------------------------------------------------------
