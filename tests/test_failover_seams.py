@@ -163,3 +163,24 @@ def test_a_local_scheduler_lists_and_collects_only_its_own_apps(tx, tx_env, tmp_
     gc = tx("gc", "-s", "local_dir", "--keep", "0")
     assert gc.returncode == 0 and gc.stdout.split() == [dir_handle], (gc.stdout, gc.stderr)
     assert handles("local_cwd") == [cwd_handle]  # local_dir's gc left local_cwd's app
+
+
+def test_a_hop_refused_after_launch_ends_the_run_failed_with_why(tx, tx_env, tmp_path):
+    # the directory the run was launched in is gone when it fails over: the local_dir hop
+    # cannot be dry-run in the launch context; the run ends FAILED saying why, at once
+    # (before: every look and the watcher's every poll failed with the hop's error)
+    import shutil
+
+    state = Path(tx_env["TX_STATE_DIR"])
+    launch = tmp_path / "launch"
+    handle = _launch(tx, tx_env, launch, MARK="m")
+    shutil.rmtree(launch)
+    _lose_first_hop(state, handle)
+    done = _finished(tx, state, handle, tx_env, tmp_path)
+    assert done["final"] == "FAILED" and [h["scheduler"] for h in done["hops"]] == ["local_cwd", "local_dir"], done
+    assert done["hops"][1]["app_id"] is None and done["hops"][1]["why"].startswith(
+        f"refused: the directory {handle} was launched in, {launch}, cannot be entered"), done
+    st = tx("status", handle)
+    assert st.returncode == 0 and "-> local_dir: refused: the directory" in st.stdout, (st.stdout, st.stderr)
+    c = tx("cancel", handle)
+    assert c.returncode == 0, c.stderr

@@ -50,8 +50,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence,
-                    Tuple)
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import attrs
 
@@ -74,10 +73,9 @@ if TYPE_CHECKING:
     from tx.schedulers.api import Scheduler
 
 __all__ = [
-    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus",
-    "UnknownRunError", "cancel", "collapse_listed", "create",
-    "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
-    "start_watcher", "step", "watcher_lock_path",
+    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus", "UnknownRunError",
+    "cancel", "collapse_listed", "create", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
+    "prune", "record_path", "run_status", "start_watcher", "step", "watcher_lock_path",
 ]
 
 log = get_logger(__name__)
@@ -94,9 +92,8 @@ class _Runner(Protocol):
 
     def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
 
-    def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None,
-               workspace: Optional[str] = None, parent_run_id: Optional[str] = None,
-               job_id: Optional[str] = None) -> AppDryRunInfo[Any]: ...
+    def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None, workspace: Optional[str] = None,
+               parent_run_id: Optional[str] = None, job_id: Optional[str] = None) -> AppDryRunInfo[Any]: ...
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
 
@@ -104,8 +101,7 @@ class _Runner(Protocol):
 
     def cancel(self, app_handle: str) -> None: ...
 
-    def wait(self, app_handle: str, wait_interval: float = 10,
-             timeout: Optional[float] = None) -> Optional[AppStatus]: ...
+    def wait(self, app_handle: str, wait_interval: float = 10, timeout: Optional[float] = None) -> Optional[AppStatus]: ...
 
     def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
@@ -225,7 +221,7 @@ def _infra_failed(status: AppStatus) -> Optional[str]:
     return None
 
 
-def _first_line(text: Any) -> str:
+def _first_line(text: Any) -> str:  # of a status message, at most 100 characters
     s = "" if text in (None, "<NONE>") else str(text)
     return next((ln.strip() for ln in s.splitlines() if ln.strip()), "")[:100]
 
@@ -331,18 +327,23 @@ def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     """Dry-run and submit ``hop`` in the run's launch context. A dryrun that refuses the app
     (checked at the run's creation; a workspace or a directory gone since) ends the hop and
     the run FAILED, with why, instead of being tried again at every step."""
-    with _in_context(rec):
+    refused: Optional[BaseException] = None
+    with contextlib.ExitStack() as stack:
         try:
+            stack.enter_context(_in_context(rec))
             info = _dryrun(runner, rec, hop.scheduler)
         except (ValueError, UserError) as e:
             if isinstance(e, SchedulerError):  # the backend cannot be reached now: the next step tries again
                 raise
-            hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(e)}"
-            rec.failing_over, rec.final = False, "FAILED"
-            write_record(rec)
-            log.warning(f"{rec.handle}: {hop.scheduler} refused the app: {_one_line(e)}")
-            return
-        app_id = parse_app_handle(runner.schedule(info)).app_id
+            refused = e
+        else:
+            app_id = parse_app_handle(runner.schedule(info)).app_id
+    if refused is not None:
+        hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(refused)}"
+        rec.failing_over, rec.final = False, "FAILED"
+        write_record(rec)
+        log.warning(f"{rec.handle}: {hop.scheduler} refused the app: {_one_line(refused)}")
+        return
     _pause("after_submit")
     hop.app_id = app_id
     rec.failing_over = False
