@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from tx.errors import UserError
-from tx.runner import Runner
+from tx.runner import DEFAULT_SESSION, Runner
 from tx.runner.failover import collapse_listed as collapse_runs
 from tx.runner.failover import is_run_handle, list_records as list_runs, load_record
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
@@ -184,7 +184,7 @@ class Backend:
         """``apps`` with each run with failover of this session as one row under its run
         handle (its hops inside: :func:`tx.runner.failover.collapse_listed`), as ``tx list``
         shows it, once whichever of its schedulers are listed."""
-        records = list_runs(self._session or "tx")
+        records = list_runs(self._session or DEFAULT_SESSION)
         return collapse_runs(apps, records, schedulers) if records else apps
 
     async def _apps_of(self, scheduler: str) -> Tuple[List[ListAppResponse], Optional[str]]:
