@@ -89,6 +89,13 @@ def test_a_chain_a_fallback_would_refuse_is_refused_before_any_submit(tx, tx_env
     assert not list((state / "runs").glob("run-*.json")) if (state / "runs").exists() else True
     listed = tx("list", "-s", "local_cwd,local_dir")
     assert "://" not in listed.stdout, listed.stdout  # nothing was submitted
+    # each hop dry-runs with its own scheduler's options: local_dir's .txconfig section here
+    (tmp_path / ".txconfig").write_text("[local_dir]\ncancel_timeout = -1\n")
+    p = tx("run", "--detach", "-s", "local_cwd", "--fallback", "local_dir", "utils.sh", "--image", str(tmp_path),
+           "true")
+    one_line_error(p, "fallback scheduler local_dir refuses this app (nothing was submitted): run option "
+                      "'cancel_timeout' must be >= 0 seconds")
+    assert "://" not in tx("list", "-s", "local_cwd,local_dir").stdout
 
 
 def test_a_hop_adopts_only_the_app_it_submitted_never_one_of_its_name(tx, tx_env, tmp_path):
