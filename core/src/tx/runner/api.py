@@ -574,8 +574,10 @@ class Runner:
 
         return sweep.sweep_status(self, sweep_handle)
 
-    def cancel_sweep(self, sweep_handle: str) -> None:
+    def cancel_sweep(self, sweep_handle: str) -> Any:
         """Cancel every trial of the sweep; pending trials are not submitted any more.
+        Returns which trials were asked to stop and which will not be submitted (a
+        :class:`tx.runner.sweep.SweepCancel`); it does not wait for them to end.
 
         Raises:
             tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
@@ -583,7 +585,7 @@ class Runner:
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
-        sweep.cancel_sweep(self, sweep_handle)
+        return sweep.cancel_sweep(self, sweep_handle)
 
     def resume_sweep(self, sweep_handle: str) -> List[int]:
         """Submit again exactly the trials that failed or were cancelled (each a new attempt
