@@ -51,7 +51,9 @@ def _until(what, timeout: float = 60.0, every: float = 0.1):
 
 def test_txconfig_fallback_makes_a_run_shown_once(tx, tmp_path):
     (tmp_path / ".txconfig").write_text("[tx]\nfallback = local_dir\npending_timeout = 5m\n")
-    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    refused = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")  # local_dir: the image is no directory
+    assert refused.returncode == 1 and "fallback scheduler local_dir refuses this app" in refused.stderr
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--image", str(tmp_path), "--msg", "hi")
     assert p.returncode == 0, p.stderr
     handle = p.stdout.splitlines()[0]
     assert re.fullmatch(r"local_cwd://tx/run-echo-[0-9a-f]{8}", handle), handle
