@@ -161,7 +161,14 @@ class Pane:
 @pytest.fixture
 def terminal() -> Iterator[Callable[..., Pane]]:
     """``terminal(env, cwd, shell="bash")``: a :class:`Pane` (a shell in tmux, of its own tmux
-    server), closed after the test."""
+    server), closed after the test. Without tmux the test skips, or fails under
+    ``TX_TEST_REQUIRE_BACKENDS=1`` (``.ci/run`` installs tmux)."""
+    import shutil
+
+    from tx.testing.backends import backend_unavailable
+
+    if shutil.which("tmux") is None:
+        backend_unavailable("tmux", "the terminal tests drive a shell in a tmux pane: apt-get install tmux")
     panes: List[Pane] = []
 
     def make(env: Dict[str, str], cwd: Path, shell: str = "bash") -> Pane:
