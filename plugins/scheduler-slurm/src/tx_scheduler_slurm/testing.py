@@ -25,12 +25,12 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import attrs
 import pytest
 
-from tx.testing.backends import backend_unavailable, environ
+from tx.testing.backends import backend_unavailable, environ, record_stop
 
 __all__ = ["COMMANDS", "NODES", "SCRIPTS", "SlurmCluster", "memory_clusters", "require_slurm", "slurm_cluster",
            "slurm_nodes", "slurm_support", "start_cluster", "stop_cluster", "user_env"]
@@ -58,6 +58,8 @@ class SlurmCluster:
     slurmd_ports: List[int]
     env: Dict[str, str]
     script_env: Dict[str, str] = attrs.field(factory=dict)
+    #: clears the record of its stop script for the session's reaper (tx.testing.backends.record_stop)
+    clear_record: Callable[[], None] = attrs.field(default=lambda: None, repr=False)
 
     def run(self, *args: str, timeout: float = 30) -> "subprocess.CompletedProcess[str]":
         """Run a Slurm client command against this cluster."""
@@ -157,6 +159,8 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory, name: str, nodes: in
     conf = base / "etc" / "slurm.conf"
     env["SLURM_CONF"] = str(conf)
     cluster = SlurmCluster(base, conf, ports[0], ports[1:nodes + 1], env, script_env)
+    # a session killed from here on still stops the daemons (the reaper runs stop-slurm.sh)
+    cluster.clear_record = record_stop(["bash", str(SCRIPTS / "stop-slurm.sh")], script_env)
     p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=script_env, capture_output=True,
                        text=True, timeout=180)
     if p.returncode != 0 or f"export SLURM_CONF={conf}" not in p.stdout:
@@ -181,6 +185,7 @@ def stop_cluster(cluster: SlurmCluster) -> None:
     subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=cluster.script_env, capture_output=True,
                    timeout=120)
     shutil.rmtree(cluster.base / "db", ignore_errors=True)  # mariadb's files (accounting), 100+ MB
+    cluster.clear_record()
 
 
 @pytest.fixture(scope="session")
