@@ -19,8 +19,9 @@ Two halves, standard library only (the reaper process imports nothing of tx or p
   the same way), and clear the record once stopped.
 
 * **The reaper** (``python -I _reaper.py PID FD TOKEN FILE``) waits for pytest's end (EOF
-  on the pipe, or pytest's pid gone or a zombie, checked every second), then runs the stop
-  commands still recorded (newest first), SIGTERMs the recorded process groups that are
+  on the pipe, or pytest's pid gone or a zombie, checked every second; it rereads the
+  session file meanwhile, in case it is gone by then), then runs the stop
+  commands still recorded (all at once), SIGTERMs the recorded process groups that are
   still theirs (same leader start time) and every process whose environment holds the
   session's token, waits up to 10 s, and SIGKILLs what is left. After a clean end it
   finds nothing; what it did goes to ``reaper.log`` beside the session file.
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -150,13 +152,13 @@ def _log(text: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} reaper {os.getpid()}: {text}", flush=True)
 
 
-def _pending(file: Path) -> List[Dict[str, Any]]:
-    """The records not cleared, in the order they were made."""
+def _pending(file: Path) -> Optional[List[Dict[str, Any]]]:
+    """The records not cleared, in the order they were made; None if the file is gone."""
     entries: Dict[int, Dict[str, Any]] = {}
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except OSError:
-        return []
+        return None
     for line in lines:
         try:
             e = json.loads(line)
@@ -199,17 +201,21 @@ def _signal_all(groups: List[Tuple[int, int]], pids: Set[int], sig: int) -> None
             pass
 
 
-def reap(tok: str, file: Path, grace: float = 10.0) -> int:
-    """Stop what the session left: the recorded stop commands (newest first), then the
-    recorded process groups and the token's processes (SIGTERM, SIGKILL after ``grace``
+def reap(tok: str, pending: List[Dict[str, Any]], grace: float = 10.0) -> int:
+    """Stop what the session left: the ``pending`` stop commands (all at once), then the
+    pending process groups and the token's processes (SIGTERM, SIGKILL after ``grace``
     seconds). Returns how many processes were signalled."""
-    pending = _pending(file)
-    for e in reversed([e for e in pending if "stop" in e]):
+    def stop(e: Dict[str, Any]) -> None:
         _log(f"running {' '.join(e['stop'])}")
         try:
             subprocess.run(e["stop"], env=e["env"], cwd=e["cwd"], stdin=subprocess.DEVNULL, timeout=180)
         except (OSError, subprocess.SubprocessError) as err:
-            _log(f"failed: {err}")
+            _log(f"{' '.join(e['stop'])} failed: {err}")
+
+    stops = list(reversed([e for e in pending if "stop" in e]))
+    if stops:  # all at once: each stop script waits some seconds for its daemons to end
+        with ThreadPoolExecutor(max_workers=len(stops)) as pool:
+            list(pool.map(stop, stops))
     groups = [(e["group"], e["start"]) for e in pending if "group" in e]
     signalled: Set[int] = set()
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -232,11 +238,17 @@ def reap(tok: str, file: Path, grace: float = 10.0) -> int:
 def main(argv: Sequence[str]) -> int:
     pid, fd, tok, file = int(argv[1]), int(argv[2]), argv[3], Path(argv[4])
     start = _start_time(pid)
+    # read while pytest runs too: once it is gone, another session may clean its base
+    # temporary directory up (pytest keeps the last 3) before this reads the file
+    pending: List[Dict[str, Any]] = []
     while start is not None and _start_time(pid) == start:
+        now = _pending(file)
+        pending = pending if now is None else now
         ready, _, _ = select.select([fd], [], [], 1.0)
         if ready and not os.read(fd, 512):
             break
-    n = reap(tok, file)
+    last = _pending(file)
+    n = reap(tok, pending if last is None else last)
     _log(f"session of pid {pid} over: {n} process(es) or group(s) were left" if n else
          f"session of pid {pid} over: nothing was left")
     return 0
