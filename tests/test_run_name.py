@@ -6,6 +6,7 @@ import pytest
 
 from tx.runner import get_runner
 from tx.specs import check_app_name
+from tx.testing.backends import backend_unavailable
 
 NAME = "My_Job.v2"
 
@@ -35,7 +36,7 @@ def test_name_reaches_each_scheduler(scheduler, request, tmp_path, monkeypatch):
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path))
     with get_runner() as runner:
         if scheduler not in runner.scheduler_backends():
-            pytest.skip(f"{scheduler}'s plugin is not installed")
+            backend_unavailable(scheduler, "its plugin is not installed: pip install -e plugins/<its plugin>")
         info = runner.dryrun_component("utils.echo", ["--msg", "hi"], scheduler, CFG.get(scheduler), name=NAME)
     text = str(info)
     assert info._app.name == NAME
