@@ -12,6 +12,7 @@ from tx.specs.sweep import (
     Distribution,
     SweepFormatError,
     SweepSpec,
+    count_trials,
     expand_trials,
     format_value,
     load_sweep_file,
@@ -47,6 +48,24 @@ def test_grid_times_random_draws_per_point():
     spec = SweepSpec(grid={"b": [1, 2]}, random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=3)
     trials = expand_trials(spec)
     assert [t["b"] for t in trials] == [1, 1, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("spec", [
+    SweepSpec(grid={"a": [1, 2, 3], "b": ["x", "y"]}),
+    SweepSpec(random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=4),
+    SweepSpec(grid={"b": [1, 2]}, random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=3),
+])
+def test_count_trials_is_how_many_expand_trials_makes(spec):
+    assert count_trials(spec) == len(expand_trials(spec))
+
+
+def test_count_trials_of_a_huge_spec_expands_nothing():
+    values = list(range(1000))
+    assert count_trials(SweepSpec(grid={"a": values, "b": values, "c": values})) == 10 ** 9
+    big = SweepSpec(grid={"a": values}, random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=10 ** 12)
+    assert count_trials(big) == 10 ** 15
+    # a sweep file is checked without expanding it either
+    assert sweep_spec_from_dict({"grid": {"a": values, "b": values, "c": values}}).spec.grid["a"] == values
 
 
 @pytest.mark.parametrize("text, message", [

@@ -80,16 +80,32 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
     return os.path.join(state_dir(), "checkpoints")
 
 
+#: the longest directory name (bytes) of the file systems checkpoints go to (NAME_MAX)
+_NAME_MAX = 255
+
+
 def checkpoint_url(scheduler: str, session: str, app_name: str,
                    dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
     """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
     (names percent-encoded). Keyed by the app's name, not its id, so that every attempt of
     a run (retries, a resubmission of the same app, the same run failed over) shares it.
     ``root``: :func:`checkpoint_root`'s answer where the caller has it already (a sweep's
-    many trials: reading the config files is most of the cost of one URL)."""
+    many trials: reading the config files is most of the cost of one URL).
+
+    Raises:
+        ValueError: the app name, percent-encoded, is longer than the 255 bytes a directory
+            name holds (one line; every scheduler's dryrun calls this, so such a name is
+            refused before anything is submitted).
+    """
+    part = quote(app_name or "app", safe="")
+    if len(part) > _NAME_MAX:
+        shown = app_name if len(app_name) <= 40 else f"{app_name[:32]}...{app_name[-5:]}"
+        raise ValueError(f"app name {shown!r} is {len(part)} characters long as the last part of the run's "
+                         f"checkpoint directory ({'percent-encoded, ' if part != app_name else ''}at most "
+                         f"{_NAME_MAX} fit in a directory name): give a shorter one (tx run --name NAME)")
     if root is None:
         root = checkpoint_root(scheduler, dirs)
-    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(app_name or "app", safe="")])
+    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), part])
 
 
 def fallback(dirs: Optional[Iterable[str]] = None) -> list:
