@@ -34,6 +34,7 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx": "`import tx` stays free of pluggy: `tx.hookimpl` is resolved on first use",
     "tx._plugin_cache": "`tx --help` lists schedulers from the snapshot without importlib.metadata",
     "tx.plugins": "a registry built from the snapshot never imports pluggy",
+    "tx._install_hints": "importlib.metadata, urllib and importlib.resources only when an install hint is shown",
     "tx._builtin_plugin": "`tx --help` reads the command table without the model",
     "tx.schedulers": "a replica's supervisor imports tx.schedulers.env without attrs",
     "tx.specs.files": "`tx run` stores an AppDef without PyYAML or cattrs",
@@ -273,12 +274,13 @@ def test_core_imports_no_plugin_and_no_plugin_imports_another():
 RUNNER_FLOORS: List[Tuple[str, ...]] = [
     ("tx.runner.handles", "tx.runner.options", "tx.runner.events", "tx.runner._records"),
     ("tx.runner.engine",),
-    ("tx.runner.archive", "tx.runner.archiver", "tx.runner.failover", "tx.runner.sweep", "tx.runner._sweep_records"),
+    ("tx.runner.archive", "tx.runner.archiver", "tx.runner.failover", "tx.runner._runs", "tx.runner.sweep",
+     "tx.runner._sweep_records"),
     ("tx.runner", "tx.runner.api", "tx.runner._failover_watcher", "tx.runner._sweep_supervisor"),
 ]
 #: the peers above the engine: none imports another (what one needs of another arrives as an
 #: argument from the facade)
-RUNNER_PEERS: List[Set[str]] = [{"tx.runner.archive", "tx.runner.archiver"}, {"tx.runner.failover"},
+RUNNER_PEERS: List[Set[str]] = [{"tx.runner.archive", "tx.runner.archiver"}, {"tx.runner.failover", "tx.runner._runs"},
                                 {"tx.runner.sweep", "tx.runner._sweep_records"}]
 
 

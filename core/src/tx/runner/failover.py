@@ -20,230 +20,68 @@ and its parent run.
 ``flock``, released by the kernel when its holder dies): two tx processes never both fail
 a run over. A step interrupted mid-failover is finished by the next: the record says a
 failover is under way before the cancel, and a hop is recorded (without an app id) before
-it is submitted; a hop found without an app id is looked for on its scheduler (an app of
-the run's name submitted since) before it is submitted again.
+it is submitted; a hop found without an app id is looked for on its scheduler (an app
+whose ``TX_JOB_ID`` is the run handle, which only this run's hops carry: identity, never a
+name) before it is submitted again.
+
+A chain is checked before its first submit: every hop is dry-run, with its scheduler's run
+options and the workspace, and a hop that would refuse the app refuses the run up front
+(:class:`ChainRefusedError`, nothing submitted). The run's *launch context* (the
+environment and the working directory of the process that created it, and each hop's run
+options merged with ``.txconfig`` and ``TX_*``/``TORCHX_*`` then) is kept in the record, and
+every later hop is dry-run and submitted in it, whichever process takes the step.
+
+The records, their listing and pruning live in :mod:`tx.runner._runs` (re-exported here).
 
 It takes the engine (:class:`tx.runner.engine.Engine`) for every app it submits or looks at.
 What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
 directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
 (but those created with ``watch=False``), with one status call per backend per poll; and
 every tx command that looks at a run (status, log, wait, cancel) takes a step of it first
-(:meth:`tx.runner.Runner.status` makes that call itself, in plain view) and, with
-:func:`ensure_watcher`, starts a watcher when unfinished runs are left and none
+and, with :func:`ensure_watcher`, starts a watcher when unfinished runs are left and none
 holds the lock (one killed, or lost to a reboot).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
-import json
 import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-from typing import Any, Callable, ContextManager, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
-from tx.config.environ import CHECKPOINT_DIR, failover_pause, state_dir
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, failover_pause, state_dir
 from tx.config.recovery import checkpoint_url
+from tx.config.run_options import env_run_opts
 from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
-from tx.runner._records import flocked, read_all, write_json
+from tx.runner._runs import (ChainRefusedError, Hop, RunListAppResponse, RunRecord, RunStatus, UnknownRunError,
+                             collapse_listed, is_run_handle, list_records, load_record, locked, prune, record_path,
+                             write_record)
 from tx.runner.engine import Engine
 from tx.runner.handles import AppRef
-from tx.schedulers.api import ListAppResponse, PartialListError
+from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.specs.status import AppStatus, FailureKind
 
 __all__ = [
-    "CANCEL_CONFIRM_S", "Hop", "RunRecord", "RunStatus", "UnknownRunError", "cancel", "collapse_listed", "create",
-    "HopReader", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
-    "start_watcher", "step", "watcher_lock_path",
+    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus", "UnknownRunError",
+    "HopReader", "cancel", "collapse_listed", "create", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
+    "prune", "record_path", "run_status", "start_watcher", "step", "watcher_lock_path",
 ]
 
 log = get_logger(__name__)
 
-_ID = re.compile(r"^run-[a-z0-9-]*[0-9a-f]{8}$")
 #: the most seconds tx waits for a cancelled hop to be seen terminal before it submits the next
 CANCEL_CONFIRM_S = 120.0
-
-
-class UnknownRunError(UserError, LookupError):
-    """No run with this handle is recorded on this host."""
-
-
-@attrs.define
-class Hop:
-    """One submission of a run on one scheduler.
-
-    Attributes:
-        scheduler: the scheduler's name.
-        app_id: the app's id there; None while it is being submitted.
-        submitted: when it was (or began to be) submitted, seconds since the epoch.
-        ended: when tx saw it end or left it (None: live).
-        state: its state when tx last looked (an :class:`tx.specs.AppState` name).
-        why: why tx left it for the next scheduler (``PENDING 10 min 00 s (Resources)``,
-            ``FAILED (infra: NODE_FAIL)``); "" for the live or the last hop.
-    """
-
-    scheduler: str
-    app_id: Optional[str] = None
-    submitted: float = 0.0
-    ended: Optional[float] = None
-    state: str = "SUBMITTED"
-    why: str = ""
-
-    def handle(self, session: str) -> Optional[str]:
-        """The hop's app handle in ``session``; None while it has no app id (being submitted)."""
-        return None if self.app_id is None else make_app_handle(self.scheduler, session, self.app_id)
-
-    def ref(self, session: str) -> AppRef:
-        """The hop's app (it has an app id)."""
-        assert self.app_id is not None
-        return AppRef(self.scheduler, session, self.app_id)
-
-
-@attrs.define
-class RunRecord:
-    """What tx keeps of a run with failover (the JSON file :func:`record_path` names).
-
-    Attributes:
-        run_id, session: the run handle's parts (its scheduler is ``chain[0]``).
-        name: the app's name.
-        appdef: the AppDef as a dict (:func:`tx.specs.files.appdef_to_dict`), with the
-            run's ``TX_CHECKPOINT_DIR`` in every role.
-        chain: ``[{"scheduler": name, "cfg": {...}}, ...]``, the first scheduler first.
-        pending_timeout: seconds a hop may stay PENDING before the next scheduler is tried.
-        workspace: the workspace every hop is built with (None: none).
-        parent_run_id: the tracker parent run of every hop.
-        hops: the submissions, oldest first.
-        failing_over: a failover of the last hop is under way (it may be cancelled).
-        cancelled: ``tx cancel`` was asked.
-        final: the run's final state name (None: not ended).
-        created: when the run was created (seconds since the epoch).
-        watch: a watcher follows the run (False: only the tx processes that look at it).
-    """
-
-    run_id: str
-    session: str
-    name: str
-    appdef: Dict[str, Any]
-    chain: List[Dict[str, Any]]
-    pending_timeout: Optional[float]
-    workspace: Optional[str] = None
-    parent_run_id: Optional[str] = None
-    hops: List[Hop] = attrs.field(factory=list)
-    failing_over: bool = False
-    cancelled: bool = False
-    final: Optional[str] = None
-    created: float = 0.0
-    watch: bool = True
-
-    @property
-    def handle(self) -> str:
-        """The run handle, ``{first scheduler}://{session}/{run_id}``."""
-        return make_app_handle(self.chain[0]["scheduler"], self.session, self.run_id)
-
-    @property
-    def live(self) -> Optional[Hop]:
-        """The last hop (the one running or last run), None before the first."""
-        return self.hops[-1] if self.hops else None
-
-    def to_json(self) -> Dict[str, Any]:
-        """The record as JSON-ready data (what ``runs/<run_id>.json`` holds)."""
-        return attrs.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "RunRecord":
-        """The record :meth:`to_json` wrote.
-
-        Raises:
-            TypeError: a field is missing or unknown (a damaged record).
-        """
-        d = dict(data)
-        d["hops"] = [Hop(**h) for h in d.get("hops", [])]
-        return cls(**d)
-
-
-@attrs.define
-class RunStatus:
-    """A run's state and its chain of hops (what ``tx status`` shows above the live app).
-
-    Attributes:
-        handle: the run handle.
-        state: the run's state: the live hop's, PENDING while a failover is under way.
-        chain: one line, ``slurm: PENDING 10 min 00 s (Resources) -> local_docker: RUNNING``.
-        hops: the record's hops.
-        live: the live hop's app handle (None: being submitted).
-    """
-
-    handle: str
-    state: AppState
-    chain: str
-    hops: List[Hop]
-    live: Optional[str]
-
-    def to_json(self) -> Dict[str, Any]:
-        """``tx status --json``'s run part: handle, state name, chain line, live handle, hops."""
-        return {"handle": self.handle, "state": self.state.name, "chain": self.chain,
-                "live": self.live, "hops": [attrs.asdict(h) for h in self.hops]}
-
-
-# -- the record on disk ------------------------------------------------------------------
-def record_path(run_id: str) -> str:
-    """Where the record of run ``run_id`` is kept."""
-    return os.path.join(state_dir(), "runs", f"{run_id}.json")
-
-
-def is_run_handle(handle: str) -> bool:
-    """Whether ``handle`` names a run with failover recorded on this host (a stat)."""
-    try:
-        _scheduler, _session, run_id = parse_app_handle(handle)
-    except ValueError:
-        return False
-    return bool(_ID.match(run_id)) and os.path.exists(record_path(run_id))
-
-
-def load_record(handle: str) -> RunRecord:
-    """The record of run ``handle``.
-
-    Raises:
-        UnknownRunError: none on this host.
-        MalformedAppHandleException: not ``{scheduler}://{session}/{run_id}``.
-    """
-    _scheduler, session, run_id = parse_app_handle(handle)
-    try:
-        with open(record_path(run_id), encoding="utf-8") as f:
-            rec = RunRecord.from_json(json.load(f))
-    except FileNotFoundError:
-        raise UnknownRunError(f"no run {handle} on this host (runs are kept in {state_dir()}/runs)") from None
-    if rec.session != session:
-        raise UnknownRunError(f"no run {handle}: {run_id} belongs to session {rec.session!r}")
-    return rec
-
-
-def _write(rec: RunRecord) -> None:
-    write_json(record_path(rec.run_id), rec.to_json())
-
-
-def _locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
-    """Hold the run's lock (yields False, holding nothing, when ``blocking`` is False and
-    another process holds it)."""
-    return flocked(record_path(run_id) + ".lock", blocking)
-
-
-def list_records(session: Optional[str] = None, unfinished: bool = False, watched: bool = False) -> List[RunRecord]:
-    """The runs recorded on this host (of ``session`` if given; only those not ended with
-    ``unfinished``; only those a watcher follows, :attr:`RunRecord.watch`, with
-    ``watched``), oldest first."""
-    recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json)
-    return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)
-                   and not (watched and not r.watch)), key=lambda r: r.created)
 
 
 def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
@@ -253,8 +91,15 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
     its first hop; returns the record (its ``handle`` is the run handle). ``watch``: a
     watcher follows the run (it is not started here: :func:`ensure_watcher`).
 
+    Every scheduler of the chain dry-runs the app first (its run options, the workspace),
+    in this process: the environment and working directory are kept in the record as the
+    run's launch context, and each hop's run options with the ``TX_*``/``TORCHX_*``
+    variables of this environment merged in.
+
     Raises:
         ValueError: an empty chain, a scheduler twice, a pending timeout <= 0.
+        ChainRefusedError: a fallback scheduler's dryrun refused the app (nothing is
+            recorded or submitted).
         what :meth:`tx.runner.Runner.dryrun` and ``schedule`` raise, for the first scheduler
         (nothing is recorded then).
     """
@@ -271,17 +116,70 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
     ckpt = checkpoint_url(names[0], session, app.name)
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
-                    chain=[{"scheduler": s, "cfg": dict(c)} for s, c in chain],
+                    chain=[{"scheduler": s, "cfg": env_run_opts(s, engine.run_opts(s), dict(c))}
+                           for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
-                    parent_run_id=parent_run_id, created=time.time(), watch=watch)
+                    parent_run_id=parent_run_id, created=time.time(), watch=watch,
+                    context=_capture_context())
     info = _dryrun(engine, rec, names[0])  # errors of the first scheduler before anything is recorded
+    for name in names[1:]:  # and of every other: a chain a hop would refuse is refused now
+        try:
+            _dryrun(engine, rec, name)
+        except (ValueError, UserError) as e:
+            raise ChainRefusedError(f"fallback scheduler {name} refuses this app (nothing was submitted): "
+                                    f"{_one_line(e)}") from None
     hop = Hop(scheduler=names[0], submitted=time.time())
     rec.hops.append(hop)
-    with _locked(run_id):
-        _write(rec)
+    with locked(run_id):
+        write_record(rec)
         hop.app_id = engine.schedule(info).app_id
-        _write(rec)
+        write_record(rec)
     return rec
+
+
+def _capture_context() -> Dict[str, Any]:
+    """The launch context of a run created by this process (:attr:`RunRecord.context`)."""
+    return {"env": dict(os.environ), "cwd": os.getcwd()}
+
+
+@contextlib.contextmanager
+def _in_context(rec: RunRecord) -> Iterator[None]:
+    """Run the body in the run's launch context: ``os.environ`` and the working directory
+    replaced by those the run was created with, restored after (a record without a context:
+    as it is).
+
+    Raises:
+        ValueError: the directory the run was launched in is gone.
+    """
+    ctx = rec.context
+    if not ctx:
+        yield
+        return
+    saved = dict(os.environ)
+    try:
+        here: Optional[str] = os.getcwd()
+    except FileNotFoundError:
+        here = None
+    try:
+        os.chdir(ctx["cwd"])
+    except OSError as e:
+        raise ValueError(f"the directory {rec.handle} was launched in, {ctx['cwd']}, cannot be entered: "
+                         f"{e.strerror}") from None
+    os.environ.clear()
+    os.environ.update(ctx["env"])
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        if here is not None:
+            os.chdir(here)
+
+
+def _ref(hop: Hop, session: str) -> AppRef:
+    """The app of ``hop`` (which has an app id)."""
+    assert hop.app_id is not None
+    return AppRef(hop.scheduler, session, hop.app_id)
 
 
 def _dryrun(engine: Engine, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
@@ -305,9 +203,14 @@ def _infra_failed(status: AppStatus) -> Optional[str]:
     return None
 
 
-def _first_line(text: Any) -> str:
+def _first_line(text: Any) -> str:  # of a status message, at most 100 characters
     s = "" if text in (None, "<NONE>") else str(text)
     return next((ln.strip() for ln in s.splitlines() if ln.strip()), "")[:100]
+
+
+def _one_line(e: BaseException) -> str:
+    """The first line of an error's message, whole (its type's name when it has none)."""
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
 
 
 def _pending_reason(state: AppState, status: Optional[AppStatus]) -> str:
@@ -334,7 +237,7 @@ def step(engine: Engine, handle: str, listed: Optional[Mapping[Tuple[str, str], 
         tx.schedulers.SchedulerError: a backend cannot be reached (the run is left as it was).
     """
     _s, _session, run_id = parse_app_handle(handle)
-    with _locked(run_id, blocking) as held:
+    with locked(run_id, blocking) as held:
         rec = load_record(handle)
         if not held or rec.final:
             return rec
@@ -351,7 +254,7 @@ def step(engine: Engine, handle: str, listed: Optional[Mapping[Tuple[str, str], 
         needs_detail = state is None or state == AppState.FAILED or (state in (AppState.PENDING, AppState.SUBMITTED)
                                                                      and over and nxt)
         if needs_detail or rec.failing_over:
-            status = engine.status(hop.ref(rec.session))
+            status = engine.status(_ref(hop, rec.session))
             state = status.state if status is not None else AppState.UNKNOWN
         assert state is not None
         why = ""
@@ -372,7 +275,7 @@ def step(engine: Engine, handle: str, listed: Optional[Mapping[Tuple[str, str], 
             rec.final = state.name
             changed = True
         if changed:
-            _write(rec)
+            write_record(rec)
         return rec
 
 
@@ -380,9 +283,9 @@ def _fail_over(engine: Engine, rec: RunRecord, hop: Hop, hop_handle: str, why: s
     if not rec.failing_over:
         hop.why = why
         rec.failing_over = True
-        _write(rec)  # before the cancel: a successor finishes what this step began
-    engine.cancel(hop.ref(rec.session))
-    status = engine.wait(hop.ref(rec.session), wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
+        write_record(rec)  # before the cancel: a successor finishes what this step began
+    engine.cancel(_ref(hop, rec.session))
+    status = engine.wait(_ref(hop, rec.session), wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
     if status is not None and not status.is_terminal():
         log.warning(f"{rec.handle}: {hop_handle} is still {status.state.name} after it was cancelled; "
                     "the next scheduler is tried once it has ended")
@@ -393,28 +296,59 @@ def _fail_over(engine: Engine, rec: RunRecord, hop: Hop, hop_handle: str, why: s
     if rec.cancelled:  # tx cancel came while the hop was being left
         rec.failing_over = False
         rec.final = "CANCELLED"
-        _write(rec)
+        write_record(rec)
         return
     nxt = Hop(scheduler=rec.chain[len(rec.hops)]["scheduler"], submitted=time.time())
     rec.hops.append(nxt)
-    _write(rec)  # the hop is recorded before it is submitted: see _resubmit
+    write_record(rec)  # the hop is recorded before it is submitted: see _resubmit
     log.warning(f"{rec.handle}: left {hop.scheduler} ({why}); submitting to {nxt.scheduler}")
     _submit(engine, rec, nxt)
 
 
 def _submit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
-    info = _dryrun(engine, rec, hop.scheduler)
-    app_id = engine.schedule(info).app_id
+    """Dry-run and submit ``hop`` in the run's launch context. A dryrun that refuses the app
+    (checked at the run's creation; a workspace or a directory gone since) ends the hop and
+    the run FAILED, with why, instead of being tried again at every step."""
+    refused: Optional[BaseException] = None
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(_in_context(rec))
+            info = _dryrun(engine, rec, hop.scheduler)
+        except (ValueError, UserError) as e:
+            if isinstance(e, SchedulerError):  # the backend cannot be reached now: the next step tries again
+                raise
+            refused = e
+        else:
+            app_id = engine.schedule(info).app_id
+    if refused is not None:
+        hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(refused)}"
+        rec.failing_over, rec.final = False, "FAILED"
+        write_record(rec)
+        log.warning(f"{rec.handle}: {hop.scheduler} refused the app: {_one_line(refused)}")
+        return
     _pause("after_submit")
     hop.app_id = app_id
     rec.failing_over = False
-    _write(rec)
+    write_record(rec)
+
+
+def _ours(engine: Engine, rec: RunRecord, handle: str) -> bool:
+    """Whether the app ``handle`` was submitted as a hop of ``rec``: its AppDef, as its
+    scheduler keeps it, has the run handle as ``TX_JOB_ID`` (every hop's replicas have it,
+    no other app does). An app whose scheduler cannot tell is not this run's."""
+    try:
+        app = engine.describe(AppRef(*parse_app_handle(handle)))
+    except Exception as e:  # noqa: BLE001 - an app that cannot be described is not adopted
+        log.debug("cannot describe an app to adopt", app=handle, error=str(e))
+        return False
+    return app is not None and bool(app.roles) and all(r.env.get(JOB_ID) == rec.handle for r in app.roles)
 
 
 def _resubmit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
-    """A hop recorded without an app id: its process died around ``schedule``. An app of
-    the run's name submitted on the hop's scheduler since the hop began is adopted; else
-    the hop is submitted now."""
+    """A hop recorded without an app id: its process died around ``schedule``. An app on
+    the hop's scheduler submitted since the hop began and carrying the run's identity (its
+    ``TX_JOB_ID`` is the run handle, :func:`_ours`) is adopted; else the hop is submitted
+    now. An app of the run's name that another ``tx run`` made is never adopted."""
     try:
         apps = engine.list(hop.scheduler)
     except PartialListError as e:
@@ -422,12 +356,12 @@ def _resubmit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
     except NotImplementedError:
         apps = []
     known = {h.app_id for h in rec.hops}
-    found = [a for a in apps if a.app_id not in known and (a.name == rec.name or a.app_id.startswith(rec.name))
-             and (a.submitted is None or a.submitted >= hop.submitted - 1)]
+    found = [a for a in apps if a.app_id not in known and (a.submitted is None or a.submitted >= hop.submitted - 1)
+             and _ours(engine, rec, a.app_handle or make_app_handle(hop.scheduler, rec.session, a.app_id))]
     if found:
         hop.app_id = max(found, key=lambda a: a.submitted or 0).app_id
         rec.failing_over = False
-        _write(rec)
+        write_record(rec)
         log.warning(f"{rec.handle}: adopted {hop.app_id} on {hop.scheduler}, submitted by a tx process that died")
         return
     _submit(engine, rec, hop)
@@ -442,13 +376,13 @@ def cancel(engine: Engine, handle: str) -> None:
         UnknownRunError: no such run.
     """
     _s, _session, run_id = parse_app_handle(handle)
-    with _locked(run_id):
+    with locked(run_id):
         rec = load_record(handle)
         rec.cancelled = True
-        _write(rec)
+        write_record(rec)
     hop = rec.live
     if hop is not None and hop.app_id is not None:
-        engine.cancel(hop.ref(rec.session))
+        engine.cancel(_ref(hop, rec.session))
 
 
 def run_status(engine: Engine, handle: str, rec: Optional[RunRecord] = None) -> Tuple[RunStatus, Optional[AppStatus]]:
@@ -462,7 +396,7 @@ def run_status(engine: Engine, handle: str, rec: Optional[RunRecord] = None) -> 
     rec = load_record(handle) if rec is None else rec
     hop = rec.live
     live = hop.handle(rec.session) if hop is not None else None
-    status = engine.status(hop.ref(rec.session)) if hop is not None and live else None
+    status = engine.status(_ref(hop, rec.session)) if hop is not None and live else None
     state = AppState[rec.final] if rec.final else AppState.PENDING if (
         rec.failing_over or status is None or status.is_terminal()) else status.state
     parts = []
@@ -533,62 +467,6 @@ def wait(engine: Engine, handle: str, wait_interval: float, timeout: Optional[fl
                 return AppStatus(state=run.state, msg=run.chain)
             return status if status.state == run.state else attrs.evolve(status, state=run.state)
         time.sleep(max(0.05, min(wait_interval, 1.0, left if left is not None else 1.0)))
-
-
-def prune(keep: float, dry_run: bool = False, now: Optional[float] = None,
-          schedulers: Optional[Sequence[str]] = None) -> List[str]:
-    """Delete the records of runs that ended more than ``keep`` seconds ago (``tx gc``):
-    only runs with a final state, each under its lock (a run a step holds is kept for the
-    next time); of every scheduler, or of the runs whose last hop is on one of
-    ``schedulers``. A run's end is its last hop's, else the record's last write.
-
-    Returns:
-        the run handles of the deleted (``dry_run``: deletable) records.
-    """
-    now = time.time() if now is None else now
-    gone: List[str] = []
-    for rec in list_records():
-        hop = rec.live
-        if not rec.final or (schedulers is not None and (hop is None or hop.scheduler not in schedulers)):
-            continue
-        path = record_path(rec.run_id)
-        with _locked(rec.run_id, blocking=False) as held:
-            try:
-                ended = hop.ended if hop is not None and hop.ended else os.path.getmtime(path)
-            except OSError:
-                continue
-            if not held or now - ended <= keep:
-                continue
-            if not dry_run:
-                for p in (path, path + ".lock"):  # a step that opens the lock after this finds no record
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-            gone.append(rec.handle)
-    return gone
-
-
-# -- listing -----------------------------------------------------------------------------
-def collapse_listed(apps: Sequence[Any], records: Sequence[RunRecord], scheduler: str) -> List[Any]:
-    """``apps`` (listings with handles) with the hops of each run in ``records`` that are on
-    ``scheduler`` left out, and one row for each run whose live hop is on ``scheduler`` (its
-    run handle, its state as recorded or as listed, its name with the schedulers it went
-    over): a run shows once."""
-    by_handle = {a.app_handle: a for a in apps}
-    taken = set()
-    rows = []
-    for rec in records:
-        taken |= {h.handle(rec.session) for h in rec.hops if h.scheduler == scheduler and h.app_id}
-        hop = rec.live
-        if hop is None or hop.scheduler != scheduler:
-            continue
-        listed = by_handle.get(hop.handle(rec.session) or "")
-        state = AppState[rec.final] if rec.final else (listed.state if listed is not None else AppState.PENDING)
-        chain = " -> ".join(h.scheduler for h in rec.hops)
-        rows.append(ListAppResponse(app_id=rec.run_id, state=state, app_handle=rec.handle,
-                                    name=f"{rec.name} [{chain}]", submitted=rec.created))
-    return rows + [a for a in apps if a.app_handle not in taken]
 
 
 # -- the watcher -------------------------------------------------------------------------

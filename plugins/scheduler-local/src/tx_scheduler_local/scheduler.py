@@ -334,20 +334,21 @@ class LocalScheduler(Scheduler[LocalRequest]):
         return _store.read_json(os.path.join(app_dir, _store.STATE)) or state
 
     def list(self) -> List[ListAppResponse]:
-        """Every app of the state directory (both local schedulers, every session), newest
-        first; ``app_handle`` is filled with each app's own scheduler and session. Each entry
+        """Every app of this scheduler (``local_cwd`` or ``local_dir``: the other's apps, in
+        the same state directory, are not listed) of every session, newest first;
+        ``app_handle`` is filled with each app's own session. Each entry
         is a :class:`~tx_scheduler_local._listing.LocalListAppResponse` (``submitted``,
         ``ended``: epoch seconds). Reads each app's small summary and state files only."""
-        return list(_listing.list_apps(self.apps_dir, self.describe))
+        return list(_listing.list_apps(self.apps_dir, self.describe, scheduler=self.backend))
 
     def prune(self, keep: float, dry_run: bool = False) -> List[ListAppResponse]:
-        """Delete the state and logs of every app of the state directory (both local
-        schedulers, every session) that ended more than ``keep`` seconds ago; apps that are
+        """Delete the state and logs of every app of this scheduler (as :meth:`list`, every
+        session) that ended more than ``keep`` seconds ago; apps that are
         not finished are never touched. Returns the apps deleted (``dry_run``: that would be),
         oldest first. Used by ``tx gc``."""
         if keep < 0:
             raise ValueError(f"keep must be >= 0 seconds, got {keep}")
-        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run)
+        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run, scheduler=self.backend)
         if not dry_run:
             for a in gone:
                 self._terminal.pop(a.app_id, None)
