@@ -75,6 +75,20 @@ def test_a_notebook_runs_its_workspace_on_local_cwd_and_shows_logs_and_state(tx_
     assert not (tmp_path / "train.py").exists()
 
 
+
+def test_a_notebook_runs_its_workspace_on_local_docker_as_an_image(podman_engine, tx_env, tmp_path):
+    """The docker workspace kind builds the notebook's workspace into the job's image
+    (on the session's private podman engine; skipped where it cannot start)."""
+    env = {**tx_env, **podman_engine, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    outs = _execute([
+        "%load_ext tx_notebook",
+        "%%workspacefile msg.txt\nin the image",
+        "%tx run -s local_docker -cfg quiet=True utils.sh --image localhost/busybox:tx cat /msg.txt",
+        "%tx run -s local_docker -cfg quiet=True utils.sh --image localhost/busybox:tx cat /nope.txt",
+    ], env, tmp_path)
+    assert "sh/0 in the image" in outs[2] and "tx run: SUCCEEDED after" in outs[2].splitlines()[-1], outs[2]
+    assert "tx run: FAILED after" in outs[3].splitlines()[-1] and "nope.txt" in outs[3], outs[3]
+
 def test_memory_workspace_is_copied_to_a_temporary_directory_and_bad_ones_are_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
