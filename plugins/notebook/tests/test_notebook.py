@@ -132,3 +132,15 @@ def test_torchx_notebook_without_tx_notebook_says_what_to_install():
             "try:\n    import torchx.notebook\nexcept ModuleNotFoundError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().endswith("pip install tx-notebook") and len(out.stdout.strip().splitlines()) == 1, out
+
+
+def test_importing_torchx_notebook_in_a_kernel_registers_workspacefile(tx_env, tmp_path):
+    """As TorchX's module: ``import torchx.notebook`` alone gives ``%%workspacefile``."""
+    env = {**tx_env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    outs = _execute([
+        "import torchx.notebook",
+        "%%workspacefile pkg/a.py\nx = 1",
+        "import fsspec\nfrom torchx.notebook import get_workspace\n"
+        "print(fsspec.open(get_workspace() + 'pkg/a.py', 'rt').open().read())",
+    ], env, tmp_path)
+    assert "Added pkg/a.py to tx workspace" in outs[1] and outs[2].strip() == "x = 1", outs
