@@ -164,9 +164,12 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
     app = ("utils.sh", "--image", IMAGE, "--", "sh", "-c", script)
     first = tx("run", "-s", "slurm", "-cfg", f"job_dir={tmp_path}", "--wait", "--log", *app)
     assert first.returncode == 0 and "saved step 1 on " in first.stdout, (first.stdout, first.stderr)
-    ckpt = Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx" / "sh"  # the app's: fixed from slurm's root
+    first_handle = first.stdout.splitlines()[0]
+    ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", tx("describe", first_handle).stdout).group(1))
+    assert ckpt.parent == Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx"  # the first run's: slurm's root
     assert (ckpt / "step").read_text() == "1\n"
-    second = tx("run", "-s", "slurm", "-cfg", f"partition=down,job_dir={tmp_path}",
+    # a new run continues the first one's checkpoints only when told to (--resume)
+    second = tx("run", "-s", "slurm", "--resume", first_handle, "-cfg", f"partition=down,job_dir={tmp_path}",
                 "--fallback", "local_docker", "--pending_timeout", "2s", "--wait", "--log", *app)
     assert second.returncode == 0, second.stderr
     handle = second.stdout.splitlines()[0]

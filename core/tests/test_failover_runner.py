@@ -19,7 +19,7 @@ import pytest
 
 from tx.runner import Runner
 from tx.runner import failover
-from tx.specs import AppDef, AppState, Role
+from tx.specs import AppDef, AppState, Role, parse_app_handle
 
 
 def _kit():
@@ -67,7 +67,7 @@ def test_racing_steps_fail_the_run_over_once(runner, tmp_path, monkeypatch):
     assert status is not None and status.state == AppState.SUCCEEDED, status
     ckpt = rec.appdef["roles"][0]["env"]["TX_CHECKPOINT_DIR"]
     assert out.read_text() == f"{handle} {ckpt}\n"  # once, as the run, with the run's checkpoint location
-    assert ckpt.endswith("/checkpoints/t/race")
+    assert ckpt.endswith(f"/checkpoints/t/{parse_app_handle(handle).app_id}")  # the run's own: keyed by its id
     run = runner.run_status(handle)
     # how long the held hop pended, as tx status writes durations (tx.durations.format_duration)
     assert run.state == AppState.SUCCEEDED and re.fullmatch(r"held: PENDING \d+\.\d s -> procs: SUCCEEDED", run.chain), \

@@ -17,6 +17,7 @@ Defaults: the archive under ``<state_dir>/logs``, every 30 s; checkpoints under
 from __future__ import annotations
 
 import os
+import secrets
 from typing import Iterable, Optional
 from urllib.parse import quote
 
@@ -26,7 +27,7 @@ from tx.config.gc import parse_duration
 
 __all__ = [
     "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "fallback", "pending_timeout", "LOGS_SECTION", "OFF", "archive_interval",
-    "archive_url", "checkpoint_root", "checkpoint_url",
+    "archive_url", "checkpoint_root", "checkpoint_url", "new_checkpoint_url",
 ]
 
 #: ``[tx:logs]``: where the log archive is and how often it is written
@@ -80,16 +81,27 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
     return os.path.join(state_dir(), "checkpoints")
 
 
-def checkpoint_url(scheduler: str, session: str, app_name: str,
+def checkpoint_url(scheduler: str, session: str, key: str,
                    dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
-    """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
-    (names percent-encoded). Keyed by the app's name, not its id, so that every attempt of
-    a run (retries, a resubmission of the same app, the same run failed over) shares it.
+    """``TX_CHECKPOINT_DIR`` of the run ``key``: ``<checkpoint_root(scheduler)>/<session>/<key>``
+    (names percent-encoded). ``key`` must name one run, never only an app's name:
+    a new run gets a fresh one (:func:`new_checkpoint_url`), a failover run its run id, a
+    sweep's trial ``<sweep id>/trial-<index>``; every attempt of the run (retries, infra
+    retries, failover hops) is given the location itself, never recomputes it.
     ``root``: :func:`checkpoint_root`'s answer where the caller has it already (a sweep's
     many trials: reading the config files is most of the cost of one URL)."""
     if root is None:
         root = checkpoint_root(scheduler, dirs)
-    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(app_name or "app", safe="")])
+    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(key or "app", safe="")])
+
+
+def new_checkpoint_url(scheduler: str, session: str, app_name: str,
+                       dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
+    """A fresh checkpoint location for a new run of the app ``app_name``:
+    ``<checkpoint_root(scheduler)>/<session>/<app name>-<8 random hex digits>``, unique per
+    call, so that a new run never resumes another run's checkpoints (``tx run --resume
+    HANDLE`` continues an earlier one explicitly: docs/recovery.md)."""
+    return checkpoint_url(scheduler, session, f"{app_name or 'app'}-{secrets.token_hex(4)}", dirs, root)
 
 
 def fallback(dirs: Optional[Iterable[str]] = None) -> list:
