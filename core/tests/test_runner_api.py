@@ -231,3 +231,9 @@ def test_each_run_gets_its_own_checkpoint_location_resume_reuses_one_and_a_roles
         assert env(app_id)["TX_CHECKPOINT_DIR"] == "s3://b/mine" and "TX_RESUME_FROM" not in env(app_id)
     with pytest.raises(ValueError, match="cannot resume mem://tx/nope: no such app or run"):
         runner.dryrun(app(), "mem", cfg={"queue": "q"}, resume="mem://tx/nope")
+    # a scheduler that forgot the app (tx gc), or describes roles without their env: the
+    # location recorded on this host when it was scheduled
+    MemScheduler.apps.pop("demo-0")
+    with Runner() as other:
+        info = other.dryrun(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert info._app.roles[0].env["TX_CHECKPOINT_DIR"] == env("demo-2")["TX_CHECKPOINT_DIR"]

@@ -19,7 +19,7 @@ from tx.config.recovery import archive_url, checkpoint_root, new_checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
-from tx.runner import failover
+from tx.runner import _checkpoints, failover
 from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
 from tx.runner.events import log_event
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler, SchedulerError
@@ -299,8 +299,9 @@ class Runner:
 
     def checkpoint_env(self, resume: str) -> Dict[str, str]:
         """The env that continues the checkpoints of the app or failover run ``resume`` (a
-        handle): its ``TX_CHECKPOINT_DIR`` as its AppDef recorded it (:meth:`describe`, never
-        recomputed from a name) and ``TX_RESUME_FROM`` = ``resume``.
+        handle): its ``TX_CHECKPOINT_DIR`` as its AppDef recorded it (:meth:`describe`), else
+        as :meth:`schedule` recorded it on this host (``tx.runner._checkpoints``); never
+        recomputed from a name; and ``TX_RESUME_FROM`` = ``resume``.
 
         Raises:
             ValueError: no such app or run, or it has no ``TX_CHECKPOINT_DIR``
@@ -311,12 +312,15 @@ class Runner:
             app = self.describe(resume)
         except failover.UnknownRunError:
             app = None
-        if app is None:
-            raise ValueError(f"cannot resume {resume}: no such app or run (tx list shows them)")
-        dirs = [r.env[CHECKPOINT_DIR] for r in app.roles if r.env.get(CHECKPOINT_DIR)]
-        if not dirs:
-            raise ValueError(f"cannot resume {resume}: it has no {CHECKPOINT_DIR} (launched by an older tx?)")
-        return {CHECKPOINT_DIR: dirs[0], RESUME_FROM: resume}
+        dirs = [r.env[CHECKPOINT_DIR] for r in app.roles if r.env.get(CHECKPOINT_DIR)] if app is not None else []
+        # where the scheduler rebuilds roles without their env, or forgot the app (tx gc)
+        location = dirs[0] if dirs else _checkpoints.recorded(resume)
+        if location is None:
+            if app is None:
+                raise ValueError(f"cannot resume {resume}: no such app or run (tx list shows them)")
+            raise ValueError(f"cannot resume {resume}: no {CHECKPOINT_DIR} recorded for it "
+                             "(not launched by tx run from this host?)")
+        return {CHECKPOINT_DIR: location, RESUME_FROM: resume}
 
     def _submission_env(self, scheduler: str, parent_run_id: Optional[str],
                         job_id: Optional[str] = None) -> Dict[str, str]:
@@ -402,6 +406,9 @@ class Runner:
         handle = make_app_handle(scheduler, self._name, app_id)
         if dryrun_info._app is not None:
             self._apps[handle] = dryrun_info._app
+            ckpt = next((r.env[CHECKPOINT_DIR] for r in dryrun_info._app.roles if r.env.get(CHECKPOINT_DIR)), None)
+            if ckpt:  # for `--resume HANDLE` where the scheduler's describe has no env
+                _checkpoints.record(handle, ckpt)
 
         get_logger(__name__).info("launched", app_handle=handle)
         return handle
