@@ -87,6 +87,20 @@ def test_a_run_that_succeeds_before_its_timeout_never_fails_over(runner, tmp_pat
     assert failover.load_record(handle).final == "SUCCEEDED"
 
 
+def test_a_run_resumes_an_earlier_runs_checkpoints_only_when_asked(runner):
+    app = AppDef("quick", [Role("w", image="", entrypoint="true")])
+    first = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    again = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    resumed = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False,
+                                       resume=first)
+    env = {h: failover.load_record(h).appdef["roles"][0]["env"] for h in (first, again, resumed)}
+    assert env[first]["TX_CHECKPOINT_DIR"] != env[again]["TX_CHECKPOINT_DIR"]  # a new run: its own
+    assert env[resumed]["TX_CHECKPOINT_DIR"] == env[first]["TX_CHECKPOINT_DIR"]
+    assert env[resumed]["TX_RESUME_FROM"] == first and "TX_RESUME_FROM" not in env[again]
+    for h in (first, again, resumed):
+        assert runner.wait(h, wait_interval=0.1, timeout=30).state == AppState.SUCCEEDED
+
+
 def test_gc_prunes_ended_runs_records_never_a_live_one(runner):
     done = runner.run_with_fallback(AppDef("quick", [Role("w", image="", entrypoint="true")]),
                                     [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
