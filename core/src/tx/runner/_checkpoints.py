@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import Dict, Optional
 from urllib.parse import quote
 
-from tx.config.environ import state_dir
+from tx.config.environ import CHECKPOINT_DIR, RESUME_FROM, state_dir
 from tx.log import get_logger
 from tx.runner._records import write_json
+from tx.specs.api import AppDef
 from tx.specs.handles import parse_app_handle
 
-__all__ = ["record", "recorded"]
+__all__ = ["record", "recorded", "resume_env"]
 
 
 def _path(handle: str) -> str:
@@ -25,9 +26,16 @@ def _path(handle: str) -> str:
         + ".json"
 
 
-def record(handle: str, location: str) -> None:
-    """Remember that the app ``handle`` has ``TX_CHECKPOINT_DIR`` = ``location``; a failure
-    to write is logged, never raised (the app is running already)."""
+def _location(app: Optional[AppDef]) -> Optional[str]:
+    return next((r.env[CHECKPOINT_DIR] for r in app.roles if r.env.get(CHECKPOINT_DIR)), None) if app else None
+
+
+def record(handle: str, app: AppDef) -> None:
+    """Remember the ``TX_CHECKPOINT_DIR`` of the app ``handle`` (as submitted: ``app``), if
+    it has one; a failure to write is logged, never raised (the app is running already)."""
+    location = _location(app)
+    if not location:
+        return
     try:
         write_json(_path(handle), {"handle": handle, "checkpoint_dir": location})
     except (OSError, ValueError) as e:
@@ -47,3 +55,20 @@ def recorded(handle: str) -> Optional[str]:
         return None
     value = data.get("checkpoint_dir") if isinstance(data, dict) and data.get("handle") == handle else None
     return value if isinstance(value, str) and value else None
+
+
+def resume_env(handle: str, app: Optional[AppDef]) -> Dict[str, str]:
+    """The env of a run that continues the checkpoints of ``handle`` (``tx run --resume``):
+    the ``TX_CHECKPOINT_DIR`` of its AppDef ``app`` (``Runner.describe``; None where there is
+    none), else of :func:`recorded`; and ``TX_RESUME_FROM`` = ``handle``.
+
+    Raises:
+        ValueError: neither has a location (one line for users).
+    """
+    location = _location(app) or recorded(handle)
+    if location is None:
+        if app is None:
+            raise ValueError(f"cannot resume {handle}: no such app or run (tx list shows them)")
+        raise ValueError(f"cannot resume {handle}: no {CHECKPOINT_DIR} recorded for it "
+                         "(not launched by tx run from this host?)")
+    return {CHECKPOINT_DIR: location, RESUME_FROM: handle}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 import attrs
 
-from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, RESUME_FROM, TRACKERS, tracker_config_var
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
 from tx.config.recovery import archive_url, checkpoint_root, new_checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
@@ -312,15 +312,7 @@ class Runner:
             app = self.describe(resume)
         except failover.UnknownRunError:
             app = None
-        dirs = [r.env[CHECKPOINT_DIR] for r in app.roles if r.env.get(CHECKPOINT_DIR)] if app is not None else []
-        # where the scheduler rebuilds roles without their env, or forgot the app (tx gc)
-        location = dirs[0] if dirs else _checkpoints.recorded(resume)
-        if location is None:
-            if app is None:
-                raise ValueError(f"cannot resume {resume}: no such app or run (tx list shows them)")
-            raise ValueError(f"cannot resume {resume}: no {CHECKPOINT_DIR} recorded for it "
-                             "(not launched by tx run from this host?)")
-        return {CHECKPOINT_DIR: location, RESUME_FROM: resume}
+        return _checkpoints.resume_env(resume, app)
 
     def _submission_env(self, scheduler: str, parent_run_id: Optional[str],
                         job_id: Optional[str] = None) -> Dict[str, str]:
@@ -406,9 +398,7 @@ class Runner:
         handle = make_app_handle(scheduler, self._name, app_id)
         if dryrun_info._app is not None:
             self._apps[handle] = dryrun_info._app
-            ckpt = next((r.env[CHECKPOINT_DIR] for r in dryrun_info._app.roles if r.env.get(CHECKPOINT_DIR)), None)
-            if ckpt:  # for `--resume HANDLE` where the scheduler's describe has no env
-                _checkpoints.record(handle, ckpt)
+            _checkpoints.record(handle, dryrun_info._app)  # for `--resume HANDLE` where describe has no env
 
         get_logger(__name__).info("launched", app_handle=handle)
         return handle
