@@ -10,6 +10,11 @@
   Kubernetes and GCP Batch servers' fixtures live beside those plugins' tests
   (``k8s_fake_cluster``, ``gcp_fake_server``) and are loaded the same way, so the
   cross-backend tests (tests/test_portability.py) share them.
+* A session that ends in any way (its last test, Ctrl-C, SIGTERM, a timeout, SIGKILL) stops
+  every backend it started: ``tx.testing._reaper`` (loaded first) turns SIGTERM into a
+  clean pytest exit that runs the fixtures' finalizers, and a reaper process, watching
+  pytest's pid, stops whatever is left after (every process marked with the session's
+  ``TX_TEST_SESSION``, the stop scripts the fixtures recorded).
 * ``tx_env``, ``tx`` and ``one_line_error``: run ``tx`` in a subprocess with a private
   state directory and home, and check a one-line error.
 * No test leaves a file in the repository's root directory (a test that writes into its
@@ -57,7 +62,7 @@ def _installed(module: str) -> bool:
         return False
 
 
-pytest_plugins = [m for m in PLUGIN_FIXTURES if _installed(m)] + [
+pytest_plugins = ["tx.testing._reaper"] + [m for m in PLUGIN_FIXTURES if _installed(m)] + [
     m for m, plugin in TEST_SERVER_FIXTURES if _installed(plugin) and _installed(m)]
 
 
@@ -161,7 +166,14 @@ class Pane:
 @pytest.fixture
 def terminal() -> Iterator[Callable[..., Pane]]:
     """``terminal(env, cwd, shell="bash")``: a :class:`Pane` (a shell in tmux, of its own tmux
-    server), closed after the test."""
+    server), closed after the test. Without tmux the test skips, or fails under
+    ``TX_TEST_REQUIRE_BACKENDS=1`` (``.ci/run`` installs tmux)."""
+    import shutil
+
+    from tx.testing.backends import backend_unavailable
+
+    if shutil.which("tmux") is None:
+        backend_unavailable("tmux", "the terminal tests drive a shell in a tmux pane: apt-get install tmux")
     panes: List[Pane] = []
 
     def make(env: Dict[str, str], cwd: Path, shell: str = "bash") -> Pane:

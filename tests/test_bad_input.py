@@ -103,7 +103,8 @@ CORPUS = [
     (["run", "-cfg", "log_dri=/tmp", "utils.echo"], "did you mean 'log_dir'", 1),
     (["run", "-cfg", "prepend_cwd=maybe", "utils.echo"], "run option 'prepend_cwd' must be bool", 1),
     (["run", "-cfg", "log_dir=/dev/null/x", "utils.echo"], "'/dev/null' is not a directory", 1),
-    (["run", "-s", "local_dir", "utils.echo"], "is not an existing directory", 1),
+    (["run", "-s", "local_dir", "utils.echo"], "is not an existing directory (local_dir runs each replica in its "
+     "image directory): pass the component --image DIR", 1),
     # components and their arguments
     (["run"], "missing component name", 2),
     (["run", "--", "-x"], "missing component name", 2),

@@ -51,7 +51,9 @@ def _until(what, timeout: float = 60.0, every: float = 0.1):
 
 def test_txconfig_fallback_makes_a_run_shown_once(tx, tmp_path):
     (tmp_path / ".txconfig").write_text("[tx]\nfallback = local_dir\npending_timeout = 5m\n")
-    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    refused = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")  # local_dir: the image is no directory
+    assert refused.returncode == 1 and "fallback scheduler local_dir refuses this app" in refused.stderr
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--image", str(tmp_path), "--msg", "hi")
     assert p.returncode == 0, p.stderr
     handle = p.stdout.splitlines()[0]
     assert re.fullmatch(r"local_cwd://tx/run-echo-[0-9a-f]{8}", handle), handle
@@ -145,10 +147,31 @@ def test_cancel_of_a_run_cancels_its_live_hop_and_submits_no_other(slurm_cluster
     handle = p.stdout.splitlines()[0]
     c = tx("cancel", handle)
     assert c.returncode == 0 and f"{handle} is CANCELLED" in c.stderr, c.stderr
-    time.sleep(4)  # past the pending timeout: nothing fails over
-    rec = _record(Path(tx_env["TX_STATE_DIR"]), handle)
+    # the watcher follows the run until it is final, then exits: wait for the last holder of
+    # runs/watcher.lock (its pid inside) to be gone, the proof that it looked and decided
+    state = Path(tx_env["TX_STATE_DIR"])
+    _until(lambda: _watcher_gone(state), 60)
+    rec = _record(state, handle)
     assert rec["final"] == "CANCELLED" and [h["scheduler"] for h in rec["hops"]] == ["slurm"], rec
+    # and past the pending timeout, a look (tx status steps the run) fails nothing over either
+    _until(lambda: time.time() >= rec["hops"][0]["submitted"] + rec["pending_timeout"], 30)
+    assert tx("status", handle).returncode == 0
+    assert _record(state, handle) == rec
     assert "JobState=CANCELLED" in slurm_cluster.run("scontrol", "show", "job", rec["hops"][0]["app_id"]).stdout
+
+
+def _watcher_gone(state: Path) -> bool:
+    """A watcher took runs/watcher.lock (its pid is inside) and that process has ended."""
+    lock = state / "runs" / "watcher.lock"
+    try:
+        pid = int(lock.read_text())
+    except (OSError, ValueError):  # no watcher wrote its pid yet
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:  # no such process
+        return True
+    return fields[0] in ("Z", "X")
 
 
 @pytest.mark.slurm

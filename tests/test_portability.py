@@ -14,6 +14,17 @@ interpreter mounted read-only) and where the retried role keeps its marker (a pl
 replica can see on that backend: a declared bind mount, the cluster's shared file system, or
 the backend's attempt counter).
 
+Each column names what ran it (:data:`BACKEND_KINDS`): a real backend, an emulator (moto), or
+tx's own test server (the Kubernetes and GCP Batch columns); the page says so, and marks every
+cell that no real cluster has confirmed.
+
+The apps are run as users run them: submitted with :meth:`tx.runner.Runner.run`, each waited
+for by its own :meth:`tx.runner.Runner.wait` (as ``tx run`` waits, copying the logs into tx's log
+archive once a second, ``[tx:logs] interval``), and their logs read with
+:meth:`tx.runner.Runner.log_lines`, what ``tx log`` prints, the archive included. A stream the
+backend does not keep (``ValueError``) and an app the backend no longer knows are answers;
+any other exception while measuring fails the test.
+
 Per backend and app each aspect (:data:`ASPECTS`) is measured as a category, never a timing:
 the final state, ``structured_error_msg`` (does it name the root cause), the per-replica
 logs (order, streams, only that replica's lines), ``describe`` (the whole AppDef back),
@@ -43,8 +54,9 @@ import attrs
 import pytest
 
 from tx.components.dist import ddp
+from tx.runner import get_runner
 from tx.schedulers import get_scheduler_factories
-from tx.specs import AppDef, AppState, BindMount, Resource, Role, is_terminal
+from tx.specs import AppDef, AppState, BindMount, Resource, Role, is_terminal, parse_app_handle
 from tx.testing.backends import backend_unavailable, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +72,24 @@ ASPECTS = ("state", "why failed", "logs", "describe", "list")
 BACKEND_ASPECTS = ("cancel", "capacity back")
 #: seconds every app of one backend may take, together, to end
 TIMEOUT = 300.0
+#: what ran each column: (kind, what exactly); a kind other than "real" marks its cells as
+#: confirmed by no real cluster
+REAL, EMULATOR, TEST_SERVER = "real", "emulator", "tx's own test server"
+BACKEND_KINDS: Dict[str, Tuple[str, str]] = {
+    "local_cwd": (REAL, "local processes (tx's supervisor)"),
+    "local_dir": (REAL, "local processes (tx's supervisor)"),
+    "local_docker": (REAL, "podman's Docker-compatible API (a private engine)"),
+    "slurm": (REAL, "Slurm from Debian's packages (a private slurmctld with slurmd nodes)"),
+    "ray": (REAL, "a private Ray head (pinned ray[default])"),
+    "aws_batch": (EMULATOR, "moto's Batch and CloudWatch Logs in Docker mode over the podman engine"),
+    "kubernetes": (TEST_SERVER, "fakekube: an API server that validates Volcano Jobs against their CRD "
+                   "schema and runs pods as local processes"),
+    "kubernetes_jobset": (TEST_SERVER, "fakekube with the JobSet and Kueue CRDs"),
+    "kubernetes_mcad": (TEST_SERVER, "fakekube with the MCAD AppWrapper CRD"),
+    "gcp_batch": (TEST_SERVER, "fake_gcp: the Batch v1 and Cloud Logging REST APIs, tasks run as local processes"),
+}
+#: the mark on a cell measured against an emulator or tx's own test server
+UNCONFIRMED = " †"
 BIN = os.path.dirname(sys.executable)
 
 APP_TITLES = {
@@ -84,12 +114,13 @@ FAIL_LINE = FAIL_SCRIPT.splitlines().index('    raise RuntimeError("matrix rank 
 #: each replica of the logs app: 3 lines to stdout and 3 to stderr, alternating
 LOG_SCRIPT = ('for i in 1 2 3; do echo "out ${TX_ROLE_NAME} ${replica_id} $i"; '
               'echo "err ${TX_ROLE_NAME} ${replica_id} $i" >&2; done')
-#: the retried role: fails on its first attempt, succeeds on the next; the marker is a file
+#: the retried role: fails on its first attempt (3 s after its line: tx's log archive, copying
+#: once a second, has it before the backend may drop it), succeeds on the next; the marker is a file
 #: in $MARK_DIR (a place the replica can see on that backend) or the backend's own attempt
 #: counter (GCP Batch: BATCH_TASK_RETRY_ATTEMPT; AWS Batch: AWS_BATCH_JOB_ATTEMPT, from 1)
 RETRY_SCRIPT = ('if [ -e "$MARK_DIR/${app_id}" ] || [ "${BATCH_TASK_RETRY_ATTEMPT:-0}" -ge 1 ] '
                 '|| [ "${AWS_BATCH_JOB_ATTEMPT:-1}" -ge 2 ]; then echo "attempt 2"; exit 0; fi; '
-                'touch "$MARK_DIR/${app_id}" 2>/dev/null; echo "attempt 1"; exit 3')
+                'touch "$MARK_DIR/${app_id}" 2>/dev/null; echo "attempt 1"; sleep 3; exit 3')
 
 
 # -- backends ------------------------------------------------------------------------------------
@@ -109,6 +140,10 @@ class Env:
     ws: Path
     capacity: Callable[[], Any]
     extra: Dict[str, Any] = attrs.field(factory=dict)
+    #: the Runner the apps are run, waited for and read with (its scheduler is ``scheduler``)
+    runner: Any = None
+    #: app id -> app handle
+    handles: Dict[str, str] = attrs.field(factory=dict)
 
 
 def _python_mounts() -> List[str]:
@@ -191,7 +226,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     name: str = request.param
     factories = get_scheduler_factories()
     if name not in factories:
-        pytest.skip(f"{name}: its plugin is not installed")
+        backend_unavailable(name, "its plugin is not installed: pip install -e plugins/<its plugin>")
     ws = tmp_path / "ws"
     (ws / "marks").mkdir(parents=True)
     shutil.copy(REPO / "examples" / "train.py", ws / "train.py")
@@ -200,8 +235,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     capacity: Callable[[], Any] = dict
     monkeypatch.chdir(tmp_path)  # local_cwd's working directory; Ray's uploaded working_dir
     extra: Dict[str, Any] = {}
+    # tx's state (the log archive among it) is the test's own; the archive copies a waited-for
+    # app's logs once a second (the retried role's first attempt outlives that: RETRY_SCRIPT)
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "txconfig").write_text("[tx:logs]\ninterval = 1s\n")
+    monkeypatch.setenv("TXCONFIG", str(tmp_path / "txconfig"))
     if name in ("local_cwd", "local_dir"):
-        monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
         cfg = {"log_dir": str(tmp_path / "logs")}
         if name == "local_dir":
             image = str(tmp_path / "image")
@@ -248,13 +287,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         capacity = lambda: _gcp_capacity(server)  # noqa: E731
     else:  # pragma: no cover - BACKENDS and this function list the same names
         raise AssertionError(name)
-    env = Env(name, sched, cfg, image, mounts, mark, ws, capacity, extra)
+    runner = get_runner("txmatrix")
+    runner._scheduler_instances[name] = sched  # TorchX's way to hand a Runner a scheduler
+    env = Env(name, sched, cfg, image, mounts, mark, ws, capacity, extra, runner)
     try:
         yield env
     finally:
-        close = getattr(sched, "close", None)
-        if close is not None:
-            close()
+        runner.close()  # closes the scheduler
 
 
 # -- apps ------------------------------------------------------------------------------------------
@@ -320,12 +359,23 @@ def why_category(app: str, desc: Any) -> str:
     return "a message"
 
 
-def read(env: Env, app_id: str, role: str, k: int, stream: str) -> Optional[List[str]]:
-    """The replica's lines of ``stream``; None where the backend cannot give that stream."""
+def read(env: Env, app_id: str, role: str, k: int, stream: Optional[str]) -> Optional[List[str]]:
+    """The replica's lines as ``tx log HANDLE/role/k [--streams stream]`` prints them
+    (:meth:`tx.runner.Runner.log_lines`: the backend's log, else tx's log archive; ``stream``
+    None: the default stream); None where the backend keeps no such stream, ``[]`` where
+    neither the backend nor the archive knows the app any more. Any other exception is raised:
+    a crash is never a cell."""
+    from tx.specs import UnknownAppException
+
+    handle = env.handles.get(app_id) or f"{env.name}://txmatrix/{app_id}"
     try:
-        return [ln.rstrip("\n") for ln in env.scheduler.log_iter(app_id, role, k, streams=stream)]
-    except Exception:  # noqa: BLE001 - a stream the backend does not keep is an answer here
-        return None
+        return [ln.rstrip("\n") for ln in env.runner.log_lines(handle, role, k, streams=stream)]
+    except ValueError as e:
+        if "stream" not in str(e):
+            raise
+        return None  # a stream the backend does not keep: an answer (tx log says so in one line)
+    except UnknownAppException:
+        return []
 
 
 def _subseq(want: List[str], got: List[str]) -> bool:
@@ -369,14 +419,13 @@ def logs_category(app: str, env: Env, app_id: str, desc: Any) -> str:
     role, replicas, needle = want
     lines: Optional[List[str]] = None
     for k in replicas:
-        got = read(env, app_id, role, k, "combined")
-        if got is None:  # a backend that keeps the streams apart only
-            so, se = read(env, app_id, role, k, "stdout"), read(env, app_id, role, k, "stderr")
-            got = None if so is None and se is None else (so or []) + (se or [])
+        got = read(env, app_id, role, k, None)  # `tx log HANDLE/role/k`, as typed
         if got is not None:
             lines = (lines or []) + got
-    if lines is None:
+    if lines is None:  # neither the backend nor tx's log archive has any replica's log
         return "no log"
+    if not lines:  # `tx log` printed nothing: the default stream is empty
+        return "empty log"
     if app == "retry":
         got = [ln for ln in lines if ln.startswith("attempt ")]
         return {("attempt 1", "attempt 2"): "both attempts", ("attempt 2",): "last attempt only"}.get(
@@ -479,11 +528,32 @@ def wait_until(pred: Callable[[], Any], timeout: float, interval: float = 0.5) -
 
 
 def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, str]], Dict[str, str]]:
-    """Run every app on ``env`` at once; returns ({app: {aspect: cell}}, {backend aspect: cell})."""
+    """Run every app on ``env`` at once, as users run them (:meth:`tx.runner.Runner.run`, one
+    :meth:`tx.runner.Runner.wait` each, in threads, as ``tx run`` waits); returns
+    ({app: {aspect: cell}}, {backend aspect: cell})."""
+    import threading
+
     before = env.capacity()
-    apps = {a: make_app(a, env) for a in APPS if a not in not_run}
-    ids = {a: env.scheduler.submit(app, env.cfg) for a, app in apps.items()}
+    infos = {a: env.runner.dryrun(make_app(a, env), env.name, env.cfg) for a in APPS if a not in not_run}
+    apps = {a: info._app for a, info in infos.items()}  # what was submitted, tx's env included
+    ids = {}
+    for a, info in infos.items():
+        handle = env.runner.schedule(info)
+        ids[a] = parse_app_handle(handle)[2]
+        env.handles[ids[a]] = handle
     env.extra["app_ids"] = list(ids.values())
+    assert env.runner.log_archive is not None  # made once, before the threads use it
+    waited: Dict[str, Any] = {}
+
+    def wait(a: str) -> None:
+        try:
+            waited[a] = env.runner.wait(env.handles[ids[a]], wait_interval=0.5, timeout=TIMEOUT)
+        except BaseException as e:  # noqa: BLE001 - raised in the test's thread below
+            waited[a] = e
+
+    waiters = [threading.Thread(target=wait, args=(a,), name=f"wait-{a}") for a in ids]
+    for t in waiters:
+        t.start()
     cells: Dict[str, Dict[str, str]] = {}
     # cancel: once running
     started = "cancel" not in ids or wait_until(lambda: (d := env.scheduler.describe(ids["cancel"])) is not None
@@ -495,8 +565,13 @@ def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, s
         wait_until(lambda: any("started" in ln for ln in read(env, ids["cancel"], "sleeper", 0, "combined")
                                or read(env, ids["cancel"], "sleeper", 0, "stdout") or []), 60)
     if "cancel" in ids:
-        env.scheduler.cancel(ids["cancel"])
-    descs = {a: env.scheduler.wait(i, timeout=TIMEOUT, poll_interval=0.5) for a, i in ids.items()}
+        env.runner.cancel(env.handles[ids["cancel"]])
+    for t in waiters:
+        t.join()
+    for a, w in waited.items():
+        if isinstance(w, BaseException):
+            raise AssertionError(f"{env.name} {a}: Runner.wait raised {w!r}") from w
+    descs = {a: env.scheduler.describe(i) for a, i in ids.items()}
     for a, d in descs.items():
         assert (d is None and a == "cancel") or (d is not None and is_terminal(d.state)), f"{env.name} {a} {ids[a]}: {d}"
     try:
@@ -539,8 +614,11 @@ Regenerate (every backend that can run here; a run of some backends, -k NAME, re
 Differences from local_cwd are explained in tests/portability_explained.json. -->
 
 One set of apps, run unchanged by `tests/test_portability.py` on every scheduler that can run
-on the test machine, and what tx says about each. Every cell is a category, not a timing; a
-cell that differs from the reference (`local_cwd`) is marked with `*` and explained below.
+on the test machine, and what tx says about each, the apps run, waited for and read as users
+do (`Runner.run`, `Runner.wait` as `tx run` waits, logs as `tx log` prints them, tx's log
+archive included). Every cell is a category, not a timing; a cell that differs from the
+reference (`local_cwd`) is marked with `*` and explained below, and a cell measured against
+an emulator or tx's own test server rather than the real backend is marked with `†`.
 Regenerate with `TX_UPDATE_PORTABILITY=1 hatch run test:all tests/test_portability.py`: the
 test fails where what it measured differs from this page, or where a difference has no
 explanation (it then lists them; write each in tests/portability_explained.json and run it
@@ -563,7 +641,18 @@ def render(rows: Dict[str, Dict[str, Dict[str, str]]], explained: Dict[str, Any]
     def cell(b: str, group: str, aspect: str) -> str:
         v = rows.get(b, {}).get(group, {}).get(aspect, "not measured")
         mark = "" if b == REFERENCE or v in ("not measured", ref.get(group, {}).get(aspect)) else " *"
+        if BACKEND_KINDS[b][0] != REAL and v != "not measured":
+            mark += UNCONFIRMED
         return v.replace("|", "\\|") + mark
+
+    out.append("\n## What ran each column\n")
+    out.append("Cells of a column that did not run on the real backend are marked †: what they say was "
+               "measured against an emulator or tx's own test server, and no real cluster has confirmed it.\n")
+    out.append("| backend | ran on | kind |")
+    out.append("|---|---|---|")
+    for b in BACKENDS:
+        kind, what = BACKEND_KINDS[b]
+        out.append(f"| {b} | {what} | {kind} |")
 
     for app in APPS:
         out.append(f"\n## {app}: {APP_TITLES[app]}\n")
@@ -605,7 +694,7 @@ def parse(text: str) -> Dict[str, Dict[str, Dict[str, str]]]:
             group = None
         elif group and line.startswith("| ") and not line.startswith("| backend"):
             parts = [p.strip() for p in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-            b, vals = parts[0], [re.sub(r" \*$", "", v).replace("\\|", "|") for v in parts[1:]]
+            b, vals = parts[0], [re.sub(r"( \*)?( †)?$", "", v).replace("\\|", "|") for v in parts[1:]]
             got = {k: v for k, v in zip(aspects, vals) if v != "not measured"}
             if b in BACKENDS and len(vals) == len(aspects) and got:
                 rows.setdefault(b, {})[group] = got
@@ -691,5 +780,9 @@ def test_explanations_name_real_cells() -> None:
 
 def test_parse_reads_back_what_render_writes() -> None:
     rows = {"local_cwd": {"ddp": {a: f"v {a} |x" for a in ASPECTS}, "backend": {a: "ok" for a in BACKEND_ASPECTS}},
-            "ray": {"logs": {a: "w" for a in ASPECTS}}}
-    assert parse(render(rows, {})) == rows
+            "ray": {"logs": {a: "w" for a in ASPECTS}}, "gcp_batch": {"retry": {a: "g" for a in ASPECTS}}}
+    text = render(rows, {})
+    assert parse(text) == rows
+    # a column measured against tx's own test server is marked in every cell it has, and named
+    assert "| gcp_batch | g * † | g * † |" in text  # differs from local_cwd (*), not a real backend (†)
+    assert "| gcp_batch | fake_gcp:" in text and "| ray | a private Ray head (pinned ray[default]) | real |" in text

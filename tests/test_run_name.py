@@ -7,7 +7,8 @@ import re
 import pytest
 
 from tx.runner import get_runner
-from tx.specs import check_app_name
+from tx.specs import AppDef, Role, check_app_name
+from tx.testing.backends import backend_unavailable
 
 NAME = "My_Job.v2"
 
@@ -37,12 +38,33 @@ def test_name_reaches_each_scheduler(scheduler, request, tmp_path, monkeypatch):
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path))
     with get_runner() as runner:
         if scheduler not in runner.scheduler_backends():
-            pytest.skip(f"{scheduler}'s plugin is not installed")
+            backend_unavailable(scheduler, "its plugin is not installed: pip install -e plugins/<its plugin>")
         info = runner.dryrun_component("utils.echo", ["--msg", "hi"], scheduler, CFG.get(scheduler), name=NAME)
     text = str(info)
     assert info._app.name == NAME
     for want in SHOWN[scheduler]:
         assert want in text, f"{want!r} not in {scheduler}'s request:\n{text}"
+
+
+@pytest.mark.parametrize("scheduler", sorted(SHOWN))
+@pytest.mark.parametrize("name, length", [("c" * 256, 256), ("d/" * 64, 64 * 4)])
+def test_a_name_no_checkpoint_directory_can_hold_is_refused_at_dryrun(scheduler, name, length, request, tmp_path,
+                                                                        monkeypatch):
+    """The run's TX_CHECKPOINT_DIR ends in the app name (percent-encoded): on every
+    scheduler a name that cannot be a directory name is refused in one line by the dryrun."""
+    if scheduler == "gcp_batch":
+        request.getfixturevalue("fake_gcp")
+    if scheduler == "aws_batch":
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path))
+    app = AppDef(name, roles=[Role("r", image="img", entrypoint="echo")])
+    with get_runner() as runner:
+        if scheduler not in runner.scheduler_backends():
+            backend_unavailable(scheduler, "its plugin is not installed: pip install -e plugins/<its plugin>")
+        with pytest.raises(ValueError, match=f"is {length} characters long as the last part of the run's "
+                                             r"checkpoint directory \(.*at most 255 fit in a directory name\)") as e:
+            runner.dryrun(app, scheduler, CFG.get(scheduler))
+    assert "\n" not in str(e.value)
 
 
 def test_name_replaces_the_components_and_keeps_ddp_tracking_name(tmp_path, monkeypatch):

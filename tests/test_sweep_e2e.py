@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tx.testing.backends import require_module
+
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "train.py"
 
@@ -129,8 +131,8 @@ def test_sweep_file_and_dryrun_print_the_requests_and_the_trials(tx, tmp_path):
 
 @pytest.mark.slow
 def test_ddp_example_as_a_2x3_grid(tx, tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require_module("torch", "the DDP example trains with torch: pip install torch==2.13.0")
+    require_module("sklearn", "the DDP example's data set: pip install scikit-learn")
     # lean: one epoch, no per-epoch torch.distributed.checkpoint (each trial's own
     # TX_CHECKPOINT_DIR is test_sweep_runner's), 3 trials at once (two waves, not three)
     p = tx("sweep", "-s", "local_cwd", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",
@@ -160,3 +162,16 @@ def test_trials_record_a_metric_and_best_and_lineage_read_it(tx, tx_env, tmp_pat
     st = _status(tx, handle)
     assert sorted(c["run_id"] for c in json.loads(lineage.stdout)["children"]) == \
         sorted(t["app_handle"] for t in st["trials"])
+
+
+def test_a_sweeps_row_and_its_trials_are_named_after_the_script(tx, tmp_path):
+    (tmp_path / "train.py").write_text("import sys; print('x', sys.argv[1])\n")
+    p = tx("sweep", "-s", "local_cwd", "--grid", "x=1,2", "--wait", "utils.python", "--script", "train.py",
+           "--", "${x}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    handle = p.stdout.splitlines()[0]
+    rows = [json.loads(ln) for ln in tx("list", "-s", "local_cwd", "--json").stdout.splitlines()]
+    assert [r["name"] for r in rows if r["app_handle"] == handle] == ["train [sweep of 2: 2 succeeded]"]
+    trials = _status(tx, handle)["trials"]
+    names = {json.loads(tx("describe", t["app_handle"], "--json").stdout)["name"] for t in trials}
+    assert names == {"train"}

@@ -73,18 +73,33 @@ def test_sh_needs_a_command():
 
 
 @pytest.mark.parametrize(
-    "args, argv, env",
+    "args, argv, env, name",
     [
-        (["-m", "pkg.main", "--", "--lr", "1"], ["-m", "pkg.main", "--lr", "1"], {"HYDRA_MAIN_MODULE": "pkg.main"}),
-        (["-c", "import sys; print(sys.argv)", "a"], ["-c", "import sys; print(sys.argv)", "a"], {}),
-        (["--script", "s.py", "--", "-x"], ["s.py", "-x"], {}),
+        (["-m", "pkg.main", "--", "--lr", "1"], ["-m", "pkg.main", "--lr", "1"], {"HYDRA_MAIN_MODULE": "pkg.main"},
+         "main"),
+        (["-c", "import sys; print(sys.argv)", "a"], ["-c", "import sys; print(sys.argv)", "a"], {}, "python"),
+        (["--script", "s.py", "--", "-x"], ["s.py", "-x"], {}, "s"),
+        (["--script", "jobs/train.py"], ["jobs/train.py"], {}, "train"),
     ],
 )
-def test_python(args, argv, env):
+def test_python(args, argv, env, name):
     app = run(utils.python, "utils.python", *args)
     (role,) = app.roles
-    assert app.name == "tx_utils_python" and role.name == "python"
+    assert app.name == name and role.name == "python"  # the app is named after what runs
     assert role.entrypoint == "python" and role.args == argv and role.env == env
+
+
+@pytest.mark.parametrize("args, name", [
+    (["--script", "my train (v2).py"], "my_train__v2_"),  # what an app name cannot hold becomes _
+    (["--script", "_x.py"], "x"),  # an app name starts with a letter or digit
+    (["--script", "a" * 50 + ".py"], "a" * 40),  # at most 40 characters
+    (["--script", "dir/__.py"], "python"),  # nothing left: the -c default
+    (["--script", "train.py", "--name", "mine"], "mine"),  # an explicit --name wins
+    (["-m", "pkg.mod", "--name", "tx_utils_python"], "tx_utils_python"),
+])
+def test_python_name_is_a_valid_app_name(args, name):
+    app = run(utils.python, "utils.python", *args)
+    assert app.name == name and specs.check_app_name(app.name) == name
 
 
 @pytest.mark.parametrize("args", [[], ["-m", "a", "-c", "b"], ["--script", "a", "-m", "b", "-c", "c"]])

@@ -12,6 +12,7 @@ from tx.specs.sweep import (
     Distribution,
     SweepFormatError,
     SweepSpec,
+    count_trials,
     expand_trials,
     format_value,
     load_sweep_file,
@@ -21,6 +22,7 @@ from tx.specs.sweep import (
     substitute,
     sweep_spec_from_dict,
 )
+from tx.testing.backends import require_module
 
 
 def test_grid_values_are_typed_and_the_product_varies_the_last_parameter_fastest():
@@ -46,6 +48,24 @@ def test_grid_times_random_draws_per_point():
     spec = SweepSpec(grid={"b": [1, 2]}, random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=3)
     trials = expand_trials(spec)
     assert [t["b"] for t in trials] == [1, 1, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("spec", [
+    SweepSpec(grid={"a": [1, 2, 3], "b": ["x", "y"]}),
+    SweepSpec(random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=4),
+    SweepSpec(grid={"b": [1, 2]}, random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=3),
+])
+def test_count_trials_is_how_many_expand_trials_makes(spec):
+    assert count_trials(spec) == len(expand_trials(spec))
+
+
+def test_count_trials_of_a_huge_spec_expands_nothing():
+    values = list(range(1000))
+    assert count_trials(SweepSpec(grid={"a": values, "b": values, "c": values})) == 10 ** 9
+    big = SweepSpec(grid={"a": values}, random={"lr": Distribution("uniform", 0.0, 1.0)}, trials=10 ** 12)
+    assert count_trials(big) == 10 ** 15
+    # a sweep file is checked without expanding it either
+    assert sweep_spec_from_dict({"grid": {"a": values, "b": values, "c": values}}).spec.grid["a"] == values
 
 
 @pytest.mark.parametrize("text, message", [
@@ -110,14 +130,14 @@ BAD = [
 
 @pytest.mark.parametrize("doc", GOOD)
 def test_good_sweep_files_validate_here_and_against_the_schema(doc):
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema", "checks the sweep file schema: pip install jsonschema")
     jsonschema.validate(doc, SWEEP_FILE_SCHEMA)
     assert sweep_spec_from_dict(doc).spec.names
 
 
 @pytest.mark.parametrize("doc, message", BAD)
 def test_bad_sweep_files_fail_here_and_against_the_schema(doc, message):
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema", "checks the sweep file schema: pip install jsonschema")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SWEEP_FILE_SCHEMA)
     with pytest.raises(SweepFormatError, match=message) as e:
@@ -141,8 +161,8 @@ def test_load_sweep_file_yaml_json_and_errors(tmp_path):
 
 
 def test_docs_show_the_schema_and_a_valid_example():
-    jsonschema = pytest.importorskip("jsonschema")
-    yaml = pytest.importorskip("yaml")
+    jsonschema = require_module("jsonschema", "checks the sweep file schema: pip install jsonschema")
+    yaml = require_module("yaml", "reads docs/sweeps.md's YAML example: pip install pyyaml")
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "sweeps.md").read_text()
     blocks = dict(re.findall(r"```(yaml|json)\n(.*?)```", text, re.S))

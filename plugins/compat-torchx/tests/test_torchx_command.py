@@ -1,9 +1,14 @@
 """The ``torchx`` command of tx-torchx-compat, and what TorchX projects run through it and
 through ``tx``: component files named like modules, nested log directories."""
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+BIN_DIR = Path(sys.executable).parent
+#: what the ``torchx`` console script runs (as conftest's CONSOLE)
+TORCHX = "import sys\nfrom tx_torchx_compat.torchx.cli.main import console\nsys.exit(console())"
 
 HELLO = '''
 import torchx.specs as specs
@@ -132,3 +137,21 @@ def test_torchx_configure_writes_torchxconfig(py: Any, tmp_path: Path) -> None:
            "cmd.run(parser.parse_args(['-s', 'local_cwd']))\n")
     assert c.returncode == 0, c.stderr
     assert (tmp_path / ".torchxconfig").is_file() and not (tmp_path / ".txconfig").exists()
+
+
+def test_a_reader_that_leaves_is_no_error_as_under_tx(env: Any, tmp_path: Path) -> None:
+    """`torchx runopts | head -1` through a real pipe of 4 KiB (Linux's smallest): runopts
+    prints about 15 KB, so the command is still writing when the reader closes the pipe.
+    As under `tx`: exit 0 and nothing on stderr (it was a BrokenPipeError traceback)."""
+    import fcntl
+
+    for cmd in ([str(BIN_DIR / "tx")], [sys.executable, "-P", "-c", TORCHX]):
+        r, w = os.pipe()
+        fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
+        p = subprocess.Popen([*cmd, "runopts"], stdout=w, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        os.close(w)
+        with os.fdopen(r, "rb") as reader:
+            first = reader.readline()  # the reader leaves after one line
+        assert p.stderr is not None
+        err = p.stderr.read().decode()
+        assert (first.endswith(b":\n"), p.wait(timeout=60), err) == (True, 0, ""), (cmd, first)

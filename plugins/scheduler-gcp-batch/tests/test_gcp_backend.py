@@ -588,6 +588,23 @@ def test_no_credentials_cli_one_line(tmp_path: Any) -> None:
     assert "GOOGLE_APPLICATION_CREDENTIALS" in err[0]
 
 
+def test_dryrun_needs_no_credentials(tmp_path: Any) -> None:
+    """``tx run --dryrun`` with no credentials anywhere (an empty HOME, no
+    GOOGLE_APPLICATION_CREDENTIALS, no metadata server): ``-cfg project=`` is all it needs,
+    and without a project the one line says how to give one, not to log in."""
+    env = cli_env(tmp_path)
+    assert "GOOGLE_APPLICATION_CREDENTIALS" not in env and env["HOME"] == str(tmp_path)
+    assert not any(tmp_path.rglob("application_default_credentials.json"))
+    ok = subprocess.run([sys.executable, "-m", "tx.cli", "run", "-s", "gcp_batch", "--dryrun", "-cfg", "project=p",
+                         "utils.echo"], env=env, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "projects/p/locations/us-central1" in ok.stdout, ok.stderr
+    no = subprocess.run([sys.executable, "-m", "tx.cli", "run", "-s", "gcp_batch", "--dryrun", "utils.echo"],
+                        env=env, capture_output=True, text=True, timeout=60)
+    err = [ln for ln in no.stderr.splitlines() if ln.strip()]
+    assert no.returncode == 1 and len(err) == 1, no.stderr
+    assert "no Google Cloud project" in err[0] and "-cfg project=PROJECT" in err[0] and "gcloud auth" not in err[0]
+
+
 def test_cli_status_reaches_the_server_from_the_environment(sched: GcpBatchScheduler, tmp_path: Any) -> None:
     app_id, _ = run(sched, AppDef("clistatus", roles=[sh("w", "echo via-cli")]))
     env = cli_env(tmp_path, **{k: os.environ[k] for k in (

@@ -104,6 +104,24 @@ def test_log_dir_parents_are_made_and_a_file_is_refused(sched: Any, tmp_path: Pa
         sched.submit_dryrun(app, {"log_dir": str(tmp_path / "file" / "sub" / "logs")})
 
 
+def test_runopts_says_log_dir_parents_are_made_and_a_run_makes_them(tx, tmp_path, one_line_error):
+    """`tx runopts` says what the code does: a log_dir's missing parents are made when the app
+    runs (it once said the parent must exist); a log_dir under a file is refused."""
+    for scheduler in ("local_cwd", "local_dir"):
+        text = " ".join(tx("runopts", scheduler).stdout.split())
+        assert "made with its missing parents when the app runs" in text and "must exist" not in text
+    logs = tmp_path / "a" / "b" / "logs"
+    dry = tx("run", "-s", "local_cwd", "--dryrun", "-cfg", f"log_dir={logs}", "utils.echo")
+    assert dry.returncode == 0 and not (tmp_path / "a").exists(), dry.stderr
+    p = tx("run", "-s", "local_cwd", "-cfg", f"log_dir={logs}", "utils.echo", "--msg", "made")
+    assert p.returncode == 0 and "echo/0 made" in p.stdout, p.stderr
+    app_id = p.stdout.splitlines()[0].rsplit("/", 1)[1]
+    assert (logs / "tx" / app_id / "echo" / "0" / "stdout.log").read_text() == "made\n"
+    (tmp_path / "file").write_text("")
+    one_line_error(tx("run", "-s", "local_cwd", "-cfg", f"log_dir={tmp_path / 'file' / 'x'}", "utils.echo"),
+                   "is not a directory", 1)
+
+
 def test_bad_names_and_cancel_timeout(sched: Any, cfg: Dict[str, Any], state_dir: Path, h: Any) -> None:
     with pytest.raises(ValueError, match="role name 'a/b'"):
         sched.submit_dryrun(AppDef("x", roles=[h.sh("a/b", "true")]), cfg)
@@ -125,6 +143,55 @@ def test_local_dir_image_must_be_a_directory(state_dir: Path, cfg: Dict[str, Any
         s.submit_dryrun(AppDef("d", roles=[Role("r", image=str(tmp_path / "nope"), entrypoint="sh")]), cfg)
     with pytest.raises(ValueError, match="image '' is not an existing directory"):
         s.submit_dryrun(AppDef("d", roles=[Role("r", image="", entrypoint="sh")]), cfg)
+
+
+def test_local_dir_with_a_builtin_says_how_to_give_the_directory_and_both_ways_work(tx, tmp_path, one_line_error):
+    """A built-in component's image is a container image name; local_dir (as TorchX's) takes
+    the image as the directory to run in: the error says how to give one, and both ways run."""
+    one_line_error(tx("run", "-s", "local_dir", "utils.echo"), "pass the component --image DIR", 1)
+    p = tx("run", "-s", "local_dir", "utils.echo")
+    assert "[component:NAME] in .txconfig" in p.stderr and "or run it on local_cwd" in p.stderr
+    img = tmp_path / "img"
+    img.mkdir()
+    p = tx("run", "-s", "local_dir", "utils.sh", "--image", str(img), "pwd")
+    assert p.returncode == 0 and f"sh/0 {img}" in p.stdout, p.stdout + p.stderr
+    (tmp_path / ".txconfig").write_text(f"[component:utils.sh]\nimage = {img}\n")
+    p = tx("run", "-s", "local_dir", "utils.sh", "pwd")
+    assert p.returncode == 0 and f"sh/0 {img}" in p.stdout, p.stdout + p.stderr
+
+
+def _named_app(tmp_path: Path, name: str, image: str) -> Path:
+    path = tmp_path / f"app-{len(name)}.yaml"
+    path.write_text(json.dumps({"name": name, "roles": [{"name": "r", "image": image, "entrypoint": "echo",
+                                                         "args": ["hi"]}]}))
+    return path
+
+
+@pytest.mark.parametrize("scheduler", ["local_cwd", "local_dir"])
+def test_a_name_too_long_for_a_file_name_is_refused_at_dryrun_and_leaves_nothing(tx, tx_env, tmp_path,
+                                                                                 one_line_error, scheduler):
+    """The app id names files (the registry's ``.new-<app_id>-<pid>`` is the longest): a
+    name that cannot fit is refused in one line by the dryrun and the run alike, whatever
+    tx's pid; before, 226-300 characters passed the dryrun and the run failed with `File
+    name too long` naming an internal path, leaving an empty log directory."""
+    from tx_scheduler_local.request import NAME_MAX
+
+    assert NAME_MAX == 227
+    app = _named_app(tmp_path, "a" * (NAME_MAX + 1), str(tmp_path))
+    for args in (["--dryrun"], []):
+        one_line_error(tx("run", "-s", scheduler, *args, str(app)),
+                       f"is {NAME_MAX + 1} characters long; {scheduler} names files after its apps and keeps at "
+                       f"most {NAME_MAX} characters of a name", 1)
+    logs = Path(tx_env["TMPDIR"])
+    assert [p for p in logs.rglob("*") if p.is_dir()] == []
+    assert not (Path(tx_env["TX_STATE_DIR"]) / "local").exists()
+
+
+def test_the_longest_name_runs_whatever_the_pid(tx, tmp_path):
+    app = _named_app(tmp_path, "b" * 227, "img")
+    for _ in range(3):  # each run has another pid and random id
+        p = tx("run", "-s", "local_cwd", str(app))
+        assert p.returncode == 0 and "r/0 hi" in p.stdout, p.stdout + p.stderr
 
 
 def test_local_dir_looks_up_entrypoint_in_image_first(state_dir: Path, cfg: Dict[str, Any], tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from tx.cli.cmd_status import render
 from tx.cli.errors import CLIError
 from tx.specs import AppState, AppStatus
+from tx.testing.backends import require_module
 from tx_ui._backend import Backend
 from tx_ui.command import schedulers_to_show
 from tx_ui.server import _why
@@ -45,7 +46,7 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line_and_the_rest_shows(ui_en
                                                                              monkeypatch):
     """A Kubernetes API server whose port refuses connections (the page's other case, one
     that never answers, is test_ui_http's)."""
-    pytest.importorskip("tx_scheduler_k8s")
+    require_module("tx_scheduler_k8s", "the page lists a kubernetes scheduler: pip install -e plugins/scheduler-k8s")
     h = handle(txm("run", "-s", "local_cwd", "utils.echo", "--msg", "still here"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,5 +1,7 @@
 """``tx cancel APP_HANDLE``: cancel an app, wait until it has ended (``--no-wait``: only
-ask), and say so on stderr."""
+ask), and say so on stderr. A sweep handle cancels every trial (and says which);
+``SWEEP/TRIAL`` one trial (its last attempt, or, not submitted yet, takes it off the
+pending ones)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +9,7 @@ import sys
 import time
 
 from tx.cli._common import make_runner
-from tx.cli.cmd_sweep import looks_like_sweep, sweep_cancel
+from tx.cli.cmd_sweep import looks_like_sweep, split_trial, sweep_cancel
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError, unknown_app
 
@@ -18,7 +20,18 @@ def _cancel(args: argparse.Namespace) -> int:
     handle = args.app_handle
     with make_runner() as runner:
         if looks_like_sweep(handle):
-            return sweep_cancel(runner, handle)
+            sweep, trial, _tail = split_trial(handle)
+            if trial is None:
+                return sweep_cancel(runner, sweep, wait=not args.no_wait, timeout=args.timeout)
+            # the sweep record: only for a sweep's trial
+            from tx.runner.sweep import cancel_trial
+
+            app = cancel_trial(sweep, trial)
+            if app is None:
+                print(f"tx cancel: trial {trial} of {sweep} was not submitted yet: it will not be "
+                      f"(`tx sweep resume {sweep}` submits it)", file=sys.stderr)
+                return 0
+            handle = app  # the trial's last attempt, cancelled as any app
         status = runner.status(handle)
         if status is None:
             raise unknown_app(handle, runner)
@@ -54,7 +67,8 @@ def _seconds(text: str) -> float:
 
 #: ``tx cancel``: cancel an app
 COMMAND = Command(run=_cancel, arguments=(
-    Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id, or a sweep handle (cancels every trial)"),
+    Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id, a run's handle, a sweep handle (cancels every trial), "
+                  "or SWEEP_HANDLE/TRIAL"),
     Argument("--no-wait", "--no_wait", dest="no_wait", action="store_true",
              help="return once the scheduler was asked to cancel, without waiting until the app has ended"),
     Argument("--timeout", type=_seconds, default=300.0,

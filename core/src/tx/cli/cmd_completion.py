@@ -3,8 +3,9 @@
 
 Commands, options and fixed choices come from the parsers; schedulers (``-s``), components
 (``tx run COMPONENT``), a component's own flags (``tx run COMPONENT --<TAB>``), run options
-(``-cfg KEY=``, of the scheduler ``-s`` names, else the default one) and app handles
-(``tx status``, ``tx log``, ``tx cancel``...) are looked up when you press TAB, by
+(``-cfg KEY=``, of the scheduler ``-s`` names, else the default one) and handles (``tx
+status``, ``tx log``, ``tx cancel``...: sweeps, runs with failover and apps) are looked up
+when you press TAB, by
 ``tx completion --list KIND`` (so newly installed plugins complete without regenerating
 the script)::
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from tx.cli._common import default_scheduler, make_runner
 from tx.cli.command import Argument, Command
@@ -187,6 +188,24 @@ def script(shell: str) -> str:
     return text + _BASH_WRAPPER.replace("__RUN_VALUE_OPTIONS__", takes_value)
 
 
+def _handles(runner: Any) -> List[str]:
+    """The handles ``tx status``/``log``/``cancel``/``describe`` take: the sweeps and the
+    runs with failover recorded on this host for the runner's session, newest first, then
+    the apps of the default scheduler (at most 200)."""
+    # the records are read when TAB is pressed, not when the parser is built
+    from tx.runner.failover import list_records as runs
+    from tx.runner.sweep import list_records as sweeps
+
+    records = [(r.created, r.handle) for r in sweeps(None, runner.name())]
+    records += [(r.created, r.handle) for r in runs(runner.name())]
+    out = [h for _t, h in sorted(records, key=lambda x: -x[0])]
+    try:
+        apps = runner.list(default_scheduler(runner))
+    except Exception:  # noqa: BLE001 - a scheduler that cannot list still completes the records
+        apps = []
+    return list(dict.fromkeys(out + [a.app_handle for a in apps[:200]]))
+
+
 def _words(kind: str, scheduler: Optional[str] = None, component: Optional[str] = None) -> Iterable[str]:
     """Completion words of ``kind`` (run options: of ``scheduler``, default the default
     scheduler; flags: of ``component``); never raises (a broken plugin must not break TAB)."""
@@ -213,8 +232,7 @@ def _words(kind: str, scheduler: Optional[str] = None, component: Optional[str] 
             if kind == "runopts":
                 name = scheduler or default_scheduler(runner)
                 return [f"{k}=" for k, _ in runner.scheduler_run_opts(name)]
-            apps = runner.list(default_scheduler(runner))
-            return [a.app_handle for a in apps[:200]]
+            return _handles(runner)
     except Exception:  # noqa: BLE001 - completion prints nothing rather than a traceback
         return []
 

@@ -121,10 +121,12 @@ def _runs(runner: Runner) -> List[Any]:
     return list_records(runner.name())
 
 
-def _collapse_runs(runs: List[Any], scheduler: str, apps: List[Any]) -> List[Any]:
+def _collapse_runs(runs: List[Any], schedulers: List[str], apps: List[Any]) -> List[Any]:
+    """Each run with failover as one row under its run handle, its hops inside, once
+    whichever of its schedulers are listed."""
     from tx.runner.failover import collapse_listed  # see _runs
 
-    return collapse_listed(apps, runs, scheduler) if runs else apps
+    return collapse_listed(apps, runs, schedulers) if runs else apps
 
 
 def _list(runner: Runner, args: argparse.Namespace) -> int:
@@ -133,9 +135,7 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
     found, problems = _gather(runner, list(dict.fromkeys(schedulers)))
     for scheduler in dict.fromkeys(schedulers):  # each sweep's trials as one row
         found = collapse_sweeps(runner, scheduler, found)
-    runs = _runs(runner)
-    for scheduler in dict.fromkeys(schedulers):  # each run with failover as one row
-        found = _collapse_runs(runs, scheduler, found)
+    found = _collapse_runs(_runs(runner), list(dict.fromkeys(schedulers)), found)
     apps, ordered = newest_first(found)
     if wanted is not None:
         apps = [a for a in apps if a.state.name in wanted]
@@ -148,8 +148,11 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
     if args.json:
         for a in apps:
             t = _submitted(a)
-            print(json.dumps({"app_handle": a.app_handle, "state": str(a.state), "name": a.name,
-                              "submitted": t, "age_s": None if t is None else round(now - t, 3)}))
+            row = {"app_handle": a.app_handle, "state": str(a.state), "name": a.name,
+                   "submitted": t, "age_s": None if t is None else round(now - t, 3)}
+            if getattr(a, "hops", None) is not None:  # a run with failover: its hops' handles
+                row["hops"] = list(a.hops)
+            print(json.dumps(row))
     elif apps:
         from tx.cli._text import use_color  # its regexes cost ~0.6 ms: only for a table
 

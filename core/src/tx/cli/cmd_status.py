@@ -1,4 +1,5 @@
-"""``tx status APP_HANDLE``: an app's state, replicas, why it waits or failed.
+"""``tx status APP_HANDLE``: an app's state, replicas, why it waits or failed (of a sweep:
+its trial table; of ``SWEEP/TRIAL``: the trial, then its last attempt's status).
 
 The text keeps the labels of TorchX's ``torchx status`` block (``State:``, ``Roles:``,
 ``Structured Error Msg:``, ``UI URL:``) without its ``<NONE>`` placeholders: a field the
@@ -103,16 +104,25 @@ def _run_of(runner: Any, handle: str) -> Any:
 
 
 def _status(args: argparse.Namespace) -> int:
+    handle, trial = args.app_handle, None
     with make_runner() as runner:
-        if looks_like_sweep(args.app_handle):
-            return sweep_status(runner, args.app_handle, args.json)
-        run = _run_of(runner, args.app_handle)
-        status = runner.status(args.app_handle)
+        if looks_like_sweep(handle):
+            trial = sweep_status(runner, handle, args.json)
+            if trial is None:
+                return 0
+            handle = trial[0]  # a submitted trial: its last attempt's app, headed by the trial
+        run = _run_of(runner, handle)
+        status = runner.status(handle)
         if status is None:
-            raise unknown_app(args.app_handle, runner)
+            raise unknown_app(handle, runner)
         roles = [r for r in args.roles.split(",") if r] or None
+        if trial is not None:
+            if args.json:
+                print(json.dumps({"trial": trial[2], "status": status.to_json(roles)}, indent=2))
+                return 0
+            sys.stdout.write(trial[1])
         if run is not None:
-            run = runner.run_status(args.app_handle)
+            run = runner.run_status(handle)
             if args.json:
                 print(json.dumps({"run": run.to_json(), "status": status.to_json(roles)}, indent=2))
                 return 0
@@ -126,14 +136,15 @@ def _status(args: argparse.Namespace) -> int:
         else:
             from tx.cli._text import use_color  # its regexes: only for the text
 
-            started, ended = _times(runner, args.app_handle)
+            started, ended = _times(runner, handle)
             sys.stdout.write(render(status, roles, started, ended, color=use_color(sys.stdout)))
     return 0
 
 
 #: ``tx status``: show an app's status
 COMMAND = Command(run=_status, arguments=(
-    Argument("app_handle", metavar="APP_HANDLE", help="scheduler://session/app_id, or a sweep handle"),
+    Argument("app_handle", metavar="APP_HANDLE",
+             help="scheduler://session/app_id, a run's handle, a sweep handle, or SWEEP_HANDLE/TRIAL"),
     Argument("--roles", default="", help="only these roles (comma separated)"),
     Argument("--json", action="store_true", help="print the status as JSON"),
 ))

@@ -6,18 +6,21 @@
     tx sweep resume SWEEP_HANDLE         submit again the trials that failed or were cancelled
     tx sweep best SWEEP_HANDLE --metric NAME [--max]   the trials by the metric they recorded
 
-The other verbs take a sweep handle too (``tx status``, ``tx cancel``, ``tx log
-SWEEP/TRIAL/ROLE/REPLICA``, ``tx list``): the functions below are what they call. The
-runner and the sweep code are imported when a command runs (see :mod:`tx.cli._common`).
+The other verbs take a sweep handle too (``tx status``, ``tx describe``, ``tx cancel``,
+``tx list``, completion), and a trial's, ``SWEEP/TRIAL`` (``tx status``, ``tx describe``,
+``tx cancel``, ``tx log SWEEP/TRIAL[/ROLE[/REPLICAS]]``): the functions below are what they
+call. The runner and the sweep code are imported when a command runs (see
+:mod:`tx.cli._common`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from tx.cli._common import default_scheduler, make_runner
 from tx.cli.command import Argument, Command
@@ -26,8 +29,8 @@ from tx.cli.errors import CLIError
 if TYPE_CHECKING:
     from tx.runner import Runner
 
-__all__ = ["COMMAND", "collapse_sweeps", "looks_like_sweep", "sweep_cancel", "sweep_log_identifier",
-           "sweep_status"]
+__all__ = ["COMMAND", "collapse_sweeps", "looks_like_sweep", "split_trial", "sweep_cancel", "sweep_describe",
+           "sweep_log_identifier", "sweep_status"]
 
 # the id part of a sweep handle (tx.runner.sweep._ID): tested before importing anything
 _SWEEP = re.compile(r"^[A-Za-z0-9_.\-]+://[^/]+/sweep-[a-z0-9-]*[0-9a-f]{8}")
@@ -45,20 +48,133 @@ def looks_like_sweep(text: str) -> bool:
     return is_sweep_handle(m.group(0))
 
 
-def sweep_status(runner: Runner, handle: str, as_json: bool) -> int:
-    """``tx status SWEEP``: the trial table (or JSON); exit 0."""
-    status = runner.sweep_status(handle)
+def split_trial(text: str) -> Tuple[str, Optional[int], str]:
+    """``SWEEP[/TRIAL[/REST]]`` (``text`` :func:`looks_like_sweep`) -> (the sweep handle, the
+    trial's index or None, the rest, "" if none).
+
+    Raises:
+        CLIError: what follows the sweep handle is not ``/TRIAL`` (a whole number).
+    """
+    m = _SWEEP.match(text)
+    assert m is not None
+    handle, rest = m.group(0), text[m.end():]
+    if not rest.strip("/"):
+        return handle, None, ""
+    trial, _, tail = rest.strip("/").partition("/")
+    if not rest.startswith("/") or not trial.isdigit():
+        raise CLIError(f"{text!r}: a sweep's trial is {handle}/TRIAL, TRIAL a number (see `tx status {handle}`)", 2)
+    return handle, int(trial), tail
+
+
+def trial_header(handle: str, index: int) -> Tuple[Optional[str], Dict[str, Any]]:
+    """Trial ``index`` of sweep ``handle``: (its last attempt's app handle, None before it
+    is submitted; what ``tx status SWEEP/TRIAL`` says of the trial, as JSON)."""
+    # see looks_like_sweep
+    from tx.runner.sweep import trial, trial_handle
+
+    rec, t = trial(handle, index)
+    app = trial_handle(rec, t)
+    return app, {"sweep_handle": handle, "trial": index, "params": t.params, "attempts": len(t.attempts),
+                 "app_handle": app}
+
+
+def _trial_text(head: Dict[str, Any]) -> str:
+    # see looks_like_sweep
+    from tx.specs.sweep import format_value
+
+    params = " ".join(f"{k}={format_value(v)}" for k, v in head["params"].items())
+    return (f"Trial: {head['trial']} of {head['sweep_handle']}\n  Params: {params}\n"
+            f"  Attempts: {head['attempts']}\n  App: {head['app_handle'] or '-'}\n")
+
+
+def sweep_status(runner: Runner, text: str, as_json: bool) -> Optional[Tuple[str, str, Dict[str, Any]]]:
+    """``tx status SWEEP``: print the trial table (or JSON) and return None. ``tx status
+    SWEEP/TRIAL``: a trial not submitted yet is printed here (None returned); a submitted
+    one is returned as (its app handle, the text to print above its app's status, the
+    trial as JSON) for ``tx status`` to show as an app's."""
+    handle, index, _tail = split_trial(text)
+    if index is None:
+        status = runner.sweep_status(handle)
+        if as_json:
+            print(json.dumps(status.to_json(), indent=2))
+        else:
+            sys.stdout.write(status.format())
+        return None
+    app, head = trial_header(handle, index)
+    if app is not None:
+        return app, _trial_text(head), head
+    state = runner.sweep_status(handle).trials[index].state.name  # UNSUBMITTED, or CANCELLED
     if as_json:
-        print(json.dumps(status.to_json(), indent=2))
+        print(json.dumps({"trial": {**head, "state": state}, "status": None}, indent=2))
     else:
-        sys.stdout.write(status.format())
+        sys.stdout.write(_trial_text(head) + f"  State: {state} (not submitted)\n")
+    return None
+
+
+def _indexes(indexes: List[int]) -> str:
+    return ",".join(map(str, indexes))
+
+
+def _cancelled(done: Any) -> List[str]:
+    """What a :class:`tx.runner.sweep.SweepCancel` did, in words (empty: nothing)."""
+    what = []
+    if done.stopped:
+        what.append(f"{len(done.stopped)} running trial(s): {_indexes(done.stopped)}")
+    if done.unsubmitted:
+        what.append(f"{len(done.unsubmitted)} not yet submitted: {_indexes(done.unsubmitted)}")
+    return what
+
+
+def sweep_cancel(runner: Runner, handle: str, wait: bool = True, timeout: float = 300.0) -> int:
+    """``tx cancel SWEEP``: cancel every trial and say on stderr which (the running ones
+    asked to stop, the pending ones not submitted), after they have ended unless not
+    ``wait``; exit 0.
+
+    Raises:
+        CLIError: ``timeout`` seconds passed and a trial has not ended.
+    """
+    started = time.monotonic()
+    done = runner.cancel_sweep(handle)
+    what = _cancelled(done)
+    if not what:
+        state = runner.sweep_status(handle).state.name
+        print(f"tx cancel: {handle} had already ended: {state} (no trial to cancel)", file=sys.stderr)
+        return 0
+    if not wait or not done.stopped:
+        asked = "asked to stop" if done.stopped else "cancelled"
+        print(f"tx cancel: {asked} {' and '.join(what)} of {handle} (`tx status {handle}` shows the trials)",
+              file=sys.stderr)
+        return 0
+    while True:
+        status = runner.sweep_status(handle)
+        if all(status.trials[i].state.name in _ENDED for i in done.stopped):
+            break
+        if time.monotonic() - started > timeout:
+            raise CLIError(f"asked {' and '.join(what)} of {handle} to stop, but some still run after "
+                           f"{timeout:g} s; `tx status {handle}` shows when they have ended")
+        time.sleep(0.5)
+    took = time.monotonic() - started
+    print(f"tx cancel: {handle} is {status.state.name}: cancelled {' and '.join(what)} (after {took:.1f} s)",
+          file=sys.stderr)
     return 0
 
 
-def sweep_cancel(runner: Runner, handle: str) -> int:
-    """``tx cancel SWEEP``: cancel every trial; exit 0."""
-    runner.cancel_sweep(handle)
-    return 0
+def sweep_describe(runner: Runner, text: str) -> Tuple[Optional[str], Any]:
+    """``tx describe SWEEP``: (None, the sweep's definition, a dict from its record);
+    ``tx describe SWEEP/TRIAL``: (the trial's last attempt's app handle, None before it is
+    submitted; its AppDef, None where the scheduler no longer knows it)."""
+    # see looks_like_sweep
+    from tx.runner.sweep import describe_sweep, trial_appdef
+
+    handle, index, _tail = split_trial(text)
+    if index is None:
+        return None, describe_sweep(handle)
+    app, _head = trial_header(handle, index)
+    return app, trial_appdef(runner, handle, index)
+
+
+#: trial states after which nothing runs any more
+_ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN", "UNSUBMITTED")
 
 
 def sweep_log_identifier(text: str) -> str:
@@ -68,23 +184,12 @@ def sweep_log_identifier(text: str) -> str:
     Raises:
         CLIError: no trial number, or no such trial, or the trial was not submitted yet.
     """
-    # see looks_like_sweep
-    from tx.runner.sweep import load_record
-    from tx.specs.handles import make_app_handle
-
-    m = _SWEEP.match(text)
-    assert m is not None
-    handle, rest = m.group(0), text[m.end():].strip("/")
-    trial, _, tail = rest.partition("/")
-    if not trial.isdigit():
+    handle, trial, tail = split_trial(text)
+    if trial is None:
         raise CLIError(f"log of a sweep: name a trial, {handle}/TRIAL[/ROLE[/REPLICAS]] (see `tx status {handle}`)", 2)
-    rec = load_record(handle)
-    if int(trial) >= len(rec.trials):
-        raise CLIError(f"sweep {handle} has no trial {trial}: it has {len(rec.trials)} (0-{len(rec.trials) - 1})")
-    t = rec.trials[int(trial)]
-    if t.pending or not t.attempts:
+    app, _head = trial_header(handle, trial)
+    if app is None:
         raise CLIError(f"trial {trial} of {handle} has not been submitted yet")
-    app = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
     return f"{app}/{tail}" if tail else app
 
 
@@ -126,14 +231,78 @@ def _env(texts: List[str]) -> Dict[str, str]:
     return out
 
 
-def _wait(runner: Runner, handle: str) -> int:
-    """Wait until every trial is terminal; print the table; 0 if all succeeded."""
+def next_steps(handle: str) -> str:
+    """What ``tx sweep`` prints on stderr after the handle when it does not wait: the
+    commands to follow the sweep (as ``tx run --detach`` does for an app)."""
+    return (f"tx sweep: launched {handle}; to follow it:\n"
+            f"  tx status {handle}\n"
+            f"  tx log -f {handle}/TRIAL     (TRIAL: a trial's number, 0 first)\n"
+            f"  tx cancel {handle}\n")
+
+
+class _Interrupted:
+    """While ``tx sweep --wait`` (or ``resume --wait``) runs, SIGINT and SIGTERM are noted
+    (the handler only notes: the sweep's record lock may be held when one comes); the
+    waiting loop then calls :meth:`check`, which cancels every trial, waits for them to end, says so
+    in one line and exits 128+signal, as ``tx run`` does. Installed before the trials are
+    submitted, so that no signal falls between submitting them and guarding them."""
+
+    _NAMES = {2: "Ctrl-C", 15: "SIGTERM"}
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.handle: Optional[str] = None
+        self.received: List[int] = []
+        self._old: Dict[int, Any] = {}
+
+    def __enter__(self) -> "_Interrupted":
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self._old[s] = signal.signal(s, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.received.append(signum)
+
+    def check(self) -> None:
+        """If a signal came: cancel the sweep's trials and exit 128+signal, in one line."""
+        if not self.received:
+            return
+        signum = self.received[0]
+        why = self._NAMES.get(signum, f"signal {signum}")
+        if self.handle is None:
+            print(f"tx sweep: cancelled before the trials were submitted ({why})", file=sys.stderr, flush=True)
+            sys.exit(128 + signum)
+        done = self.runner.cancel_sweep(self.handle)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            status = self.runner.sweep_status(self.handle)
+            if all(status.trials[i].state.name in _ENDED for i in done.stopped):
+                break
+            time.sleep(0.2)
+        what = " and ".join(_cancelled(done)) or "no trial was running"
+        print(f"tx sweep: cancelled {self.handle} ({why}): {what}; `tx status {self.handle}` shows the trials, "
+              f"`tx sweep resume {self.handle}` reruns them", file=sys.stderr, flush=True)
+        sys.exit(128 + signum)
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _wait(runner: Runner, handle: str, guard: Optional[_Interrupted] = None) -> int:
+    """Wait until every trial is terminal; print the table; 0 if all succeeded. With
+    ``guard``, a signal cancels the trials (:meth:`_Interrupted.check`)."""
     while True:
+        if guard is not None:
+            guard.check()
         status = runner.sweep_status(handle)
         if all(t.state.name in ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN") for t in status.trials):
             sys.stdout.write(status.format())
             return 0 if status.state.name == "SUCCEEDED" else 1
-        time.sleep(1)
+        for _ in range(5):  # a signal is acted on within 0.2 s
+            if guard is not None and guard.received:
+                break
+            time.sleep(0.2)
 
 
 def _resume(runner: Runner, rest: List[str], wait: bool) -> int:
@@ -142,9 +311,16 @@ def _resume(runner: Runner, rest: List[str], wait: bool) -> int:
     if len(rest) != 1 or rest[0].startswith("-"):
         raise CLIError("usage: tx sweep resume [--wait] SWEEP_HANDLE", 2)
     handle = rest[0]
-    resumed = runner.resume_sweep(handle)
-    print(f"{handle}: resumed {len(resumed)} trial(s){': ' + ','.join(map(str, resumed)) if resumed else ''}")
-    return _wait(runner, handle) if wait and resumed else 0
+    if not wait:
+        resumed = runner.resume_sweep(handle)
+        print(f"{handle}: resumed {len(resumed)} trial(s){': ' + ','.join(map(str, resumed)) if resumed else ''}")
+        return 0
+    with _Interrupted(runner) as guard:
+        resumed = runner.resume_sweep(handle)
+        guard.handle = handle
+        print(f"{handle}: resumed {len(resumed)} trial(s){': ' + ','.join(map(str, resumed)) if resumed else ''}",
+              flush=True)
+        return _wait(runner, handle, guard) if resumed else 0
 
 
 def _best(runner: Runner, rest: List[str]) -> int:
@@ -206,9 +382,15 @@ def _sweep(args: argparse.Namespace) -> int:
         if args.dryrun:
             sys.stdout.write(str(info))
             return 0
-        handle = runner.schedule_sweep(info)
-        print(handle, flush=True)
-        return _wait(runner, handle) if args.wait else 0
+        if not args.wait:
+            handle = runner.schedule_sweep(info)
+            print(handle, flush=True)
+            sys.stderr.write(next_steps(handle))
+            return 0
+        with _Interrupted(runner) as guard:
+            handle = guard.handle = runner.schedule_sweep(info)
+            print(handle, flush=True)
+            return _wait(runner, handle, guard)
 
 
 def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, Any]:

@@ -5,6 +5,7 @@ Arguments reach the program unchanged (each becomes one argv entry); only ``util
 goes through a shell, with every argument quoted.
 """
 import os
+import re
 import shlex
 from typing import Dict, List, Optional
 
@@ -16,6 +17,15 @@ __all__ = ["binary", "booth", "copy", "echo", "python", "sh", "touch"]
 
 def _small() -> specs.Resource:
     return specs.Resource(cpu=1, gpu=0, memMB=1024)
+
+
+def _program_app_name(m: Optional[str], script: Optional[str]) -> str:
+    """The app name of what runs: ``--script dir/train.py`` -> ``train``, ``-m pkg.mod`` ->
+    ``mod``, otherwise (``-c``) ``python``; characters an app name cannot hold become ``_``
+    and it is cut to the 40 characters :func:`tx.specs.check_app_name` allows."""
+    stem = m.rpartition(".")[2] if m else os.path.splitext(os.path.basename(script or ""))[0]
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).lstrip("_.-")[:40]
+    return stem or "python"
 
 
 def echo(msg: str = "hello world", image: str = DEFAULT_IMAGE, num_replicas: int = 1) -> specs.AppDef:
@@ -126,7 +136,7 @@ def python(
     c: Optional[str] = None,
     script: Optional[str] = None,
     image: str = DEFAULT_IMAGE,
-    name: str = "tx_utils_python",
+    name: Optional[str] = None,
     cpu: int = 1,
     gpu: int = 0,
     memMB: int = 1024,
@@ -144,7 +154,8 @@ def python(
         c: run this program text (python -c)
         script: run this .py script
         image: the image to run in
-        name: the app name
+        name: the app name (default: what runs: the script's file name without ``.py``,
+            the module's last part, or ``python`` for -c)
         cpu: CPUs per replica
         gpu: GPUs per replica
         memMB: memory per replica in MB
@@ -161,7 +172,7 @@ def python(
     else:
         cmd = ["-c", c or ""]
     return specs.AppDef(
-        name=name,
+        name=name if name is not None else _program_app_name(m, script),
         roles=[
             specs.Role(
                 name="python",

@@ -81,6 +81,21 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
     return os.path.join(state_dir(), "checkpoints")
 
 
+#: the longest directory name (bytes) of the file systems checkpoints go to (NAME_MAX)
+_NAME_MAX = 255
+#: what :func:`new_checkpoint_url` adds to the app's name: ``-`` and 8 hex digits
+_RUN_SUFFIX = 9
+
+
+def _too_long(app_name: str, part: str, extra: int = 0) -> ValueError:
+    shown = app_name if len(app_name) <= 40 else f"{app_name[:32]}...{app_name[-5:]}"
+    how = ", ".join(x for x in ("percent-encoded" if part != app_name else "",
+                                f"plus {extra} for the run's '-<8 hex>'" if extra else "") if x)
+    return ValueError(f"app name {shown!r} is {len(part)} characters long as the last part of the run's "
+                      f"checkpoint directory ({how + ': ' if how else ''}at most {_NAME_MAX} fit in a "
+                      "directory name): give a shorter one (tx run --name NAME)")
+
+
 def checkpoint_url(scheduler: str, session: str, key: str,
                    dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
     """``TX_CHECKPOINT_DIR`` of the run ``key``: ``<checkpoint_root(scheduler)>/<session>/<key>``
@@ -89,10 +104,19 @@ def checkpoint_url(scheduler: str, session: str, key: str,
     sweep's trial ``<sweep id>/trial-<index>``; every attempt of the run (retries, infra
     retries, failover hops) is given the location itself, never recomputes it.
     ``root``: :func:`checkpoint_root`'s answer where the caller has it already (a sweep's
-    many trials: reading the config files is most of the cost of one URL)."""
+    many trials: reading the config files is most of the cost of one URL).
+
+    Raises:
+        ValueError: ``key``, percent-encoded, is longer than the 255 bytes a directory
+            name holds (one line; every scheduler's dryrun calls this, so such a name is
+            refused before anything is submitted).
+    """
+    part = quote(key or "app", safe="")
+    if len(part) > _NAME_MAX:
+        raise _too_long(key, part)
     if root is None:
         root = checkpoint_root(scheduler, dirs)
-    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), quote(key or "app", safe="")])
+    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), part])
 
 
 def new_checkpoint_url(scheduler: str, session: str, app_name: str,
@@ -100,7 +124,15 @@ def new_checkpoint_url(scheduler: str, session: str, app_name: str,
     """A fresh checkpoint location for a new run of the app ``app_name``:
     ``<checkpoint_root(scheduler)>/<session>/<app name>-<8 random hex digits>``, unique per
     call, so that a new run never resumes another run's checkpoints (``tx run --resume
-    HANDLE`` continues an earlier one explicitly: docs/recovery.md)."""
+    HANDLE`` continues an earlier one explicitly: docs/recovery.md).
+
+    Raises:
+        ValueError: the app name, percent-encoded, with the 9 characters added, is longer
+            than a directory name holds (one line, as :func:`checkpoint_url`).
+    """
+    part = quote(app_name or "app", safe="")
+    if len(part) + _RUN_SUFFIX > _NAME_MAX:
+        raise _too_long(app_name, part, _RUN_SUFFIX)
     return checkpoint_url(scheduler, session, f"{app_name or 'app'}-{secrets.token_hex(4)}", dirs, root)
 
 

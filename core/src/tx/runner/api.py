@@ -615,8 +615,10 @@ class Runner:
 
         return sweep.sweep_status(self, sweep_handle)
 
-    def cancel_sweep(self, sweep_handle: str) -> None:
+    def cancel_sweep(self, sweep_handle: str) -> Any:
         """Cancel every trial of the sweep; pending trials are not submitted any more.
+        Returns which trials were asked to stop and which will not be submitted (a
+        :class:`tx.runner.sweep.SweepCancel`); it does not wait for them to end.
 
         Raises:
             tx.runner.sweep.UnknownSweepError: no such sweep recorded on this host.
@@ -624,7 +626,7 @@ class Runner:
         # deferred: see dryrun_sweep
         from tx.runner import sweep
 
-        sweep.cancel_sweep(self, sweep_handle)
+        return sweep.cancel_sweep(self, sweep_handle)
 
     def resume_sweep(self, sweep_handle: str) -> List[int]:
         """Submit again exactly the trials that failed or were cancelled (each a new attempt
@@ -710,6 +712,9 @@ class Runner:
             tx.schedulers.SchedulerError: the backend cannot be reached or refused.
 
         Of a run handle: no hop is submitted any more and the live hop is cancelled.
+
+        The app's logs are copied into tx's log archive first: a backend that deletes an
+        app's pods or containers when it cancels it (Kubernetes) takes their logs with them.
         """
         if failover.is_run_handle(app_handle):
             failover.cancel(self, app_handle)
@@ -719,6 +724,7 @@ class Runner:
                        app_id=app_id):
             desc = sched.describe(app_id)
             if desc is not None and not is_terminal(desc.state):
+                self.archive_logs(app_handle, desc)
                 sched.cancel(app_id)
 
     def stop(self, app_handle: AppHandle) -> None:

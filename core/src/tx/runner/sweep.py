@@ -16,33 +16,31 @@ what does not fit at once is submitted by a supervisor process
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
-import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence
 
 import attrs
 
 from tx.components.system import finder
 from tx.components.system.errors import ComponentError
-from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS, state_dir
+from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS
 from tx.config.recovery import checkpoint_root, checkpoint_url
-from tx.config.trackers import configured_trackers
 from tx.durations import format_duration
-from tx.errors import UserError
-from tx.runner._records import flocked, read_all, write_json
 from tx.schedulers.api import ListAppResponse, PartialListError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
-from tx.tracker.api import build_trackers
-from tx.specs.sweep import SweepFormatError, SweepSpec, expand_trials, format_value, referenced_params, substitute
+from tx.runner._sweep_records import (
+    SweepRecord, TrialMetric, TrialRecord, UnknownSweepError, _write, best_trials, cancel_trial, describe_sweep,
+    is_sweep_handle, is_sweep_id, list_records, load_record, record_path, track, trial, trial_handle, updating)
+from tx.specs.sweep import (SweepFormatError, SweepSpec, count_trials, expand_trials, format_value, referenced_params,
+                            substitute)
 
 if TYPE_CHECKING:
     from tx.schedulers.api import Scheduler
@@ -70,83 +68,14 @@ class _Runner(Protocol):
     def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
 __all__ = [
-    "RESUMABLE", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord", "TrialStatus",
-    "TrialMetric", "UnknownSweepError", "best_trials", "collapse_listed", "is_sweep_handle", "is_sweep_id", "list_records", "load_record", "record_path", "track",
+    "MAX_TRIALS", "RESUMABLE", "SweepCancel", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord",
+    "TrialStatus", "TrialMetric", "UnknownSweepError", "best_trials", "cancel_trial", "collapse_listed",
+    "describe_sweep", "is_sweep_handle", "is_sweep_id", "list_records", "load_record", "record_path", "track",
+    "trial_appdef",
 ]
 
-_ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
 #: states after which ``resume`` submits a trial again
 RESUMABLE = (AppState.FAILED, AppState.CANCELLED)
-
-
-class UnknownSweepError(UserError, LookupError):
-    """No sweep with this handle is recorded on this host."""
-
-
-@attrs.define
-class TrialRecord:
-    """One trial of a recorded sweep.
-
-    Attributes:
-        index: the trial's index (0-based), its ``TX_TRIAL_INDEX``.
-        params: its parameter values.
-        attempts: the app ids of its submissions, oldest first (empty: not submitted yet).
-        submitted: when each attempt was submitted (seconds since the epoch).
-        ended: when tx first saw the last attempt terminal (None: not seen yet).
-        pending: waiting to be submitted (by the run, ``resume`` or the supervisor) when
-            fewer than ``max_parallel`` trials run.
-    """
-
-    index: int
-    params: Dict[str, Any]
-    attempts: List[str] = attrs.field(factory=list)
-    submitted: List[float] = attrs.field(factory=list)
-    ended: Optional[float] = None
-    pending: bool = False
-
-
-@attrs.define
-class SweepRecord:
-    """What tx keeps of a sweep (the JSON file :func:`record_path` names).
-
-    Attributes:
-        sweep_id, scheduler, session: the parts of the handle.
-        name: the app's name.
-        source: ``{"component": name, "args": [...]}`` or ``{"appdef": {...}}``.
-        env: env added to every role (``${name}`` substituted per trial).
-        cfg: the run options.
-        max_parallel: the most trials running at once (None: no bound).
-        native: how the backend holds the trials (``"array"`` or ``"apps"``).
-        cancelled: ``tx cancel`` was asked (no trial is submitted any more until resumed).
-        created: when the sweep was submitted (seconds since the epoch).
-        trials: the trials.
-    """
-
-    sweep_id: str
-    scheduler: str
-    session: str
-    name: str
-    source: Dict[str, Any]
-    env: Dict[str, str]
-    cfg: Dict[str, Any]
-    max_parallel: Optional[int]
-    native: str
-    cancelled: bool = False
-    created: float = 0.0
-    trials: List[TrialRecord] = attrs.field(factory=list)
-
-    @property
-    def handle(self) -> str:
-        return make_app_handle(self.scheduler, self.session, self.sweep_id)
-
-    def to_json(self) -> Dict[str, Any]:
-        return attrs.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SweepRecord":
-        fields = dict(data)
-        fields["trials"] = [TrialRecord(**t) for t in fields.get("trials", [])]
-        return cls(**fields)
 
 
 @attrs.frozen
@@ -159,8 +88,9 @@ class TrialStatus:
             sweep was cancelled before it was submitted).
         app_handle: its last attempt's app handle (None before it is submitted).
         attempts: how many times it was submitted.
-        duration: seconds from its last submission until tx saw it end (or until now),
-            None before it is submitted.
+        duration: seconds its last attempt ran, from the start and end times its
+            scheduler recorded (where it records none: from its submission until tx first
+            saw it end); until now while it runs; None before it is submitted.
         why: why it failed (the scheduler's first failed replica), else "".
     """
 
@@ -264,68 +194,6 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
     return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in rows)
 
 
-# -- the record on disk ------------------------------------------------------------------
-def record_path(scheduler: str, sweep_id: str) -> str:
-    """Where the record of sweep ``sweep_id`` on ``scheduler`` is kept."""
-    return os.path.join(state_dir(), "sweeps", scheduler, f"{sweep_id}.json")
-
-
-def is_sweep_handle(handle: str) -> bool:
-    """Whether ``handle`` names a sweep recorded on this host (a stat, no scheduler call)."""
-    try:
-        scheduler, _session, sweep_id = parse_app_handle(handle)
-    except ValueError:
-        return False
-    return is_sweep_id(sweep_id) and os.path.exists(record_path(scheduler, sweep_id))
-
-
-def is_sweep_id(app_id: str) -> bool:
-    """Whether ``app_id`` has the form of a sweep's id (``sweep-NAME-1a2b3c4d``: what
-    :meth:`tx.runner.Runner.run_sweep` names a sweep, and the id of a sweep's row in
-    :func:`collapse_listed`); no file or scheduler is read. An app whose name starts with
-    ``sweep-`` may look alike: :func:`is_sweep_handle` says whether one is recorded."""
-    return bool(_ID.match(app_id or ""))
-
-
-def load_record(handle: str) -> SweepRecord:
-    """The record of the sweep ``handle``.
-
-    Raises:
-        UnknownSweepError: none on this host.
-        MalformedAppHandleException: not ``{scheduler}://{session}/{sweep_id}``.
-    """
-    scheduler, session, sweep_id = parse_app_handle(handle)
-    try:
-        with open(record_path(scheduler, sweep_id), encoding="utf-8") as f:
-            rec = SweepRecord.from_json(json.load(f))
-    except FileNotFoundError:
-        raise UnknownSweepError(f"no sweep {handle} on this host (sweeps are kept in {state_dir()}/sweeps)") from None
-    if rec.session != session:
-        raise UnknownSweepError(f"no sweep {handle}: {sweep_id} belongs to session {rec.session!r}")
-    return rec
-
-
-def _write(rec: SweepRecord) -> None:
-    write_json(record_path(rec.scheduler, rec.sweep_id), rec.to_json())
-
-
-@contextlib.contextmanager
-def updating(handle: str) -> Iterator[SweepRecord]:
-    """Load the record under an exclusive lock, yield it, and write it back: the CLI and a
-    supervisor never lose each other's updates."""
-    scheduler, _session, sweep_id = parse_app_handle(handle)
-    with flocked(record_path(scheduler, sweep_id) + ".lock"):
-        rec = load_record(handle)
-        yield rec
-        _write(rec)
-
-
-def list_records(scheduler: str, session: Optional[str] = None) -> List[SweepRecord]:
-    """The sweeps recorded for ``scheduler`` (of ``session`` if given), oldest first."""
-    recs = read_all(os.path.join(state_dir(), "sweeps", scheduler), SweepRecord.from_json)
-    return sorted((r for r in recs if session is None or r.session == session), key=lambda r: r.created)
-
-
 # -- building the trials -----------------------------------------------------------------
 def _new_id(name: str) -> str:
     stem = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24]
@@ -405,6 +273,29 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
     return attrs.evolve(app, roles=roles)
 
 
+#: the most trials of one sweep on a scheduler that states no array limit of its own
+#: (:attr:`tx.schedulers.Scheduler.sweep_array_limit`): every trial's request is made before
+#: the first is submitted, and the sweep's record holds every trial
+MAX_TRIALS = 10_000
+
+
+def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> None:
+    """Refuse ``count`` trials (:func:`tx.specs.sweep.count_trials`, not expanded) beyond
+    ``scheduler``'s limit: its native array's (Slurm's MaxArraySize, AWS Batch's 10,000...),
+    else :data:`MAX_TRIALS`.
+
+    Raises:
+        SweepFormatError: too many trials (one line, with the limit and whose it is).
+    """
+    limit = sched.sweep_array_limit
+    if limit is not None:
+        if count > limit:
+            raise SweepFormatError(f"{count} trials are more than {scheduler}'s array limit of {limit}")
+    elif count > MAX_TRIALS:
+        raise SweepFormatError(f"{count} trials are more than a sweep on {scheduler} may have ({MAX_TRIALS}): "
+                               "split it into several sweeps")
+
+
 def dryrun_sweep(
     runner: "_Runner",
     app_or_component: Any,
@@ -417,9 +308,10 @@ def dryrun_sweep(
     name: Optional[str] = None,
 ) -> SweepDryRunInfo:
     """See :meth:`tx.runner.Runner.dryrun_sweep`."""
-    trials = expand_trials(spec)
     if max_parallel is not None and max_parallel < 1:
         raise SweepFormatError(f"max_parallel must be at least 1, got {max_parallel}")
+    check_trial_count(runner.scheduler(scheduler), scheduler, count_trials(spec))  # before anything is expanded
+    trials = expand_trials(spec)
     if isinstance(app_or_component, AppDef):
         source: Dict[str, Any] = {"appdef": appdef_to_dict(app_or_component)}
         default_name = app_or_component.name
@@ -431,17 +323,17 @@ def dryrun_sweep(
     env = dict(env or {})
     as_args = _check_params(source, spec.names, env)
     sched = runner.scheduler(scheduler)
-    limit = sched.sweep_array_limit
-    if limit is not None and len(trials) > limit:
-        raise SweepFormatError(f"{len(trials)} trials are more than {scheduler}'s array limit of {limit}")
     rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=runner.name(),
                       name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
                       max_parallel=max_parallel, native="apps",
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
     root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
-    infos = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in rec.trials], scheduler, cfg,
-                               parent_run_id=rec.handle)
+    apps = [trial_app(runner, rec, t, as_args, base, root) for t in rec.trials]
+    names = {a.name for a in apps}
+    if name is None and len(names) == 1:  # the row is named as its trials are (utils.python -> train)
+        rec.name = names.pop()
+    infos = runner.dryrun_many(apps, scheduler, cfg, parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
@@ -484,10 +376,11 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
         if rec.max_parallel is not None:
             running, now = 0, time.time()
             live = [t for t in rec.trials if not t.pending and t.attempts and t.ended is None]
-            listed = _listed_states(runner, rec, live)
+            listed_ended: Dict[str, float] = {}
+            listed = _listed_states(runner, rec, live, listed_ended)
             for t in live:
                 if is_terminal(_trial_state(runner, rec, t, listed)[0]):
-                    t.ended = now
+                    t.started, t.ended = _times(runner, rec, t, now, listed_ended, describe=not listed)
                 else:
                     running += 1
             room = max(0, min(room, rec.max_parallel - running))
@@ -504,7 +397,7 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
             app_handle = runner.schedule(infos[t.index])
             t.attempts.append(parse_app_handle(app_handle).app_id)
             t.submitted.append(time.time())
-            t.ended = None
+            t.started = t.ended = None
             t.pending = False
         track(rec, todo)
         return len(pending) - room
@@ -525,10 +418,12 @@ def start_supervisor(rec: SweepRecord) -> None:
 LIST_OVER = 8
 
 
-def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord]) -> Dict[str, AppState]:
+def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord],
+                   ended: Optional[Dict[str, float]] = None) -> Dict[str, AppState]:
     """App id -> state of the listed apps: the scheduler's own query of many apps
     (``Scheduler.states_of``) where it has one, else one list when ``trials`` are many
-    enough (else {})."""
+    enough (else {}). ``ended``, given, gets app id -> when it ended, where the listing
+    says (the local schedulers' ``ended``)."""
     if trials:
         states = runner.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
         if states is not None:
@@ -539,13 +434,16 @@ def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRe
         apps = runner.list(rec.scheduler)
     except PartialListError as e:
         apps = e.apps
+    if ended is not None:
+        ended.update((a.app_id, float(a.ended)) for a in apps  # type: ignore[attr-defined]
+                     if isinstance(getattr(a, "ended", None), (int, float)))
     return {a.app_id: a.state for a in apps}
 
 
 def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
                  listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
     if t.pending or not t.attempts:
-        return (AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED), ""
+        return (AppState.CANCELLED if rec.cancelled or t.cancelled else AppState.UNSUBMITTED), ""
     state = (listed or {}).get(t.attempts[-1])
     if state is not None and state != AppState.FAILED:
         return state, ""
@@ -564,14 +462,15 @@ def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
     rec = load_record(handle)
     now = time.time()
     out = []
-    newly_ended = {}
-    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending])
+    newly_ended: Dict[int, "tuple[Optional[float], float]"] = {}
+    listed_ended: Dict[str, float] = {}
+    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending], listed_ended)
     for t in rec.trials:
         state, why = _trial_state(runner, rec, t, listed)
-        ended = t.ended
+        started, ended = t.started, t.ended
         if ended is None and is_terminal(state) and t.attempts and not t.pending:
-            ended = newly_ended[t.index] = now
-        duration = None if not t.submitted or t.pending else (ended or now) - t.submitted[-1]
+            started, ended = newly_ended[t.index] = _times(runner, rec, t, now, listed_ended, describe=not listed)
+        duration = None if not t.submitted or t.pending else (ended or now) - (started or t.submitted[-1])
         out.append(TrialStatus(t.index, t.params, state,
                                make_app_handle(rec.scheduler, rec.session, t.attempts[-1]) if t.attempts else None,
                                len(t.attempts), duration, why))
@@ -580,21 +479,77 @@ def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
             for t in fresh.trials:
                 if (t.index in newly_ended and t.ended is None and not t.pending
                         and len(t.attempts) == out[t.index].attempts):
-                    t.ended = newly_ended[t.index]
+                    t.started, t.ended = newly_ended[t.index]
     return SweepStatus(handle, out, rec.cancelled)
 
 
-def cancel_sweep(runner: "_Runner", handle: str) -> None:
+def _times(runner: "_Runner", rec: SweepRecord, t: TrialRecord, now: float, listed_ended: Mapping[str, float],
+           describe: bool) -> "tuple[Optional[float], float]":
+    """``(started, ended)`` of the ended trial ``t``'s last attempt, in epoch seconds, as its
+    scheduler recorded them: the listing's end time where the trials were listed (many
+    trials: no call per trial; the start is then its submission), else the description's
+    (``describe``: few trials, each described anyway; the local schedulers' ``started`` and
+    ``ended`` metadata). Where the scheduler records none: (None, ``now``), when tx saw it
+    ended. The times are then kept in the record: once per trial's attempt."""
+    if t.attempts[-1] in listed_ended:
+        return None, listed_ended[t.attempts[-1]]
+    desc = None
+    if describe:
+        try:
+            desc = runner.scheduler(rec.scheduler).describe(t.attempts[-1])
+        except Exception:  # noqa: BLE001 - the times are a courtesy: the state was read already
+            desc = None
+    meta = desc.metadata if desc is not None else {}
+
+    def num(key: str) -> Optional[float]:
+        v = meta.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return num("started"), (num("ended") or now)
+
+
+@attrs.frozen
+class SweepCancel:
+    """What :meth:`tx.runner.Runner.cancel_sweep` did.
+
+    Attributes:
+        stopped: the trials whose (last) app was running and was asked to stop.
+        unsubmitted: the pending trials that will not be submitted now (``resume`` does).
+    """
+
+    stopped: List[int]
+    unsubmitted: List[int]
+
+
+def cancel_sweep(runner: "_Runner", handle: str) -> SweepCancel:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
+        # the pending trials stop being submitted now (not when an earlier cancel did)
+        unsubmitted = [] if rec.cancelled else [t.index for t in rec.trials if t.pending]
         rec.cancelled = True
     live = [t for t in rec.trials if t.attempts and not t.pending]
     listed = _listed_states(runner, rec, live)
-    ids = [t.attempts[-1] for t in live
-           if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
-                              else _trial_state(runner, rec, t)[0])]
-    if ids:  # one call where the backend cancels many at once (Scheduler.cancel_many)
-        runner.scheduler(rec.scheduler).cancel_many(ids)
+    stop = [t for t in live if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
+                                               else _trial_state(runner, rec, t)[0])]
+    if stop:  # one call where the backend cancels many at once (Scheduler.cancel_many)
+        runner.scheduler(rec.scheduler).cancel_many([t.attempts[-1] for t in stop])
+    return SweepCancel([t.index for t in stop], unsubmitted)
+
+
+def trial_appdef(runner: "_Runner", handle: str, index: int) -> Optional[AppDef]:
+    """``tx describe SWEEP/TRIAL``: the AppDef of the trial's last attempt as its scheduler
+    describes it (None: the scheduler no longer knows it), or, before it is submitted,
+    the AppDef it will be submitted with.
+
+    Raises:
+        UnknownSweepError: no such sweep or trial.
+    """
+    rec, t = trial(handle, index)
+    app_handle = trial_handle(rec, t)
+    if app_handle is not None:
+        return runner.describe(app_handle)  # type: ignore[attr-defined]
+    as_args = _check_params(rec.source, list(t.params), rec.env)
+    return trial_app(runner, rec, t, as_args)
 
 
 def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List[int]:
@@ -605,7 +560,8 @@ def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List
         rec.cancelled = False
         for i in todo:
             rec.trials[i].pending = True
-            rec.trials[i].ended = None
+            rec.trials[i].cancelled = False
+            rec.trials[i].started = rec.trials[i].ended = None
     left = submit_pending(runner, handle)
     if left and supervise:
         start_supervisor(rec)
@@ -626,7 +582,7 @@ def collapse_listed(apps: Sequence[Any], records: Sequence[SweepRecord]) -> List
         trials = []
         for t in rec.trials:
             if t.pending or not t.attempts:
-                state = AppState.CANCELLED if rec.cancelled else AppState.UNSUBMITTED
+                state = AppState.CANCELLED if rec.cancelled or t.cancelled else AppState.UNSUBMITTED
             else:
                 listed = by_id.get(t.attempts[-1])
                 state = listed.state if listed is not None else AppState.UNKNOWN
@@ -638,57 +594,3 @@ def collapse_listed(apps: Sequence[Any], records: Sequence[SweepRecord]) -> List
                                     name=f"{rec.name} [sweep of {len(trials)}: {counts}]", submitted=rec.created))
     return rows + [a for a in apps if a.app_id not in taken]
 
-
-# -- trackers ----------------------------------------------------------------------------
-def track(rec: SweepRecord, trials: Sequence[TrialRecord]) -> None:
-    """Record the sweep and ``trials`` (their last attempts) in the configured trackers
-    (``.txconfig`` / ``TX_TRACKERS``; none: nothing): the sweep is a run (id: its handle)
-    with metadata ``sweep_parameters`` and ``trials``; each trial is a run (id: its app
-    handle, the ``TX_JOB_ID`` its replicas see) with its parameters as metadata, plus
-    ``sweep`` and ``trial_index``, and the sweep as its source, so that ``tx tracker
-    lineage SWEEP`` lists the trials, and a trial's lineage names the sweep."""
-    trackers = build_trackers(configured_trackers())
-    for tracker in trackers:
-        tracker.add_metadata(rec.handle, kind="sweep", sweep_parameters=list(rec.trials[0].params) if rec.trials
-                             else [], trials=len(rec.trials), name=rec.name)
-        for t in trials:
-            run = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
-            tracker.add_metadata(run, **t.params, sweep=rec.handle, trial_index=t.index)
-            tracker.add_source(run, rec.handle)
-
-
-@attrs.frozen
-class TrialMetric:
-    """A trial's value of a metric its runs recorded (see :func:`best_trials`)."""
-
-    index: int
-    params: Dict[str, Any]
-    app_handle: str
-    value: float
-
-
-def best_trials(runner: "_Runner", handle: str, metric: str, maximize: bool = False) -> List[TrialMetric]:
-    """The trials whose last attempt recorded metadata ``metric`` (a number) in the first
-    configured tracker, best first (lowest, or highest with ``maximize``).
-
-    Raises:
-        UnknownSweepError: no such sweep.
-        SweepFormatError: no tracker is configured, or no trial recorded ``metric``.
-    """
-    rec = load_record(handle)
-    trackers = build_trackers(configured_trackers())
-    if not trackers:
-        raise SweepFormatError("no tracker is configured: set [tx:tracker] in .txconfig or TX_TRACKERS "
-                               "(docs/sweeps.md), and record the metric from the trials")
-    out = []
-    for t in rec.trials:
-        if t.pending or not t.attempts:
-            continue
-        run = make_app_handle(rec.scheduler, rec.session, t.attempts[-1])
-        value = trackers[0].metadata(run).get(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out.append(TrialMetric(t.index, t.params, run, float(value)))
-    if not out:
-        raise SweepFormatError(f"no trial of {handle} recorded metric {metric!r} (AppRun.run_from_env()"
-                               f".add_metadata({metric}=...) in the trial)")
-    return sorted(out, key=lambda m: (-m.value if maximize else m.value, m.index))

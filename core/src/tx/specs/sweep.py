@@ -4,7 +4,8 @@ A sweep is one app times a parameter set. A :class:`SweepSpec` holds a grid (eac
 parameter's values; the trials are their product), random parameters (each drawn from a
 distribution, ``trials`` times, with ``seed``), or both (each grid point times ``trials``
 draws). :func:`expand_trials` turns it into the trials' parameter dicts, in a fixed order:
-the same spec and seed always give the same trials.
+the same spec and seed always give the same trials; :func:`count_trials` says how many
+without making them.
 
 Parameter values are JSON scalars (numbers, strings, booleans). A command-line value
 (``--grid lr=0.01,0.1``) that reads as an int or a float becomes one; anything else stays a
@@ -29,7 +30,7 @@ from tx.specs.api import AppDefFormatError
 from tx.specs.files import _fmt_of, _parse_json, _parse_yaml
 
 __all__ = [
-    "Distribution", "SWEEP_FILE_SCHEMA", "SweepFile", "SweepFormatError", "SweepSpec", "expand_trials",
+    "Distribution", "SWEEP_FILE_SCHEMA", "SweepFile", "SweepFormatError", "SweepSpec", "count_trials", "expand_trials",
     "format_value", "load_sweep_file", "parse_grid", "parse_random", "parse_value",
     "referenced_params", "substitute", "sweep_spec_from_dict",
 ]
@@ -186,12 +187,14 @@ def parse_random(text: str) -> Tuple[str, Distribution]:
     return _check_name(name.strip(), where), _distribution(m["kind"], args, where)
 
 
-def expand_trials(spec: SweepSpec) -> List[Dict[str, Scalar]]:
-    """The trials of ``spec``: one dict of parameter values per trial, in trial-index order.
+def count_trials(spec: SweepSpec) -> int:
+    """How many trials :func:`expand_trials` would give for ``spec``, computed from the
+    sizes of the grid and ``trials`` (nothing is expanded: any size answers at once). It
+    checks what :func:`expand_trials` checks.
 
     Raises:
-        SweepFormatError: no parameters, a grid parameter without values, random
-            parameters without ``trials`` (or ``trials`` below 1).
+        SweepFormatError: no parameters, a grid parameter without values, a parameter both
+            in the grid and random, random parameters without ``trials`` (or ``trials`` below 1).
     """
     for name, values in spec.grid.items():
         if not values:
@@ -201,17 +204,30 @@ def expand_trials(spec: SweepSpec) -> List[Dict[str, Scalar]]:
     twice = sorted(set(spec.grid) & set(spec.random))
     if twice:
         raise SweepFormatError(f"parameter {twice[0]!r} is both in the grid and random")
+    if spec.random and (spec.trials is None or spec.trials < 1):
+        raise SweepFormatError("random parameters need --trials N (N >= 1)")
+    n = math.prod(len(values) for values in spec.grid.values())
+    return n * spec.trials if spec.random and spec.trials is not None else n
+
+
+def expand_trials(spec: SweepSpec) -> List[Dict[str, Scalar]]:
+    """The trials of ``spec``: one dict of parameter values per trial, in trial-index order
+    (:func:`count_trials` of them: bound that first, as the Runner does, since the trials
+    are held in memory).
+
+    Raises:
+        SweepFormatError: as :func:`count_trials`.
+    """
+    count_trials(spec)
     points: List[Dict[str, Scalar]] = [{}]
     for name, values in spec.grid.items():
         points = [{**p, name: v} for p in points for v in values]
     if not spec.random:
         return points
-    if spec.trials is None or spec.trials < 1:
-        raise SweepFormatError("random parameters need --trials N (N >= 1)")
     rng = random.Random(spec.seed)
     out = []
     for p in points:
-        for _ in range(spec.trials):
+        for _ in range(spec.trials or 0):
             out.append({**p, **{name: d.draw(rng) for name, d in spec.random.items()}})
     return out
 
@@ -356,7 +372,7 @@ def sweep_spec_from_dict(data: Any, where: str = "sweep file") -> SweepFile:
     if not grid and not (rand and "trials" in data):
         raise bad("give a grid, or random parameters with trials")
     spec = SweepSpec(grid=grid, random=rand, trials=data.get("trials"), seed=data.get("seed", 0))
-    expand_trials(spec)  # the remaining checks (a name both in grid and random)
+    count_trials(spec)  # the remaining checks (a name both in grid and random); nothing is expanded
     return SweepFile(spec=spec, name=data.get("name"), component=data.get("component"),
                      args=data.get("args"), env=dict(env), max_parallel=data.get("max_parallel"))
 

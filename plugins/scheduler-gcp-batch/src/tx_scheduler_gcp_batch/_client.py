@@ -48,8 +48,10 @@ BATCH_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_BATCH"
 LOGGING_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING"
 DEFAULT_LOCATION = "us-central1"
 
-_SET_PROJECT = (
-    "set the run option project=PROJECT, or GOOGLE_CLOUD_PROJECT, or run `gcloud config set project PROJECT`"
+#: how to give the project (one line's end)
+SET_PROJECT = (
+    "set the run option project=PROJECT (-cfg project=PROJECT), or GOOGLE_CLOUD_PROJECT, or run "
+    "`gcloud config set project PROJECT`"
 )
 _SET_CREDENTIALS = (
     "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
@@ -112,7 +114,7 @@ def resolve_project(cfg_project: Optional[str], creds_project: Optional[str] = N
             return value
     if creds_project:
         return creds_project
-    raise SchedulerError(f"gcp_batch: no Google Cloud project: {_SET_PROJECT}")
+    raise SchedulerError(f"gcp_batch: no Google Cloud project: {SET_PROJECT}")
 
 
 def env_project() -> Optional[str]:
@@ -140,7 +142,7 @@ def api_error(e: BaseException, what: str) -> SchedulerError:
     if isinstance(e, gex.Forbidden):
         hint = (
             "check the project and that your account has the Batch Job Editor role "
-            "(roles/batch.jobsEditor) and Logs Viewer for logs; " + _SET_PROJECT
+            "(roles/batch.jobsEditor) and Logs Viewer for logs; " + SET_PROJECT
         )
         return SchedulerError(f"gcp_batch: permission denied to {what}: {msg} ({hint})")
     if isinstance(e, (gex.Unauthorized, gauth.GoogleAuthError)):

@@ -119,10 +119,17 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             self._logging = _client.make_logging_client(project)
         return self._logging
 
-    def _project_for(self, cfg_project: Optional[str]) -> str:
+    def _project_for(self, cfg_project: Optional[str], dryrun: bool = False) -> str:
         if cfg_project or self._project or _client.env_project():
             return _client.resolve_project(cfg_project or self._project)
-        self._batch_client()  # finds the credentials and their project
+        try:
+            self._batch_client()  # finds the credentials and their project
+        except SchedulerError:
+            if not dryrun:
+                raise
+            # a dryrun needs a project, never credentials: say how to give the project
+            raise SchedulerError(f"gcp_batch: no Google Cloud project: {_client.SET_PROJECT} "
+                                 "(a dryrun needs no credentials)") from None
         return _client.resolve_project(None, self._creds_project)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -159,7 +166,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             raise InvalidRunConfigException("spot_retries must be >= 0", "spot_retries", cfg)
         infra_retries(cfg)
         cfg = {**cfg, "provisioning_model": model}
-        project = self._project_for(cfg.get("project"))  # type: ignore[arg-type]
+        project = self._project_for(cfg.get("project"), dryrun=True)  # type: ignore[arg-type]
         location = str(cfg.get("location") or self._location or _client.default_location())
         req = build_job(app, cfg, project, location, __version__, _client.job_message)
         return AppDryRunInfo(req, fmt=str)

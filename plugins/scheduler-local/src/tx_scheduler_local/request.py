@@ -169,6 +169,23 @@ def _path(role: Role, cwd: str, prepend_cwd: bool, extra_paths: Sequence[str] = 
     return os.pathsep.join(parts)
 
 
+#: the longest app name (as :func:`tx.schedulers.ids.clean_name` leaves it) whose app id
+#: fits every file name the scheduler makes of it: the registry's work directory
+#: ``.new-<app_id>-<pid>`` (the longest name, next to ``.gc-`` and the cgroup ``tx-<app_id>``)
+#: holds at most 255 bytes, the id adds ``-`` and a random id of up to 14 characters, and a
+#: pid has up to 7 digits (Linux's PID_MAX_LIMIT, 4194304), whatever this process's pid is
+NAME_MAX = 255 - len(".new-") - len("-") - 7 - len("-") - 14
+
+
+def _check_name_fits(name: str, given: str, scheduler: str) -> str:
+    if len(name) > NAME_MAX:
+        shown = given if len(given) <= 40 else f"{given[:32]}...{given[-5:]}"
+        raise ValueError(f"app name {shown!r} is {len(name)} characters long; {scheduler} names files after "
+                         f"its apps and keeps at most {NAME_MAX} characters of a name: give a shorter one "
+                         "(tx run --name NAME)")
+    return name
+
+
 def build_request(
     app: AppDef,
     cfg: Mapping[str, CfgVal],
@@ -194,7 +211,8 @@ def build_request(
         extra_paths: directories put first on every replica's PATH.
 
     Raises:
-        ValueError: a role or session name that cannot be a directory name, an image that
+        ValueError: an app name longer than :data:`NAME_MAX` (once cleaned), a role or
+            session name that cannot be a directory name, an image that
             is not a directory (local_dir), an entrypoint that is not found.
         InvalidRunConfigException: a log_dir that is, or is under, a file that is not a directory.
     """
@@ -203,7 +221,7 @@ def build_request(
         raise ValueError(f"app {app.name!r} has no roles")
     for role in app.roles:
         _check_name("role name", role.name)
-    app_id = make_unique(clean_name(app.name))
+    app_id = make_unique(_check_name_fits(clean_name(app.name), app.name, scheduler))
     root = _log_root(cfg)
     app_dir = os.path.join(root, session, app_id)
     specs = [(r.name, r.resource.gpu, r.num_replicas) for r in app.roles]
@@ -215,9 +233,12 @@ def build_request(
     for idx, role in enumerate(app.roles):
         if image_is_dir:
             if not role.image or not os.path.isdir(role.image):
+                # as TorchX's local_dir, the image is the directory: say how to give one
                 raise ValueError(
                     f"role {role.name!r}: image {role.image!r} is not an existing directory "
-                    "(local_dir runs each replica in role.image)"
+                    "(local_dir runs each replica in its image directory): pass the component "
+                    "--image DIR (or set image = DIR under [component:NAME] in .txconfig), "
+                    "or run it on local_cwd"
                 )
             cwd = os.path.abspath(role.image)
         else:

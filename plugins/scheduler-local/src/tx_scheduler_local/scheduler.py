@@ -29,6 +29,7 @@ Signals and lifetime (what the CLI relies on):
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -124,7 +125,9 @@ class LocalScheduler(Scheduler[LocalRequest]):
         opts.add(
             "log_dir", type_=str, default=None,
             help="directory of the replicas' logs: <log_dir>/<session>/<app_id>/<role>/<replica>/"
-            "{stdout,stderr,combined}.log (default: <tmp>/tx-<uid>); its parent must exist",
+            "{stdout,stderr,combined}.log (default: <tmp>/tx-<uid>); made with its missing parents when "
+            "the app runs (a dryrun makes nothing); refused if it or its nearest existing parent is "
+            "not a directory",
         )
         opts.add("prepend_cwd", type_=bool, default=False,
                  help=f"put {where} first on the replicas' PATH (default: last)")
@@ -184,6 +187,30 @@ class LocalScheduler(Scheduler[LocalRequest]):
         # place: a launcher killed half-way leaves no entry without a state (``.``-names
         # are never apps; `tx gc` removes them)
         tmp_dir = os.path.join(self.apps_dir, f".new-{req.app_id}-{os.getpid()}")
+        try:
+            data = self._write_entry(dryrun_info, tmp_dir, app_dir)
+        except BaseException:
+            # nothing of an app that never started is left behind (its log directory is
+            # empty: the supervisor makes the replicas' directories)
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            shutil.rmtree(req.log_dir, ignore_errors=True)
+            raise
+        try:
+            pid = _launch.start_supervisor(data, app_dir, self._method)
+        except BaseException as e:
+            _apps.finalize_orphan(app_dir, data, "FAILED", f"the supervisor did not start: {e}")
+            raise
+        with self._lock:
+            self._launched.add(req.app_id)
+            self._requests[req.app_id] = data
+        log.debug("scheduled", app_id=req.app_id, supervisor_pid=pid, log_dir=req.log_dir)
+        return req.app_id
+
+    def _write_entry(self, dryrun_info: AppDryRunInfo[LocalRequest], tmp_dir: str, app_dir: str) -> Dict[str, Any]:
+        """Make the app's registry entry whole in ``tmp_dir``, rename it to ``app_dir`` and
+        return the request data written."""
+        req = dryrun_info.request
+        app = dryrun_info._app
         os.mkdir(tmp_dir)
         data = req.to_json()
         data["submitted"] = time.time()
@@ -200,16 +227,7 @@ class LocalScheduler(Scheduler[LocalRequest]):
         _store.write_json_atomic(os.path.join(tmp_dir, _store.REQUEST), data, default=dumps_default)
         _listing.write_summary(tmp_dir, data)
         os.rename(tmp_dir, app_dir)
-        try:
-            pid = _launch.start_supervisor(data, app_dir, self._method)
-        except BaseException as e:
-            _apps.finalize_orphan(app_dir, data, "FAILED", f"the supervisor did not start: {e}")
-            raise
-        with self._lock:
-            self._launched.add(req.app_id)
-            self._requests[req.app_id] = data
-        log.debug("scheduled", app_id=req.app_id, supervisor_pid=pid, log_dir=req.log_dir)
-        return req.app_id
+        return data
 
     # -- queries ---------------------------------------------------------------------------------
     def _request(self, app_id: str) -> Optional[Dict[str, Any]]:
@@ -316,20 +334,21 @@ class LocalScheduler(Scheduler[LocalRequest]):
         return _store.read_json(os.path.join(app_dir, _store.STATE)) or state
 
     def list(self) -> List[ListAppResponse]:
-        """Every app of the state directory (both local schedulers, every session), newest
-        first; ``app_handle`` is filled with each app's own scheduler and session. Each entry
+        """Every app of this scheduler (``local_cwd`` or ``local_dir``: the other's apps, in
+        the same state directory, are not listed) of every session, newest first;
+        ``app_handle`` is filled with each app's own session. Each entry
         is a :class:`~tx_scheduler_local._listing.LocalListAppResponse` (``submitted``,
         ``ended``: epoch seconds). Reads each app's small summary and state files only."""
-        return list(_listing.list_apps(self.apps_dir, self.describe))
+        return list(_listing.list_apps(self.apps_dir, self.describe, scheduler=self.backend))
 
     def prune(self, keep: float, dry_run: bool = False) -> List[ListAppResponse]:
-        """Delete the state and logs of every app of the state directory (both local
-        schedulers, every session) that ended more than ``keep`` seconds ago; apps that are
+        """Delete the state and logs of every app of this scheduler (as :meth:`list`, every
+        session) that ended more than ``keep`` seconds ago; apps that are
         not finished are never touched. Returns the apps deleted (``dry_run``: that would be),
         oldest first. Used by ``tx gc``."""
         if keep < 0:
             raise ValueError(f"keep must be >= 0 seconds, got {keep}")
-        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run)
+        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run, scheduler=self.backend)
         if not dry_run:
             for a in gone:
                 self._terminal.pop(a.app_id, None)

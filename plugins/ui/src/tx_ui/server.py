@@ -42,6 +42,7 @@ from starlette.staticfiles import StaticFiles
 from tx.cli.cmd_list import newest_first
 from tx.cli.cmd_status import render as status_text
 from tx.durations import format_age, format_duration
+from tx.runner.failover import is_run_handle
 from tx.runner.sweep import is_sweep_handle, is_sweep_id
 from tx.specs.sweep import format_value
 from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
@@ -293,6 +294,14 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
         if status is None:
             view["problem"] = f"no app {handle}: its scheduler does not know it"
             return view
+        if await asyncio.to_thread(is_run_handle, handle):  # a run with failover: its own hops only
+            try:
+                run = await backend.call(("run", handle), lambda r, h: r.run_status(h), handle)
+                view["run"] = {"chain": run.chain, "hops": [
+                    {"handle": h.handle(parse_app_handle(handle).session_name) or "", "scheduler": h.scheduler,
+                     "state": h.state, "why": h.why} for h in run.hops]}
+            except Exception as e:  # noqa: BLE001 - the status above still shows
+                view["problem"] = f"cannot read the run's hops: {describe_problem(e)}"
         view["status"] = status
         view["why"] = _why(status)
         # `tx status`'s text (its Duration line aside: the page shows age and duration itself)

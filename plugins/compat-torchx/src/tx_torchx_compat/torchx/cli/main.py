@@ -19,6 +19,7 @@ The console script ``torchx`` (:func:`console`), ``python -m torchx.cli.main`` a
 Errors stay tx's one line, never a traceback. Where a real TorchX is installed,
 :func:`console` hands over to it.
 """
+import os
 import sys
 from typing import Any, List, Optional
 
@@ -245,13 +246,32 @@ def console() -> int:
         importlib.import_module("torchx.cli.main").main()
         return 0
     try:
-        main()
+        try:
+            main()
+        finally:
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a reader that left shows here when the output was buffered
+    except BrokenPipeError:  # `torchx builtins | head -1`: the reader had enough, as under `tx`
+        _drop_stdout()
+        return 0
     except SystemExit as e:  # the status Python gives SystemExit(code)
         if e.code is None or isinstance(e.code, int):
             return e.code or 0
         print(e.code, file=sys.stderr)
         return 1
     return 0
+
+
+def _drop_stdout() -> None:
+    """Send what is left of stdout to /dev/null, so that Python's own flush at exit does not
+    meet the closed pipe again (and print ``Exception ignored ... BrokenPipeError``)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no real stdout: nothing will flush to it
+        pass
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":  # python -m torchx.cli.main
