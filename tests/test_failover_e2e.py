@@ -204,7 +204,8 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
 
 
 def test_a_run_with_failover_gets_its_own_checkpoint_location_or_the_one_it_resumes(tx, tx_env, tmp_path):
-    say = ("utils.sh", "--", "sh", "-c", 'echo "ckpt=$TX_CHECKPOINT_DIR from=$TX_RESUME_FROM"')
+    # --image: a directory local_dir can run in (the chain is checked before the first submit)
+    say = ("utils.sh", "--image", str(tmp_path), "--", "sh", "-c", 'echo "ckpt=$TX_CHECKPOINT_DIR from=$TX_RESUME_FROM"')
     first = tx("run", "-s", "local_cwd", *say)
     assert first.returncode == 0, first.stderr
     app = first.stdout.splitlines()[0]
