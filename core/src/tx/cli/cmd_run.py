@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         app = _load_app(runner, component, comp_args)
         workspace = args.workspace if args.workspace is not None else config_default("run", "workspace")
         info = runner.dryrun(app, scheduler, cfg, workspace=workspace or None,
-                             parent_run_id=args.parent_run_id, name=args.name)
+                             parent_run_id=args.parent_run_id, name=args.name, resume=args.resume)
         if args.dryrun:
             _print_dryrun(info)
             return 0
@@ -145,7 +145,8 @@ def _run(args: argparse.Namespace) -> int:
         def submit() -> str:
             if len(chain) < 2:
                 return runner.schedule(info)
-            return runner.run_with_fallback(app, [(scheduler, cfg), *chain[1:]], pending,
+            # the checkpoint location the dryrun decided (and printed with --dryrun) is the run's
+            return runner.run_with_fallback(_with_checkpoint(app, info._app), [(scheduler, cfg), *chain[1:]], pending,
                                             workspace=workspace or None, parent_run_id=args.parent_run_id,
                                             name=args.name)
         if args.detach or not wait:
@@ -172,6 +173,23 @@ def _run(args: argparse.Namespace) -> int:
         _say(sys.stderr, summary(handle, status, seconds, logs_shown=relay))
         auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def _with_checkpoint(app: AppDef, dried: Optional[AppDef]) -> AppDef:
+    """``app`` with the checkpoint env (``TX_CHECKPOINT_DIR``, ``TX_RESUME_FROM``) that its
+    dryrun ``dried`` gave each role."""
+    # attrs and the environment names only for a run with failover
+    import attrs
+
+    from tx.config.environ import CHECKPOINT_DIR, RESUME_FROM
+
+    if dried is None:
+        return app
+    roles = []
+    for role, done in zip(app.roles, dried.roles):
+        keep = {k: done.env[k] for k in (CHECKPOINT_DIR, RESUME_FROM) if k in done.env}
+        roles.append(attrs.evolve(role, env={**keep, **role.env}))
+    return attrs.evolve(app, roles=roles)
 
 
 def _app_name(text: str) -> str:
@@ -453,6 +471,9 @@ COMMAND = Command(run=_run, arguments=(
     Argument("--pending_timeout", "--pending-timeout", dest="pending_timeout", default=None, metavar="DURATION",
              help="how long the app may stay pending before the next --fallback scheduler is tried "
                   "(90s, 10m; default: [tx] pending_timeout, else never)"),
+    Argument("--resume", default=None, metavar="HANDLE",
+             help="continue the checkpoints of an earlier app or run: reuse the TX_CHECKPOINT_DIR its "
+                  "handle recorded (default: every run gets a fresh checkpoint location; docs/recovery.md)"),
     Argument("--workspace", default=None,
              help="local directory patched into the first role's image (default: [cli:run] workspace)"),
     Argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,
