@@ -4,9 +4,11 @@ cannot be reached is one line and the rest still shows; why an app waits or fail
 line, as `tx status` says it."""
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,7 @@ from tx.specs import AppState, AppStatus
 from tx.testing.backends import require_module
 from tx_ui._backend import Backend
 from tx_ui.command import schedulers_to_show
-from tx_ui.server import _why
+from tx.views import why as _why
 
 
 def test_the_default_scheduler_and_every_configured_one_else_those_of_s(tmp_path, monkeypatch):
@@ -31,6 +33,25 @@ def test_the_default_scheduler_and_every_configured_one_else_those_of_s(tmp_path
     assert schedulers_to_show(["local_cwd,slurm", "local_cwd"]) == ["local_cwd", "slurm"]
     with pytest.raises(CLIError, match="unknown scheduler 'nope'"):
         schedulers_to_show(["local_cwd,nope"])
+
+
+def test_the_ui_shows_what_tx_shows_from_one_module():
+    """tx-ui imports from tx.cli only the contract of a plugin command (tx.cli.command and
+    its CLIError); the status text, the one line of why and the order of the apps table are
+    tx.views', the same functions `tx status` and `tx list` use."""
+    import tx.views
+    from tx.cli import cmd_list, cmd_status
+    from tx_ui import server
+
+    src = Path(server.__file__).parent
+    reached = sorted({f"{path.name}: {node.module}" for path in src.rglob("*.py")
+                      for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tx.cli")
+                      and node.module not in ("tx.cli.command", "tx.cli.errors")})
+    assert reached == []
+    assert server.status_text is cmd_status.render is tx.views.status_text
+    assert server.newest_first is cmd_list.newest_first is tx.views.newest_first
+    assert server.why is tx.views.why and server.ACTIVE_STATES is tx.views.ACTIVE_STATES
 
 
 def test_why_it_waits_or_failed_is_the_line_tx_status_gives():

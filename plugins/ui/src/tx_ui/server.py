@@ -39,14 +39,13 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tx.cli.cmd_list import newest_first
-from tx.cli.cmd_status import render as status_text
 from tx.durations import format_age, format_duration
 from tx.runner.failover import is_run_handle
 from tx.runner.sweep import is_sweep_handle, is_sweep_id
 from tx.specs.sweep import format_value
-from tx.specs import AppState, AppStatus, is_terminal, parse_app_handle
+from tx.specs import AppState, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
+from tx.views import ACTIVE_STATES, newest_first, status_text, submitted, why
 from tx_ui._backend import Backend, NoAnswer, describe_problem, record
 from tx_ui._logs import log_events
 from tx_ui._sweeps import plot_points, plot_svg, trial_metrics
@@ -60,8 +59,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-#: the states ``?state=active`` stands for (not finished), as ``tx list --state active``
-ACTIVE_STATES = frozenset({"UNSUBMITTED", "SUBMITTED", "PENDING", "RUNNING"})
 #: seconds between two updates of a live page
 REFRESH_S = 2.0
 
@@ -129,22 +126,17 @@ class TokenGate:
         await self.app(scope, receive, send_with_cookie)
 
 
-def _submitted(app: Any) -> Optional[float]:
-    t = getattr(app, "submitted", None)
-    return float(t) if isinstance(t, (int, float)) else None
-
-
 def _row(app: Any, now: float) -> Dict[str, Any]:
     """What the apps table shows of one listed app."""
-    submitted = _submitted(app)
+    t0 = submitted(app)
     ended = getattr(app, "ended", None)
     ended = float(ended) if isinstance(ended, (int, float)) else None
-    if submitted is None:
+    if t0 is None:
         duration = None
     elif ended is not None:
-        duration = ended - submitted
+        duration = ended - t0
     else:
-        duration = None if is_terminal(app.state) else now - submitted
+        duration = None if is_terminal(app.state) else now - t0
     try:
         scheduler = parse_app_handle(app.app_handle).scheduler_backend
     except Exception:  # noqa: BLE001 - a handle a scheduler set oddly still shows
@@ -155,9 +147,9 @@ def _row(app: Any, now: float) -> Dict[str, Any]:
     return {"handle": app.app_handle, "state": app.state.name, "name": app.name or app.app_id,
             "page": "/sweep" if sweep else "/app",
             "app_id": app.app_id, "scheduler": scheduler,
-            "age": format_age(None if submitted is None else now - submitted),
+            "age": format_age(None if t0 is None else now - t0),
             "duration": format_duration(duration),
-            "submitted": "" if submitted is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(submitted))}
+            "submitted": "" if t0 is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0))}
 
 
 def _filter(apps: List[Any], state: str, q: str) -> List[Any]:
@@ -168,18 +160,6 @@ def _filter(apps: List[Any], state: str, q: str) -> List[Any]:
         needle = q.lower()
         apps = [a for a in apps if needle in (a.name or "").lower() or needle in a.app_handle.lower()]
     return apps
-
-
-def _why(status: AppStatus) -> str:
-    """Why the app waits or failed, in one line, as ``tx status`` says it: the root cause of
-    the first failed replica, else the scheduler's error, else its message."""
-    if status.root_cause is not None:
-        return status.root_cause.text
-    if status.state == AppState.FAILED and status.structured_error_msg not in ("", "<NONE>"):
-        return " ".join(status.structured_error_msg.split())[:500]
-    if status.msg and status.msg != "<NONE>":
-        return " ".join(status.msg.split())
-    return ""
 
 
 def _as_yaml(data: Dict[str, Any]) -> str:
@@ -303,7 +283,7 @@ def create_app(backend: Backend, token: str, port: int, *, csrf_secret: Optional
             except Exception as e:  # noqa: BLE001 - the status above still shows
                 view["problem"] = f"cannot read the run's hops: {describe_problem(e)}"
         view["status"] = status
-        view["why"] = _why(status)
+        view["why"] = why(status)
         # `tx status`'s text (its Duration line aside: the page shows age and duration itself)
         view["status_text"] = status_text(status)
         view["terminal"] = is_terminal(status.state)
