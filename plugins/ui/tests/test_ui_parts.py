@@ -41,7 +41,7 @@ def test_the_ui_shows_what_tx_shows_from_one_module():
     tx.views', the same functions `tx status` and `tx list` use."""
     import tx.views
     from tx.cli import cmd_list, cmd_status
-    from tx_ui import server
+    from tx_ui import _pages as server
 
     src = Path(server.__file__).parent
     reached = sorted({f"{path.name}: {node.module}" for path in src.rglob("*.py")
@@ -89,3 +89,19 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line_and_the_rest_shows(ui_en
     assert len(problems) == 1 and re.fullmatch(
         rf"kubernetes: cannot reach the Kubernetes API server https://127.0.0.1:{port}: .*Connection refused "
         r"\(none of its apps are shown\)", problems[0]), problems
+
+
+def test_the_pages_are_plain_route_handlers_in_one_table():
+    """Every route is a module-level handler of tx_ui._pages taking the app's state as an
+    argument (no handler defined inside create_app, which only builds the table's routes)."""
+    import inspect
+
+    from tx_ui import _pages, server
+
+    assert [path for path, _h, _m in _pages.ROUTES] == [
+        "/", "/app", "/sweep", "/cancel", "/events/apps", "/events/app", "/events/sweep", "/events/log",
+        "/tracking", "/tracking/run", "/health"]
+    for _path, handler, _methods in _pages.ROUTES:
+        assert handler is getattr(_pages, handler.__name__), handler
+        assert list(inspect.signature(handler).parameters)[:2] == ["ui", "request"], handler
+    assert len(inspect.getsource(server.create_app).splitlines()) < 30
