@@ -23,7 +23,7 @@ FLOORS: List[Tuple[str, ...]] = [
     ("tx", "tx.hookspecs", "tx.plugins", "tx._builtin_plugin"),
     ("tx.schedulers", "tx.workspace", "tx.tracker"),
     ("tx.components",),
-    ("tx.runner",),
+    ("tx.runner", "tx.views"),
     ("tx.cli",),
     ("tx.testing", "tx.distributed", "tx.apps"),
 ]
