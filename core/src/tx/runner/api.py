@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 import attrs
 
-from tx.runner import failover, options
+from tx.runner import _checkpoints, failover, options
 from tx.runner.archiver import Archiver
 from tx.runner.engine import Engine
 from tx.runner.handles import AppRef, Ref, RunRef, SweepRef, TrialRef, parse
 from tx.schedulers.api import ListAppResponse, Scheduler
 from tx.schedulers.streams import filter_regex, split_lines
+from tx.config.environ import CHECKPOINT_DIR
 from tx.specs.api import AppDef, AppDryRunInfo, check_app_name
 from tx.specs.handles import AppHandle
 from tx.specs.runopts import CfgVal, runopts
@@ -124,14 +125,27 @@ class Runner:
     # -- submitting ------------------------------------------------------------------
     def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
                workspace: Optional[str] = None, parent_run_id: Optional[str] = None, name: Optional[str] = None,
-               job_id: Optional[str] = None) -> AppDryRunInfo[Any]:
+               job_id: Optional[str] = None, resume: Optional[str] = None) -> AppDryRunInfo[Any]:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler`` (the app is not
         modified): ``cfg`` merged with ``.txconfig`` and ``TX_*`` as ``tx run`` merges it
         (:func:`tx.runner.options.merge`), then :meth:`tx.runner.engine.Engine.dryrun`, whose
         docstring says what is added to each role, what ``workspace``, ``name`` and ``job_id``
-        do, and what is raised (``tx.specs.InvalidRunConfigException`` too, for ``cfg``)."""
+        do, and what is raised (``tx.specs.InvalidRunConfigException`` too, for ``cfg``).
+        ``resume``: the handle of an earlier app or run whose checkpoints it continues
+        (:meth:`checkpoint_env`; ValueError if it has none)."""
+        ckpt = self.checkpoint_env(resume) if resume is not None else None
         return self._engine.dryrun(app, scheduler, self._merged(scheduler, cfg), workspace, parent_run_id,
-                                   name, job_id)
+                                   name, job_id, ckpt=ckpt)
+
+    def checkpoint_env(self, resume: str) -> Dict[str, str]:
+        """``TX_CHECKPOINT_DIR`` of the app or run ``resume`` as its AppDef (:meth:`describe`),
+        else :meth:`schedule` on this host, recorded it, never from a name; and ``TX_RESUME_FROM``.
+        Raises ValueError (no such app or run, or no location), MalformedAppHandleException."""
+        try:
+            app = self.describe(resume)
+        except failover.UnknownRunError:
+            app = None
+        return _checkpoints.resume_env(resume, app)
 
     def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
                     parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]:
@@ -146,31 +160,26 @@ class Runner:
         return self._engine.schedule(dryrun_info).handle
 
     def run(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None, workspace: Optional[str] = None,
-            parent_run_id: Optional[str] = None, name: Optional[str] = None) -> AppHandle:
-        """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``
-        (``name``: the app's name instead of ``app.name``, see :meth:`dryrun`)."""
-        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name))
+            parent_run_id: Optional[str] = None, name: Optional[str] = None, resume: Optional[str] = None) -> AppHandle:
+        """Dry-run and schedule ``app``; returns its handle (``name``, ``resume``: see :meth:`dryrun`)."""
+        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name, resume=resume))
 
     def run_with_fallback(self, app: AppDef, schedulers: List[Union[str, tuple]], pending_timeout: Optional[float] = None,
                           workspace: Optional[str] = None, parent_run_id: Optional[str] = None, watch: bool = True,
-                          name: Optional[str] = None) -> str:
-        """Run ``app`` on the first of ``schedulers`` (names, or ``(name, cfg)`` pairs), failing
-        over to the next when it is still PENDING ``pending_timeout`` seconds (None: never)
-        after its submission, or when it failed with an infrastructure failure (after the
-        scheduler's ``infra_retries``); the hop left is cancelled, and the cancel confirmed,
-        before the next is submitted (:mod:`tx.runner.failover`, docs/recovery.md). Every hop's
-        options are merged now (:meth:`dryrun`); every hop keeps the run's ``TX_CHECKPOINT_DIR``
-        and tracker run (``TX_JOB_ID`` is the run handle). ``watch``: a detached watcher follows
-        the run (False: only the tx processes that look at it). ``name``: as in :meth:`dryrun`.
-        Returns the run handle ``{first scheduler}://{session}/run-<name>-<hex>``, which the
-        app verbs take as an app handle (acting on the live hop).
-
-        Raises:
-            ValueError: an empty chain, a scheduler twice, ``pending_timeout`` <= 0, a bad ``name``.
-            what :meth:`dryrun` and :meth:`schedule` raise for the first scheduler.
-        """
+                          name: Optional[str] = None, resume: Optional[str] = None) -> str:
+        """Run ``app`` on the first of ``schedulers`` (names or ``(name, cfg)``), failing over to
+        the next when it is PENDING ``pending_timeout`` s after its submission (None: never) or
+        failed with an infrastructure failure; the hop left is cancelled, and the cancel
+        confirmed, first (docs/recovery.md). Hops' options are merged now; every hop keeps the
+        run's ``TX_CHECKPOINT_DIR`` and ``TX_JOB_ID`` (the run handle, returned). ``watch``: a
+        detached watcher follows the run. ``name``, ``resume``: as in :meth:`dryrun`. Raises
+        ValueError (empty chain, a scheduler twice, timeout <= 0) and what :meth:`dryrun` raises."""
         if name is not None:
             app = attrs.evolve(app, name=check_app_name(name))
+        if resume is not None:  # every hop keeps it: the run's record holds it in the roles' env
+            ckpt = self.checkpoint_env(resume)
+            app = attrs.evolve(app, roles=[r if r.env.get(CHECKPOINT_DIR) else attrs.evolve(r, env={**ckpt, **r.env})
+                                           for r in app.roles])
         # every hop's options merged once, now, as the first hop's (kept in the run's record)
         chain = [(s, self._merged(s, None)) if isinstance(s, str) else (s[0], self._merged(s[0], s[1]))
                  for s in schedulers]
@@ -181,8 +190,7 @@ class Runner:
 
     def run_status(self, run_handle: str) -> "failover.RunStatus":
         """The run's state and chain (``slurm: PENDING 10 min 00 s (Resources) -> local_docker:
-        RUNNING``), after a failover step. Raises tx.runner.failover.UnknownRunError, or
-        tx.schedulers.SchedulerError (a backend cannot be reached)."""
+        RUNNING``), after a failover step. Raises UnknownRunError, SchedulerError."""
         return self._run_status(parse(run_handle))[0]
 
     def _run_status(self, ref: Ref) -> Any:
@@ -198,40 +206,37 @@ class Runner:
 
     def dryrun_component(self, component: str, component_args: Union[List[str], Dict[str, Any]], scheduler: str,
                          cfg: Optional[Mapping[str, CfgVal]] = None, workspace: Optional[str] = None,
-                         parent_run_id: Optional[str] = None, name: Optional[str] = None) -> AppDryRunInfo[Any]:
+                         parent_run_id: Optional[str] = None, name: Optional[str] = None,
+                         resume: Optional[str] = None) -> AppDryRunInfo[Any]:
         """:meth:`dryrun` of the app a component builds (``dist.ddp``, ``file.py:fn``); ``name``
         replaces the name the component gave the app (its own ``name`` argument keeps its
         other effects, such as the tracking run name)."""
         return self.dryrun(self.component_app(component, component_args), scheduler, cfg,
-                           workspace, parent_run_id, name)
+                           workspace, parent_run_id, name, resume=resume)
 
     def run_component(self, component: str, component_args: Union[List[str], Dict[str, Any]], scheduler: str,
                       cfg: Optional[Mapping[str, CfgVal]] = None, workspace: Optional[str] = None,
-                      parent_run_id: Optional[str] = None, name: Optional[str] = None) -> AppHandle:
-        """Run a component; returns the app handle (``name``: see :meth:`dryrun_component`)."""
+                      parent_run_id: Optional[str] = None, name: Optional[str] = None,
+                      resume: Optional[str] = None) -> AppHandle:
+        """Run a component; returns the app handle (``name``, ``resume``: see :meth:`dryrun`)."""
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
-                                                   workspace, parent_run_id, name))
+                                                   workspace, parent_run_id, name, resume=resume))
 
     # -- sweeps ----------------------------------------------------------------------
     def dryrun_sweep(self, app_or_component: Union[AppDef, str], spec: Any, scheduler: str,
                      component_args: Optional[List[str]] = None, cfg: Optional[Mapping[str, CfgVal]] = None,
                      max_parallel: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
                      name: Optional[str] = None) -> Any:
-        """What :meth:`run_sweep` would submit (a :class:`tx.runner.sweep.SweepDryRunInfo`; its
-        ``str()`` is the request(s) and the trial table): the AppDef or component
-        (``component_args``: ``${NAME}`` stands for parameter NAME, others are passed as
-        ``--NAME=VALUE``) times ``spec`` (:class:`tx.specs.sweep.SweepSpec`), at most
-        ``max_parallel`` running at once, ``env`` added to every role, ``name`` the sweep's
-        and every trial's app name. Trial ``i``'s replicas get ``TX_SWEEP_ID``,
-        ``TX_TRIAL_INDEX`` and ``TX_TRIAL_PARAMS``. Raises tx.specs.sweep.SweepFormatError
-        (no parameters, an empty grid, a parameter the app does not take, a value the
-        component rejects, more trials than the array limit) and what :meth:`dryrun` raises."""
+        """What :meth:`run_sweep` would submit (a :class:`tx.runner.sweep.SweepDryRunInfo`): the app
+        or component (``${NAME}`` in ``component_args``, else ``--NAME=VALUE``) times ``spec``, at
+        most ``max_parallel`` at once, ``env`` in every role, ``name`` every trial's app name.
+        Raises tx.specs.sweep.SweepFormatError and what :meth:`dryrun` raises."""
         return _sweep().dryrun_sweep(self._engine, app_or_component, spec, scheduler, component_args or [],
                                      self._merged(scheduler, cfg), max_parallel, env, name)
 
     def schedule_sweep(self, sweep_dryrun_info: Any) -> str:
-        """Submit what :meth:`dryrun_sweep` returned; returns the sweep handle. Trials beyond
-        ``max_parallel`` are submitted by a supervisor process as others finish."""
+        """Submit what :meth:`dryrun_sweep` returned; returns the sweep handle (a supervisor
+        submits the trials beyond ``max_parallel`` as others finish)."""
         return _sweep().run_sweep(self._engine, sweep_dryrun_info)
 
     def run_sweep(self, app_or_component: Union[AppDef, str], spec: Any, scheduler: str,
@@ -272,13 +277,10 @@ class Runner:
         return AppRef(ref.scheduler, ref.session, ident)
 
     def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
-        """The app's status, or None if its scheduler does not know it; of a run handle, the
-        live hop's status with the run's state (never None), after the failover step this
-        look takes; of a trial handle (``SWEEP/4``), its last attempt's.
-
-        Raises:
-            MalformedAppHandleException, UnknownSchedulerException, tx.schedulers.SchedulerError.
-        """
+        """The app's status, None if its scheduler does not know it; of a run handle, the live
+        hop's with the run's state (never None), after the failover step this look takes; of a
+        trial handle (``SWEEP/4``), its last attempt's. Raises MalformedAppHandleException,
+        UnknownSchedulerException, tx.schedulers.SchedulerError."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
             run, status = self._run_status(ref)  # the failover step this look takes
@@ -289,9 +291,8 @@ class Runner:
 
     def wait(self, app_handle: AppHandle, wait_interval: float = 10,
              timeout: Optional[float] = None) -> Optional[AppStatus]:
-        """Block until the app is terminal (or ``timeout`` seconds pass); its status, None if it
-        does not exist (``wait_interval``: seconds between polls where the scheduler cannot
-        notify). Of a run handle: follows the run over its hops. Raises as :meth:`status`."""
+        """Block until the app is terminal (or ``timeout`` s pass); its status, None if it does not
+        exist (``wait_interval``: s between polls). Of a run: follows its hops."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
             failover.ensure_watcher()  # a watcher follows the run when this wait ends
@@ -316,8 +317,8 @@ class Runner:
         self.cancel(app_handle)
 
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
-        """The app's AppDef (as this runner submitted it, else as the scheduler rebuilds it;
-        None if the app does not exist); of a run handle, the run's. Raises as :meth:`status`."""
+        """The app's AppDef (as submitted here, else as the scheduler rebuilds it; None: no such
+        app); of a run handle, the run's."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
             # the AppDef reader: only for a run's record
@@ -329,10 +330,8 @@ class Runner:
     def log_lines(self, app_handle: AppHandle, role_name: str, k: int = 0, regex: Optional[str] = None,
                   since: Optional[datetime] = None, until: Optional[datetime] = None, should_tail: bool = False,
                   streams: Optional[Any] = None) -> Iterable[str]:
-        """Lines (with ``\\n``) of replica ``k`` of ``role_name``, from tx's log archive where the
-        backend no longer has them; of a run handle, every hop's, oldest first. Raises
-        UnknownAppException, ValueError (a stream it does not keep), NotImplementedError (no
-        logs) and what :meth:`status` raises."""
+        """Lines of replica ``k`` of ``role_name`` (from tx's log archive where the backend lost
+        them; of a run, every hop's). Raises UnknownAppException, ValueError, NotImplementedError."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
             if since is not None or until is not None:
@@ -358,8 +357,7 @@ class Runner:
         return self._engine.log_blocks(self._app(ref), role_name, k, should_tail=should_tail, streams=streams)
 
     def list(self, scheduler: str) -> List[ListAppResponse]:
-        """The apps ``scheduler`` can see, with their handles. Raises UnknownSchedulerException,
-        tx.schedulers.PartialListError (its ``apps`` are what could be read), SchedulerError."""
+        """The apps ``scheduler`` can see, with handles (raises PartialListError, SchedulerError)."""
         return self._engine.list(scheduler)
 
     # -- the log archive (tx.runner.archiver, docs/recovery.md) ---------------------------
@@ -374,9 +372,8 @@ class Runner:
         self._archiver.log_archive = archive
 
     def archive_logs(self, app_handle: AppHandle, desc: Any = None, catch_up: bool = False) -> int:
-        """Copy what is new in each replica's log into :attr:`log_archive`, marking the app
-        complete when ``desc`` (its description; None: asked) is terminal; ``catch_up``: nothing
-        when already complete. Never raises; returns bytes written."""
+        """Copy what is new of the app's logs into :attr:`log_archive` (complete when ``desc`` is
+        terminal; ``catch_up``: nothing if complete already); never raises; returns bytes."""
         return self._archiver.archive_logs(self._app(parse(app_handle)), desc, catch_up)
 
     def archived_replicas(self, app_handle: AppHandle) -> Optional[List[tuple]]:

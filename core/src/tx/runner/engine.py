@@ -20,14 +20,16 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import attrs
 
 from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
-from tx.config.recovery import checkpoint_root, checkpoint_url
+from tx.config.recovery import checkpoint_root, new_checkpoint_url
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
 from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
+from tx.runner import _checkpoints
 from tx.runner.events import log_event
 from tx.runner.handles import AppRef, check_not_reserved
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
 from tx.schedulers.env import with_torchx_names
+from tx.workspace.api import localize_workspace
 from tx.specs.api import (
     MISSING,
     AppDef,
@@ -212,12 +214,13 @@ class Engine:
 
     def dryrun(self, app: AppDef, scheduler: str, cfg: Mapping[str, Any], workspace: Optional[str] = None,
                parent_run_id: Optional[str] = None, name: Optional[str] = None,
-               job_id: Optional[str] = None) -> AppDryRunInfo[Any]:
+               job_id: Optional[str] = None, ckpt: Optional[Mapping[str, str]] = None) -> AppDryRunInfo[Any]:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
         The app is not modified: the engine works on a copy to which it adds
-        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it:
-        :func:`tx.config.recovery.checkpoint_url`) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
+        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it: a fresh location for
+        every dryrun, :func:`tx.config.recovery.new_checkpoint_url`, or ``ckpt``: the env of
+        the earlier app or run it resumes, ``Runner.checkpoint_env``) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
         ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
         :func:`tx.tracker.get_configured_trackers`) to every role's env.
 
@@ -225,8 +228,9 @@ class Engine:
         and ``tx run`` merge the given ones with the scheduler's ``.txconfig`` section, then
         ``TX_<KEY>``/``TORCHX_<KEY>``; TorchX's Runner reads no config file, only its CLI does).
 
-        With ``workspace`` (a local directory, or a ``file://`` URL of one as TorchX writes
-        it), the scheduler's workspace kind
+        With ``workspace`` (a local directory, or an fsspec URL as TorchX writes it:
+        ``file://DIR``, or ``memory://...`` copied into a temporary directory by
+        :func:`tx.workspace.localize_workspace`), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
         image build, a job directory copy) before the dryrun; schedulers without a kind
         ignore it.
@@ -254,7 +258,7 @@ class Engine:
         with log_event(self.registry, session=self.session, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
             return self._dryrun_with(sched, scheduler, app, self.submission_env(scheduler, parent_run_id, job_id),
-                                     dict(cfg), workspace)
+                                     dict(cfg), workspace, ckpt=ckpt)
 
     def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Mapping[str, Any],
                     parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]:
@@ -272,16 +276,16 @@ class Engine:
 
     def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
                      cfg: Dict[str, Any], workspace: Optional[str] = None,
-                     ckpt_root: Optional[str] = None) -> AppDryRunInfo[Any]:
-        # the run's checkpoint location; a role's own TX_CHECKPOINT_DIR wins
-        ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self.session, app.name, root=ckpt_root)}
-        app = attrs.evolve(
-            app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
-        )
-        if workspace and workspace.startswith("file://"):
-            # TorchX 0.7.0's workspaces are fsspec paths; its CLI default is file://$PWD
-            workspace = workspace[len("file://"):] or "."
-        if workspace:
+                     ckpt_root: Optional[str] = None, ckpt: Optional[Mapping[str, str]] = None) -> AppDryRunInfo[Any]:
+        # the run's checkpoint location: a fresh one, or the resumed run's (``ckpt``); a
+        # role's own TX_CHECKPOINT_DIR wins (and then nothing of the resumed run is added)
+        if ckpt is None and not all(r.env.get(CHECKPOINT_DIR) for r in app.roles):
+            ckpt = {CHECKPOINT_DIR: new_checkpoint_url(scheduler, self.session, app.name, root=ckpt_root)}
+        app = attrs.evolve(app, roles=[
+            attrs.evolve(r, env={**r.env, **extra_env} if r.env.get(CHECKPOINT_DIR) else {**(ckpt or {}), **r.env, **extra_env})
+            for r in app.roles])
+        if workspace:  # TorchX's workspaces are fsspec URLs (file://$PWD, memory://...)
+            workspace = localize_workspace(workspace)
             resolved = sched.run_opts().resolve(cfg)
             role = sched.build_workspace(app.roles[0], workspace, resolved)
             if role is not None:
@@ -311,6 +315,7 @@ class Engine:
         ref = self.ref(scheduler, app_id)
         if dryrun_info._app is not None:
             self.apps[ref.handle] = dryrun_info._app
+            _checkpoints.record(ref.handle, dryrun_info._app)  # for `--resume HANDLE` where describe has no env
         log.info("launched", app_handle=ref.handle)
         return ref
 

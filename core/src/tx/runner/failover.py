@@ -113,7 +113,7 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
     session = engine.session
     stem = re.sub(r"[^a-z0-9]+", "-", app.name.lower()).strip("-")[:24]
     run_id = f"run-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
-    ckpt = checkpoint_url(names[0], session, app.name)
+    ckpt = checkpoint_url(names[0], session, run_id)  # this run's alone; every hop keeps it
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
                     chain=[{"scheduler": s, "cfg": env_run_opts(s, engine.run_opts(s), dict(c))}
