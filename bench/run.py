@@ -786,7 +786,7 @@ def main() -> None:
         return
 
     t_start = time.perf_counter()
-    load_before = load_avg()
+    load_before, git = load_avg(), git_state()  # the code measured: as it was at the start
     # Users have bytecode caches: without them every tx run would compile its sources
     # (pip compiled TorchX's at install; tx-core is installed editable).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -851,7 +851,7 @@ def main() -> None:
     res["budgets"] = budgets(res, args.lines)
     if not args.no_confirm:
         confirm_near_limit(res, sides, bargs, args.lines)
-    res["meta"].update(git_state(), load_before=load_before, load_after=load_avg())
+    res["meta"].update(git, load_before=load_before, load_after=load_avg())
     res["meta"]["elapsed_s"] = time.perf_counter() - t_start
     with open(out_json, "w") as f:
         json.dump(res, f, indent=1, default=str)
