@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -80,7 +80,8 @@ class Topic:
     stdout_to: Optional[str] = None
     cheap: bool = True
     n_arg: bool = True
-    extra: Dict[str, str] = field(default_factory=dict)
+    #: the title a ``stdout_to`` file gets above the script's output (it replaces the file)
+    title: str = ""
 
 
 TOPICS: List[Topic] = [
@@ -106,7 +107,12 @@ TOPICS: List[Topic] = [
           _need(ROOT, SLURM, PODMAN), "Slurm and podman", cheap=False, n_arg=False),
     Topic("ui", ["RESULTS-ui.md"], [["bench/ui_bench.py", "-n", "{n}"]],
           _need(TX_UI, CHROME), "tx ui and headless chromium", stdout_to="RESULTS-ui.md",
-          cheap=False),
+          cheap=False, title="Bench: `tx ui` (issue 27), as `bench/ui_bench.py` prints it (the "
+          "analysis of the runs of 2026-11-25 is in this file's git history)"),
+    Topic("aws_batch", ["RESULTS-aws-batch.md"], [["bench/aws_batch_bench.py", "-n", "{n}"]],
+          _need(MOTO), "a private moto_server (simple mode)", stdout_to="RESULTS-aws-batch.md",
+          title="aws_batch on a private moto_server: what a user waits for (tx alone; moto "
+          "answers locally, so these are tx's and boto3's costs, not AWS's)"),
 ]
 #: RESULTS files that no command regenerates: records of a one-off measurement
 BY_HAND = {
@@ -155,16 +161,15 @@ def run_topic(t: Topic, n: int, env: Dict[str, str]) -> str:
     for step in t.steps:
         argv = [sys.executable, *[a.replace("{n}", str(n)) for a in step]]
         print(f"[regen] {t.name}: {' '.join(argv[1:])}", flush=True)
-        out = open(HERE / t.stdout_to, "w") if t.stdout_to else None
         try:
-            p = subprocess.run(argv, cwd=REPO, env=env, stdout=out, timeout=3 * 3600)
+            p = subprocess.run(argv, cwd=REPO, env=env, timeout=3 * 3600,
+                               stdout=subprocess.PIPE if t.stdout_to else None, text=True)
         except subprocess.TimeoutExpired:
             return f"{step[0]} ran past 3 hours"
-        finally:
-            if out:
-                out.close()
         if p.returncode != 0:
             return f"{step[0]} exited {p.returncode}"
+        if t.stdout_to:  # only a run that succeeded replaces the file
+            (HERE / t.stdout_to).write_text(f"# {t.title}\n\n{p.stdout}")
     return ""
 
 
