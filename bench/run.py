@@ -253,11 +253,12 @@ NEAR = 0.10
 
 def confirm_near_limit(res: Dict[str, Any], sides: List[Side], bargs: argparse.Namespace,
                        lines: int) -> None:
-    """Measure the cases of every ratio budget within NEAR of its limit once more (another
-    ``n`` rounds) and write both ratios; a verdict that differs between them becomes
-    ``FLIPPED``.  The tables keep the first measurement."""
+    """Measure the cases of every ratio budget within NEAR of its limit, or whose per-round
+    ratios lie on both sides of it, once more (another ``n`` rounds) and write both ratios;
+    a verdict that differs between them becomes ``FLIPPED``.  The tables keep the first
+    measurement."""
     near = [b for b in res["budgets"] if "ratio" in b and b["verdict"] in ("PASS", "FAIL")
-            and abs(b["ratio"] / b["limit_x"] - 1) <= NEAR]
+            and (abs(b["ratio"] / b["limit_x"] - 1) <= NEAR or b.get("straddles"))]
     if not near:
         return
     cases = sorted({c for b in near for c in b["cases"]})
@@ -389,13 +390,14 @@ def budgets(res: Dict[str, Any], lines: int) -> List[Dict[str, Any]]:
         if not ok_rc(tx, a):
             verdict = f"ERROR (tx rc={tx[a]['rcs']})"
         wa, wb = tx[a]["walls"], b_cases[b]["walls"]
-        paired = ""
+        paired, straddles = "", False
         if len(wa) == len(wb) > 1:  # runs of the same round, back to back
             pr = sorted(x / y for x, y in zip(wa, wb))
+            straddles = pr[0] <= limit < pr[-1]
             paired = (f" (per-round ratios: median {statistics.median(pr):.2f}x, "
                       f"{pr[0]:.2f}-{pr[-1]:.2f}x)")
         add(budget, f"{ma:.3f} s / {mb:.3f} s = **{r:.2f}x**{paired}", f"<= {limit:g}x",
-            verdict, basis, ratio=r, limit_x=limit, cases=sorted({a, b}))
+            verdict, basis, ratio=r, limit_x=limit, cases=sorted({a, b}), straddles=straddles)
 
     for case, label in (("cli_version", "--version"), ("cli_help", "--help")):
         ratio_budget(f"`tx {label}` vs `python -c pass`", case, tx, "floor_python", 3.0,
@@ -644,7 +646,8 @@ def render(res: Dict[str, Any]) -> str:
     L.append(f"{n_pass} of {len(real)} budgets pass (rows marked (info) are not budgets).")
     L.append("")
     if res.get("rerun"):
-        L.append(f"Verdicts within {NEAR:.0%} of their limit were measured again at once "
+        L.append(f"Verdicts within {NEAR:.0%} of their limit, or whose per-round ratios lie on "
+                 "both sides of it, were measured again at once "
                  f"(another n = {meta['n']} rounds of their cases): "
                  + "; ".join(f"{r['budget']}: {r['first']:.2f}x then {r['second']:.2f}x"
                              for r in res["rerun"])

@@ -99,3 +99,13 @@ def test_regen_refuses_an_unknown_topic_and_lists_every_file():
     assert p.returncode == 0
     for f in BENCH.glob("RESULTS*"):
         assert f"  {f.name}: " in p.stdout
+
+
+def test_a_ratio_whose_rounds_lie_on_both_sides_of_its_limit_is_marked_for_a_rerun():
+    run = _load("run")
+    tx = {"ddp_torchx_1x2": _case([0.7, 1.0, 1.6], [0])}
+    tx["ddp_torchrun"] = _case([1.0, 1.0, 1.0], [0])
+    res = _res(tx, {})
+    b = next(b for b in run.budgets(res, 200000) if "dist.ddp" in b["budget"])
+    assert b["verdict"] == "PASS" and b["straddles"] is True
+    assert b["cases"] == ["ddp_torchrun", "ddp_torchx_1x2"]
