@@ -3,11 +3,8 @@ keys sent, the screen captured. The live status line, Ctrl-C (cancel, detach).""
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
 NOISY = """\
 import signal, time

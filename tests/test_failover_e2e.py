@@ -51,7 +51,9 @@ def _until(what, timeout: float = 60.0, every: float = 0.1):
 
 def test_txconfig_fallback_makes_a_run_shown_once(tx, tmp_path):
     (tmp_path / ".txconfig").write_text("[tx]\nfallback = local_dir\npending_timeout = 5m\n")
-    p = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    refused = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")  # local_dir: the image is no directory
+    assert refused.returncode == 1 and "fallback scheduler local_dir refuses this app" in refused.stderr
+    p = tx("run", "-s", "local_cwd", "utils.echo", "--image", str(tmp_path), "--msg", "hi")
     assert p.returncode == 0, p.stderr
     handle = p.stdout.splitlines()[0]
     assert re.fullmatch(r"local_cwd://tx/run-echo-[0-9a-f]{8}", handle), handle
@@ -145,10 +147,31 @@ def test_cancel_of_a_run_cancels_its_live_hop_and_submits_no_other(slurm_cluster
     handle = p.stdout.splitlines()[0]
     c = tx("cancel", handle)
     assert c.returncode == 0 and f"{handle} is CANCELLED" in c.stderr, c.stderr
-    time.sleep(4)  # past the pending timeout: nothing fails over
-    rec = _record(Path(tx_env["TX_STATE_DIR"]), handle)
+    # the watcher follows the run until it is final, then exits: wait for the last holder of
+    # runs/watcher.lock (its pid inside) to be gone, the proof that it looked and decided
+    state = Path(tx_env["TX_STATE_DIR"])
+    _until(lambda: _watcher_gone(state), 60)
+    rec = _record(state, handle)
     assert rec["final"] == "CANCELLED" and [h["scheduler"] for h in rec["hops"]] == ["slurm"], rec
+    # and past the pending timeout, a look (tx status steps the run) fails nothing over either
+    _until(lambda: time.time() >= rec["hops"][0]["submitted"] + rec["pending_timeout"], 30)
+    assert tx("status", handle).returncode == 0
+    assert _record(state, handle) == rec
     assert "JobState=CANCELLED" in slurm_cluster.run("scontrol", "show", "job", rec["hops"][0]["app_id"]).stdout
+
+
+def _watcher_gone(state: Path) -> bool:
+    """A watcher took runs/watcher.lock (its pid is inside) and that process has ended."""
+    lock = state / "runs" / "watcher.lock"
+    try:
+        pid = int(lock.read_text())
+    except (OSError, ValueError):  # no watcher wrote its pid yet
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:  # no such process
+        return True
+    return fields[0] in ("Z", "X")
 
 
 @pytest.mark.slurm
@@ -164,9 +187,12 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
     app = ("utils.sh", "--image", IMAGE, "--", "sh", "-c", script)
     first = tx("run", "-s", "slurm", "-cfg", f"job_dir={tmp_path}", "--wait", "--log", *app)
     assert first.returncode == 0 and "saved step 1 on " in first.stdout, (first.stdout, first.stderr)
-    ckpt = Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx" / "sh"  # the app's: fixed from slurm's root
+    first_handle = first.stdout.splitlines()[0]
+    ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", tx("describe", first_handle).stdout).group(1))
+    assert ckpt.parent == Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx"  # the first run's: slurm's root
     assert (ckpt / "step").read_text() == "1\n"
-    second = tx("run", "-s", "slurm", "-cfg", f"partition=down,job_dir={tmp_path}",
+    # a new run continues the first one's checkpoints only when told to (--resume)
+    second = tx("run", "-s", "slurm", "--resume", first_handle, "-cfg", f"partition=down,job_dir={tmp_path}",
                 "--fallback", "local_docker", "--pending_timeout", "2s", "--wait", "--log", *app)
     assert second.returncode == 0, second.stderr
     handle = second.stdout.splitlines()[0]
@@ -175,3 +201,22 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
     # the container (mounted by local_docker at the same path) read the Slurm attempt's step
     assert f"sh/0 resumed from step 1 on {hop}-sh-0" in second.stdout, second.stdout
     assert (ckpt / "step").read_text() == "2\n"  # and wrote the next one where every hop finds it
+
+
+def test_a_run_with_failover_gets_its_own_checkpoint_location_or_the_one_it_resumes(tx, tx_env, tmp_path):
+    # --image: a directory local_dir can run in (the chain is checked before the first submit)
+    say = ("utils.sh", "--image", str(tmp_path), "--", "sh", "-c", 'echo "ckpt=$TX_CHECKPOINT_DIR from=$TX_RESUME_FROM"')
+    first = tx("run", "-s", "local_cwd", *say)
+    assert first.returncode == 0, first.stderr
+    app = first.stdout.splitlines()[0]
+    ckpt = re.search(r"ckpt=(\S+) from=\n", first.stdout).group(1)
+    fallback = ("-s", "local_cwd", "--fallback", "local_dir", "--pending_timeout", "5m")
+    fresh = tx("run", *fallback, *say)
+    assert fresh.returncode == 0, fresh.stderr
+    own = re.search(r"ckpt=(\S+) from=\n", fresh.stdout).group(1)
+    run = fresh.stdout.splitlines()[0]
+    assert own != ckpt and _record(Path(tx_env["TX_STATE_DIR"]), run)["appdef"]["roles"][0]["env"][
+        "TX_CHECKPOINT_DIR"] == own  # every hop gets it from the run's record
+    resumed = tx("run", "--resume", app, *fallback, *say)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"ckpt={ckpt} from={app}\n" in resumed.stdout, resumed.stdout

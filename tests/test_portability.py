@@ -226,7 +226,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     name: str = request.param
     factories = get_scheduler_factories()
     if name not in factories:
-        pytest.skip(f"{name}: its plugin is not installed")
+        backend_unavailable(name, "its plugin is not installed: pip install -e plugins/<its plugin>")
     ws = tmp_path / "ws"
     (ws / "marks").mkdir(parents=True)
     shutil.copy(REPO / "examples" / "train.py", ws / "train.py")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tx.testing.backends import require_module
+from tx.testing.backends import backend_unavailable, require_module
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = Path(sys.executable).parent.parent
@@ -32,7 +32,8 @@ def _using_tx_block() -> str:
 
 def test_using_tx_runs_as_written_in_a_new_shell(tmp_path):
     if not (VENV / "bin" / "activate").is_file():
-        pytest.skip(f"{VENV} has no bin/activate to stand for the README's .venv")
+        backend_unavailable("a virtual environment", f"{VENV} has no bin/activate to stand for the README's .venv: "
+                            "run the tests from a venv (hatch's test environment is one)")
     clone = tmp_path / "clone"
     clone.mkdir()
     (clone / "examples").symlink_to(REPO / "examples")

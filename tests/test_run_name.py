@@ -2,10 +2,13 @@
 replaces the component's, and reaches each backend where it shows a job's name."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tx.runner import get_runner
 from tx.specs import AppDef, Role, check_app_name
+from tx.testing.backends import backend_unavailable
 
 NAME = "My_Job.v2"
 
@@ -35,7 +38,7 @@ def test_name_reaches_each_scheduler(scheduler, request, tmp_path, monkeypatch):
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path))
     with get_runner() as runner:
         if scheduler not in runner.scheduler_backends():
-            pytest.skip(f"{scheduler}'s plugin is not installed")
+            backend_unavailable(scheduler, "its plugin is not installed: pip install -e plugins/<its plugin>")
         info = runner.dryrun_component("utils.echo", ["--msg", "hi"], scheduler, CFG.get(scheduler), name=NAME)
     text = str(info)
     assert info._app.name == NAME
@@ -57,7 +60,7 @@ def test_a_name_no_checkpoint_directory_can_hold_is_refused_at_dryrun(scheduler,
     app = AppDef(name, roles=[Role("r", image="img", entrypoint="echo")])
     with get_runner() as runner:
         if scheduler not in runner.scheduler_backends():
-            pytest.skip(f"{scheduler}'s plugin is not installed")
+            backend_unavailable(scheduler, "its plugin is not installed: pip install -e plugins/<its plugin>")
         with pytest.raises(ValueError, match=f"is {length} characters long as the last part of the run's "
                                              r"checkpoint directory \(.*at most 255 fit in a directory name\)") as e:
             runner.dryrun(app, scheduler, CFG.get(scheduler))
@@ -74,7 +77,7 @@ def test_name_replaces_the_components_and_keeps_ddp_tracking_name(tmp_path, monk
     assert info._app.name == "mine"
     env = info._app.roles[0].env
     assert env["TX_TRACKING_EXPERIMENT_NAME"] == "exp" and env["TX_TRACKING_RUN_NAME"] == "run1"
-    assert env["TX_CHECKPOINT_DIR"].endswith("/mine")
+    assert re.search(r"/mine-[0-9a-f]{8}$", env["TX_CHECKPOINT_DIR"]), env["TX_CHECKPOINT_DIR"]
 
 
 @pytest.mark.parametrize("bad, why", [

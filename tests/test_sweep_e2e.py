@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tx.testing.backends import require_module
+
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "train.py"
 
@@ -129,8 +131,8 @@ def test_sweep_file_and_dryrun_print_the_requests_and_the_trials(tx, tmp_path):
 
 @pytest.mark.slow
 def test_ddp_example_as_a_2x3_grid(tx, tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require_module("torch", "the DDP example trains with torch: pip install torch==2.13.0")
+    require_module("sklearn", "the DDP example's data set: pip install scikit-learn")
     # lean: one epoch, no per-epoch torch.distributed.checkpoint (each trial's own
     # TX_CHECKPOINT_DIR is test_sweep_runner's), 3 trials at once (two waves, not three)
     p = tx("sweep", "-s", "local_cwd", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",

@@ -251,7 +251,7 @@ def _bash_argv(tmp_path, cmd: str, env: dict) -> list:
     return json.loads(out.stdout)
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.skipif(shutil.which("bash") is None and not backends_required(), reason="needs bash")
 @pytest.mark.parametrize(
     "rdzv_conf, want",
     [

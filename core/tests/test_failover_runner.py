@@ -19,7 +19,7 @@ import pytest
 
 from tx.runner import Runner
 from tx.runner import failover
-from tx.specs import AppDef, AppState, Role
+from tx.specs import AppDef, AppState, Role, parse_app_handle
 
 
 def _kit():
@@ -67,7 +67,7 @@ def test_racing_steps_fail_the_run_over_once(runner, tmp_path, monkeypatch):
     assert status is not None and status.state == AppState.SUCCEEDED, status
     ckpt = rec.appdef["roles"][0]["env"]["TX_CHECKPOINT_DIR"]
     assert out.read_text() == f"{handle} {ckpt}\n"  # once, as the run, with the run's checkpoint location
-    assert ckpt.endswith("/checkpoints/t/race")
+    assert ckpt.endswith(f"/checkpoints/t/{parse_app_handle(handle).app_id}")  # the run's own: keyed by its id
     run = runner.run_status(handle)
     # how long the held hop pended, as tx status writes durations (tx.durations.format_duration)
     assert run.state == AppState.SUCCEEDED and re.fullmatch(r"held: PENDING \d+\.\d s -> procs: SUCCEEDED", run.chain), \
@@ -85,6 +85,20 @@ def test_a_run_that_succeeds_before_its_timeout_never_fails_over(runner, tmp_pat
     assert rec.final == "SUCCEEDED" and [h.scheduler for h in rec.hops] == ["procs"]
     runner.cancel(handle)  # of an ended run: nothing
     assert failover.load_record(handle).final == "SUCCEEDED"
+
+
+def test_a_run_resumes_an_earlier_runs_checkpoints_only_when_asked(runner):
+    app = AppDef("quick", [Role("w", image="", entrypoint="true")])
+    first = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    again = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    resumed = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False,
+                                       resume=first)
+    env = {h: failover.load_record(h).appdef["roles"][0]["env"] for h in (first, again, resumed)}
+    assert env[first]["TX_CHECKPOINT_DIR"] != env[again]["TX_CHECKPOINT_DIR"]  # a new run: its own
+    assert env[resumed]["TX_CHECKPOINT_DIR"] == env[first]["TX_CHECKPOINT_DIR"]
+    assert env[resumed]["TX_RESUME_FROM"] == first and "TX_RESUME_FROM" not in env[again]
+    for h in (first, again, resumed):
+        assert runner.wait(h, wait_interval=0.1, timeout=30).state == AppState.SUCCEEDED
 
 
 def test_gc_prunes_ended_runs_records_never_a_live_one(runner):

@@ -5,6 +5,7 @@ and the end-to-end CLI tests; here: env injection, copies, errors, events, handl
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional
 
 import attrs
@@ -126,7 +127,7 @@ def test_run_injects_job_id_without_touching_the_users_app(runner, monkeypatch):
     ckpt = env.pop("TX_CHECKPOINT_DIR")
     assert env == {"A": "1", "TX_JOB_ID": "mem://tx/${app_id}", "TX_PARENT_RUN_ID": "parent-1",
                    "TORCHX_JOB_ID": "mem://tx/${app_id}", "TORCHX_PARENT_RUN_ID": "parent-1"}
-    assert ckpt.endswith("/checkpoints/tx/demo")  # the run's, not the attempt's: no app id
+    assert re.search(r"/checkpoints/tx/demo-[0-9a-f]{8}$", ckpt), ckpt  # this run's own: fresh, not the name's
     assert submitted["cfg"] == {"queue": "q", "retries": 0}
     assert a.roles[0].env == {"A": "1"}  # the caller's AppDef is unchanged
 
@@ -208,11 +209,31 @@ def test_events_reach_plugins(runner):
     assert MemPlugin.events[-1].exception_type == "InvalidRunConfigException"
 
 
-def test_every_attempt_of_a_run_gets_one_checkpoint_location_and_a_roles_own_wins(runner, tmp_path):
-    runner.run(app(), "mem", cfg={"queue": "q"})
-    runner.run(app(), "mem", cfg={"queue": "q"})  # the same app again: the same location
-    first, again = (MemScheduler.apps[i]["app"].roles[0].env["TX_CHECKPOINT_DIR"] for i in ("demo-0", "demo-1"))
-    assert first == again == str(tmp_path / "state" / "checkpoints" / "tx" / "demo")
+def test_each_run_gets_its_own_checkpoint_location_resume_reuses_one_and_a_roles_own_wins(runner, tmp_path):
+    def env(app_id: str) -> Dict[str, str]:
+        return MemScheduler.apps[app_id]["app"].roles[0].env
+
+    first = runner.run(app(), "mem", cfg={"queue": "q"})
+    runner.run(app(), "mem", cfg={"queue": "q"})  # the same app again: a new run, a new location
+    assert env("demo-0")["TX_CHECKPOINT_DIR"] != env("demo-1")["TX_CHECKPOINT_DIR"]
+    assert env("demo-0")["TX_CHECKPOINT_DIR"].startswith(str(tmp_path / "state" / "checkpoints" / "tx" / "demo-"))
+    assert "TX_RESUME_FROM" not in env("demo-0")
+    # continuing the first run's work is explicit: its recorded location, and why
+    info = runner.dryrun(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert info._app.roles[0].env["TX_CHECKPOINT_DIR"] == env("demo-0")["TX_CHECKPOINT_DIR"]
+    runner.run(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert env("demo-2")["TX_CHECKPOINT_DIR"] == env("demo-0")["TX_CHECKPOINT_DIR"]
+    assert env("demo-2")["TX_RESUME_FROM"] == first
     own = AppDef("demo", [attrs.evolve(app().roles[0], env={"TX_CHECKPOINT_DIR": "s3://b/mine"})])
     runner.run(own, "mem", cfg={"queue": "q"})
-    assert MemScheduler.apps["demo-2"]["app"].roles[0].env["TX_CHECKPOINT_DIR"] == "s3://b/mine"
+    runner.run(own, "mem", cfg={"queue": "q"}, resume=first)  # the role's own wins over a resume too
+    for app_id in ("demo-3", "demo-4"):
+        assert env(app_id)["TX_CHECKPOINT_DIR"] == "s3://b/mine" and "TX_RESUME_FROM" not in env(app_id)
+    with pytest.raises(ValueError, match="cannot resume mem://tx/nope: no such app or run"):
+        runner.dryrun(app(), "mem", cfg={"queue": "q"}, resume="mem://tx/nope")
+    # a scheduler that forgot the app (tx gc), or describes roles without their env: the
+    # location recorded on this host when it was scheduled
+    MemScheduler.apps.pop("demo-0")
+    with Runner() as other:
+        info = other.dryrun(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert info._app.roles[0].env["TX_CHECKPOINT_DIR"] == env("demo-2")["TX_CHECKPOINT_DIR"]

@@ -22,6 +22,7 @@ from tx.specs.sweep import (
     substitute,
     sweep_spec_from_dict,
 )
+from tx.testing.backends import require_module
 
 
 def test_grid_values_are_typed_and_the_product_varies_the_last_parameter_fastest():
@@ -129,14 +130,14 @@ BAD = [
 
 @pytest.mark.parametrize("doc", GOOD)
 def test_good_sweep_files_validate_here_and_against_the_schema(doc):
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema", "checks the sweep file schema: pip install jsonschema")
     jsonschema.validate(doc, SWEEP_FILE_SCHEMA)
     assert sweep_spec_from_dict(doc).spec.names
 
 
 @pytest.mark.parametrize("doc, message", BAD)
 def test_bad_sweep_files_fail_here_and_against_the_schema(doc, message):
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema", "checks the sweep file schema: pip install jsonschema")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SWEEP_FILE_SCHEMA)
     with pytest.raises(SweepFormatError, match=message) as e:
@@ -160,8 +161,8 @@ def test_load_sweep_file_yaml_json_and_errors(tmp_path):
 
 
 def test_docs_show_the_schema_and_a_valid_example():
-    jsonschema = pytest.importorskip("jsonschema")
-    yaml = pytest.importorskip("yaml")
+    jsonschema = require_module("jsonschema", "checks the sweep file schema: pip install jsonschema")
+    yaml = require_module("yaml", "reads docs/sweeps.md's YAML example: pip install pyyaml")
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "sweeps.md").read_text()
     blocks = dict(re.findall(r"```(yaml|json)\n(.*?)```", text, re.S))

@@ -6,6 +6,7 @@ import pytest
 
 from tx.testing.backends import (
     REQUIRE_BACKENDS_ENV,
+    UNAVAILABLE_ENV,
     ServiceProcess,
     backend_unavailable,
     environ,
@@ -28,6 +29,17 @@ def test_missing_backend_skips_with_its_reason(monkeypatch):
 def test_missing_backend_fails_when_backends_are_required(monkeypatch):
     monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="podman cannot run here: not installed.*must run"):
+        backend_unavailable("podman", "not installed")
+
+
+def test_a_backend_the_machine_declares_unavailable_skips_even_when_required(monkeypatch):
+    """``TX_TEST_UNAVAILABLE`` (set by ``.ci/run`` for what the machine cannot run) names
+    backends that skip, saying so, under ``TX_TEST_REQUIRE_BACKENDS=1``; the others still fail."""
+    monkeypatch.setenv(REQUIRE_BACKENDS_ENV, "1")
+    monkeypatch.setenv(UNAVAILABLE_ENV, "unshare, tmux")
+    with pytest.raises(pytest.skip.Exception, match=f"unshare cannot run here: refused .{UNAVAILABLE_ENV} names unshare"):
+        backend_unavailable("unshare", "refused")
+    with pytest.raises(pytest.fail.Exception, match="podman cannot run here"):
         backend_unavailable("podman", "not installed")
 
 

@@ -17,6 +17,7 @@ from k8s_apps import K8S_VERSION, need, shared
 from tx.runner import Runner
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.specs.sweep import SweepSpec
+from tx.testing.backends import require_module
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL = Resource(cpu=1, gpu=0, memMB=64)
@@ -157,8 +158,8 @@ def test_ddp_example_as_a_2x3_grid_through_the_cli(fake_cluster: Dict[str, Any],
     """`tx sweep -s kubernetes ... dist.ddp -j 1x2` (one replica of 2 processes per trial):
     one Indexed Job of 6 trials, 3 at once (two waves), each trial's checkpoint written (to a
     hostPath volume: a pod's /tmp is its own)."""
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require_module("torch", "the DDP example trains with torch: pip install torch==2.13.0")
+    require_module("sklearn", "the DDP example's data set: pip install scikit-learn")
     out = tmp_path / "out"
     p = tx("sweep", "-s", "kubernetes", "-cfg", "queue=default", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
            "--max_parallel", "3", "--env", f"PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin",  # torchrun here

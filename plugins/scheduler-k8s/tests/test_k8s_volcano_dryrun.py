@@ -151,21 +151,22 @@ def test_dryrun_imports_no_kubernetes_client(tmp_path: Any) -> None:
                                                                                    "PATH": "/usr/bin:/bin"})
 
 
-def test_workspace_needs_the_docker_kind() -> None:
+def test_workspace_needs_the_docker_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without tx-scheduler-docker (hidden with ``TX_DISABLE_PLUGINS`` where it is
+    installed), a workspace submit fails saying what to install."""
+    from tx.plugins import PluginRegistry, set_registry
     from tx.workspace import WorkspaceError
 
     sched = create_scheduler("test")
     assert sched.workspace_kind == "docker"
+    monkeypatch.setenv("TX_DISABLE_PLUGINS", "docker")
+    monkeypatch.setenv("TX_NO_CACHE", "1")
+    old = set_registry(PluginRegistry())
     try:
-        from tx.plugins import get_registry
-
-        installed = get_registry().get("workspaces", "docker") is not None
-    except Exception:  # noqa: BLE001
-        installed = False
-    if installed:
-        pytest.skip("tx-scheduler-docker is installed here")
-    with pytest.raises(WorkspaceError, match=re.escape(pip_install("tx-scheduler-docker"))):
-        sched.submit(APPS["one_role"], CFG, workspace="/tmp")
+        with pytest.raises(WorkspaceError, match=re.escape(pip_install("tx-scheduler-docker"))):
+            sched.submit(APPS["one_role"], CFG, workspace="/tmp")
+    finally:
+        set_registry(old)
 
 
 def test_dryrun_text_is_the_object_as_yaml() -> None:
@@ -197,14 +198,14 @@ def test_roles_rebuilt_from_the_job() -> None:
 def test_replica_errors_name_the_reason() -> None:
     """What ``describe`` says of a failed pod: exit code, signal, the kubelet's reason
     (OOMKilled) or the pod's (Evicted), and the message (pod shapes of the v1 API)."""
-    from tx_scheduler_k8s.scheduler import KubernetesBase
+    from tx_scheduler_k8s._status import pod_error
 
     oom = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {
         "exitCode": 137, "signal": 9, "reason": "OOMKilled", "finishedAt": "2026-01-01T00:00:00Z"}}}]}}
-    assert KubernetesBase._pod_error(oom) == "exit code 137, signal 9, OOMKilled"
+    assert pod_error(oom) == "exit code 137, signal 9, OOMKilled"
     evicted = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted",
                                                       "message": "The node was low on resource: memory."}}
-    assert KubernetesBase._pod_error(evicted) == "Evicted, The node was low on resource: memory."
+    assert pod_error(evicted) == "Evicted, The node was low on resource: memory."
 
 
 def test_torchx_app_to_resource() -> None:

@@ -9,14 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 import pytest
 
 from tx.schedulers.api import SchedulerError
 from tx.specs import AppState, FailureKind
 from tx_scheduler_slurm import _client
-from tx_scheduler_slurm._client import SlurmTimeoutError
+from tx_scheduler_slurm._client import SlurmError
 from tx_scheduler_slurm.request import LAUNCHER
 
 BIN = Path(sys.executable).parent
@@ -143,28 +143,38 @@ def test_retry_policy_decides_requeue(apps: Any) -> None:
 
 
 @slurm
-def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps: Any, tmp_path: Path,
+def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps: Any, slurm_cluster: Any,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """With slurmctld stopped for real, the logs are read from disk (no Slurm call), and a
+    follower goes on following while Slurm does not answer; once slurmctld is back, it
+    learns that the app ended and stops."""
     app_id = apps.submit([apps.role("talk", "sh", ["-c", "echo hello; echo oops >&2"])], name="logs")
     apps.wait(app_id)
-    calls = _count_calls(monkeypatch, fail=True)  # as with slurmctld down: any Slurm call fails
-    assert list(apps.sched.log_iter(app_id, "talk", 0)) == ["hello\n"]
-    assert list(apps.sched.log_iter(app_id, "talk", 0, streams="stderr")) == ["oops\n"]
-    assert calls == []
-    # following: while Slurm does not answer, the file is followed on; once it answers that
-    # the app ended, the follow ends
     import threading
 
+    from tx_scheduler_slurm import scheduler as slurm_scheduler
+
+    monkeypatch.setenv("TX_SLURM_TIMEOUT", "3")  # a Slurm call fails after 3 s, not 30
+    monkeypatch.setattr(slurm_scheduler, "FOLLOW_CHECK_S", 0.5)  # the follower asks Slurm again soon
+    failed: List[List[str]] = []
+    calls = _count_calls(monkeypatch, failed)  # what the scheduler asks Slurm (each call runs for real)
     lines: List[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(apps.sched.log_iter(app_id, "talk", 0, should_tail=True)),
-                              daemon=True)
-    reader.start()
-    wait_for(lambda: calls, what="a Slurm call of the follower")
-    time.sleep(1)
-    following = reader.is_alive()
-    monkeypatch.undo()  # slurmctld is back
-    reader.join(timeout=60)
-    assert following and not reader.is_alive() and lines == ["hello\n"]
+    with slurm_cluster.controller_down():
+        assert list(apps.sched.log_iter(app_id, "talk", 0)) == ["hello\n"]
+        assert list(apps.sched.log_iter(app_id, "talk", 0, streams="stderr")) == ["oops\n"]
+        assert calls == []
+        # following: while Slurm does not answer, the file is followed on (a second call
+        # after the first one failed); once it answers that the app ended, the follow ends
+        reader = threading.Thread(target=lambda: lines.extend(apps.sched.log_iter(app_id, "talk", 0,
+                                                                                  should_tail=True)), daemon=True)
+        reader.start()
+        asked_again = lambda: failed and len(calls) > calls.index(failed[0]) + 1  # noqa: E731
+        wait_for(asked_again, timeout=60, what="the follower to ask Slurm again after a failed call")
+        assert reader.is_alive() and failed[0][0] == "squeue", failed
+        with pytest.raises(SlurmError):  # slurmctld is really down
+            _client.run(["squeue", "--noheader"], timeout=3)
+    reader.join(timeout=60)  # slurmctld is back
+    assert not reader.is_alive() and lines == ["hello\n"]
     (apps.job_dir / f"slurm-{app_id}-talk-0.out").unlink()
     with pytest.raises(SchedulerError, match="does not exist although the job ran: it was deleted"):
         list(apps.sched.log_iter(app_id, "talk", 0))
@@ -191,17 +201,20 @@ def test_run_options_reach_slurm(apps: Any) -> None:
 
 # -- counting Slurm calls ------------------------------------------------------------------
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> List[List[str]]:
-    """Record every Slurm command the scheduler runs (with ``fail``: each one fails as with
-    slurmctld down)."""
+def _count_calls(monkeypatch: pytest.MonkeyPatch, failed: Optional[List[List[str]]] = None) -> List[List[str]]:
+    """Record every Slurm command the scheduler runs (each runs for real); those that fail
+    are also appended to ``failed``, once they failed."""
     calls: List[List[str]] = []
     real = _client.run
 
     def run(argv: List[str], *a: Any, **kw: Any) -> Any:
         calls.append(list(argv))
-        if fail:
-            raise SlurmTimeoutError(f"{argv[0]} did not answer (slurmctld down)")
-        return real(argv, *a, **kw)
+        try:
+            return real(argv, *a, **kw)
+        except SlurmError:
+            if failed is not None:
+                failed.append(list(argv))
+            raise
 
     monkeypatch.setattr(_client, "run", run)
     return calls

@@ -11,6 +11,7 @@ from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.specs.sweep import SweepSpec
+from tx.testing.backends import require_module
 from tx_scheduler_slurm import _client
 from tx_scheduler_slurm._cluster import ClusterInfo
 from tx_scheduler_slurm.scheduler import create_scheduler
@@ -111,8 +112,8 @@ def test_ddp_example_as_a_2x3_grid_through_the_cli(slurm_nodes, tmp_path):
     import re
     import subprocess
 
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    require_module("torch", "the DDP example trains with torch: pip install torch==2.13.0")
+    require_module("sklearn", "the DDP example's data set: pip install scikit-learn")
     bin_dir = Path(sys.executable).parent
     env = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", HOME=str(tmp_path), TX_STATE_DIR=str(tmp_path / "state"))

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-import pytest
 import yaml
 
+from tx.testing.backends import require_module
 from tx_ui.testing import json_lines, request, serve
 
 #: a log with what must survive the trip: `\r`, tabs, non-ASCII, a long line, empty lines
@@ -182,7 +182,7 @@ def test_cancel_is_a_post_with_a_csrf_check(ui, txm, handle):
 
 def test_a_hanging_scheduler_is_one_line_and_the_rest_shows(ui_env, txm, handle, tmp_path):
     """A Kubernetes API server that accepts connections and never answers."""
-    pytest.importorskip("tx_scheduler_k8s")
+    require_module("tx_scheduler_k8s", "the page lists a kubernetes scheduler: pip install -e plugins/scheduler-k8s")
     h = handle(txm("run", "-s", "local_cwd", "utils.echo", "--msg", "still here"))
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

@@ -12,12 +12,14 @@ from typing import Any, Callable, Iterator, List, Mapping, TypeVar
 T = TypeVar("T")
 
 
-def write_json(path: str, data: Any) -> None:
+def write_json(path: str, data: Any, private: bool = False) -> None:
     """Write ``data`` as JSON to ``path`` (its directory made as needed) through a temporary
-    file moved into place, so a reader sees the old record or the new one, never part."""
+    file moved into place, so a reader sees the old record or the new one, never part
+    (``private``: readable by this user only, mode 0600)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.replace(tmp, path)
 

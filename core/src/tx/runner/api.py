@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 import attrs
 
 from tx.config.environ import CHECKPOINT_DIR, JOB_ID, PARENT_RUN_ID, TRACKERS, tracker_config_var
-from tx.config.recovery import archive_url, checkpoint_root, checkpoint_url
+from tx.config.recovery import archive_url, checkpoint_root, new_checkpoint_url
 from tx.config.run_options import env_run_opts
 from tx.config.trackers import configured_trackers
 from tx.log import get_logger
-from tx.runner import failover
+from tx.runner import _checkpoints, failover
 from tx.plugins import PluginError, get_registry, install_hint, not_installed_hint
 from tx.runner.events import log_event
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler, SchedulerError
 from tx.schedulers.env import with_torchx_names
+from tx.workspace.api import localize_workspace
 from tx.schedulers.streams import filter_regex, split_lines
 from tx.specs.api import (
     MISSING,
@@ -238,12 +239,14 @@ class Runner:
         parent_run_id: Optional[str] = None,
         name: Optional[str] = None,
         job_id: Optional[str] = None,
+        resume: Optional[str] = None,
     ) -> AppDryRunInfo[Any]:
         """What :meth:`schedule` would submit for ``app`` on ``scheduler``.
 
         The app is not modified: the runner works on a copy to which it adds
-        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it:
-        :func:`tx.config.recovery.checkpoint_url`) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
+        ``TX_JOB_ID``, ``TX_CHECKPOINT_DIR`` (unless the role sets it: a fresh location for
+        every dryrun, :func:`tx.config.recovery.new_checkpoint_url`, or with ``resume`` the
+        one of that earlier app or run) (and ``TX_PARENT_RUN_ID``, ``TX_TRACKERS`` and each tracker's
         ``TX_TRACKER_<NAME>_CONFIG``, from ``.txconfig`` or the environment: see
         :func:`tx.tracker.get_configured_trackers`) to every role's env.
 
@@ -254,8 +257,9 @@ class Runner:
         variable. A key of ``cfg`` that is not a run option of the scheduler is an error,
         as on the command line (TorchX 0.7 ignores it).
 
-        With ``workspace`` (a local directory, or a ``file://`` URL of one as TorchX writes
-        it), the scheduler's workspace kind
+        With ``workspace`` (a local directory, or an fsspec URL as TorchX writes it:
+        ``file://DIR``, or ``memory://...`` copied into a temporary directory by
+        :func:`tx.workspace.localize_workspace`), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
         image build, a job directory copy) before the dryrun; schedulers without a kind
         ignore it.
@@ -267,6 +271,11 @@ class Runner:
         ``job_id``: the replicas' ``TX_JOB_ID`` (their tracker run id), default the app's
         own handle; a run with failover passes its run handle, the same in every hop.
 
+        ``resume`` (``tx run --resume``): the handle of an earlier app or failover run whose
+        checkpoints this app continues: its recorded ``TX_CHECKPOINT_DIR`` (read from its
+        AppDef, :meth:`describe`) is this app's, and ``TX_RESUME_FROM`` is the handle (so the
+        job can say why it resumed: :func:`tx.distributed.load_latest_checkpoint`).
+
         Raises:
             ValueError: the app has no roles or a role has no entrypoint, or the app cannot
                 run on this scheduler, or ``name`` is not a valid app name.
@@ -274,18 +283,38 @@ class Runner:
             tx.plugins.PluginError: the scheduler's plugin cannot be loaded.
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit the scheduler's run options.
             tx.workspace.WorkspaceError: the workspace kind is not installed or its build failed.
+            ValueError: ``resume`` names no app or run, or one without a checkpoint location.
         """
 
         if name is not None:
             app = attrs.evolve(app, name=check_app_name(name))
         _check_roles(app)
+        ckpt = self.checkpoint_env(resume) if resume is not None else None
         sched = self._scheduler(scheduler)
         with log_event(self.registry, session=self._name, scheduler=scheduler, api="dryrun",
                        app_image=app.roles[0].image, workspace=workspace):
             opts = sched.run_opts()
             _check_known(scheduler, opts, cfg or {})
             return self._dryrun_with(sched, scheduler, app, self._submission_env(scheduler, parent_run_id, job_id),
-                                     dict(env_run_opts(scheduler, opts, dict(cfg or {}))), workspace)
+                                     dict(env_run_opts(scheduler, opts, dict(cfg or {}))), workspace,
+                                     ckpt=ckpt)
+
+    def checkpoint_env(self, resume: str) -> Dict[str, str]:
+        """The env that continues the checkpoints of the app or failover run ``resume`` (a
+        handle): its ``TX_CHECKPOINT_DIR`` as its AppDef recorded it (:meth:`describe`), else
+        as :meth:`schedule` recorded it on this host (``tx.runner._checkpoints``); never
+        recomputed from a name; and ``TX_RESUME_FROM`` = ``resume``.
+
+        Raises:
+            ValueError: no such app or run, or it has no ``TX_CHECKPOINT_DIR``
+                (one line for users).
+            MalformedAppHandleException: ``resume`` is not a handle.
+        """
+        try:
+            app = self.describe(resume)
+        except failover.UnknownRunError:
+            app = None
+        return _checkpoints.resume_env(resume, app)
 
     def _submission_env(self, scheduler: str, parent_run_id: Optional[str],
                         job_id: Optional[str] = None) -> Dict[str, str]:
@@ -306,15 +335,16 @@ class Runner:
 
     def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
                      cfg: Dict[str, Any], workspace: Optional[str] = None,
-                     ckpt_root: Optional[str] = None) -> AppDryRunInfo[Any]:
-        # the run's checkpoint location; a role's own TX_CHECKPOINT_DIR wins
-        ckpt = {CHECKPOINT_DIR: checkpoint_url(scheduler, self._name, app.name, root=ckpt_root)}
-        app = attrs.evolve(
-            app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
-        )
-        if workspace and workspace.startswith("file://"):
-            # TorchX 0.7.0's workspaces are fsspec paths; its CLI default is file://$PWD
-            workspace = workspace[len("file://"):] or "."
+                     ckpt_root: Optional[str] = None, ckpt: Optional[Mapping[str, str]] = None) -> AppDryRunInfo[Any]:
+        # the run's checkpoint location: a fresh one, or the resumed run's (``ckpt``); a
+        # role's own TX_CHECKPOINT_DIR wins (and then nothing of the resumed run is added)
+        if ckpt is None and not all(r.env.get(CHECKPOINT_DIR) for r in app.roles):
+            ckpt = {CHECKPOINT_DIR: new_checkpoint_url(scheduler, self._name, app.name, root=ckpt_root)}
+        app = attrs.evolve(app, roles=[
+            attrs.evolve(r, env={**r.env, **extra_env} if r.env.get(CHECKPOINT_DIR) else {**(ckpt or {}), **r.env, **extra_env})
+            for r in app.roles])
+        if workspace:  # TorchX's workspaces are fsspec URLs (file://$PWD, memory://...)
+            workspace = localize_workspace(workspace)
         if workspace:
             resolved = sched.run_opts().resolve(cfg)
             role = sched.build_workspace(app.roles[0], workspace, resolved)
@@ -369,6 +399,7 @@ class Runner:
         handle = make_app_handle(scheduler, self._name, app_id)
         if dryrun_info._app is not None:
             self._apps[handle] = dryrun_info._app
+            _checkpoints.record(handle, dryrun_info._app)  # for `--resume HANDLE` where describe has no env
 
         get_logger(__name__).info("launched", app_handle=handle)
         return handle
@@ -381,10 +412,12 @@ class Runner:
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
         name: Optional[str] = None,
+        resume: Optional[str] = None,
     ) -> AppHandle:
         """Dry-run and schedule ``app``; returns its handle ``scheduler://session/app_id``
-        (``name``: the app's name instead of ``app.name``, see :meth:`dryrun`)."""
-        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name))
+        (``name``: the app's name instead of ``app.name``; ``resume``: the handle of an
+        earlier app or run whose checkpoints it continues; see :meth:`dryrun`)."""
+        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id, name, resume=resume))
 
     def run_with_fallback(
         self,
@@ -395,6 +428,7 @@ class Runner:
         parent_run_id: Optional[str] = None,
         watch: bool = True,
         name: Optional[str] = None,
+        resume: Optional[str] = None,
     ) -> str:
         """Run ``app`` on the first of ``schedulers``, failing over to the next when it is
         still PENDING ``pending_timeout`` seconds after its submission, or when it failed
@@ -413,6 +447,8 @@ class Runner:
                 only the tx processes that look at the run follow it.
             name: the app's name instead of ``app.name`` in every hop (``tx run --name``,
                 :meth:`dryrun`).
+            resume: the handle of an earlier app or run whose checkpoints the run continues
+                (:meth:`dryrun`); default: a fresh location, keyed by the run id.
 
         Returns:
             the run handle ``{first scheduler}://{session}/run-<name>-<hex>``, which
@@ -429,6 +465,10 @@ class Runner:
 
         if name is not None:
             app = attrs.evolve(app, name=check_app_name(name))
+        if resume is not None:  # every hop keeps it: the run's record holds it in the roles' env
+            ckpt = self.checkpoint_env(resume)
+            app = attrs.evolve(app, roles=[r if r.env.get(CHECKPOINT_DIR) else attrs.evolve(r, env={**ckpt, **r.env})
+                                           for r in app.roles])
         chain = []
         for entry in schedulers:
             name, cfg = (entry, None) if isinstance(entry, str) else entry
@@ -476,6 +516,7 @@ class Runner:
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
         name: Optional[str] = None,
+        resume: Optional[str] = None,
     ) -> AppDryRunInfo[Any]:
         """:meth:`dryrun` of the app a component builds (``dist.ddp``, ``file.py:fn``);
         ``name`` (``tx run --name``) replaces the name the component gave the app, also of
@@ -483,7 +524,7 @@ class Runner:
         as ``dist.ddp --name EXP/RUN``, keeps its other effects, such as the tracking
         run name)."""
         return self.dryrun(self.component_app(component, component_args), scheduler, cfg,
-                           workspace, parent_run_id, name)
+                           workspace, parent_run_id, name, resume=resume)
 
     def run_component(
         self,
@@ -494,10 +535,11 @@ class Runner:
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
         name: Optional[str] = None,
+        resume: Optional[str] = None,
     ) -> AppHandle:
-        """Run a component; returns the app handle (``name``: see :meth:`dryrun_component`)."""
+        """Run a component; returns the app handle (``name``, ``resume``: see :meth:`dryrun`)."""
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
-                                                   workspace, parent_run_id, name))
+                                                   workspace, parent_run_id, name, resume=resume))
 
     # -- sweeps ----------------------------------------------------------------------
     def dryrun_sweep(

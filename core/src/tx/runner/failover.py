@@ -20,8 +20,18 @@ and its parent run.
 ``flock``, released by the kernel when its holder dies): two tx processes never both fail
 a run over. A step interrupted mid-failover is finished by the next: the record says a
 failover is under way before the cancel, and a hop is recorded (without an app id) before
-it is submitted; a hop found without an app id is looked for on its scheduler (an app of
-the run's name submitted since) before it is submitted again.
+it is submitted; a hop found without an app id is looked for on its scheduler (an app
+whose ``TX_JOB_ID`` is the run handle, which only this run's hops carry: identity, never a
+name) before it is submitted again.
+
+A chain is checked before its first submit: every hop is dry-run, with its scheduler's run
+options and the workspace, and a hop that would refuse the app refuses the run up front
+(:class:`ChainRefusedError`, nothing submitted). The run's *launch context* (the
+environment and the working directory of the process that created it, and each hop's run
+options merged with ``.txconfig`` and ``TX_*``/``TORCHX_*`` then) is kept in the record, and
+every later hop is dry-run and submitted in it, whichever process takes the step.
+
+The records, their listing and pruning live in :mod:`tx.runner._runs` (re-exported here).
 
 What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
 directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
@@ -32,25 +42,28 @@ holds the lock (one killed, or lost to a reboot).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
-import json
 import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import attrs
 
-from tx.config.environ import CHECKPOINT_DIR, failover_pause, state_dir
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, failover_pause, state_dir
 from tx.config.recovery import checkpoint_url
+from tx.config.run_options import env_run_opts
 from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
-from tx.runner._records import flocked, read_all, write_json
-from tx.schedulers.api import ListAppResponse, PartialListError
+from tx.runner._runs import (ChainRefusedError, Hop, RunListAppResponse, RunRecord, RunStatus, UnknownRunError,
+                             collapse_listed, is_run_handle, list_records, load_record, locked, prune, record_path,
+                             write_record)
+from tx.schedulers.api import ListAppResponse, PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
@@ -60,14 +73,13 @@ if TYPE_CHECKING:
     from tx.schedulers.api import Scheduler
 
 __all__ = [
-    "CANCEL_CONFIRM_S", "Hop", "RunRecord", "RunStatus", "UnknownRunError", "cancel", "collapse_listed", "create",
-    "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll", "prune", "record_path", "run_status",
-    "start_watcher", "step", "watcher_lock_path",
+    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus", "UnknownRunError",
+    "cancel", "collapse_listed", "create", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
+    "prune", "record_path", "run_status", "start_watcher", "step", "watcher_lock_path",
 ]
 
 log = get_logger(__name__)
 
-_ID = re.compile(r"^run-[a-z0-9-]*[0-9a-f]{8}$")
 #: the most seconds tx waits for a cancelled hop to be seen terminal before it submits the next
 CANCEL_CONFIRM_S = 120.0
 
@@ -80,9 +92,8 @@ class _Runner(Protocol):
 
     def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
 
-    def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None,
-               workspace: Optional[str] = None, parent_run_id: Optional[str] = None,
-               job_id: Optional[str] = None) -> AppDryRunInfo[Any]: ...
+    def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None, workspace: Optional[str] = None,
+               parent_run_id: Optional[str] = None, job_id: Optional[str] = None) -> AppDryRunInfo[Any]: ...
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
 
@@ -90,178 +101,11 @@ class _Runner(Protocol):
 
     def cancel(self, app_handle: str) -> None: ...
 
-    def wait(self, app_handle: str, wait_interval: float = 10,
-             timeout: Optional[float] = None) -> Optional[AppStatus]: ...
+    def wait(self, app_handle: str, wait_interval: float = 10, timeout: Optional[float] = None) -> Optional[AppStatus]: ...
 
     def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
-
-class UnknownRunError(UserError, LookupError):
-    """No run with this handle is recorded on this host."""
-
-
-@attrs.define
-class Hop:
-    """One submission of a run on one scheduler.
-
-    Attributes:
-        scheduler: the scheduler's name.
-        app_id: the app's id there; None while it is being submitted.
-        submitted: when it was (or began to be) submitted, seconds since the epoch.
-        ended: when tx saw it end or left it (None: live).
-        state: its state when tx last looked (an :class:`tx.specs.AppState` name).
-        why: why tx left it for the next scheduler (``PENDING 10 min 00 s (Resources)``,
-            ``FAILED (infra: NODE_FAIL)``); "" for the live or the last hop.
-    """
-
-    scheduler: str
-    app_id: Optional[str] = None
-    submitted: float = 0.0
-    ended: Optional[float] = None
-    state: str = "SUBMITTED"
-    why: str = ""
-
-    def handle(self, session: str) -> Optional[str]:
-        """The hop's app handle in ``session``; None while it has no app id (being submitted)."""
-        return None if self.app_id is None else make_app_handle(self.scheduler, session, self.app_id)
-
-
-@attrs.define
-class RunRecord:
-    """What tx keeps of a run with failover (the JSON file :func:`record_path` names).
-
-    Attributes:
-        run_id, session: the run handle's parts (its scheduler is ``chain[0]``).
-        name: the app's name.
-        appdef: the AppDef as a dict (:func:`tx.specs.files.appdef_to_dict`), with the
-            run's ``TX_CHECKPOINT_DIR`` in every role.
-        chain: ``[{"scheduler": name, "cfg": {...}}, ...]``, the first scheduler first.
-        pending_timeout: seconds a hop may stay PENDING before the next scheduler is tried.
-        workspace: the workspace every hop is built with (None: none).
-        parent_run_id: the tracker parent run of every hop.
-        hops: the submissions, oldest first.
-        failing_over: a failover of the last hop is under way (it may be cancelled).
-        cancelled: ``tx cancel`` was asked.
-        final: the run's final state name (None: not ended).
-        created: when the run was created (seconds since the epoch).
-        watch: a watcher follows the run (False: only the tx processes that look at it).
-    """
-
-    run_id: str
-    session: str
-    name: str
-    appdef: Dict[str, Any]
-    chain: List[Dict[str, Any]]
-    pending_timeout: Optional[float]
-    workspace: Optional[str] = None
-    parent_run_id: Optional[str] = None
-    hops: List[Hop] = attrs.field(factory=list)
-    failing_over: bool = False
-    cancelled: bool = False
-    final: Optional[str] = None
-    created: float = 0.0
-    watch: bool = True
-
-    @property
-    def handle(self) -> str:
-        """The run handle, ``{first scheduler}://{session}/{run_id}``."""
-        return make_app_handle(self.chain[0]["scheduler"], self.session, self.run_id)
-
-    @property
-    def live(self) -> Optional[Hop]:
-        """The last hop (the one running or last run), None before the first."""
-        return self.hops[-1] if self.hops else None
-
-    def to_json(self) -> Dict[str, Any]:
-        """The record as JSON-ready data (what ``runs/<run_id>.json`` holds)."""
-        return attrs.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "RunRecord":
-        """The record :meth:`to_json` wrote.
-
-        Raises:
-            TypeError: a field is missing or unknown (a damaged record).
-        """
-        d = dict(data)
-        d["hops"] = [Hop(**h) for h in d.get("hops", [])]
-        return cls(**d)
-
-
-@attrs.define
-class RunStatus:
-    """A run's state and its chain of hops (what ``tx status`` shows above the live app).
-
-    Attributes:
-        handle: the run handle.
-        state: the run's state: the live hop's, PENDING while a failover is under way.
-        chain: one line, ``slurm: PENDING 10 min 00 s (Resources) -> local_docker: RUNNING``.
-        hops: the record's hops.
-        live: the live hop's app handle (None: being submitted).
-    """
-
-    handle: str
-    state: AppState
-    chain: str
-    hops: List[Hop]
-    live: Optional[str]
-
-    def to_json(self) -> Dict[str, Any]:
-        """``tx status --json``'s run part: handle, state name, chain line, live handle, hops."""
-        return {"handle": self.handle, "state": self.state.name, "chain": self.chain,
-                "live": self.live, "hops": [attrs.asdict(h) for h in self.hops]}
-
-
-# -- the record on disk ------------------------------------------------------------------
-def record_path(run_id: str) -> str:
-    """Where the record of run ``run_id`` is kept."""
-    return os.path.join(state_dir(), "runs", f"{run_id}.json")
-
-
-def is_run_handle(handle: str) -> bool:
-    """Whether ``handle`` names a run with failover recorded on this host (a stat)."""
-    try:
-        _scheduler, _session, run_id = parse_app_handle(handle)
-    except ValueError:
-        return False
-    return bool(_ID.match(run_id)) and os.path.exists(record_path(run_id))
-
-
-def load_record(handle: str) -> RunRecord:
-    """The record of run ``handle``.
-
-    Raises:
-        UnknownRunError: none on this host.
-        MalformedAppHandleException: not ``{scheduler}://{session}/{run_id}``.
-    """
-    _scheduler, session, run_id = parse_app_handle(handle)
-    try:
-        with open(record_path(run_id), encoding="utf-8") as f:
-            rec = RunRecord.from_json(json.load(f))
-    except FileNotFoundError:
-        raise UnknownRunError(f"no run {handle} on this host (runs are kept in {state_dir()}/runs)") from None
-    if rec.session != session:
-        raise UnknownRunError(f"no run {handle}: {run_id} belongs to session {rec.session!r}")
-    return rec
-
-
-def _write(rec: RunRecord) -> None:
-    write_json(record_path(rec.run_id), rec.to_json())
-
-
-def _locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
-    """Hold the run's lock (yields False, holding nothing, when ``blocking`` is False and
-    another process holds it)."""
-    return flocked(record_path(run_id) + ".lock", blocking)
-
-
-def list_records(session: Optional[str] = None, unfinished: bool = False, watched: bool = False) -> List[RunRecord]:
-    """The runs recorded on this host (of ``session`` if given; only those not ended with
-    ``unfinished``; only those a watcher follows, :attr:`RunRecord.watch`, with
-    ``watched``), oldest first."""
-    recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json)
-    return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)
-                   and not (watched and not r.watch)), key=lambda r: r.created)
+    def describe(self, app_handle: str) -> Optional[AppDef]: ...
 
 
 def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
@@ -271,8 +115,15 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     its first hop; returns the record (its ``handle`` is the run handle). ``watch``: a
     watcher follows the run (it is not started here: :func:`ensure_watcher`).
 
+    Every scheduler of the chain dry-runs the app first (its run options, the workspace),
+    in this process: the environment and working directory are kept in the record as the
+    run's launch context, and each hop's run options with the ``TX_*``/``TORCHX_*``
+    variables of this environment merged in.
+
     Raises:
         ValueError: an empty chain, a scheduler twice, a pending timeout <= 0.
+        ChainRefusedError: a fallback scheduler's dryrun refused the app (nothing is
+            recorded or submitted).
         what :meth:`tx.runner.Runner.dryrun` and ``schedule`` raise, for the first scheduler
         (nothing is recorded then).
     """
@@ -286,20 +137,67 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     session = runner.name()
     stem = re.sub(r"[^a-z0-9]+", "-", app.name.lower()).strip("-")[:24]
     run_id = f"run-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
-    ckpt = checkpoint_url(names[0], session, app.name)
+    ckpt = checkpoint_url(names[0], session, run_id)  # this run's alone; every hop keeps it
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
-                    chain=[{"scheduler": s, "cfg": dict(c)} for s, c in chain],
+                    chain=[{"scheduler": s, "cfg": env_run_opts(s, runner.scheduler(s).run_opts(), dict(c))}
+                           for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
-                    parent_run_id=parent_run_id, created=time.time(), watch=watch)
+                    parent_run_id=parent_run_id, created=time.time(), watch=watch,
+                    context=_capture_context())
     info = _dryrun(runner, rec, names[0])  # errors of the first scheduler before anything is recorded
+    for name in names[1:]:  # and of every other: a chain a hop would refuse is refused now
+        try:
+            _dryrun(runner, rec, name)
+        except (ValueError, UserError) as e:
+            raise ChainRefusedError(f"fallback scheduler {name} refuses this app (nothing was submitted): "
+                                    f"{_one_line(e)}") from None
     hop = Hop(scheduler=names[0], submitted=time.time())
     rec.hops.append(hop)
-    with _locked(run_id):
-        _write(rec)
+    with locked(run_id):
+        write_record(rec)
         hop.app_id = parse_app_handle(runner.schedule(info)).app_id
-        _write(rec)
+        write_record(rec)
     return rec
+
+
+def _capture_context() -> Dict[str, Any]:
+    """The launch context of a run created by this process (:attr:`RunRecord.context`)."""
+    return {"env": dict(os.environ), "cwd": os.getcwd()}
+
+
+@contextlib.contextmanager
+def _in_context(rec: RunRecord) -> Iterator[None]:
+    """Run the body in the run's launch context: ``os.environ`` and the working directory
+    replaced by those the run was created with, restored after (a record without a context:
+    as it is).
+
+    Raises:
+        ValueError: the directory the run was launched in is gone.
+    """
+    ctx = rec.context
+    if not ctx:
+        yield
+        return
+    saved = dict(os.environ)
+    try:
+        here: Optional[str] = os.getcwd()
+    except FileNotFoundError:
+        here = None
+    try:
+        os.chdir(ctx["cwd"])
+    except OSError as e:
+        raise ValueError(f"the directory {rec.handle} was launched in, {ctx['cwd']}, cannot be entered: "
+                         f"{e.strerror}") from None
+    os.environ.clear()
+    os.environ.update(ctx["env"])
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        if here is not None:
+            os.chdir(here)
 
 
 def _dryrun(runner: _Runner, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
@@ -323,9 +221,14 @@ def _infra_failed(status: AppStatus) -> Optional[str]:
     return None
 
 
-def _first_line(text: Any) -> str:
+def _first_line(text: Any) -> str:  # of a status message, at most 100 characters
     s = "" if text in (None, "<NONE>") else str(text)
     return next((ln.strip() for ln in s.splitlines() if ln.strip()), "")[:100]
+
+
+def _one_line(e: BaseException) -> str:
+    """The first line of an error's message, whole (its type's name when it has none)."""
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
 
 
 def _pending_reason(state: AppState, status: Optional[AppStatus]) -> str:
@@ -352,7 +255,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         tx.schedulers.SchedulerError: a backend cannot be reached (the run is left as it was).
     """
     _s, _session, run_id = parse_app_handle(handle)
-    with _locked(run_id, blocking) as held:
+    with locked(run_id, blocking) as held:
         rec = load_record(handle)
         if not held or rec.final:
             return rec
@@ -390,7 +293,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
             rec.final = state.name
             changed = True
         if changed:
-            _write(rec)
+            write_record(rec)
         return rec
 
 
@@ -398,7 +301,7 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
     if not rec.failing_over:
         hop.why = why
         rec.failing_over = True
-        _write(rec)  # before the cancel: a successor finishes what this step began
+        write_record(rec)  # before the cancel: a successor finishes what this step began
     runner.cancel(hop_handle)
     status = runner.wait(hop_handle, wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
     if status is not None and not status.is_terminal():
@@ -411,28 +314,59 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
     if rec.cancelled:  # tx cancel came while the hop was being left
         rec.failing_over = False
         rec.final = "CANCELLED"
-        _write(rec)
+        write_record(rec)
         return
     nxt = Hop(scheduler=rec.chain[len(rec.hops)]["scheduler"], submitted=time.time())
     rec.hops.append(nxt)
-    _write(rec)  # the hop is recorded before it is submitted: see _resubmit
+    write_record(rec)  # the hop is recorded before it is submitted: see _resubmit
     log.warning(f"{rec.handle}: left {hop.scheduler} ({why}); submitting to {nxt.scheduler}")
     _submit(runner, rec, nxt)
 
 
 def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
-    info = _dryrun(runner, rec, hop.scheduler)
-    app_id = parse_app_handle(runner.schedule(info)).app_id
+    """Dry-run and submit ``hop`` in the run's launch context. A dryrun that refuses the app
+    (checked at the run's creation; a workspace or a directory gone since) ends the hop and
+    the run FAILED, with why, instead of being tried again at every step."""
+    refused: Optional[BaseException] = None
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(_in_context(rec))
+            info = _dryrun(runner, rec, hop.scheduler)
+        except (ValueError, UserError) as e:
+            if isinstance(e, SchedulerError):  # the backend cannot be reached now: the next step tries again
+                raise
+            refused = e
+        else:
+            app_id = parse_app_handle(runner.schedule(info)).app_id
+    if refused is not None:
+        hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(refused)}"
+        rec.failing_over, rec.final = False, "FAILED"
+        write_record(rec)
+        log.warning(f"{rec.handle}: {hop.scheduler} refused the app: {_one_line(refused)}")
+        return
     _pause("after_submit")
     hop.app_id = app_id
     rec.failing_over = False
-    _write(rec)
+    write_record(rec)
+
+
+def _ours(runner: _Runner, rec: RunRecord, handle: str) -> bool:
+    """Whether the app ``handle`` was submitted as a hop of ``rec``: its AppDef, as its
+    scheduler keeps it, has the run handle as ``TX_JOB_ID`` (every hop's replicas have it,
+    no other app does). An app whose scheduler cannot tell is not this run's."""
+    try:
+        app = runner.describe(handle)
+    except Exception as e:  # noqa: BLE001 - an app that cannot be described is not adopted
+        log.debug("cannot describe an app to adopt", app=handle, error=str(e))
+        return False
+    return app is not None and bool(app.roles) and all(r.env.get(JOB_ID) == rec.handle for r in app.roles)
 
 
 def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
-    """A hop recorded without an app id: its process died around ``schedule``. An app of
-    the run's name submitted on the hop's scheduler since the hop began is adopted; else
-    the hop is submitted now."""
+    """A hop recorded without an app id: its process died around ``schedule``. An app on
+    the hop's scheduler submitted since the hop began and carrying the run's identity (its
+    ``TX_JOB_ID`` is the run handle, :func:`_ours`) is adopted; else the hop is submitted
+    now. An app of the run's name that another ``tx run`` made is never adopted."""
     try:
         apps = runner.list(hop.scheduler)
     except PartialListError as e:
@@ -440,12 +374,12 @@ def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     except NotImplementedError:
         apps = []
     known = {h.app_id for h in rec.hops}
-    found = [a for a in apps if a.app_id not in known and (a.name == rec.name or a.app_id.startswith(rec.name))
-             and (a.submitted is None or a.submitted >= hop.submitted - 1)]
+    found = [a for a in apps if a.app_id not in known and (a.submitted is None or a.submitted >= hop.submitted - 1)
+             and _ours(runner, rec, a.app_handle or make_app_handle(hop.scheduler, rec.session, a.app_id))]
     if found:
         hop.app_id = max(found, key=lambda a: a.submitted or 0).app_id
         rec.failing_over = False
-        _write(rec)
+        write_record(rec)
         log.warning(f"{rec.handle}: adopted {hop.app_id} on {hop.scheduler}, submitted by a tx process that died")
         return
     _submit(runner, rec, hop)
@@ -460,10 +394,10 @@ def cancel(runner: _Runner, handle: str) -> None:
         UnknownRunError: no such run.
     """
     _s, _session, run_id = parse_app_handle(handle)
-    with _locked(run_id):
+    with locked(run_id):
         rec = load_record(handle)
         rec.cancelled = True
-        _write(rec)
+        write_record(rec)
     ensure_watcher()
     hop = rec.live
     if hop is not None and hop.app_id is not None:
@@ -544,62 +478,6 @@ def wait(runner: _Runner, handle: str, wait_interval: float, timeout: Optional[f
                 return AppStatus(state=run.state, msg=run.chain)
             return status if status.state == run.state else attrs.evolve(status, state=run.state)
         time.sleep(max(0.05, min(wait_interval, 1.0, left if left is not None else 1.0)))
-
-
-def prune(keep: float, dry_run: bool = False, now: Optional[float] = None,
-          schedulers: Optional[Sequence[str]] = None) -> List[str]:
-    """Delete the records of runs that ended more than ``keep`` seconds ago (``tx gc``):
-    only runs with a final state, each under its lock (a run a step holds is kept for the
-    next time); of every scheduler, or of the runs whose last hop is on one of
-    ``schedulers``. A run's end is its last hop's, else the record's last write.
-
-    Returns:
-        the run handles of the deleted (``dry_run``: deletable) records.
-    """
-    now = time.time() if now is None else now
-    gone: List[str] = []
-    for rec in list_records():
-        hop = rec.live
-        if not rec.final or (schedulers is not None and (hop is None or hop.scheduler not in schedulers)):
-            continue
-        path = record_path(rec.run_id)
-        with _locked(rec.run_id, blocking=False) as held:
-            try:
-                ended = hop.ended if hop is not None and hop.ended else os.path.getmtime(path)
-            except OSError:
-                continue
-            if not held or now - ended <= keep:
-                continue
-            if not dry_run:
-                for p in (path, path + ".lock"):  # a step that opens the lock after this finds no record
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-            gone.append(rec.handle)
-    return gone
-
-
-# -- listing -----------------------------------------------------------------------------
-def collapse_listed(apps: Sequence[Any], records: Sequence[RunRecord], scheduler: str) -> List[Any]:
-    """``apps`` (listings with handles) with the hops of each run in ``records`` that are on
-    ``scheduler`` left out, and one row for each run whose live hop is on ``scheduler`` (its
-    run handle, its state as recorded or as listed, its name with the schedulers it went
-    over): a run shows once."""
-    by_handle = {a.app_handle: a for a in apps}
-    taken = set()
-    rows = []
-    for rec in records:
-        taken |= {h.handle(rec.session) for h in rec.hops if h.scheduler == scheduler and h.app_id}
-        hop = rec.live
-        if hop is None or hop.scheduler != scheduler:
-            continue
-        listed = by_handle.get(hop.handle(rec.session) or "")
-        state = AppState[rec.final] if rec.final else (listed.state if listed is not None else AppState.PENDING)
-        chain = " -> ".join(h.scheduler for h in rec.hops)
-        rows.append(ListAppResponse(app_id=rec.run_id, state=state, app_handle=rec.handle,
-                                    name=f"{rec.name} [{chain}]", submitted=rec.created))
-    return rows + [a for a in apps if a.app_handle not in taken]
 
 
 # -- the watcher -------------------------------------------------------------------------

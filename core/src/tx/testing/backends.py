@@ -10,6 +10,12 @@ The pattern every scheduler and tracker plugin of this repository follows:
 * A backend with a start and a stop script (``scripts/start-*.sh`` print ``export K=V``
   lines) is run by :func:`script_backend`; :func:`environ` points this process's clients
   at it for the session and restores the environment after.
+* A session that is interrupted (Ctrl-C, SIGTERM, a timeout, even SIGKILL) still stops
+  every backend it started: the repository's ``conftest.py`` loads ``tx.testing._reaper``,
+  which marks every process of the session (``TX_TEST_SESSION``) and starts a reaper
+  process that stops what is left once pytest is gone. :class:`ServiceProcess` records its
+  process group there; a backend stopped by a command records it with :func:`record_stop`
+  (:func:`script_backend` does).
 * Where the machine cannot run the backend (a missing package or binary, no root), the
   fixture calls :func:`backend_unavailable` with the reason and the fix. That is a skip
   with the reason in pytest's summary, except when ``TX_TEST_REQUIRE_BACKENDS=1`` is set
@@ -48,13 +54,19 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, NoReturn, O
 
 import pytest
 
+from tx.testing import _reaper
+
 __all__ = [
     "backend_unavailable", "backends_required", "container_output", "environ", "free_port", "port_open",
-    "REQUIRE_BACKENDS_ENV", "script_backend", "ServiceProcess", "wait_for",
+    "record_stop", "REQUIRE_BACKENDS_ENV", "require_module", "script_backend", "ServiceProcess", "UNAVAILABLE_ENV", "wait_for",
 ]
 
 #: set to ``1`` to turn every :func:`backend_unavailable` skip into a failure (CI)
 REQUIRE_BACKENDS_ENV = "TX_TEST_REQUIRE_BACKENDS"
+#: a comma-separated list of backends this machine cannot run, named by whoever sets up the
+#: machine (``.ci/run`` names ``unshare`` where the kernel refuses user namespaces): these skip,
+#: saying so, even under ``TX_TEST_REQUIRE_BACKENDS=1``
+UNAVAILABLE_ENV = "TX_TEST_UNAVAILABLE"
 
 
 def backends_required() -> bool:
@@ -64,13 +76,17 @@ def backends_required() -> bool:
 
 def backend_unavailable(backend: str, reason: str) -> NoReturn:
     """Skip the test because ``backend`` cannot run on this machine, saying why (``reason``
-    should name the fix); with ``TX_TEST_REQUIRE_BACKENDS=1``, fail instead.
+    should name the fix); with ``TX_TEST_REQUIRE_BACKENDS=1``, fail instead, unless
+    ``TX_TEST_UNAVAILABLE`` names ``backend`` (the machine is known not to run it).
 
     Raises:
         pytest.skip.Exception or pytest.fail.Exception (always).
     """
 
     text = f"{backend} cannot run here: {reason}"
+    declared = {b.strip() for b in os.environ.get(UNAVAILABLE_ENV, "").split(",") if b.strip()}
+    if backend in declared:
+        pytest.skip(f"{text} ({UNAVAILABLE_ENV} names {backend})")
     if backends_required():
         pytest.fail(f"{text} ({REQUIRE_BACKENDS_ENV}=1: every backend must run)", pytrace=False)
     pytest.skip(text)
@@ -132,6 +148,7 @@ class ServiceProcess:
     def __init__(self, proc: "subprocess.Popen[bytes]", log: Path) -> None:
         self.proc = proc
         self.log = log
+        self._clear_record = _reaper.record_group(proc.pid)
 
     @classmethod
     def start(
@@ -149,6 +166,9 @@ class ServiceProcess:
         """
         log = Path(log)
         log.parent.mkdir(parents=True, exist_ok=True)
+        token = _reaper.token()
+        if env is not None and token is not None:  # the session's reaper finds it and its children
+            env = {**env, _reaper.TOKEN_ENV: token}
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -171,10 +191,12 @@ class ServiceProcess:
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL it after ``grace`` seconds; idempotent."""
         if self.proc.poll() is not None:
+            self._clear_record()
             return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
         except ProcessLookupError:
+            self._clear_record()
             return
         try:
             self.proc.wait(timeout=grace)
@@ -184,6 +206,7 @@ class ServiceProcess:
             except ProcessLookupError:
                 pass
             self.proc.wait(timeout=grace)
+        self._clear_record()
 
 
 def wait_for(
@@ -262,12 +285,30 @@ def script_backend(
                 for item in line[len("export "):].split():
                     k, _, v = item.partition("=")
                     exports[k] = v
+    clear = record_stop(stop, {**env, **exports})
     try:
         if failed:
             raise RuntimeError(f"{' '.join(map(str, start))} {failed}")
         yield exports
     finally:
         subprocess.run(list(stop), env={**env, **exports}, capture_output=True, timeout=timeout)
+        clear()
+
+
+def record_stop(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
+                cwd: Optional[Union[str, Path]] = None) -> Callable[[], None]:
+    """Record the command that stops a backend (a stop script: what ends its daemons and
+    containers) for the test session's reaper, which runs it if the session ends (killed,
+    even with SIGKILL) before the returned function is called: call that once the backend
+    is stopped. Outside a session with the reaper (``tx.testing._reaper`` not loaded) the
+    record is a no-op.
+
+    Args:
+        argv: the stop command.
+        env: its environment (None: the reaper's, which is pytest's).
+        cwd: its working directory.
+    """
+    return _reaper.record_stop(argv, env, str(cwd) if cwd is not None else None)
 
 
 def container_output(client: Any, image: str, command: Sequence[str], environment: Optional[Mapping[str, str]] = None,

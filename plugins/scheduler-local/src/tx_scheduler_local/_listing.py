@@ -148,8 +148,10 @@ def _warn(text: str) -> None:
 
 
 def list_apps(apps_dir: str, describe: Callable[[str], Any],
-              warn: Callable[[str], None] = _warn) -> List[LocalListAppResponse]:
-    """Every app under ``apps_dir``, newest first (by submit time). An entry that is not a
+              warn: Callable[[str], None] = _warn, scheduler: Optional[str] = None) -> List[LocalListAppResponse]:
+    """Every app under ``apps_dir`` (made by ``scheduler``, its summary's ``scheduler``, if
+    given: local_cwd and local_dir share the directory), newest first (by submit time). An
+    entry that is not a
     readable app of tx (an empty or truncated state file, a ``{}`` request, a stray file,
     a directory this user cannot read) is skipped with one ``warn(text)`` naming the file
     and what is wrong; names starting with ``.`` (tx's own work directories) are skipped
@@ -173,7 +175,7 @@ def list_apps(apps_dir: str, describe: Callable[[str], Any],
         except _store.BadStateFile as err:
             warn(f"skipped app {app_id}: {err}")
             continue
-        if e is not None:
+        if e is not None and (scheduler is None or e.app_handle.startswith(f"{scheduler}://")):
             found.append(e)
     if kept != index:  # new finished apps, or apps gone: the next listing reads one file for them
         try:
@@ -202,15 +204,15 @@ def _safe_log_dir(path: Any, app_id: str) -> Optional[str]:
 
 
 def prune(apps_dir: str, keep: float, describe: Callable[[str], Any], dry_run: bool = False,
-          now: Optional[float] = None) -> List[LocalListAppResponse]:
-    """Delete the state and logs of apps that ended more than ``keep`` seconds ago (never an
-    app that is not in a terminal state). Returns the apps deleted (or, with ``dry_run``,
-    that would be), oldest first."""
+          now: Optional[float] = None, scheduler: Optional[str] = None) -> List[LocalListAppResponse]:
+    """Delete the state and logs of apps (of ``scheduler`` if given, as :func:`list_apps`)
+    that ended more than ``keep`` seconds ago (never an app that is not in a terminal
+    state). Returns the apps deleted (or, with ``dry_run``, that would be), oldest first."""
     now = time.time() if now is None else now
     if not dry_run:
         remove_stale_work_dirs(apps_dir, now)
     gone = []
-    for entry in reversed(list_apps(apps_dir, describe)):
+    for entry in reversed(list_apps(apps_dir, describe, scheduler=scheduler)):
         if entry.state not in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
             continue
         app_dir = os.path.join(apps_dir, entry.app_id)

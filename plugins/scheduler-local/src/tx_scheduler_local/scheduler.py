@@ -41,13 +41,13 @@ from tx.schedulers.api import (
     DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, add_infra_retries_opt, infra_retries,
 )
 from tx.schedulers.streams import Stream
-from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, UnknownAppException, is_terminal
+from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
 from tx.specs.files import appdef_to_dict, storable_run_options
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
 from tx_scheduler_local._relay import FILES, TIMES
-from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default
+from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default, workspace_role
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -152,6 +152,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
             raise InvalidRunConfigException(
                 f"run option 'cancel_timeout' must be >= 0 seconds, got {timeout!r}", "cancel_timeout", cfg
             )
+
+    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
+        """The first role runs in the workspace directory (``request.workspace_role``)."""
+        return workspace_role(role, workspace, self.image_is_dir)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
         req = build_request(
@@ -334,20 +338,21 @@ class LocalScheduler(Scheduler[LocalRequest]):
         return _store.read_json(os.path.join(app_dir, _store.STATE)) or state
 
     def list(self) -> List[ListAppResponse]:
-        """Every app of the state directory (both local schedulers, every session), newest
-        first; ``app_handle`` is filled with each app's own scheduler and session. Each entry
+        """Every app of this scheduler (``local_cwd`` or ``local_dir``: the other's apps, in
+        the same state directory, are not listed) of every session, newest first;
+        ``app_handle`` is filled with each app's own session. Each entry
         is a :class:`~tx_scheduler_local._listing.LocalListAppResponse` (``submitted``,
         ``ended``: epoch seconds). Reads each app's small summary and state files only."""
-        return list(_listing.list_apps(self.apps_dir, self.describe))
+        return list(_listing.list_apps(self.apps_dir, self.describe, scheduler=self.backend))
 
     def prune(self, keep: float, dry_run: bool = False) -> List[ListAppResponse]:
-        """Delete the state and logs of every app of the state directory (both local
-        schedulers, every session) that ended more than ``keep`` seconds ago; apps that are
+        """Delete the state and logs of every app of this scheduler (as :meth:`list`, every
+        session) that ended more than ``keep`` seconds ago; apps that are
         not finished are never touched. Returns the apps deleted (``dry_run``: that would be),
         oldest first. Used by ``tx gc``."""
         if keep < 0:
             raise ValueError(f"keep must be >= 0 seconds, got {keep}")
-        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run)
+        gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run, scheduler=self.backend)
         if not dry_run:
             for a in gone:
                 self._terminal.pop(a.app_id, None)

@@ -170,6 +170,7 @@ class RayHead:
             except ProcessLookupError:
                 pass
             self.svc.proc.wait(timeout=30)
+            self.svc.stop()  # ended already: only clears its record for the session's reaper
         _kill(below)
         for _ in range(20):
             left = _own_processes([str(self.temp)])

@@ -19,18 +19,19 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import attrs
 import pytest
 
-from tx.testing.backends import backend_unavailable, environ
+from tx.testing.backends import backend_unavailable, environ, port_open, record_stop
 
 __all__ = ["COMMANDS", "NODES", "SCRIPTS", "SlurmCluster", "memory_clusters", "require_slurm", "slurm_cluster",
            "slurm_nodes", "slurm_support", "start_cluster", "stop_cluster", "user_env"]
@@ -58,6 +59,8 @@ class SlurmCluster:
     slurmd_ports: List[int]
     env: Dict[str, str]
     script_env: Dict[str, str] = attrs.field(factory=dict)
+    #: clears the record of its stop script for the session's reaper (tx.testing.backends.record_stop)
+    clear_record: Callable[[], None] = attrs.field(default=lambda: None, repr=False)
 
     def run(self, *args: str, timeout: float = 30) -> "subprocess.CompletedProcess[str]":
         """Run a Slurm client command against this cluster."""
@@ -71,12 +74,45 @@ class SlurmCluster:
         return (self.base / "etc" / "cgroup.conf").exists()
 
     @contextlib.contextmanager
+    def controller_down(self, timeout: float = 60) -> Iterator[None]:
+        """Stop this cluster's slurmctld for real for the ``with`` block (SIGTERM, as an
+        operator's stop or a crash ends it: its state is saved, the jobs stay), then start it
+        again with start-slurm.sh, which returns once every node is usable.
+
+        Raises:
+            RuntimeError: slurmctld did not end (and its port close) within ``timeout``
+                seconds, or did not come back (start-slurm.sh's stderr in the message).
+        """
+        pid = int((self.base / "run" / "slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) or port_open(self.ctld_port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"slurmctld ({pid}) did not end within {timeout:g} s")
+            time.sleep(0.1)
+        try:
+            yield
+        finally:
+            p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=self.script_env, capture_output=True,
+                               text=True, timeout=180)
+            if p.returncode != 0:
+                raise RuntimeError(f"slurmctld did not come back ({p.returncode}):\n{p.stderr[-3000:]}")
+
+    @contextlib.contextmanager
     def active(self) -> Iterator["SlurmCluster"]:
         """Point this process's Slurm clients (``SLURM_CONF``) and tx's slurm job index
         (``TX_STATE_DIR``) at this cluster for the ``with`` block; a scheduler created in
         the block keeps what it learnt (accounting, jobcomp path) for this cluster only."""
         with environ({"SLURM_CONF": str(self.conf), "TX_STATE_DIR": str(self.base / "tx-state")}):
             yield self
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _ports_free(ports: List[int]) -> bool:
@@ -157,6 +193,8 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory, name: str, nodes: in
     conf = base / "etc" / "slurm.conf"
     env["SLURM_CONF"] = str(conf)
     cluster = SlurmCluster(base, conf, ports[0], ports[1:nodes + 1], env, script_env)
+    # a session killed from here on still stops the daemons (the reaper runs stop-slurm.sh)
+    cluster.clear_record = record_stop(["bash", str(SCRIPTS / "stop-slurm.sh")], script_env)
     p = subprocess.run(["bash", str(SCRIPTS / "start-slurm.sh")], env=script_env, capture_output=True,
                        text=True, timeout=180)
     if p.returncode != 0 or f"export SLURM_CONF={conf}" not in p.stdout:
@@ -181,6 +219,7 @@ def stop_cluster(cluster: SlurmCluster) -> None:
     subprocess.run(["bash", str(SCRIPTS / "stop-slurm.sh")], env=cluster.script_env, capture_output=True,
                    timeout=120)
     shutil.rmtree(cluster.base / "db", ignore_errors=True)  # mariadb's files (accounting), 100+ MB
+    cluster.clear_record()
 
 
 @pytest.fixture(scope="session")

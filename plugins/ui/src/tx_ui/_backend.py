@@ -18,7 +18,9 @@ from concurrent.futures import Future
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from tx.errors import UserError
-from tx.runner import Runner
+from tx.runner import DEFAULT_SESSION, Runner
+from tx.runner.failover import collapse_listed as collapse_runs
+from tx.runner.failover import is_run_handle, list_records as list_runs, load_record
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
 from tx.specs import parse_app_handle
 from tx_ui._sweeps import list_apps
@@ -176,7 +178,14 @@ class Backend:
             apps.extend(got)
             if problem:
                 problems.append(problem)
-        return apps, problems
+        return await asyncio.to_thread(self._with_runs, apps, names), problems
+
+    def _with_runs(self, apps: List[ListAppResponse], schedulers: Sequence[str]) -> List[ListAppResponse]:
+        """``apps`` with each run with failover of this session as one row under its run
+        handle (its hops inside: :func:`tx.runner.failover.collapse_listed`), as ``tx list``
+        shows it, once whichever of its schedulers are listed."""
+        records = list_runs(self._session or DEFAULT_SESSION)
+        return collapse_runs(apps, records, schedulers) if records else apps
 
     async def _apps_of(self, scheduler: str) -> Tuple[List[ListAppResponse], Optional[str]]:
         try:
@@ -209,7 +218,14 @@ class Backend:
 
 def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
     """What the handle's scheduler keeps of the app (its ``describe``: metadata such as the
-    log directory and, on the local schedulers, each replica's attempts), on a worker thread."""
+    log directory and, on the local schedulers, each replica's attempts), on a worker thread;
+    of a run handle, its live hop's (None while a hop is being submitted)."""
+    if is_run_handle(handle):
+        rec = load_record(handle)
+        live = rec.live.handle(rec.session) if rec.live is not None else None
+        if live is None:
+            return None
+        handle = live
     parsed = parse_app_handle(handle)
     return backend.scheduler(parsed.scheduler_backend).describe(parsed.app_id)
 
