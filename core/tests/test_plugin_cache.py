@@ -48,8 +48,15 @@ def site(tmp_path):
     return site
 
 
+#: the probes write no bytecode: the first import of the fake plugin would otherwise create
+#: ``site/__pycache__`` and so change the site directory's mtime, which the snapshot reads as
+#: "something was installed" (a real site-packages gets its ``__pycache__`` once); the tests
+#: then depended on the caller's PYTHONDONTWRITEBYTECODE (set in CI, unset on a developer's shell)
+_NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def _probe(site, tmp_path, *args):
-    env = dict(os.environ, PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = dict(os.environ, **_NO_BYTECODE, PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.pop("TX_NO_CACHE", None)
     env.pop("TX_PLUGINS", None)
     env.pop("TX_DISABLE_PLUGINS", None)
@@ -114,7 +121,7 @@ def test_a_plugin_that_exits_or_raises_is_reported_and_skipped(tmp_path, kind):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: badplug\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[tx]\nbad = bad_hooks\n")
     (site / "bad_hooks.py").write_text(EXITING[kind])
-    env = dict(os.environ, PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = dict(os.environ, **_NO_BYTECODE, PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
     tx = os.path.join(os.path.dirname(sys.executable), "tx")
     p = subprocess.run([tx, "plugins"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -199,7 +206,7 @@ def warm_cache(tmp_path_factory):
 
 
 def _tx(site, cache, cwd, *args):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    env = dict(os.environ, **_NO_BYTECODE, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
                XDG_CACHE_HOME=str(cache))
     for var in ("TX_NO_CACHE", "TX_PLUGINS", "TX_DISABLE_PLUGINS", "TX_TRACE_PLUGINS"):
         env.pop(var, None)
@@ -277,7 +284,7 @@ def test_a_distribution_in_the_working_directory_is_seen_in_any_order(site, tmp_
     there is seen from there and only from there, whichever directory ran first."""
     other = tmp_path / "elsewhere"
     other.mkdir()
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = dict(os.environ, **_NO_BYTECODE, XDG_CACHE_HOME=str(tmp_path / "cache"))
     for var in ("TX_NO_CACHE", "TX_PLUGINS", "TX_DISABLE_PLUGINS"):
         env.pop(var, None)
     probe = "from tx.plugins import get_registry; print('fake' in get_registry().names('schedulers'))"
