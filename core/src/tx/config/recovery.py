@@ -6,6 +6,7 @@
     [tx:logs]
     archive = s3://bucket/tx-logs   # an fsspec URL or a path; "off" keeps no archive
     interval = 30s                  # how often a followed app's logs are copied
+    last_copy = detached            # or "wait": Runner.wait copies a local app's end itself
 
     [tx:checkpoint]
     root = s3://bucket/ckpt         # every scheduler
@@ -26,7 +27,7 @@ from tx.config.gc import parse_duration
 
 __all__ = [
     "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "fallback", "pending_timeout", "LOGS_SECTION", "OFF", "archive_interval",
-    "archive_url", "checkpoint_root", "checkpoint_url",
+    "archive_url", "checkpoint_root", "checkpoint_url", "last_copy_detached",
 ]
 
 #: ``[tx:logs]``: where the log archive is and how often it is written
@@ -49,6 +50,20 @@ def archive_url(dirs: Optional[Iterable[str]] = None) -> Optional[str]:
     if value.lower() in OFF:
         return None
     return value if "://" in value else os.path.abspath(os.path.expanduser(value))
+
+
+def last_copy_detached(dirs: Optional[Iterable[str]] = None) -> bool:
+    """Whether the last copy of an app that ran on this host is made by a detached process
+    (:mod:`tx.runner._archive_copier`) rather than by the process that waited for it:
+    ``[tx:logs] last_copy``, ``detached`` (the default) or ``wait``.
+
+    Raises:
+        ValueError: another value (message for users).
+    """
+    value = (get_config(*LOGS_SECTION, "last_copy", dirs) or "detached").strip().lower()
+    if value not in ("detached", "wait"):
+        raise ValueError(f"[tx:logs] last_copy: expected detached or wait, got {value!r}")
+    return value == "detached"
 
 
 def archive_interval(dirs: Optional[Iterable[str]] = None) -> float:

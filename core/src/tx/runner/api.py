@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping as _Mapping
@@ -119,6 +120,7 @@ class Runner:
         self._schedulers: Dict[str, Scheduler[Any]] = {}
         self._apps: Dict[AppHandle, AppDef] = {}
         self._log_archive: Any = _UNSET
+        self._archive_from_settings = False
         self._archive_warned = False
 
     @property
@@ -659,7 +661,7 @@ class Runner:
         finally:
             stop()
         if desc is not None and is_terminal(desc.state):
-            self.archive_logs(app_handle, desc, catch_up=True)
+            self._archive_ended(app_handle, sched, desc)
         return None if desc is None else _status_of(desc)
 
     def cancel(self, app_handle: AppHandle) -> None:
@@ -793,6 +795,7 @@ class Runner:
                 from tx.runner.archive import LogArchive
 
                 self._log_archive = LogArchive(url)
+                self._archive_from_settings = True
             except (ValueError, ImportError, OSError) as e:
                 self._warn_archive(f"cannot open the log archive: {e}")
                 self._log_archive = None
@@ -801,6 +804,45 @@ class Runner:
     @log_archive.setter
     def log_archive(self, archive: Optional["LogArchive"]) -> None:
         self._log_archive = archive
+        self._archive_from_settings = False
+
+    def _archive_wanted(self) -> bool:
+        """Whether there is an archive to copy into, without opening it (fsspec stays
+        unloaded while the setting alone answers)."""
+        if self._log_archive is _UNSET:
+            try:
+                return archive_url() is not None
+            except ValueError:
+                pass  # log_archive warns
+        return self.log_archive is not None
+
+    def _archive_ended(self, app_handle: AppHandle, sched: Any, desc: Any) -> None:
+        """The last copy of an app :meth:`wait` saw end. For a scheduler whose replicas run
+        on this host (``runs_on_host``), with the archive of the settings (``[tx:logs]``)
+        and ``last_copy = detached`` (the default), a detached process makes it
+        (:mod:`tx.runner._archive_copier`) and the waiting caller pays nothing; else (an
+        archive set in code, scheduler factories or parameters another process cannot
+        rebuild, a remote backend) it is made here, before returning."""
+        url = None
+        if getattr(sched, "runs_on_host", False) and self._scheduler_factories is None \
+                and not self._scheduler_params and (self._log_archive is _UNSET or self._archive_from_settings):
+            # settings are read where they are used
+            from tx.config.recovery import last_copy_detached
+
+            try:
+                url = archive_url() if last_copy_detached() else None
+            except ValueError as e:
+                self._warn_archive(str(e))
+                return
+            if url is None and archive_url() is None:
+                return  # `archive = off`
+        if url is not None:
+            try:
+                _start_copier(self._name, app_handle, url)
+                return
+            except OSError as e:  # no process: copy here
+                log.debug("log archive: no detached copier", handle=app_handle, error=str(e))
+        self.archive_logs(app_handle, desc, catch_up=True)
 
     def _warn_archive(self, text: str) -> None:
         if not self._archive_warned:
@@ -855,7 +897,7 @@ class Runner:
     def _follow_logs(self, app_handle: AppHandle) -> Any:
         """Copy the app's logs into the archive every ``[tx:logs] interval`` seconds, in a
         thread, until the returned function is called."""
-        if self.log_archive is None:
+        if not self._archive_wanted():  # the archive is opened (fsspec) at the first copy
             return lambda: None
         # settings are read where they are used
         from tx.config.recovery import archive_interval
@@ -990,6 +1032,23 @@ class Runner:
             else attrs.evolve(a, app_handle=make_app_handle(scheduler, self._name, a.app_id))
             for a in apps
         ]
+
+
+def _start_copier(session: str, handle: str, url: str) -> None:
+    """Start ``python -m tx.runner._archive_copier SESSION HANDLE URL`` detached (its own
+    session, stdio on /dev/null) and return at once; :mod:`subprocess` reaps it at a later
+    start, or init does once this process exits.
+
+    Raises:
+        OSError: the process cannot be started.
+    """
+    # only when an app this process waited for ends
+    import subprocess
+
+    subprocess.Popen(  # noqa: S603 - our own module
+        [sys.executable, "-m", "tx.runner._archive_copier", session, handle, url],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True)
 
 
 def _check_roles(app: AppDef) -> None:
