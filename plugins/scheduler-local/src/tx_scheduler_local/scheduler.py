@@ -29,7 +29,6 @@ Signals and lifetime (what the CLI relies on):
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -191,7 +190,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
             data = self._write_entry(dryrun_info, tmp_dir, app_dir)
         except BaseException:
             # nothing of an app that never started is left behind (its log directory is
-            # empty: the supervisor makes the replicas' directories)
+            # empty: the supervisor makes the replicas' directories); shutil (zlib, bz2,
+            # lzma) only on this failure
+            import shutil
+
             shutil.rmtree(tmp_dir, ignore_errors=True)
             shutil.rmtree(req.log_dir, ignore_errors=True)
             raise
