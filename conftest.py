@@ -3,13 +3,13 @@
 * The plugins' pytest fixtures: each plugin whose tests start a private backend keeps the
   session fixtures that start it in its ``testing`` module (``tx_scheduler_docker.testing``:
   the podman engine and the image registry; ``tx_scheduler_slurm.testing``: the Slurm
-  cluster; ...), loaded here with ``pytest_plugins`` as tox loads ``tox.pytest``: so a
-  backend another tree needs too (the podman engine of the AWS Batch and workspace-image
-  tests) is defined once and started once per session. Only the installed plugins are
-  loaded: hatch's ``core`` and ``local`` environments have none or one of them. The fake
-  Kubernetes and GCP Batch servers' fixtures live beside those plugins' tests
-  (``k8s_fake_cluster``, ``gcp_fake_server``) and are loaded the same way, so the
-  cross-backend tests (tests/test_portability.py) share them.
+  cluster; ``tx_scheduler_k8s.testing`` and ``tx_scheduler_gcp_batch.testing``: the fake
+  Kubernetes and GCP Batch servers, test code beside those plugins' tests; ...), loaded here
+  with ``pytest_plugins`` as tox loads ``tox.pytest``: so a backend another tree needs too
+  (the podman engine of the AWS Batch and workspace-image tests, the fake servers of
+  tests/test_portability.py) is defined once and started once per session. Only the
+  installed plugins are loaded: hatch's ``core`` and ``local`` environments have none or one
+  of them.
 * A session that ends in any way (its last test, Ctrl-C, SIGTERM, a timeout, SIGKILL) stops
   every backend it started: ``tx.testing._reaper`` (loaded first) turns SIGTERM into a
   clean pytest exit that runs the fixtures' finalizers, and a reaper process, watching
@@ -41,16 +41,12 @@ BIN = Path(sys.executable).parent
 #: the plugins' fixture modules, each loaded where its distribution is installed
 PLUGIN_FIXTURES = (
     "tx_scheduler_docker.testing",
+    "tx_scheduler_k8s.testing",
+    "tx_scheduler_gcp_batch.testing",
     "tx_scheduler_aws_batch.testing",
     "tx_scheduler_slurm.testing",
     "tx_scheduler_ray.testing",
     "tx_tracker_mlflow.testing",
-)
-#: fixture modules of the fake servers, beside their plugin's tests (pytest.ini puts those
-#: directories on ``pythonpath``), each loaded where its plugin is installed
-TEST_SERVER_FIXTURES = (
-    ("k8s_fake_cluster", "tx_scheduler_k8s"),
-    ("gcp_fake_server", "tx_scheduler_gcp_batch"),
 )
 
 
@@ -62,8 +58,7 @@ def _installed(module: str) -> bool:
         return False
 
 
-pytest_plugins = ["tx.testing._reaper"] + [m for m in PLUGIN_FIXTURES if _installed(m)] + [
-    m for m, plugin in TEST_SERVER_FIXTURES if _installed(plugin) and _installed(m)]
+pytest_plugins = ["tx.testing._reaper"] + [m for m in PLUGIN_FIXTURES if _installed(m)]
 
 
 @pytest.fixture

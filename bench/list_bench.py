@@ -169,7 +169,7 @@ def main() -> None:
 
         tests = REPO / "plugins" / "scheduler-k8s" / "tests"
         sys.path.insert(0, str(tests))
-        from k8s_kubeconfig import ADMIN_TOKEN, kubeconfig  # the tests' kubeconfig helper
+        from tx_scheduler_k8s.testing import ADMIN_TOKEN, kubeconfig  # the tests' kubeconfig helper
 
         port = free_ports(1)
         log = base / "kube-server.log"

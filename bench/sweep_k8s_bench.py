@@ -22,7 +22,7 @@ from typing import Any, Callable, List, Tuple
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "plugins" / "scheduler-k8s" / "tests"
 sys.path.insert(0, str(TESTS))
-from k8s_kubeconfig import ADMIN_TOKEN, kubeconfig  # noqa: E402 - the tests' kubeconfig helper
+from tx_scheduler_k8s.testing import ADMIN_TOKEN, kubeconfig  # noqa: E402 - the tests' kubeconfig helper
 
 sys.path.insert(0, str(REPO / "bench"))
 from slurm_bench import free_ports  # noqa: E402 - the sibling bench's port helper

@@ -60,7 +60,7 @@ def test_an_interrupted_session_stops_its_backends(tmp_path: Path, how: str) -> 
                PYTHONPATH=os.pathsep.join(p for p in (str(K8S_TESTS), os.environ.get("PYTHONPATH")) if p))
     env.pop("TX_TEST_SESSION", None)
     argv = [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(tmp_path), "-p", "no:cacheprovider",
-            "-p", "tx.testing._reaper", "-p", "k8s_fake_cluster", f"--basetemp={basetemp}", "-q", "-s", "test_inner.py",
+            "-p", "tx.testing._reaper", "-p", "tx_scheduler_k8s.testing", f"--basetemp={basetemp}", "-q", "-s", "test_inner.py",
             *(TIMEOUT_ARGS if HOW[how] is None else [])]
     inner = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              preexec_fn=_default_sigint)

@@ -53,6 +53,7 @@ TORCHX_MODULES = {
     "torchx.tracker.backend": "=",
     "torchx.tracker.backend.fsspec": "=",
     "torchx.tracker.mlflow": "tx_tracker_mlflow",
+    "torchx.notebook": "tx_notebook",
     "torchx.distributed": "=",
     "torchx.components": "=",
     "torchx.components.dist": "=",
@@ -94,7 +95,6 @@ NOT_PROVIDED = {
     "torchx.components.integration_tests": "No module named 'torchx.components.integration_tests'",
     "torchx.pipelines": "No module named 'torchx.pipelines'",
     "torchx.pipelines.kfp": "No module named 'torchx.pipelines'",
-    "torchx.notebook": "No module named 'torchx.notebook'",
 }
 
 

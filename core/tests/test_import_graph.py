@@ -34,6 +34,7 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx": "`import tx` stays free of pluggy: `tx.hookimpl` is resolved on first use",
     "tx._plugin_cache": "`tx --help` lists schedulers from the snapshot without importlib.metadata",
     "tx.plugins": "a registry built from the snapshot never imports pluggy",
+    "tx._install_hints": "importlib.metadata, urllib and importlib.resources only when an install hint is shown",
     "tx._builtin_plugin": "`tx --help` reads the command table without the model",
     "tx.schedulers": "a replica's supervisor imports tx.schedulers.env without attrs",
     "tx.specs.files": "`tx run` stores an AppDef without PyYAML or cattrs",

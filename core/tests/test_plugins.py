@@ -479,7 +479,7 @@ def test_install_hints_are_read_from_the_package_data_file():
 
 
 def test_a_damaged_hint_table_gives_no_hint():
-    from tx.plugins import _parse_known_plugins
+    from tx._install_hints import _parse_known_plugins
 
     assert _parse_known_plugins("{not json") == {} and _parse_known_plugins("[1, 2]") == {}
     assert _parse_known_plugins('{"schedulers": ["slurm"], "trackers": {"mlflow": 3, "x": "tx-x"}}') == {
@@ -524,7 +524,7 @@ def test_help_and_version_do_not_read_the_hint_file(tmp_path, plugins):
 def test_install_commands_follow_where_tx_core_came_from(tmp_path, monkeypatch):
     """A checkout: the plugin's directory (editable when tx-core is); a wheel: the plugin's
     wheel beside it; an index (or anything unknown): the distribution's name."""
-    from tx import plugins
+    from tx import _install_hints as plugins  # where pip_install and _core_source live (tx.plugins re-exports)
 
     checkout = tmp_path / "clone"
     (checkout / "core").mkdir(parents=True)

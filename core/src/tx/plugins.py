@@ -1,6 +1,8 @@
 """The plugin manager: finds plugins (entry point group ``tx``), calls their registration
 hooks, and keeps the registries of schedulers, workspaces, named resources, trackers,
-component namespaces and CLI commands.
+component namespaces and CLI commands. What a plugin registers (:class:`Registration`, the
+``register`` objects) is defined in ``tx._registers``, the install hints in
+``tx._install_hints``; both are public here.
 
 * One broken plugin never breaks tx: its import or registration error is recorded and shown
   by ``tx plugins``; the rest load.
@@ -18,16 +20,13 @@ Environment knobs (as tox and datasette have):
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import io
-import json
 import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import attrs
 
 from tx import _builtin_plugin
 from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of the registry
@@ -42,7 +41,11 @@ from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of
     _write_snapshot,
     cached_entry_points,
 )
-from tx.errors import UserError
+from tx._install_hints import KNOWN_PLUGINS_FILE, install_hint, known_plugins, not_installed_hint, pip_install
+from tx._registers import (
+    REGISTER_CLASSES, CommandRegister, ComponentRegister, NamedResourceRegister, PluginConflictError, PluginError,
+    PluginInfo, Register, Registration, SchedulerRegister, TrackerRegister, WorkspaceRegister, import_object,
+)
 from tx.hooknames import EVENT_HOOK, HOOK_NAMES, KINDS, REGISTER_HOOKS  # noqa: F401 - HOOK_NAMES re-exported
 from tx.log import get_logger
 from tx.specs.named_resources import set_source as _set_named_resource_source
@@ -57,212 +60,6 @@ __all__ = [
 ]
 
 CORE_PLUGIN = "tx-core"
-
-
-class PluginError(UserError):
-    """A plugin could not be loaded or used."""
-
-
-class PluginConflictError(PluginError):
-    """Two plugins registered the same name of the same kind."""
-
-
-def import_object(path: str) -> Any:
-    """Import ``"pkg.module:attr"`` (or ``"pkg.module.attr"``) and return the attribute.
-
-    Raises:
-        ImportError: the module or attribute does not exist.
-    """
-    mod_name, sep, attr = path.partition(":")
-    if not sep:
-        mod_name, _, attr = path.rpartition(".")
-    module = importlib.import_module(mod_name)
-    try:
-        obj: Any = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
-    except AttributeError:
-        raise ImportError(f"{mod_name!r} has no attribute {attr!r}") from None
-
-
-@attrs.define
-class Registration:
-    """One name registered by a plugin.
-
-    Attributes:
-        kind: one of :data:`KINDS`.
-        name: the registered name (scheduler name, resource name, namespace ...).
-        target: a dotted path ``"pkg.module:attr"`` or the object itself.
-        plugin: the entry point name of the plugin that registered it.
-        distribution: the distribution that provides the plugin (``tx-core`` for built-ins).
-        version: that distribution's version.
-        description: one line shown by ``tx plugins`` and ``tx runopts``.
-        requires: import names of the backend SDKs the target needs (checked lazily).
-        install: the ``pip install`` text that provides what ``requires`` names.
-    """
-
-    kind: str
-    name: str
-    target: Any
-    plugin: str
-    distribution: str
-    version: str
-    description: str = ""
-    requires: Tuple[str, ...] = ()
-    install: str = ""
-
-    def load(self) -> Any:
-        """Return the registered object, importing a dotted path on first use.
-
-        Raises:
-            PluginError: the target cannot be imported; the message says what to install.
-        """
-        if not isinstance(self.target, str):
-            return self.target
-        try:
-            obj = import_object(self.target)
-        except ImportError as e:
-            hint = self.install or pip_install(self.distribution)
-            raise PluginError(
-                f"{self.kind[:-1]} {self.name!r} from {self.distribution} cannot be loaded: {e}; "
-                f"fix: {hint}"
-            ) from None
-        self.target = obj
-        return obj
-
-    def missing_requirements(self) -> List[str]:
-        """The entries of ``requires`` that cannot be imported here (no import is done)."""
-
-        return [m for m in self.requires if importlib.util.find_spec(m) is None]
-
-
-def _dotted_path(obj: Any) -> Optional[str]:
-    """``"module:qualname"`` of a module-level function or class that can be imported
-    back as the same object, else None (lambdas, local functions, instances)."""
-    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not isinstance(mod, str) or not isinstance(qual, str) or "<" in qual:
-        return None
-    found: Any = sys.modules.get(mod)
-    for part in qual.split("."):
-        found = getattr(found, part, None)
-    return f"{mod}:{qual}" if found is obj else None
-
-
-class Register:
-    """The ``register`` object a ``tx_register_*`` hook receives (as tox's
-    ``ToxEnvRegister``): call it once per name. The subclasses document, per hook, what
-    ``factory`` must be.
-
-    A factory is given as a dotted path ``"pkg.module:attr"`` (imported on first use) or as
-    the object itself. A module-level function or class is recorded by its dotted path, so
-    the plugin snapshot cache keeps working; other objects (lambdas, local functions) are
-    supported too, but make tx import that plugin in every process.
-    """
-
-    kind: str = ""
-
-    def __init__(self, add: Callable[["Registration"], None], plugin: "PluginInfo") -> None:
-        self._add = add
-        self._plugin = plugin
-
-    def _register(self, name: str, target: Any, description: str, requires: Sequence[str], install: str) -> None:
-        if not isinstance(name, str) or (not name and self.kind != "components"):
-            raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
-        if not isinstance(target, str):
-            if target is None:
-                raise ValueError(f"{self.kind[:-1].replace('_', ' ')} {name!r}: the factory is None")
-            target = _dotted_path(target) or target
-        if isinstance(requires, str):
-            requires = (requires,)
-        info = self._plugin
-        self._add(Registration(
-            self.kind, name, target, info.name, info.distribution, info.version,
-            description, tuple(requires), install,
-        ))
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} of plugin {self._plugin.name!r}>"
-
-    def __call__(self, name: str, factory: Any, *, description: str = "", requires: Sequence[str] = (),
-                 install: str = "", help: str = "") -> None:
-        """Register ``name``; see the subclass of the hook for what ``factory`` is."""
-        self._register(name, factory, description or help, requires, install)
-
-
-class SchedulerRegister(Register):
-    """``register(name, factory, *, description="", requires=(), install="")`` in
-    ``tx_register_schedulers``.
-
-    Args:
-        name: the scheduler name (``-s NAME``; ``NAME://session/app_id`` handles).
-        factory: dotted path (preferred) of ``(session_name: str, **kwargs) -> Scheduler``.
-        description: one line for ``tx plugins`` and ``tx runopts``.
-        requires: import names of the backend SDKs the factory needs (``("boto3",)``),
-            checked before the factory is imported.
-        install: what fixes a missing requirement (``"pip install tx-scheduler-ray"``).
-    """
-
-    kind = "schedulers"
-
-
-class WorkspaceRegister(Register):
-    """``register(kind, factory, *, description="", requires=(), install="")`` in
-    ``tx_register_workspaces``: ``factory`` is a zero-argument callable (usually a class)
-    returning a :class:`tx.workspace.Workspace`."""
-
-    kind = "workspaces"
-
-
-class NamedResourceRegister(Register):
-    """``register(name, factory, *, description="")`` in ``tx_register_named_resources``:
-    ``factory`` is a zero-argument callable returning a fresh :class:`tx.specs.Resource`."""
-
-    kind = "named_resources"
-
-
-class TrackerRegister(Register):
-    """``register(name, factory, *, description="", requires=(), install="")`` in
-    ``tx_register_trackers``: ``factory`` is called as ``factory(config: Optional[str])``
-    and returns a ``tx.tracker.TrackerBase``."""
-
-    kind = "trackers"
-
-
-class ComponentRegister(Register):
-    """``register(namespace, module, *, description="")`` in ``tx_register_components``:
-    every component function of ``module`` (a dotted module path) and its submodules
-    becomes ``namespace.<submodule>.<fn>``; an empty namespace means top level."""
-
-    kind = "components"
-
-
-class CommandRegister(Register):
-    """``register(name, command, *, help="")`` in ``tx_register_commands``: ``command`` is
-    a :class:`tx.cli.command.Command` (or its dotted path), or a class or an object with
-    ``add_arguments(parser)`` and ``run(args) -> int`` (the older form)."""
-
-    kind = "commands"
-
-
-#: registry kind -> the register class its hook receives
-REGISTER_CLASSES: Dict[str, type] = {
-    cls.kind: cls
-    for cls in (SchedulerRegister, WorkspaceRegister, NamedResourceRegister, TrackerRegister,
-                ComponentRegister, CommandRegister)
-}
-
-
-@attrs.define
-class PluginInfo:
-    """A plugin as ``tx plugins`` shows it."""
-
-    name: str
-    module: str
-    distribution: str
-    version: str
-    registered: Dict[str, List[str]] = attrs.field(factory=dict)
-    error: Optional[str] = None
 
 
 class _PluginExit(Exception):
@@ -595,129 +392,6 @@ class _RegistrySource:
 
 # the model knows no plugin manager: named resources are looked up here once it is loaded
 _set_named_resource_source(_RegistrySource())
-
-
-def install_hint() -> str:
-    """The one-line hint printed when no scheduler is installed."""
-    return f"no scheduler is installed; install one, e.g.: {pip_install('tx-scheduler-local')}"
-
-
-@functools.lru_cache(maxsize=None)
-def pip_install(distribution: str) -> str:
-    """The command that installs ``distribution`` (one of tx's plugin distributions) from
-    where tx-core was installed from, as pip recorded it (PEP 610 ``direct_url.json``):
-    from a checkout (``pip install ./core``, editable or not), the plugin's directory beside
-    it (``pip install ./plugins/scheduler-slurm``, relative to the current directory when
-    under it; ``-e`` when tx-core is editable); from a wheel file, the plugin's wheel in the
-    same directory if there is one; otherwise (an index) ``pip install DISTRIBUTION``.
-    Never raises: a hint is a courtesy."""
-    try:
-        where = _core_source()
-        if where is not None:
-            kind, path, editable = where
-            found = _plugin_dir(path, distribution) if kind == "dir" else _wheel_beside(path, distribution)
-            if found is not None:
-                return f"pip install {'-e ' if editable else ''}{_shown(found)}"
-    except Exception:  # noqa: BLE001 - a hint must never fail the command that shows it
-        pass
-    return f"pip install {distribution}"
-
-
-def _core_source() -> Optional[Tuple[str, str, bool]]:
-    """``("dir", checkout's core directory, editable)`` or ``("wheel", wheel file, False)``
-    where tx-core was installed from a local path, else None (an index)."""
-    # deferred: importlib.metadata and urllib only when an install hint is shown
-    import importlib.metadata
-    import os  # deferred, as importlib.metadata
-    from urllib.parse import unquote, urlparse  # deferred, as importlib.metadata
-
-    text = importlib.metadata.distribution("tx-core").read_text("direct_url.json")
-    if not text:
-        return None
-    data = json.loads(text)
-    url = urlparse(str(data.get("url", "")))
-    if url.scheme != "file":
-        return None
-    path = unquote(url.path)
-    if "dir_info" in data and os.path.isdir(path):
-        return "dir", path, bool((data.get("dir_info") or {}).get("editable"))
-    if path.endswith(".whl") and os.path.isdir(os.path.dirname(path)):
-        return "wheel", path, False
-    return None
-
-
-def _plugin_dir(core_dir: str, distribution: str) -> Optional[str]:
-    """The directory under ``<checkout>/plugins`` whose pyproject.toml names ``distribution``."""
-    import glob  # deferred, as in _core_source
-    import os  # deferred, as in _core_source
-    import re  # deferred, as in _core_source
-
-    name = re.compile(rf'^name\s*=\s*["\']{re.escape(distribution)}["\']\s*$', re.M)
-    for pyproject in sorted(glob.glob(os.path.join(os.path.dirname(core_dir.rstrip("/")), "plugins", "*",
-                                                   "pyproject.toml"))):
-        with open(pyproject, encoding="utf-8") as f:
-            if name.search(f.read()):
-                return os.path.dirname(pyproject)
-    return None
-
-
-def _wheel_beside(wheel: str, distribution: str) -> Optional[str]:
-    """A wheel of ``distribution`` in the directory of ``wheel`` (the newest name), else None."""
-    import glob  # deferred, as in _core_source
-    import os  # deferred, as in _core_source
-
-    found = sorted(glob.glob(os.path.join(os.path.dirname(wheel), distribution.replace("-", "_") + "-*.whl")))
-    return found[-1] if found else None
-
-
-def _shown(path: str) -> str:
-    """``path`` as ``./rel/path`` when it is under the current directory, else absolute."""
-    import os  # deferred, as in _core_source
-
-    rel = os.path.relpath(path)
-    return f"./{rel}" if not rel.startswith("..") else os.path.abspath(path)
-
-
-#: the package data file of :func:`known_plugins`
-KNOWN_PLUGINS_FILE = "known_plugins.json"
-
-
-@functools.lru_cache(maxsize=None)
-def known_plugins() -> Dict[str, Dict[str, str]]:
-    """Names that tx's own plugin distributions register: registry kind -> name ->
-    distribution, read from tx-core's package data file ``tx/known_plugins.json`` on first
-    use (a plugin added to the project is a line there, not code here). A file that cannot
-    be read gives ``{}``: hints are a courtesy, never an error."""
-    from importlib import resources  # deferred: importlib.resources only when an install hint is shown
-
-    try:
-        text = resources.files("tx").joinpath(KNOWN_PLUGINS_FILE).read_text(encoding="utf-8")
-    except OSError:
-        return {}
-    return _parse_known_plugins(text)
-
-
-def _parse_known_plugins(text: str) -> Dict[str, Dict[str, str]]:
-    """The kinds of :data:`KINDS` in ``text`` (JSON: kind -> name -> distribution), their
-    string entries only; ``{}`` for text that is not a JSON object."""
-
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
-        kind: {n: d for n, d in names.items() if isinstance(d, str)}
-        for kind, names in data.items() if kind in KINDS and isinstance(names, dict)
-    }
-
-
-def not_installed_hint(kind: str, name: str) -> Optional[str]:
-    """``"pip install DIST"`` for a name of ``kind`` that one of tx's distributions
-    registers (see :func:`known_plugins`), else None."""
-    dist = known_plugins().get(kind, {}).get(name)
-    return pip_install(dist) if dist else None
 
 
 def __getattr__(name: str) -> Any:

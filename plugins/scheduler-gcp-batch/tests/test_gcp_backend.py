@@ -28,8 +28,7 @@ from tx.schedulers import DescribeAppResponse, SchedulerError
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal, parse_app_handle
 from tx.testing import find_replica
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
-
-from gcp_settings import LOCATION, PROJECT
+from tx_scheduler_gcp_batch.testing import LOCATION, PROJECT
 
 
 @pytest.fixture

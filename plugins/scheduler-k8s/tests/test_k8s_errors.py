@@ -9,7 +9,7 @@ from typing import Any, Dict
 import pytest
 import yaml
 
-from k8s_kubeconfig import kubeconfig
+from tx_scheduler_k8s.testing import kubeconfig
 from tx.specs import AppDef, Resource, Role
 from tx.testing.backends import free_port
 from tx_scheduler_k8s._client import KubeError

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Tuple
 import pytest
 
 from k8s_apps import K8S_VERSION, SCHEMAS, apps, need, role
-from k8s_kubeconfig import ADMIN_TOKEN
+from tx_scheduler_k8s.testing import ADMIN_TOKEN
 from tx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
 from tx_scheduler_k8s import kubernetes_jobset_scheduler, kubernetes_mcad_scheduler, kubernetes_scheduler
 from tx_scheduler_k8s._client import Kube, KubeError

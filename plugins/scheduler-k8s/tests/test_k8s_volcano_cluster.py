@@ -176,7 +176,7 @@ def test_list_uses_the_namespace_of_the_context(fake_cluster: Dict[str, Any], tm
     ``$KUBECONFIG`` as it is when the scheduler is used."""
     import yaml
 
-    from k8s_kubeconfig import kubeconfig
+    from tx_scheduler_k8s.testing import kubeconfig
 
     sched = create_scheduler("tx")
     app_id = sched.submit(AppDef("ns", roles=[sh("r", "true")]), {**CFG, "namespace": "team-a"})

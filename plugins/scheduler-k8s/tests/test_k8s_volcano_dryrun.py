@@ -198,14 +198,14 @@ def test_roles_rebuilt_from_the_job() -> None:
 def test_replica_errors_name_the_reason() -> None:
     """What ``describe`` says of a failed pod: exit code, signal, the kubelet's reason
     (OOMKilled) or the pod's (Evicted), and the message (pod shapes of the v1 API)."""
-    from tx_scheduler_k8s.scheduler import KubernetesBase
+    from tx_scheduler_k8s._status import pod_error
 
     oom = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {
         "exitCode": 137, "signal": 9, "reason": "OOMKilled", "finishedAt": "2026-01-01T00:00:00Z"}}}]}}
-    assert KubernetesBase._pod_error(oom) == "exit code 137, signal 9, OOMKilled"
+    assert pod_error(oom) == "exit code 137, signal 9, OOMKilled"
     evicted = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted",
                                                       "message": "The node was low on resource: memory."}}
-    assert KubernetesBase._pod_error(evicted) == "Evicted, The node was low on resource: memory."
+    assert pod_error(evicted) == "Evicted, The node was low on resource: memory."
 
 
 def test_torchx_app_to_resource() -> None:

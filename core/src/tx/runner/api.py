@@ -25,6 +25,7 @@ from tx.plugins import PluginError, get_registry, install_hint, not_installed_hi
 from tx.runner.events import log_event
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler, SchedulerError
 from tx.schedulers.env import with_torchx_names
+from tx.workspace.api import localize_workspace
 from tx.schedulers.streams import filter_regex, split_lines
 from tx.specs.api import (
     MISSING,
@@ -256,8 +257,9 @@ class Runner:
         variable. A key of ``cfg`` that is not a run option of the scheduler is an error,
         as on the command line (TorchX 0.7 ignores it).
 
-        With ``workspace`` (a local directory, or a ``file://`` URL of one as TorchX writes
-        it), the scheduler's workspace kind
+        With ``workspace`` (a local directory, or an fsspec URL as TorchX writes it:
+        ``file://DIR``, or ``memory://...`` copied into a temporary directory by
+        :func:`tx.workspace.localize_workspace`), the scheduler's workspace kind
         (:attr:`tx.schedulers.Scheduler.workspace_kind`) puts it into the first role (an
         image build, a job directory copy) before the dryrun; schedulers without a kind
         ignore it.
@@ -314,10 +316,8 @@ class Runner:
         app = attrs.evolve(
             app, roles=[attrs.evolve(r, env={**ckpt, **r.env, **extra_env}) for r in app.roles]
         )
-        if workspace and workspace.startswith("file://"):
-            # TorchX 0.7.0's workspaces are fsspec paths; its CLI default is file://$PWD
-            workspace = workspace[len("file://"):] or "."
-        if workspace:
+        if workspace:  # TorchX's workspaces are fsspec URLs (file://$PWD, memory://...)
+            workspace = localize_workspace(workspace)
             resolved = sched.run_opts().resolve(cfg)
             role = sched.build_workspace(app.roles[0], workspace, resolved)
             if role is not None:

@@ -11,7 +11,9 @@ from tx.workspace.api import (
     WorkspaceError,
     find_workspace,
     get_workspace,
+    localize_workspace,
     walk_workspace,
 )
 
-__all__ = ["IGNORE_FILE", "Workspace", "WorkspaceError", "find_workspace", "get_workspace", "walk_workspace"]
+__all__ = ["IGNORE_FILE", "Workspace", "WorkspaceError", "find_workspace", "get_workspace", "localize_workspace",
+           "walk_workspace"]

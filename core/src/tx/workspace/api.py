@@ -11,6 +11,8 @@ implements its kind, and calls :meth:`Workspace.build` before the dryrun.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional
 
 
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
     from tx.specs.runopts import CfgVal, runopts
 
 __all__ = [
-    "find_workspace", "get_workspace", "IGNORE_FILE", "IMAGE_REPO_REQUIRED", "walk_workspace",
+    "find_workspace", "get_workspace", "IGNORE_FILE", "IMAGE_REPO_REQUIRED", "localize_workspace",
+    "walk_workspace",
     "Workspace", "WorkspaceError",
 ]
 
@@ -102,6 +105,47 @@ def find_workspace(kind: str) -> Optional[Workspace]:
         return get_workspace(kind)
     except WorkspaceError:
         return None
+
+
+def localize_workspace(workspace: str) -> str:
+    """The local directory of ``workspace``: a path as given, a ``file://`` URL's path
+    (TorchX's CLI default is ``file://$PWD``), and for any other fsspec URL
+    (``memory://torchx-workspace/`` of :func:`tx_notebook.get_workspace`, ``s3://...``) a
+    new temporary directory (``tx-workspace-*`` under the system's temp directory) holding
+    a copy of its files, left in place for the job that runs from it.
+
+    A ``memory://`` workspace lives in the process that wrote it: only a Runner in that
+    process (a notebook's kernel) can read it.
+
+    Raises:
+        WorkspaceError: the URL's protocol is unknown or not installed, or it names no
+            directory with files (nothing is left behind).
+    """
+    if workspace.startswith("file://"):
+        return workspace[len("file://"):] or "."
+    if "://" not in workspace:
+        return workspace
+    import fsspec  # deferred: fsspec only for a workspace given as a URL
+
+    try:
+        fs, root = fsspec.core.url_to_fs(workspace)
+        root = root.rstrip("/")
+        files = [p for p in fs.find(root) if not fs.isdir(p)] if fs.isdir(root) else []
+    except (ValueError, ImportError, OSError) as e:
+        raise WorkspaceError(f"workspace {workspace!r}: {e}") from None
+    if not files:
+        raise WorkspaceError(f"workspace {workspace!r} is not a directory with files")
+    dest = tempfile.mkdtemp(prefix="tx-workspace-")
+    try:
+        for path in files:
+            local = os.path.join(dest, *path[len(root):].strip("/").split("/"))
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with fs.open(path, "rb") as src, open(local, "wb") as out:
+                shutil.copyfileobj(src, out)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)  # leave nothing half-made
+        raise
+    return dest
 
 
 def _patterns(root: str, ignore_name: str) -> List[str]:

@@ -6,8 +6,10 @@
   ``aws_batch://<session>/<queue>:<job name>``, as in TorchX).
 * status: ``list_jobs`` (by job name) and ``describe_jobs`` of the job and of its nodes
   (``<jobId>#<node>``); every state and message comes from Batch, so any process with the
-  same AWS configuration sees the same app.
-* logs: CloudWatch Logs, the log stream of node ``role start + k``.
+  same AWS configuration sees the same app (replicas and failures:
+  :mod:`tx_scheduler_aws_batch._status`; attempts: :mod:`tx_scheduler_aws_batch._attempts`).
+* logs: CloudWatch Logs, the log stream of node ``role start + k``
+  (:mod:`tx_scheduler_aws_batch._logs`).
 * cancel: ``terminate_job`` with a reason tx recognizes later (Batch has no CANCELLED
   state: a terminated job is FAILED with that reason, reported as CANCELLED).
 * sweeps: one array job (:class:`tx_scheduler_aws_batch.request.BatchArrayJob`) for
@@ -20,57 +22,32 @@ https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogE
 """
 from __future__ import annotations
 
-import datetime as _dt
-import time
-from typing import Any, Dict, Generator, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex
-from tx.schedulers import env as env_contract
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.api import add_infra_retries_opt
 from tx.schedulers.ids import make_unique
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs import (
-    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, ReplicaStatus, Resource, Role, RoleStatus, is_terminal, macros,
-    runopts,
-)
+from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.status import RootCause
 
+from tx_scheduler_aws_batch._attempts import batch_attempts
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
+from tx_scheduler_aws_batch._logs import CloudWatchLogs
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
+from tx_scheduler_aws_batch._status import CAUSE_TAIL_LINES, ERROR_TAIL_LINES, failure, replica_statuses
 from tx_scheduler_aws_batch.request import (
-    APPDEF_LIMIT, DEFAULT_LOG_GROUP, HOST_FAILURE_REASON, MAX_ARRAY_SIZE, PARAM_APPDEF, REPLICA_ID_TOKEN, TAG_VERSION,
-    BatchArrayJob, BatchJob, array_unsupported, build_array, build_request, job_name, make_trial_id, parse_app_id,
-    parse_trial_id, unwrap_command,
+    APPDEF_LIMIT, MAX_ARRAY_SIZE, PARAM_APPDEF, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported, build_array,
+    build_request, job_name, make_trial_id, parse_app_id, parse_trial_id,
 )
-from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
-__all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch", "batch_attempts"]
+__all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch", "batch_attempts",
+           "CAUSE_TAIL_LINES", "ERROR_TAIL_LINES"]
 
 log = get_logger(__name__)
 
-#: log events (lines) of a failed node read for its root cause (tx.schedulers.why): torchrun
-#: prints its report after the failed worker's traceback
-CAUSE_TAIL_LINES = 1000
-#: log lines of a failed node quoted in ``structured_error_msg`` when no root cause is named
-ERROR_TAIL_LINES = 3
 
-def _ms(t: Optional[_dt.datetime]) -> Optional[int]:
-    """Milliseconds since the epoch (CloudWatch's unit); naive datetimes are local time."""
-    if t is None:
-        return None
-    return int(t.timestamp() * 1000)
-
-
-def _range(target: str, num_nodes: int) -> Tuple[int, int]:
-    start, sep, end = target.partition(":")
-    if not sep:
-        return int(start), int(start)
-    return int(start or 0), int(end) if end else num_nodes - 1
-
-
-class AwsBatchScheduler(Scheduler[BatchJob]):
+class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
     """Runs apps on AWS Batch (the account, region and endpoint that boto3 finds; see
     :mod:`tx_scheduler_aws_batch._client`).
 
@@ -328,25 +305,6 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
                 out[int(idx)] = rec
         return out
 
-    @staticmethod
-    def _role_ranges(job: Dict[str, Any]) -> List[Tuple[str, int, int, Dict[str, Any]]]:
-        """``(role name, first node, last node, container)`` per node range; an array child
-        (a ``container`` job) is one replica of the role its env names."""
-        if not job.get("nodeProperties") and job.get("container"):
-            container = job["container"]
-            env = {e["name"]: e["value"] for e in container.get("environment", [])}
-            return [(env.get(env_contract.ROLE_NAME) or "node0", 0, 0, container)]
-        props = job.get("nodeProperties", {})
-        num = int(props.get("numNodes", 0))
-        out = []
-        for i, rng in enumerate(props.get("nodeRangeProperties", [])):
-            container = rng.get("container", {})
-            env = {e["name"]: e["value"] for e in container.get("environment", [])}
-            name = env.get(env_contract.ROLE_NAME) or env.get("TORCHX_ROLE_NAME") or f"node{i}"
-            start, end = _range(str(rng.get("targetNodes", "0")), num)
-            out.append((name, start, end, container))
-        return out
-
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state, per-replica states (from the node jobs where Batch has them,
         else the job's), why it waits or failed, its roles and its console URL; None if
@@ -361,40 +319,12 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
         status = str(job.get("status", ""))
         reason = str(job.get("statusReason", ""))
         state = appstate_from_batch(status, reason)
-        nodes = self._nodes(job)
-        roles_statuses = []
-        roles = []
-        first_failure: Optional[str] = None
-        first_node: Optional[Tuple[str, int, int, Any]] = None  # role, replica, node index, exit code
-        for name, start, end, container in self._role_ranges(job):
-            replicas = []
-            for idx in range(start, end + 1):
-                node = nodes.get(idx)
-                if node is not None:
-                    nstatus = str(node.get("status", ""))
-                    nreason = str(node.get("statusReason", ""))
-                    rstate = appstate_from_batch(nstatus, nreason or reason)
-                    ncontainer = node.get("container") or {}
-                    exit_code = ncontainer.get("exitCode")
-                    nics = ncontainer.get("networkInterfaces") or [{}]
-                    host = str(nics[0].get("privateIpv4Address", ""))
-                    if rstate == AppState.FAILED and first_failure is None:
-                        why = ncontainer.get("reason") or nreason
-                        first_failure = (
-                            f"{name}[{idx - start}] (node {idx}) failed"
-                            + (f" with exit code {exit_code}" if exit_code is not None else "")
-                            + (f": {why}" if why else "")
-                        )
-                        first_node = (name, idx - start, idx, exit_code)
-                else:
-                    rstate, exit_code, host = state, None, ""
-                replicas.append(ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code))
-            roles_statuses.append(RoleStatus(name, replicas))
-            roles.append(self._role_of(name, start, end, container))
+        roles_statuses, roles, first_failure, first_node = replica_statuses(job, self._nodes(job), state, reason)
         msg = self._message(job, state, status, reason)
         err, cause = NONE, None
         if state == AppState.FAILED:
-            err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
+            err, cause = failure(job, first_failure, first_node, reason, roles_statuses,
+                                 lambda node: self._cause_lines(job, node))
         attempts = job.get("attempts") or []
         history = batch_attempts(attempts, state)
         kept = (job.get("parameters") or {}).get(PARAM_APPDEF)
@@ -458,87 +388,10 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
             log.debug("aws_batch_compute_env_unknown", error=str(e))
             return ""
 
-    def _failure(self, job: Dict[str, Any], first_failure: Optional[str],
-                 first_node: Optional[Tuple[str, int, int, Any]], reason: str,
-                 statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
-        """Why the job failed: the root cause the end of the first failed node's log names
-        (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too;
-        else one line with the first failed node (exit code, reason) or the job's, and its
-        last log lines. Without node jobs (moto) the job's own log and exit code stand for
-        its replica when it has only one; with several, which one failed is unknown and no
-        root cause is named."""
-        name = job.get("jobName", "")
-        container = job.get("container", {}) or {}
-        if first_failure is None:
-            code = container.get("exitCode")
-            why = container.get("reason") or reason
-            first_failure = f"job {name} failed" + (f" with exit code {code}" if code is not None else "") + (
-                f": {why}" if why else "")
-        reps = [(rs.role, r) for rs in statuses for r in rs.replicas]
-        who: Optional[Tuple[str, int, Any]] = None
-        stream = ""
-        if first_node is not None:
-            who = first_node[0], first_node[1], first_node[3]
-            stream = self._node_stream_quiet(job, first_node[2])
-        elif len(reps) == 1:
-            who = reps[0][0], reps[0][1].id, container.get("exitCode")
-            stream = self._stream_of(job)
-        else:
-            stream = self._stream_of(job)
-        lines = self._last_lines(job, stream, CAUSE_TAIL_LINES)
-        if who is not None:
-            role, k, code = who
-            cause = root_cause(role, k, "\n".join(lines), exit_code=code if isinstance(code, int) else None)
-            if names_cause(cause):
-                for r_role, rep in reps:
-                    if (r_role, rep.id) == (role, k):
-                        rep.structured_error_msg, rep.root_cause = cause.text, cause
-                return cause.text, cause
-        tail = [" ".join(ln.split())[:200] for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
-        return first_failure + (f"; last lines: {' | '.join(tail)}" if tail else ""), None
-
-    def _node_stream_quiet(self, job: Dict[str, Any], index: int) -> str:
-        try:
-            return self._node_stream(job, index)
-        except Exception:  # noqa: BLE001 - a hint only: the job's stream instead
-            return self._stream_of(job)
-
-    def _last_lines(self, job: Dict[str, Any], stream: str, n: int) -> List[str]:
-        """The last ``n`` (at most 10000) log events of ``stream``, oldest first; [] when it
-        cannot be read (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogEvents.html)."""
-        if not stream:
-            return []
-        try:
-            ev = self._aws.logs.get_log_events(
-                logGroupName=self._log_group(job), logStreamName=stream, startFromHead=False, limit=n
-            )["events"]
-        except Exception:  # noqa: BLE001 - a hint only
-            return []
-        return [str(e.get("message", "")).rstrip("\n") for e in ev[-n:]]
-
     def _ui_url(self, job: Dict[str, Any]) -> str:
         region = str(job.get("jobArn", "")).split(":")[3] if job.get("jobArn", "").count(":") >= 4 else ""
         region = region or self._aws.region
         return f"https://console.aws.amazon.com/batch/home?region={region}#jobs/mnp-job/{job.get('jobId')}"
-
-    @staticmethod
-    def _role_of(name: str, start: int, end: int, container: Dict[str, Any]) -> Role:
-        env = {e["name"]: e["value"] for e in container.get("environment", [])}
-        env = {
-            k: v.replace(REPLICA_ID_TOKEN, macros.replica_id) for k, v in env.items()
-            if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_")
-        }
-        entrypoint, args = unwrap_command(list(container.get("command", [])))
-        reqs = {r["type"]: r["value"] for r in container.get("resourceRequirements", [])}
-        caps = {K8S_ITYPE: container["instanceType"]} if container.get("instanceType") else {}
-        resource = Resource(
-            cpu=int(float(reqs.get("VCPU", container.get("vcpus", 1)))),
-            gpu=int(reqs.get("GPU", 0)),
-            memMB=int(reqs.get("MEMORY", container.get("memory", 0))),
-            capabilities=caps,
-        )
-        return Role(name, image=str(container.get("image", "")), entrypoint=entrypoint, args=args, env=env,
-                    num_replicas=end - start + 1, resource=resource)
 
     def list(self) -> List[ListAppResponse]:
         """Jobs tagged by tx in every job queue of the region (one ``list_jobs`` per queue
@@ -597,153 +450,6 @@ class AwsBatchScheduler(Scheduler[BatchJob]):
              jobId=job["jobId"], reason=CANCEL_REASON)
         log.info("aws_batch_cancelled", app_id=app_id)
 
-    # -- logs -----------------------------------------------------------------------------
-    @staticmethod
-    def _log_group(job: Dict[str, Any]) -> str:
-        opts = ((job.get("container") or {}).get("logConfiguration") or {}).get("options") or {}
-        if not job.get("nodeProperties") and opts.get("awslogs-group"):
-            return str(opts["awslogs-group"])
-        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
-            opts = (rng.get("container", {}).get("logConfiguration") or {}).get("options") or {}
-            if opts.get("awslogs-group"):
-                return str(opts["awslogs-group"])
-        return DEFAULT_LOG_GROUP
-
-    @staticmethod
-    def _stream_of(job: Dict[str, Any]) -> str:
-        name = (job.get("container") or {}).get("logStreamName")
-        if not name:
-            for attempt in reversed(job.get("attempts") or []):
-                name = (attempt.get("container") or {}).get("logStreamName")
-                if name:
-                    break
-        return str(name or "")
-
-    @staticmethod
-    def _streams_of(job: Dict[str, Any]) -> List[str]:
-        """The log streams of every attempt of a job, oldest first: each ended attempt's
-        (``attempts[].container.logStreamName``, AttemptDetail:
-        https://docs.aws.amazon.com/batch/latest/APIReference/API_AttemptDetail.html), then
-        the current one's (``container.logStreamName``); CloudWatch keeps every one."""
-        names = [(a.get("container") or {}).get("logStreamName") for a in job.get("attempts") or []]
-        names.append((job.get("container") or {}).get("logStreamName"))
-        return [str(n) for i, n in enumerate(names) if n and n not in names[:i]]
-
-    def _node_streams(self, job: Dict[str, Any], index: int) -> List[str]:
-        """:meth:`_streams_of` of node ``index`` (see :meth:`_node_stream`)."""
-        if not job.get("nodeProperties"):
-            return self._streams_of(job)
-        recs = call("describing job node", self._aws.batch.describe_jobs, jobs=[f"{job['jobId']}#{index}"])["jobs"]
-        return self._streams_of(recs[0] if recs else job)
-
-    def _node_stream(self, job: Dict[str, Any], index: int) -> str:
-        """The log stream of node ``index``: its node job's (AWS), else the job's own
-        (backends without node jobs, such as moto, keep one stream per job; an array child
-        has one stream)."""
-        if not job.get("nodeProperties"):
-            return self._stream_of(job)
-        recs = call("describing job node", self._aws.batch.describe_jobs, jobs=[f"{job['jobId']}#{index}"])["jobs"]
-        if recs:
-            return self._stream_of(recs[0])
-        return self._stream_of(job)
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: Optional[str] = None,
-        since: Optional[_dt.datetime] = None,
-        until: Optional[_dt.datetime] = None,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[str]:
-        """Lines (each ending in ``\\n``) that replica ``k`` of ``role_name`` wrote, from
-        CloudWatch Logs (the ``awslogs-group`` of the job definition, default
-        ``/aws/batch/job``), node index = the role's first node + ``k``.
-
-        Args:
-            since, until: only events in that window (CloudWatch times, milliseconds).
-            should_tail: keep polling until the job is terminal.
-            streams: None or ``combined`` (CloudWatch keeps stdout and stderr together).
-
-        Raises:
-            ValueError: another stream asked for, an unknown role, ``k`` out of range, an
-                unknown app.
-            SchedulerError: an AWS call failed.
-        """
-        if streams not in (None, Stream.COMBINED, "combined"):
-            raise ValueError(f"aws_batch keeps one combined log per replica (CloudWatch); got streams={streams!r}")
-        job = self._find_job(app_id)
-        if job is None:
-            raise ValueError(f"unknown app {app_id!r}")
-        ranges = self._role_ranges(job)
-        match = [(s, e) for n, s, e, _ in ranges if n == role_name]
-        if not match:
-            raise ValueError(f"app {app_id} has no role {role_name!r}; roles: {', '.join(r[0] for r in ranges)}")
-        start, end = match[0]
-        if not 0 <= k <= end - start:
-            raise ValueError(f"role {role_name!r} of {app_id} has replicas 0..{end - start}, not {k}")
-        lines = self._events(job, start + k, _ms(since), _ms(until), should_tail)
-        return filter_regex(regex, lines)
-
-    def _events(self, job: Dict[str, Any], index: int, start_ms: Optional[int], end_ms: Optional[int],
-                tail: bool) -> Iterator[str]:
-        """The node's log lines, every attempt's stream in turn, oldest first (a retry writes
-        a new stream: the ones before it are read to their end, a followed one included)."""
-        group = self._log_group(job)
-        tokens: Dict[str, Optional[str]] = {}  # where reading each stream got to
-        ended: List[str] = []  # streams of attempts that ended, read to their end
-        while True:
-            streams = self._node_streams(job, index)
-            finished = is_terminal(appstate_from_batch(str(job.get("status")), str(job.get("statusReason", ""))))
-            for i, stream in enumerate(streams):
-                if stream in ended:
-                    continue
-                tokens[stream] = yield from self._stream_events(group, stream, tokens.get(stream), start_ms, end_ms)
-                if i < len(streams) - 1:
-                    ended.append(stream)
-            if not tail or finished:
-                return
-            time.sleep(self.poll_interval)
-            fresh = call("describing job", self._aws.batch.describe_jobs, jobs=[job["jobId"]])["jobs"]
-            if not fresh:
-                return
-            job = fresh[0]
-
-    def _stream_events(self, group: str, stream: str, token: Optional[str], start_ms: Optional[int],
-                       end_ms: Optional[int]) -> Generator[str, None, Optional[str]]:
-        """Lines of one log stream from ``token`` on (GetLogEvents:
-        https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogEvents.html);
-        returns the token to go on from (None: the stream does not exist yet).
-
-        Raises:
-            SchedulerError: the call failed.
-        """
-        from botocore.exceptions import BotoCoreError, ClientError  # botocore with the clients
-
-        # the window goes with every page: a token continues the same query
-        kwargs: Dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
-        if token:
-            kwargs["nextToken"] = token
-        if start_ms is not None:
-            kwargs["startTime"] = start_ms
-        if end_ms is not None:
-            kwargs["endTime"] = end_ms
-        while True:
-            try:
-                resp = self._aws.logs.get_log_events(**kwargs)
-            except (ClientError, BotoCoreError) as e:
-                if error_code(e) == "ResourceNotFoundException":
-                    return token  # the stream is not created yet (or there is none)
-                raise explain(e, f"reading log stream {stream}") from None
-            for ev in resp.get("events", []):
-                yield ev["message"] if ev["message"].endswith("\n") else ev["message"] + "\n"
-            nxt = resp.get("nextForwardToken")
-            if not nxt or nxt == kwargs.get("nextToken"):
-                return kwargs.get("nextToken")
-            kwargs["nextToken"] = nxt
-
     def close(self) -> None:
         """Nothing to release (boto3 clients close with the process)."""
 
@@ -754,30 +460,3 @@ def create_scheduler(session_name: str, **kwargs: Any) -> AwsBatchScheduler:
     return AwsBatchScheduler(session_name, **kwargs)
 
 
-def batch_attempts(records: List[Dict[str, Any]], state: AppState) -> List[Attempt]:
-    """Every attempt of a job with why it ended, from ``describe_jobs``' ``attempts``
-    (https://docs.aws.amazon.com/batch/latest/APIReference/API_AttemptDetail.html: the
-    attempts that ended, oldest first). An attempt whose ``statusReason`` starts with
-    ``Host EC2`` (a Spot reclaim, an instance lost) is an infrastructure failure; another
-    failed one is the user's (its exit code, or the container's reason). ``state`` is the
-    job's: the last ended attempt is its end when the job is terminal, else an attempt
-    still going follows."""
-    out = []
-    terminal = state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED)
-    for i, rec in enumerate(records):
-        reason = str(rec.get("statusReason") or "")
-        container = rec.get("container") or {}
-        code = container.get("exitCode")
-        last = terminal and i == len(records) - 1
-        if last and state != AppState.FAILED:
-            out.append(Attempt(i, state, None, reason))
-            continue
-        if reason.startswith(HOST_FAILURE_REASON):
-            kind = FailureKind.INFRA
-        else:
-            kind = FailureKind.USER
-            reason = f"exit code {code}" if code is not None else str(container.get("reason") or reason)
-        out.append(Attempt(i, AppState.FAILED, kind, reason, retried=not last))
-    if not terminal:
-        out.append(Attempt(len(records), state))
-    return out

@@ -6,6 +6,10 @@ replicas reach each other by name (``TX_RANK0_HOST`` is role 0's replica 0). Eve
 needs later (describe, list, logs, cancel from another process) lives in the engine, in the
 containers' labels: no state is kept on the submitting host.
 
+Containers as replicas and why an app failed: :mod:`tx_scheduler_docker._status`; replicas
+the engine lost, started again: :mod:`tx_scheduler_docker._attempts`; logs:
+:mod:`tx_scheduler_docker._logs`.
+
 API reference: https://docs.docker.com/reference/api/engine/ (through the official SDK,
 https://docker-py.readthedocs.io/). TorchX 0.7.0's ``local_docker`` is the model for names
 and run options.
@@ -13,26 +17,34 @@ and run options.
 from __future__ import annotations
 
 import os
-import re
 import threading
-from datetime import datetime
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers.api import (
     DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, add_infra_retries_opt, infra_retries,
 )
-from tx.schedulers.streams import Stream, filter_regex
-from tx.schedulers.why import names_cause, root_cause
 from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role
 from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus
 from tx_scheduler_docker import _states
+from tx_scheduler_docker._attempts import start_again, start_quietly
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location
-from tx_scheduler_docker._follow import follow as follow_log
+from tx_scheduler_docker._logs import ContainerLogs
+from tx_scheduler_docker._status import CANCELLED_SUFFIX, CAUSE_TAIL_LINES, failure
+# defined here before the split: still importable from here
+from tx_scheduler_docker._status import ERROR_TAIL_LINES as ERROR_TAIL_LINES
+from tx_scheduler_docker._status import LABEL_ATTEMPT as LABEL_ATTEMPT
+from tx_scheduler_docker._status import RETIRED as _RETIRED
+from tx_scheduler_docker._status import attempt_of as _attempt_of
+from tx_scheduler_docker._status import labels as _labels
+from tx_scheduler_docker._status import name_of as _name_of
+from tx_scheduler_docker._status import role_from as _role_from
+from tx_scheduler_docker._status import summary_name as _summary_name
+from tx_scheduler_docker._status import to_int as _int
 from tx_scheduler_docker.request import (
-    LABEL_APP_ID, LABEL_APP_NAME, LABEL_APPDEF, LABEL_MEM_MB, LABEL_NUM_REPLICAS, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
+    LABEL_APP_ID, LABEL_APP_NAME, LABEL_APPDEF, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
     LABEL_VERSION, DockerContainer, DockerJob, build_request,
 )
 from tx_scheduler_docker.version import __version__
@@ -41,22 +53,8 @@ __all__ = ["DockerContainer", "DockerJob", "DockerScheduler", "create_scheduler"
 
 log = get_logger(__name__)
 
-#: suffix cancel adds to a container's name: the engine then records the cancel for every
-#: client (labels cannot change after creation; names can)
-CANCELLED_SUFFIX = ".cancelled"
-#: label of a replica's container started again after the engine lost the one before
-#: (``infra_retries``): the app's attempt it belongs to (none: attempt 0)
-LABEL_ATTEMPT = "tx.attempt"
-#: the name a container the engine lost gets once its replica is started again: its own
-#: name + ``.infra<attempt>`` (then ``.cancelled`` where the app was cancelled); it stays,
-#: with its logs, but is no longer the replica's container
-_RETIRED = re.compile(r"\.infra(\d+)(?:" + re.escape(CANCELLED_SUFFIX) + r")?$")
 #: seconds a cancelled container has to exit after SIGTERM before SIGKILL
 STOP_TIMEOUT = 5
-#: lines of a failed replica's output quoted in ``structured_error_msg``
-ERROR_TAIL_LINES = 5
-#: lines of a failed replica's output read for its root cause (tx.schedulers.why)
-CAUSE_TAIL_LINES = 1000
 
 
 def local_docker_runopts() -> runopts:
@@ -76,7 +74,7 @@ def local_docker_runopts() -> runopts:
     return opts
 
 
-class DockerScheduler(Scheduler[DockerJob]):
+class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
     """Runs each replica as a container on the engine at ``DOCKER_HOST`` (see
     :func:`tx_scheduler_docker._client.make_client`).
 
@@ -323,7 +321,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             gone = _states.lost_while_running(st)
             if (gone is None and _attempt_of(info) > 0 and not _states._is_set(st.get("StartedAt"))
                     and str(status or "").lower() == "created" and retry):
-                self._start_quietly(info)  # tx created it to retry but ended before starting it
+                start_quietly(self._docker(), info)  # tx created it to retry but ended before starting it
             if gone is not None:  # podman's "created" (or "exited", code 0) after a reboot
                 state = AppState.FAILED  # (CANCELLED below, where tx was cancelling it)
                 if not _name_of(info).endswith(CANCELLED_SUFFIX):
@@ -365,9 +363,9 @@ class DockerScheduler(Scheduler[DockerJob]):
                 bound = infra_retries({})
             if missing or attempt < bound:
                 for r, k, _w in lost:  # a new attempt of the app
-                    self._start_again(app_id, replica_info[(r, k)], attempt + 1)
+                    start_again(self._docker(), app_id, replica_info[(r, k)], attempt + 1)
                 for info in missing.values():  # the attempt its retired container was retried as
-                    self._start_again(app_id, info, _attempt_of(info) + 1)
+                    start_again(self._docker(), app_id, info, _attempt_of(info) + 1)
                 return self._describe(app_id, retry=False)
         if unknown:
             log.warning("unknown container states reported as UNKNOWN", app_id=app_id, states=unknown)
@@ -401,117 +399,16 @@ class DockerScheduler(Scheduler[DockerJob]):
             desc.structured_error_msg = why_lost[0]
             desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.INFRA, why_lost[0]))
         elif app_state == AppState.FAILED:
-            desc.structured_error_msg, desc.root_cause = self._failure(replicas, replica_info)
+            desc.structured_error_msg, desc.root_cause = failure(replicas, replica_info, self._output_tail, self._oom_reported)
             if attempt:
                 desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.USER, desc.structured_error_msg))
         elif attempt:
             desc.attempts.append(Attempt(attempt, app_state))
         return desc
 
-    def _start_again(self, app_id: str, info: Dict[str, Any], attempt: int) -> None:
-        """Start a replica whose container the engine lost, as attempt ``attempt``: rename
-        the lost container ``<name>.infra<its attempt>`` (kept, with its logs), then create
-        and start a container of the lost one's name, configuration and labels
-        (``tx.attempt`` added) from its inspect record (the engine API's create body is
-        its ``Config`` with ``HostConfig``: https://docs.docker.com/reference/api/engine/);
-        the ``on-failure`` retries its runs spent stay spent (one at least where it had ended
-        before: podman's reset at boot zeroes ``RestartCount``). Another tx process doing the same at once makes the rename or the create fail
-        (the engine's names are unique): that one did it. Other errors are logged; the
-        next describe tries again."""
-        import docker
-
-        client = self._docker()
-        name = _RETIRED.sub("", _name_of(info))
-        if not _RETIRED.search(_name_of(info)):
-            try:
-                client.api.rename(info["Id"], f"{name}.infra{_attempt_of(info)}")
-            except docker.errors.APIError as e:  # renamed or removed by another tx, or cancelled
-                log.info("lost container not renamed; another tx process is restarting it", container=name,
-                         error=api_reason(e))
-                return
-        cfg = dict(info.get("Config") or {})
-        cfg["Labels"] = {**(cfg.get("Labels") or {}), LABEL_ATTEMPT: str(attempt)}
-        # what build_request sets (podman's inspect adds defaults its own create refuses, such
-        # as Ulimits named RLIMIT_NOFILE)
-        host = {k: v for k, v in (info.get("HostConfig") or {}).items() if k in _HOST_CONFIG and v}
-        policy = dict(host.get("RestartPolicy") or {})
-        if policy.get("Name") == "on-failure":  # the user's retries the lost container spent stay spent
-            spent = int(info.get("RestartCount") or 0)
-            if not spent and _states._is_set((info.get("State") or {}).get("FinishedAt")):
-                spent = 1  # it ended before and was restarted; podman's reset at boot zeroed the count
-            left = int(policy.get("MaximumRetryCount") or 0) - spent
-            host["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": left} if left > 0 else {"Name": "no"}
-        network = f"tx-{app_id}"
-        host["NetworkMode"] = network
-        body = {**cfg, "HostConfig": host, "NetworkingConfig": {"EndpointsConfig": {network: {}}}}
-        try:
-            try:
-                client.networks.get(network)
-            except docker.errors.NotFound:  # removed meanwhile (every container had ended)
-                client.networks.create(network, driver="bridge", labels={LABEL_APP_ID: app_id,
-                                                                         LABEL_VERSION: __version__})
-            created = client.api.create_container_from_config(body, name)
-        except docker.errors.APIError as e:
-            # the name is taken: another tx process created it (Docker: 409; podman: 500, "already in use")
-            if getattr(e, "status_code", None) == 409 or "already in use" in api_reason(e):
-                log.info("replica already started again by another tx process", container=name)
-            else:
-                log.warning("cannot start the lost replica again", container=name, error=api_reason(e))
-            return
-        try:  # a cancel that renamed the lost container meanwhile (by its id) cancels the new one
-            cancelled = _name_of(client.api.inspect_container(info["Id"])).endswith(CANCELLED_SUFFIX)
-        except docker.errors.APIError:
-            cancelled = False
-        if cancelled:
-            try:
-                client.api.rename(created["Id"], name + CANCELLED_SUFFIX)
-            except docker.errors.APIError as e:
-                log.warning("cannot mark container cancelled", container=name, error=api_reason(e))
-            return
-        self._start_quietly(created)
-        log.info("started a replica the engine lost again", app_id=app_id, container=name, attempt=attempt)
-
-    def _start_quietly(self, info: Dict[str, Any]) -> None:
-        """Start a container tx created to retry a lost replica (started already: nothing)."""
-        try:
-            self._docker().api.start(info["Id"])
-        except Exception as e:  # noqa: BLE001 - the next describe tries again
-            log.warning("cannot start container", container=str(info.get("Id"))[:12], error=str(e))
-
-    def _failure(self, replicas: List[ReplicaStatus],
-                 infos: Dict[Tuple[str, int], Dict[str, Any]]) -> Tuple[str, Optional[RootCause]]:
-        """Why the first failed replica failed: the root cause its output names (a torchrun
-        worker's exception, :mod:`tx.schedulers.why`), set on that replica too; else how it
-        ended and its last lines."""
-        failed = [r for r in replicas if r.state == AppState.FAILED]
-        if not failed:
-            return NONE, None
-        first = min(failed, key=lambda r: (infos[(r.role, r.id)].get("State") or {}).get("FinishedAt") or "")
-        info = infos[(first.role, first.id)]
-        st = info.get("State") or {}
-        labels = (info.get("Config") or {}).get("Labels") or {}
-        mem = _int(labels.get(LABEL_MEM_MB), 0) or None
-        code = int(st.get("ExitCode") or 0)
-        how = _states.describe_exit(code, bool(st.get("OOMKilled")), mem, self._oom_reported())
-        name = (info.get("Name") or "").lstrip("/")
-        text = f"{first.role}[{first.id}] (container {name}) failed first: {how}"
-        if st.get("Error"):
-            text += f"; engine: {st['Error']}"
-        try:
-            raw = self._docker().api.logs(info["Id"], stdout=True, stderr=True, tail=CAUSE_TAIL_LINES)
-        except Exception:  # noqa: BLE001 - the message is still useful without the tail
-            raw = b""
-        if not st.get("OOMKilled"):
-            cause = root_cause(first.role, first.id, raw, exit_code=code)
-            if names_cause(cause):
-                first.structured_error_msg, first.root_cause = cause.text, cause
-                return cause.text, cause
-        tail = raw.decode("utf-8", "replace").strip()
-        if tail:
-            text += "; last lines: " + " | ".join(tail.splitlines()[-ERROR_TAIL_LINES:])
-        if len(failed) > 1:
-            text += f" ({len(failed)} replicas failed)"
-        return text, None
+    def _output_tail(self, cid: str) -> bytes:
+        """The last :data:`CAUSE_TAIL_LINES` lines of container ``cid``'s output."""
+        return self._docker().api.logs(cid, stdout=True, stderr=True, tail=CAUSE_TAIL_LINES)
 
     def _oom_reported(self) -> bool:
         """Whether the engine reports every out-of-memory kill: it runs on cgroup v2
@@ -593,138 +490,6 @@ class DockerScheduler(Scheduler[DockerJob]):
             t.join(STOP_TIMEOUT + 30)
         self._remove_network(client, f"tx-{app_id}", [s["Id"] for s in summaries])
         log.info("cancelled", app_id=app_id, stopped=len(live))
-
-    # -- logs -----------------------------------------------------------------------------------------
-    @engine_call
-    def _container_ids(self, app_id: str, role_name: str, k: int) -> List[str]:
-        """The replica's containers, oldest attempt first: those the engine lost and tx
-        replaced (``infra_retries``), then its container now.
-
-        Raises:
-            ValueError: the app has no such replica.
-        """
-        client = self._docker()
-        found = client.api.containers(all=True, filters={"label": [f"{LABEL_APP_ID}={app_id}",
-                                                                   f"{LABEL_ROLE_NAME}={role_name}",
-                                                                   f"{LABEL_REPLICA_ID}={k}"]})
-        if not found:
-            raise ValueError(f"{app_id} has no replica {role_name}/{k}")
-        def order(s: Dict[str, Any]) -> Tuple[int, int]:
-            m = _RETIRED.search(_summary_name(s))
-            return (0, int(m.group(1))) if m else (1, 0)
-
-        return [str(s["Id"]) for s in sorted(found, key=order)]
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: Optional[str] = None,
-        since: Optional[datetime] = None,
-        until: Optional[datetime] = None,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[str]:
-        """Lines of replica ``k`` of ``role_name`` from the engine's log of its container
-        (``docker logs``), each with its ``\\n`` (``\\r`` kept inside lines); where the
-        engine lost a container of the replica and tx started it again (``infra_retries``),
-        the lost containers' lines come first, oldest first.
-
-        Args:
-            regex: keep the lines where it is found.
-            since, until: the engine's time window (``docker logs --since/--until``).
-            should_tail: follow the container's output until it exits.
-            streams: ``stdout``, ``stderr`` or ``combined`` (default: combined, in the order
-                the engine recorded the lines).
-
-        Raises:
-            ValueError: no such replica, or an unknown stream.
-            SchedulerError: no engine answers.
-        """
-        stream = Stream(streams) if streams is not None else Stream.COMBINED
-        *earlier, cid = self._container_ids(app_id, role_name, k)
-
-        def lines() -> Iterator[str]:
-            for old in earlier:
-                yield from self._lines(old, stream, since, until, False)
-            yield from self._lines(cid, stream, since, until, should_tail)
-
-        return filter_regex(regex, lines())
-
-    def _lines(self, cid: str, stream: Stream, since: Optional[datetime], until: Optional[datetime],
-               follow: bool) -> Iterator[str]:
-        import codecs
-
-        client = self._docker()
-        kw: Dict[str, Any] = {
-            "stdout": stream in (Stream.STDOUT, Stream.COMBINED),
-            "stderr": stream in (Stream.STDERR, Stream.COMBINED),
-            "timestamps": False,
-        }
-        if since is not None:
-            kw["since"] = since
-        if until is not None:
-            kw["until"] = until
-        if follow:
-            chunks: Iterable[bytes] = follow_log(client, cid, kw)
-        else:
-            chunks = [client.api.logs(cid, stream=False, **kw)]
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        buf = ""
-        for chunk in chunks:
-            buf += decoder.decode(chunk)
-            if "\n" not in buf:
-                continue
-            *whole, buf = buf.split("\n")
-            for line in whole:
-                yield line + "\n"
-        buf += decoder.decode(b"", final=True)
-        if buf:
-            yield buf
-
-
-#: the ``HostConfig`` fields of a container that :func:`tx_scheduler_docker.request.build_request`
-#: sets, copied from a lost container to its replacement
-_HOST_CONFIG = ("Binds", "Privileged", "Init", "Memory", "MemorySwap", "ShmSize", "NanoCpus", "DeviceRequests",
-                "Devices", "PortBindings", "RestartPolicy")
-
-
-def _labels(info: Dict[str, Any]) -> Dict[str, str]:
-    """A container's labels from its inspect record."""
-    return (info.get("Config") or {}).get("Labels") or {}
-
-
-def _attempt_of(info: Dict[str, Any]) -> int:
-    """The app's attempt a container belongs to (its ``tx.attempt`` label; 0 without)."""
-    return _int(_labels(info).get(LABEL_ATTEMPT), 0)
-
-
-def _name_of(info: Dict[str, Any]) -> str:
-    """A container's name from its inspect record, without Docker's leading ``/``."""
-    return str(info.get("Name") or "").lstrip("/")
-
-
-def _summary_name(summary: Dict[str, Any]) -> str:
-    """A container's name from its list summary (``Names``' first), without the leading ``/``."""
-    return str((summary.get("Names") or [""])[0]).lstrip("/")
-
-
-def _role_from(role: str, info: Dict[str, Any]) -> Role:
-    """The role rebuilt from one of its containers' inspect record (image, command, the
-    replica count label), for an app whose stored AppDef is not read."""
-    cfg = info.get("Config") or {}
-    cmd = list(cfg.get("Cmd") or [])
-    return Role(name=role, image=cfg.get("Image") or "", entrypoint=cmd[0] if cmd else "", args=cmd[1:],
-                num_replicas=_int(_labels(info).get(LABEL_NUM_REPLICAS), 1))
-
-
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
 
 def create_scheduler(session_name: str, client: Optional[Any] = None, **kwargs: Any) -> DockerScheduler:
     """Factory registered as ``local_docker``.

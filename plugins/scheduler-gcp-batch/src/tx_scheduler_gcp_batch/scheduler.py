@@ -23,46 +23,37 @@ https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list.
 """
 from __future__ import annotations
 
-import datetime as _dt
-import time
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional
 
 import attrs
 
 from tx.log import get_logger
 from tx.schedulers import env as envc
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
 from tx.schedulers.api import add_infra_retries_opt, infra_retries
-from tx.specs import (
-    AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, ReplicaStatus, RoleStatus,
-)
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs import is_terminal, runopts
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException
+from tx.specs import runopts
 from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.status import RootCause
 
 from tx_scheduler_gcp_batch import _client
+from tx_scheduler_gcp_batch._attempts import batch_attempts, retries
+from tx_scheduler_gcp_batch._logs import LOG_NAME, TaskLogs
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
+from tx_scheduler_gcp_batch._status import (CAUSE_TAIL_LINES, ERROR_TAIL_LINES, console_url, failure, replica_statuses,
+                                            state_name, task_index)
 from tx_scheduler_gcp_batch.request import (
-    APPDEF_LIMIT, ENV_APPDEF, INFRA_EXIT_CODES, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
+    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
     is_sweep_job, make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout,
     trial_env,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
-__all__ = ["GcpBatchScheduler", "create_scheduler", "batch_attempts", "JOB_STATES", "TASK_STATES"]
+__all__ = ["GcpBatchScheduler", "create_scheduler", "batch_attempts", "JOB_STATES", "TASK_STATES", "LOG_NAME",
+           "CAUSE_TAIL_LINES", "ERROR_TAIL_LINES"]
 
 log = get_logger(__name__)
 
 PROVISIONING_MODELS = ("STANDARD", "SPOT")
-LOG_NAME = "batch_task_logs"
-_EPOCH = "1970-01-01T00:00:00Z"
-_TAIL_POLL_S = 2.0
-#: stderr lines of a failed task read for its root cause (tx.schedulers.why): torchrun prints
-#: its report after the failed worker's traceback
-CAUSE_TAIL_LINES = 1000
-#: stderr lines of a failed task quoted in ``structured_error_msg`` when no root cause is named
-ERROR_TAIL_LINES = 3
 #: ``list_jobs`` and a sweep's ``list_tasks`` page size asked (Batch v1 documents no default and no maximum)
 LIST_PAGE_SIZE = 1000
 #: the fields ``list`` reads of each job, sent as the ``X-Goog-FieldMask`` system parameter
@@ -75,7 +66,7 @@ LIST_FIELDS = ",".join(["jobs.name", "jobs.labels", "jobs.status.state",
 TASK_STATE_FIELDS = "tasks.name,tasks.status.state,nextPageToken"
 
 
-class GcpBatchScheduler(Scheduler[GcpBatchJob]):
+class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     """Runs apps on Google Cloud Batch through the official client libraries.
 
     Args:
@@ -241,7 +232,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         info = TaskInfo(index, env.get(envc.ROLE_NAME, "task"), 0, 0)
         task = self._get_task(job, index)
         job_state = JOB_STATES.get(job.status.state.name, AppState.UNKNOWN)
-        statuses, failed = _replica_statuses(job, {index: info}, [task] if task is not None else [], job_state)
+        statuses, failed = replica_statuses(job, {index: info}, [task] if task is not None else [], job_state)
         state = statuses[0].replicas[0].state
         events = list(task.status.status_events) if task is not None else []
         roles = roles_of(job)[:1]
@@ -253,13 +244,14 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             roles = [attrs.evolve(roles[0], entrypoint=entrypoint, args=args, num_replicas=1,
                                   env={k: v for k, v in env.items() if k not in contract})]
         desc = DescribeAppResponse(
-            app_id=app_id, state=state, num_restarts=_retries(task) if task is not None else 0,
+            app_id=app_id, state=state, num_restarts=retries(task) if task is not None else 0,
             msg=events[-1].description if events else job.status.state.name,
-            roles_statuses=statuses, roles=roles, ui_url=_console_url(job.name),
+            roles_statuses=statuses, roles=roles, ui_url=console_url(job.name),
             metadata={"batch_state": job.status.state.name, "job_name": job.name, "uid": job.uid, "task": index},
         )
         if state == AppState.FAILED:
-            desc.structured_error_msg, desc.root_cause = self._failure(job, failed, statuses)
+            desc.structured_error_msg, desc.root_cause = failure(
+                job, failed, statuses, lambda i, n: self._last_lines(job, i, n))
         desc.attempts = batch_attempts(job, {index: info}, [task] if task is not None else [], state, failed)
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
@@ -285,7 +277,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
             except Exception as e:  # noqa: BLE001 - mapped to one line
                 raise _client.translate(e, f"list tasks of {name}") from None
             for task in tasks:
-                out[f"{job_app_id}:{_task_index(task)}"] = TASK_STATES.get(_state_name(task.status), AppState.UNKNOWN)
+                out[f"{job_app_id}:{task_index(task)}"] = TASK_STATES.get(state_name(task.status), AppState.UNKNOWN)
         return out
 
     def cancel_many(self, app_ids: Any) -> None:
@@ -355,7 +347,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         tasks = self._tasks(job) if layout else []
         if tasks is None:
             return None
-        roles_statuses, failed = _replica_statuses(job, layout, tasks, state)
+        roles_statuses, failed = replica_statuses(job, layout, tasks, state)
         events = list(job.status.status_events)
         msg = events[-1].description if events else state_name
         if state_name == "DELETION_IN_PROGRESS":
@@ -363,11 +355,11 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         desc = DescribeAppResponse(
             app_id=app_id,
             state=state,
-            num_restarts=max((_retries(t) for t in tasks), default=0),
+            num_restarts=max((retries(t) for t in tasks), default=0),
             msg=msg,
             roles_statuses=roles_statuses,
             roles=roles_of(job),
-            ui_url=_console_url(job.name),
+            ui_url=console_url(job.name),
             metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid},
         )
         env = job.task_groups[0].task_spec.environment.variables if job.task_groups else {}
@@ -376,41 +368,12 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         if why:
             desc.metadata["app_not_stored"] = why
         if state == AppState.FAILED:
-            desc.structured_error_msg, desc.root_cause = self._failure(job, failed, roles_statuses)
+            desc.structured_error_msg, desc.root_cause = failure(
+                job, failed, roles_statuses, lambda index, n: self._last_lines(job, index, n))
         desc.attempts = batch_attempts(job, layout, tasks, state, failed)
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
 
-    def _failure(self, job: Any, failed: Optional[Tuple[TaskInfo, Optional[int], str]],
-                 statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
-        """Why the job failed: the root cause the end of the first failed task's stderr
-        names (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica
-        too; else one line with the task, its exit code and event, and its last stderr
-        lines; else the job's last status event."""
-        if failed is None:
-            events = list(job.status.status_events)
-            return (events[-1].description if events else "the Batch job failed"), None
-        info, code, event = failed
-        text = f"{info.role}[{info.replica_id}] (task {info.index}) failed"
-        if code is not None:
-            text += f" with exit code {code}"
-        if event:
-            text += f": {event}"
-        try:
-            lines = [ln.rstrip("\n") for ln in self._last_lines(job, info.index, CAUSE_TAIL_LINES)]
-        except SchedulerError:
-            lines = []
-        cause = root_cause(info.role, info.replica_id, "\n".join(lines), exit_code=code)
-        if names_cause(cause):
-            for rs in statuses:
-                for rep in rs.replicas:
-                    if (rs.role, rep.id) == (info.role, info.replica_id):
-                        rep.structured_error_msg, rep.root_cause = cause.text, cause
-            return cause.text, cause
-        tail = [ln for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
-        if tail:
-            text += " | last stderr: " + " / ".join(tail)
-        return text, None
 
     def list(self) -> List[ListAppResponse]:
         """Apps (jobs labelled ``tx_version``) in the configured project and location: one
@@ -441,7 +404,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
                 out += [ListAppResponse(app_id=trial, state=state, name=name)
                         for trial, state in sorted(states.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
                 continue
-            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(_state_name(job.status), AppState.UNKNOWN),
+            out.append(ListAppResponse(app_id=app_id, state=JOB_STATES.get(state_name(job.status), AppState.UNKNOWN),
                                        name=name))
         return out
 
@@ -462,113 +425,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
         except Exception as e:  # noqa: BLE001 - mapped to one line
             raise _client.translate(e, f"cancel job {job.name}") from None
 
-    # -- logs ----------------------------------------------------------------------------------
-    def _log_filter(
-        self, job: Any, task_index: int, stream: Stream, since: Optional[str], until: Optional[str]
-    ) -> str:
-        project = job.name.split("/")[1]
-        parts = [
-            f'logName="projects/{project}/logs/{LOG_NAME}"',
-            f'labels.job_uid="{job.uid}"',
-            f'labels.task_id:"task/{job.uid}-group0-{task_index}/"',
-            f'timestamp>="{since or _EPOCH}"',
-        ]
-        if until:
-            parts.append(f'timestamp<="{until}"')
-        if stream == Stream.STDOUT:
-            parts.append("severity<ERROR")
-        elif stream == Stream.STDERR:
-            parts.append("severity>=ERROR")
-        return " AND ".join(parts)
-
-    def _entries(self, job: Any, filter_: str, descending: bool = False, page_size: int = 1000) -> Iterator[Any]:
-        from google.cloud import logging as gcl
-
-        project = job.name.split("/")[1]
-        client = self._logging_client(project)
-        order = gcl.DESCENDING if descending else gcl.ASCENDING
-        it = self._call(f"read logs of {job.name}", client.list_entries,
-                        resource_names=[f"projects/{project}"], filter_=filter_, order_by=order, page_size=page_size)
-        while True:
-            try:
-                entry = self._call(f"read logs of {job.name}", next, it)
-            except StopIteration:
-                return
-            yield entry
-
-    def _last_lines(self, job: Any, task_index: int, n: int) -> List[str]:
-        entries = self._entries(job, self._log_filter(job, task_index, Stream.STDERR, None, None), descending=True, page_size=n)
-        out = []
-        for e in entries:
-            out.append(_payload(e))
-            if len(out) >= n:
-                break
-        return list(reversed(out))
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: Optional[str] = None,
-        since: Optional[_dt.datetime] = None,
-        until: Optional[_dt.datetime] = None,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[str]:
-        """Lines of replica ``k`` of ``role_name`` from Cloud Logging, each ending in ``\\n``.
-
-        ``streams``: stdout (severity below ERROR), stderr (ERROR and above) or combined
-        (default); ``since``/``until`` filter on the entries' timestamps; ``regex`` keeps
-        lines where ``re.search`` finds it; ``should_tail`` polls until the job ends.
-
-        Raises:
-            ValueError: unknown app, role or replica.
-            SchedulerError: Cloud Logging refused the request or cannot be reached.
-        """
-        stream = Stream(streams) if streams else Stream.COMBINED
-        trial = parse_trial_id(app_id)
-        if trial is not None:  # a sweep's trial: task `index` of the sweep's job, replica 0
-            job = self._get_job(trial[0])
-            if job is None:
-                raise ValueError(f"gcp_batch: unknown app {app_id!r}")
-            env = trial_env(job, trial[1])
-            if (role_name, k) != (env.get(envc.ROLE_NAME), 0):
-                raise ValueError(f"gcp_batch: app {app_id!r} has no replica {role_name}/{k}")
-            lines = self._iter_lines(trial[0], job, trial[1], stream, _ts(since), _ts(until), should_tail)
-            return filter_regex(regex, lines) if regex else lines
-        job = self._get_job(app_id)
-        if job is None:
-            raise ValueError(f"gcp_batch: unknown app {app_id!r}")
-        task = next((t for t in task_layout(job) if t.role == role_name and t.replica_id == k), None)
-        if task is None:
-            raise ValueError(f"gcp_batch: app {app_id!r} has no replica {role_name}/{k}")
-        lines = self._iter_lines(app_id, job, task.index, stream, _ts(since), _ts(until), should_tail)
-        return filter_regex(regex, lines) if regex else lines
-
-    def _iter_lines(
-        self, app_id: str, job: Any, index: int, stream: Stream, since: Optional[str], until: Optional[str], tail: bool
-    ) -> Iterator[str]:
-        seen: set = set()
-        last_ts = since
-        while True:
-            ended = not tail or is_terminal(JOB_STATES.get(self._state_name(app_id), AppState.UNKNOWN))
-            for entry in self._entries(job, self._log_filter(job, index, stream, last_ts, until)):
-                key = entry.insert_id or (entry.timestamp, _payload(entry))
-                if key in seen:
-                    continue
-                seen.add(key)
-                if entry.timestamp is not None:
-                    last_ts = _ts(entry.timestamp)
-                yield _payload(entry)
-            if ended:
-                return
-            time.sleep(_TAIL_POLL_S)
-
-    def _state_name(self, app_id: str) -> str:
-        job = self._get_job(app_id)
-        return job.status.state.name if job is not None else "CANCELLED"
-
     def close(self) -> None:
         """Close the HTTP sessions of the clients this scheduler made (new ones are made on
         next use); clients passed to the constructor are left open. Idempotent."""
@@ -581,165 +437,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchJob]):
                     closer()
                 except Exception:  # noqa: BLE001 - best effort on shutdown
                     pass
-
-
-def _payload(entry: Any) -> str:
-    payload = entry.payload
-    text = payload if isinstance(payload, str) else str(payload)
-    return text if text.endswith("\n") else text + "\n"
-
-
-def _ts(value: Optional[_dt.datetime]) -> Optional[str]:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.astimezone()
-    return value.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _retries(task: Any) -> int:
-    """Restarts of a task: its executions (status events with a ``task_execution``) that
-    ended, except the last one of a task that has ended."""
-    runs = sum(1 for e in task.status.status_events if "task_execution" in e)
-    ended = task.status.state.name in ("SUCCEEDED", "FAILED")
-    return max(runs - 1, 0) if ended else runs
-
-
-def _executions(task: Any) -> List[Tuple[Any, int]]:
-    """The ended executions of ``task``, oldest first: (the time it ended, its exit code), from
-    its status events that carry a ``task_execution``
-    (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks#StatusEvent)."""
-    return [(e.event_time, int(e.task_execution.exit_code)) for e in task.status.status_events if "task_execution" in e]
-
-
-def _batch_retries(spec: Any, execution: int, code: int) -> bool:
-    """Whether Batch runs a task again after its ``execution``-th run (0 first) ended with
-    ``code``: within the task spec's ``max_retry_count``, where its lifecycle policy lets it
-    (``RETRY_TASK``: only the policy's exit codes; ``FAIL_TASK``: all but them;
-    https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs#LifecyclePolicy)."""
-    if spec is None or code == 0 or execution >= spec.max_retry_count:
-        return False
-    if not spec.lifecycle_policies:
-        return True
-    policy = spec.lifecycle_policies[0]
-    match = code in list(policy.action_condition.exit_codes)
-    return match if policy.action.name == "RETRY_TASK" else not match
-
-
-def _why(info: TaskInfo, code: Optional[int]) -> Tuple[FailureKind, str]:
-    """Whose failure an execution of replica ``info`` that ended with ``code`` was: Batch's
-    reserved exit codes for a VM lost under the task (:data:`INFRA_EXIT_CODES`: 50001 Spot
-    preemption, 50002 VM reporting timeout, 50003 VM rebooted, 50006 VM recreated; retried
-    within ``infra_retries``) are the infrastructure's, each with its reason; any other the user's."""
-    who = f"{info.role}/{info.replica_id}"
-    if code in INFRA_EXIT_CODES:
-        return FailureKind.INFRA, f"{who}: {INFRA_EXIT_CODES[code]}, exit code {code}"
-    return FailureKind.USER, f"{who}: exit code {code}" if code is not None else f"{who}: failed"
-
-
-def batch_attempts(job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], state: AppState,
-                   failed: Optional[Tuple[TaskInfo, Optional[int], str]]) -> List[Attempt]:
-    """The app's attempts with why each ended. Batch retries each task on its own: every
-    failed execution of a task that Batch ran again (a later execution, or one due by the
-    task spec's retry rules, :func:`_batch_retries`) is an attempt, ``retried``, in the order
-    they ended; then the app's last attempt: where it FAILED, the first failed replica's
-    last execution (``failed``, as ``_replica_statuses`` chose it: ``infra`` for one of
-    :data:`INFRA_EXIT_CODES`, else ``user``), else the app's state. ``state`` is the job's."""
-    spec = job.task_groups[0].task_spec if job.task_groups else None
-    ended = is_terminal(state)
-    retried: List[Tuple[Any, int, Tuple[FailureKind, str]]] = []
-    for task in tasks:
-        info = layout.get(_task_index(task))
-        if info is None:
-            continue
-        runs = _executions(task)
-        for j, (at, code) in enumerate(runs):
-            if code != 0 and (j < len(runs) - 1 or (not ended and _batch_retries(spec, j, code))):
-                retried.append((at, info.index, _why(info, code)))
-    retried.sort(key=lambda r: (r[0] is None, r[0] or 0, r[1]))
-    out = [Attempt(i, AppState.FAILED, kind, reason, retried=True) for i, (_, _, (kind, reason)) in enumerate(retried)]
-    if state == AppState.FAILED and failed is not None:
-        kind, reason = _why(failed[0], failed[1])
-        out.append(Attempt(len(out), AppState.FAILED, kind, reason))
-    else:
-        out.append(Attempt(len(out), state))
-    return out
-
-
-def _state_name(status: Any) -> str:
-    """The name of a raw ``JobStatus`` or ``TaskStatus`` message's state ("" for a number
-    this client does not know)."""
-    value = status.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number.get(status.state)
-    return value.name if value is not None else ""
-
-
-def _task_index(task: Any) -> int:
-    return int(task.name.rsplit("/", 1)[-1])
-
-
-def _exit_code(task: Any) -> Tuple[Optional[int], str]:
-    for event in reversed(list(task.status.status_events)):
-        if "task_execution" in event:
-            return int(event.task_execution.exit_code), event.description
-    events = list(task.status.status_events)
-    return None, (events[-1].description if events else "")
-
-
-def _ended_at(task: Any) -> Any:
-    """The time of ``task``'s last status event (a datetime), or None without one
-    (``TaskStatus.statusEvents[].eventTime``:
-    https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks#StatusEvent)."""
-    events = list(task.status.status_events)
-    return events[-1].event_time if events and events[-1].event_time else None
-
-
-def _replica_statuses(
-    job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], job_state: AppState
-) -> Tuple[List[RoleStatus], Optional[Tuple[TaskInfo, Optional[int], str]]]:
-    by_role: Dict[str, RoleStatus] = {}
-    for info in layout.values():
-        by_role.setdefault(info.role, RoleStatus(info.role, []))
-    seen = set()
-    failed: Optional[Tuple[TaskInfo, Optional[int], str]] = None
-    failed_at: Any = None
-    for task in sorted(tasks, key=_task_index):
-        idx = _task_index(task)
-        info = layout.get(idx)
-        if info is None:
-            continue
-        seen.add(idx)
-        state = TASK_STATES.get(task.status.state.name, AppState.UNKNOWN)
-        code, event = _exit_code(task)
-        if job_state == AppState.CANCELLED and not is_terminal(state):
-            state = AppState.CANCELLED
-        if state == AppState.SUCCEEDED:
-            code = 0 if code is None else code
-        elif state != AppState.FAILED:
-            code = None
-        rs = ReplicaStatus(info.replica_id, state, info.role, exit_code=code)
-        if state == AppState.FAILED:
-            rs.structured_error_msg = event or "failed"
-            # the task that failed first (its last status event's time; the lowest index
-            # on a tie or without times): a DDP rank whose peer failed fails after it,
-            # with an error of its own ("Connection closed by peer")
-            at = _ended_at(task)
-            if failed is None or (at is not None and (failed_at is None or at < failed_at)):
-                failed, failed_at = (info, code, event), at
-        by_role[info.role].replicas.append(rs)
-    pending = AppState.CANCELLED if job_state == AppState.CANCELLED else AppState.PENDING
-    for idx, info in layout.items():
-        if idx not in seen:
-            by_role[info.role].replicas.append(ReplicaStatus(info.replica_id, pending, info.role))
-    for rs in by_role.values():
-        rs.replicas.sort(key=lambda r: r.id)
-    return list(by_role.values()), failed
-
-
-def _console_url(job_name: str) -> str:
-    parts = job_name.split("/")
-    if len(parts) == 6:
-        return f"https://console.cloud.google.com/batch/jobsDetail/regions/{parts[3]}/jobs/{parts[5]}/details?project={parts[1]}"
-    return ""
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> GcpBatchScheduler:

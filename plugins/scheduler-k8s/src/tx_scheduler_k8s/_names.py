@@ -19,6 +19,8 @@ MAX_LABEL = 63
 #: characters of the random part of an app id (20 * 29**7 ~ 3e11 ids)
 ID_CHARS = 8
 
+#: the namespace of an app id without one, and of run option ``namespace`` unset
+DEFAULT_NAMESPACE = "default"
 _BAD = re.compile(r"[^a-z0-9-]+")
 _DASHES = re.compile(r"-{2,}")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -1,5 +1,7 @@
-"""What the three Kubernetes schedulers share: the dryrun request, run options, pods as
-replicas (states, exit codes, why an app waits or failed), logs, list and the client.
+"""What the three Kubernetes schedulers share: the dryrun request, run options, describe,
+list, cancel, sweeps (one Indexed Job) and the client; pods as replicas are
+:mod:`tx_scheduler_k8s._status`, attempts :mod:`tx_scheduler_k8s._attempts`, logs
+:mod:`tx_scheduler_k8s._logs`.
 
 A subclass says how an AppDef becomes its object (``_submit_dryrun``), how to create it
 (``schedule``), how its object's status reads (``_app_state``), which roles it holds
@@ -8,36 +10,30 @@ A subclass says how an AppDef becomes its object (``_submit_dryrun``), how to cr
 from __future__ import annotations
 
 import abc
-import codecs
-import datetime as _dt
-import math
 import re
-import time
-from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
 from tx.log import get_logger
-from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
-                           line_blocks, split_lines_iterator)
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
-from tx.schedulers.why import names_cause, root_cause
 from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
+from tx.specs.status import FailureKind, RoleStatus
 
 from tx_scheduler_k8s import _names, _pod, _sweep
-from tx_scheduler_k8s._client import Kube, KubeError
-from tx_scheduler_k8s._states import POD_STATES
+from tx_scheduler_k8s._attempts import build_attempts
+from tx_scheduler_k8s._client import Kube
+from tx_scheduler_k8s._logs import PodLogs
+from tx_scheduler_k8s._names import DEFAULT_NAMESPACE
+from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, disruption,
+                                      failure, pending_reason, replica_statuses)
+
+__all__ = ["CAUSE_TAIL_LINES", "DEFAULT_NAMESPACE", "DISRUPTION_TARGET", "ERROR_TAIL_LINES", "KubernetesBase",
+           "KubernetesJob", "check_namespace", "common_runopts", "disruption", "runopts_markdown"]
 
 log = get_logger(__name__)
 
-DEFAULT_NAMESPACE = "default"
-#: lines of a failed pod's log read for its root cause (tx.schedulers.why): torchrun prints
-#: its report after the failed worker's traceback, and other workers' lines may follow
-CAUSE_TAIL_LINES = 1000
-#: lines of a failed pod's log quoted in ``structured_error_msg`` when no root cause is named
-ERROR_TAIL_LINES = 3
-_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
 def _yaml_dump(obj: Any) -> str:
     from tx_scheduler_k8s import _yaml
@@ -78,22 +74,6 @@ def common_runopts(opts: runopts) -> runopts:
     return opts
 
 
-#: the pod condition of a pod evicted, preempted or lost with its node
-#: (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions)
-DISRUPTION_TARGET = "DisruptionTarget"
-
-
-def disruption(pod: Mapping[str, Any]) -> str:
-    """The reason of ``pod``'s ``DisruptionTarget`` condition (status True):
-    ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``,
-    ``TerminationByKubelet`` ...; "" when the pod has none (its end was not the
-    infrastructure's)."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == DISRUPTION_TARGET and c.get("status") == "True":
-            return str(c.get("reason") or DISRUPTION_TARGET)
-    return ""
-
-
 def runopts_markdown(opts: runopts) -> str:
     """Run options as the Markdown table of the README (option, type, default, help)."""
     from tx.specs.runopts import get_type_name
@@ -126,41 +106,7 @@ def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
     return ns
 
 
-_FRACTION = re.compile(r"(\.\d{1,6})\d*")
-
-
-def _container_status(code: Any, sig: Any) -> Optional[int]:
-    """A terminated container's status as :func:`tx.schedulers.why.root_cause` takes it:
-    its exit code, or minus its signal where the kubelet reports one (``signal``, set by
-    some runtimes) or the code is 128 + a signal (129..159, as shells report it)."""
-    if isinstance(sig, int) and sig > 0:
-        return -sig
-    if not isinstance(code, int):
-        return None
-    return -(code - 128) if 128 < code < 160 else code
-
-
-def _ts(value: Optional[str]) -> float:
-    """An RFC 3339 time of the API server (``Z``, nanoseconds) as epoch seconds (inf if
-    unreadable)."""
-    if not value:
-        return math.inf
-    text = _FRACTION.sub(r"\1", value.replace("Z", "+00:00"), count=1)
-    try:
-        return _dt.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return math.inf
-
-
-def _terminated(pod: Mapping[str, Any]) -> Dict[str, Any]:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated")
-        if term:
-            return term
-    return {}
-
-
-class KubernetesBase(Scheduler[KubernetesJob]):
+class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
     """Shared behaviour of ``kubernetes``, ``kubernetes_jobset`` and ``kubernetes_mcad``.
 
     Args:
@@ -298,13 +244,14 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         if why:
             resp.metadata["app_not_stored"] = why
         if state == AppState.PENDING:
-            why = self._pending_reason(pods, roles)
+            why = pending_reason(pods, roles)
             if why:
                 resp.msg = why if not msg else f"{msg}: {why}"
         if state == AppState.FAILED:
-            resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
+            resp.structured_error_msg, resp.root_cause = failure(self.kube, ns, failed, msg, statuses)
         if trial is None:
-            resp.attempts = self._attempts(obj, pods, state, restarts, failed)
+            resp.attempts = build_attempts(self._restart_kinds(obj), lambda: self._infra_end(obj, pods), pods, state,
+                                           restarts, failed)
             resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
 
@@ -320,137 +267,9 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         (``DisruptionTarget EvictionByEvictionAPI``), else ""."""
         return ""
 
-    def _attempts(self, obj: Dict[str, Any], pods: List[Dict[str, Any]], state: AppState, restarts: int,
-                  failed: List[Tuple[float, str, int, Dict[str, Any]]]) -> List[Attempt]:
-        """Every attempt with why it ended. The attempts restarted by the controller are
-        infrastructure failures where only evictions restart the app (the roles have no
-        ``max_retries``), the user's where only theirs do; where both may, the controller
-        does not record which one it was (kind unknown). The last attempt of a FAILED app
-        is the infrastructure's when a pod of it has the ``DisruptionTarget`` condition or
-        the controller says it acted on one (:meth:`_infra_end`), else the user's (the
-        first failed replica's exit code)."""
-        kinds = self._restart_kinds(obj)
-        past = kinds[0] if len(kinds) == 1 else None
-        why = {FailureKind.INFRA: DISRUPTION_TARGET, FailureKind.USER: "a replica failed"}.get(past, "restarted")  # type: ignore[arg-type]
-        out = [Attempt(i, AppState.FAILED, past, why, retried=True) for i in range(restarts)]
-        if state != AppState.FAILED:
-            out.append(Attempt(restarts, state))
-            return out
-        evicted = next((f"{DISRUPTION_TARGET} {disruption(p)}" for p in pods if disruption(p)), "")
-        evicted = evicted or self._infra_end(obj, pods)
-        if evicted:
-            out.append(Attempt(restarts, AppState.FAILED, FailureKind.INFRA, evicted))
-            return out
-        reason = ""
-        if failed:
-            term = _terminated(failed[0][3])
-            if term.get("reason") == "OOMKilled":
-                reason = "OOMKilled"
-            elif term.get("exitCode") is not None:
-                reason = f"exit code {term['exitCode']}"
-        out.append(Attempt(restarts, AppState.FAILED, FailureKind.USER, reason))
-        return out
-
-    def _replicas(
-        self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState, replica_label: Optional[str] = None,
-    ) -> Tuple[List[RoleStatus], List[Tuple[float, str, int, Dict[str, Any]]]]:
-        by_key: Dict[Tuple[int, int], Dict[str, Any]] = {}
-        for pod in pods:
-            labels = pod["metadata"].get("labels") or {}
-            try:
-                key = (int(labels[_pod.LABEL_ROLE_INDEX]), int(labels[replica_label or self.REPLICA_LABEL]))
-            except (KeyError, ValueError):
-                continue
-            old = by_key.get(key)
-            if old is None or _ts(old["metadata"].get("creationTimestamp")) <= _ts(pod["metadata"].get("creationTimestamp")):
-                by_key[key] = pod
-        statuses, failed = [], []
-        for idx, role in enumerate(roles):
-            rs = RoleStatus(role.name)
-            for k in range(role.num_replicas):
-                pod = by_key.get((idx, k))
-                if pod is None:
-                    rstate = state if is_terminal(state) else AppState.PENDING
-                    rs.replicas.append(ReplicaStatus(id=k, state=rstate, role=role.name))
-                    continue
-                phase = (pod.get("status") or {}).get("phase", "Unknown")
-                rstate = POD_STATES.get(phase, AppState.UNKNOWN)
-                if state == AppState.CANCELLED and not is_terminal(rstate):
-                    rstate = AppState.CANCELLED
-                term = _terminated(pod)
-                spec = pod.get("spec") or {}
-                host = spec.get("hostname") or pod["metadata"]["name"]
-                if spec.get("subdomain"):
-                    host = f"{host}.{spec['subdomain']}"
-                rep = ReplicaStatus(id=k, state=rstate, role=role.name, hostname=host,
-                                    exit_code=term.get("exitCode") if term else None)
-                if rstate == AppState.FAILED:
-                    failed.append((_ts(term.get("finishedAt")), role.name, k, pod))
-                    rep.structured_error_msg = self._pod_error(pod)
-                rs.replicas.append(rep)
-            statuses.append(rs)
-        failed.sort(key=lambda f: (f[0], f[1], f[2]))
-        return statuses, failed
-
-    @staticmethod
-    def _pod_error(pod: Dict[str, Any]) -> str:
-        term = _terminated(pod)
-        st = pod.get("status") or {}
-        parts = []
-        if term:
-            parts.append(f"exit code {term.get('exitCode')}")
-            if term.get("signal"):
-                parts.append(f"signal {term['signal']}")
-        reason = term.get("reason") or st.get("reason")
-        if reason:
-            parts.append(str(reason))
-        message = term.get("message") or st.get("message")
-        if message:
-            parts.append(" ".join(str(message).split()))
-        return ", ".join(parts) or "failed"
-
-    def _failure(self, ns: str, failed: List[Tuple[float, str, int, Dict[str, Any]]], msg: str,
-                 statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
-        """Why the pod that failed first failed: the root cause the end of its log names (a
-        torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too; else
-        how its container ended and its last lines. Not for a pod the kernel's OOM killer
-        ended (its reason says so)."""
-        if not failed:
-            return msg or "the app failed", None
-        _, role, k, pod = failed[0]
-        text = f"{role}/{k} (pod {pod['metadata']['name']}) failed first: {self._pod_error(pod)}"
-        try:
-            raw = b"".join(self.kube.pod_log(ns, pod["metadata"]["name"], tail_lines=CAUSE_TAIL_LINES))
-        except KubeError:
-            raw = b""
-        term = _terminated(pod)
-        if term.get("reason") != "OOMKilled":
-            code = term.get("exitCode")
-            cause = root_cause(role, k, raw, exit_code=_container_status(code, term.get("signal")))
-            if names_cause(cause):
-                rep = next((r for rs in statuses if rs.role == role for r in rs.replicas if r.id == k), None)
-                if rep is not None:
-                    rep.structured_error_msg, rep.root_cause = cause.text, cause
-                return cause.text, cause
-        lines = [ln.strip() for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()][-ERROR_TAIL_LINES:]
-        if lines:
-            text += "; last lines: " + " | ".join(lines)
-        return text, None
-
-    @staticmethod
-    def _pending_reason(pods: List[Dict[str, Any]], roles: List[Role]) -> str:
-        for pod in pods:
-            st = pod.get("status") or {}
-            if st.get("phase") != "Pending":
-                continue
-            for cond in st.get("conditions") or []:
-                if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("message"):
-                    return f"pod {pod['metadata']['name']} unschedulable: {cond['message']}"
-            for cs in st.get("containerStatuses") or []:
-                waiting = (cs.get("state") or {}).get("waiting") or {}
-                if waiting.get("reason") and waiting["reason"] != "ContainerCreating":
-                    return f"pod {pod['metadata']['name']} waiting: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-        return ""
+    def _replicas(self, roles: List[Role], pods: List[Dict[str, Any]], state: AppState,
+                  replica_label: Optional[str] = None) -> Tuple[List[RoleStatus], List[Failed]]:
+        return replica_statuses(roles, pods, state, replica_label or self.REPLICA_LABEL)
 
     # -- list and cancel ----------------------------------------------------------------------
     def list(self) -> List[ListAppResponse]:
@@ -600,168 +419,6 @@ class KubernetesBase(Scheduler[KubernetesJob]):
         if desc is not None and not is_terminal(desc.state):
             self._cancel_existing(app_id)
 
-    # -- logs ---------------------------------------------------------------------------------
-    def _find_pod(self, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
-        pods = self._replica_pods(ns, name, role_name, k)
-        return pods[-1] if pods else None
-
-    def _replica_pods(self, ns: str, name: str, role_name: str, k: int) -> List[Dict[str, Any]]:
-        """Every pod the API server still has of the replica, oldest first: one per attempt
-        where a retry creates a new pod and keeps the failed one (a Job's
-        ``backoffLimitPerIndex``: JobSet REPLICA retries, a sweep's trials); one where a
-        retry recreates the pod under the same name (Volcano)."""
-        sel = f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{self.REPLICA_LABEL}={k}"
-        trial = _sweep.trial_of(name)
-        if trial is not None:  # a sweep's trial: its Job's pods of its index
-            name = trial[0]
-            sel = (f"{_pod.LABEL_ROLE_NAME}={_names.label_value(role_name) or 'role'},{_pod.LABEL_REPLICA_ID}={k},"
-                   f"{_sweep.COMPLETION_INDEX}={trial[1]}")
-        return sorted(self._pods(ns, name, sel), key=lambda p: _ts(p["metadata"].get("creationTimestamp"))
-                      if p["metadata"].get("creationTimestamp") else 0)
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: Optional[str] = None,
-        since: Optional[_dt.datetime] = None,
-        until: Optional[_dt.datetime] = None,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[str]:
-        """Lines (each with its ``\\n``) of the log of replica ``k`` of ``role_name``: its
-        pod's container log (``GET .../pods/NAME/log``), followed until the container ends
-        with ``should_tail`` (waiting for the pod to start first).
-
-        Args:
-            regex: keep lines where it is found.
-            since, until: time window (the API server's timestamps; ``since`` is also sent
-                as ``sinceSeconds``).
-            streams: None or ``combined``: Kubernetes keeps one log per container, stdout
-                and stderr interleaved (reading them apart needs the alpha feature gate
-                ``PodLogsQuerySplitStreams``, off on a GA cluster, which ignores the request).
-
-        Raises:
-            ValueError: the app has no such replica, or ``stdout``/``stderr`` (or an
-                unknown stream) was asked for.
-            KubeError: the API server refused the request.
-        """
-        ns, pod_names = self._log_pod(app_id, role_name, k, should_tail, streams)
-        since_seconds = None
-        if since is not None:
-            since_seconds = max(1, int(math.ceil(time.time() - since.timestamp())))
-        chunks = self._pod_logs(ns, pod_names, should_tail, timestamps=since is not None or until is not None,
-                                since_seconds=since_seconds)
-        lines = split_lines_iterator(_decode(chunks))
-        if since is not None or until is not None:
-            lines = _window(lines, since, until)
-        return filter_regex(regex, lines)
-
-    def _pod_logs(self, ns: str, pod_names: List[str], follow: bool, **kw: Any) -> Iterator[bytes]:
-        """The logs of the pods one after the other, the last one followed with ``follow``;
-        an earlier attempt's pod deleted meanwhile is skipped."""
-        for name in pod_names[:-1]:
-            try:
-                yield from self.kube.pod_log(ns, name, follow=False, **kw)
-            except KubeError as e:
-                if e.status != 404:
-                    raise
-        yield from self.kube.pod_log(ns, pod_names[-1], follow=follow, **kw)
-
-    def _log_pod(self, app_id: str, role_name: str, k: int, should_tail: bool,
-                 streams: Optional[Any]) -> Tuple[str, List[str]]:
-        """``(namespace, pod names)`` whose logs, one after the other, are replica ``k``'s:
-        the pods of its earlier attempts the API server still has, oldest first, then its
-        newest (with ``should_tail``, waiting for it to be created and to start).
-
-        Raises:
-            ValueError: a stream other than ``combined``, or no pod for the replica (yet).
-            SchedulerError: the app ran but the replica's pod is gone (deleted): the Runner
-                then reads tx's log archive.
-        """
-        stream = Stream(streams) if streams is not None else Stream.COMBINED
-        if stream != Stream.COMBINED:
-            raise ValueError(f"Kubernetes keeps one combined log per container (stdout and stderr apart need the "
-                             f"alpha feature gate PodLogsQuerySplitStreams): use --streams combined, not {stream.value}")
-        ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
-        pods = self._replica_pods(ns, name, role_name, k)
-        pod = pods[-1] if pods else None
-        if pod is None and should_tail:
-            pod = self._wait_pod(app_id, ns, name, role_name, k)
-        if pod is None:
-            desc = self.describe(app_id)
-            if desc is not None and (is_terminal(desc.state) or desc.state == AppState.RUNNING) \
-                    and any(r.name == role_name and k < r.num_replicas for r in desc.roles):
-                raise SchedulerError(f"the pod of replica {role_name}/{k} of app {app_id} is gone although the app "
-                                     "ran: it was deleted (or lost with its node), and its log with it")
-            raise ValueError(f"app {app_id} has no pod for replica {role_name}/{k} (yet)")
-        if should_tail:
-            self._wait_started(ns, name, role_name, k, app_id)
-        newest = str(pod["metadata"]["name"])
-        # a pod being deleted (a JobSet restart tears its Jobs down) is left out: its log is
-        # about to go, and reading it now and not later would make the log look restarted
-        earlier = [str(p["metadata"]["name"]) for p in pods if not p["metadata"].get("deletionTimestamp")
-                   or p["metadata"]["name"] == newest]
-        return ns, earlier[:earlier.index(newest)] + [newest] if newest in earlier else [newest]
-
-    def log_iter_blocks(self, app_id: str, role_name: str, k: int = 0, should_tail: bool = False,
-                        streams: Optional[Any] = None) -> Iterable[bytes]:
-        """The pod's log as the kubelet keeps it (every attempt's pod the API server still
-        has, oldest first), byte for byte (invalid UTF-8 and a last line without ``\\n`` included), in blocks of whole lines (the last may end
-        mid-line); with ``should_tail``, followed until the container ends. What tx's log
-        archive copies (docs/recovery.md) and ``tx log`` relays.
-
-        Raises:
-            ValueError: as :meth:`log_iter`.
-            KubeError: the API server refused the request.
-        """
-        ns, pod_names = self._log_pod(app_id, role_name, k, should_tail, streams)
-        return line_blocks(self._pod_logs(ns, pod_names, should_tail))
-
-    def _wait_pod(self, app_id: str, ns: str, name: str, role_name: str, k: int) -> Optional[Dict[str, Any]]:
-        while True:
-            pod = self._find_pod(ns, name, role_name, k)
-            if pod is not None:
-                return pod
-            desc = self.describe(app_id)
-            if desc is None or is_terminal(desc.state):
-                return None
-            time.sleep(0.5)
-
-    def _wait_started(self, ns: str, name: str, role_name: str, k: int, app_id: str) -> None:
-        while True:
-            pod = self._find_pod(ns, name, role_name, k)
-            if pod is None or (pod.get("status") or {}).get("phase") != "Pending":
-                return
-            desc = self.describe(app_id)
-            if desc is None or is_terminal(desc.state):
-                return
-            time.sleep(0.5)
-
     def close(self) -> None:
         self.kube.close()
 
-
-def _decode(chunks: Iterable[bytes]) -> Iterator[str]:
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    for chunk in chunks:
-        text = dec.decode(chunk)
-        if text:
-            yield text
-    tail = dec.decode(b"", final=True)
-    if tail:
-        yield tail
-
-
-def _window(lines: Iterable[str], since: Optional[_dt.datetime], until: Optional[_dt.datetime]) -> Iterator[str]:
-    lo = since.timestamp() if since is not None else -math.inf
-    hi = until.timestamp() if until is not None else math.inf
-    for line in lines:
-        m = _TIMESTAMP.match(line)
-        if not m:
-            yield line
-            continue
-        t = _ts(m.group(1))
-        if lo <= t <= hi:
-            yield line[m.end():]

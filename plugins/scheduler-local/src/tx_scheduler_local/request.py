@@ -16,9 +16,30 @@ from tx.schedulers.env import RANK0_HOST, replica_env
 from tx.schedulers.ids import clean_name, make_unique
 from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
 from tx.specs.runopts import CfgVal
+from tx.workspace.api import WorkspaceError
 from tx_scheduler_local import _cuda
 
 RANK0_ENV = RANK0_HOST
+#: the ``Role.metadata`` key naming the workspace directory a ``local_cwd`` role runs in
+#: (set by :func:`workspace_role`; ``local_dir`` puts it in the role's image instead)
+WORKSPACE_CWD = "local/workspace"
+
+
+def workspace_role(role: Role, workspace: str, image_is_dir: bool) -> Role:
+    """``role`` running in ``workspace`` (a local directory: ``tx run --workspace DIR``, or
+    the temporary copy of a ``memory://`` workspace): ``local_dir`` makes it the role's
+    image, ``local_cwd`` its working directory instead of the current one. ``role`` is
+    not modified.
+
+    Raises:
+        WorkspaceError: ``workspace`` is not a directory.
+    """
+    if not os.path.isdir(workspace):
+        raise WorkspaceError(f"workspace {workspace!r} is not a directory")
+    ws = os.path.abspath(workspace)
+    if image_is_dir:
+        return attrs.evolve(role, image=ws)
+    return attrs.evolve(role, metadata={**role.metadata, WORKSPACE_CWD: ws})
 
 
 @attrs.define
@@ -218,7 +239,7 @@ def build_request(
             ``auto_set_cuda_visible_devices``, ``cancel_timeout``).
         image_is_dir: ``local_dir``: each role runs in ``role.image`` (an existing
             directory) and its entrypoint is looked up there first; else the current
-            directory and PATH.
+            directory (the role's workspace, :data:`WORKSPACE_CWD`) and PATH.
         device_count: returns the host's GPU count (only called when GPUs are requested
             and ``auto_set_cuda_visible_devices`` is on).
         warn: receives warnings (GPU sharing, too few GPUs).
@@ -257,7 +278,7 @@ def build_request(
             cwd = os.path.abspath(role.image)
         else:
             try:
-                cwd = os.getcwd()
+                cwd = role.metadata.get(WORKSPACE_CWD) or os.getcwd()
             except FileNotFoundError:
                 raise ValueError("the current directory no longer exists (local_cwd runs replicas in it)") from None
         path = _path(role, cwd, bool(cfg.get("prepend_cwd")), extra_paths)

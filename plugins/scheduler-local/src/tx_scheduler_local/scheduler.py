@@ -40,13 +40,13 @@ from tx.schedulers.api import (
     DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, add_infra_retries_opt, infra_retries,
 )
 from tx.schedulers.streams import Stream
-from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, UnknownAppException, is_terminal
+from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
 from tx.specs.files import appdef_to_dict, storable_run_options
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
 from tx_scheduler_local._relay import FILES, TIMES
-from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default
+from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default, workspace_role
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -151,6 +151,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
             raise InvalidRunConfigException(
                 f"run option 'cancel_timeout' must be >= 0 seconds, got {timeout!r}", "cancel_timeout", cfg
             )
+
+    def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
+        """The first role runs in the workspace directory (``request.workspace_role``)."""
+        return workspace_role(role, workspace, self.image_is_dir)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
         req = build_request(

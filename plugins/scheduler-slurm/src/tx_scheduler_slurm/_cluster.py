@@ -1,4 +1,5 @@
-"""Facts about the cluster that shape a request: its partitions (``sinfo``) and its version.
+"""Facts about the cluster that shape a request: its partitions (``sinfo``) and its version,
+and the dryrun's checks of an app against its partitions (:func:`check_partitions`).
 
 Dryrun asks the cluster when Slurm's commands are there and answer; when they do not
 (``--dryrun`` on a laptop) it goes on without these facts, as TorchX does.
@@ -8,14 +9,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
 from tx.config.environ import state_dir
 from tx.log import get_logger
+from tx.specs import AppDef, CfgVal, InvalidRunConfigException
 from tx_scheduler_slurm import _client
-from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_version
+from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_time_min, parse_version
+from tx_scheduler_slurm.request import total_replicas
 
 log = get_logger(__name__)
 
@@ -111,3 +114,66 @@ def client_version(timeout: Optional[float] = None) -> Optional[Tuple[int, int]]
         except OSError as e:  # a read-only state dir: ask again next time
             log.debug("slurm_version_not_cached", error=str(e))
     return version
+
+
+def check_partitions(app: AppDef, cluster: ClusterInfo, name: Optional[str], cfg: Mapping[str, CfgVal]) -> None:
+    """Where ``sinfo`` answered: every named partition (``a,b`` lists several) exists,
+    and the largest has a node for each replica (het components never share nodes)."""
+    if not cluster.partitions:
+        return
+    names = [n for n in name.split(",") if n] if name is not None else [None]
+    parts = []
+    for n in names:
+        p = cluster.partition(n)
+        if n is not None and p is None:
+            raise InvalidRunConfigException(
+                f"run option 'partition': no partition {n!r} on this cluster; "
+                f"partitions: {', '.join(sorted(cluster.partitions))}",
+                "partition", cfg,
+            )
+        if p is not None:
+            parts.append(p)
+    if not parts:
+        return
+    check_fits(app, parts, cfg)
+    largest = max(parts, key=lambda p: p.nodes)
+    needed = total_replicas(app)
+    if needed > largest.nodes:
+        per_role = ", ".join(f"{r.name}: {r.num_replicas}" for r in app.roles)
+        raise ValueError(
+            f"app {app.name!r} needs {needed} nodes ({per_role}) but partition "
+            f"{largest.name!r} has {largest.nodes}: each replica is a component of a "
+            "heterogeneous job and Slurm never puts two components on one node"
+        )
+
+
+def check_fits(app: AppDef, parts: List[Partition], cfg: Mapping[str, CfgVal]) -> None:
+    """Each role's CPUs and memory fit a node of one of the partitions, and ``time`` is
+    within the largest time limit (Slurm would otherwise keep the job pending forever as
+    ``PartitionConfig``, or store an absurd limit)."""
+    names = ", ".join(p.name for p in parts)
+    for role in app.roles:
+        res = role.resource
+        cpus = [p.cpus for p in parts if p.cpus]
+        if res.cpu > 0 and cpus and res.cpu > max(cpus):
+            raise ValueError(
+                f"role {role.name!r} asks for {res.cpu} CPUs per replica but the nodes of partition "
+                f"{names} have at most {max(cpus)}: Slurm would keep the job pending forever"
+            )
+        mems = [p.max_mem_mb for p in parts if p.max_mem_mb]
+        if res.memMB > 0 and mems and all((p.mem_mb or 0) > NOMEM_THRESHOLD_MB for p in parts) \
+                and res.memMB > max(mems):
+            raise ValueError(
+                f"role {role.name!r} asks for {res.memMB} MB per replica but the nodes of partition "
+                f"{names} have at most {max(mems)} MB: Slurm would keep the job pending forever"
+            )
+    time = cfg.get("time")
+    if time is None:
+        return
+    minutes = parse_time_min(str(time))
+    limits = [p.max_time_min for p in parts]
+    if minutes is not None and None not in limits and limits and minutes > max(limits):  # type: ignore[type-var]
+        raise InvalidRunConfigException(
+            f"run option 'time' is {minutes} minutes but partition {names} allows at most "
+            f"{max(limits)} minutes (sinfo %l)", "time", cfg,  # type: ignore[type-var]
+        )

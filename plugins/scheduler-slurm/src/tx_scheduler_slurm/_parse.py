@@ -20,6 +20,8 @@ import attrs
 from tx_scheduler_slurm._states import normalize_state
 
 SEP = "\x1f"
+#: an app id: a job id, or a job array task's ``<array job id>_<task id>`` (a sweep's trial)
+APP_ID = re.compile(r"^\d+(?:_\d+)?$")
 #: the comment prefix of tx's jobs (:data:`tx_scheduler_slurm.request.COMMENT_MARKER`)
 TX_COMMENT = "tx-app:"
 _TX_NAME = re.compile(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.][A-Za-z0-9_.-]*-\d+$")

@@ -8,7 +8,7 @@
   ``sacct`` only means "no record there".
 * logs: ``slurm-<jobid>-<role>-<replica>.{out,err}`` in the job's working directory
   (``job_dir``, else the directory tx ran in), which must be visible from here (a shared
-  filesystem, as on any Slurm cluster).
+  filesystem, as on any Slurm cluster): :mod:`tx_scheduler_slurm._logs`.
 * cancel: ``scancel``.
 
 Slurm docs: https://slurm.schedmd.com/sbatch.html, https://slurm.schedmd.com/squeue.html,
@@ -17,35 +17,33 @@ https://slurm.schedmd.com/heterogeneous_jobs.html.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
-
-import attrs
 import re
 import time
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import attrs
+from typing import Any, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, split_lines
-from tx.schedulers.api import PartialListError, SchedulerError
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, is_terminal, runopts
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.schedulers.api import PartialListError
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
 from tx_scheduler_slurm import _client, _index
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
 from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
-from tx_scheduler_slurm._cluster import NOMEM_THRESHOLD_MB, ClusterInfo, query_cluster
-from tx_scheduler_slurm._logs import iter_blocks
+from tx_scheduler_slurm._cluster import ClusterInfo, check_partitions, query_cluster
+from tx_scheduler_slurm._logs import LogFiles
 from tx_scheduler_slurm._parse import (
-    SACCT_FIELDS, JobRecord, Partition, in_array_tasks, jobcomp_history, parse_config, parse_jobcomp, parse_sacct, parse_squeue, parse_time_min,
-    squeue_format,
+    APP_ID, SACCT_FIELDS, JobRecord, in_array_tasks, jobcomp_history, parse_config, parse_jobcomp, parse_sacct,
+    parse_squeue, squeue_format,
 )
 from tx_scheduler_slurm._states import appstate_from_slurm
-from tx_scheduler_slurm._status import build_describe, group_replicas
+from tx_scheduler_slurm._status import build_describe
 from tx_scheduler_slurm.options import check_cfg, slurm_runopts, workdir_of
 from tx_scheduler_slurm.request import (
-    SlurmArrayRequest, SlurmBatchRequest, appdef_file, array_unsupported, build_request, log_file, total_replicas,
-    validate_app,
+    SlurmArrayRequest, SlurmBatchRequest, appdef_file, array_unsupported, build_request, validate_app,
 )
 
 __all__ = [
@@ -55,19 +53,19 @@ __all__ = [
 
 log = get_logger(__name__)
 
-#: a job id, or a job array task's ``<array job id>_<task id>`` (a sweep's trial)
-_APP_ID = re.compile(r"^\d+(?:_\d+)?$")
-
 
 def _id_key(app_id: str) -> Tuple[int, ...]:
     """Sort key of app ids: numeric, an array's tasks after their array job id."""
     return tuple(int(p) for p in app_id.split("_"))
+
+
+#: the batch script's file name in ``job_dir``
 SCRIPT_NAME = "tx-sbatch.sh"
 #: seconds a dryrun reuses the cluster facts ``sinfo`` gave (a sweep's trials share them)
 CLUSTER_TTL_S = 30.0
 
 
-class SlurmScheduler(Scheduler[SlurmBatchRequest]):
+class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
     """Runs apps on the Slurm cluster whose client commands are on PATH (``SLURM_CONF``
     selects the cluster as for any Slurm command).
 
@@ -111,7 +109,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         check_cfg(cfg)
         cluster = self._cluster_info()
         name = str(cfg["partition"]) if cfg.get("partition") is not None else None
-        self._check_partitions(app, cluster, name, cfg)
+        check_partitions(app, cluster, name, cfg)
         nodes = None
         if cfg.get("nodelist") is not None:
             nodes = self._hostnames(str(cfg["nodelist"]))
@@ -193,37 +191,6 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             log.debug("slurm_hostnames_unavailable", error=str(e))
             return [n for n in nodelist.split(",") if n]
 
-    @staticmethod
-    def _check_partitions(app: AppDef, cluster: ClusterInfo, name: Optional[str], cfg: Mapping[str, CfgVal]) -> None:
-        """Where ``sinfo`` answered: every named partition (``a,b`` lists several) exists,
-        and the largest has a node for each replica (het components never share nodes)."""
-        if not cluster.partitions:
-            return
-        names = [n for n in name.split(",") if n] if name is not None else [None]
-        parts = []
-        for n in names:
-            p = cluster.partition(n)
-            if n is not None and p is None:
-                raise InvalidRunConfigException(
-                    f"run option 'partition': no partition {n!r} on this cluster; "
-                    f"partitions: {', '.join(sorted(cluster.partitions))}",
-                    "partition", cfg,
-                )
-            if p is not None:
-                parts.append(p)
-        if not parts:
-            return
-        _check_fits(app, parts, cfg)
-        largest = max(parts, key=lambda p: p.nodes)
-        needed = total_replicas(app)
-        if needed > largest.nodes:
-            per_role = ", ".join(f"{r.name}: {r.num_replicas}" for r in app.roles)
-            raise ValueError(
-                f"app {app.name!r} needs {needed} nodes ({per_role}) but partition "
-                f"{largest.name!r} has {largest.nodes}: each replica is a component of a "
-                "heterogeneous job and Slurm never puts two components on one node"
-            )
-
     # -- submit ---------------------------------------------------------------------------
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
         """Submit the batch job; returns its job id.
@@ -300,7 +267,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         return ", ".join(f"{nodes.strip()} ({why.strip()})" for nodes, why in parts)
 
     def _records(self, app_id: str) -> Tuple[List[JobRecord], str]:
-        if not _APP_ID.match(app_id):
+        if not APP_ID.match(app_id):
             return [], ""
         recs = [r for r in self._squeue(["--jobs", app_id]) if r.app_id == app_id]
         if recs:
@@ -468,177 +435,6 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             if proc.returncode != 0 and errors:
                 raise SlurmCommandError(argv[:1] + ids[i:i + 1] + ["..."], proc.returncode, "\n".join(errors))
         log.info("slurm_cancelled", apps=len(ids))
-
-    # -- logs -----------------------------------------------------------------------------
-    def _log_path(self, app_id: str, role_name: str, k: int, streams: Optional[Any]) -> str:
-        """The replica's log file: in the job directory from the on-disk index
-        (:mod:`tx_scheduler_slurm._index`, no Slurm call), else the current directory where
-        the file is there, else the directory squeue reports."""
-        stream = Stream(streams) if streams is not None else Stream.STDOUT
-        if stream == Stream.COMBINED:
-            raise ValueError(
-                "the slurm scheduler keeps stdout and stderr in separate files: "
-                "use streams=stdout or streams=stderr"
-            )
-        ext = "out" if stream == Stream.STDOUT else "err"
-        name = log_file(app_id, role_name, k, ext)
-        entry = _index.lookup(app_id) if _APP_ID.match(app_id) else None
-        if entry is not None:
-            work_dir, replicas = entry
-            if (role_name, k) not in replicas:
-                known = ", ".join(f"{r}/{i}" for r, i in replicas)
-                raise ValueError(f"app {app_id} has no replica {role_name}/{k}; replicas: {known}")
-            return os.path.join(work_dir, name)
-        if os.path.exists(name):
-            return os.path.abspath(name)
-        records, _ = self._records(app_id)
-        work_dir = os.getcwd()
-        if records and not min(records, key=lambda r: r.offset).is_tx:
-            raise SchedulerError(
-                f"job {app_id} was not submitted by tx: its output is where its own sbatch put it "
-                f"(scontrol show job {app_id}: StdOut)"
-            )
-        if records:
-            by_role = group_replicas(records)
-            if not any(idx == k for idx, _ in by_role.get(role_name, [])):
-                known = ", ".join(f"{r}/{i}" for r, reps in by_role.items() for i, _ in reps)
-                raise ValueError(f"app {app_id} has no replica {role_name}/{k}; replicas: {known}")
-            work_dir = min(records, key=lambda r: r.offset).work_dir or work_dir
-        return os.path.join(work_dir, name)
-
-    def _started(self, app_id: str) -> bool:
-        """Whether the job ran (is not pending nor unknown to Slurm): one squeue call."""
-        records, _ = self._records(app_id)
-        if not records:
-            return False
-        state = appstate_from_slurm(min(records, key=lambda r: r.offset).state)
-        return state not in (AppState.PENDING, AppState.UNKNOWN, AppState.SUBMITTED)
-
-    def _done(self, app_id: str, path: str) -> Callable[[], bool]:
-        """For ``tx log -f``: the app is terminal. Asks squeue only when the replica's
-        ``.exitcode`` file changed or every :data:`FOLLOW_CHECK_S` seconds, not at each poll;
-        while Slurm does not answer (slurmctld down) the log is followed on."""
-        exit_path = path.rsplit(".", 1)[0] + ".exitcode"
-        last = {"mtime": -1.0, "asked": 0.0}  # the first check asks squeue
-
-        def done() -> bool:
-            mtime = _mtime(exit_path)
-            now = time.monotonic()
-            if mtime == last["mtime"] and now - last["asked"] < FOLLOW_CHECK_S:
-                return False
-            last["mtime"], last["asked"] = mtime, now
-            try:
-                records, _ = self._records(app_id)
-            except SlurmError as e:  # slurmctld down: keep following, ask again later
-                log.warning(f"slurm: cannot tell whether app {app_id} ended ({e}); following its log on")
-                return False
-            if not records:
-                return True
-            return is_terminal(appstate_from_slurm(min(records, key=lambda r: r.offset).state))
-
-        return done
-
-    def log_iter_blocks(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[bytes]:
-        """The replica's log file as byte blocks of whole lines; with ``should_tail``,
-        followed until the app is terminal (requeues included).
-
-        Args:
-            streams: ``stdout`` (default: the program's output) or ``stderr``.
-
-        Raises:
-            ValueError: ``streams`` is ``combined``, or the app has no such replica.
-            SchedulerError: the job ran but its log file is gone.
-        """
-        path = self._log_path(app_id, role_name, k, streams)
-        if not should_tail and not os.path.exists(path) and self._started(app_id):
-            raise SchedulerError(
-                f"log file {path} of app {app_id} does not exist although the job ran: it was "
-                "deleted, or the job directory is not shared with this machine"
-            )
-        return iter_blocks(path, self._done(app_id, path) if should_tail else None)
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: Optional[str] = None,
-        since: Optional[_dt.datetime] = None,
-        until: Optional[_dt.datetime] = None,
-        should_tail: bool = False,
-        streams: Optional[Any] = None,
-    ) -> Iterable[str]:
-        """Lines (each with its ``\\n``) of ``slurm-<app_id>-<role>-<k>.out`` (or ``.err``).
-
-        Args:
-            regex: keep only lines where it is found.
-            since, until: ignored: Slurm's log files carry no times (logged at debug level).
-            should_tail: follow the file until the app is terminal.
-            streams: ``stdout`` (default) or ``stderr``; ``combined`` is not kept.
-
-        Raises:
-            ValueError: ``streams`` is ``combined``, or the app has no such replica.
-        """
-        if since or until:
-            log.debug("slurm_log_times_ignored", app_id=app_id)
-        blocks = self.log_iter_blocks(app_id, role_name, k, should_tail, streams)
-        return filter_regex(regex, _lines(blocks))
-
-
-#: seconds between squeue calls while following a log whose replica has not ended
-FOLLOW_CHECK_S = 10.0
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0
-
-
-def _check_fits(app: AppDef, parts: List[Partition], cfg: Mapping[str, CfgVal]) -> None:
-    """Each role's CPUs and memory fit a node of one of the partitions, and ``time`` is
-    within the largest time limit (Slurm would otherwise keep the job pending forever as
-    ``PartitionConfig``, or store an absurd limit)."""
-    names = ", ".join(p.name for p in parts)
-    for role in app.roles:
-        res = role.resource
-        cpus = [p.cpus for p in parts if p.cpus]
-        if res.cpu > 0 and cpus and res.cpu > max(cpus):
-            raise ValueError(
-                f"role {role.name!r} asks for {res.cpu} CPUs per replica but the nodes of partition "
-                f"{names} have at most {max(cpus)}: Slurm would keep the job pending forever"
-            )
-        mems = [p.max_mem_mb for p in parts if p.max_mem_mb]
-        if res.memMB > 0 and mems and all((p.mem_mb or 0) > NOMEM_THRESHOLD_MB for p in parts) \
-                and res.memMB > max(mems):
-            raise ValueError(
-                f"role {role.name!r} asks for {res.memMB} MB per replica but the nodes of partition "
-                f"{names} have at most {max(mems)} MB: Slurm would keep the job pending forever"
-            )
-    time = cfg.get("time")
-    if time is None:
-        return
-    minutes = parse_time_min(str(time))
-    limits = [p.max_time_min for p in parts]
-    if minutes is not None and None not in limits and limits and minutes > max(limits):  # type: ignore[type-var]
-        raise InvalidRunConfigException(
-            f"run option 'time' is {minutes} minutes but partition {names} allows at most "
-            f"{max(limits)} minutes (sinfo %l)", "time", cfg,  # type: ignore[type-var]
-        )
-
-
-def _lines(blocks: Iterable[bytes]) -> Iterator[str]:
-    for block in blocks:
-        yield from split_lines(block.decode("utf-8", "replace"))
-
 
 def create_scheduler(
     session_name: str,

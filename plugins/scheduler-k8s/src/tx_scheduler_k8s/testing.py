@@ -1,27 +1,52 @@
-"""The session fixture ``fake_cluster``: the fake Kubernetes API server (``fakekube``, beside
-this file) on a free port of 127.0.0.1 with its own work directory, a kubeconfig for it
-(contexts ``tx-test``: an admin user; ``tx-viewer``: a user who may only get and list) and
-``KUBECONFIG`` pointing at it for the whole session, so the schedulers, and fresh processes,
-find it as they find any cluster.
+"""pytest fixtures of a fake Kubernetes cluster, for this plugin's tests and every test of
+the repository that needs one (tests/test_portability.py). Loaded as a pytest plugin by the
+repository's root ``conftest.py`` (``pytest_plugins``), so the server exists once and is
+started at most once per session.
 
-A pytest plugin, loaded by the repository's root ``conftest.py`` (``pytest_plugins``; this
-directory is on ``pythonpath``), so that this plugin's tests and the repository's
-cross-backend tests (tests/test_portability.py) share one server per session.
+* ``fake_cluster``: the fake Kubernetes API server (``fakekube``, test code beside this
+  plugin's tests: ``plugins/scheduler-k8s/tests/fakekube``) on a free port of 127.0.0.1 with
+  its own work directory, a kubeconfig for it (:func:`kubeconfig`; contexts ``tx-test``: an
+  admin user; ``tx-viewer``: a user who may only get and list) and ``KUBECONFIG`` pointing at
+  it for the whole session, so the schedulers, and fresh processes, find it as they find any
+  cluster.
+
+The server is the repository's: the fixture runs from a checkout.
 """
+from __future__ import annotations
+
 import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
 import pytest
-from k8s_kubeconfig import ADMIN_TOKEN, VIEWER_TOKEN, kubeconfig  # beside this file (pytest.ini: pythonpath)
 
 from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
-__all__ = ["fake_cluster"]
+__all__ = ["ADMIN_TOKEN", "TESTS", "VIEWER_TOKEN", "fake_cluster", "kubeconfig"]
 
-HERE = Path(__file__).resolve().parent
-SCHEMAS = HERE / "data" / "schemas"
+#: this plugin's tests/ (the fake API server ``fakekube`` and its schemas), from a checkout
+TESTS = Path(__file__).resolve().parents[2] / "tests"
+SCHEMAS = TESTS / "data" / "schemas"
+#: the bearer tokens of the fake server's users: an admin, and a viewer who may only get and list
+ADMIN_TOKEN = "tx-test-admin-token"
+VIEWER_TOKEN = "tx-test-viewer-token"
+
+
+def kubeconfig(server: str) -> Dict[str, Any]:
+    """A kubeconfig (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/)
+    for the fake API server at ``server`` (its URL): contexts ``tx-test`` (admin, current) and
+    ``tx-viewer``, namespace ``default``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}},
+                  {"name": "viewer", "user": {"token": VIEWER_TOKEN}}],
+        "contexts": [{"name": "tx-test", "context": {"cluster": "fake", "user": "admin", "namespace": "default"}},
+                     {"name": "tx-viewer", "context": {"cluster": "fake", "user": "viewer", "namespace": "default"}}],
+        "current-context": "tx-test",
+    }
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +61,11 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
         backend_unavailable("kubernetes (fake API server)", f"{e.name} is not installed: pip install kubernetes jsonschema kubernetes-validate")
     import yaml  # only where the fixture runs
 
+    if not (TESTS / "fakekube" / "server.py").is_file():
+        backend_unavailable("kubernetes (fake API server)", f"{TESTS / 'fakekube'} is missing: run from a checkout")
     base = tmp_path_factory.mktemp("fakekube")
     port = free_port()
-    argv = [sys.executable, str(HERE / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
+    argv = [sys.executable, str(TESTS / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
             "--schemas", str(SCHEMAS), "--token", f"admin={ADMIN_TOKEN}", "--token", f"viewer={VIEWER_TOKEN}:get,list",
             "--namespace", "team-a", "--localqueue", "default/user-queue", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi",
             "--cluster-queue", "cpu=16,memory=64Gi,nvidia.com/gpu=0"]  # Kueue's quota: less than the nodes have

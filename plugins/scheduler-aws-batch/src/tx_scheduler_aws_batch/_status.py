@@ -1,0 +1,146 @@
+"""Batch jobs as apps: the roles and node ranges of a job (rebuilt from its definition), the
+state of each replica (from the node jobs ``<jobId>#<node>`` where Batch has them) and why a
+failed job failed (the root cause the end of its first failed node's log names). Functions
+of ``describe_jobs`` records, used by :meth:`tx_scheduler_aws_batch.scheduler.AwsBatchScheduler.describe`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from tx.schedulers import env as env_contract
+from tx.schedulers.why import names_cause, root_cause
+from tx.specs import AppState, ReplicaStatus, Resource, Role, RoleStatus, macros
+from tx.specs.status import RootCause
+
+from tx_scheduler_aws_batch._states import appstate_from_batch
+from tx_scheduler_aws_batch.request import REPLICA_ID_TOKEN, unwrap_command
+from tx_scheduler_aws_batch.resources import K8S_ITYPE
+
+__all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "FirstNode", "failure", "replica_statuses", "role_of",
+           "role_ranges"]
+
+#: log events (lines) of a failed node read for its root cause (tx.schedulers.why): torchrun
+#: prints its report after the failed worker's traceback
+CAUSE_TAIL_LINES = 1000
+#: log lines of a failed node quoted in ``structured_error_msg`` when no root cause is named
+ERROR_TAIL_LINES = 3
+#: the node that failed first: (role name, replica index, node index, exit code)
+FirstNode = Tuple[str, int, int, Any]
+
+
+def _range(target: str, num_nodes: int) -> Tuple[int, int]:
+    start, sep, end = target.partition(":")
+    if not sep:
+        return int(start), int(start)
+    return int(start or 0), int(end) if end else num_nodes - 1
+
+
+def role_ranges(job: Dict[str, Any]) -> List[Tuple[str, int, int, Dict[str, Any]]]:
+    """``(role name, first node, last node, container)`` per node range; an array child
+    (a ``container`` job) is one replica of the role its env names."""
+    if not job.get("nodeProperties") and job.get("container"):
+        container = job["container"]
+        env = {e["name"]: e["value"] for e in container.get("environment", [])}
+        return [(env.get(env_contract.ROLE_NAME) or "node0", 0, 0, container)]
+    props = job.get("nodeProperties", {})
+    num = int(props.get("numNodes", 0))
+    out = []
+    for i, rng in enumerate(props.get("nodeRangeProperties", [])):
+        container = rng.get("container", {})
+        env = {e["name"]: e["value"] for e in container.get("environment", [])}
+        name = env.get(env_contract.ROLE_NAME) or env.get("TORCHX_ROLE_NAME") or f"node{i}"
+        start, end = _range(str(rng.get("targetNodes", "0")), num)
+        out.append((name, start, end, container))
+    return out
+
+
+def role_of(name: str, start: int, end: int, container: Dict[str, Any]) -> Role:
+    """The role of node range ``start``..``end`` rebuilt from its container properties."""
+    env = {e["name"]: e["value"] for e in container.get("environment", [])}
+    env = {
+        k: v.replace(REPLICA_ID_TOKEN, macros.replica_id) for k, v in env.items()
+        if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_")
+    }
+    entrypoint, args = unwrap_command(list(container.get("command", [])))
+    reqs = {r["type"]: r["value"] for r in container.get("resourceRequirements", [])}
+    caps = {K8S_ITYPE: container["instanceType"]} if container.get("instanceType") else {}
+    resource = Resource(
+        cpu=int(float(reqs.get("VCPU", container.get("vcpus", 1)))),
+        gpu=int(reqs.get("GPU", 0)),
+        memMB=int(reqs.get("MEMORY", container.get("memory", 0))),
+        capabilities=caps,
+    )
+    return Role(name, image=str(container.get("image", "")), entrypoint=entrypoint, args=args, env=env,
+                num_replicas=end - start + 1, resource=resource)
+
+
+def replica_statuses(job: Dict[str, Any], nodes: Dict[int, Dict[str, Any]], state: AppState, reason: str,
+                     ) -> Tuple[List[RoleStatus], List[Role], Optional[str], Optional[FirstNode]]:
+    """The status of each replica of ``job`` (``nodes``: its node jobs by index, where Batch
+    has them; else each replica has the job's ``state``), its roles, and the first failed
+    replica: one line saying how it failed, and :data:`FirstNode`."""
+    roles_statuses = []
+    roles = []
+    first_failure: Optional[str] = None
+    first_node: Optional[FirstNode] = None
+    for name, start, end, container in role_ranges(job):
+        replicas = []
+        for idx in range(start, end + 1):
+            node = nodes.get(idx)
+            if node is not None:
+                nstatus = str(node.get("status", ""))
+                nreason = str(node.get("statusReason", ""))
+                rstate = appstate_from_batch(nstatus, nreason or reason)
+                ncontainer = node.get("container") or {}
+                exit_code = ncontainer.get("exitCode")
+                nics = ncontainer.get("networkInterfaces") or [{}]
+                host = str(nics[0].get("privateIpv4Address", ""))
+                if rstate == AppState.FAILED and first_failure is None:
+                    why = ncontainer.get("reason") or nreason
+                    first_failure = (
+                        f"{name}[{idx - start}] (node {idx}) failed"
+                        + (f" with exit code {exit_code}" if exit_code is not None else "")
+                        + (f": {why}" if why else "")
+                    )
+                    first_node = (name, idx - start, idx, exit_code)
+            else:
+                rstate, exit_code, host = state, None, ""
+            replicas.append(ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code))
+        roles_statuses.append(RoleStatus(name, replicas))
+        roles.append(role_of(name, start, end, container))
+    return roles_statuses, roles, first_failure, first_node
+
+
+def failure(job: Dict[str, Any], first_failure: Optional[str], first_node: Optional[FirstNode], reason: str,
+            statuses: List[RoleStatus], last_lines: Callable[[Optional[int]], List[str]]) -> Tuple[str, Optional[RootCause]]:
+    """Why the job failed: the root cause the end of the first failed node's log names
+    (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too;
+    else one line with the first failed node (exit code, reason) or the job's, and its
+    last log lines. Without node jobs (moto) the job's own log and exit code stand for
+    its replica when it has only one; with several, which one failed is unknown and no
+    root cause is named. ``last_lines(node index)``: the last
+    :data:`CAUSE_TAIL_LINES` lines of the node's log (None: of the job's own log)."""
+    name = job.get("jobName", "")
+    container = job.get("container", {}) or {}
+    if first_failure is None:
+        code = container.get("exitCode")
+        why = container.get("reason") or reason
+        first_failure = f"job {name} failed" + (f" with exit code {code}" if code is not None else "") + (
+            f": {why}" if why else "")
+    reps = [(rs.role, r) for rs in statuses for r in rs.replicas]
+    who: Optional[Tuple[str, int, Any]] = None
+    if first_node is not None:
+        who = first_node[0], first_node[1], first_node[3]
+    elif len(reps) == 1:
+        who = reps[0][0], reps[0][1].id, container.get("exitCode")
+    lines = last_lines(first_node[2] if first_node is not None else None)
+    if who is not None:
+        role, k, code = who
+        cause = root_cause(role, k, "\n".join(lines), exit_code=code if isinstance(code, int) else None)
+        if names_cause(cause):
+            for r_role, rep in reps:
+                if (r_role, rep.id) == (role, k):
+                    rep.structured_error_msg, rep.root_cause = cause.text, cause
+            return cause.text, cause
+    tail = [" ".join(ln.split())[:200] for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
+    return first_failure + (f"; last lines: {' | '.join(tail)}" if tail else ""), None

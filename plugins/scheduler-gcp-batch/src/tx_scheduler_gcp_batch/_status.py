@@ -1,0 +1,138 @@
+"""Batch tasks as replicas: their states and exit codes, the task that failed first and why
+the job failed (the root cause the end of its stderr names). Functions of the client's
+``Job`` and ``Task`` messages, used by :meth:`tx_scheduler_gcp_batch.scheduler.GcpBatchScheduler.describe`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from tx.schedulers.api import SchedulerError
+from tx.schedulers.why import names_cause, root_cause
+from tx.specs import AppState, ReplicaStatus, RoleStatus, is_terminal
+from tx.specs.status import RootCause
+
+from tx_scheduler_gcp_batch._states import TASK_STATES
+from tx_scheduler_gcp_batch.request import TaskInfo
+
+__all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "Failed", "console_url", "failure", "replica_statuses",
+           "state_name", "task_index"]
+
+#: stderr lines of a failed task read for its root cause (tx.schedulers.why): torchrun prints
+#: its report after the failed worker's traceback
+CAUSE_TAIL_LINES = 1000
+#: stderr lines of a failed task quoted in ``structured_error_msg`` when no root cause is named
+ERROR_TAIL_LINES = 3
+#: the replica that failed first: its task, its exit code (None if unknown), its last event
+Failed = Tuple[TaskInfo, Optional[int], str]
+
+
+def state_name(status: Any) -> str:
+    """The name of a raw ``JobStatus`` or ``TaskStatus`` message's state ("" for a number
+    this client does not know)."""
+    value = status.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number.get(status.state)
+    return value.name if value is not None else ""
+
+
+def task_index(task: Any) -> int:
+    """The index of a task (the last part of its name)."""
+    return int(task.name.rsplit("/", 1)[-1])
+
+
+def _exit_code(task: Any) -> Tuple[Optional[int], str]:
+    for event in reversed(list(task.status.status_events)):
+        if "task_execution" in event:
+            return int(event.task_execution.exit_code), event.description
+    events = list(task.status.status_events)
+    return None, (events[-1].description if events else "")
+
+
+def _ended_at(task: Any) -> Any:
+    """The time of ``task``'s last status event (a datetime), or None without one
+    (``TaskStatus.statusEvents[].eventTime``:
+    https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs.taskGroups.tasks#StatusEvent)."""
+    events = list(task.status.status_events)
+    return events[-1].event_time if events and events[-1].event_time else None
+
+
+def replica_statuses(
+    job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], job_state: AppState
+) -> Tuple[List[RoleStatus], Optional[Failed]]:
+    """The status of each replica (task) of the job, and the replica that failed first."""
+    by_role: Dict[str, RoleStatus] = {}
+    for info in layout.values():
+        by_role.setdefault(info.role, RoleStatus(info.role, []))
+    seen = set()
+    failed: Optional[Failed] = None
+    failed_at: Any = None
+    for task in sorted(tasks, key=task_index):
+        idx = task_index(task)
+        info = layout.get(idx)
+        if info is None:
+            continue
+        seen.add(idx)
+        state = TASK_STATES.get(task.status.state.name, AppState.UNKNOWN)
+        code, event = _exit_code(task)
+        if job_state == AppState.CANCELLED and not is_terminal(state):
+            state = AppState.CANCELLED
+        if state == AppState.SUCCEEDED:
+            code = 0 if code is None else code
+        elif state != AppState.FAILED:
+            code = None
+        rs = ReplicaStatus(info.replica_id, state, info.role, exit_code=code)
+        if state == AppState.FAILED:
+            rs.structured_error_msg = event or "failed"
+            # the task that failed first (its last status event's time; the lowest index
+            # on a tie or without times): a DDP rank whose peer failed fails after it,
+            # with an error of its own ("Connection closed by peer")
+            at = _ended_at(task)
+            if failed is None or (at is not None and (failed_at is None or at < failed_at)):
+                failed, failed_at = (info, code, event), at
+        by_role[info.role].replicas.append(rs)
+    pending = AppState.CANCELLED if job_state == AppState.CANCELLED else AppState.PENDING
+    for idx, info in layout.items():
+        if idx not in seen:
+            by_role[info.role].replicas.append(ReplicaStatus(info.replica_id, pending, info.role))
+    for rs in by_role.values():
+        rs.replicas.sort(key=lambda r: r.id)
+    return list(by_role.values()), failed
+
+
+def console_url(job_name: str) -> str:
+    """The Cloud Console page of the job named ``job_name`` ("" for a name not of that shape)."""
+    parts = job_name.split("/")
+    if len(parts) == 6:
+        return f"https://console.cloud.google.com/batch/jobsDetail/regions/{parts[3]}/jobs/{parts[5]}/details?project={parts[1]}"
+    return ""
+
+
+def failure(job: Any, failed: Optional[Failed], statuses: List[RoleStatus],
+            last_lines: Callable[[int, int], List[str]]) -> Tuple[str, Optional[RootCause]]:
+    """Why the job failed: the root cause the end of the first failed task's stderr
+    names (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica
+    too; else one line with the task, its exit code and event, and its last stderr
+    lines; else the job's last status event. ``last_lines(task index, n)``: the last ``n``
+    stderr lines of a task."""
+    if failed is None:
+        events = list(job.status.status_events)
+        return (events[-1].description if events else "the Batch job failed"), None
+    info, code, event = failed
+    text = f"{info.role}[{info.replica_id}] (task {info.index}) failed"
+    if code is not None:
+        text += f" with exit code {code}"
+    if event:
+        text += f": {event}"
+    try:
+        lines = [ln.rstrip("\n") for ln in last_lines(info.index, CAUSE_TAIL_LINES)]
+    except SchedulerError:
+        lines = []
+    cause = root_cause(info.role, info.replica_id, "\n".join(lines), exit_code=code)
+    if names_cause(cause):
+        for rs in statuses:
+            for rep in rs.replicas:
+                if (rs.role, rep.id) == (info.role, info.replica_id):
+                    rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return cause.text, cause
+    tail = [ln for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
+    if tail:
+        text += " | last stderr: " + " / ".join(tail)
+    return text, None
