@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Dict
 
 #: modules the waiting ``tx run`` process must not load
-NOT_ON_THE_PATH = ("fsspec", "asyncio", "shutil", "bz2", "lzma", "socket", "tempfile", "importlib.metadata")
+NOT_ON_THE_PATH = ("fsspec", "asyncio", "shutil", "bz2", "lzma", "socket", "tempfile", "importlib.metadata",
+                   "urllib.parse", "ipaddress")
 
 PROBE = """
 import json, sys

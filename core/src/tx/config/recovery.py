@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from typing import Iterable, Optional
-from urllib.parse import quote
 
 from tx.config.environ import state_dir
 from tx.config.files import get_config, scheduler_section
@@ -99,6 +98,16 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
 _NAME_MAX = 255
 
 
+#: the bytes :func:`urllib.parse.quote` leaves as they are with ``safe=""``
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _quote(text: str) -> str:
+    """``urllib.parse.quote(text, safe="")`` (UTF-8, ``%XX`` in upper case), without
+    importing urllib.parse (with ipaddress: ~3 ms on every dryrun's checkpoint URL)."""
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8"))
+
+
 def checkpoint_url(scheduler: str, session: str, app_name: str,
                    dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
     """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
@@ -112,7 +121,7 @@ def checkpoint_url(scheduler: str, session: str, app_name: str,
             name holds (one line; every scheduler's dryrun calls this, so such a name is
             refused before anything is submitted).
     """
-    part = quote(app_name or "app", safe="")
+    part = _quote(app_name or "app")
     if len(part) > _NAME_MAX:
         shown = app_name if len(app_name) <= 40 else f"{app_name[:32]}...{app_name[-5:]}"
         raise ValueError(f"app name {shown!r} is {len(part)} characters long as the last part of the run's "
@@ -120,7 +129,7 @@ def checkpoint_url(scheduler: str, session: str, app_name: str,
                          f"{_NAME_MAX} fit in a directory name): give a shorter one (tx run --name NAME)")
     if root is None:
         root = checkpoint_root(scheduler, dirs)
-    return "/".join([root.rstrip("/"), quote(session or "_", safe=""), part])
+    return "/".join([root.rstrip("/"), _quote(session or "_"), part])
 
 
 def fallback(dirs: Optional[Iterable[str]] = None) -> list:
