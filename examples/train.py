@@ -9,10 +9,13 @@ otherwise (``--backend`` chooses); the held-out accuracy is all-reduced across r
 printed by rank 0 with the world size and the backend, and rank 0 writes a checkpoint to
 the output directory.
 
-Under tx every replica has ``TX_CHECKPOINT_DIR`` (the same for every attempt of the run:
-docs/recovery.md): after each epoch all ranks save a ``torch.distributed.checkpoint``
-there (tx.distributed.save_checkpoint), and a run that starts again (a retry, the same app
-resubmitted after it was preempted or cancelled) resumes after the newest complete one.
+Under tx every replica has ``TX_CHECKPOINT_DIR`` (the run's own, the same for every attempt
+of the run: docs/recovery.md): after each epoch all ranks save a
+``torch.distributed.checkpoint`` there (tx.distributed.save_checkpoint), and an attempt
+that starts again (a retry, an infra retry, a failover hop) resumes after the newest
+complete one; so does a new run given ``tx run --resume HANDLE`` of an earlier one. A new
+run without it starts fresh. The first line says which (``resumed from checkpoint step 3 at
+URL (tx run --resume HANDLE)``, ``no checkpoint at URL: starting fresh``).
 
 It reads the rank and world size the launcher provides (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under plain
@@ -138,8 +141,8 @@ def main() -> None:
             model.module.load_state_dict(state["model"])
             opt.load_state_dict(state["optim"])
             start = int(state["epoch"])
-            if rank == 0:
-                print(f"resumed from checkpoint step {step}: epoch {start}/{args.epochs} done", flush=True)
+            if rank == 0 and start >= args.epochs:
+                print(f"epoch {start}/{args.epochs} done at step {step}: nothing left to train", flush=True)
 
     for epoch in range(start, args.epochs):
         model.train()

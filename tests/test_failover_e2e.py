@@ -187,9 +187,12 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
     app = ("utils.sh", "--image", IMAGE, "--", "sh", "-c", script)
     first = tx("run", "-s", "slurm", "-cfg", f"job_dir={tmp_path}", "--wait", "--log", *app)
     assert first.returncode == 0 and "saved step 1 on " in first.stdout, (first.stdout, first.stderr)
-    ckpt = Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx" / "sh"  # the app's: fixed from slurm's root
+    first_handle = first.stdout.splitlines()[0]
+    ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", tx("describe", first_handle).stdout).group(1))
+    assert ckpt.parent == Path(tx_env["TX_STATE_DIR"]) / "checkpoints" / "tx"  # the first run's: slurm's root
     assert (ckpt / "step").read_text() == "1\n"
-    second = tx("run", "-s", "slurm", "-cfg", f"partition=down,job_dir={tmp_path}",
+    # a new run continues the first one's checkpoints only when told to (--resume)
+    second = tx("run", "-s", "slurm", "--resume", first_handle, "-cfg", f"partition=down,job_dir={tmp_path}",
                 "--fallback", "local_docker", "--pending_timeout", "2s", "--wait", "--log", *app)
     assert second.returncode == 0, second.stderr
     handle = second.stdout.splitlines()[0]
@@ -198,3 +201,22 @@ def test_fails_over_to_local_docker_and_resumes_from_the_checkpoint_slurm_wrote(
     # the container (mounted by local_docker at the same path) read the Slurm attempt's step
     assert f"sh/0 resumed from step 1 on {hop}-sh-0" in second.stdout, second.stdout
     assert (ckpt / "step").read_text() == "2\n"  # and wrote the next one where every hop finds it
+
+
+def test_a_run_with_failover_gets_its_own_checkpoint_location_or_the_one_it_resumes(tx, tx_env, tmp_path):
+    # --image: a directory local_dir can run in (the chain is checked before the first submit)
+    say = ("utils.sh", "--image", str(tmp_path), "--", "sh", "-c", 'echo "ckpt=$TX_CHECKPOINT_DIR from=$TX_RESUME_FROM"')
+    first = tx("run", "-s", "local_cwd", *say)
+    assert first.returncode == 0, first.stderr
+    app = first.stdout.splitlines()[0]
+    ckpt = re.search(r"ckpt=(\S+) from=\n", first.stdout).group(1)
+    fallback = ("-s", "local_cwd", "--fallback", "local_dir", "--pending_timeout", "5m")
+    fresh = tx("run", *fallback, *say)
+    assert fresh.returncode == 0, fresh.stderr
+    own = re.search(r"ckpt=(\S+) from=\n", fresh.stdout).group(1)
+    run = fresh.stdout.splitlines()[0]
+    assert own != ckpt and _record(Path(tx_env["TX_STATE_DIR"]), run)["appdef"]["roles"][0]["env"][
+        "TX_CHECKPOINT_DIR"] == own  # every hop gets it from the run's record
+    resumed = tx("run", "--resume", app, *fallback, *say)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"ckpt={ckpt} from={app}\n" in resumed.stdout, resumed.stdout

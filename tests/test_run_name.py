@@ -2,6 +2,8 @@
 replaces the component's, and reaches each backend where it shows a job's name."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tx.runner import get_runner
@@ -75,7 +77,7 @@ def test_name_replaces_the_components_and_keeps_ddp_tracking_name(tmp_path, monk
     assert info._app.name == "mine"
     env = info._app.roles[0].env
     assert env["TX_TRACKING_EXPERIMENT_NAME"] == "exp" and env["TX_TRACKING_RUN_NAME"] == "run1"
-    assert env["TX_CHECKPOINT_DIR"].endswith("/mine")
+    assert re.search(r"/mine-[0-9a-f]{8}$", env["TX_CHECKPOINT_DIR"]), env["TX_CHECKPOINT_DIR"]
 
 
 @pytest.mark.parametrize("bad, why", [

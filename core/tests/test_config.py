@@ -188,7 +188,7 @@ def test_checkpoint_urls_quote_as_urllib_does():
     urllib.parse.quote(safe="")'s, byte for byte."""
     from urllib.parse import quote
 
-    from tx.config.recovery import _quote
+    from tx.config.recovery import percent_encode
 
     for text in ["train", "a/b", "a b%c", "x~y_z-1.2", "ünï©ødé", "日本", "?#&=+;:@$,!*'()[]{}|\\^`\"<>", "\x00\x7f"]:
-        assert _quote(text) == quote(text, safe=""), text
+        assert percent_encode(text) == quote(text, safe=""), text

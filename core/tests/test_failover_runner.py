@@ -19,7 +19,7 @@ import pytest
 
 from tx.runner import Runner
 from tx.runner import failover
-from tx.specs import AppDef, AppState, Role
+from tx.specs import AppDef, AppState, Role, parse_app_handle
 
 
 def _kit():
@@ -53,7 +53,7 @@ def test_racing_steps_fail_the_run_over_once(runner, tmp_path, monkeypatch):
 
     def step() -> None:
         barrier.wait()
-        failover.step(runner, handle)
+        failover.step(runner.engine, handle)
 
     threads = [threading.Thread(target=step) for _ in range(4)]
     for t in threads:
@@ -67,7 +67,7 @@ def test_racing_steps_fail_the_run_over_once(runner, tmp_path, monkeypatch):
     assert status is not None and status.state == AppState.SUCCEEDED, status
     ckpt = rec.appdef["roles"][0]["env"]["TX_CHECKPOINT_DIR"]
     assert out.read_text() == f"{handle} {ckpt}\n"  # once, as the run, with the run's checkpoint location
-    assert ckpt.endswith("/checkpoints/t/race")
+    assert ckpt.endswith(f"/checkpoints/t/{parse_app_handle(handle).app_id}")  # the run's own: keyed by its id
     run = runner.run_status(handle)
     # how long the held hop pended, as tx status writes durations (tx.durations.format_duration)
     assert run.state == AppState.SUCCEEDED and re.fullmatch(r"held: PENDING \d+\.\d s -> procs: SUCCEEDED", run.chain), \
@@ -85,6 +85,20 @@ def test_a_run_that_succeeds_before_its_timeout_never_fails_over(runner, tmp_pat
     assert rec.final == "SUCCEEDED" and [h.scheduler for h in rec.hops] == ["procs"]
     runner.cancel(handle)  # of an ended run: nothing
     assert failover.load_record(handle).final == "SUCCEEDED"
+
+
+def test_a_run_resumes_an_earlier_runs_checkpoints_only_when_asked(runner):
+    app = AppDef("quick", [Role("w", image="", entrypoint="true")])
+    first = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    again = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False)
+    resumed = runner.run_with_fallback(app, [("procs", {}), ("held", {})], pending_timeout=60, watch=False,
+                                       resume=first)
+    env = {h: failover.load_record(h).appdef["roles"][0]["env"] for h in (first, again, resumed)}
+    assert env[first]["TX_CHECKPOINT_DIR"] != env[again]["TX_CHECKPOINT_DIR"]  # a new run: its own
+    assert env[resumed]["TX_CHECKPOINT_DIR"] == env[first]["TX_CHECKPOINT_DIR"]
+    assert env[resumed]["TX_RESUME_FROM"] == first and "TX_RESUME_FROM" not in env[again]
+    for h in (first, again, resumed):
+        assert runner.wait(h, wait_interval=0.1, timeout=30).state == AppState.SUCCEEDED
 
 
 def test_gc_prunes_ended_runs_records_never_a_live_one(runner):
@@ -127,3 +141,18 @@ def test_a_look_starts_a_watcher_only_when_none_holds_the_lock(runner, tmp_path,
         runner.status(h)
         runner.cancel(h)
     assert starts.read_text() == "-m tx.runner._failover_watcher\n"  # failed: not started again
+
+
+def test_a_look_at_a_run_is_a_read_the_facade_takes_the_step(runner, monkeypatch):
+    """failover.run_status only reads (the record stays as it was); Runner.status takes the
+    failover step itself, in plain view (before, run_status stepped the run inside)."""
+    monkeypatch.setattr(failover, "ensure_watcher", lambda new_run=False: False)  # no watcher process in this test
+    app = AppDef("looked", [Role("w", image="", entrypoint="sh", args=["-c", "sleep 5"])])
+    handle = runner.run_with_fallback(app, [("held", {}), ("procs", {})], pending_timeout=0.2, watch=False)
+    time.sleep(0.3)  # past the pending timeout: the next step fails the run over
+    before = failover.load_record(handle)
+    run, _status = failover.run_status(runner.engine, handle)
+    assert failover.load_record(handle) == before and [h.scheduler for h in run.hops] == ["held"]
+    runner.status(handle)
+    assert [h.scheduler for h in failover.load_record(handle).hops] == ["held", "procs"]
+    runner.cancel(handle)

@@ -23,7 +23,7 @@ FLOORS: List[Tuple[str, ...]] = [
     ("tx", "tx.hookspecs", "tx.plugins", "tx._builtin_plugin"),
     ("tx.schedulers", "tx.workspace", "tx.tracker"),
     ("tx.components",),
-    ("tx.runner",),
+    ("tx.runner", "tx.views"),
     ("tx.cli",),
     ("tx.testing", "tx.distributed", "tx.apps"),
 ]
@@ -48,6 +48,8 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx.config.files": "configparser only when a config file exists (the cold run path has none)",
     "tx.components.system._custom_components": "hashlib (~5 ms with OpenSSL) only for a component file",
     "tx.runner.api": "Runner.run of an AppDef needs no component system",
+    "tx.runner.engine": "Runner.run of an AppDef needs no component system",
+    "tx.runner.archiver": "fsspec only once logs are archived or read (`archive = off` never loads it)",
     "tx.apps": "helper programs: fsspec only for the URL they were given",
     "tx.cli": "`tx --version`, `tx --help` and the `tx run` cold path",
     "tx.specs.file_linter": "TorchX's path of a module above the model: its names resolve on first use",
@@ -263,6 +265,52 @@ def test_core_imports_no_plugin_and_no_plugin_imports_another():
     bad = [(m, t) for m in MODULES for t in GRAPH[m] if _top(t) != _top(m) and _top(t) != "tx"]
     # tx-torchx-compat's shim package is imported as `torchx` by projects, never by tx or a plugin
     assert bad == []
+
+
+#: tx.runner's own floors, bottom up (docs/architecture.md, "The runner's floors"): handles,
+#: options and the small helpers; the engine (one app on one scheduler); the peers that each
+#: take the engine (the archive, failover, sweeps); the facade (Runner) and the programs that
+#: run one. A runner module imports its own floor and those below, never one above.
+RUNNER_FLOORS: List[Tuple[str, ...]] = [
+    ("tx.runner.handles", "tx.runner.options", "tx.runner.events", "tx.runner._records"),
+    ("tx.runner.engine", "tx.runner._checkpoints"),
+    ("tx.runner.archive", "tx.runner.archiver", "tx.runner.failover", "tx.runner._runs", "tx.runner.sweep",
+     "tx.runner._sweep_records"),
+    ("tx.runner", "tx.runner.api", "tx.runner._failover_watcher", "tx.runner._sweep_supervisor",
+     "tx.runner._archive_copier"),
+]
+#: the peers above the engine: none imports another (what one needs of another arrives as an
+#: argument from the facade)
+RUNNER_PEERS: List[Set[str]] = [{"tx.runner.archive", "tx.runner.archiver"}, {"tx.runner.failover", "tx.runner._runs"},
+                                {"tx.runner.sweep", "tx.runner._sweep_records"}]
+
+
+def _runner_floor(module: str) -> int:
+    return next((i for i, names in enumerate(RUNNER_FLOORS) if module in names), -1)
+
+
+def test_every_runner_module_has_a_runner_floor():
+    assert [m for m in MODULES if m.startswith("tx.runner") and _runner_floor(m) < 0] == []
+
+
+def test_the_runners_floors_read_bottom_up():
+    """The engine never imports the archive, failover or sweeps; nothing under the facade
+    imports it (type-checking imports included: a reader follows them too)."""
+    bad = [f"{m} (runner floor {_runner_floor(m)}) imports {t} (runner floor {_runner_floor(t)})"
+           for m in sorted(MODULES) if m.startswith("tx.runner")
+           for t in sorted(TYPED_GRAPH[m]) if t.startswith("tx.runner") and _runner_floor(t) > _runner_floor(m)]
+    assert bad == []
+
+
+def test_the_runners_peers_import_none_of_each_other():
+    bad = [f"{m} imports {t}" for i, group in enumerate(RUNNER_PEERS) for m in sorted(group)
+           for t in sorted(TYPED_GRAPH[m]) for j, other in enumerate(RUNNER_PEERS) if j != i and t in other]
+    assert bad == []
+
+
+def test_the_runner_facade_stays_thin():
+    """Runner composes the floors (docs/architecture.md): what it does itself fits in 400 lines."""
+    assert len(MODULES["tx.runner.api"].read_text().splitlines()) <= 400
 
 
 #: modules whose imports are being reworked in the same change (issue 23: the CLI as data,

@@ -5,6 +5,7 @@ and the end-to-end CLI tests; here: env injection, copies, errors, events, handl
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional
 
 import attrs
@@ -12,7 +13,8 @@ import pytest
 
 from tx import hookimpl
 from tx.plugins import PluginRegistry, set_registry
-from tx.runner import Runner
+from tx.runner import Runner, failover
+from tx.runner.handles import AppRef, RunRef, SweepRef, TrialRef, check_not_reserved, new_run_id, new_sweep_id, parse
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import (
     AppDef,
@@ -126,7 +128,7 @@ def test_run_injects_job_id_without_touching_the_users_app(runner, monkeypatch):
     ckpt = env.pop("TX_CHECKPOINT_DIR")
     assert env == {"A": "1", "TX_JOB_ID": "mem://tx/${app_id}", "TX_PARENT_RUN_ID": "parent-1",
                    "TORCHX_JOB_ID": "mem://tx/${app_id}", "TORCHX_PARENT_RUN_ID": "parent-1"}
-    assert ckpt.endswith("/checkpoints/tx/demo")  # the run's, not the attempt's: no app id
+    assert re.search(r"/checkpoints/tx/demo-[0-9a-f]{8}$", ckpt), ckpt  # this run's own: fresh, not the name's
     assert submitted["cfg"] == {"queue": "q", "retries": 0}
     assert a.roles[0].env == {"A": "1"}  # the caller's AppDef is unchanged
 
@@ -208,11 +210,125 @@ def test_events_reach_plugins(runner):
     assert MemPlugin.events[-1].exception_type == "InvalidRunConfigException"
 
 
-def test_every_attempt_of_a_run_gets_one_checkpoint_location_and_a_roles_own_wins(runner, tmp_path):
-    runner.run(app(), "mem", cfg={"queue": "q"})
-    runner.run(app(), "mem", cfg={"queue": "q"})  # the same app again: the same location
-    first, again = (MemScheduler.apps[i]["app"].roles[0].env["TX_CHECKPOINT_DIR"] for i in ("demo-0", "demo-1"))
-    assert first == again == str(tmp_path / "state" / "checkpoints" / "tx" / "demo")
+def test_each_run_gets_its_own_checkpoint_location_resume_reuses_one_and_a_roles_own_wins(runner, tmp_path):
+    def env(app_id: str) -> Dict[str, str]:
+        return MemScheduler.apps[app_id]["app"].roles[0].env
+
+    first = runner.run(app(), "mem", cfg={"queue": "q"})
+    runner.run(app(), "mem", cfg={"queue": "q"})  # the same app again: a new run, a new location
+    assert env("demo-0")["TX_CHECKPOINT_DIR"] != env("demo-1")["TX_CHECKPOINT_DIR"]
+    assert env("demo-0")["TX_CHECKPOINT_DIR"].startswith(str(tmp_path / "state" / "checkpoints" / "tx" / "demo-"))
+    assert "TX_RESUME_FROM" not in env("demo-0")
+    # continuing the first run's work is explicit: its recorded location, and why
+    info = runner.dryrun(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert info._app.roles[0].env["TX_CHECKPOINT_DIR"] == env("demo-0")["TX_CHECKPOINT_DIR"]
+    runner.run(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert env("demo-2")["TX_CHECKPOINT_DIR"] == env("demo-0")["TX_CHECKPOINT_DIR"]
+    assert env("demo-2")["TX_RESUME_FROM"] == first
     own = AppDef("demo", [attrs.evolve(app().roles[0], env={"TX_CHECKPOINT_DIR": "s3://b/mine"})])
     runner.run(own, "mem", cfg={"queue": "q"})
-    assert MemScheduler.apps["demo-2"]["app"].roles[0].env["TX_CHECKPOINT_DIR"] == "s3://b/mine"
+    runner.run(own, "mem", cfg={"queue": "q"}, resume=first)  # the role's own wins over a resume too
+    for app_id in ("demo-3", "demo-4"):
+        assert env(app_id)["TX_CHECKPOINT_DIR"] == "s3://b/mine" and "TX_RESUME_FROM" not in env(app_id)
+    with pytest.raises(ValueError, match="cannot resume mem://tx/nope: no such app or run"):
+        runner.dryrun(app(), "mem", cfg={"queue": "q"}, resume="mem://tx/nope")
+    # a scheduler that forgot the app (tx gc), or describes roles without their env: the
+    # location recorded on this host when it was scheduled
+    MemScheduler.apps.pop("demo-0")
+    with Runner() as other:
+        info = other.dryrun(app(), "mem", cfg={"queue": "q"}, resume=first)
+    assert info._app.roles[0].env["TX_CHECKPOINT_DIR"] == env("demo-2")["TX_CHECKPOINT_DIR"]
+
+
+# -- handles, parsed once by syntax (tx.runner.handles) ------------------------------------
+
+
+@pytest.mark.parametrize("text, ref", [
+    ("local_cwd://tx/echo-bcd123", AppRef("local_cwd", "tx", "echo-bcd123")),
+    ("kubernetes://tx/ns:echo-x", AppRef("kubernetes", "tx", "ns:echo-x")),
+    ("slurm://a/b/1234", AppRef("slurm", "a/b", "1234")),
+    ("local_cwd://tx/run-train-0123abcd", RunRef("local_cwd", "tx", "run-train-0123abcd")),
+    ("local_cwd://tx/run-0123abcd", RunRef("local_cwd", "tx", "run-0123abcd")),
+    ("local_cwd://tx/sweep-lr-0123abcd", SweepRef("local_cwd", "tx", "sweep-lr-0123abcd")),
+    ("local_cwd://tx/sweep-lr-0123abcd/4", TrialRef(SweepRef("local_cwd", "tx", "sweep-lr-0123abcd"), 4)),
+    ("local_cwd://tx/run-Train-0123abcd", AppRef("local_cwd", "tx", "run-Train-0123abcd")),
+])
+def test_the_kind_follows_from_the_text(text, ref):
+    assert parse(text) == ref
+    assert parse(text).handle == text and parse(parse(text)) == ref
+
+
+def test_a_malformed_handle_is_refused():
+    with pytest.raises(MalformedAppHandleException):
+        parse("no-scheme")
+
+
+def test_new_ids_parse_as_their_kind():
+    assert isinstance(parse(f"s://tx/{new_run_id('My Train')}"), RunRef)
+    assert isinstance(parse(f"s://tx/{new_sweep_id('lr')}"), SweepRef)
+    assert new_run_id("My Train").startswith("run-my-train-")
+
+
+@pytest.mark.parametrize("name", ["run-x", "RUN_x", "sweep.lr", "Sweep-1"])
+def test_reserved_app_names_are_refused(name):
+    with pytest.raises(ValueError, match="keeps for run and sweep handles"):
+        check_not_reserved(name)
+
+
+@pytest.mark.parametrize("name", ["runner", "train", "sweeper-1", "rerun-x"])
+def test_other_names_pass(name):
+    assert check_not_reserved(name) == name
+
+
+def test_an_app_named_like_a_run_is_refused_before_anything_is_submitted(runner):
+    app = AppDef("run-x", [Role("r", image="img", entrypoint="echo")])
+    with pytest.raises(ValueError, match="'run-x' starts with 'run-'"):
+        runner.run(app, "mem", cfg={"queue": "q"})
+    assert MemScheduler.apps == {}
+
+
+def test_a_run_handle_without_a_record_is_no_run_not_a_scheduler_question(runner):
+    """The handle's form says "run": with no record on this host the answer is that no such
+    run is kept here (before, a missing record made it an app id asked of the scheduler)."""
+    with pytest.raises(failover.UnknownRunError):
+        runner.status("mem://tx/run-x-0123abcd")
+
+
+# -- run options, merged once per hop (tx.runner.options) ----------------------------------
+def _txconfig(tmp_path, monkeypatch, text):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / ".txconfig").write_text(text)
+    monkeypatch.delenv("TXCONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "proj"))
+    monkeypatch.chdir(tmp_path / "proj")
+
+
+def test_a_python_api_dryrun_sees_the_options_tx_run_sees(runner, tmp_path, monkeypatch):
+    """-cfg/the dict first, then .txconfig, then TX_*: the CLI's order, now the API's too
+    (the API read no .txconfig before, so a required option set there was missing)."""
+    from tx.runner import options
+
+    _txconfig(tmp_path, monkeypatch, "[mem]\nqueue = from-file\nretries = 2\n")
+    monkeypatch.setenv("TX_RETRIES", "7")
+    assert runner.dryrun(app(), "mem")._cfg == {"queue": "from-file", "retries": 2}
+    assert runner.dryrun(app(), "mem", cfg={"retries": 1})._cfg == {"queue": "from-file", "retries": 1}
+    opts = runner.scheduler_run_opts("mem")
+    assert options.merge("mem", opts, ["retries=1"]) == runner.dryrun(app(), "mem", cfg={"retries": 1})._cfg
+    (tmp_path / "proj" / ".txconfig").write_text("[mem]\nqueue = q\n")
+    assert runner.dryrun(app(), "mem")._cfg == {"queue": "q", "retries": 7}
+
+
+def test_a_fallback_hop_gets_the_options_merged_when_the_run_was_made(runner, tmp_path, monkeypatch):
+    """Merged at creation, once, in the launching process (TX_* too: before, only .txconfig
+    was, and each hop read TX_* in whichever process took the failover step)."""
+    _txconfig(tmp_path, monkeypatch, "[mem]\nqueue = from-file\n")
+    monkeypatch.setenv("TX_RETRIES", "5")
+    handle = runner.run_with_fallback(app(), ["mem"], watch=False)
+    assert failover.load_record(handle).chain == [{"scheduler": "mem", "cfg": {"queue": "from-file", "retries": 5}}]
+
+
+def test_twice_in_cfg_texts_is_one_error(runner):
+    from tx.runner import options
+
+    with pytest.raises(InvalidRunConfigException, match="given twice"):
+        options.merge("mem", runner.scheduler_run_opts("mem"), ["queue=a", "queue=b"])

@@ -152,15 +152,15 @@ def test_native_array_is_one_call_and_its_limit_is_checked_first(runner, compone
 
 def test_max_parallel_submits_the_rest_as_trials_finish(runner, component):
     info = runner.dryrun_sweep(component, grid(lr=[1, 2, 3, 4, 5]), "mem", max_parallel=2)
-    handle = sw.run_sweep(runner, info, supervise=False)
+    handle = sw.run_sweep(runner.engine, info, supervise=False)
     assert len(StateScheduler.apps) == 2
     assert [t.state for t in runner.sweep_status(handle).trials][2:] == [AppState.UNSUBMITTED] * 3
-    assert sw.submit_pending(runner, handle) == 3  # nothing finished: no room
+    assert sw.submit_pending(runner.engine, handle) == 3  # nothing finished: no room
     StateScheduler.apps["app0"]["state"] = AppState.SUCCEEDED
-    assert sw.submit_pending(runner, handle) == 2
+    assert sw.submit_pending(runner.engine, handle) == 2
     assert submitted_apps()[2].roles[0].env["TX_TRIAL_INDEX"] == "2"
     runner.cancel_sweep(handle)
-    assert sw.submit_pending(runner, handle) == 0
+    assert sw.submit_pending(runner.engine, handle) == 0
     states = [t.state for t in runner.sweep_status(handle).trials]
     assert states == [AppState.SUCCEEDED, AppState.CANCELLED, AppState.CANCELLED, AppState.CANCELLED,
                       AppState.CANCELLED]
@@ -202,10 +202,10 @@ def test_resume_submits_exactly_the_failed_and_cancelled_trials(runner, componen
 
 def test_resume_after_cancel_with_pending_trials_resubmits_them_too(runner, component):
     info = runner.dryrun_sweep(component, grid(lr=[1, 2, 3]), "mem", max_parallel=1)
-    handle = sw.run_sweep(runner, info, supervise=False)
+    handle = sw.run_sweep(runner.engine, info, supervise=False)
     runner.cancel_sweep(handle)
     assert runner.sweep_status(handle).counts() == {"CANCELLED": 3}
-    assert sw.resume_sweep(runner, handle, supervise=False) == [0, 1, 2]
+    assert sw.resume_sweep(runner.engine, handle, supervise=False) == [0, 1, 2]
     assert runner.sweep_status(handle).counts() == {"RUNNING": 1, "UNSUBMITTED": 2}
 
 
@@ -248,11 +248,11 @@ def test_trackers_get_the_sweep_as_the_trials_parent_and_best_reads_their_metric
     env = StateScheduler.apps[trials[0].app_handle.rsplit("/", 1)[1]]["app"].roles[0].env
     assert env["TX_PARENT_RUN_ID"] == handle and env["TX_TRACKERS"] == "file"
     with pytest.raises(SweepFormatError, match="no trial of .* recorded metric 'loss'"):
-        sw.best_trials(runner, handle, "loss")
+        sw.best_trials(runner.engine, handle, "loss")
     for t, loss in zip(trials, [0.5, 0.2, 0.9]):  # what each trial's rank 0 records
         tracker.add_metadata(t.app_handle, loss=loss)
-    assert [m.index for m in sw.best_trials(runner, handle, "loss")] == [1, 0, 2]
-    assert [m.index for m in sw.best_trials(runner, handle, "loss", maximize=True)] == [2, 0, 1]
+    assert [m.index for m in sw.best_trials(runner.engine, handle, "loss")] == [1, 0, 2]
+    assert [m.index for m in sw.best_trials(runner.engine, handle, "loss", maximize=True)] == [2, 0, 1]
     monkeypatch.setenv("TX_TRACKERS", "")
     with pytest.raises(SweepFormatError, match="no tracker is configured"):
-        sw.best_trials(runner, handle, "loss")
+        sw.best_trials(runner.engine, handle, "loss")

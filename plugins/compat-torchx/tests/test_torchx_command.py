@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, List
 
 BIN_DIR = Path(sys.executable).parent
 #: what the ``torchx`` console script runs (as conftest's CONSOLE)
@@ -155,3 +155,69 @@ def test_a_reader_that_leaves_is_no_error_as_under_tx(env: Any, tmp_path: Path) 
         assert p.stderr is not None
         err = p.stderr.read().decode()
         assert (first.endswith(b":\n"), p.wait(timeout=60), err) == (True, 0, ""), (cmd, first)
+
+
+SAME_PROCESS = '''
+import json, sys
+from tx.cli import cmd_run
+from tx.cli.main import main as tx_main
+from tx_torchx_compat.torchx.cli.main import run_main as torchx_main
+
+rcs = [torchx_main(["run", "-s", "local_cwd", "-cfg", "bogus_key=1", "utils.echo", "--msg", "from-torchx"])]
+rcs.append(tx_main(["run", "-s", "local_cwd", "-cfg", "bogus_key=1", "utils.echo", "--msg", "refused"]))
+rcs.append(tx_main(["run", "-s", "local_cwd", "utils.echo", "--msg", "from-tx"]))
+sys.stdout.flush()
+print(json.dumps({"rcs": rcs, "defaults": [cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT]}))
+'''
+
+
+def test_torchx_run_then_tx_run_in_one_process_each_keep_their_behaviour(py: Any) -> None:
+    """`torchx run` warns about an unknown -cfg key and relays the job's stdout to stderr;
+    a `tx run` after it in the same process still refuses the key and relays to stdout, and
+    tx's defaults are what they were (the compat command passes its behaviour as arguments)."""
+    p = py(SAME_PROCESS)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result == {"rcs": [0, 1, 0], "defaults": ["error", "stdout"]}, (p.stdout, p.stderr)
+    assert "torchx run: warning: -cfg bogus_key is not a run option of local_cwd" in p.stderr, p.stderr
+    assert "unknown run option 'bogus_key'" in p.stderr, p.stderr
+    assert "from-torchx" in p.stderr and "from-torchx" not in p.stdout, (p.stdout, p.stderr)
+    assert "from-tx" in p.stdout and "refused" not in p.stdout, p.stdout
+
+
+def test_the_compat_package_sets_no_attribute_of_a_tx_module() -> None:
+    """Compatibility reaches tx-core as arguments: no module of tx-torchx-compat assigns an
+    attribute of a tx module it imported (``cmd_run.UNKNOWN_CFG_KEYS = ...``) or setattr()s one."""
+    import ast
+
+    import tx_torchx_compat
+
+    bad = []
+    for path in sorted(Path(tx_torchx_compat.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        tx_names = {"tx"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tx" and not node.level:
+                tx_names |= {a.asname or a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                tx_names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "tx"}
+
+        def root(expr: ast.AST) -> str:
+            while isinstance(expr, ast.Attribute):
+                expr = expr.value
+            return expr.id if isinstance(expr, ast.Name) else ""
+
+        for node in ast.walk(tree):
+            targets: List[ast.AST] = []
+            if isinstance(node, ast.Assign):
+                targets = [t for tgt in node.targets for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])]
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+                targets = [ast.Attribute(value=node.args[0], attr="?")] if node.args else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and root(t) in tx_names:
+                    bad.append(f"{path.name}:{node.lineno}: {ast.unparse(t)}")
+    assert bad == []

@@ -14,6 +14,7 @@ from tx.cli._format import color_state, format_age, format_duration, table
 from tx.cli.cmd_sweep import collapse_sweeps
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError
+from tx.views import ACTIVE_STATES, newest_first, submitted  # what tx ui shows too
 
 if TYPE_CHECKING:
     from tx.runner import Runner
@@ -48,35 +49,17 @@ def _state_filter(texts: Any) -> Any:
         return None
     if "ACTIVE" in names:
         names.discard("ACTIVE")
-        names |= {"SUBMITTED", "PENDING", "RUNNING", "UNSUBMITTED"}
+        names |= ACTIVE_STATES
     bad = sorted(names - set(AppState.__members__))
     if bad:
         raise CLIError(f"unknown state {bad[0]!r} in --state; states: {', '.join(AppState.__members__)}, active", 2)
     return names
 
 
-def _submitted(app: Any) -> Any:
-    """When a listed app was submitted (epoch seconds), where its scheduler says."""
-    t = getattr(app, "submitted", None)
-    return float(t) if isinstance(t, (int, float)) else None
-
-
-def newest_first(apps: Any) -> Any:
-    """``(apps, ordered)``: apps newest first by submit time where the scheduler gives one,
-    else by numeric id (Slurm, batch systems); else in the scheduler's order, with
-    ``ordered`` False."""
-    apps = list(apps)
-    if any(_submitted(a) is not None for a in apps):
-        return sorted(apps, key=lambda a: _submitted(a) or 0.0, reverse=True), True
-    if apps and all(str(a.app_id).isdigit() for a in apps):
-        return sorted(apps, key=lambda a: int(a.app_id), reverse=True), True
-    return apps, False
-
-
 def _duration(app: Any) -> str:
     """How long a listed app ran (submit to end) where the scheduler records its end
     (``ended``, epoch seconds); ``-`` otherwise."""
-    t0, t1 = _submitted(app), getattr(app, "ended", None)
+    t0, t1 = submitted(app), getattr(app, "ended", None)
     if t0 is None or not isinstance(t1, (int, float)):
         return "-"
     return format_duration(max(0.0, t1 - t0))
@@ -147,7 +130,7 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
     now = time.time()
     if args.json:
         for a in apps:
-            t = _submitted(a)
+            t = submitted(a)
             row = {"app_handle": a.app_handle, "state": str(a.state), "name": a.name,
                    "submitted": t, "age_s": None if t is None else round(now - t, 3)}
             if getattr(a, "hops", None) is not None:  # a run with failover: its hops' handles
@@ -157,7 +140,7 @@ def _list(runner: Runner, args: argparse.Namespace) -> int:
         from tx.cli._text import use_color  # its regexes cost ~0.6 ms: only for a table
 
         color = use_color(sys.stdout)
-        rows = [(a.app_handle, str(a.state), format_age(None if _submitted(a) is None else now - _submitted(a)),
+        rows = [(a.app_handle, str(a.state), format_age(None if submitted(a) is None else now - submitted(a)),
                  _duration(a), a.name) for a in apps]
         sys.stdout.write(table(["APP HANDLE", "APP STATUS", "AGE", "DURATION", "APP NAME"], rows,
                                paint=lambda col, text: color_state(text, color) if col == 1 else text))

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from tx.runner import Runner
     from tx.specs.api import AppDef, AppDryRunInfo, AppStatus
 
-__all__ = ["COMMAND", "RELAY_STDOUT", "UNKNOWN_CFG_KEYS", "format_duration", "next_steps", "roles_table", "summary"]
+__all__ = ["COMMAND", "RELAY_STDOUT", "UNKNOWN_CFG_KEYS", "format_duration", "next_steps", "roles_table", "run",
+           "summary"]
 
 _APPDEF_EXTS = (".yaml", ".yml", ".json")
 
@@ -56,14 +57,15 @@ def _split_component(args: argparse.Namespace) -> Tuple[str, List[str]]:
     return rest[0], rest[1:]
 
 
-#: what ``-cfg`` does with a key that is not a run option of the scheduler: ``"error"`` (tx),
-#: or ``"warn"``: a warning naming it, and the key is dropped (the ``torchx`` command of
-#: tx-torchx-compat sets this, as TorchX 0.7 drops such keys)
+#: what ``-cfg`` does with a key that is not a run option of the scheduler, by default: ``"error"``
+#: (tx). :func:`run`'s ``unknown_cfg_keys`` argument says otherwise (``"warn"``: the ``torchx``
+#: command of tx-torchx-compat, as TorchX 0.7 drops such keys). Read, never set: a constant.
 UNKNOWN_CFG_KEYS = "error"
 
-#: where ``tx run`` relays its replicas' stdout: ``"stdout"`` (tx: ``| grep`` sees the job's
-#: output), or ``"stderr"`` (the ``torchx`` command of tx-torchx-compat, as TorchX 0.7
-#: relays every log line to stderr and keeps stdout for the handle)
+#: where ``tx run`` relays its replicas' stdout, by default: ``"stdout"`` (tx: ``| grep`` sees the
+#: job's output). :func:`run`'s ``relay_stdout`` argument says otherwise (``"stderr"``: the
+#: ``torchx`` command of tx-torchx-compat, as TorchX 0.7 relays every log line to stderr and
+#: keeps stdout for the handle). Read, never set: a constant.
 RELAY_STDOUT = "stdout"
 
 
@@ -80,24 +82,17 @@ def _warn_unknown_keys(opts: Any, scheduler: str, text: str) -> None:
                   f"ignored, as TorchX does (see `torchx runopts {scheduler}`)", file=sys.stderr)
 
 
-def _parse_cfg(runner: Runner, scheduler: str, texts: List[str]) -> Dict[str, Any]:
-    # the settings and the model are imported when the command runs, not when its parser is built
-    from tx.config.run_options import apply
-    from tx.specs.api import InvalidRunConfigException
+def _parse_cfg(runner: Runner, scheduler: str, texts: List[str], unknown_keys: str = UNKNOWN_CFG_KEYS) -> Dict[str, Any]:
+    """The options of the ``-cfg`` texts; ``.txconfig`` and ``TX_*`` are merged in by the
+    Runner, with :func:`tx.runner.options.merge` (the same for the Python API)."""
+    # the runner's options floor is imported when the command runs, not when its parser is built
+    from tx.runner.options import parse_texts
 
     opts = runner.scheduler_run_opts(scheduler)
-    cfg: Dict[str, Any] = {}
-    for text in texts:
-        if UNKNOWN_CFG_KEYS == "warn":
+    if unknown_keys == "warn":
+        for text in texts:
             _warn_unknown_keys(opts, scheduler, text)
-        parsed = opts.cfg_from_str(text, strict=UNKNOWN_CFG_KEYS != "warn")
-        twice = sorted(set(parsed) & set(cfg))
-        if twice:
-            raise InvalidRunConfigException(
-                f"bad run config: {twice[0]!r} is given twice in -cfg", twice[0], text)
-        cfg.update(parsed)
-    apply(scheduler, cfg, opts=opts)
-    return cfg
+    return parse_texts(scheduler, opts, texts, strict=unknown_keys != "warn")
 
 
 def _load_app(runner: Runner, component: str, comp_args: List[str]) -> AppDef:
@@ -127,15 +122,33 @@ def _component_help(runner: Runner, component: str, comp_args: List[str]) -> Non
         sys.stdout.flush()
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, unknown_cfg_keys: str = UNKNOWN_CFG_KEYS,
+        relay_stdout: str = RELAY_STDOUT) -> int:
+    """Run ``tx run`` on its parsed arguments ``args``; returns the exit code. The keyword
+    arguments are how a command built on it (the ``torchx`` command of tx-torchx-compat)
+    changes its behaviour, for this call only:
+
+    Args:
+        unknown_cfg_keys: a ``-cfg`` key that is not a run option of the scheduler is an
+            ``"error"`` (tx), or ``"warn"``: a warning names it and the key is dropped.
+        relay_stdout: the replicas' stdout is relayed to tx's ``"stdout"`` (tx) or ``"stderr"``.
+
+    Raises:
+        ValueError: another value of ``unknown_cfg_keys`` or ``relay_stdout``.
+        tx.errors.UserError: what ``tx run`` reports as one line.
+    """
+    if unknown_cfg_keys not in ("error", "warn"):
+        raise ValueError(f"unknown_cfg_keys must be 'error' or 'warn', got {unknown_cfg_keys!r}")
+    if relay_stdout not in ("stdout", "stderr"):
+        raise ValueError(f"relay_stdout must be 'stdout' or 'stderr', got {relay_stdout!r}")
     component, comp_args = _split_component(args)
     with make_runner(with_component_defaults=True) as runner:
         scheduler = args.scheduler or default_scheduler(runner)
-        cfg = _parse_cfg(runner, scheduler, args.cfg)
+        cfg = _parse_cfg(runner, scheduler, args.cfg, unknown_cfg_keys)
         app = _load_app(runner, component, comp_args)
         workspace = args.workspace if args.workspace is not None else config_default("run", "workspace")
         info = runner.dryrun(app, scheduler, cfg, workspace=workspace or None,
-                             parent_run_id=args.parent_run_id, name=args.name)
+                             parent_run_id=args.parent_run_id, name=args.name, resume=args.resume)
         if args.dryrun:
             _print_dryrun(info)
             return 0
@@ -145,7 +158,8 @@ def _run(args: argparse.Namespace) -> int:
         def submit() -> str:
             if len(chain) < 2:
                 return runner.schedule(info)
-            return runner.run_with_fallback(app, [(scheduler, cfg), *chain[1:]], pending,
+            # the checkpoint location the dryrun decided (and printed with --dryrun) is the run's
+            return runner.run_with_fallback(_with_checkpoint(app, info._app), [(scheduler, cfg), *chain[1:]], pending,
                                             workspace=workspace or None, parent_run_id=args.parent_run_id,
                                             name=args.name)
         if args.detach or not wait:
@@ -160,7 +174,7 @@ def _run(args: argparse.Namespace) -> int:
             handle = guard.handle = submit()
             _say(sys.stdout, handle + "\n")
             guard.check()
-            status = _wait(runner, handle, info, relay, guard)
+            status = _wait(runner, handle, info, relay, guard, relay_stdout)
             guard.check()
         if status is None:
             raise CLIError(f"app {handle} disappeared from {scheduler} while waiting")
@@ -172,6 +186,23 @@ def _run(args: argparse.Namespace) -> int:
         _say(sys.stderr, summary(handle, status, seconds, logs_shown=relay))
         auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
+
+
+def _with_checkpoint(app: AppDef, dried: Optional[AppDef]) -> AppDef:
+    """``app`` with the checkpoint env (``TX_CHECKPOINT_DIR``, ``TX_RESUME_FROM``) that its
+    dryrun ``dried`` gave each role."""
+    # attrs and the environment names only for a run with failover
+    import attrs
+
+    from tx.config.environ import CHECKPOINT_DIR, RESUME_FROM
+
+    if dried is None:
+        return app
+    roles = []
+    for role, done in zip(app.roles, dried.roles):
+        keep = {k: done.env[k] for k in (CHECKPOINT_DIR, RESUME_FROM) if k in done.env}
+        roles.append(attrs.evolve(role, env={**keep, **role.env}))
+    return attrs.evolve(app, roles=roles)
 
 
 def _app_name(text: str) -> str:
@@ -391,7 +422,7 @@ def _split_blocks(runner: Runner, handle: str, role: str, k: int, stream: str) -
 
 
 def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool,
-          guard: _CancelOnSignal) -> Optional[AppStatus]:
+          guard: _CancelOnSignal, relay_stdout: str = RELAY_STDOUT) -> Optional[AppStatus]:
     """Wait for the app, relaying its replicas' stdout to stdout and stderr to stderr, with
     a live status line on a terminal; return its last status (None: it disappeared)."""
     from tx.cli._live import LiveLine, wanted  # only while waiting
@@ -401,7 +432,7 @@ def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool,
         i = 0
         for role in info._app.roles:
             for k in range(role.num_replicas):
-                to = sys.stdout.buffer if RELAY_STDOUT == "stdout" else sys.stderr.buffer
+                to = sys.stdout.buffer if relay_stdout == "stdout" else sys.stderr.buffer
                 for stream, out in (("stdout", to), ("stderr", sys.stderr.buffer)):
                     relay.add(f"{role.name}/{k}",
                               lambda r=role.name, k=k, s=stream: _split_blocks(runner, handle, r, k, s),
@@ -429,7 +460,7 @@ def _wait(runner: Runner, handle: str, info: AppDryRunInfo, relay_logs: bool,
 
 
 #: ``tx run``: run a component or an AppDef file on a scheduler
-COMMAND = Command(run=_run, arguments=(
+COMMAND = Command(run=run, arguments=(
     Argument("-s", "--scheduler", default=None,
              help="scheduler to run on (default: [cli:run] scheduler in .txconfig, else local_cwd)"),
     Argument("-cfg", "--scheduler_args", "--cfg", dest="cfg", action="append", default=[],
@@ -453,6 +484,9 @@ COMMAND = Command(run=_run, arguments=(
     Argument("--pending_timeout", "--pending-timeout", dest="pending_timeout", default=None, metavar="DURATION",
              help="how long the app may stay pending before the next --fallback scheduler is tried "
                   "(90s, 10m; default: [tx] pending_timeout, else never)"),
+    Argument("--resume", default=None, metavar="HANDLE",
+             help="continue the checkpoints of an earlier app or run: reuse the TX_CHECKPOINT_DIR its "
+                  "handle recorded (default: every run gets a fresh checkpoint location; docs/recovery.md)"),
     Argument("--workspace", default=None,
              help="local directory patched into the first role's image (default: [cli:run] workspace)"),
     Argument("--parent_run_id", "--parent-run-id", dest="parent_run_id", default=None,

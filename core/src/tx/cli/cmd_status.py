@@ -12,70 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import Any, Optional
 
 from tx.cli._common import make_runner
-from tx.cli._format import STATE_COLORS, color_state, format_age, format_duration
+from tx.cli._format import STATE_COLORS, color_state
 from tx.cli.cmd_sweep import looks_like_sweep, sweep_status
 from tx.cli.command import Argument, Command
 from tx.cli.errors import unknown_app
+from tx.views import status_text as render  # the text tx ui shows too
 
-if TYPE_CHECKING:
-    from tx.specs.status import AppStatus
 
 __all__ = ["COMMAND", "STATE_COLORS", "color_state", "render"]
-
-def _filled(text: Any) -> str:
-    """``text`` unless it is a placeholder (``<NONE>``, None, blank)."""
-    s = "" if text is None else str(text)
-    return "" if s.strip() in ("", "<NONE>", "None") else s
-
-
-def _field(label: str, text: str) -> str:
-    """``  Label: first line`` with the other lines indented under the first."""
-    lines = text.rstrip("\n").splitlines() or [""]
-    pad = " " * (len(label) + 4)
-    return f"  {label}: {lines[0]}\n" + "".join(f"{pad}{ln}\n" if ln.strip() else "\n" for ln in lines[1:])
-
-
-def _duration_line(started: Optional[float], ended: Optional[float], now: float) -> str:
-    if started is None:
-        return ""
-    if ended is None:
-        return f"running for {format_duration(now - started)}"
-    return f"{format_duration(ended - started)} (ended {format_age(now - ended)} ago)"
-
-
-def render(status: AppStatus, roles: Optional[List[str]] = None, started: Optional[float] = None,
-           ended: Optional[float] = None, color: bool = False, now: Optional[float] = None) -> str:
-    """The text of ``tx status``: TorchX's labels, no placeholders, indented messages, the
-    duration where ``started`` (and ``ended``, epoch seconds) are known, colored states."""
-    # the model is imported when the command runs, not when its parser is built
-    from tx.specs.status import _render_error
-
-    out = "AppStatus:\n" + f"  State: {color_state(status.state.name, color)}\n"
-    if status.num_restarts >= 0:
-        out += f"  Num Restarts: {status.num_restarts}\n"
-    duration = _duration_line(started, ended, time.time() if now is None else now)
-    if duration:
-        out += f"  Duration: {duration}\n"
-    out += "  Roles:\n"
-    for rs in status.roles:
-        if roles and rs.role not in roles:
-            continue
-        for r in sorted(rs.replicas, key=lambda x: x.id):
-            out += status._format_replica(r, lambda name: color_state(name, color)) + "\n"
-    msg = _filled(status.msg)
-    if msg:
-        out += _field("Msg", msg)
-    err = _filled(status.structured_error_msg)
-    if err:
-        out += _field("Structured Error Msg", _render_error(err))
-    if status.ui_url:
-        out += f"  UI URL: {status.ui_url}\n"
-    return out + status._attempts_block()
-
 
 def _times(runner: Any, handle: str) -> Any:
     """``(started, ended)`` epoch seconds where the scheduler's description records them

@@ -170,7 +170,7 @@ def sweep_describe(runner: Runner, text: str) -> Tuple[Optional[str], Any]:
     if index is None:
         return None, describe_sweep(handle)
     app, _head = trial_header(handle, index)
-    return app, trial_appdef(runner, handle, index)
+    return app, trial_appdef(runner.engine, handle, index)
 
 
 #: trial states after which nothing runs any more
@@ -339,7 +339,7 @@ def _best(runner: Runner, rest: List[str]) -> int:
     p.add_argument("-n", type=_positive, default=1, help="show the best N trials (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON lines")
     a = p.parse_args(rest)
-    for m in best_trials(runner, a.sweep_handle, a.metric, a.maximize)[:a.n]:
+    for m in best_trials(runner.engine, a.sweep_handle, a.metric, a.maximize)[:a.n]:
         if a.json:
             print(json.dumps({"trial": m.index, "params": m.params, a.metric: m.value, "app_handle": m.app_handle}))
         else:

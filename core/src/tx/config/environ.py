@@ -20,7 +20,7 @@ from typing import Dict, Mapping, Optional
 
 __all__ = [
     "APP_ID", "CHECKPOINT_DIR", "JOB_ID", "NUM_REPLICAS", "PARENT_RUN_ID", "RANK0_HOST", "REPLICA_ID", "ROLE_IDX",
-    "ROLE_NAME", "STATE_DIR", "FAILOVER_PAUSE", "failover_pause", "SWEEP_ID", "TRIAL_INDEX", "TRIAL_PARAMS", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
+    "RESUME_FROM", "ROLE_NAME", "STATE_DIR", "FAILOVER_PAUSE", "failover_pause", "SWEEP_ID", "TRIAL_INDEX", "TRIAL_PARAMS", "TORCHX_NAMES", "TRACKERS", "getenv", "state_dir", "torchx_name",
     "tracker_config_var",
 ]
 
@@ -41,6 +41,9 @@ TRIAL_INDEX = "TX_TRIAL_INDEX"
 TRIAL_PARAMS = "TX_TRIAL_PARAMS"
 #: the run's checkpoint location, the same in every attempt (the Runner sets it; docs/recovery.md)
 CHECKPOINT_DIR = "TX_CHECKPOINT_DIR"
+#: the handle of the app or run whose checkpoint location this run continues
+#: (``tx run --resume HANDLE``; unset in a fresh run: the Runner sets it; docs/recovery.md)
+RESUME_FROM = "TX_RESUME_FROM"
 #: where tx keeps the state of apps it launched (local apps, the Slurm job index)
 STATE_DIR = "TX_STATE_DIR"
 #: fault tests only: a failover step stops 60 s at this point (``after_cancel``,

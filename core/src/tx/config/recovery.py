@@ -26,7 +26,7 @@ from tx.config.gc import parse_duration
 
 __all__ = [
     "ARCHIVE_INTERVAL_S", "CHECKPOINT_SECTION", "fallback", "pending_timeout", "LOGS_SECTION", "OFF", "archive_interval",
-    "archive_url", "checkpoint_root", "checkpoint_url", "last_copy_detached",
+    "archive_url", "checkpoint_root", "checkpoint_url", "last_copy_detached", "new_checkpoint_url", "percent_encode",
 ]
 
 #: ``[tx:logs]``: where the log archive is and how often it is written
@@ -96,40 +96,67 @@ def checkpoint_root(scheduler: str, dirs: Optional[Iterable[str]] = None) -> str
 
 #: the longest directory name (bytes) of the file systems checkpoints go to (NAME_MAX)
 _NAME_MAX = 255
+#: what :func:`new_checkpoint_url` adds to the app's name: ``-`` and 8 hex digits
+_RUN_SUFFIX = 9
 
 
 #: the bytes :func:`urllib.parse.quote` leaves as they are with ``safe=""``
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 
 
-def _quote(text: str) -> str:
+def percent_encode(text: str) -> str:
     """``urllib.parse.quote(text, safe="")`` (UTF-8, ``%XX`` in upper case), without
     importing urllib.parse (with ipaddress: ~3 ms on every dryrun's checkpoint URL)."""
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8"))
 
 
-def checkpoint_url(scheduler: str, session: str, app_name: str,
+def _too_long(app_name: str, part: str, extra: int = 0) -> ValueError:
+    shown = app_name if len(app_name) <= 40 else f"{app_name[:32]}...{app_name[-5:]}"
+    how = ", ".join(x for x in ("percent-encoded" if part != app_name else "",
+                                f"plus {extra} for the run's '-<8 hex>'" if extra else "") if x)
+    return ValueError(f"app name {shown!r} is {len(part)} characters long as the last part of the run's "
+                      f"checkpoint directory ({how + ': ' if how else ''}at most {_NAME_MAX} fit in a "
+                      "directory name): give a shorter one (tx run --name NAME)")
+
+
+def checkpoint_url(scheduler: str, session: str, key: str,
                    dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
-    """``TX_CHECKPOINT_DIR`` of a run: ``<checkpoint_root(scheduler)>/<session>/<app name>``
-    (names percent-encoded). Keyed by the app's name, not its id, so that every attempt of
-    a run (retries, a resubmission of the same app, the same run failed over) shares it.
+    """``TX_CHECKPOINT_DIR`` of the run ``key``: ``<checkpoint_root(scheduler)>/<session>/<key>``
+    (names percent-encoded). ``key`` must name one run, never only an app's name:
+    a new run gets a fresh one (:func:`new_checkpoint_url`), a failover run its run id, a
+    sweep's trial ``<sweep id>/trial-<index>``; every attempt of the run (retries, infra
+    retries, failover hops) is given the location itself, never recomputes it.
     ``root``: :func:`checkpoint_root`'s answer where the caller has it already (a sweep's
     many trials: reading the config files is most of the cost of one URL).
 
     Raises:
-        ValueError: the app name, percent-encoded, is longer than the 255 bytes a directory
+        ValueError: ``key``, percent-encoded, is longer than the 255 bytes a directory
             name holds (one line; every scheduler's dryrun calls this, so such a name is
             refused before anything is submitted).
     """
-    part = _quote(app_name or "app")
+    part = percent_encode(key or "app")
     if len(part) > _NAME_MAX:
-        shown = app_name if len(app_name) <= 40 else f"{app_name[:32]}...{app_name[-5:]}"
-        raise ValueError(f"app name {shown!r} is {len(part)} characters long as the last part of the run's "
-                         f"checkpoint directory ({'percent-encoded, ' if part != app_name else ''}at most "
-                         f"{_NAME_MAX} fit in a directory name): give a shorter one (tx run --name NAME)")
+        raise _too_long(key, part)
     if root is None:
         root = checkpoint_root(scheduler, dirs)
-    return "/".join([root.rstrip("/"), _quote(session or "_"), part])
+    return "/".join([root.rstrip("/"), percent_encode(session or "_"), part])
+
+
+def new_checkpoint_url(scheduler: str, session: str, app_name: str,
+                       dirs: Optional[Iterable[str]] = None, root: Optional[str] = None) -> str:
+    """A fresh checkpoint location for a new run of the app ``app_name``:
+    ``<checkpoint_root(scheduler)>/<session>/<app name>-<8 random hex digits>``, unique per
+    call, so that a new run never resumes another run's checkpoints (``tx run --resume
+    HANDLE`` continues an earlier one explicitly: docs/recovery.md).
+
+    Raises:
+        ValueError: the app name, percent-encoded, with the 9 characters added, is longer
+            than a directory name holds (one line, as :func:`checkpoint_url`).
+    """
+    part = percent_encode(app_name or "app")
+    if len(part) + _RUN_SUFFIX > _NAME_MAX:
+        raise _too_long(app_name, part, _RUN_SUFFIX)
+    return checkpoint_url(scheduler, session, f"{app_name or 'app'}-{os.urandom(4).hex()}", dirs, root)  # secrets.token_hex(4) without hashlib
 
 
 def fallback(dirs: Optional[Iterable[str]] = None) -> list:

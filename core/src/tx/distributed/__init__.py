@@ -52,6 +52,7 @@ __all__ = [
 CHECKPOINT_COMPLETE = ".tx-complete"
 #: the environment variable holding the run's checkpoint location (set by the Runner)
 _CHECKPOINT_ENV = "TX_CHECKPOINT_DIR"
+_RESUME_ENV = "TX_RESUME_FROM"  # tx.config.environ.RESUME_FROM: the handle `tx run --resume` was given
 _STEP = re.compile(r"^step-(\d+)$")
 
 _BACKENDS = ("auto", "nccl", "gloo")
@@ -345,22 +346,40 @@ def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] =
     return where
 
 
-def load_latest_checkpoint(state_dict: Dict[str, Any], root: Optional[str] = None) -> Optional[int]:
+def _why_resumed(root: str) -> str:
+    """Why ``root`` holds this run's checkpoints, for :func:`load_latest_checkpoint`'s line."""
+    if root.rstrip("/") != (checkpoint_dir() or "").rstrip("/"):
+        return "the location given"
+    handle = os.environ.get(_RESUME_ENV, "").strip()
+    return f"tx run --resume {handle}" if handle else "an earlier attempt of this run"
+
+
+def load_latest_checkpoint(state_dict: Dict[str, Any], root: Optional[str] = None,
+                           announce: bool = True) -> Optional[int]:
     """Load the newest complete checkpoint into ``state_dict`` in place
     (``torch.distributed.checkpoint.load``: tensors are resharded to this run's world size)
     and return its step; None (``state_dict`` untouched) when there is none.
 
-    Every rank calls it. Values that are not tensors are replaced by the saved ones.
+    Every rank calls it. Values that are not tensors are replaced by the saved ones. With
+    ``announce`` rank 0 prints to stdout where it resumed from and why (``resumed from
+    checkpoint step 3 at URL (tx run --resume HANDLE)``, ``... (an earlier attempt of this
+    run)``: a retry, an infra retry or a failover hop of the same run), or ``no checkpoint
+    at URL: starting fresh``.
 
     Raises:
         ValueError: no ``root`` and no ``TX_CHECKPOINT_DIR``.
     """
     import torch.distributed.checkpoint as dcp  # deferred: torch only when a helper is called
 
+    root = _root(root)
     found = latest_checkpoint(root)
     if found is None:
+        if announce and rank() == 0:
+            print(f"no checkpoint at {root}: starting fresh", flush=True)
         return None
     step, where = found
+    if announce and rank() == 0:
+        print(f"resumed from checkpoint step {step} at {root} ({_why_resumed(root)})", flush=True)
     with warnings.catch_warnings():  # DCP warns that a process without a group loads alone
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
         dcp.load(state_dict, checkpoint_id=where, no_dist=not _pg_initialized())

@@ -3,13 +3,14 @@ into tx's log archive (:mod:`tx.runner.archive`), made off the waiting process's
 
 When :meth:`tx.runner.Runner.wait` sees an app of a scheduler whose replicas run on this
 host (``runs_on_host``: local_cwd, local_dir, local_docker) end, it does not copy the logs
-itself: it starts this process (``_start_copier``), detached (its own session, stdin/stdout/stderr on
-/dev/null), and returns. The copier does what a later ``tx status`` would: it copies what is
-new in each replica's log and marks the app's archive ``complete`` (once; an archive
-already complete is left as it is). It needs no lock: copiers racing with each other or
-with a ``tx status``/``tx log`` of the same app keep the archive a prefix of the log
-(docs/recovery.md). When it cannot write the archive (a full disk) the app stays
-incomplete, and the next tx command that looks at the app copies the rest and warns.
+itself: it starts this process (:func:`tx.runner.archiver._start_copier`), detached (its
+own session, stdin/stdout/stderr on /dev/null), and returns. The copier does what a later
+``tx status`` would: it copies what is new in each replica's log and marks the app's
+archive ``complete`` (once; an archive already complete is left as it is). It needs no
+lock: copiers racing with each other or with a ``tx status``/``tx log`` of the same app
+keep the archive a prefix of the log (docs/recovery.md). When it cannot write the archive
+(a full disk) the app stays incomplete, and the next tx command that looks at the app
+copies the rest and warns.
 """
 from __future__ import annotations
 

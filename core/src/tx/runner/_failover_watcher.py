@@ -66,7 +66,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     by_session.setdefault(rec.session, []).append(rec)
                 for session, recs in by_session.items():
                     runner = runners.get(session) or runners.setdefault(session, Runner(session))
-                    poll(runner, recs)
+                    poll(runner.engine, recs)
                 time.sleep(POLL_S)
         finally:
             for r in runners.values():

@@ -27,7 +27,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     handle = args[0]
     rec = load_record(handle)
     with Runner(rec.session) as runner:
-        while submit_pending(runner, handle):
+        while submit_pending(runner.engine, handle):
             time.sleep(POLL_S)
     return 0
 

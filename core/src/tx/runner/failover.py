@@ -33,6 +33,7 @@ every later hop is dry-run and submitted in it, whichever process takes the step
 
 The records, their listing and pruning live in :mod:`tx.runner._runs` (re-exported here).
 
+It takes the engine (:class:`tx.runner.engine.Engine`) for every app it submits or looks at.
 What follows a run: a detached watcher (:mod:`tx.runner._failover_watcher`, one per state
 directory, holding the ``flock`` of :func:`watcher_lock_path`) follows every unfinished run
 (but those created with ``watch=False``), with one status call per backend per poll; and
@@ -50,7 +51,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
@@ -63,18 +64,17 @@ from tx.log import get_logger
 from tx.runner._runs import (ChainRefusedError, Hop, RunListAppResponse, RunRecord, RunStatus, UnknownRunError,
                              collapse_listed, is_run_handle, list_records, load_record, locked, prune, record_path,
                              write_record)
-from tx.schedulers.api import ListAppResponse, PartialListError, SchedulerError
+from tx.runner.engine import Engine
+from tx.runner.handles import AppRef
+from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.specs.status import AppStatus, FailureKind
 
-if TYPE_CHECKING:
-    from tx.schedulers.api import Scheduler
-
 __all__ = [
     "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus", "UnknownRunError",
-    "cancel", "collapse_listed", "create", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
+    "HopReader", "cancel", "collapse_listed", "create", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
     "prune", "record_path", "run_status", "start_watcher", "step", "watcher_lock_path",
 ]
 
@@ -84,31 +84,7 @@ log = get_logger(__name__)
 CANCEL_CONFIRM_S = 120.0
 
 
-class _Runner(Protocol):
-    """What failover needs of :class:`tx.runner.Runner` (which passes itself); a protocol, so
-    that this module does not import the runner that imports it."""
-
-    def name(self) -> str: ...
-
-    def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
-
-    def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None, workspace: Optional[str] = None,
-               parent_run_id: Optional[str] = None, job_id: Optional[str] = None) -> AppDryRunInfo[Any]: ...
-
-    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
-
-    def status(self, app_handle: str) -> Optional[AppStatus]: ...
-
-    def cancel(self, app_handle: str) -> None: ...
-
-    def wait(self, app_handle: str, wait_interval: float = 10, timeout: Optional[float] = None) -> Optional[AppStatus]: ...
-
-    def list(self, scheduler: str) -> List[ListAppResponse]: ...
-
-    def describe(self, app_handle: str) -> Optional[AppDef]: ...
-
-
-def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
+def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
            pending_timeout: Optional[float], workspace: Optional[str] = None,
            parent_run_id: Optional[str] = None, watch: bool = True) -> RunRecord:
     """Record a new run of ``app`` over ``chain`` (``[(scheduler, cfg), ...]``) and submit
@@ -134,21 +110,21 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
         raise ValueError(f"a scheduler appears twice in the fallback chain: {', '.join(names)}")
     if pending_timeout is not None and pending_timeout <= 0:
         raise ValueError(f"pending_timeout must be > 0 seconds, got {pending_timeout:g}")
-    session = runner.name()
+    session = engine.session
     stem = re.sub(r"[^a-z0-9]+", "-", app.name.lower()).strip("-")[:24]
     run_id = f"run-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
-    ckpt = checkpoint_url(names[0], session, app.name)
+    ckpt = checkpoint_url(names[0], session, run_id)  # this run's alone; every hop keeps it
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
-                    chain=[{"scheduler": s, "cfg": env_run_opts(s, runner.scheduler(s).run_opts(), dict(c))}
+                    chain=[{"scheduler": s, "cfg": env_run_opts(s, engine.run_opts(s), dict(c))}
                            for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
                     parent_run_id=parent_run_id, created=time.time(), watch=watch,
                     context=_capture_context())
-    info = _dryrun(runner, rec, names[0])  # errors of the first scheduler before anything is recorded
+    info = _dryrun(engine, rec, names[0])  # errors of the first scheduler before anything is recorded
     for name in names[1:]:  # and of every other: a chain a hop would refuse is refused now
         try:
-            _dryrun(runner, rec, name)
+            _dryrun(engine, rec, name)
         except (ValueError, UserError) as e:
             raise ChainRefusedError(f"fallback scheduler {name} refuses this app (nothing was submitted): "
                                     f"{_one_line(e)}") from None
@@ -156,7 +132,7 @@ def create(runner: _Runner, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     rec.hops.append(hop)
     with locked(run_id):
         write_record(rec)
-        hop.app_id = parse_app_handle(runner.schedule(info)).app_id
+        hop.app_id = engine.schedule(info).app_id
         write_record(rec)
     return rec
 
@@ -200,9 +176,15 @@ def _in_context(rec: RunRecord) -> Iterator[None]:
             os.chdir(here)
 
 
-def _dryrun(runner: _Runner, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
+def _ref(hop: Hop, session: str) -> AppRef:
+    """The app of ``hop`` (which has an app id)."""
+    assert hop.app_id is not None
+    return AppRef(hop.scheduler, session, hop.app_id)
+
+
+def _dryrun(engine: Engine, rec: RunRecord, scheduler: str) -> AppDryRunInfo[Any]:
     cfg = next(c["cfg"] for c in rec.chain if c["scheduler"] == scheduler)
-    return runner.dryrun(appdef_from_dict(rec.appdef), scheduler, cfg, workspace=rec.workspace,
+    return engine.dryrun(appdef_from_dict(rec.appdef), scheduler, cfg, workspace=rec.workspace,
                          parent_run_id=rec.parent_run_id, job_id=rec.handle)
 
 
@@ -241,7 +223,7 @@ def _pending_reason(state: AppState, status: Optional[AppStatus]) -> str:
     return text.split(":", 1)[0].strip()
 
 
-def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str], AppState]] = None,
+def step(engine: Engine, handle: str, listed: Optional[Mapping[Tuple[str, str], AppState]] = None,
          blocking: bool = True) -> RunRecord:
     """Look at the run's live hop once and act: record that it ended, or fail it over to
     the next scheduler (cancel, confirm, submit), or finish an interrupted failover. Holds
@@ -261,7 +243,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
             return rec
         hop = rec.hops[-1]
         if hop.app_id is None:  # a submission interrupted: find it, or submit it
-            _resubmit(runner, rec, hop)
+            _resubmit(engine, rec, hop)
             return rec
         now = time.time()
         hop_handle = hop.handle(rec.session) or ""
@@ -272,7 +254,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         needs_detail = state is None or state == AppState.FAILED or (state in (AppState.PENDING, AppState.SUBMITTED)
                                                                      and over and nxt)
         if needs_detail or rec.failing_over:
-            status = runner.status(hop_handle)
+            status = engine.status(_ref(hop, rec.session))
             state = status.state if status is not None else AppState.UNKNOWN
         assert state is not None
         why = ""
@@ -284,7 +266,7 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         elif nxt and state == AppState.FAILED and status is not None and _infra_failed(status):
             why = f"FAILED (infra: {_infra_failed(status)})"
         if why:
-            _fail_over(runner, rec, hop, hop_handle, why)
+            _fail_over(engine, rec, hop, hop_handle, why)
             return rec
         changed = hop.state != state.name
         hop.state = state.name
@@ -297,13 +279,13 @@ def step(runner: _Runner, handle: str, listed: Optional[Mapping[Tuple[str, str],
         return rec
 
 
-def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: str) -> None:
+def _fail_over(engine: Engine, rec: RunRecord, hop: Hop, hop_handle: str, why: str) -> None:
     if not rec.failing_over:
         hop.why = why
         rec.failing_over = True
         write_record(rec)  # before the cancel: a successor finishes what this step began
-    runner.cancel(hop_handle)
-    status = runner.wait(hop_handle, wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
+    engine.cancel(_ref(hop, rec.session))
+    status = engine.wait(_ref(hop, rec.session), wait_interval=0.5, timeout=CANCEL_CONFIRM_S)
     if status is not None and not status.is_terminal():
         log.warning(f"{rec.handle}: {hop_handle} is still {status.state.name} after it was cancelled; "
                     "the next scheduler is tried once it has ended")
@@ -320,10 +302,10 @@ def _fail_over(runner: _Runner, rec: RunRecord, hop: Hop, hop_handle: str, why: 
     rec.hops.append(nxt)
     write_record(rec)  # the hop is recorded before it is submitted: see _resubmit
     log.warning(f"{rec.handle}: left {hop.scheduler} ({why}); submitting to {nxt.scheduler}")
-    _submit(runner, rec, nxt)
+    _submit(engine, rec, nxt)
 
 
-def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
+def _submit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
     """Dry-run and submit ``hop`` in the run's launch context. A dryrun that refuses the app
     (checked at the run's creation; a workspace or a directory gone since) ends the hop and
     the run FAILED, with why, instead of being tried again at every step."""
@@ -331,13 +313,13 @@ def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(_in_context(rec))
-            info = _dryrun(runner, rec, hop.scheduler)
+            info = _dryrun(engine, rec, hop.scheduler)
         except (ValueError, UserError) as e:
             if isinstance(e, SchedulerError):  # the backend cannot be reached now: the next step tries again
                 raise
             refused = e
         else:
-            app_id = parse_app_handle(runner.schedule(info)).app_id
+            app_id = engine.schedule(info).app_id
     if refused is not None:
         hop.state, hop.ended, hop.why = "FAILED", time.time(), f"refused: {_one_line(refused)}"
         rec.failing_over, rec.final = False, "FAILED"
@@ -350,45 +332,45 @@ def _submit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
     write_record(rec)
 
 
-def _ours(runner: _Runner, rec: RunRecord, handle: str) -> bool:
+def _ours(engine: Engine, rec: RunRecord, handle: str) -> bool:
     """Whether the app ``handle`` was submitted as a hop of ``rec``: its AppDef, as its
     scheduler keeps it, has the run handle as ``TX_JOB_ID`` (every hop's replicas have it,
     no other app does). An app whose scheduler cannot tell is not this run's."""
     try:
-        app = runner.describe(handle)
+        app = engine.describe(AppRef(*parse_app_handle(handle)))
     except Exception as e:  # noqa: BLE001 - an app that cannot be described is not adopted
         log.debug("cannot describe an app to adopt", app=handle, error=str(e))
         return False
     return app is not None and bool(app.roles) and all(r.env.get(JOB_ID) == rec.handle for r in app.roles)
 
 
-def _resubmit(runner: _Runner, rec: RunRecord, hop: Hop) -> None:
+def _resubmit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
     """A hop recorded without an app id: its process died around ``schedule``. An app on
     the hop's scheduler submitted since the hop began and carrying the run's identity (its
     ``TX_JOB_ID`` is the run handle, :func:`_ours`) is adopted; else the hop is submitted
     now. An app of the run's name that another ``tx run`` made is never adopted."""
     try:
-        apps = runner.list(hop.scheduler)
+        apps = engine.list(hop.scheduler)
     except PartialListError as e:
         apps = e.apps
     except NotImplementedError:
         apps = []
     known = {h.app_id for h in rec.hops}
     found = [a for a in apps if a.app_id not in known and (a.submitted is None or a.submitted >= hop.submitted - 1)
-             and _ours(runner, rec, a.app_handle or make_app_handle(hop.scheduler, rec.session, a.app_id))]
+             and _ours(engine, rec, a.app_handle or make_app_handle(hop.scheduler, rec.session, a.app_id))]
     if found:
         hop.app_id = max(found, key=lambda a: a.submitted or 0).app_id
         rec.failing_over = False
         write_record(rec)
         log.warning(f"{rec.handle}: adopted {hop.app_id} on {hop.scheduler}, submitted by a tx process that died")
         return
-    _submit(runner, rec, hop)
+    _submit(engine, rec, hop)
 
 
-def cancel(runner: _Runner, handle: str) -> None:
+def cancel(engine: Engine, handle: str) -> None:
     """Cancel the run: no hop is submitted any more, and the live hop is cancelled
-    (non-blocking, as :meth:`tx.runner.Runner.cancel`); a watcher is started if none
-    follows the unfinished runs (:func:`ensure_watcher`).
+    (non-blocking, as :meth:`tx.runner.Runner.cancel`). The caller starts a watcher if none
+    follows the unfinished runs (:func:`ensure_watcher`; :meth:`tx.runner.Runner.cancel` does).
 
     Raises:
         UnknownRunError: no such run.
@@ -398,20 +380,23 @@ def cancel(runner: _Runner, handle: str) -> None:
         rec = load_record(handle)
         rec.cancelled = True
         write_record(rec)
-    ensure_watcher()
     hop = rec.live
     if hop is not None and hop.app_id is not None:
-        runner.cancel(hop.handle(rec.session) or "")
+        engine.cancel(_ref(hop, rec.session))
 
 
-def run_status(runner: _Runner, handle: str) -> Tuple[RunStatus, Optional[AppStatus]]:
-    """The run's :class:`RunStatus` and its live app's status (None: no live app yet), after
-    a step that does not wait for another process's (and :func:`ensure_watcher`)."""
-    ensure_watcher()
-    rec = step(runner, handle, blocking=False)
+def run_status(engine: Engine, handle: str, rec: Optional[RunRecord] = None) -> Tuple[RunStatus, Optional[AppStatus]]:
+    """The run's :class:`RunStatus` and its live app's status (None: no live app yet), as
+    ``rec`` (default: the record on disk) says: a look, no step. The caller takes a step
+    first where one is due (:func:`step`; :meth:`tx.runner.Runner.status` does).
+
+    Raises:
+        UnknownRunError: no such run.
+    """
+    rec = load_record(handle) if rec is None else rec
     hop = rec.live
     live = hop.handle(rec.session) if hop is not None else None
-    status = runner.status(live) if live else None
+    status = engine.status(_ref(hop, rec.session)) if hop is not None and live else None
     state = AppState[rec.final] if rec.final else AppState.PENDING if (
         rec.failing_over or status is None or status.is_terminal()) else status.state
     parts = []
@@ -430,48 +415,52 @@ def run_status(runner: _Runner, handle: str) -> Tuple[RunStatus, Optional[AppSta
     return RunStatus(rec.handle, state, " -> ".join(parts), list(rec.hops), live), status
 
 
-def log_blocks(runner: Any, handle: str, role: str, k: int, should_tail: bool,
-               streams: Optional[str]) -> Iterator[bytes]:
-    """The replica's log over every hop, oldest first; following (``should_tail``), the
-    next hop's once one hop's ends, until the run has ended. A hop whose scheduler has no
-    log of the replica (it never started there) adds nothing; ``streams`` a scheduler does
-    not keep apart gives its combined log for ``stdout`` and nothing for ``stderr``. Starts
-    a watcher first if none follows the unfinished runs (:func:`ensure_watcher`)."""
-    ensure_watcher()
+#: ``(hop handle, role, k, should_tail, streams) -> blocks``: how :func:`log_blocks` reads one
+#: hop's log (the facade passes :meth:`tx.runner.Runner.log_blocks`, which falls back to the archive)
+HopReader = Callable[[str, str, int, bool, Optional[str]], Iterator[bytes]]
+
+
+def log_blocks(engine: Engine, handle: str, role: str, k: int, should_tail: bool,
+               streams: Optional[str], read: HopReader) -> Iterator[bytes]:
+    """The replica's log over every hop, oldest first, each hop's read by ``read``;
+    following (``should_tail``), the next hop's once one hop's ends, stepping the run, until
+    the run has ended. A hop whose scheduler has no log of the replica (it never started
+    there) adds nothing; ``streams`` a scheduler does not keep apart gives its combined log
+    for ``stdout`` and nothing for ``stderr``."""
     seen = 0
     while True:
         rec = load_record(handle)
         hops = [h for h in rec.hops if h.app_id is not None]
         for h in hops[seen:]:
-            yield from _hop_blocks(runner, h.handle(rec.session) or "", role, k, should_tail, streams)
+            yield from _hop_blocks(read, h.handle(rec.session) or "", role, k, should_tail, streams)
             seen += 1
         if not should_tail:
             return
-        rec = step(runner, handle, blocking=False)
+        rec = step(engine, handle, blocking=False)
         if rec.final and seen >= len([h for h in rec.hops if h.app_id is not None]):
             return
         if seen >= len([h for h in rec.hops if h.app_id is not None]):
             time.sleep(0.5)
 
 
-def _hop_blocks(runner: Any, hop_handle: str, role: str, k: int, should_tail: bool,
+def _hop_blocks(read: HopReader, hop_handle: str, role: str, k: int, should_tail: bool,
                 streams: Optional[str]) -> Iterator[bytes]:
     try:
-        yield from runner.log_blocks(hop_handle, role, k, should_tail=should_tail, streams=streams)
+        yield from read(hop_handle, role, k, should_tail, streams)
     except ValueError:  # the scheduler keeps no such stream
         if streams == "stderr":
             return
-        yield from _hop_blocks(runner, hop_handle, role, k, should_tail, None)
+        yield from _hop_blocks(read, hop_handle, role, k, should_tail, None)
     except Exception as e:  # noqa: BLE001 - a hop that never started there has no log
         log.debug("no log of a hop", hop=hop_handle, error=str(e))
 
 
-def wait(runner: _Runner, handle: str, wait_interval: float, timeout: Optional[float]) -> Optional[AppStatus]:
-    """Follow the run (stepping it) until it has ended or ``timeout`` seconds pass; returns
-    the live app's status with the run's state (PENDING between hops)."""
+def wait(engine: Engine, handle: str, wait_interval: float, timeout: Optional[float]) -> Optional[AppStatus]:
+    """Follow the run, stepping it (:func:`step`), until it has ended or ``timeout`` seconds
+    pass; returns the live app's status with the run's state (PENDING between hops)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        run, status = run_status(runner, handle)
+        run, status = run_status(engine, handle, step(engine, handle, blocking=False))
         left = None if deadline is None else deadline - time.monotonic()
         if is_terminal(run.state) or run.state == AppState.UNKNOWN or (left is not None and left <= 0):
             if status is None:
@@ -569,7 +558,7 @@ def ensure_watcher(new_run: bool = False) -> bool:
     return True
 
 
-def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
+def poll(engine: Engine, records: Sequence[RunRecord]) -> Dict[str, int]:
     """One poll of the watcher over ``records``: per scheduler with live hops, one call
     for their states (``Scheduler.list`` when it holds several, else the hop's status in
     :func:`step`), then a step of each run. Returns scheduler -> list calls made."""
@@ -584,7 +573,7 @@ def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
         if len(recs) < 2:
             continue
         try:
-            apps = runner.list(sched)
+            apps = engine.list(sched)
         except PartialListError as e:
             apps = e.apps
         except NotImplementedError:
@@ -593,7 +582,7 @@ def poll(runner: _Runner, records: Sequence[RunRecord]) -> Dict[str, int]:
         listed.update({(sched, a.app_id): a.state for a in apps})
     for rec in records:
         try:
-            step(runner, rec.handle, listed, blocking=False)
+            step(engine, rec.handle, listed, blocking=False)
         except Exception as e:  # noqa: BLE001 - one run's backend down must not stop the others
             log.warning(f"{rec.handle}: {e}")
     return calls

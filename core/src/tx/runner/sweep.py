@@ -13,6 +13,9 @@ one request, the others one request per trial, at most ``max_parallel`` running 
 what does not fit at once is submitted by a supervisor process
 (:mod:`tx.runner._sweep_supervisor`) as trials finish. Every replica of every trial has
 ``TX_SWEEP_ID`` (the sweep handle), ``TX_TRIAL_INDEX`` and ``TX_TRIAL_PARAMS`` (JSON).
+
+Every function takes the engine (:class:`tx.runner.engine.Engine`) for the apps it submits
+and looks at.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import attrs
 
@@ -32,40 +35,19 @@ from tx.components.system.errors import ComponentError
 from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS
 from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.durations import format_duration
-from tx.schedulers.api import ListAppResponse, PartialListError
+from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
-from tx.specs.handles import make_app_handle, parse_app_handle
+from tx.specs.handles import make_app_handle
+from tx.runner import options
+from tx.runner.engine import Engine
+from tx.runner.handles import AppRef, parse
 from tx.runner._sweep_records import (
     SweepRecord, TrialMetric, TrialRecord, UnknownSweepError, _write, best_trials, cancel_trial, describe_sweep,
     is_sweep_handle, is_sweep_id, list_records, load_record, record_path, track, trial, trial_handle, updating)
 from tx.specs.sweep import (SweepFormatError, SweepSpec, count_trials, expand_trials, format_value, referenced_params,
                             substitute)
 
-if TYPE_CHECKING:
-    from tx.schedulers.api import Scheduler
-    from tx.specs.status import AppStatus
-
-
-class _Runner(Protocol):
-    """What a sweep needs of :class:`tx.runner.Runner` (which passes itself): the runner's
-    methods of the same names. A protocol, so that this module does not import the runner
-    that imports it."""
-
-    def name(self) -> str: ...
-
-    def scheduler(self, scheduler: str) -> "Scheduler[Any]": ...
-
-    def component_app(self, component: str, component_args: Any) -> AppDef: ...
-
-    def dryrun_many(self, apps: Iterable[AppDef], scheduler: str, cfg: Optional[Mapping[str, Any]] = None,
-                    parent_run_id: Optional[str] = None) -> List[AppDryRunInfo[Any]]: ...
-
-    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
-
-    def status(self, app_handle: str) -> "Optional[AppStatus]": ...
-
-    def list(self, scheduler: str) -> List[ListAppResponse]: ...
 
 __all__ = [
     "MAX_TRIALS", "RESUMABLE", "SweepCancel", "SweepDryRunInfo", "SweepRecord", "SweepStatus", "TrialRecord",
@@ -236,7 +218,7 @@ def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[
     return as_args
 
 
-def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
+def trial_app(engine: Engine, rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
               base: Optional[AppDef] = None, ckpt_root: Optional[str] = None) -> AppDef:
     """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
     (``base``: the sweep's AppDef where its source is one, already read; ``ckpt_root``:
@@ -251,7 +233,7 @@ def trial_app(runner: "_Runner", rec: SweepRecord, trial: TrialRecord, as_args: 
         if "component" in rec.source:
             args = [f"--{n}={format_value(params[n])}" for n in as_args]
             args += [substitute(a, params) for a in rec.source["args"]]
-            app = runner.component_app(rec.source["component"], args)
+            app = engine.component_app(rec.source["component"], args)
         else:
             app = base if base is not None else appdef_from_dict(rec.source["appdef"])
         if rec.source.get("app_name"):  # `tx sweep --name`: every trial's app takes it
@@ -296,8 +278,13 @@ def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> No
                                "split it into several sweeps")
 
 
+def _merged(engine: Engine, scheduler: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The trials' run options (:func:`tx.runner.options.merge`)."""
+    return options.merge(scheduler, engine.run_opts(scheduler), dict(cfg or {}))
+
+
 def dryrun_sweep(
-    runner: "_Runner",
+    engine: Engine,
     app_or_component: Any,
     spec: SweepSpec,
     scheduler: str,
@@ -310,7 +297,7 @@ def dryrun_sweep(
     """See :meth:`tx.runner.Runner.dryrun_sweep`."""
     if max_parallel is not None and max_parallel < 1:
         raise SweepFormatError(f"max_parallel must be at least 1, got {max_parallel}")
-    check_trial_count(runner.scheduler(scheduler), scheduler, count_trials(spec))  # before anything is expanded
+    check_trial_count(engine.scheduler(scheduler), scheduler, count_trials(spec))  # before anything is expanded
     trials = expand_trials(spec)
     if isinstance(app_or_component, AppDef):
         source: Dict[str, Any] = {"appdef": appdef_to_dict(app_or_component)}
@@ -322,18 +309,18 @@ def dryrun_sweep(
         source["app_name"] = check_app_name(name)
     env = dict(env or {})
     as_args = _check_params(source, spec.names, env)
-    sched = runner.scheduler(scheduler)
-    rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=runner.name(),
+    sched = engine.scheduler(scheduler)
+    rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=engine.session,
                       name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
                       max_parallel=max_parallel, native="apps",
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
     root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
-    apps = [trial_app(runner, rec, t, as_args, base, root) for t in rec.trials]
+    apps = [trial_app(engine, rec, t, as_args, base, root) for t in rec.trials]
     names = {a.name for a in apps}
     if name is None and len(names) == 1:  # the row is named as its trials are (utils.python -> train)
         rec.name = names.pop()
-    infos = runner.dryrun_many(apps, scheduler, cfg, parent_run_id=rec.handle)
+    infos = engine.dryrun_many(apps, scheduler, _merged(engine, scheduler, cfg), parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
@@ -341,11 +328,11 @@ def dryrun_sweep(
                            not_native="" if native is not None else sched.sweep_not_an_array(infos))
 
 
-def run_sweep(runner: "_Runner", info: SweepDryRunInfo, supervise: bool = True) -> str:
+def run_sweep(engine: Engine, info: SweepDryRunInfo, supervise: bool = True) -> str:
     """See :meth:`tx.runner.Runner.schedule_sweep`."""
     rec = info.record
     rec.created = time.time()
-    sched = runner.scheduler(rec.scheduler)
+    sched = engine.scheduler(rec.scheduler)
     if info.native is not None:
         ids = sched.schedule_sweep(info.native)
         now = time.time()
@@ -358,13 +345,13 @@ def run_sweep(runner: "_Runner", info: SweepDryRunInfo, supervise: bool = True) 
     for t in rec.trials:
         t.pending = True
     _write(rec)  # before any trial starts, so that its TX_SWEEP_ID resolves
-    left = submit_pending(runner, rec.handle, dict(enumerate(info.trials)))
+    left = submit_pending(engine, rec.handle, dict(enumerate(info.trials)))
     if left and supervise:
         start_supervisor(rec)
     return rec.handle
 
 
-def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
+def submit_pending(engine: Engine, handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
     """Submit pending trials, in index order, while fewer than ``max_parallel`` run;
     returns how many stay pending (0 too when the sweep is cancelled). ``infos``: trial
     index -> its dry run, where already made."""
@@ -377,10 +364,10 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
             running, now = 0, time.time()
             live = [t for t in rec.trials if not t.pending and t.attempts and t.ended is None]
             listed_ended: Dict[str, float] = {}
-            listed = _listed_states(runner, rec, live, listed_ended)
+            listed = _listed_states(engine, rec, live, listed_ended)
             for t in live:
-                if is_terminal(_trial_state(runner, rec, t, listed)[0]):
-                    t.started, t.ended = _times(runner, rec, t, now, listed_ended, describe=not listed)
+                if is_terminal(_trial_state(engine, rec, t, listed)[0]):
+                    t.started, t.ended = _times(engine, rec, t, now, listed_ended, describe=not listed)
                 else:
                     running += 1
             room = max(0, min(room, rec.max_parallel - running))
@@ -390,12 +377,11 @@ def submit_pending(runner: "_Runner", handle: str, infos: Optional[Dict[int, App
             as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
             base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
             root = checkpoint_root(rec.scheduler)
-            made = runner.dryrun_many([trial_app(runner, rec, t, as_args, base, root) for t in missing],
-                                      rec.scheduler, rec.cfg, parent_run_id=rec.handle)
+            made = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root) for t in missing],
+                                      rec.scheduler, _merged(engine, rec.scheduler, rec.cfg), parent_run_id=rec.handle)
             infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
         for t in todo:
-            app_handle = runner.schedule(infos[t.index])
-            t.attempts.append(parse_app_handle(app_handle).app_id)
+            t.attempts.append(engine.schedule(infos[t.index]).app_id)
             t.submitted.append(time.time())
             t.started = t.ended = None
             t.pending = False
@@ -418,20 +404,20 @@ def start_supervisor(rec: SweepRecord) -> None:
 LIST_OVER = 8
 
 
-def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRecord],
+def _listed_states(engine: Engine, rec: SweepRecord, trials: Sequence[TrialRecord],
                    ended: Optional[Dict[str, float]] = None) -> Dict[str, AppState]:
     """App id -> state of the listed apps: the scheduler's own query of many apps
     (``Scheduler.states_of``) where it has one, else one list when ``trials`` are many
     enough (else {}). ``ended``, given, gets app id -> when it ended, where the listing
     says (the local schedulers' ``ended``)."""
     if trials:
-        states = runner.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
+        states = engine.scheduler(rec.scheduler).states_of([t.attempts[-1] for t in trials])
         if states is not None:
             return states
     if len(trials) <= LIST_OVER:
         return {}
     try:
-        apps = runner.list(rec.scheduler)
+        apps = engine.list(rec.scheduler)
     except PartialListError as e:
         apps = e.apps
     if ended is not None:
@@ -440,14 +426,14 @@ def _listed_states(runner: "_Runner", rec: SweepRecord, trials: Sequence[TrialRe
     return {a.app_id: a.state for a in apps}
 
 
-def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
+def _trial_state(engine: Engine, rec: SweepRecord, t: TrialRecord,
                  listed: Optional[Mapping[str, AppState]] = None) -> "tuple[AppState, str]":
     if t.pending or not t.attempts:
         return (AppState.CANCELLED if rec.cancelled or t.cancelled else AppState.UNSUBMITTED), ""
     state = (listed or {}).get(t.attempts[-1])
     if state is not None and state != AppState.FAILED:
         return state, ""
-    status = runner.status(make_app_handle(rec.scheduler, rec.session, t.attempts[-1]))
+    status = engine.status(AppRef(rec.scheduler, rec.session, t.attempts[-1]))
     if status is None:
         return AppState.UNKNOWN, "the scheduler no longer knows this app"
     why = ""
@@ -457,19 +443,19 @@ def _trial_state(runner: "_Runner", rec: SweepRecord, t: TrialRecord,
     return status.state, why
 
 
-def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
+def sweep_status(engine: Engine, handle: str) -> SweepStatus:
     """See :meth:`tx.runner.Runner.sweep_status`."""
     rec = load_record(handle)
     now = time.time()
     out = []
     newly_ended: Dict[int, "tuple[Optional[float], float]"] = {}
     listed_ended: Dict[str, float] = {}
-    listed = _listed_states(runner, rec, [t for t in rec.trials if t.attempts and not t.pending], listed_ended)
+    listed = _listed_states(engine, rec, [t for t in rec.trials if t.attempts and not t.pending], listed_ended)
     for t in rec.trials:
-        state, why = _trial_state(runner, rec, t, listed)
+        state, why = _trial_state(engine, rec, t, listed)
         started, ended = t.started, t.ended
         if ended is None and is_terminal(state) and t.attempts and not t.pending:
-            started, ended = newly_ended[t.index] = _times(runner, rec, t, now, listed_ended, describe=not listed)
+            started, ended = newly_ended[t.index] = _times(engine, rec, t, now, listed_ended, describe=not listed)
         duration = None if not t.submitted or t.pending else (ended or now) - (started or t.submitted[-1])
         out.append(TrialStatus(t.index, t.params, state,
                                make_app_handle(rec.scheduler, rec.session, t.attempts[-1]) if t.attempts else None,
@@ -483,7 +469,7 @@ def sweep_status(runner: "_Runner", handle: str) -> SweepStatus:
     return SweepStatus(handle, out, rec.cancelled)
 
 
-def _times(runner: "_Runner", rec: SweepRecord, t: TrialRecord, now: float, listed_ended: Mapping[str, float],
+def _times(engine: Engine, rec: SweepRecord, t: TrialRecord, now: float, listed_ended: Mapping[str, float],
            describe: bool) -> "tuple[Optional[float], float]":
     """``(started, ended)`` of the ended trial ``t``'s last attempt, in epoch seconds, as its
     scheduler recorded them: the listing's end time where the trials were listed (many
@@ -496,7 +482,7 @@ def _times(runner: "_Runner", rec: SweepRecord, t: TrialRecord, now: float, list
     desc = None
     if describe:
         try:
-            desc = runner.scheduler(rec.scheduler).describe(t.attempts[-1])
+            desc = engine.scheduler(rec.scheduler).describe(t.attempts[-1])
         except Exception:  # noqa: BLE001 - the times are a courtesy: the state was read already
             desc = None
     meta = desc.metadata if desc is not None else {}
@@ -521,22 +507,22 @@ class SweepCancel:
     unsubmitted: List[int]
 
 
-def cancel_sweep(runner: "_Runner", handle: str) -> SweepCancel:
+def cancel_sweep(engine: Engine, handle: str) -> SweepCancel:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
         # the pending trials stop being submitted now (not when an earlier cancel did)
         unsubmitted = [] if rec.cancelled else [t.index for t in rec.trials if t.pending]
         rec.cancelled = True
     live = [t for t in rec.trials if t.attempts and not t.pending]
-    listed = _listed_states(runner, rec, live)
+    listed = _listed_states(engine, rec, live)
     stop = [t for t in live if not is_terminal(listed[t.attempts[-1]] if t.attempts[-1] in listed
-                                               else _trial_state(runner, rec, t)[0])]
+                                               else _trial_state(engine, rec, t)[0])]
     if stop:  # one call where the backend cancels many at once (Scheduler.cancel_many)
-        runner.scheduler(rec.scheduler).cancel_many([t.attempts[-1] for t in stop])
+        engine.scheduler(rec.scheduler).cancel_many([t.attempts[-1] for t in stop])
     return SweepCancel([t.index for t in stop], unsubmitted)
 
 
-def trial_appdef(runner: "_Runner", handle: str, index: int) -> Optional[AppDef]:
+def trial_appdef(engine: Engine, handle: str, index: int) -> Optional[AppDef]:
     """``tx describe SWEEP/TRIAL``: the AppDef of the trial's last attempt as its scheduler
     describes it (None: the scheduler no longer knows it), or, before it is submitted,
     the AppDef it will be submitted with.
@@ -547,14 +533,14 @@ def trial_appdef(runner: "_Runner", handle: str, index: int) -> Optional[AppDef]
     rec, t = trial(handle, index)
     app_handle = trial_handle(rec, t)
     if app_handle is not None:
-        return runner.describe(app_handle)  # type: ignore[attr-defined]
+        return engine.describe(parse(app_handle))  # type: ignore[arg-type]
     as_args = _check_params(rec.source, list(t.params), rec.env)
-    return trial_app(runner, rec, t, as_args)
+    return trial_app(engine, rec, t, as_args)
 
 
-def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List[int]:
+def resume_sweep(engine: Engine, handle: str, supervise: bool = True) -> List[int]:
     """See :meth:`tx.runner.Runner.resume_sweep`."""
-    status = sweep_status(runner, handle)
+    status = sweep_status(engine, handle)
     todo = [t.index for t in status.trials if t.state in RESUMABLE]
     with updating(handle) as rec:
         rec.cancelled = False
@@ -562,7 +548,7 @@ def resume_sweep(runner: "_Runner", handle: str, supervise: bool = True) -> List
             rec.trials[i].pending = True
             rec.trials[i].cancelled = False
             rec.trials[i].started = rec.trials[i].ended = None
-    left = submit_pending(runner, handle)
+    left = submit_pending(engine, handle)
     if left and supervise:
         start_supervisor(rec)
     return todo

@@ -23,6 +23,7 @@ tx name                   TorchX name                 value
 ``TX_CHECKPOINT_DIR``     (none)                      the run's checkpoint location, an fsspec URL or
                                                       a path, the same in every attempt (Runner;
                                                       :mod:`tx.distributed` saves and loads there)
+``TX_RESUME_FROM``        (none)                      the handle ``tx run --resume`` continues (Runner)
 ``TX_SWEEP_ID``           (none)                      in a sweep's trial: the sweep handle (Runner)
 ``TX_TRIAL_INDEX``        (none)                      in a sweep's trial: its index, 0-based (Runner)
 ``TX_TRIAL_PARAMS``       (none)                      in a sweep's trial: its parameters as JSON (Runner)

@@ -108,10 +108,13 @@ def finalize_orphan(app_dir: str, request: Dict[str, Any], final: str, msg: str,
                                                 for r in ro["replicas"]]}
             for ro in request["roles"]
         ])
+        dirs = {(ro["name"], r["id"]): r["dir"] for ro in request["roles"] for r in ro["replicas"]}
         for role in state["roles"]:
             for r in role["replicas"]:
                 if r["state"] not in _store.TERMINAL:
                     r["state"], r["pid"] = final, None
+                elif r["state"] == "FAILED" and "cause" not in r and (role["name"], r["id"]) in dirs:
+                    r["cause"] = recorded_cause(role["name"], r, dirs[(role["name"], r["id"])])  # as _finish
         state["state"] = final
         state["msg"] = msg
         if infra:
@@ -177,7 +180,10 @@ def attempts_of(state: Dict[str, Any]) -> List[Attempt]:
         if state.get("infra"):
             kind, reason = FailureKind.INFRA, str(state["infra"])
         else:
-            kind, reason = FailureKind.USER, str(state.get("error") or state.get("msg") or "").split("\n")[0]
+            cause = next((_cause_of(r) for role in state.get("roles") or [] for r in role.get("replicas") or []
+                          if r.get("cause") and r.get("error") and r.get("error") == state.get("error")), None)
+            kind, reason = FailureKind.USER, (
+                cause.text if cause is not None else str(state.get("error") or state.get("msg") or "").split("\n")[0])
     out.append(Attempt(len(out), app_state, kind, reason))
     return out
 
@@ -195,7 +201,9 @@ def to_describe(
             for r in role["replicas"]:
                 cause = None
                 rdir = dirs.get((role["name"], r["id"]))
-                if r["state"] == "FAILED" and rdir is not None:
+                if "cause" in r:  # recorded when the app ended: the logs may be gone since
+                    cause = _cause_of(r)
+                elif r["state"] == "FAILED" and rdir is not None:  # running, or an older record
                     cause = replica_root_cause(role["name"], r, rdir)
                 if cause is not None and r.get("error") and r.get("error") == state.get("error"):
                     app_cause = cause
@@ -271,6 +279,27 @@ def replica_root_cause(role: str, replica: Dict[str, Any], replica_dir: str) -> 
     code = replica.get("exit_code")
     cause = root_cause(role, replica["id"], tail, error_file, code if isinstance(code, int) else None)
     return cause if names_cause(cause) else None
+
+
+def recorded_cause(role: str, replica: Dict[str, Any], replica_dir: str) -> Optional[Dict[str, Any]]:
+    """:func:`replica_root_cause` as the record keeps it (``RootCause.to_json()``: its
+    fields and ``text``), or None where it names nothing beyond the exit status. Made when
+    the replica's output is complete (by the supervisor, with the final state), so that
+    later looks do not depend on logs that may be gone."""
+    cause = replica_root_cause(role, replica, replica_dir)
+    return cause.to_json() if cause is not None else None
+
+
+def _cause_of(replica: Dict[str, Any]) -> Optional[RootCause]:
+    """The root cause recorded in a replica's entry of state.json (None: none recorded, or
+    a record that is not one)."""
+    rec = replica.get("cause")
+    if not isinstance(rec, dict):
+        return None
+    try:
+        return RootCause(**{k: v for k, v in rec.items() if k != "text"})
+    except TypeError:
+        return None
 
 
 def read_request(app_dir: str) -> Optional[Dict[str, Any]]:

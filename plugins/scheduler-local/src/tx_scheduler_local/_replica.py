@@ -111,7 +111,7 @@ class Replica:
 
     __slots__ = (
         "role", "id", "argv", "env", "dir", "logs", "pid", "state", "exit_code", "error",
-        "reason", "attempts", "pipes", "stop_reason", "stop_deadline", "oom_base",
+        "reason", "attempts", "pipes", "stop_reason", "stop_deadline", "oom_base", "cause", "history_entry",
     )
 
     def __init__(self, role: Role, spec: Dict[str, Any]) -> None:
@@ -131,6 +131,11 @@ class Replica:
         self.stop_reason: Optional[str] = None  # "cancel", "failed" (app), "restart"
         self.stop_deadline: Optional[float] = None
         self.oom_base: Optional[int] = None  # OOM kills of its memory cgroup when it started
+        #: why its last attempt failed, recorded once its output is complete (the fields of a
+        #: tx.specs.RootCause; None: nothing beyond the exit status); False: not recorded
+        self.cause: Any = False
+        #: the ``history`` entry of a failure that is being restarted, until its cause is recorded
+        self.history_entry: Optional[Dict[str, Any]] = None
 
     @property
     def name(self) -> str:
@@ -139,10 +144,13 @@ class Replica:
 
     def to_json(self) -> Dict[str, Any]:
         """The replica's entry in state.json."""
-        return {
+        out = {
             "id": self.id, "state": self.state, "pid": self.pid, "exit_code": self.exit_code,
             "error": self.error, "reason": self.reason, "attempts": self.attempts,
         }
+        if self.cause is not False:
+            out["cause"] = self.cause
+        return out
 
 
 class Spawner:

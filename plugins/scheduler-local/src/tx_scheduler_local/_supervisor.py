@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
 from tx_scheduler_local import _memory, _procs, _store, _where
+from tx_scheduler_local._apps import recorded_cause
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
     Replica, Role, Spawner, exit_reason, failure_line, killed_by_sigkill, oom_reason, os_error_text, raise_fd_limit,
@@ -342,7 +343,9 @@ class Supervisor:
                 group = list(role.replicas)
             else:  # REPLICA, HOT_SPARE
                 group = [r]
-            self.history.append({"kind": "user", "reason": f"replica {r.name} {why}"})
+            # the reason names the root cause once the attempt's output is complete (_advance)
+            r.history_entry = {"kind": "user", "reason": f"replica {r.name} {why}"}
+            self.history.append(r.history_entry)
             self._restart(group)
             self._log(f"{r.name} {why}; restart {role.retries}/{role.max_retries} ({role.policy})")
             return
@@ -354,6 +357,16 @@ class Supervisor:
             if x.pid is not None:
                 self._stop(x, "failed")
         self._drop_restarts()
+
+    def _record_restart_cause(self, r: Replica) -> None:
+        """Name the root cause in the ``history`` entry of ``r``'s failed attempt, once its
+        output is complete (its pipes closed, before it starts again)."""
+        entry, r.history_entry = r.history_entry, None
+        if entry is not None:
+            cause = recorded_cause(r.role.name, r.to_json(), r.dir)
+            if cause is not None:
+                entry["reason"] = cause["text"]
+                self.dirty = True
 
     def _restart(self, group: List[Replica]) -> None:
         """Stop the replicas of ``group`` still running; start them all again once all are
@@ -395,6 +408,8 @@ class Supervisor:
             for x in members:
                 for fd in list(x.pipes):
                     self._close_pipe(fd, x)
+            for x in members:
+                self._record_restart_cause(x)
             for x in members:
                 if not self.cancelled and self.failed is None:
                     self._spawn(x)
@@ -498,6 +513,12 @@ class Supervisor:
                 self._close_pipe(fd, r)
             if r.logs is not None:
                 r.logs.close()
+        # why each failed replica failed, recorded with the final state: later looks read
+        # it, whether or not the logs are still there (the logs are complete only now)
+        for r in self.replicas:
+            self._record_restart_cause(r)
+            if r.state == "FAILED":
+                r.cause = recorded_cause(r.role.name, r.to_json(), r.dir)
         if self.failed is not None:
             self.state = "FAILED"
         elif self.cancelled:

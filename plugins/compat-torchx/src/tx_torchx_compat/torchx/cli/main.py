@@ -213,13 +213,9 @@ def _run(args: Any) -> int:
 
         with Runner() as runner:
             args.scheduler = _default_scheduler(runner)
-    saved = cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT
-    # TorchX drops unknown -cfg keys, and relays the replicas' logs to stderr (stdout: the handle)
-    cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT = "warn", "stderr"
-    try:
-        return int(args._command.run(args) or 0)
-    finally:
-        cmd_run.UNKNOWN_CFG_KEYS, cmd_run.RELAY_STDOUT = saved
+    # TorchX drops unknown -cfg keys, and relays the replicas' logs to stderr (stdout: the
+    # handle): arguments of this call, never tx's module globals (tx's defaults stay tx's)
+    return int(cmd_run.run(args, unknown_cfg_keys="warn", relay_stdout="stderr") or 0)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
