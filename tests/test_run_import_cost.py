@@ -2,8 +2,9 @@
 (fsspec, asyncio: its last copy is made by a detached process, docs/recovery.md), and none
 of the standard library modules it has no use for on that path (shutil with zlib, bz2 and
 lzma, which argparse loads for the terminal's width; socket; tempfile; an entry point scan
-once the plugin cache is warm). Each run is a real ``tx run`` on local_cwd, in a fresh
-interpreter, with the test's own state and caches."""
+once the plugin cache is warm; hashlib, subprocess and the records of runs with failover).
+Each run is a real ``tx run`` on local_cwd, in a fresh interpreter, with the test's own
+state and caches."""
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from typing import Dict
 
 #: modules the waiting ``tx run`` process must not load
 NOT_ON_THE_PATH = ("fsspec", "asyncio", "shutil", "bz2", "lzma", "socket", "tempfile", "importlib.metadata",
-                   "urllib.parse", "ipaddress")
+                   "urllib.parse", "ipaddress", "subprocess", "secrets", "hashlib", "tx.runner.failover")
 
 PROBE = """
 import json, sys

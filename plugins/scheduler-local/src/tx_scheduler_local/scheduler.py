@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
@@ -61,6 +60,8 @@ _STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
 
 def nvidia_smi_device_count() -> int:
     """Number of GPUs ``nvidia-smi -L`` lists; 0 if it is missing, fails or times out (10 s)."""
+    import subprocess  # only when a role asks for GPUs (selectors and more: off a CPU app's path)
+
     try:
         out = subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
