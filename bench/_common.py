@@ -95,3 +95,39 @@ def calls_text(calls: Union[Mapping[str, int], Iterable[str]]) -> str:
     """
     counts = calls if isinstance(calls, Mapping) else Counter(calls)
     return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none"
+
+
+def load_avg() -> str:
+    """The 1/5/15-minute load averages, ``5.54/9.33/9.40`` (``?`` where the OS has none)."""
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def git_state() -> Dict[str, str]:
+    """The repository's commit and whether its tree differs from it.
+
+    Returns:
+        ``{"commit": <40 hex or "unknown">, "dirty": "yes" | "no" | "unknown"}``; "dirty"
+        counts tracked changes and untracked files that git does not ignore, except the
+        files bench/RESULTS* (what a regeneration writes).
+    """
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True, timeout=30).stdout.strip() or "unknown"
+        st = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+        # the results themselves do not count: a regeneration rewrites them one after another
+        changed = [ln for ln in st.stdout.splitlines() if not ln[3:].startswith("bench/RESULTS")]
+        dirty = ("yes" if changed else "no") if st.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "unknown", "unknown"
+    return {"commit": commit, "dirty": dirty}
+
+
+def stamp_text(git: Mapping[str, str], date: str, load_before: str, load_after: str,
+               n: Union[int, str], command: str) -> str:
+    """The stamp line every RESULTS file carries (bench/regen.py writes and reads it)."""
+    return (f"Stamp: commit {git['commit'][:12]} (tree dirty: {git['dirty']}), {date}, "
+            f"load average before {load_before}, after {load_after}, n={n}, `{command}`.")

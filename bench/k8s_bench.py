@@ -165,7 +165,9 @@ def main() -> int:
     with open(args.out, "w") as f:
         f.write(text)
     print(text)
-    return 0 if all(ok for _, _, ok in budgets) and not errors else 1
+    # a FAIL verdict is a result (written above), not a failure of the bench: exit 1 only
+    # when a case could not be measured (bench/regen.py stamps the file on exit 0)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -85,17 +85,19 @@ def main() -> None:
         server.terminate()
         server.wait(30)
 
-    def row(what: str, runs: List[Tuple[float, List[str]]]) -> str:
+    def row(what: str, runs: List[Tuple[float, List[str]]], budget: int, unit: str) -> str:
         walls = sorted(w for w, _ in runs)
         calls = sorted({", ".join(f"{a.count(x)} {x}" for x in sorted(set(a))) for _, a in runs})
+        worst = max(len(a) for _, a in runs)
+        verdict = "PASS" if worst <= budget else "FAIL"
         return (f"| {what} | {statistics.median(walls):.2f} s ({walls[0]:.2f}-{walls[-1]:.2f}) | "
-                f"{'; '.join(calls)} |")
+                f"{'; '.join(calls)} | <= {budget} {unit} | **{verdict}** ({worst} in the worst run) |")
 
     print(f"Kubernetes (the fake API server, `python bench/sweep_k8s_bench.py --trials {args.trials}`), "
           f"{args.repeat} runs: the median wall time, the range in brackets, and the API requests.\n")
-    print("| what | wall | API requests (each run) |\n| --- | --- | --- |")
-    print(row(f"`run_sweep` of {args.trials} trials (one Indexed Job)", subs))
-    print(row(f"`sweep_status` of the {args.trials} trials", stats))
+    print("| what | wall | API requests (each run) | budget | verdict |\n| --- | --- | --- | --- | --- |")
+    print(row(f"`run_sweep` of {args.trials} trials (one Indexed Job)", subs, 2, "backend calls"))
+    print(row(f"`sweep_status` of the {args.trials} trials", stats, 1, "label-selected list"))
 
 
 if __name__ == "__main__":

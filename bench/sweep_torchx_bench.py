@@ -220,6 +220,9 @@ def main() -> None:
             "tx_cli": f"tx: {m} x `tx run -s slurm utils.sh ...` commands",
             "torchx_cli": f"TorchX 0.7.0: {m} x `torchx run -s slurm utils.sh ...` commands",
         }
+        sweep_s = statistics.median(w for w, _ in results["sweep"])
+        torchx_cli_s = statistics.median(w for w, _ in results["torchx_cli"])
+        tx_cli_s = statistics.median(w for w, _ in results["tx_cli"])
         rows = []
         for what, label in labels.items():
             runs = results[what]
@@ -249,11 +252,14 @@ def main() -> None:
             "ran before it (one `sbatch` each), though slurmctld, holding more pending jobs, may answer slower: lower "
             "bounds. TorchX's Runner asks `sinfo` on every submission (tx once per process); its `torchx run` asks "
             "`sacct` once after submitting.",
-            f"- To submit 1,000 trials: the sweep {statistics.median(w for w, _ in results['sweep']):.2f} s; one by one "
-            f"in one process {per('tx_api') * 1000:.0f} s with tx, {per('torchx_api') * 1000:.0f} s with TorchX; "
-            f"one command each {per('tx_cli') * 1000:.0f} s with tx, {per('torchx_cli') * 1000:.0f} s with TorchX "
-            f"(the sweep {per('torchx_cli') * 1000 / statistics.median(w for w, _ in results['sweep']):.0f}x faster "
-            "than TorchX's shell loop, extrapolated).",
+            f"- Measured: the sweep of {n} trials took {sweep_s:.2f} s (median of {len(results['sweep'])}); "
+            f"{m} `torchx run` commands one after another took {torchx_cli_s:.1f} s (median of "
+            f"{len(results['torchx_cli'])}), {m} `tx run` commands {tx_cli_s:.1f} s: the sweep submitted "
+            f"{n // m}x the trials in {sweep_s / torchx_cli_s:.3f}x the time of TorchX's {m} commands. "
+            f"Extrapolated, not measured (x{1000 // m}, linear, from n={len(results['torchx_cli'])} runs at the load "
+            f"below): 1,000 trials one by one in one process {per('tx_api') * 1000:.0f} s with tx, "
+            f"{per('torchx_api') * 1000:.0f} s with TorchX; one command each {per('tx_cli') * 1000:.0f} s with tx, "
+            f"{per('torchx_cli') * 1000:.0f} s with TorchX.",
             f"- Load average (1 min) while measuring: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs "
             "(a shared machine, heavily loaded by other work during this run: a run's wall varies up to 2x, "
             "see the ranges; compare rows measured in the same rounds, not these with other sections).",

@@ -195,8 +195,8 @@ def test_sigterm_to_run_wait_cancels_and_leaves_nothing(tx_env, tmp_path):
     # both replicas reached their foreground sleep (so both background sleeps run too)
     assert _wait_for(lambda: len([c for c in _procs_marked(marker).values() if c == "sleep 121"]) >= 2)
     proc.send_signal(signal.SIGTERM)
-    rc = proc.wait(timeout=60)
-    assert rc == 128 + signal.SIGTERM
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, out, err)
     assert _wait_for(lambda: not _procs_marked(marker), timeout=20), _procs_marked(marker)
 
 

@@ -14,6 +14,7 @@ _batch = reexport(globals(), "tx_scheduler_aws_batch.scheduler", "tx-scheduler-a
 # by name, as reexport does (a plugin is never imported statically; it is importable once
 # reexport returned): its request module is the same distribution's
 _request = importlib.import_module("tx_scheduler_aws_batch.request")
+_status = importlib.import_module("tx_scheduler_aws_batch._status")
 
 #: the environment variables naming a node's role and its index (tx sets them, with TX_*)
 ENV_TORCHX_ROLE_NAME = "TORCHX_ROLE_NAME"
@@ -59,7 +60,7 @@ def resource_from_resource_requirements(resource_requirements: List[Dict[str, st
     """The :class:`Resource` (cpu, gpu, memMB) that ``resourceRequirements`` ask for, read as tx's
     ``describe`` reads a submitted job (GPU 0 when absent)."""
     container = {"resourceRequirements": resource_requirements}
-    return _batch.AwsBatchScheduler._role_of("node", 0, 0, container).resource
+    return _status.role_of("node", 0, 0, container).resource
 
 
 class AWSBatchScheduler(_batch.AwsBatchScheduler):  # type: ignore[misc,valid-type]
