@@ -181,3 +181,14 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_rejects(text):
     with pytest.raises(ValueError, match="bad duration"):
         config.parse_duration(text)
+
+
+def test_checkpoint_urls_quote_as_urllib_does():
+    """The checkpoint URL's percent-encoding (tx.config.recovery, without urllib.parse) is
+    urllib.parse.quote(safe="")'s, byte for byte."""
+    from urllib.parse import quote
+
+    from tx.config.recovery import percent_encode
+
+    for text in ["train", "a/b", "a b%c", "x~y_z-1.2", "ünï©ødé", "日本", "?#&=+;:@$,!*'()[]{}|\\^`\"<>", "\x00\x7f"]:
+        assert percent_encode(text) == quote(text, safe=""), text

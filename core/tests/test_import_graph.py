@@ -276,7 +276,8 @@ RUNNER_FLOORS: List[Tuple[str, ...]] = [
     ("tx.runner.engine", "tx.runner._checkpoints"),
     ("tx.runner.archive", "tx.runner.archiver", "tx.runner.failover", "tx.runner._runs", "tx.runner.sweep",
      "tx.runner._sweep_records"),
-    ("tx.runner", "tx.runner.api", "tx.runner._failover_watcher", "tx.runner._sweep_supervisor"),
+    ("tx.runner", "tx.runner.api", "tx.runner._failover_watcher", "tx.runner._sweep_supervisor",
+     "tx.runner._archive_copier"),
 ]
 #: the peers above the engine: none imports another (what one needs of another arrives as an
 #: argument from the facade)

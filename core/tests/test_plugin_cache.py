@@ -298,3 +298,26 @@ def test_a_distribution_in_the_working_directory_is_seen_in_any_order(site, tmp_
     for f in (tmp_path / "cache" / "tx").iterdir():
         f.unlink()
     assert [seen(site), seen(other), seen(site), seen(other)] == [True, False, True, False]
+
+
+def test_the_direct_scan_finds_what_importlib_metadata_finds(tmp_path, monkeypatch):
+    """The cache-miss scan reads the distributions' metadata directories itself (no
+    importlib.metadata: ~70 ms); it gives the same entry points as importlib.metadata, here
+    and on a site with a duplicate distribution, comments, other groups and an egg-info."""
+    from tx import _plugin_cache as pc
+
+    assert sorted(pc._scan_entry_points()) == sorted(pc._metadata_entry_points())
+    first, second = tmp_path / "a", tmp_path / "b"
+    for site, value in ((first, "one.hooks"), (second, "two.hooks")):
+        d = site / "tx_scheduler_dup-1.0.dist-info"
+        d.mkdir(parents=True)
+        (d / "METADATA").write_text("Metadata-Version: 2.1\nName: tx-scheduler-dup\nVersion: 1.0\n\nName: not a header\n")
+        (d / "entry_points.txt").write_text(f"# comment\n[console_scripts]\nx = y:z\n\n[tx]\n# other\ndup = {value}\n")
+    egg = second / "tx_egg.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Name: tx-egg\nVersion: 0.2\n")
+    (egg / "entry_points.txt").write_text("[tx]\negg=tx_egg.hooks\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    scanned = list(pc._scan_entry_points())
+    assert scanned == [("dup", "one.hooks", "tx-scheduler-dup", "1.0"), ("egg", "tx_egg.hooks", "tx-egg", "0.2")]
+    assert sorted(scanned) == sorted(pc._metadata_entry_points())

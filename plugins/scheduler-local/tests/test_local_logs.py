@@ -4,6 +4,7 @@ import datetime as dt
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -186,6 +187,12 @@ def test_tx_log_of_deleted_logs_says_so(tx, tx_env, tmp_path, one_line_error):
     assert p.returncode == 0, p.stderr
     handle = p.stdout.splitlines()[0]
     log_file = tmp_path / "logs" / "tx" / _app_id(handle) / "echo" / "0" / "combined.log"
+    # tx's detached copier makes the archive's last copy after `tx run` returns: its mark
+    complete = Path(tx_env["TX_STATE_DIR"]) / "logs" / "local_cwd" / "tx" / _app_id(handle) / "complete"
+    deadline = time.monotonic() + 60
+    while not complete.exists():
+        assert time.monotonic() < deadline, "the log archive was not completed within 60 s"
+        time.sleep(0.02)
     log_file.unlink()
     archived = tx("log", handle)  # tx's log archive (docs/recovery.md) stands in, and says so
     assert archived.returncode == 0 and archived.stdout == "echo/0 hi\n", archived.stderr

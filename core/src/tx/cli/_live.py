@@ -9,10 +9,11 @@ written into it. Nothing is drawn when stderr is not a terminal or ``TERM=dumb``
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from typing import IO, Any, Optional
+
+from tx.cli.command import terminal_columns
 
 __all__ = ["LiveLine", "wanted"]
 
@@ -76,7 +77,7 @@ class LiveLine:
             line += f": {self.why}"
         if self.hint:
             line += f"  ({self.hint})"
-        width = shutil.get_terminal_size((80, 24)).columns - 1
+        width = terminal_columns() - 1
         return line if len(line) <= width else line[: max(0, width - 3)] + "..."
 
     def clear(self) -> None:

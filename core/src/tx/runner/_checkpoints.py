@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 from typing import Dict, Optional
-from urllib.parse import quote
 
 from tx.config.environ import CHECKPOINT_DIR, RESUME_FROM, state_dir
+from tx.config.recovery import percent_encode
 from tx.log import get_logger
 from tx.runner._records import write_json
 from tx.specs.api import AppDef
@@ -22,7 +22,7 @@ __all__ = ["record", "recorded", "resume_env"]
 
 def _path(handle: str) -> str:
     scheduler, session, app_id = parse_app_handle(handle)
-    return os.path.join(state_dir(), "checkpoints.d", *(quote(p, safe="") for p in (scheduler, session, app_id))) \
+    return os.path.join(state_dir(), "checkpoints.d", *(percent_encode(p) for p in (scheduler, session, app_id))) \
         + ".json"
 
 

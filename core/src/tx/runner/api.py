@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 import attrs
 
-from tx.runner import _checkpoints, failover, options
+from tx.runner import _checkpoints, options
 from tx.runner.archiver import Archiver
 from tx.runner.engine import Engine
 from tx.runner.handles import AppRef, Ref, RunRef, SweepRef, TrialRef, parse
@@ -26,6 +26,7 @@ from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import AppStatus
 
 if TYPE_CHECKING:
+    from tx.runner import failover
     from datetime import datetime
 
     from tx.runner.archive import LogArchive
@@ -49,14 +50,9 @@ class Runner:
         TypeError: ``scheduler_factories`` is not a mapping of callables.
     """
 
-    def __init__(
-        self,
-        name: str = DEFAULT_SESSION,
-        scheduler_factories: Optional[Mapping[str, Any]] = None,
-        component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
-        scheduler_params: Optional[Mapping[str, Any]] = None,
-        registry: Any = None,
-    ) -> None:
+    def __init__(self, name: str = DEFAULT_SESSION, scheduler_factories: Optional[Mapping[str, Any]] = None,
+                 component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
+                 scheduler_params: Optional[Mapping[str, Any]] = None, registry: Any = None) -> None:
         if scheduler_factories is not None and (not isinstance(scheduler_factories, _Mapping) or not all(
                 callable(f) for f in scheduler_factories.values())):
             raise TypeError("Runner(name, scheduler_factories, component_defaults, scheduler_params): scheduler_"
@@ -143,7 +139,7 @@ class Runner:
         Raises ValueError (no such app or run, or no location), MalformedAppHandleException."""
         try:
             app = self.describe(resume)
-        except failover.UnknownRunError:
+        except _failover().UnknownRunError:
             app = None
         return _checkpoints.resume_env(resume, app)
 
@@ -183,9 +179,9 @@ class Runner:
         # every hop's options merged once, now, as the first hop's (kept in the run's record)
         chain = [(s, self._merged(s, None)) if isinstance(s, str) else (s[0], self._merged(s[0], s[1]))
                  for s in schedulers]
-        rec = failover.create(self._engine, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
+        rec = _failover().create(self._engine, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
         if watch:
-            failover.ensure_watcher(new_run=True)
+            _failover().ensure_watcher(new_run=True)
         return rec.handle
 
     def run_status(self, run_handle: str) -> "failover.RunStatus":
@@ -195,9 +191,9 @@ class Runner:
 
     def _run_status(self, ref: Ref) -> Any:
         """A look at a run and the steps it takes, in plain view: a watcher, one failover step."""
-        failover.ensure_watcher()
-        rec = failover.step(self._engine, ref.handle, blocking=False)
-        return failover.run_status(self._engine, ref.handle, rec)
+        _failover().ensure_watcher()
+        rec = _failover().step(self._engine, ref.handle, blocking=False)
+        return _failover().run_status(self._engine, ref.handle, rec)
 
     def component_app(self, component: str, component_args: Union[List[str], Dict[str, Any]]) -> AppDef:
         """Build the AppDef of a component from CLI-style args or a dict of arguments (raises
@@ -295,8 +291,8 @@ class Runner:
         exist (``wait_interval``: s between polls). Of a run: follows its hops."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            failover.ensure_watcher()  # a watcher follows the run when this wait ends
-            return failover.wait(self._engine, ref.handle, wait_interval, timeout)
+            _failover().ensure_watcher()  # a watcher follows the run when this wait ends
+            return _failover().wait(self._engine, ref.handle, wait_interval, timeout)
         return self._engine.wait(self._app(ref), wait_interval, timeout)
 
     def cancel(self, app_handle: AppHandle) -> None:
@@ -304,8 +300,8 @@ class Runner:
         first); of a run handle, no hop is submitted any more and the live hop is cancelled."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            failover.cancel(self._engine, ref.handle)
-            failover.ensure_watcher()  # it ends the run's live hop and records the run's end
+            _failover().cancel(self._engine, ref.handle)
+            _failover().ensure_watcher()  # it ends the run's live hop and records the run's end
             return
         self._engine.cancel(self._app(ref))
 
@@ -324,7 +320,7 @@ class Runner:
             # the AppDef reader: only for a run's record
             from tx.specs.files import appdef_from_dict
 
-            return appdef_from_dict(failover.load_record(ref.handle).appdef)
+            return appdef_from_dict(_failover().load_record(ref.handle).appdef)
         return self._engine.describe(self._app(ref))
 
     def log_lines(self, app_handle: AppHandle, role_name: str, k: int = 0, regex: Optional[str] = None,
@@ -336,8 +332,8 @@ class Runner:
         if isinstance(ref, RunRef):
             if since is not None or until is not None:
                 raise ValueError("--since/--until read one app: give the hop's handle (`tx status` lists them)")
-            failover.ensure_watcher()  # a watcher follows the run while no one reads it
-            blocks = failover.log_blocks(self._engine, ref.handle, role_name, k, should_tail, streams, self.log_blocks)
+            _failover().ensure_watcher()  # a watcher follows the run while no one reads it
+            blocks = _failover().log_blocks(self._engine, ref.handle, role_name, k, should_tail, streams, self.log_blocks)
             return filter_regex(regex, (line for b in blocks for line in split_lines(b.decode("utf-8", "replace"))))
         app = self._app(ref)
         if streams is None and since is None and until is None:  # the archive may stand in
@@ -350,8 +346,8 @@ class Runner:
         """Like :meth:`log_lines` without filtering, as byte blocks of whole lines (fast relay)."""
         ref = parse(app_handle)
         if isinstance(ref, RunRef):
-            failover.ensure_watcher()  # see log_lines
-            return failover.log_blocks(self._engine, ref.handle, role_name, k, should_tail, streams, self.log_blocks)
+            _failover().ensure_watcher()  # see log_lines
+            return _failover().log_blocks(self._engine, ref.handle, role_name, k, should_tail, streams, self.log_blocks)
         if streams is None:
             return self._archiver.blocks(self._app(ref), role_name, k, should_tail)
         return self._engine.log_blocks(self._app(ref), role_name, k, should_tail=should_tail, streams=streams)
@@ -379,6 +375,12 @@ class Runner:
     def archived_replicas(self, app_handle: AppHandle) -> Optional[List[tuple]]:
         """``[(role, k), ...]`` the log archive holds for the app, or None."""
         return self._archiver.archived_replicas(self._app(parse(app_handle)))
+
+
+def _failover() -> Any:
+    # deferred: runs with failover (attrs records, the watcher's subprocess) are off an app's path
+    from tx.runner import failover
+    return failover
 
 
 def _sweep() -> Any:

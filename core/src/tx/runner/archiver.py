@@ -5,11 +5,15 @@ the backend no longer has it, from the archive (docs/recovery.md).
 :class:`Archiver` subscribes to :class:`tx.runner.engine.Engine`: an app seen terminal (by a
 status or a wait) has what is new of its logs copied and is marked complete; an app being
 waited for has its logs copied every ``[tx:logs] interval`` seconds; an app about to be
-cancelled has its logs copied first. Nothing else calls it to copy: the runner's reads do
+cancelled has its logs copied first. The last copy of an app a wait saw end, on a scheduler
+whose replicas run on this host, is made by a detached process
+(:mod:`tx.runner._archive_copier`): the waiting caller pays nothing for it. Nothing else calls it to copy: the runner's reads do
 not write the archive themselves.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
 
@@ -55,11 +59,57 @@ class Archiver:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._log_archive: Any = _UNSET
+        self._from_settings = False  # the archive is the settings' (another process can open it)
+        self._waited: set = set()  # handles of apps a wait followed, until seen terminal
         self._warned = False
         # a cancelled app's logs are copied first: Kubernetes deletes the pods, and their logs, with it
         engine.subscribe(terminal=self._on_terminal, follow=self.follow, cancelling=self.archive_logs)
 
     def _on_terminal(self, ref: AppRef, desc: Any) -> None:
+        if ref.handle in self._waited:
+            self._waited.discard(ref.handle)
+            self._archive_ended(ref, desc)
+        else:
+            self.archive_logs(ref, desc, catch_up=True)
+
+    def _archive_wanted(self) -> bool:
+        """Whether there is an archive to copy into, without opening it (fsspec stays
+        unloaded while the setting alone answers)."""
+        if self._log_archive is _UNSET:
+            try:
+                return archive_url() is not None
+            except ValueError:
+                pass  # log_archive warns
+        return self.log_archive is not None
+
+    def _archive_ended(self, ref: AppRef, desc: Any) -> None:
+        """The last copy of an app a wait saw end. For a scheduler whose replicas run on this
+        host (``runs_on_host``), with the archive of the settings (``[tx:logs]``) and
+        ``last_copy = detached`` (the default), a detached process makes it
+        (:mod:`tx.runner._archive_copier`) and the waiting caller pays nothing; else (an
+        archive set in code, scheduler factories or parameters another process cannot
+        rebuild, a remote backend) it is made here, before the wait returns."""
+        engine = self.engine
+        url = None
+        if getattr(engine.scheduler(ref.scheduler), "runs_on_host", False) \
+                and engine.scheduler_factories is None and not engine.scheduler_params \
+                and (self._log_archive is _UNSET or self._from_settings):
+            # settings are read where they are used
+            from tx.config.recovery import last_copy_detached
+
+            try:
+                url = archive_url() if last_copy_detached() else None
+            except ValueError as e:
+                self._warn(str(e))
+                return
+            if url is None and archive_url() is None:
+                return  # `archive = off`
+        if url is not None:
+            try:
+                _start_copier(engine.session, ref.handle, url)
+                return
+            except OSError as e:  # no process: copy here
+                log.debug("log archive: no detached copier", handle=ref.handle, error=str(e))
         self.archive_logs(ref, desc, catch_up=True)
 
     @property
@@ -76,6 +126,7 @@ class Archiver:
                 from tx.runner.archive import LogArchive
 
                 self._log_archive = LogArchive(url)
+                self._from_settings = True
             except (ValueError, ImportError, OSError) as e:
                 self._warn(f"cannot open the log archive: {e}")
                 self._log_archive = None
@@ -84,6 +135,7 @@ class Archiver:
     @log_archive.setter
     def log_archive(self, archive: Optional["LogArchive"]) -> None:
         self._log_archive = archive
+        self._from_settings = False
 
     def _warn(self, text: str) -> None:
         if not self._warned:
@@ -124,8 +176,10 @@ class Archiver:
 
     def follow(self, ref: AppRef) -> Callable[[], None]:
         """Copy the app's logs into the archive every ``[tx:logs] interval`` seconds, in a
-        thread, until the returned function is called."""
-        if self.log_archive is None:
+        thread, until the returned function is called (the archive is opened, and fsspec
+        loaded, at the first copy); the app is then marked as waited for: its last copy
+        (:meth:`_archive_ended`) is made when it is seen terminal."""
+        if not self._archive_wanted():
             return lambda: None
         # settings are read where they are used
         from tx.config.recovery import archive_interval
@@ -147,6 +201,7 @@ class Archiver:
         def stop() -> None:
             done.set()
             t.join()
+            self._waited.add(ref.handle)
 
         return stop
 
@@ -205,6 +260,31 @@ class Archiver:
         except Exception as e:  # noqa: BLE001 - the archive must never keep the live log from `tx log`
             log.debug("log archive: earlier attempts unknown", handle=ref.handle, error=str(e))
             return 0
+
+
+def _start_copier(session: str, handle: str, url: str) -> None:
+    """Start ``python -m tx.runner._archive_copier SESSION HANDLE URL`` detached (its own
+    session, stdio on /dev/null) and return at once; a daemon thread reaps it (init does
+    once this process exits).
+
+    Raises:
+        OSError: the process cannot be started.
+    """
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:  # posix_spawn, not subprocess (selectors and more: ~8 ms of imports under load)
+        pid = os.posix_spawn(
+            sys.executable, [sys.executable, "-m", "tx.runner._archive_copier", session, handle, url], os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)], setsid=True)
+    finally:
+        os.close(devnull)
+    threading.Thread(target=_reap, args=(pid,), name="tx-archive-copier-reaper", daemon=True).start()
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored)
+        pass
 
 
 def _unless_gone(blocks: Iterator[bytes], archive: Optional["LogArchive"],

@@ -21,7 +21,7 @@ written by earlier versions read as before (their ids have these forms already).
 from __future__ import annotations
 
 import re
-import secrets
+import os
 from typing import Union
 
 import attrs
@@ -142,12 +142,12 @@ def _stem(name: str) -> str:
 
 def new_run_id(name: str) -> str:
     """A new run id for an app named ``name``: ``run-<name, lowercased, at most 24>-<8 hex>``."""
-    return f"run-{_stem(name)}{secrets.token_hex(4)}"
+    return f"run-{_stem(name)}{os.urandom(4).hex()}"
 
 
 def new_sweep_id(name: str) -> str:
     """A new sweep id for a sweep named ``name``: ``sweep-<name>-<8 hex>``."""
-    return f"sweep-{_stem(name)}{secrets.token_hex(4)}"
+    return f"sweep-{_stem(name)}{os.urandom(4).hex()}"
 
 
 def check_not_reserved(name: str) -> str:

@@ -11,8 +11,6 @@ implements its kind, and calls :meth:`Workspace.build` before the dryrun.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional
 
 
@@ -126,6 +124,9 @@ def localize_workspace(workspace: str) -> str:
     if "://" not in workspace:
         return workspace
     import fsspec  # deferred: fsspec only for a workspace given as a URL
+    # deferred with it: shutil (zlib, bz2, lzma) and tempfile load on no other path of `tx run`
+    import shutil
+    import tempfile
 
     try:
         fs, root = fsspec.core.url_to_fs(workspace)

@@ -95,10 +95,9 @@ class Supervisor:
 
     # -- set-up ----------------------------------------------------------------------------
     def setup(self) -> None:
-        """Become subreaper, install signal handling and write the first state. Call
-        before acknowledging the launch."""
-        _procs.set_child_subreaper()
-        _procs.set_process_name("tx-supervisor")
+        """Install signal handling and write the first state. Call
+        before acknowledging the launch (the subreaper is set in :meth:`run`, before any
+        replica starts: it loads ctypes, ~5-13 ms the launcher need not wait for)."""
         for fd in (self._wake_r, self._wake_w):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
@@ -144,6 +143,9 @@ class Supervisor:
     def run(self) -> None:
         """Create the log files, start the replicas and supervise them until the app is
         terminal."""
+        # subreaper of everything the replicas leave behind, before any of them starts
+        _procs.set_child_subreaper()
+        _procs.set_process_name("tx-supervisor")
         # a cgroup of the app's own where cgroup v2 allows, so that escapees cannot leave
         # it: entered after the launch is acknowledged (it costs ~14 ms that `tx run` need
         # not wait for) and before any replica starts

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from typing import Any, Dict, List, Optional
 
@@ -43,7 +42,7 @@ def here() -> Dict[str, str]:
         pidns = os.readlink("/proc/self/ns/pid")
     except OSError:
         pidns = ""
-    return {"host": socket.gethostname(), "boot_id": _read("/proc/sys/kernel/random/boot_id"), "pidns": pidns}
+    return {"host": os.uname().nodename, "boot_id": _read("/proc/sys/kernel/random/boot_id"), "pidns": pidns}
 
 
 def elsewhere(state: Dict[str, Any]) -> Optional[str]:

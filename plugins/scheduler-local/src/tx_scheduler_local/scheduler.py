@@ -29,9 +29,7 @@ Signals and lifetime (what the CLI relies on):
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
@@ -62,6 +60,8 @@ _STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
 
 def nvidia_smi_device_count() -> int:
     """Number of GPUs ``nvidia-smi -L`` lists; 0 if it is missing, fails or times out (10 s)."""
+    import subprocess  # only when a role asks for GPUs (selectors and more: off a CPU app's path)
+
     try:
         out = subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
@@ -195,7 +195,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
             data = self._write_entry(dryrun_info, tmp_dir, app_dir)
         except BaseException:
             # nothing of an app that never started is left behind (its log directory is
-            # empty: the supervisor makes the replicas' directories)
+            # empty: the supervisor makes the replicas' directories); shutil (zlib, bz2,
+            # lzma) only on this failure
+            import shutil
+
             shutil.rmtree(tmp_dir, ignore_errors=True)
             shutil.rmtree(req.log_dir, ignore_errors=True)
             raise

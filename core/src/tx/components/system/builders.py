@@ -26,8 +26,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import inspect
+import os
 import re
 import shlex
+import sys
 from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Union
 
 import attrs
@@ -89,6 +91,21 @@ class ComponentArgs:
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Appends ``(required)`` or ``(default: X)`` to each option's help."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: Optional[int] = None) -> None:
+        if width is None:  # argparse's default width imports shutil (zlib, bz2, lzma: ~3 ms) on every run
+            try:
+                width = int(os.environ["COLUMNS"])
+            except (KeyError, ValueError):
+                width = 0
+            if width <= 0:
+                try:
+                    width = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+                except (AttributeError, ValueError, OSError):
+                    width = 0
+            width = (width or 80) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = (action.help or "").replace(_NO_HELP, "").strip()
