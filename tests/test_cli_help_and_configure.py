@@ -18,11 +18,15 @@ def test_help_names_the_installed_schedulers_only(tx):
 
 @pytest.mark.parametrize("name,plugin,dist", [("kubernetes_mcad", "kubernetes", "tx-scheduler-k8s"),
                                               ("ray", "ray", "tx-scheduler-ray")])
-def test_known_scheduler_not_installed_is_one_line(tx, tx_env, one_line_error, name, plugin, dist):
+def test_known_scheduler_not_installed_is_one_line(tx, tx_env, one_line_error, name, plugin, dist,
+                                                   tmp_path, monkeypatch):
     """Runs in every environment: where the plugin is installed, ``TX_DISABLE_PLUGINS``
     hides it, so ``tx`` meets a known scheduler whose plugin it cannot load."""
     from tx.plugins import pip_install
 
+    # the hint names the plugin's directory relative to the current directory when under it:
+    # computed here in the directory `tx` runs in (the test's own, not the repository)
+    monkeypatch.chdir(tmp_path)
     env = {**tx_env, "TX_DISABLE_PLUGINS": plugin}
     desc = tx("--help", env=env).stdout.splitlines()[2]
     installed = desc.partition("installed: ")[2].partition(")")[0].split(", ")
