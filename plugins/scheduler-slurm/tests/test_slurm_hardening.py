@@ -152,10 +152,10 @@ def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps:
     apps.wait(app_id)
     import threading
 
-    from tx_scheduler_slurm import scheduler as slurm_scheduler
+    from tx_scheduler_slurm import _logs as slurm_logs
 
     monkeypatch.setenv("TX_SLURM_TIMEOUT", "3")  # a Slurm call fails after 3 s, not 30
-    monkeypatch.setattr(slurm_scheduler, "FOLLOW_CHECK_S", 0.5)  # the follower asks Slurm again soon
+    monkeypatch.setattr(slurm_logs, "FOLLOW_CHECK_S", 0.5)  # the follower asks Slurm again soon
     failed: List[List[str]] = []
     calls = _count_calls(monkeypatch, failed)  # what the scheduler asks Slurm (each call runs for real)
     lines: List[str] = []

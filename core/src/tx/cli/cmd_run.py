@@ -353,8 +353,9 @@ _SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 class _CancelOnSignal:
-    """While waiting on an app, SIGTERM and SIGINT cancel it (then ``check`` exits with
-    128+signal), or with ``detach`` leave it running (``check`` exits 0). Installed before
+    """While waiting on an app, SIGTERM and SIGINT cancel it (``check``, within a second of
+    the signal, cancels and exits with 128+signal), or with ``detach`` leave it running
+    (``check`` exits 0). Installed before
     the app is scheduled, so that no signal falls between launching the app and guarding it.
     From the signal on, the relay is muted: the replicas' dying output (torchrun's
     SignalException traceback) stays in their logs."""
@@ -374,12 +375,15 @@ class _CancelOnSignal:
         return self
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
+        # only notes the signal: the cancel is :meth:`check`'s, in the main flow, which the
+        # wait loop reaches within a second. Cancelling here ran the log archive's copy (and
+        # its first import) inside the handler, re-entering whatever the main thread was in:
+        # a Ctrl-C during the archive's import disabled the archive ("partially initialized
+        # module"), the full CI run of stop 16
         if self.relay is not None:
             self.relay.muted.set()
         if not self.received:
             self.received.append(signum)
-            if self.handle is not None and not self.detach:
-                self.runner.cancel(self.handle)
 
     def check(self) -> None:
         """If a signal came: cancel the app (if that has not happened) and exit 128+signal,
