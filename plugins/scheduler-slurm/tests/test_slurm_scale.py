@@ -1,0 +1,55 @@
+"""Counts, not timings (issue 40): the controller calls a tick of status looks costs, as
+slurmctld itself counts them (``sdiag``'s RPC statistics by message type), do not grow with
+the number of apps followed. 1,000 apps are the 1,000 tasks of one held job array
+(``MaxArraySize`` is Slurm's default 1001 on the private cluster), pending, costing no node."""
+import re
+from typing import Any, Dict, List
+
+import pytest
+
+from tx.specs import AppState
+from tx.testing.backends import environ
+from tx_scheduler_slurm import _client, _plane
+
+slurm = pytest.mark.slurm
+
+#: the message types of status queries (squeue, scontrol show, sinfo); daemons' traffic
+#: (registrations, step completions) is not among them
+_QUERY = re.compile(r"^\s*(REQUEST_\w*INFO\w*)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
+
+
+def _query_rpcs() -> Dict[str, int]:
+    """slurmctld's count of each query message type so far (``sdiag``), sdiag's own left out."""
+    out = _client.run(["sdiag"]).stdout
+    part = out.split("Remote Procedure Call statistics by message type", 1)[1]
+    part = part.split("Remote Procedure Call statistics by user", 1)[0]
+    return {k: int(v) for k, v in _QUERY.findall(part) if k != "REQUEST_STATS_INFO"}
+
+
+def _tick(sched: Any, ids: List[str]) -> int:
+    """One tick of a follower of ``ids``: the status of each; the controller calls it cost."""
+    _plane.plane().invalidate()  # the tick starts with no shared answer: it must ask
+    before = _query_rpcs()
+    states = {sched.describe(i).state for i in ids}
+    after = _query_rpcs()
+    assert states == {AppState.PENDING}, states
+    return sum(after.get(k, 0) - before.get(k, 0) for k in after)
+
+
+@slurm
+def test_status_calls_per_tick_do_not_grow_with_apps(sched: Any, tmp_path: Any) -> None:
+    job = _client.run(["sbatch", "--parsable", "--hold", "--array=0-999", f"--output={tmp_path}/%A_%a.out",
+                       "--job-name=scale", "--wrap", "true"]).stdout.strip()
+    try:
+        ids = [f"{job}_{i}" for i in range(1000)]
+        with environ({"TX_STATUS_MAX_AGE": "60"}):
+            ten, thousand = _tick(sched, ids[:10]), _tick(sched, ids)
+        print(f"controller query calls per tick: 10 apps {ten}, 1000 apps {thousand}")
+        assert 1 <= thousand <= ten <= 3, (ten, thousand)  # one squeue (and its federation look)
+        # without the shared snapshot each look asks on its own: the count grows with the apps
+        with environ({"TX_STATUS_MAX_AGE": "0"}):
+            unshared = _tick(sched, ids[:10])
+        print(f"without sharing, 10 apps: {unshared}")
+        assert unshared >= 10, unshared
+    finally:
+        _client.run(["scancel", job], check=False)
