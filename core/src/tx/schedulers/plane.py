@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force
 
 #: seconds a snapshot is shared by default: short against a person's eye and a watcher's
 #: tick, long enough that many followers polling at once make one call
-DEFAULT_MAX_AGE_S = 2.0
+DEFAULT_MAX_AGE_S = 1.0
 #: the environment variable that sets the snapshots' largest age in seconds (0: always ask)
 ENV_MAX_AGE = "TX_STATUS_MAX_AGE"
 
