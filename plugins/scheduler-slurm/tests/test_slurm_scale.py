@@ -2,7 +2,11 @@
 slurmctld itself counts them (``sdiag``'s RPC statistics by message type), do not grow with
 the number of apps followed. 1,000 apps are the 1,000 tasks of one held job array
 (``MaxArraySize`` is Slurm's default 1001 on the private cluster), pending, costing no node."""
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -51,5 +55,34 @@ def test_status_calls_per_tick_do_not_grow_with_apps(sched: Any, tmp_path: Any) 
             unshared = _tick(sched, ids[:10])
         print(f"without sharing, 10 apps: {unshared}")
         assert unshared >= 10, unshared
+    finally:
+        _client.run(["scancel", job], check=False)
+
+
+@slurm
+def test_processes_on_one_host_share_one_answer(sched: Any, tmp_path: Any) -> None:
+    """``tx status`` in another process reads the answer the first one fetched (no RPC), says
+    how old it is, and ``--fresh`` asks slurmctld."""
+    tx = str(Path(sys.executable).parent / "tx")
+    job = _client.run(["sbatch", "--parsable", "--hold", "--array=0-2", f"--output={tmp_path}/%A_%a.out",
+                       "--job-name=share", "--wrap", "true"]).stdout.strip()
+    env = {**os.environ, "TX_STATUS_MAX_AGE": "60"}
+
+    def status(*args: str) -> Any:
+        before = _query_rpcs()
+        p = subprocess.run([tx, "status", *args, f"slurm://tx/{job}_1"], env=env, capture_output=True, text=True,
+                           timeout=120, cwd=str(tmp_path))
+        assert p.returncode == 0, p.stderr
+        return p.stdout, sum(v - before.get(k, 0) for k, v in _query_rpcs().items())
+
+    try:
+        out, calls = status("--fresh")
+        assert "PENDING" in out and re.search(r"Status as of: \d+\.\d s ago", out) and calls >= 1, (out, calls)
+        out, calls = status()  # another process, within the age: the shared answer
+        assert "PENDING" in out and "Status as of:" in out and calls == 0, (out, calls)
+        before = _query_rpcs()
+        with environ({"TX_STATUS_MAX_AGE": "60"}):  # and this process too
+            assert {sched.describe(f"{job}_{i}").state for i in range(3)} == {AppState.PENDING}
+        assert sum(v - before.get(k, 0) for k, v in _query_rpcs().items()) == 0
     finally:
         _client.run(["scancel", job], check=False)
