@@ -50,6 +50,12 @@ def test_status_calls_per_tick_do_not_grow_with_apps(sched: Any, tmp_path: Any) 
             ten, thousand = _tick(sched, ids[:10]), _tick(sched, ids)
         print(f"controller query calls per tick: 10 apps {ten}, 1000 apps {thousand}")
         assert 1 <= thousand <= ten <= 3, (ten, thousand)  # one squeue (and its federation look)
+        # a sweep's status asks for the states of all its trials at once (Scheduler.states_of)
+        _plane.plane().invalidate()
+        before = _query_rpcs()
+        states = sched.states_of(ids)
+        assert set(states) == set(ids) and set(states.values()) == {AppState.PENDING}
+        assert sum(v - before.get(k, 0) for k, v in _query_rpcs().items()) <= ten
         # without the shared snapshot each look asks on its own: the count grows with the apps
         with environ({"TX_STATUS_MAX_AGE": "0"}):
             unshared = _tick(sched, ids[:10])

@@ -24,7 +24,7 @@ import re
 import time
 
 import attrs
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
@@ -271,6 +271,30 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
             return ""
         parts = [line.split("\x1f") for line in out.splitlines() if "\x1f" in line]
         return ", ".join(f"{nodes.strip()} ({why.strip()})" for nodes, why in parts)
+
+    def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:  # type: ignore[override]
+        """The states of many apps (a sweep's trials): from the shared snapshot of the user's
+        jobs (one ``squeue``), those it lacks from one ``sacct`` per 500 where accounting is
+        configured; apps neither knows are left out (the Runner describes them).
+
+        Raises:
+            SlurmTimeoutError, SlurmCommandError: squeue failed.
+        """
+        snap = self._user_snapshot()
+        out: Dict[str, AppState] = {}
+        missing: List[str] = []
+        for app_id in app_ids:
+            recs = _plane.find(snap.items, app_id) if APP_ID.match(app_id) else []
+            if recs:
+                out[app_id] = appstate_from_slurm(min(recs, key=lambda r: r.offset).state)
+            elif APP_ID.match(app_id):
+                missing.append(app_id)
+        for i in range(0, len(missing), 500):
+            wanted = set(missing[i:i + 500])
+            for rec in self._sacct(["--jobs", ",".join(missing[i:i + 500])]):
+                if rec.app_id in wanted and rec.offset == 0:
+                    out[rec.app_id] = appstate_from_slurm(rec.state)
+        return out
 
     def _user_snapshot(self) -> Any:
         """The shared snapshot of this user's jobs: one ``squeue --user <uid>`` (every app
