@@ -151,6 +151,7 @@ def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps:
     learns that the app ended and stops."""
     app_id = apps.submit([apps.role("talk", "sh", ["-c", "echo hello; echo oops >&2"])], name="logs")
     apps.wait(app_id)
+    _plane.plane().invalidate()  # no shared answer of the status plane: the follower must ask Slurm
     import threading
 
     from tx_scheduler_slurm import _logs as slurm_logs

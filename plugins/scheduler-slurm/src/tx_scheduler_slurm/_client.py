@@ -113,6 +113,10 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             timeout=limit,
+            # a session of its own: the terminal's Ctrl-C is tx's to handle (`tx run --wait`
+            # cancels the app), not a SIGINT that kills squeue mid-call into a failed look
+            # (a KeyboardInterrupt still kills the command: subprocess.run does on any exception)
+            start_new_session=True,
         )
         if proc.returncode != 0 and _RATE_LIMITED in proc.stderr:
             raise BackendThrottled(proc.stderr.decode("utf-8", "replace"))
