@@ -21,8 +21,8 @@ The rate is set in ``.txconfig``, per scheduler (keys :data:`CONFIG_KEYS`)::
     max_calls_per_minute = 40   # refill rate; "unlimited" for no budget
     max_call_burst = 40         # bucket size (default: one minute's calls)
 
-and defaults to the scheduler's ``default_calls_per_minute`` (its backend's documented
-limit; None: unlimited, calls are still counted). docs/scale.md lists the defaults.
+and defaults to the scheduler's default (its backend's documented limit; None: unlimited:
+no file, the calls of this process are counted in memory). docs/scale.md lists the defaults.
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class CallBudget:
         self.per_minute = per_minute
         self.burst = max(1.0, float(burst if burst is not None else (per_minute or 1.0)))
         self.path = os.path.join(directory or plane_dir(), _file_key(backend, cluster) + ".budget")
-        self._local: Dict[str, float] = {}  # when the state directory cannot be written
+        self._local: Dict[str, float] = {}  # unlimited, or the state directory cannot be written
 
     def __repr__(self) -> str:
         rate = "unlimited" if self.per_minute is None else f"{self.per_minute:g}/min, burst {self.burst:g}"
@@ -136,7 +136,10 @@ class CallBudget:
 
     # -- the shared state ----------------------------------------------------------------
     def _update(self, change: Callable[[Dict[str, float]], T]) -> T:
-        """Apply ``change`` to the bucket's state under the file lock (held for this only)."""
+        """Apply ``change`` to the bucket's state under the file lock (held for this only);
+        an unlimited budget keeps only this process's counts (no file: nothing to share)."""
+        if self.per_minute is None:
+            return change(self._local)
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
