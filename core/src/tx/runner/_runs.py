@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import threading
 import time
 from typing import Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Sequence, Union
@@ -17,6 +16,7 @@ import attrs
 
 from tx.config.environ import state_dir
 from tx.errors import UserError
+from tx.runner.handles import RUN_ID
 from tx.runner._records import flocked, read_all, write_json
 from tx.schedulers.api import ListAppResponse
 from tx.specs.api import AppState
@@ -28,7 +28,7 @@ __all__ = [
     "write_record",
 ]
 
-_ID = re.compile(r"^run-[a-z0-9-]*[0-9a-f]{8}$")
+_ID = RUN_ID  # the form of the ids (tx.runner.handles): one definition
 #: held while a run's launch context replaces the process's (:func:`in_context`)
 _CONTEXT_LOCK = threading.RLock()
 

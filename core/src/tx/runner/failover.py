@@ -46,8 +46,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
-import secrets
 import subprocess
 import sys
 import time
@@ -65,7 +63,7 @@ from tx.runner._runs import (ChainRefusedError, Hop, RunDryRunInfo, RunListAppRe
                              UnknownRunError, capture_context, collapse_listed, in_context, is_run_handle, list_records,
                              load_record, locked, prune, record_path, write_record)
 from tx.runner.engine import Engine
-from tx.runner.handles import AppRef
+from tx.runner.handles import AppRef, new_run_id
 from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
@@ -116,8 +114,7 @@ def prepare(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str,
     if pending_timeout is not None and pending_timeout <= 0:
         raise ValueError(f"pending_timeout must be > 0 seconds, got {pending_timeout:g}")
     session = engine.session
-    stem = re.sub(r"[^a-z0-9]+", "-", app.name.lower()).strip("-")[:24]
-    run_id = f"run-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
+    run_id = new_run_id(app.name)
     ckpt = checkpoint_url(names[0], session, run_id)  # this run's alone; every hop keeps it
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
