@@ -243,7 +243,9 @@ def test_a_2x3_grid_one_array_and_resume_reruns_exactly_the_cancelled(
     AWS_BATCH_JOB_ARRAY_INDEX), each writing its result (a bind mount). Trials 1 and 4 wait
     for the gate and are cancelled (``terminate_job`` of their children); `tx sweep resume`
     reruns exactly those, each as a job of its own. Python is bind-mounted read-only into the
-    busybox image at its paths, as in :func:`test_failed_rank_is_named`."""
+    busybox image at its paths, as in :func:`test_failed_rank_is_named`; ``python -S``: the
+    trial needs only the standard library, and the environment's .pth files (editable
+    installs) name paths that are not mounted in the container."""
     import subprocess
 
     from tx.runner import Runner
@@ -267,7 +269,7 @@ def test_a_2x3_grid_one_array_and_resume_reruns_exactly_the_cancelled(
     p = tx("sweep", "-s", "aws_batch", "-cfg", f"queue={aws_docker.queue}", "--grid", "lr=0.05,0.1",
            "--grid", "batch=16,32,64", "utils.sh", "--image", IMAGE, "--cpu", "1", "--memMB", "256",
            "--env", f"PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin,HOME=/tmp", "--mounts", ",".join(mounts),
-           "--entrypoint", "python", "--", "-c", GATED_TRIAL, "--lr", "${lr}", "--batch-size", "${batch}",
+           "--entrypoint", "python", "--", "-S", "-c", GATED_TRIAL, "--lr", "${lr}", "--batch-size", "${batch}",
            "--output-dir", f"{out}/${{lr}}-${{batch}}", "--gate", str(gate))
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     handle = p.stdout.splitlines()[0]

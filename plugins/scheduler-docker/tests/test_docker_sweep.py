@@ -38,7 +38,9 @@ def test_a_2x3_grid_sweep(podman_engine: Any, image: str, host_python_mounts: Li
     out = tmp_path / "out"
     out.mkdir()
     bindir = os.path.dirname(sys.executable)
-    app = sh("-c", TRIAL, "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}",
+    # python -S: the trial needs only the standard library, and the environment's .pth files
+    # (editable installs) name paths that are not mounted in the container
+    app = sh("-S", "-c", TRIAL, "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}",
              entrypoint="python", image=image, memMB=256, cpu=1,
              env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"},
              mounts=[*host_python_mounts, f"type=bind,src={out},dst={out}"])

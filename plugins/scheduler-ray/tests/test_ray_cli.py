@@ -98,24 +98,26 @@ TRIAL = ("import json, os, sys; a = dict(zip(sys.argv[1::2], sys.argv[2::2])); "
          "print('trained', json.dumps(r, sort_keys=True))")
 
 
-def test_a_2x3_grid_sweep(env: Dict[str, str], tmp_path: Path) -> None:
+def test_a_2x2_grid_sweep(env: Dict[str, str], tmp_path: Path) -> None:
     """`tx sweep -s ray ... utils.sh --entrypoint python -- -c TRIAL ...`: each trial a job
     of the Job Submission API, at most 2 at once under the supervisor (which starts the next
-    trial when it sees one end on the head); every trial writes its own parameters, `tx
-    status` of the sweep shows them all SUCCEEDED, and `tx log` reads one trial."""
+    trials when it sees the first end on the head: two waves); every trial writes its own
+    parameters, `tx status` of the sweep shows them all SUCCEEDED, and `tx log` reads one
+    trial. (A 2x2 grid: every Ray job costs seconds of the head's own processes, and a third
+    wave proved nothing the second does not.)"""
     import json
 
     env = {**env, "TX_STATE_DIR": str(tmp_path / "state")}
     out = tmp_path / "out"
-    p = tx(env, tmp_path, "sweep", "-s", "ray", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
+    p = tx(env, tmp_path, "sweep", "-s", "ray", "--grid", "lr=0.05,0.1", "--grid", "batch=16,64",
            "--max_parallel", "2", "--wait", "utils.sh", "--cpu", "1", "--memMB", "1024", "--entrypoint", "python",
            "--", "-c", TRIAL, "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", f"{out}/${{lr}}-${{batch}}",
            timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
-    assert "SUCCEEDED (6 succeeded)" in p.stdout, p.stdout
-    trials = [(lr, b) for lr in (0.05, 0.1) for b in (16, 32, 64)]
+    assert "SUCCEEDED (4 succeeded)" in p.stdout, p.stdout
+    trials = [(lr, b) for lr in (0.05, 0.1) for b in (16, 64)]
     for k, (lr, b) in enumerate(trials):
         assert json.loads((out / f"{lr}-{b}" / "result.json").read_text()) == {"trial": k, "lr": lr, "batch": b}
     handle = p.stdout.splitlines()[0]
     log = tx(env, tmp_path, "log", f"{handle}/2/sh/0")
-    assert log.stdout.strip().endswith('trained {"batch": 64, "lr": 0.05, "trial": 2}'), log.stdout + log.stderr
+    assert log.stdout.strip().endswith('trained {"batch": 16, "lr": 0.1, "trial": 2}'), log.stdout + log.stderr
