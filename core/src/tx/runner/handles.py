@@ -27,6 +27,7 @@ from typing import Tuple, Union
 import attrs
 
 from tx.specs.api import MalformedAppHandleException
+from tx.schedulers.ids import RESERVED_NAME
 from tx.specs.handles import make_app_handle, parse_app_handle
 
 __all__ = [
@@ -41,7 +42,6 @@ SWEEP_ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
 _TRIAL = re.compile(r"^(?P<sweep>.+://.*/sweep-[a-z0-9-]*[0-9a-f]{8})/(?P<index>[0-9]+)$")
 # a run's or a sweep's handle and what follows it: SWEEP/4/train/0, RUN/train
 _PREFIX = re.compile(r"^(?P<handle>[A-Za-z0-9_.\-]+://[^/]*/(?:run|sweep)-[a-z0-9-]*[0-9a-f]{8})/(?P<rest>.*)$")
-_RESERVED = re.compile(r"^(run|sweep)[-_.]", re.IGNORECASE)
 
 
 @attrs.frozen
@@ -193,13 +193,15 @@ def new_sweep_id(name: str) -> str:
 
 def check_not_reserved(name: str) -> str:
     """``name`` if an app may have it: one whose ids could take a run's or a sweep's form
-    (``run`` or ``sweep``, any case, then ``-``, ``_`` or ``.``) is refused.
+    (``run`` or ``sweep``, any case, alone or then ``-``, ``_`` or ``.``:
+    :data:`tx.schedulers.ids.RESERVED_NAME`) is refused.
 
     Raises:
         ValueError: a reserved name (one line that says why and what to do).
     """
-    m = _RESERVED.match(name or "")
+    m = RESERVED_NAME.match(name or "")
     if m:
-        raise ValueError(f"app name {name!r} starts with {m.group(0)!r}, which tx keeps for run and sweep "
+        what = f"starts with {m.group(0)!r}, which" if m.group(2) else "is a name"
+        raise ValueError(f"app name {name!r} {what} tx keeps for run and sweep "
                          "handles: give the app another name (--name)")
     return name
