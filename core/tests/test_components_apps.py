@@ -196,7 +196,7 @@ def test_serve_registers_model(tmp_path, status, rc):
     assert query["url"].startswith("http://127.0.0.1:") and query["url"].endswith(".mar")
     assert body == model.read_bytes()
     if rc:
-        assert "TorchServe answered 409" in out.stderr
+        assert out.stderr == 'error: TorchServe refused the model (HTTP 409): {"status": "conflict"}\n'
     else:
         assert "model registered" in out.stdout
 
@@ -207,4 +207,22 @@ def test_serve_unreachable_api(tmp_path):
     ts = _FakeTorchServe()
     ts.close()  # nothing listens there any more
     out = app("serve", "--model_path", model, "--management_api", ts.url, "--port", "0", "--timeout", "5")
-    assert out.returncode == 1 and "cannot reach" in out.stderr
+    assert out.returncode == 1
+    assert out.stderr == f"error: cannot reach the TorchServe management API at {ts.url}: Connection refused\n"
+
+
+@pytest.mark.parametrize("code, body, line", [
+    (409, '{"code": 409, "type": "ConflictStatusException", "message": "Model version 1.0 is  already registered"}',
+     "TorchServe refused the model (HTTP 409 ConflictStatusException): Model version 1.0 is already registered"),
+    (401, "Token Authorization failed",
+     "TorchServe refused the model (HTTP 401): Token Authorization failed"
+     " (TorchServe requires a token: start it with --disable-token-auth)"),
+    (405, '{"code": 405, "type": "MethodNotAllowedException", "message": "Requested method is not allowed"}',
+     "TorchServe refused the model (HTTP 405 MethodNotAllowedException): Requested method is not allowed"
+     " (TorchServe registers models only when started with --enable-model-api)"),
+    (500, "", "TorchServe refused the model (HTTP 500): (no message)"),
+])
+def test_serve_refusal_is_one_line(code, body, line):
+    from tx.apps.serve import refusal
+
+    assert refusal(code, body) == line
