@@ -17,6 +17,7 @@ imports it without declaring it) and a Java runtime (Debian's ``openjdk-17-jre-h
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -45,8 +46,6 @@ def executable(name: str) -> Optional[str]:
 
 def unavailable_reason() -> Optional[str]:
     """Why TorchServe cannot run here (with the fix), or None when it can."""
-    import importlib.util
-
     missing = [c for c in ("torchserve", "torch-model-archiver") if executable(c) is None]
     missing += [m for m in ("yaml",) if importlib.util.find_spec(m) is None]
     if shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin") if os.environ.get("JAVA_HOME")
@@ -90,6 +89,7 @@ class TorchServe:
         config.write_text("\n".join([
             *(f"{name}_address={url}" for name, url in urls.items()),
             "default_workers_per_model=1",
+            "disable_system_metrics=true",  # no metrics collector process every minute
             # a small, quick JVM: the frontend only routes requests (2-core CI machines)
             "vmargs=-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1",
             "",
