@@ -22,3 +22,11 @@ def get_routable_ip_to(addr: str) -> str:
 def rand_id() -> str:
     """``USER_<16 hex digits>``, as TorchX names the served model file."""
     return f"{getpass.getuser()}_{binascii.b2a_hex(os.urandom(8)).decode('utf-8')}"
+
+
+if __name__ == "__main__":  # python -m torchx.apps.serve.serve: what AppDefs built by TorchX run
+    import sys
+
+    from tx.apps.serve import main
+
+    sys.exit(main())
