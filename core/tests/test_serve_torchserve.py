@@ -106,7 +106,7 @@ def assert_failed_with(proc, message: str) -> None:
 def test_register_predict_and_refuse_duplicate(tx, torchserve_server, linear_mar, model_name):
     ts = torchserve_server
     out = serve(tx, f"file://{linear_mar}", ts.management, f"model_name={model_name}", "initial_workers=1",
-                "synchronous=true")
+                "synchronous=true", "timeout=120")
     assert out.returncode == 0, out.stdout + out.stderr
     assert f'Model \\"{model_name}\\" Version: 1.0 registered with 1 initial workers' in out.stdout \
         or f'Model "{model_name}" Version: 1.0 registered with 1 initial workers' in out.stdout, out.stdout

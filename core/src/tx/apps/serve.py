@@ -130,10 +130,19 @@ def _fetch(model_path: str, dest: str) -> int:
     try:
         with fsspec.open(model_path, "rb") as src, open(dest, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-    except FileNotFoundError:  # fsspec's HTTP 404 carries only the URL
-        raise _Error(f"cannot fetch the model {model_path}: not found") from None
-    except (OSError, ImportError, ValueError) as e:  # a directory, unknown protocol, no fsspec backend
-        raise _Error(f"cannot fetch the model {model_path}: {' '.join(str(e).split()) or type(e).__name__}") from None
+    except FileNotFoundError as e:  # fsspec's HTTP filesystem raises it, with only the URL, for any
+        # failed HEAD/GET (a 500 too): the cause says which, where there is one
+        cause = e.__cause__
+        if cause is None or isinstance(cause, FileNotFoundError) or getattr(cause, "status", None) == 404:
+            raise _Error(f"cannot fetch the model {model_path}: not found") from None
+        raise _Error(f"cannot fetch the model {model_path}: {' '.join(str(cause).split()) or type(cause).__name__}"
+                     ) from None
+    except Exception as e:  # noqa: BLE001 (any fsspec backend's error: a directory, an unknown protocol, a
+        # backend not installed, an HTTP 500 (aiohttp's ClientResponseError), botocore's, gcsfs's ...)
+        text = " ".join(str(e).split())
+        raise _Error(f"cannot fetch the model {model_path}: {text or type(e).__name__}"
+                     f"{f' ({type(e).__name__})' if text and not isinstance(e, (OSError, ImportError, ValueError)) else ''}"
+                     ) from None
     return os.path.getsize(dest)
 
 
