@@ -108,8 +108,7 @@ def test_register_predict_and_refuse_duplicate(tx, torchserve_server, linear_mar
     out = serve(tx, f"file://{linear_mar}", ts.management, f"model_name={model_name}", "initial_workers=1",
                 "synchronous=true", "timeout=120")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f'Model \\"{model_name}\\" Version: 1.0 registered with 1 initial workers' in out.stdout \
-        or f'Model "{model_name}" Version: 1.0 registered with 1 initial workers' in out.stdout, out.stdout
+    assert f'TorchServe: Model "{model_name}" Version: 1.0 registered with 1 initial workers' in out.stdout, out.stdout
     assert "model registered" in out.stdout
     assert model_name in ts.models()
     (desc,) = ts.request("GET", f"{ts.management}/models/{model_name}")

@@ -109,6 +109,17 @@ def refusal(code: int, body: str) -> str:
     return f"TorchServe refused the model (HTTP {code}{' ' + kind if kind else ''}): {message}{hint}"
 
 
+def _status(answer: str) -> str:
+    """TorchServe's ``status`` sentence from its JSON answer (``{"status": "Model \\"m\\"
+    Version: 1.0 registered with 1 initial workers"}``), else the answer, on one line."""
+    try:
+        doc: Any = json.loads(answer)
+    except ValueError:
+        doc = None
+    text = str(doc["status"]) if isinstance(doc, dict) and doc.get("status") else answer
+    return " ".join(text.split())
+
+
 def _check_api(api: str, timeout: float) -> None:
     """Fail unless ``api`` is an http(s) URL whose host accepts TCP connections."""
     parsed = urllib.parse.urlparse(api)
@@ -200,7 +211,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except _Error as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
-    print(answer.strip(), flush=True)
+    print(f"TorchServe: {_status(answer)}", flush=True)
     print("model registered", flush=True)
     return 0
 
