@@ -11,13 +11,14 @@
 #     --params model_name=m,initial_workers=1,synchronous=true,port=0
 #   scripts/stop-torchserve.sh
 #
-# Env: TORCHSERVE_BASE (default /tmp/tx-torchserve), TORCHSERVE_PORT (18080: inference; +1
-#      management, +2 metrics). Needs torchserve, torch-model-archiver and pyyaml (pip) and a
+# Env: TORCHSERVE_BASE (default /tmp/tx-torchserve), TORCHSERVE_PORT (18080: inference),
+#      TORCHSERVE_MANAGEMENT_PORT (default TORCHSERVE_PORT+1), TORCHSERVE_METRICS_PORT (+2). Needs torchserve, torch-model-archiver and pyyaml (pip) and a
 #      Java runtime (apt-get install openjdk-17-jre-headless).
 set -euo pipefail
 B=${TORCHSERVE_BASE:-/tmp/tx-torchserve}
 P=${TORCHSERVE_PORT:-18080}
-INF="http://127.0.0.1:$P" MGMT="http://127.0.0.1:$((P + 1))" MET="http://127.0.0.1:$((P + 2))"
+INF="http://127.0.0.1:$P" MGMT="http://127.0.0.1:${TORCHSERVE_MANAGEMENT_PORT:-$((P + 1))}"
+MET="http://127.0.0.1:${TORCHSERVE_METRICS_PORT:-$((P + 2))}"
 command -v torchserve >/dev/null || { echo "[start-torchserve] torchserve not found: pip install torchserve==0.12.0 torch-model-archiver==0.12.0 pyyaml" >&2; exit 1; }
 command -v java >/dev/null || { echo "[start-torchserve] java not found: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 mkdir -p "$B/model-store" "$B/logs" "$B/tmp"

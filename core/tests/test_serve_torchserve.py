@@ -5,6 +5,7 @@ model answers predictions, and a server that is down, a model that cannot be fet
 model TorchServe refuses each end the run with one line saying so (TorchServe's own
 message for a refusal), without a traceback.
 """
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tx.testing.backends import free_port, require_module
-from tx.testing.torchserve import TorchServe, executable
+from tx.testing.backends import backend_unavailable, free_port, record_stop, require_module, wait_for
+from tx.testing.torchserve import TorchServe, executable, unavailable_reason
+
+REPO = Path(__file__).resolve().parents[2]
 
 HANDLER = '''
 """The request body is a JSON list of numbers; the answer, the model's outputs."""
@@ -157,3 +160,42 @@ def test_management_api_not_a_url_is_one_line(tx, linear_mar):
     out = serve(tx, linear_mar, "127.0.0.1:8081")
     assert_failed_with(out, "--management_api must be an http(s) URL such as http://localhost:8081, not '127.0.0.1:8081'")
 
+
+
+def test_start_script_runs_the_same_configuration(tmp_path):
+    """scripts/start-torchserve.sh (by hand) starts TorchServe with the fixture's flags on
+    the given ports, a second start finds it running, stop-torchserve.sh ends its process group."""
+    reason = unavailable_reason()
+    if reason is not None:
+        backend_unavailable("torchserve", reason)
+    ports = {"TORCHSERVE_PORT": free_port(), "TORCHSERVE_MANAGEMENT_PORT": free_port(),
+             "TORCHSERVE_METRICS_PORT": free_port()}
+    env = {**os.environ, "TORCHSERVE_BASE": str(tmp_path / "ts"), **{k: str(v) for k, v in ports.items()},
+           "PATH": f"{Path(executable('torchserve')).parent}{os.pathsep}{os.environ['PATH']}"}
+    scripts = REPO / "scripts"
+    clear = record_stop(["bash", str(scripts / "stop-torchserve.sh")], env)
+    try:
+        start = subprocess.run(["bash", str(scripts / "start-torchserve.sh")], env=env, capture_output=True,
+                               text=True, timeout=180)
+        assert start.returncode == 0, start.stderr
+        mgmt = f"http://127.0.0.1:{ports['TORCHSERVE_MANAGEMENT_PORT']}"
+        assert start.stdout == (f"export TORCHSERVE_MANAGEMENT_API={mgmt} "
+                                f"TORCHSERVE_INFERENCE_API=http://127.0.0.1:{ports['TORCHSERVE_PORT']}\n")
+        assert TorchServe.request("GET", f"{mgmt}/models") == {"models": []}
+        pid = int((tmp_path / "ts" / "torchserve.pid").read_text())
+        again = subprocess.run(["bash", str(scripts / "start-torchserve.sh")], env=env, capture_output=True,
+                               text=True, timeout=60)
+        assert again.returncode == 0 and "already running" in again.stderr, again.stderr
+    finally:
+        subprocess.run(["bash", str(scripts / "stop-torchserve.sh")], env=env, capture_output=True, timeout=60)
+        clear()
+    wait_for(lambda: not _group_alive(pid), timeout=15, what=f"TorchServe's process group {pid} to end")
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` is left (zombies not yet reaped count)."""
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
