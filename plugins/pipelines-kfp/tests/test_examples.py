@@ -1,6 +1,5 @@
 """examples/pipelines/kfp run as a user runs them: the intro pipeline compiles to IR with
-both components chained; the tx-steps pipeline runs under kfp.local, its apps on local_cwd,
-and exits non-zero with the app's error under --fail."""
+both components chained; the tx-steps pipeline runs under kfp.local, its apps on local_cwd."""
 from __future__ import annotations
 
 import subprocess
@@ -34,12 +33,9 @@ def test_intro_pipeline_compiles(tmp_path, tx_env):
     assert ir["root"]["dag"]["tasks"]["echo-echo"]["dependentTasks"] == ["python-python"]
 
 
-def test_tx_step_pipeline_runs_and_fails_with_the_apps_error(tmp_path, tx_env):
+def test_tx_step_pipeline_runs(tmp_path, tx_env):
+    """(its --fail variant is test_step.py's failing pipeline, as a script)"""
     ok = _run("tx_step_pipeline.py", env=tx_env, cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr[-3000:]
     assert "prepare/0 data ready" in ok.stdout
     assert "train/0 training on replica 0" in ok.stdout and "train/1 training on replica 1" in ok.stdout
-    bad = _run("tx_step_pipeline.py", "--fail", env=tx_env, cwd=tmp_path)
-    assert bad.returncode != 0
-    assert "exited with code 1: loss is NaN" in bad.stdout
-    assert "RuntimeError: Pipeline" in bad.stderr and "FAILURE" in bad.stderr

@@ -89,3 +89,34 @@ def test_an_unknown_scheduler_fails_the_step_in_one_line(kfp_local, capfd):
         run_app(_py("lost", "print(1)"), "no_such_scheduler")
     log = capfd.readouterr().out
     assert "no_such_scheduler" in log
+
+
+def test_stopping_the_step_cancels_the_app(tmp_path, tx_env):
+    """KFP stops a step with SIGTERM: the step's program cancels the app before it exits."""
+    import os
+    import signal
+
+    app = _py("sleeper", "import time; print('started', flush=True); time.sleep(120)")
+    code = f"from tx_pipelines_kfp._run import run_and_wait; run_and_wait({json.dumps(_appdef_json(app))}, 'local_cwd')"
+    proc = subprocess.Popen([sys.executable, "-c", code], env=tx_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:  # until the app's first line reached the step's log
+            lines.append(line)
+            if "main/0 started" in line:
+                break
+        handle = next(x.split()[-1] for x in lines if x.startswith("tx: launched "))
+        os.kill(proc.pid, signal.SIGTERM)
+        rest = proc.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines) + rest
+    assert f"cancelling {handle}" in rest
+    assert _tx_status(tx_env, handle)["state"] == "CANCELLED"
+
+
+def _appdef_json(app: AppDef) -> str:
+    from tx.specs.files import appdef_to_json
+
+    return appdef_to_json(app)
