@@ -58,23 +58,38 @@ def _relay(runner: Runner, handle: str, role: str, k: int, lock: threading.Lock,
 
 
 @contextlib.contextmanager
-def _cancel_on_signal(runner: Runner, handle: str) -> Iterator[None]:
-    """While waiting, SIGTERM/SIGINT (KFP stopping the step) cancel the app, then end the step."""
+def _signals_noted() -> Iterator[List[int]]:
+    """While inside, SIGTERM and SIGINT (KFP stopping the step) are only noted in the list
+    yielded: the wait loop cancels the app in the main flow (cancelling inside a handler
+    would run the log archive's copy there, as tx run learnt)."""
+    noted: List[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield noted
         return
 
-    def stop(signum: int, frame: Any) -> None:
-        print(f"tx: signal {signum}: cancelling {handle}", flush=True)
-        runner.cancel(handle)
-        raise SystemExit(128 + signum)
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    old = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield noted
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _wait(runner: Runner, handle: str, wait_interval: float, signals: List[int], out: Any,
+          lock: threading.Lock) -> Optional[AppStatus]:
+    """Wait for the app to end; a noted signal cancels it and ends the step (exit 128 + signal)."""
+    while True:
+        if signals:
+            with lock:
+                print(f"tx: signal {signals[0]}: cancelling {handle}", file=out, flush=True)
+            runner.cancel(handle)
+            raise SystemExit(128 + signals[0])
+        status = runner.wait(handle, wait_interval=wait_interval, timeout=1.0)
+        if status is None or status.is_terminal():
+            return status
 
 
 def run_and_wait(app: str, scheduler: str, cfg: str = "{}", session: str = "",
@@ -96,8 +111,8 @@ def run_and_wait(app: str, scheduler: str, cfg: str = "{}", session: str = "",
     options: Dict[str, Any] = json.loads(cfg) if cfg else {}
     if not isinstance(options, dict):
         raise ValueError(f"cfg must be a JSON object of run options, got {cfg!r}")
-    with get_runner(session or None) as runner:
-        handle = runner.run(appdef, scheduler, options)
+    with get_runner(session or None) as runner, _signals_noted() as signals:
+        handle = runner.run(appdef, scheduler, options)  # a signal during the submission is noted too
         print(f"tx: launched {handle}", file=out, flush=True)
         lock, errors = threading.Lock(), []  # type: threading.Lock, List[BaseException]
         threads = [threading.Thread(target=_relay, args=(runner, handle, role.name, k, lock, out, errors),
@@ -105,8 +120,7 @@ def run_and_wait(app: str, scheduler: str, cfg: str = "{}", session: str = "",
                    for role in appdef.roles for k in range(role.num_replicas)]
         for t in threads:
             t.start()
-        with _cancel_on_signal(runner, handle):
-            status = runner.wait(handle, wait_interval=wait_interval)
+        status = _wait(runner, handle, wait_interval, signals, out, lock)
         for t in threads:
             t.join(_DRAIN_S)
     if status is None:
