@@ -3,8 +3,9 @@ kfp's own compiler, their IR read back (image, command, env, resources, retries,
 of tasks); what one container cannot hold is refused in one line.
 
 The container components are not run: kfp.local's SubprocessRunner refuses container
-components, and its DockerRunner against podman 4.3 reports a failing container as SUCCESS
-(issue 38); tests/test_step.py runs apps through kfp.local with the run_app step."""
+components, and its DockerRunner reports a failing container as SUCCESS where the engine
+removes it before wait() answers (its auto_remove=True, then exit 0 assumed: podman 4.3;
+the plugin's README); tests/test_step.py runs apps through kfp.local with the run_app step."""
 from __future__ import annotations
 
 from pathlib import Path
