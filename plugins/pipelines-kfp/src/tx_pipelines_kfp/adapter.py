@@ -49,26 +49,26 @@ def _one_role(app: AppDef) -> Role:
     if len(app.roles) != 1:
         raise KfpAdapterError(
             f"app {app.name!r} has {len(app.roles)} roles: a KFP container component holds one role "
-            "of one replica; run the app with tx_pipelines_kfp.run_app (any tx scheduler) instead")
+            "of one replica; run the app with tx_pipelines_kfp.step.run_app (any tx scheduler) instead")
     role = app.roles[0]
     if role.num_replicas != 1:
         raise KfpAdapterError(
             f"role {role.name!r} of app {app.name!r} has {role.num_replicas} replicas: a KFP container "
-            "component runs one; run the app with tx_pipelines_kfp.run_app (any tx scheduler) instead")
+            "component runs one; run the app with tx_pipelines_kfp.step.run_app (any tx scheduler) instead")
     res = role.resource
     if res.capabilities:
         raise KfpAdapterError(
             f"role {role.name!r}: KFP has no resource capabilities ({', '.join(sorted(res.capabilities))}); "
-            "remove them or run the app with tx_pipelines_kfp.run_app")
+            "remove them or run the app with tx_pipelines_kfp.step.run_app")
     if res.devices:
         raise KfpAdapterError(
             f"role {role.name!r}: KFP v2 containers take no devices ({', '.join(sorted(res.devices))}); "
-            "remove them or run the app with tx_pipelines_kfp.run_app")
+            "remove them or run the app with tx_pipelines_kfp.step.run_app")
     if role.mounts:
         raise KfpAdapterError(
             f"role {role.name!r} has {len(role.mounts)} mount(s): KFP v2 container components take none "
             "(kfp-kubernetes mounts volumes on the task); remove them or run the app with "
-            "tx_pipelines_kfp.run_app")
+            "tx_pipelines_kfp.step.run_app")
     # one container, one replica: its id is 0, it is its own rank 0; the app id is the
     # pipeline run's task id (unique per run, as a scheduler's app id is)
     values = macros.Values(img_root="", app_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, replica_id="0",
