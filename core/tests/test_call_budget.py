@@ -202,3 +202,15 @@ def test_plane_after_a_crash_during_a_fetch(tmp_path: Path) -> None:
     holder.wait(timeout=30)
     snap = StatusPlane("fake", "c", directory=str(tmp_path)).get(lambda: {"b": 1}, max_age=60)
     assert snap.fetched_here and snap.items == {"b": 1}
+
+
+def test_fresh_flags(tx: Any) -> None:
+    """``tx list --fresh`` and ``tx status --fresh`` are accepted (the local schedulers have no
+    shared snapshot: the same answer, and no ``Status as of`` line)."""
+    p = tx("list", "--fresh", "-s", "local_cwd")
+    assert p.returncode == 0, p.stderr
+    p = tx("run", "-s", "local_cwd", "--wait", "utils.echo", "--msg", "hi")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.split()[0]
+    p = tx("status", "--fresh", handle)
+    assert p.returncode == 0 and "SUCCEEDED" in p.stdout and "Status as of" not in p.stdout, p.stdout + p.stderr
