@@ -92,3 +92,31 @@ def test_processes_on_one_host_share_one_answer(sched: Any, tmp_path: Any) -> No
         assert sum(v - before.get(k, 0) for k, v in _query_rpcs().items()) == 0
     finally:
         _client.run(["scancel", job], check=False)
+
+
+@slurm
+def test_a_sites_bucket_holds_for_1000_apps(sched: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """A site's bucket (snakemake-executor-plugin-slurm#467: 40 tokens refilled 4 per minute)
+    set in .txconfig: five ticks following 1,000 apps stay within it, with no throttling
+    error and no false state."""
+    from tx.schedulers import budget as budget_mod
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TXCONFIG", raising=False)
+    (tmp_path / ".txconfig").write_text("[slurm]\nmax_calls_per_minute = 4\nmax_call_burst = 40\n")
+    budget_mod._reset_for_tests()
+    job = _client.run(["sbatch", "--parsable", "--hold", "--array=0-999", f"--output={tmp_path}/%A_%a.out",
+                       "--job-name=bucket", "--wrap", "true"]).stdout.strip()
+    try:
+        budget = _plane.budget()
+        assert (budget.per_minute, budget.burst) == (4, 40)
+        ids = [f"{job}_{i}" for i in range(1000)]
+        for _ in range(5):
+            _plane.plane().invalidate()
+            assert {sched.describe(i).state for i in ids} == {AppState.PENDING}
+        counts = budget.counts()
+        # sbatch, one squeue a tick (and at most one scontrol show config): not one call per app
+        assert counts["calls"] <= 1 + 5 + 1 and counts.get("throttled", 0) == 0, counts
+    finally:
+        _client.run(["scancel", job], check=False)
+        budget_mod._reset_for_tests()
