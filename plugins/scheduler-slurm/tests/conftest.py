@@ -14,6 +14,7 @@ import pytest
 
 from tx.specs import AppDef, Resource, Role, is_terminal
 from tx.testing import find_replica
+from tx.testing.backends import environ
 from tx_scheduler_slurm import _client
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
@@ -122,7 +123,9 @@ class Submitted:
         forgot it too, so that it comes from sacct."""
         app_id = self.ids[case]
         deadline = time.monotonic() + timeout
-        with self.cluster.active():
+        # every look asks Slurm (no shared snapshot of the status plane, docs/scale.md): a
+        # snapshot read before the purge would say squeue after ``forgotten`` said gone
+        with self.cluster.active(), environ({"TX_STATUS_MAX_AGE": "0"}):
             while True:
                 # forgotten first, then describe: slurmctld forgets once and for all, so a
                 # describe after it comes from sacct (the other order could return a squeue

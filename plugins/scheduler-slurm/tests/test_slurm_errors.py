@@ -9,7 +9,7 @@ import pytest
 
 from tx.plugins import PluginRegistry
 from tx.specs import AppDef, Role
-from tx_scheduler_slurm import _client
+from tx_scheduler_slurm import _client, _plane
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 BIN = Path(sys.executable).parent
@@ -60,6 +60,23 @@ def test_command_failure_and_timeout_are_one_line() -> None:
     assert _client.run(["cat"], input="on stdin\n").stdout == "on stdin\n"
     with pytest.raises(_client.SlurmTimeoutError, match=r"^sleep did not answer within 0.2 s: is slurmctld up"):
         _client.run(["sleep", "30"], timeout=0.2)
+
+
+def test_rate_limit_answers_are_retried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """slurmctld's rate-limit answer (SLURMCTLD_COMMUNICATIONS_BACKOFF) is retried after a
+    jittered backoff, not reported as the command's failure; other failures are not retried."""
+    from tx.schedulers import budget
+
+    monkeypatch.setattr(budget, "BACKOFF_BASE_S", 0.01)
+    count = tmp_path / "tries"
+    script = (f"echo x >> {count}; [ $(wc -l < {count}) -gt 2 ] && {{ echo ok; exit 0; }}; "
+              "echo 'squeue: error: slurm_load_jobs error: Rate limit exceeded, please retry momentarily' >&2; exit 1")
+    before = _plane.budget().counts().get("throttled", 0)
+    assert _client.run(["sh", "-c", script]).stdout == "ok\n"
+    assert count.read_text().count("x") == 3 and _plane.budget().counts()["throttled"] - before == 2
+    with pytest.raises(_client.SlurmCommandError):  # once, not retried
+        _client.run(["sh", "-c", f"echo y >> {count}; echo 'squeue: error: Invalid job id specified' >&2; exit 1"])
+    assert count.read_text().count("y") == 1
 
 
 def test_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:

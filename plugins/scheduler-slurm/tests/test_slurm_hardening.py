@@ -15,7 +15,7 @@ import pytest
 
 from tx.schedulers.api import SchedulerError
 from tx.specs import AppState, FailureKind
-from tx_scheduler_slurm import _client
+from tx_scheduler_slurm import _client, _plane
 from tx_scheduler_slurm._client import SlurmError
 from tx_scheduler_slurm.request import LAUNCHER
 
@@ -111,6 +111,7 @@ def test_only_tx_jobs_are_listed_and_named_by_their_app(apps: Any, tmp_path: Pat
         name = "Über-run (exp) 日本語"
         app_id = apps.submit([apps.role("sh", "true", [])], name=name)
         apps.wait(app_id)
+        _plane.plane().invalidate()  # no shared answer of the status plane: the list asks
         calls = _count_calls(monkeypatch)
         listed = {a.app_id: a for a in apps.sched.list()}
         assert plain not in listed and listed[app_id].name == name
@@ -150,6 +151,7 @@ def test_logs_are_read_from_disk_without_slurm_and_deleted_logs_are_errors(apps:
     learns that the app ended and stops."""
     app_id = apps.submit([apps.role("talk", "sh", ["-c", "echo hello; echo oops >&2"])], name="logs")
     apps.wait(app_id)
+    _plane.plane().invalidate()  # no shared answer of the status plane: the follower must ask Slurm
     import threading
 
     from tx_scheduler_slurm import _logs as slurm_logs

@@ -23,7 +23,7 @@ from tx.schedulers.api import PartialListError
 
 from tx.specs import AppDef, AppState, Role
 from tx.testing.backends import backend_unavailable
-from tx_scheduler_slurm import _client
+from tx_scheduler_slurm import _client, _plane
 from tx_scheduler_slurm.scheduler import SlurmScheduler, create_scheduler
 
 pytestmark = pytest.mark.slurm
@@ -126,6 +126,7 @@ def test_tx_list_shows_every_app_by_name_and_only_tx_apps(why_failed_apps: Dict[
     real = _client.run
     monkeypatch.setattr(_client, "run", lambda argv, *a, **kw: calls.append(argv[0]) or real(argv, *a, **kw))
     with sub.cluster.active():
+        _plane.plane().invalidate()  # no shared answer of the status plane: the list asks
         listed = {a.app_id: a for a in create_scheduler("tx").list()}
     assert {case: (listed[app_id].name, listed[app_id].state) for case, app_id in sub.ids.items()} == {
         case: (case, AppState.FAILED) for case in sub.ids}

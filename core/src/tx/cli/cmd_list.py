@@ -66,6 +66,10 @@ def _duration(app: Any) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.fresh:
+        from tx.schedulers.plane import force_fresh  # only with --fresh
+
+        force_fresh()
     with make_runner() as runner:
         return _list(runner, args)
 
@@ -169,4 +173,6 @@ COMMAND = Command(run=_run, arguments=(
     Argument("--state", action="append", default=[], metavar="STATE",
              help="only apps in these states (repeat or comma-separate; e.g. RUNNING,FAILED; "
                   "`active`: not finished)"),
+    Argument("--fresh", action="store_true",
+             help="ask the backends now instead of reading the host's shared status (docs/scale.md)"),
 ))

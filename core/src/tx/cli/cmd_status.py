@@ -43,8 +43,24 @@ def _times(runner: Any, handle: str) -> Any:
     return num("started"), num("ended")
 
 
+def _as_of(runner: Any, handle: str) -> str:
+    """``Status as of: 1.2 s ago (shared status plane; --fresh asks the backend)\n`` where
+    the scheduler answered from a shared snapshot (docs/scale.md), else ""."""
+    import time  # only for this line
+
+    as_of = runner.engine.status_as_of.get(handle)
+    if as_of is None:
+        return ""
+    age = max(0.0, time.time() - as_of)
+    return f"Status as of: {age:.1f} s ago (shared status plane; --fresh asks the backend)\n"
+
+
 def _status(args: argparse.Namespace) -> int:
     handle, trial = args.app_handle, None
+    if args.fresh:
+        from tx.schedulers.plane import force_fresh  # only with --fresh
+
+        force_fresh()
     with make_runner() as runner:
         # the handles floor (the runner is loaded by now): the kind follows from the syntax
         from tx.runner.handles import RunRef, SweepRef, TrialRef, parse
@@ -79,8 +95,10 @@ def _status(args: argparse.Namespace) -> int:
         else:
             from tx.cli._text import use_color  # its regexes: only for the text
 
+            as_of = _as_of(runner, handle)  # before _times' look, which may fetch anew
             started, ended = _times(runner, handle)
             sys.stdout.write(render(status, roles, started, ended, color=use_color(sys.stdout)))
+            sys.stdout.write(as_of)
     return 0
 
 
@@ -90,4 +108,6 @@ COMMAND = Command(run=_status, arguments=(
              help="scheduler://session/app_id, a run's handle, a sweep handle, or SWEEP_HANDLE/TRIAL"),
     Argument("--roles", default="", help="only these roles (comma separated)"),
     Argument("--json", action="store_true", help="print the status as JSON"),
+    Argument("--fresh", action="store_true",
+             help="ask the backend now instead of reading the host's shared status (docs/scale.md)"),
 ))

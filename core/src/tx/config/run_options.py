@@ -22,11 +22,16 @@ __all__ = ["ENV_RUN_OPT_PREFIXES", "apply", "dump", "env_run_opts", "load", "tem
 ENV_RUN_OPT_PREFIXES = ("TX_", "TORCHX_")
 
 
+#: keys of a scheduler's section that are not run options: its call budget and status plane
+#: (:mod:`tx.schedulers.budget`, :mod:`tx.schedulers.plane`)
+PLANE_KEYS = ("max_calls_per_minute", "max_call_burst", "status_max_age_s")
+
+
 def _apply_section(
     scheduler: str, section: Mapping[str, str], cfg: MutableMapping[str, CfgVal], opts: runopts, where: str
 ) -> None:
     for key, raw in section.items():
-        if key in cfg:
+        if key in cfg or key in PLANE_KEYS:
             continue
         opt = opts.get(key)
         if opt is None:

@@ -80,6 +80,10 @@ class Engine:
         self.schedulers: Dict[str, Scheduler[Any]] = {}
         #: the AppDef of each app this engine submitted, by handle
         self.apps: Dict[str, AppDef] = {}
+        #: when the backend was asked for the last status :meth:`status` returned, by handle
+        #: (epoch seconds), where the scheduler says (a shared status plane's snapshot time;
+        #: docs/scale.md): the status is at most ``time.time() - as_of`` seconds old
+        self.status_as_of: Dict[str, float] = {}
         self._on_terminal: List[TerminalListener] = []
         self._on_follow: List[FollowListener] = []
         self._on_cancel: List[CancelListener] = []
@@ -340,6 +344,9 @@ class Engine:
         if desc is None:
             self.apps.pop(ref.handle, None)
             return None
+        as_of = desc.metadata.get("status_fetched_at") if isinstance(desc.metadata, dict) else None
+        if isinstance(as_of, (int, float)):
+            self.status_as_of[ref.handle] = float(as_of)
         self._seen(ref, desc)
         return status_of(desc)
 

@@ -6,7 +6,10 @@ backend: ``AWS_PROFILE``, ``AWS_DEFAULT_REGION``/``AWS_REGION`` (or the profile'
 the credentials chain, and the endpoint variables ``AWS_ENDPOINT_URL`` (every service),
 ``AWS_ENDPOINT_URL_BATCH`` and ``AWS_ENDPOINT_URL_CLOUDWATCH_LOGS`` (one service; for logs
 ``AWS_ENDPOINT_URL_LOGS`` is accepted too), as documented in
-https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html. Retries use
+https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html. Every request to Batch
+(each page, each retry) first takes a token of the host's call budget
+(:mod:`tx.schedulers.budget`: ``.txconfig`` ``[aws_batch] max_calls_per_minute``, default
+:data:`DEFAULT_CALLS_PER_MINUTE`, shared by the tx processes of the host). Retries use
 botocore's ``standard`` mode (throttling and transient errors retried with backoff);
 ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` override it as for any AWS SDK
 (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html).
@@ -18,6 +21,7 @@ import re
 from typing import Any, Callable, Optional, TypeVar
 
 from tx.schedulers import SchedulerError
+from tx.schedulers.budget import budget_for
 
 T = TypeVar("T")
 
@@ -76,7 +80,7 @@ class AwsClients:
         if endpoint:
             kwargs["endpoint_url"] = endpoint
         try:
-            return self._session.client(service, **kwargs)
+            client = self._session.client(service, **kwargs)
         except NoRegionError:
             raise SchedulerError(
                 "no AWS region configured: set AWS_DEFAULT_REGION (e.g. us-east-1) or a region in "
@@ -84,6 +88,15 @@ class AwsClients:
             ) from None
         except BotoCoreError as e:
             raise SchedulerError(f"cannot create the AWS {service} client: {e}") from None
+        if service == "batch":
+            budget = budget_for("aws_batch", account_key(), DEFAULT_CALLS_PER_MINUTE)
+            # every HTTP request to Batch (each page, each of botocore's retries) takes a token
+
+            def take_token(**_: Any) -> None:  # returning anything would stand for the response
+                budget.acquire()
+
+            client.meta.events.register("before-send.batch", take_token)
+        return client
 
     @property
     def batch(self) -> Any:
@@ -171,6 +184,18 @@ def explain(e: BaseException, what: str) -> SchedulerError:
     if code:
         return SchedulerError(f"{what}: {code}: {msg}")
     return SchedulerError(f"{what}: {type(e).__name__}: {msg}")
+
+
+#: AWS Batch's documented rate: SubmitJob takes 50 requests per second
+#: (https://docs.aws.amazon.com/batch/latest/userguide/service_limits.html)
+DEFAULT_CALLS_PER_MINUTE = 50 * 60
+
+
+def account_key() -> str:
+    """What names the AWS endpoint and account this process reaches (its call budget's key)."""
+    return "|".join(os.environ.get(k, "") for k in (
+        "AWS_ENDPOINT_URL_BATCH", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
+        "AWS_ACCESS_KEY_ID"))
 
 
 def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -2,7 +2,10 @@
 
 Every call has a timeout: with slurmctld unreachable a client command retries for about
 10 s before failing, and a hung controller must not hang tx. Failures become one-line
-:class:`SlurmError` messages (the CLI prints them without a traceback).
+:class:`SlurmError` messages (the CLI prints them without a traceback). Every call goes
+through the cluster's call budget (:mod:`tx_scheduler_slurm._plane`): it waits for a token,
+and slurmctld's rate-limit answer is retried after a jittered backoff, never reported as
+the command's failure (:class:`tx.schedulers.budget.ThrottledError` when it lasts).
 """
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ import subprocess
 from typing import List, Optional, Sequence
 
 from tx.schedulers.api import SchedulerError
+from tx.schedulers.budget import BackendThrottled
+
+from tx_scheduler_slurm._plane import budget
 
 #: seconds a Slurm client command may take (env ``TX_SLURM_TIMEOUT`` overrides)
 DEFAULT_TIMEOUT: float = 30.0
@@ -48,6 +54,11 @@ class SlurmCommandError(SlurmError):
 
 class SlurmTimeoutError(SlurmError):
     """A Slurm client command did not finish within its timeout."""
+
+
+#: slurmctld's answer to a client over its rate limit (SLURMCTLD_COMMUNICATIONS_BACKOFF,
+#: SlurmctldParameters=rl_enable); Slurm's own commands retry it a few times first
+_RATE_LIMITED = b"Rate limit exceeded"
 
 
 def _last_line(text: str) -> str:
@@ -93,7 +104,8 @@ def run(
         SlurmCommandError: it exited non-zero (with ``check``).
     """
     limit = default_timeout() if timeout is None else timeout
-    try:
+
+    def once() -> "subprocess.CompletedProcess[bytes]":
         proc = subprocess.run(
             argv,
             input=None if input is None else input.encode("utf-8"),
@@ -101,7 +113,17 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             timeout=limit,
+            # a session of its own: the terminal's Ctrl-C is tx's to handle (`tx run --wait`
+            # cancels the app), not a SIGINT that kills squeue mid-call into a failed look
+            # (a KeyboardInterrupt still kills the command: subprocess.run does on any exception)
+            start_new_session=True,
         )
+        if proc.returncode != 0 and _RATE_LIMITED in proc.stderr:
+            raise BackendThrottled(proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    try:
+        proc = budget().call(once, what=argv[0])
     except FileNotFoundError:
         raise SlurmNotInstalledError(f"{argv[0]} not found: Slurm is not installed here; {INSTALL_HINT}") from None
     except subprocess.TimeoutExpired:

@@ -118,7 +118,7 @@ class LogFiles:
             return os.path.join(work_dir, name)
         if os.path.exists(name):
             return os.path.abspath(name)
-        records, _ = self._records(app_id)
+        records = self._records(app_id)[0]
         work_dir = os.getcwd()
         if records and not min(records, key=lambda r: r.offset).is_tx:
             raise SchedulerError(
@@ -135,7 +135,7 @@ class LogFiles:
 
     def _started(self, app_id: str) -> bool:
         """Whether the job ran (is not pending nor unknown to Slurm): one squeue call."""
-        records, _ = self._records(app_id)
+        records = self._records(app_id)[0]
         if not records:
             return False
         state = appstate_from_slurm(min(records, key=lambda r: r.offset).state)
@@ -155,7 +155,7 @@ class LogFiles:
                 return False
             last["mtime"], last["asked"] = mtime, now
             try:
-                records, _ = self._records(app_id)
+                records = self._records(app_id)[0]
             except SlurmError as e:  # slurmctld down: keep following, ask again later
                 log.warning(f"slurm: cannot tell whether app {app_id} ended ({e}); following its log on")
                 return False

@@ -3,7 +3,9 @@
 * submit: ``sbatch --parsable`` of the script :mod:`tx_scheduler_slurm.request` builds; the
   job id is the app id (handle ``slurm://<session>/<jobid>``).
 * status: ``squeue --states=all`` while slurmctld keeps the job (pending, running, and
-  finished for ``MinJobAge`` seconds); then ``sacct`` where accounting is enabled, or the
+  finished for ``MinJobAge`` seconds), one ``squeue --user <uid>`` for every app followed,
+  shared by the tx processes of the host for a short time (:mod:`tx_scheduler_slurm._plane`);
+  then ``sacct`` where accounting is enabled, or the
   jobcomp/filetxt file where it is readable. Clusters without accounting work: a failing
   ``sacct`` only means "no record there".
 * logs: ``slurm-<jobid>-<role>-<replica>.{out,err}`` in the job's working directory
@@ -22,7 +24,7 @@ import re
 import time
 
 import attrs
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
@@ -30,7 +32,7 @@ from tx.schedulers.api import PartialListError
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
-from tx_scheduler_slurm import _client, _index
+from tx_scheduler_slurm import _client, _index, _plane
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
 from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
 from tx_scheduler_slurm._cluster import ClusterInfo, check_partitions, query_cluster
@@ -218,7 +220,10 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
                 f.write(script)
             cmd = [*cmd, path]
             stdin = None
-        out = _client.run(cmd, self._timeout, input=stdin)
+        try:
+            out = _client.run(cmd, self._timeout, input=stdin)
+        finally:
+            _plane.plane().invalidate()  # the next look asks Slurm
         job_id = out.stdout.strip().split(";")[0].strip()
         if not re.match(r"^\d+$", job_id):
             raise SlurmError(f"sbatch printed no job id (stdout {out.stdout.strip()!r})")
@@ -232,10 +237,11 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         Raises:
             SlurmNotInstalledError, SlurmTimeoutError, SlurmCommandError: squeue failed.
         """
-        records, source = self._records(app_id)
+        records, source, fetched_at = self._records(app_id)
         if not records:
             return None
         desc = build_describe(app_id, records, source)
+        desc.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
         leader = min(records, key=lambda r: r.offset)
         desc.attempts = build_attempts(
             desc.num_restarts, desc.state, leader.state,
@@ -266,23 +272,62 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         parts = [line.split("\x1f") for line in out.splitlines() if "\x1f" in line]
         return ", ".join(f"{nodes.strip()} ({why.strip()})" for nodes, why in parts)
 
-    def _records(self, app_id: str) -> Tuple[List[JobRecord], str]:
+    def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:  # type: ignore[override]
+        """The states of many apps (a sweep's trials): from the shared snapshot of the user's
+        jobs (one ``squeue``), those it lacks from one ``sacct`` per 500 where accounting is
+        configured; apps neither knows are left out (the Runner describes them).
+
+        Raises:
+            SlurmTimeoutError, SlurmCommandError: squeue failed.
+        """
+        snap = self._user_snapshot()
+        out: Dict[str, AppState] = {}
+        missing: List[str] = []
+        for app_id in app_ids:
+            recs = _plane.find(snap.items, app_id) if APP_ID.match(app_id) else []
+            if recs:
+                out[app_id] = appstate_from_slurm(min(recs, key=lambda r: r.offset).state)
+            elif APP_ID.match(app_id):
+                missing.append(app_id)
+        for i in range(0, len(missing), 500):
+            wanted = set(missing[i:i + 500])
+            for rec in self._sacct(["--jobs", ",".join(missing[i:i + 500])]):
+                if rec.app_id in wanted and rec.offset == 0:
+                    out[rec.app_id] = appstate_from_slurm(rec.state)
+        return out
+
+    def _user_snapshot(self) -> Any:
+        """The shared snapshot of this user's jobs: one ``squeue --user <uid>`` (every app
+        followed on this host at once), at most ``status_max_age_s`` old
+        (:mod:`tx.schedulers.plane`)."""
+        user = str(os.getuid())  # squeue takes a uid; no passwd lookup needed
+        return _plane.plane().get(lambda: _plane.to_items(self._squeue(["--user", user])))
+
+    def _records(self, app_id: str) -> Tuple[List[JobRecord], str, float]:
+        """The app's records, where they came from, and when they were asked (epoch s)."""
         if not APP_ID.match(app_id):
-            return [], ""
+            return [], "", time.time()
+        snap = self._user_snapshot()
+        recs = _plane.find(snap.items, app_id)
+        if recs:
+            return recs, "squeue", snap.fetched_at
+        # not among the user's jobs as the snapshot saw them: submitted since, another
+        # user's, or gone from slurmctld's memory: asked on its own
+        asked = time.time()
         recs = [r for r in self._squeue(["--jobs", app_id]) if r.app_id == app_id]
         if recs:
-            return recs, "squeue"
+            return recs, "squeue", asked
         if "_" in app_id:  # a task with no record of its own yet: its array's record
             array, task = app_id.split("_", 1)
             recs = [attrs.evolve(r, job_id=app_id, app_id=app_id) for r in self._squeue(["--jobs", array])
                     if r.job_id == array and in_array_tasks(int(task), r.array_tasks)]
             if recs:
-                return recs, "squeue"
+                return recs, "squeue", asked
         recs = self._sacct(["--jobs", app_id], app_id)
         if recs:
-            return recs, "sacct"
+            return recs, "sacct", asked
         recs = self._jobcomp(app_id)
-        return (recs, "jobcomp") if recs else ([], "")
+        return (recs, "jobcomp", asked) if recs else ([], "", asked)
 
     def _squeue(self, extra: List[str]) -> List[JobRecord]:
         # --array: one line per task of a job array (a sweep's trials), pending ones too
@@ -373,7 +418,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         user = str(os.getuid())  # squeue and sacct take a uid; no passwd lookup needed
         apps = {}
         others = set()
-        for rec in self._squeue(["--user", user]):
+        for rec in (JobRecord(**d) for recs in self._user_snapshot().items.values() for d in recs):
             if rec.job_id != rec.app_id:
                 continue
             if not rec.is_tx:
@@ -418,7 +463,10 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
 
     def _cancel_existing(self, app_id: str) -> None:
         """``scancel`` the job (every component); a job that just ended is not an error."""
-        proc = _client.run(["scancel", app_id], self._timeout, check=False)
+        try:
+            proc = _client.run(["scancel", app_id], self._timeout, check=False)
+        finally:
+            _plane.plane().invalidate()  # the next look asks Slurm
         if proc.returncode != 0 and "already completing or completed" not in proc.stderr:
             raise SlurmCommandError(["scancel", app_id], proc.returncode, proc.stderr)
         log.info("slurm_cancelled", app_id=app_id)
@@ -429,7 +477,10 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         ids = list(app_ids)
         for i in range(0, len(ids), 500):
             argv = ["scancel", *ids[i:i + 500]]
-            proc = _client.run(argv, self._timeout, check=False)
+            try:
+                proc = _client.run(argv, self._timeout, check=False)
+            finally:
+                _plane.plane().invalidate()  # the next look asks Slurm
             errors = [ln for ln in proc.stderr.splitlines() if ln.strip()
                       and "already completing or completed" not in ln and "Invalid job id" not in ln]
             if proc.returncode != 0 and errors:

@@ -1,0 +1,201 @@
+"""The status plane: one batched look at a backend, shared by every tx process on the host.
+
+A scheduler that opts in answers ``describe`` from a :class:`StatusPlane` snapshot: one
+backend call that returns every app it follows (Slurm: one ``squeue`` for all of the user's
+jobs) instead of one call per app. The snapshot is a file under tx's state directory
+(``<state_dir>/plane/<backend>-<cluster key>.status``) with the time it was fetched; every
+process on the host (``tx status`` in several shells, ``tx list``, ``tx ui``, the failover
+watcher, the sweep supervisors) reads it while it is younger than its ``max_age``, and
+one of them fetches the next one: the fetch runs under an ``fcntl`` lock of a
+``.status.lock`` file, so processes that find the snapshot stale at the same moment wait for
+that one fetch instead of asking the backend each (a process that dies releases its lock).
+The snapshot is replaced whole (written beside it, then renamed), so a reader never sees a
+half-written one.
+
+Its age is stated: ``fetched_at`` is taken *before* the backend is asked, so a status is
+never older than the age it is shown with. A submit or cancel from this host marks the
+snapshot stale (:meth:`StatusPlane.invalidate`), so the next look asks the backend.
+
+How old a snapshot may be: ``--fresh`` (:func:`force_fresh`) or ``TX_STATUS_MAX_AGE=0``
+always asks; else ``$TX_STATUS_MAX_AGE``, else ``.txconfig`` ``[<scheduler>]
+status_max_age_s``, else :data:`DEFAULT_MAX_AGE_S`.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import tempfile
+import time
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from tx.config.files import ConfigError, scheduler_section
+from tx.schedulers.budget import _file_key, plane_dir
+
+__all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force_fresh", "max_age_for"]
+
+#: seconds a snapshot is shared by default: short against a person's eye and a watcher's
+#: tick, long enough that many followers polling at once make one call
+DEFAULT_MAX_AGE_S = 1.0
+#: the environment variable that sets the snapshots' largest age in seconds (0: always ask)
+ENV_MAX_AGE = "TX_STATUS_MAX_AGE"
+
+_FRESH = False
+
+
+def force_fresh(on: bool = True) -> None:
+    """Make every look of this process ask the backend (``--fresh``); the answer is still
+    shared with the other processes."""
+    global _FRESH
+    _FRESH = on
+
+
+def max_age_for(backend: str) -> float:
+    """The largest age (seconds) of a snapshot ``backend``'s looks accept (see the module's
+    doc for the order).
+
+    Raises:
+        ConfigError: a value that is not a number >= 0.
+    """
+    if _FRESH:
+        return 0.0
+    text = os.environ.get(ENV_MAX_AGE)
+    where = ENV_MAX_AGE
+    if text is None or not text.strip():
+        text = scheduler_section(backend).get("status_max_age_s")
+        where = f".txconfig [{backend}] status_max_age_s"
+    if text is None or not text.strip():
+        return DEFAULT_MAX_AGE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or math.isinf(value):
+        raise ConfigError(f"{where} must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+class Snapshot:
+    """One answer of the backend: ``items`` (what the scheduler stored, by its key) as of
+    ``fetched_at`` (epoch seconds, taken before the backend was asked)."""
+
+    __slots__ = ("fetched_at", "items", "fetched_here")
+
+    def __init__(self, fetched_at: float, items: Dict[str, Any], fetched_here: bool = False) -> None:
+        self.fetched_at = fetched_at
+        self.items = items
+        self.fetched_here = fetched_here  # this call asked the backend
+
+    @property
+    def age(self) -> float:
+        """Seconds since it was fetched (never negative)."""
+        return max(0.0, time.time() - self.fetched_at)
+
+
+class StatusPlane:
+    """The shared snapshot of one backend on one cluster (see the module's doc).
+
+    Args:
+        backend: the scheduler's name.
+        cluster: what names the cluster (as for :class:`tx.schedulers.budget.CallBudget`).
+        directory: where its files live (default ``<state_dir>/plane``).
+    """
+
+    def __init__(self, backend: str, cluster: str = "", directory: Optional[str] = None) -> None:
+        self.backend, self.cluster = backend, cluster
+        self._dir = directory
+        base = os.path.join(self.directory, _file_key(backend, cluster))
+        self.path, self.lock_path, self.stale_path = base + ".status", base + ".status.lock", base + ".stale"
+        self._cache: Optional[Tuple[Tuple[int, int, int], Snapshot]] = None  # (file version, snapshot)
+
+    @property
+    def directory(self) -> str:
+        return self._dir or plane_dir()
+
+    def _read(self) -> Optional[Snapshot]:
+        """The stored snapshot; parsed once per version of the file (a follower of 1,000
+        apps reads it 1,000 times a tick)."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                st = os.fstat(f.fileno())
+                version = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if self._cache is not None and self._cache[0] == version:
+                    return self._cache[1]
+                data = json.load(f)
+            fetched_at, items = float(data["fetched_at"]), data["items"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(items, dict):
+            return None
+        snap = Snapshot(fetched_at, items)
+        self._cache = (version, snap)
+        return snap
+
+    def _stale_since(self) -> float:
+        try:
+            return os.stat(self.stale_path).st_mtime
+        except OSError:
+            return 0.0
+
+    def _fresh(self, snap: Optional[Snapshot], max_age: float) -> bool:
+        return (snap is not None and snap.age <= max_age and max_age > 0
+                and snap.fetched_at >= self._stale_since())
+
+    def get(self, fetch: Callable[[], Dict[str, Any]], max_age: Optional[float] = None) -> Snapshot:
+        """The snapshot, fetched with ``fetch`` (one batched backend call returning
+        JSON-able items by key) when the shared one is older than ``max_age`` seconds
+        (default :func:`max_age_for` the backend) or marked stale.
+
+        Raises:
+            whatever ``fetch`` raises (nothing is stored then).
+        """
+        limit = max_age_for(self.backend) if max_age is None else max_age
+        snap = self._read()
+        if self._fresh(snap, limit):
+            return snap  # type: ignore[return-value]
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:  # a read-only state directory: nothing is shared
+            started = time.time()
+            return Snapshot(started, fetch(), fetched_here=True)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # one fetch at a time; the others wait for it
+            snap = self._read()
+            if self._fresh(snap, limit):
+                return snap  # type: ignore[return-value]
+            started = time.time()
+            items = fetch()
+            self._write(started, items)
+            return Snapshot(started, items, fetched_here=True)
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _write(self, fetched_at: float, items: Dict[str, Any]) -> None:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".status-")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"backend": self.backend, "fetched_at": fetched_at, "items": items}, f)
+            os.replace(tmp, self.path)
+        except (OSError, TypeError, ValueError):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def invalidate(self) -> None:
+        """Mark the shared snapshot stale (after a submit or cancel from this host): the
+        next look asks the backend. A fetch that started before this call and ends after it
+        still stores what it saw, with the time it started."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            with open(self.stale_path, "w", encoding="utf-8"):
+                pass
+            now = time.time()
+            os.utime(self.stale_path, (now, now))
+        except OSError:
+            pass
