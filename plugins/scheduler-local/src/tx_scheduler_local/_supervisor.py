@@ -9,9 +9,13 @@ of everything it starts. It
 3. reaps replicas (SIGCHLD), records exit codes, restarts replicas as the role's
    ``max_retries`` and ``retry_policy`` allow, and on a failure without retries left
    stops the other replicas;
-4. on SIGTERM or SIGINT (what ``cancel`` sends) stops every replica: SIGTERM to each
-   replica's process group, SIGKILL to every remaining descendant after
-   ``cancel_timeout`` seconds;
+4. on SIGINT (what ``cancel`` sends) stops every replica: SIGTERM to each replica's
+   process group, SIGKILL to every remaining descendant after ``cancel_timeout`` seconds;
+   a SIGTERM tx did not send (the host shutting down) is a preemption warning
+   (:mod:`._preempt`): delivered to every replica, SIGKILL after ``preempt_grace`` seconds,
+   then the supervisor exits leaving the app to be started again (an infra attempt); a
+   replica warned from outside (its job's note, or its death by the warning signal) makes
+   every replica start again, an infra attempt within ``infra_retries``;
 5. when no replica is left, kills any descendant still running (daemons a replica left
    behind, found because the supervisor is their subreaper), drains the pipes, writes
    the final ``state.json`` and ``SUCCESS`` and exits.
@@ -36,7 +40,7 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
-from tx_scheduler_local import _memory, _procs, _store, _where
+from tx_scheduler_local import _memory, _preempt, _procs, _store, _where
 from tx_scheduler_local._apps import recorded_cause
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
@@ -48,7 +52,7 @@ _READ = 1 << 20
 _DRAIN_S = 5.0
 _COALESCE_BYTES = 64 << 10
 _COALESCE_S = 0.001
-_CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT cancels; SIGTERM from outside warns
 _NEVER = float("inf")
 
 
@@ -61,6 +65,11 @@ class Supervisor:
         self.app_dir = app_dir
         self.state_path = os.path.join(app_dir, _store.STATE)
         self.grace = float(request.get("cancel_timeout", 10.0))
+        self.preempt_grace = float(request.get("preempt_grace", 30.0))
+        #: a preemption in progress: {"since": epoch seconds, "entry": its history entry}
+        self.preempt: Optional[Dict[str, Any]] = None
+        self.preempted_host = ""  # why the supervisor was warned: it leaves once replicas are gone
+        self.infra_msg = ""
         self.roles = [Role(r) for r in request["roles"]]
         self.replicas = [r for role in self.roles for r in role.replicas]
         self.by_pid: Dict[int, Replica] = {}
@@ -200,8 +209,10 @@ class Supervisor:
         sigs = set(data)
         if signal.SIGCHLD in sigs:
             self._reap()
-        if any(s in sigs for s in _CANCEL_SIGNALS):
+        if signal.SIGINT in sigs:
             self.cancel()
+        elif signal.SIGTERM in sigs:
+            self._warned()
 
     # -- replicas ------------------------------------------------------------------------------
     def _spawn(self, r: Replica) -> None:
@@ -215,6 +226,7 @@ class Supervisor:
         r.exit_code, r.error, r.reason = None, "", ""
         env = dict(self.base_env)
         env.update(r.env)
+        _preempt.clear_note(r.dir)
         r.oom_base = _memory.oom_kills(self.oom_file)
         try:
             pid, out_fd, err_fd = self.spawner.spawn(r.role.cwd, r.role.entrypoint, r.argv, env)
@@ -302,7 +314,7 @@ class Supervisor:
         att["end"], att["exit_code"] = time.time(), code
         self.dirty = True
         reason, r.stop_reason, r.stop_deadline = r.stop_reason, None, None
-        if reason == "restart":
+        if reason in ("restart", "preempt"):
             r.state = "PENDING"
         elif reason == "no space":  # the replica whose logs filled the disk
             r.state = "FAILED"
@@ -311,6 +323,8 @@ class Supervisor:
             r.reason = exit_reason(code)
         elif code == 0:
             r.state = "SUCCEEDED"
+        elif self._preempted(r, code):
+            return
         else:
             oom = self._oom_killed(r, code)
             self._on_failure(r, code, oom_reason(code, _memory.limit_mb(self.oom_file)) if oom else exit_reason(code),
@@ -410,6 +424,7 @@ class Supervisor:
                     self._close_pipe(fd, x)
             for x in members:
                 self._record_restart_cause(x)
+            self._record_saved()
             for x in members:
                 if not self.cancelled and self.failed is None:
                     self._spawn(x)
@@ -452,12 +467,82 @@ class Supervisor:
                 r.state = "CANCELLED"
         self.dirty = True
 
-    def _stop(self, r: Replica, reason: str) -> None:
+    def _stop(self, r: Replica, reason: str, grace: Optional[float] = None,
+              sig: int = signal.SIGTERM) -> None:
         if r.stop_reason is None or reason != "restart":
             r.stop_reason = reason
         if r.stop_deadline is None and r.pid is not None:
-            _procs.killpg(r.pid, signal.SIGTERM)
-            r.stop_deadline = time.monotonic() + self.grace
+            _procs.killpg(r.pid, sig)
+            r.stop_deadline = time.monotonic() + (self.grace if grace is None else grace)
+
+    # -- preemption (docs/recovery.md) ----------------------------------------------------
+    def _warned(self) -> None:
+        """SIGTERM that tx did not send (tx cancels with SIGINT): the host is shutting down.
+        Deliver the warning to every replica, SIGKILL after ``preempt_grace``; once they are
+        gone the supervisor exits and the app is started again (an infra attempt)."""
+        if self.cancelled or self.preempted_host:
+            return
+        self.preempted_host = f"preempted: SIGTERM to its supervisor (pid {self.pid}), not sent by tx"
+        self.preempt = {"since": time.time(), "entry": None}
+        self._log(f"{self.preempted_host}: warning every replica, SIGKILL after {self.preempt_grace:g}s")
+        self._drop_restarts()
+        for r in self.replicas:
+            if r.pid is not None:
+                self._stop(r, "preempt", self.preempt_grace, _preempt.warning_signal(r.env))
+        self.dirty = True
+
+    def _preempted(self, r: Replica, code: int) -> bool:
+        """Whether replica ``r``, ended with exit status ``code`` without tx stopping it, was
+        preempted from outside (its job noted the warning, or it died of the warning
+        signal). If so every replica is warned and started again once all are gone (an infra
+        attempt within ``infra_retries``; FAILED with an infra reason beyond)."""
+        sig = _preempt.warning_signal(r.env)
+        since = _preempt.warned_at(r.dir)
+        if since is None and code != -sig:
+            return False
+        if self.cancelled or self.failed is not None:
+            r.state = "CANCELLED"
+            return True
+        why = f"preempted: {signal.Signals(sig).name} to replica {r.name}, not sent by tx"
+        from tx.schedulers.api import infra_retries  # deferred: only on a preemption
+
+        limit = infra_retries(self.request.get("run_options") or {})
+        if self.infra_used >= limit:
+            self.failed = r
+            r.state, r.reason = "FAILED", why
+            self.msg = self.infra_msg = why + (f"; infra_retries={limit} exhausted" if limit else "")
+            self._log(self.msg)
+            for x in self.replicas:
+                if x.pid is not None:
+                    self._stop(x, "failed", self.preempt_grace, _preempt.warning_signal(x.env))
+            self._drop_restarts()
+            return True
+        self.infra_used += 1
+        self.num_restarts += 1
+        entry = {"kind": "infra", "reason": why}
+        self.history.append(entry)
+        self.preempt = {"since": since or time.time(), "entry": entry}
+        self._log(f"{why}: warning every replica, SIGKILL after {self.preempt_grace:g}s; restart "
+                  f"{self.infra_used}/{limit} (infra)")
+        for x in self.replicas:
+            if x.pid is not None:
+                self._stop(x, "restart", self.preempt_grace, _preempt.warning_signal(x.env))
+        self._restart(list(self.replicas))
+        r.state = "PENDING"
+        return True
+
+    def _record_saved(self) -> str:
+        """Name what the job saved in the preemption's history entry, once every replica is
+        gone (``saved step 412 in 3.1 s``); returns it."""
+        if self.preempt is None:
+            return ""
+        since, entry, self.preempt = self.preempt["since"], self.preempt["entry"], None
+        env = self.replicas[0].env if self.replicas else {}
+        saved = _preempt.what_saved(_preempt.checkpoint_location(env, self.base_env), since)
+        if saved and entry is not None:
+            entry["reason"] += f"; {saved}"
+            self.dirty = True
+        return saved
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
@@ -465,7 +550,7 @@ class Supervisor:
         if not late:
             return
         for r in late:
-            self._log(f"{r.name} still running {self.grace:g}s after SIGTERM: SIGKILL")
+            self._log(f"{r.name} still running at the end of its grace period: SIGKILL")
             r.stop_deadline = _NEVER
         self._kill_leftovers(late)
 
@@ -501,6 +586,9 @@ class Supervisor:
 
     def _finish(self) -> None:
         self._kill_all_descendants()
+        if self.preempted_host and not self.cancelled and self.failed is None:
+            self._leave_preempted()
+            return
         deadline = time.monotonic() + _DRAIN_S
         while self.by_fd and time.monotonic() < deadline:
             for key, _ in self.sel.select(max(0.0, deadline - time.monotonic())):
@@ -537,6 +625,25 @@ class Supervisor:
         self._write_success_file()  # first: a reader that sees the final state finds it
         self.write_state()
 
+    def _leave_preempted(self) -> None:
+        """End after a warning to the supervisor: logs closed, the state left non-terminal
+        with ``preempted`` (the reason, with what the job saved), which
+        :func:`tx_scheduler_local._apps.why_lost` reports, so the next look starts the app
+        again as an infra attempt."""
+        for r in self.replicas:
+            for fd in list(r.pipes):
+                self._close_pipe(fd, r)
+            if r.logs is not None:
+                r.logs.close()
+            if r.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                r.state = "PENDING"
+        saved = self._record_saved()
+        self.msg = self.preempted_host + (f"; {saved}" if saved else "")
+        if self.scope:
+            _where.kill_scope(self.scope, spare=self.pid)
+            _where.leave_scope(self.scope)
+        self.write_state()
+
     # -- records ------------------------------------------------------------------------------
     def to_json(self) -> Dict[str, Any]:
         """The content of state.json."""
@@ -545,6 +652,8 @@ class Supervisor:
             "msg": self.msg, "error": self.error, "pid": self.pid, "pid_start": self.pid_start,
             "started": self.started, "ended": self.ended, "cgroup": self.scope, **self.where,
             "history": self.history, "infra_used": self.infra_used,
+            **({"infra": self.infra_msg} if self.infra_msg else {}),
+            **({"preempted": self.msg} if self.preempted_host and self.state not in _store.TERMINAL else {}),
             "roles": [{"name": role.name, "retries": role.retries, "replicas": [r.to_json() for r in role.replicas]}
                       for role in self.roles],
         }
