@@ -56,7 +56,7 @@ _CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT cancels; SIGTERM fro
 _NEVER = float("inf")
 
 
-class Supervisor:
+class Supervisor(_preempt.PreemptMixin):
     """Runs the app described by ``request`` (the JSON form of the dryrun request) and
     records its state in ``app_dir`` (the app's registry directory)."""
 
@@ -475,75 +475,6 @@ class Supervisor:
             _procs.killpg(r.pid, sig)
             r.stop_deadline = time.monotonic() + (self.grace if grace is None else grace)
 
-    # -- preemption (docs/recovery.md) ----------------------------------------------------
-    def _warned(self) -> None:
-        """SIGTERM that tx did not send (tx cancels with SIGINT): the host is shutting down.
-        Deliver the warning to every replica, SIGKILL after ``preempt_grace``; once they are
-        gone the supervisor exits and the app is started again (an infra attempt)."""
-        if self.cancelled or self.preempted_host:
-            return
-        self.preempted_host = f"preempted: SIGTERM to its supervisor (pid {self.pid}), not sent by tx"
-        self.preempt = {"since": time.time(), "entry": None}
-        self._log(f"{self.preempted_host}: warning every replica, SIGKILL after {self.preempt_grace:g}s")
-        self._drop_restarts()
-        for r in self.replicas:
-            if r.pid is not None:
-                self._stop(r, "preempt", self.preempt_grace, _preempt.warning_signal(r.env))
-        self.dirty = True
-
-    def _preempted(self, r: Replica, code: int) -> bool:
-        """Whether replica ``r``, ended with exit status ``code`` without tx stopping it, was
-        preempted from outside (its job noted the warning, or it died of the warning
-        signal). If so every replica is warned and started again once all are gone (an infra
-        attempt within ``infra_retries``; FAILED with an infra reason beyond)."""
-        sig = _preempt.warning_signal(r.env)
-        since = _preempt.warned_at(r.dir)
-        if since is None and code != -sig:
-            return False
-        if self.cancelled or self.failed is not None:
-            r.state = "CANCELLED"
-            return True
-        why = f"preempted: {signal.Signals(sig).name} to replica {r.name}, not sent by tx"
-        from tx.schedulers.api import infra_retries  # deferred: only on a preemption
-
-        limit = infra_retries(self.request.get("run_options") or {})
-        if self.infra_used >= limit:
-            self.failed = r
-            r.state, r.reason = "FAILED", why
-            self.msg = self.infra_msg = why + (f"; infra_retries={limit} exhausted" if limit else "")
-            self._log(self.msg)
-            for x in self.replicas:
-                if x.pid is not None:
-                    self._stop(x, "failed", self.preempt_grace, _preempt.warning_signal(x.env))
-            self._drop_restarts()
-            return True
-        self.infra_used += 1
-        self.num_restarts += 1
-        entry = {"kind": "infra", "reason": why}
-        self.history.append(entry)
-        self.preempt = {"since": since or time.time(), "entry": entry}
-        self._log(f"{why}: warning every replica, SIGKILL after {self.preempt_grace:g}s; restart "
-                  f"{self.infra_used}/{limit} (infra)")
-        for x in self.replicas:
-            if x.pid is not None:
-                self._stop(x, "restart", self.preempt_grace, _preempt.warning_signal(x.env))
-        self._restart(list(self.replicas))
-        r.state = "PENDING"
-        return True
-
-    def _record_saved(self) -> str:
-        """Name what the job saved in the preemption's history entry, once every replica is
-        gone (``saved step 412 in 3.1 s``); returns it."""
-        if self.preempt is None:
-            return ""
-        since, entry, self.preempt = self.preempt["since"], self.preempt["entry"], None
-        env = self.replicas[0].env if self.replicas else {}
-        saved = _preempt.what_saved(_preempt.checkpoint_location(env, self.base_env), since)
-        if saved and entry is not None:
-            entry["reason"] += f"; {saved}"
-            self.dirty = True
-        return saved
-
     def _check_deadlines(self) -> None:
         now = time.monotonic()
         late = [r for r in self.replicas if r.pid is not None and r.stop_deadline is not None and r.stop_deadline <= now]
@@ -623,25 +554,6 @@ class Supervisor:
             _where.kill_scope(self.scope, spare=self.pid)
             _where.leave_scope(self.scope)
         self._write_success_file()  # first: a reader that sees the final state finds it
-        self.write_state()
-
-    def _leave_preempted(self) -> None:
-        """End after a warning to the supervisor: logs closed, the state left non-terminal
-        with ``preempted`` (the reason, with what the job saved), which
-        :func:`tx_scheduler_local._apps.why_lost` reports, so the next look starts the app
-        again as an infra attempt."""
-        for r in self.replicas:
-            for fd in list(r.pipes):
-                self._close_pipe(fd, r)
-            if r.logs is not None:
-                r.logs.close()
-            if r.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                r.state = "PENDING"
-        saved = self._record_saved()
-        self.msg = self.preempted_host + (f"; {saved}" if saved else "")
-        if self.scope:
-            _where.kill_scope(self.scope, spare=self.pid)
-            _where.leave_scope(self.scope)
         self.write_state()
 
     # -- records ------------------------------------------------------------------------------
