@@ -188,6 +188,39 @@ def test_a_job_that_does_not_save_is_killed_after_the_grace_and_tx_says_so(tx, t
     assert "resumed at 5" in tx("log", handle).stdout
 
 
+JOB_THAT_WAITS = """
+import time
+from tx.distributed import exit_preempted, preempted
+preempted()
+print("armed", flush=True)
+while not preempted():
+    time.sleep(0.02)
+exit_preempted()
+"""
+
+
+def test_a_preempted_replica_without_infra_retries_fails_as_infra(tx, tmp_path, tx_env):
+    script = tmp_path / "job.py"
+    script.write_text(JOB_THAT_WAITS)
+    p = tx("run", "--detach", "-s", "local_cwd", "-cfg", "infra_retries=0", "utils.python", "--script", str(script))
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    app_id = handle.rsplit("/", 1)[1]
+    out = Path(tx_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx" / app_id / "python" / "0" / "stdout.log"
+    _until(lambda: out.exists() and "armed" in out.read_text())
+    (pid,) = _app_pids(app_id, "TX_REPLICA_ID=0")
+    os.kill(pid, signal.SIGTERM)
+    state = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / app_id / "state.json"
+    _until(lambda: json.loads(state.read_text() or "{}").get("state") in TERMINAL)
+    status = _status(tx, handle)
+    assert status["state"] == "FAILED" and status["num_restarts"] == 0, status
+    (only,) = status["attempts"]
+    assert only["kind"] == "infra" and only["reason"] == (
+        "preempted: SIGTERM to replica python/0, not sent by tx; no checkpoint saved before the kill; "
+        "starts fresh; infra_retries=0: not restarted"), only
+    assert status["roles"][0]["replicas"][0]["exit_code"] == -signal.SIGTERM  # exit_preempted: killed by it
+
+
 def test_a_checkpoint_without_its_marker_is_never_read(tmp_path):
     from tx.distributed import CHECKPOINT_COMPLETE, latest_checkpoint, save_checkpoint
 

@@ -188,7 +188,9 @@ class PreemptMixin:
         if self.infra_used >= limit:
             self.failed = r
             r.state, r.reason = "FAILED", why
-            self.msg = self.infra_msg = why + (f"; infra_retries={limit} exhausted" if limit else "")
+            saved = what_saved(checkpoint_location(r.env, self.base_env), since or time.time())
+            self.msg = self.infra_msg = why + (f"; {saved}" if saved else "") + (
+                f"; infra_retries={limit} exhausted" if limit else "; infra_retries=0: not restarted")
             self._log(self.msg)
             for x in self.replicas:
                 if x.pid is not None:
