@@ -162,6 +162,7 @@ class PreemptMixin:
             return
         self.preempted_host = f"preempted: SIGTERM to its supervisor (pid {self.pid}), not sent by tx"
         self.preempt = {"since": time.time(), "entry": None}
+        self.msg = self.preempted_host  # what a look reports if this process is killed meanwhile
         self._log(f"{self.preempted_host}: warning every replica, SIGKILL after {self.preempt_grace:g}s")
         self._drop_restarts()
         for r in self.replicas:
@@ -234,8 +235,8 @@ class PreemptMixin:
                 self._close_pipe(fd, r)
             if r.logs is not None:
                 r.logs.close()
-            if r.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                r.state = "PENDING"
+            if r.state not in ("SUCCEEDED", "FAILED"):
+                r.state = "PENDING"  # the next supervisor starts every replica again
         saved = self._record_saved()
         self.msg = self.preempted_host + (f"; {saved}" if saved else "")
         if self.scope:

@@ -517,9 +517,6 @@ class Supervisor(_preempt.PreemptMixin):
 
     def _finish(self) -> None:
         self._kill_all_descendants()
-        if self.preempted_host and not self.cancelled and self.failed is None:
-            self._leave_preempted()
-            return
         deadline = time.monotonic() + _DRAIN_S
         while self.by_fd and time.monotonic() < deadline:
             for key, _ in self.sel.select(max(0.0, deadline - time.monotonic())):
@@ -527,6 +524,9 @@ class Supervisor(_preempt.PreemptMixin):
                     self._on_wake()
                 else:
                     self._read(key.fd, key.data)
+        if self.preempted_host and not self.cancelled and self.failed is None:
+            self._leave_preempted()
+            return
         for r in self.replicas:
             for fd in list(r.pipes):
                 self._close_pipe(fd, r)
