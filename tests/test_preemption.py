@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -219,6 +221,42 @@ def test_a_preempted_replica_without_infra_retries_fails_as_infra(tx, tmp_path, 
         "preempted: SIGTERM to replica python/0, not sent by tx; no checkpoint saved before the kill; "
         "starts fresh; infra_retries=0: not restarted"), only
     assert status["roles"][0]["replicas"][0]["exit_code"] == -signal.SIGTERM  # exit_preempted: killed by it
+
+
+JOB_ONCE = """
+import os, time
+from tx.distributed import exit_preempted, preempted
+if os.path.exists("second"):
+    print("second attempt", flush=True)
+    raise SystemExit(0)
+open("second", "w").close()
+preempted()
+print("armed", flush=True)
+while not preempted():
+    time.sleep(0.02)
+exit_preempted()
+"""
+
+
+def test_a_waiting_tx_run_starts_the_app_again_after_a_warning_to_its_supervisor(tmp_path, tx_env):
+    script = tmp_path / "job.py"
+    script.write_text(JOB_ONCE)
+    proc = subprocess.Popen([shutil.which("tx", path=tx_env["PATH"]), "run", "-s", "local_cwd", "utils.python",
+                             "--script", str(script)], cwd=tmp_path, env=tx_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        handle = proc.stdout.readline().strip()
+        assert proc.stdout.readline() == "python/0 armed\n"
+        state = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / handle.rsplit("/", 1)[1] / "state.json"
+        sup = json.loads(state.read_text())["pid"]
+        os.kill(sup, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out == "python/0 second attempt\n", out
+    assert (f"preempted: SIGTERM to its supervisor (pid {sup}), not sent by tx; no checkpoint saved before the "
+            "kill; starts fresh; restarting it (infra retry 1/3)") in err, err
 
 
 def test_a_checkpoint_without_its_marker_is_never_read(tmp_path):

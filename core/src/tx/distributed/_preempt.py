@@ -108,12 +108,6 @@ def _arm() -> None:
         _armed = int(sig)
 
 
-def warned() -> bool:
-    """True once this rank alone has received the warning (no collective)."""
-    _arm()
-    return _warned_at is not None
-
-
 def preempted() -> bool:
     """True on every rank at the same call once any rank has been warned.
 
