@@ -11,11 +11,15 @@ the output directory.
 
 Under tx every replica has ``TX_CHECKPOINT_DIR`` (the run's own, the same for every attempt
 of the run: docs/recovery.md): after each epoch all ranks save a
-``torch.distributed.checkpoint`` there (tx.distributed.save_checkpoint), and an attempt
-that starts again (a retry, an infra retry, a failover hop) resumes after the newest
-complete one; so does a new run given ``tx run --resume HANDLE`` of an earlier one. A new
-run without it starts fresh. The first line says which (``resumed from checkpoint step 3 at
-URL (tx run --resume HANDLE)``, ``no checkpoint at URL: starting fresh``).
+``torch.distributed.checkpoint`` there (tx.distributed.save_checkpoint; its step is the
+number of optimizer steps done), and an attempt that starts again (a retry, an infra retry,
+a failover hop) resumes at the newest complete one, mid-epoch if it was saved there; so
+does a new run given ``tx run --resume HANDLE`` of an earlier one. A new run without it
+starts fresh. The first line says which (``resumed from checkpoint step 44 at URL (tx run
+--resume HANDLE)``, ``no checkpoint at URL: starting fresh``). After every optimizer step
+all ranks ask ``tx.distributed.preempted()``; once the backend has warned any rank of a
+preemption, every rank prints ``rank R: preempted at step N``, saves step N and leaves with
+``exit_preempted()`` (tx records the attempt as preempted and starts it again).
 
 It reads the rank and world size the launcher provides (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under plain
@@ -23,7 +27,8 @@ MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under pl
 ``tx run -s local_cwd dist.ddp -j 1x2 --script examples/train.py``.
 
 Usage: train.py [--epochs N] [--batch-size B] [--lr LR] [--output-dir DIR] [--seed S]
-                [--checkpoint-dir URL] [--epoch-sleep SECONDS] [--backend auto|nccl|gloo]
+                [--checkpoint-dir URL] [--epoch-sleep SECONDS] [--step-sleep SECONDS]
+                [--backend auto|nccl|gloo]
 """
 from __future__ import annotations
 
@@ -54,6 +59,8 @@ def parse_args() -> argparse.Namespace:
                         "(default: $TX_CHECKPOINT_DIR; none: no per-epoch checkpoints)")
     p.add_argument("--epoch-sleep", type=float, default=0.0,
                    help="seconds to pause after each epoch (a longer job, to see it resume)")
+    p.add_argument("--step-sleep", type=float, default=0.0,
+                   help="seconds to pause after each optimizer step (to see a preemption mid-epoch)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="process group backend (default auto: nccl where CUDA devices are, else gloo)")
     return p.parse_args()
@@ -130,37 +137,53 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
-    start = 0
+    start, skip, step, saved = 0, 0, 0, -1
     if args.checkpoint_dir:
         # tx-core only where checkpoints are asked for: plain torchrun needs no tx
-        from tx.distributed import load_latest_checkpoint, save_checkpoint
+        from tx.distributed import exit_preempted, load_latest_checkpoint, preempted, save_checkpoint
 
-        state = {"model": model.module.state_dict(), "optim": opt.state_dict(), "epoch": 0}
-        step = load_latest_checkpoint(state, root=args.checkpoint_dir)
-        if step is not None:
+        preempted()  # from here on a warning is noted (a collective: every rank calls it)
+        state = {"model": model.module.state_dict(), "optim": opt.state_dict(), "epoch": 0, "batch": 0}
+        found = load_latest_checkpoint(state, root=args.checkpoint_dir)
+        if found is not None:
             model.module.load_state_dict(state["model"])
             opt.load_state_dict(state["optim"])
-            start = int(state["epoch"])
+            start, skip, step = int(state["epoch"]), int(state["batch"]), found
+            saved = step
             if rank == 0 and start >= args.epochs:
                 print(f"epoch {start}/{args.epochs} done at step {step}: nothing left to train", flush=True)
+
+    def save(epoch: int, batch: int) -> None:  # every rank takes part; complete once all have written
+        nonlocal saved
+        if step != saved:
+            save_checkpoint({"model": model.module.state_dict(), "optim": opt.state_dict(),
+                             "epoch": epoch, "batch": batch}, step=step, root=args.checkpoint_dir)
+            saved = step
 
     for epoch in range(start, args.epochs):
         model.train()
         train_sampler.set_epoch(epoch)
         total = torch.zeros(2, device=device)
-        for xb, yb in train_loader:
+        for batch, (xb, yb) in enumerate(train_loader):
+            if epoch == start and batch < skip:
+                continue  # done before the checkpoint this attempt resumed from
             xb, yb = xb.to(device), yb.to(device)
             opt.zero_grad()
             loss = loss_fn(model(xb), yb)
             loss.backward()  # DDP all-reduces the gradients here
             opt.step()
+            step += 1
             total += torch.tensor([loss.item() * len(yb), len(yb)], device=device)
+            time.sleep(args.step_sleep)
+            if args.checkpoint_dir and preempted():  # the same step on every rank
+                print(f"rank {rank}: preempted at step {step}", flush=True)
+                save(*((epoch + 1, 0) if batch + 1 == len(train_loader) else (epoch, batch + 1)))
+                exit_preempted()  # killed by the warning's signal: tx counts a preemption
         dist.all_reduce(total)
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} train_loss={total[0] / total[1]:.4f}", flush=True)
-        if args.checkpoint_dir:  # every rank takes part; complete once all have written
-            save_checkpoint({"model": model.module.state_dict(), "optim": opt.state_dict(),
-                             "epoch": epoch + 1}, step=epoch + 1, root=args.checkpoint_dir)
+        if args.checkpoint_dir:
+            save(epoch + 1, 0)
         time.sleep(args.epoch_sleep)
 
     counts = evaluate(model, test_loader, device)

@@ -247,3 +247,49 @@ def test_under_torchrun(torch, tmp_path):
 
 def _run_cmd(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, env=_base_env(), timeout=240)
+
+
+_PREEMPT = """
+import os, signal
+from tx.distributed import exit_preempted, preempted
+assert preempted() is False            # arms the handler, nothing noted yet
+os.kill(os.getpid(), {sig})            # the warning: only noted
+assert preempted() is True and preempted() is True
+print("saving", flush=True)
+exit_preempted()
+print("never", flush=True)
+"""
+
+
+@pytest.mark.parametrize("name, sig", [(None, 15), ("USR1", 10), ("SIGUSR2", 12), ("10", 10)])
+def test_preempted_without_a_group_and_exit_preempted_dies_of_the_signal(name, sig):
+    """One process: the warning is noted, preempted() stays True, exit_preempted() ends the
+    process killed by the warning's signal (what backends count as a preemption)."""
+    env = {k: v for k, v in os.environ.items() if k != "TX_PREEMPT_SIGNAL"}
+    if name is not None:
+        env["TX_PREEMPT_SIGNAL"] = name
+    p = subprocess.run([sys.executable, "-c", _PREEMPT.format(sig=sig)], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert (p.returncode, p.stdout) == (-sig, "saving\n"), p.stderr
+
+
+@pytest.mark.parametrize("var, value, fn, match", [
+    ("TX_PREEMPT_SIGNAL", "SIGNOPE", "preempt_signal", "must name a signal"),
+    ("TX_PREEMPT_GRACE", "soon", "preempt_grace", "must be seconds >= 0"),
+    ("TX_PREEMPT_GRACE", "-1", "preempt_grace", "must be seconds >= 0"),
+])
+def test_bad_preemption_env_is_one_clear_error(monkeypatch, var, value, fn, match):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=match):
+        getattr(txd, fn)()
+
+
+def test_preemption_env_read(monkeypatch):
+    import signal
+
+    monkeypatch.setenv("TX_PREEMPT_GRACE", "12.5")
+    monkeypatch.setenv("TX_PREEMPT_SIGNAL", "usr1")
+    assert (txd.preempt_grace(), txd.preempt_signal()) == (12.5, signal.SIGUSR1)
+    monkeypatch.delenv("TX_PREEMPT_GRACE")
+    monkeypatch.delenv("TX_PREEMPT_SIGNAL")
+    assert (txd.preempt_grace(), txd.preempt_signal()) == (None, signal.SIGTERM)

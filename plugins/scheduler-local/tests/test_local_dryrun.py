@@ -36,9 +36,10 @@ def test_run_options(sched: Any) -> None:
     opts = dict(sched.run_opts())
     assert {k: o.opt_type for k, o in opts.items()} == {
         "log_dir": str, "prepend_cwd": bool, "auto_set_cuda_visible_devices": bool, "cancel_timeout": float,
-        "infra_retries": int,
+        "preempt_grace": float, "infra_retries": int,
     }
     assert opts["cancel_timeout"].default == 10.0
+    assert opts["preempt_grace"].default == 30.0
     assert not any(o.is_required for o in opts.values())
 
 
@@ -65,6 +66,8 @@ def test_request_env_argv_and_macros(sched: Any, cfg: Dict[str, Any], tmp_path: 
         assert (env["TX_ROLE_NAME"], env["TX_REPLICA_ID"], env["TX_APP_ID"]) == ("trainer", str(k), req.app_id)
         assert env["TORCHELASTIC_ERROR_FILE"] == os.path.join(rep.dir, "error.json")
         assert env["PET_LOG_DIR"] == os.path.join(req.log_dir, "torchelastic", "trainer")
+        # the preemption warning's grace, and the file the job's preempted() notes a warning in
+        assert (env["TX_PREEMPT_GRACE"], env["TX_PREEMPT_NOTE"]) == ("30", os.path.join(rep.dir, "preempt.note"))
         assert env["PATH"].split(os.pathsep)[-1] == str(tmp_path)
     text = str(info)
     assert text.startswith(f"local request for app {req.app_id} (my app/1) on local_cwd, session tx\n")
@@ -127,6 +130,8 @@ def test_bad_names_and_cancel_timeout(sched: Any, cfg: Dict[str, Any], state_dir
         sched.submit_dryrun(AppDef("x", roles=[h.sh("a/b", "true")]), cfg)
     with pytest.raises(InvalidRunConfigException, match="cancel_timeout"):
         sched.submit_dryrun(AppDef("x", roles=[h.sh("a", "true")]), {**cfg, "cancel_timeout": -1.0})
+    with pytest.raises(InvalidRunConfigException, match="run option 'preempt_grace' must be >= 0 seconds"):
+        sched.submit_dryrun(AppDef("x", roles=[h.sh("a", "true")]), {**cfg, "preempt_grace": -1.0})
     with pytest.raises(ValueError, match="session name"):
         create_cwd_scheduler("a/b", state_dir=str(state_dir)).submit_dryrun(AppDef("x", roles=[h.sh("a", "true")]), cfg)
 

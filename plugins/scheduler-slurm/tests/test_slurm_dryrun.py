@@ -180,6 +180,23 @@ def test_every_run_option(sched: SlurmScheduler, tmp_path: Path) -> None:
     text = str(sched.submit_dryrun(AppDef("o", roles=[trainer(2)]), cfg))
     assert text.startswith("sbatch --parsable") and "'--comment=tx-app:o; nightly run, v2'" in text.splitlines()[0]
     assert "# SBATCH_SCRIPT" in text and "#SBATCH hetjob" in text
+    # the job's tx.distributed.preempted() is armed for the signal, and knows its grace
+    for r in req.replicas.values():
+        assert (r.env["TX_PREEMPT_SIGNAL"], r.env["TX_PREEMPT_GRACE"]) == ("USR1", "120"), r.env
+
+
+@pytest.mark.parametrize("given, env", [
+    (None, {}), ("B:USR1@90", {"TX_PREEMPT_SIGNAL": "USR1", "TX_PREEMPT_GRACE": "90"}),
+    ("TERM", {"TX_PREEMPT_SIGNAL": "TERM", "TX_PREEMPT_GRACE": "60"}),  # sbatch's default: 60 s
+])
+def test_signal_sets_the_preemption_env_and_a_roles_own_wins(sched: SlurmScheduler, given, env) -> None:
+    req = request(sched, AppDef("o", roles=[trainer()]), {} if given is None else {"signal": given})
+    got = {k: v for k, v in req.replicas["trainer-0"].env.items() if k.startswith("TX_PREEMPT_")}
+    assert got == env
+    own = trainer()
+    own.env["TX_PREEMPT_GRACE"] = "5"
+    req = request(sched, AppDef("o", roles=[own]), {"signal": "USR1@120"})
+    assert req.replicas["trainer-0"].env["TX_PREEMPT_GRACE"] == "5"
 
 
 def test_job_dir_defaults_to_the_current_directory(sched: SlurmScheduler, tmp_path: Path,

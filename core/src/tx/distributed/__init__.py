@@ -1,4 +1,4 @@
-"""Helpers for code that runs inside a tx job: ranks, devices and rank-0-first blocks.
+"""Helpers for code that runs inside a tx job: ranks, devices, rank-0-first blocks, checkpoints and preemption.
 
 Names and behaviour follow TorchX's ``torchx.distributed``. Each function works both in a
 distributed job (a ``torch.distributed`` process group, or a launcher such as ``torchrun``
@@ -26,29 +26,46 @@ resumes from the newest complete one::
         ...
         save_checkpoint({"model": ..., "optim": ..., "epoch": epoch + 1}, step=epoch + 1)
 
+Preemption (docs/recovery.md): :func:`preempted` is True on every rank at the same step
+once any rank received the backend's warning (``TX_PREEMPT_SIGNAL``, SIGTERM by default;
+``TX_PREEMPT_GRACE`` seconds before the kill, :func:`preempt_grace`); save, then
+:func:`exit_preempted` ends the process killed by that signal, which tx records as a
+preemption (an infrastructure failure: no ``max_retries`` spent)::
+
+        if preempted():                    # a collective: every rank, same point of the loop
+            save_checkpoint(state, step=step)
+            exit_preempted()
+
 torch (and fsspec) are imported inside the functions: ``import tx.distributed`` imports
 neither.
 """
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
+import time
 import warnings
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+
+from tx.distributed._preempt import exit_preempted, preempt_grace, preempt_signal, preempted
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "CHECKPOINT_COMPLETE", "checkpoint_dir", "init_pg", "is_local_rank0", "is_rank0",
+    "CHECKPOINT_COMPLETE", "checkpoint_dir", "exit_preempted", "init_pg", "is_local_rank0", "is_rank0",
     "latest_checkpoint", "load_latest_checkpoint", "local_cuda_device", "local_device",
-    "local_rank", "on_local_rank0_first", "on_rank0_first", "rank", "save_checkpoint",
-    "world_size",
+    "local_rank", "on_local_rank0_first", "on_rank0_first", "preempt_grace", "preempt_signal", "preempted",
+    "rank", "save_checkpoint", "world_size",
 ]
 
-#: the marker :func:`save_checkpoint` writes into a checkpoint once every rank wrote it
+#: the marker :func:`save_checkpoint` writes into a checkpoint once every rank wrote it: one
+#: line of JSON, ``{"step": N, "seconds": S, "completed": T}`` (S: the save's duration in
+#: seconds; T: when it completed, seconds since the epoch), which tx reads to say what a
+#: preempted attempt saved
 CHECKPOINT_COMPLETE = ".tx-complete"
 #: the environment variable holding the run's checkpoint location (set by the Runner)
 _CHECKPOINT_ENV = "TX_CHECKPOINT_DIR"
@@ -304,7 +321,9 @@ def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] =
 
     Every rank calls it (a collective when a process group is initialized). The checkpoint
     counts for :func:`latest_checkpoint` only once every rank has written and rank 0 has
-    written the :data:`CHECKPOINT_COMPLETE` marker; rank 0 then deletes the oldest complete
+    written the :data:`CHECKPOINT_COMPLETE` marker (saving a step that is complete already
+    removes its marker first: a reader never takes a checkpoint being rewritten, it takes the
+    previous complete one); rank 0 then deletes the oldest complete
     checkpoints beyond ``keep`` (and nothing newer than the one just saved).
 
     Args:
@@ -324,21 +343,32 @@ def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] =
 
     if step < 0 or keep < 1:
         raise ValueError(f"step must be >= 0 and keep >= 1, got step={step}, keep={keep}")
+    t0 = time.monotonic()
     root = _root(root)
     where = _join(root, f"step-{step:09d}")
     fs, path = _fs(where)
-    fs.makedirs(path, exist_ok=True)
     initialized = _pg_initialized()
+    marker = posixpath.join(path, CHECKPOINT_COMPLETE)
+    if fs.exists(marker):  # saving a complete step again: never let a reader see it half-rewritten
+        if rank() == 0:
+            fs.rm(marker)
+        if initialized:
+            import torch.distributed as dist  # deferred: torch only when a helper is called
+
+            dist.barrier()  # no rank writes before the marker is gone
+    fs.makedirs(path, exist_ok=True)
     with warnings.catch_warnings():  # DCP warns that a process without a group saves alone
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        warnings.filterwarnings("ignore", message="Detected an existing checkpoint")  # a step saved again
         dcp.save(state_dict, checkpoint_id=where, no_dist=not initialized)
     if initialized:
         import torch.distributed as dist  # deferred: torch only when a helper is called
 
         dist.barrier()  # every rank has written its part
     if rank() == 0:
-        with fs.open(posixpath.join(path, CHECKPOINT_COMPLETE), "wb") as f:
-            f.write(b"%d\n" % step)
+        with fs.open(marker, "wb") as f:
+            f.write(json.dumps({"step": step, "seconds": round(time.monotonic() - t0, 3),
+                                "completed": round(time.time(), 3)}).encode() + b"\n")
         _, base = _fs(root)
         older = [n for n in _complete_steps(root) if n < step]
         for old in older[:max(0, len(older) - (keep - 1))]:

@@ -44,6 +44,8 @@ def why_lost(state: Dict[str, Any], app_id: str, app_dir: str) -> Tuple[bool, st
     are killed now). False where the launching process died before any supervisor ran
     (``tx run`` killed while it launched: no replica ran, nothing to retry)."""
     log_path = os.path.join(app_dir, _store.SUPERVISOR_LOG)
+    if state.get("preempted"):  # its supervisor was warned, stopped the replicas and left
+        return True, str(state["preempted"])
     if _where.rebooted(state):
         return True, f"the host rebooted while {app_id} ran: its supervisor and replicas ended with it"
     if state.get("pid"):

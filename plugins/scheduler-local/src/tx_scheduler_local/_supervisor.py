@@ -9,9 +9,13 @@ of everything it starts. It
 3. reaps replicas (SIGCHLD), records exit codes, restarts replicas as the role's
    ``max_retries`` and ``retry_policy`` allow, and on a failure without retries left
    stops the other replicas;
-4. on SIGTERM or SIGINT (what ``cancel`` sends) stops every replica: SIGTERM to each
-   replica's process group, SIGKILL to every remaining descendant after
-   ``cancel_timeout`` seconds;
+4. on SIGINT (what ``cancel`` sends) stops every replica: SIGTERM to each replica's
+   process group, SIGKILL to every remaining descendant after ``cancel_timeout`` seconds;
+   a SIGTERM tx did not send (the host shutting down) is a preemption warning
+   (:mod:`._preempt`): delivered to every replica, SIGKILL after ``preempt_grace`` seconds,
+   then the supervisor exits leaving the app to be started again (an infra attempt); a
+   replica warned from outside (its job's note, or its death by the warning signal) makes
+   every replica start again, an infra attempt within ``infra_retries``;
 5. when no replica is left, kills any descendant still running (daemons a replica left
    behind, found because the supervisor is their subreaper), drains the pipes, writes
    the final ``state.json`` and ``SUCCESS`` and exits.
@@ -34,7 +38,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
-from tx_scheduler_local import _memory, _procs, _store, _where
+from tx_scheduler_local import _memory, _preempt, _procs, _store, _where
 from tx_scheduler_local._apps import recorded_cause
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
@@ -46,11 +50,11 @@ _READ = 1 << 20
 _DRAIN_S = 5.0
 _COALESCE_BYTES = 64 << 10
 _COALESCE_S = 0.001
-_CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT cancels; SIGTERM from outside warns
 _NEVER = float("inf")
 
 
-class Supervisor:
+class Supervisor(_preempt.PreemptMixin):
     """Runs the app described by ``request`` (the JSON form of the dryrun request) and
     records its state in ``app_dir`` (the app's registry directory)."""
 
@@ -59,6 +63,11 @@ class Supervisor:
         self.app_dir = app_dir
         self.state_path = os.path.join(app_dir, _store.STATE)
         self.grace = float(request.get("cancel_timeout", 10.0))
+        self.preempt_grace = float(request.get("preempt_grace", 30.0))
+        #: a preemption in progress: {"since": epoch seconds, "entry": its history entry}
+        self.preempt: Optional[Dict[str, Any]] = None
+        self.preempted_host = ""  # why the supervisor was warned: it leaves once replicas are gone
+        self.infra_msg = ""
         self.roles = [Role(r) for r in request["roles"]]
         self.replicas = [r for role in self.roles for r in role.replicas]
         self.by_pid: Dict[int, Replica] = {}
@@ -198,8 +207,10 @@ class Supervisor:
         sigs = set(data)
         if signal.SIGCHLD in sigs:
             self._reap()
-        if any(s in sigs for s in _CANCEL_SIGNALS):
+        if signal.SIGINT in sigs:
             self.cancel()
+        elif signal.SIGTERM in sigs:
+            self._warned()
 
     # -- replicas ------------------------------------------------------------------------------
     def _spawn(self, r: Replica) -> None:
@@ -213,6 +224,7 @@ class Supervisor:
         r.exit_code, r.error, r.reason = None, "", ""
         env = dict(self.base_env)
         env.update(r.env)
+        _preempt.clear_note(r.dir)
         r.oom_base = _memory.oom_kills(self.oom_file)
         try:
             pid, out_fd, err_fd = self.spawner.spawn(r.role.cwd, r.role.entrypoint, r.argv, env)
@@ -300,7 +312,7 @@ class Supervisor:
         att["end"], att["exit_code"] = time.time(), code
         self.dirty = True
         reason, r.stop_reason, r.stop_deadline = r.stop_reason, None, None
-        if reason == "restart":
+        if reason in ("restart", "preempt"):
             r.state = "PENDING"
         elif reason == "no space":  # the replica whose logs filled the disk
             r.state = "FAILED"
@@ -309,6 +321,8 @@ class Supervisor:
             r.reason = exit_reason(code)
         elif code == 0:
             r.state = "SUCCEEDED"
+        elif self._preempted(r, code):
+            return
         else:
             oom = self._oom_killed(r, code)
             self._on_failure(r, code, oom_reason(code, _memory.limit_mb(self.oom_file)) if oom else exit_reason(code),
@@ -408,6 +422,7 @@ class Supervisor:
                     self._close_pipe(fd, x)
             for x in members:
                 self._record_restart_cause(x)
+            self._record_saved()
             for x in members:
                 if not self.cancelled and self.failed is None:
                     self._spawn(x)
@@ -450,12 +465,13 @@ class Supervisor:
                 r.state = "CANCELLED"
         self.dirty = True
 
-    def _stop(self, r: Replica, reason: str) -> None:
+    def _stop(self, r: Replica, reason: str, grace: Optional[float] = None,
+              sig: int = signal.SIGTERM) -> None:
         if r.stop_reason is None or reason != "restart":
             r.stop_reason = reason
         if r.stop_deadline is None and r.pid is not None:
-            _procs.killpg(r.pid, signal.SIGTERM)
-            r.stop_deadline = time.monotonic() + self.grace
+            _procs.killpg(r.pid, sig)
+            r.stop_deadline = time.monotonic() + (self.grace if grace is None else grace)
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
@@ -463,7 +479,7 @@ class Supervisor:
         if not late:
             return
         for r in late:
-            self._log(f"{r.name} still running {self.grace:g}s after SIGTERM: SIGKILL")
+            self._log(f"{r.name} still running at the end of its grace period: SIGKILL")
             r.stop_deadline = _NEVER
         self._kill_leftovers(late)
 
@@ -506,6 +522,9 @@ class Supervisor:
                     self._on_wake()
                 else:
                     self._read(key.fd, key.data)
+        if self.preempted_host and not self.cancelled and self.failed is None:
+            self._leave_preempted()
+            return
         for r in self.replicas:
             for fd in list(r.pipes):
                 self._close_pipe(fd, r)
@@ -543,6 +562,8 @@ class Supervisor:
             "msg": self.msg, "error": self.error, "pid": self.pid, "pid_start": self.pid_start,
             "started": self.started, "ended": self.ended, "cgroup": self.scope, **self.where,
             "history": self.history, "infra_used": self.infra_used,
+            **({"infra": self.infra_msg} if self.infra_msg else {}),
+            **({"preempted": self.msg} if self.preempted_host and self.state not in _store.TERMINAL else {}),
             "roles": [{"name": role.name, "retries": role.retries, "replicas": [r.to_json() for r in role.replicas]}
                       for role in self.roles],
         }

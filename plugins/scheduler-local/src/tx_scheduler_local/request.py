@@ -17,7 +17,7 @@ from tx.schedulers.ids import clean_name, make_unique
 from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
 from tx.specs.runopts import CfgVal
 from tx.workspace.api import WorkspaceError
-from tx_scheduler_local import _cuda
+from tx_scheduler_local import _cuda, _preempt
 
 RANK0_ENV = RANK0_HOST
 #: the ``Role.metadata`` key naming the workspace directory a ``local_cwd`` role runs in
@@ -79,6 +79,8 @@ class LocalRequest:
     log_root: str
     cancel_timeout: float
     roles: List[RoleParam]
+    #: seconds between a preemption warning (a SIGTERM tx did not send) and SIGKILL
+    preempt_grace: float = 30.0
 
     def to_json(self) -> Dict[str, Any]:
         """The request as plain JSON types (what the supervisor reads)."""
@@ -91,6 +93,8 @@ class LocalRequest:
             f"local request for app {self.app_id} ({self.app_name}) on {self.scheduler}, session {self.session}",
             f"  log_dir: {self.log_dir}",
             f"  cancel_timeout: {self.cancel_timeout:g} s",
+            f"  preempt_grace: {self.preempt_grace:g} s (a SIGTERM tx did not send warns every replica, "
+            "SIGKILL after it)",
         ]
         for role in self.roles:
             out.append(
@@ -236,7 +240,7 @@ def build_request(
 
     Args:
         cfg: resolved run options (``log_dir``, ``prepend_cwd``,
-            ``auto_set_cuda_visible_devices``, ``cancel_timeout``).
+            ``auto_set_cuda_visible_devices``, ``cancel_timeout``, ``preempt_grace``).
         image_is_dir: ``local_dir``: each role runs in ``role.image`` (an existing
             directory) and its entrypoint is looked up there first; else the current
             directory (the role's workspace, :data:`WORKSPACE_CWD`) and PATH.
@@ -258,6 +262,7 @@ def build_request(
         _check_name("role name", role.name)
     app_id = make_unique(_check_name_fits(clean_name(app.name), app.name, scheduler))
     root = _log_root(cfg)
+    grace = float(cfg.get("preempt_grace") if cfg.get("preempt_grace") is not None else 30.0)  # type: ignore[arg-type]
     app_dir = os.path.join(root, session, app_id)
     specs = [(r.name, r.resource.gpu, r.num_replicas) for r in app.roles]
     cuda, warnings = _cuda.plan(specs, bool(cfg.get("auto_set_cuda_visible_devices")), device_count)
@@ -299,6 +304,7 @@ def build_request(
                 "TORCHELASTIC_ERROR_FILE": os.path.join(rdir, "error.json"),
                 "PET_LOG_DIR": os.path.join(app_dir, "torchelastic", role.name),
             })
+            env.update(_preempt.env(rdir, grace))
             if cuda is not None and cuda[idx] is not None:
                 env["CUDA_VISIBLE_DEVICES"] = cuda[idx][k]
             argv = [role.entrypoint, *(sub(a) if "$" in a else a for a in role.args)]
@@ -313,6 +319,7 @@ def build_request(
         log_root=root,
         cancel_timeout=float(cfg.get("cancel_timeout") or 0.0),
         roles=roles,
+        preempt_grace=grace,
     )
 
 

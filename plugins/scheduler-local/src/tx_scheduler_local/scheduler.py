@@ -17,10 +17,15 @@ Signals and lifetime (what the CLI relies on):
   that raises ``SystemExit(143)``) cancels that app before the exception propagates.
   ``close()`` called while another thread waits on an app this scheduler launched cancels
   that app too.
-* ``cancel`` (from any process) sends SIGTERM to the app's supervisor, which sends
+* ``cancel`` (from any process) sends SIGINT to the app's supervisor, which sends
   SIGTERM to every replica's process group and, after ``cancel_timeout`` seconds, SIGKILL
   to every process left under it (it is their subreaper, so daemons that called setsid
-  are found too). SIGTERM or SIGINT delivered to a supervisor by anyone else does the same.
+  are found too). SIGINT delivered to a supervisor by anyone else does the same.
+* A SIGTERM that tx did not send is a preemption warning (docs/recovery.md): to the
+  supervisor (a host shutting down), it is delivered to every replica, SIGKILL follows
+  after the run option ``preempt_grace`` and the app is started again as below; to a
+  replica (noted by its job's ``tx.distributed.preempted``, or the replica died of it),
+  every replica is warned and all start again, an infra attempt within ``infra_retries``.
 * An app lost to the infrastructure (the host rebooted, or its supervisor was killed without
   recording the end) is started again by the next ``describe`` (any tx command, ``list``,
   ``wait``, the failover watcher) while its run option ``infra_retries`` allows, else
@@ -140,17 +145,23 @@ class LocalScheduler(Scheduler[LocalRequest]):
             help="seconds between SIGTERM and SIGKILL when the app is cancelled or replicas "
             "are stopped for a restart",
         )
+        opts.add(
+            "preempt_grace", type_=float, default=30.0,
+            help="seconds between a preemption warning (a SIGTERM tx did not send, to a replica or "
+            "to the app's supervisor: delivered to every replica, TX_PREEMPT_GRACE in their env) and SIGKILL",
+        )
         add_infra_retries_opt(opts)  # the host rebooted, or the app's supervisor was killed
         return opts
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         # resources are not enforced locally, so roles without one are fine
         infra_retries(cfg)  # a negative one is refused here, not when the host reboots
-        timeout = cfg.get("cancel_timeout")
-        if timeout is not None and float(timeout) < 0:  # type: ignore[arg-type]
-            raise InvalidRunConfigException(
-                f"run option 'cancel_timeout' must be >= 0 seconds, got {timeout!r}", "cancel_timeout", cfg
-            )
+        for name in ("cancel_timeout", "preempt_grace"):
+            timeout = cfg.get(name)
+            if timeout is not None and float(timeout) < 0:  # type: ignore[arg-type]
+                raise InvalidRunConfigException(
+                    f"run option '{name}' must be >= 0 seconds, got {timeout!r}", name, cfg
+                )
 
     def build_workspace(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> Optional[Role]:
         """The first role runs in the workspace directory (``request.workspace_role``)."""
@@ -364,7 +375,7 @@ class LocalScheduler(Scheduler[LocalRequest]):
 
     # -- cancel -----------------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:
-        """Ask the supervisor to stop the app (SIGTERM to it); returns at once. If the
+        """Ask the supervisor to stop the app (SIGINT to it); returns at once. If the
         supervisor is gone, kill what is left of the app and record it CANCELLED."""
         request = self._request(app_id)
         if request is None:
@@ -380,7 +391,8 @@ class LocalScheduler(Scheduler[LocalRequest]):
                 raise ValueError(f"app {app_id} runs {where}: its processes cannot be reached from here; "
                                  "cancel it there")
             if state.get("pid"):
-                if _procs.signal_process(state["pid"], state.get("pid_start"), signal.SIGTERM):
+                # SIGINT: a SIGTERM that tx did not send is a preemption warning (docs/recovery.md)
+                if _procs.signal_process(state["pid"], state.get("pid_start"), signal.SIGINT):
                     log.debug("cancel", app_id=app_id, supervisor_pid=state["pid"])
                     return
                 break

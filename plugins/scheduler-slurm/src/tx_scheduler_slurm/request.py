@@ -384,6 +384,17 @@ def replica_env(role: Role, replica_id: int, role_idx: Optional[int] = None) -> 
     return env
 
 
+def preempt_env(signal_opt: Optional[object]) -> Dict[str, str]:
+    """``TX_PREEMPT_SIGNAL`` and ``TX_PREEMPT_GRACE`` from the run option ``signal``
+    (``[R:|B:]SIG[@SECONDS]``: Slurm signals SECONDS before the time limit, 60 when
+    omitted, as sbatch does), for ``tx.distributed.preempted()`` (docs/recovery.md); {} unset."""
+    if signal_opt is None:
+        return {}
+    text = str(signal_opt).split(":", 1)[1] if ":" in str(signal_opt) else str(signal_opt)
+    sig, _, secs = text.partition("@")
+    return {"TX_PREEMPT_SIGNAL": sig, "TX_PREEMPT_GRACE": secs or "60"}
+
+
 def build_request(
     app: AppDef,
     cfg: Mapping[str, object],
@@ -446,7 +457,7 @@ def build_request(
                 job_name=component_name(app.name, role.name, replica_id),
                 entrypoint=r.entrypoint,
                 args=list(r.args),
-                env=replica_env(r, replica_id, role_idx),
+                env={**preempt_env(cfg.get("signal")), **replica_env(r, replica_id, role_idx)},
                 sbatch_opts=group,
                 srun_opts={
                     "output": log_file(macros.app_id, role.name, replica_id, "out"),

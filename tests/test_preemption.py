@@ -1,0 +1,284 @@
+"""Save on preemption, on the local schedulers (docs/recovery.md, "Preemption"): a SIGTERM
+that tx did not send is the warning. examples/train.py under ``tx run -s local_cwd
+dist.ddp -j 1x2`` (two ranks, gloo) asks ``tx.distributed.preempted()`` after every step:
+every rank sees it at the same step, saves that step and leaves with ``exit_preempted()``;
+tx records the attempt as preempted (an infra failure: no ``max_retries`` spent) with the
+step saved, and the next attempt resumes there and says so. A job that does not save in
+time is killed at the end of ``preempt_grace`` and tx says so. A checkpoint without its
+completion marker is never read."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+from tx.testing.backends import require_module
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN = REPO / "examples" / "train.py"
+
+pytestmark = pytest.mark.slow
+require_module("torch", "the main job trains with torch: pip install torch==2.13.0")
+require_module("sklearn", "the main job reads its data set with scikit-learn: pip install scikit-learn")
+
+PREEMPTED = re.compile(r"\[(\d)\]:rank (\d): preempted at step (\d+)\n")
+RESUMED = re.compile(r"\[0\]:resumed from checkpoint step (\d+) at (\S+) \(an earlier attempt of this run\)\n")
+EPOCH = re.compile(r"epoch (\d+)/\d+ train_loss=")
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def _until(what, timeout: float = 120.0, every: float = 0.1):
+    """Poll for an event (a file, a process ending); its value, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _launch(tx, tx_env, grace: float, *job: str, component=("dist.ddp", "-j", "1x2")) -> tuple:
+    """``tx run --detach``; returns (handle, app id, checkpoint dir, the app's state.json)."""
+    p = tx("run", "--detach", "-s", "local_cwd", "-cfg", f"preempt_grace={grace:g}", *component, *job, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    handle = p.stdout.strip()
+    desc = tx("describe", handle).stdout
+    assert f"TX_PREEMPT_GRACE: {grace:g}" not in desc  # set per replica by the scheduler, not in the AppDef
+    ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", desc).group(1))
+    app_id = handle.rsplit("/", 1)[1]
+    return handle, app_id, ckpt, Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / app_id / "state.json"
+
+
+def _complete(ckpt: Path) -> List[int]:
+    return sorted(int(p.parent.name.split("-")[1]) for p in ckpt.glob("step-*/.tx-complete"))
+
+
+def _env_of(pid: int) -> Optional[List[str]]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+
+
+def _app_pids(app_id: str, *needles: str) -> List[int]:
+    """The live processes of the app (``TX_APP_ID``) whose environment has every needle."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            env = _env_of(int(name))
+            if env and f"TX_APP_ID={app_id}" in env and all(n in env for n in needles):
+                out.append(int(name))
+    return out
+
+
+def _status(tx, handle: str) -> dict:
+    p = tx("status", "--json", handle)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def _ended(tx, handle: str, state: Path) -> dict:
+    """``tx status`` once (it starts an app its supervisor left after a warning), then wait
+    for the app's recorded state to be terminal; returns ``tx status --json``."""
+    _status(tx, handle)
+    _until(lambda: json.loads(state.read_text() or "{}").get("state") in TERMINAL, every=0.2)
+    return _status(tx, handle)
+
+
+def _train_args(epochs: int = 2) -> tuple:
+    return ("--script", str(TRAIN), "--", "--epochs", str(epochs), "--step-sleep", "0.03", "--output-dir", "out")
+
+
+def _check_resumed(log: str, ckpt: Path) -> int:
+    """Every rank was preempted at the same step N; the next attempt's first line says it
+    resumed from N; every epoch ran to its end once. Returns N."""
+    seen = PREEMPTED.findall(log)
+    assert sorted((a, b) for a, b, _ in seen) == [("0", "0"), ("1", "1")], log[-3000:]
+    steps = {int(n) for _, _, n in seen}
+    assert len(steps) == 1, seen
+    step = steps.pop()
+    after = log[log.rindex("preempted at step"):]
+    first = next(ln for ln in after.splitlines() if ln.startswith("train/0 [0]:") and ln.strip() != "train/0 [0]:")
+    assert RESUMED.search(first + "\n") and RESUMED.search(first + "\n").groups() == (str(step), str(ckpt)), after
+    assert [int(n) for n in EPOCH.findall(log)] == [1, 2], log[-3000:]
+    return step
+
+
+def test_warning_to_one_rank_reaches_every_rank_which_save_and_resume(tx, tx_env):
+    handle, app_id, ckpt, state = _launch(tx, tx_env, 20, *_train_args())
+    _until(lambda: _complete(ckpt))  # epoch 1 saved: the loop is running
+    (worker,) = _app_pids(app_id, "RANK=1", "LOCAL_RANK=1")
+    os.kill(worker, signal.SIGTERM)  # from outside, to rank 1 alone
+    status = _ended(tx, handle, state)
+    log = tx("log", handle).stdout
+    step = _check_resumed(log, ckpt)
+    assert status["state"] == "SUCCEEDED" and status["num_restarts"] == 1, status
+    first = status["attempts"][0]
+    assert first["kind"] == "infra" and first["retried"], first
+    assert re.fullmatch(rf"preempted: SIGTERM to replica train/0, not sent by tx; saved step {step} in [\d.]+ s",
+                        first["reason"]), first
+    text = tx("status", handle).stdout
+    assert f"#0 FAILED (infra: {first['reason']}), retried" in text, text
+
+
+def test_warning_to_the_supervisor_saves_within_the_grace_and_resumes(tx, tx_env):
+    grace = 20.0
+    handle, app_id, ckpt, state = _launch(tx, tx_env, grace, *_train_args())
+    _until(lambda: _complete(ckpt))
+    sup = json.loads(state.read_text())["pid"]
+    t0 = time.monotonic()
+    os.kill(sup, signal.SIGTERM)  # a host shutting down
+    _until(lambda: not os.path.exists(f"/proc/{sup}") or open(f"/proc/{sup}/stat").read().split()[2] == "Z",
+           timeout=grace + 10, every=0.05)
+    took = time.monotonic() - t0
+    assert took < grace, took  # the job saved and left on its own, well before the kill
+    assert _app_pids(app_id) == []  # no rank outlived its supervisor
+    status = _ended(tx, handle, state)  # tx status starts it again: an infra attempt
+    log = tx("log", handle).stdout
+    step = _check_resumed(log, ckpt)
+    assert status["state"] == "SUCCEEDED", status
+    first = status["attempts"][0]
+    assert first["kind"] == "infra", first
+    assert re.fullmatch(rf"preempted: SIGTERM to its supervisor \(pid {sup}\), not sent by tx; saved step {step} "
+                        r"in [\d.]+ s", first["reason"]), first
+
+
+JOB_THAT_DOES_NOT_SAVE = """
+import sys, time
+from tx.distributed import latest_checkpoint, preempted, save_checkpoint
+preempted()  # armed: the warning is only noted, and this job never looks again
+found = latest_checkpoint()
+if found:
+    print(f"resumed at {found[0]}", flush=True)
+    sys.exit(0)
+save_checkpoint({"x": 1}, step=5)
+print("saved 5", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_job_that_does_not_save_is_killed_after_the_grace_and_tx_says_so(tx, tmp_path, tx_env):
+    script = tmp_path / "job.py"
+    script.write_text(JOB_THAT_DOES_NOT_SAVE)
+    grace = 1.0
+    handle, app_id, ckpt, state = _launch(tx, tx_env, grace, component=("utils.python", "--script", str(script)))
+    _until(lambda: _complete(ckpt))
+    sup = json.loads(state.read_text())["pid"]
+    t0 = time.monotonic()
+    os.kill(sup, signal.SIGTERM)
+    _until(lambda: not os.path.exists(f"/proc/{sup}") or open(f"/proc/{sup}/stat").read().split()[2] == "Z",
+           timeout=grace + 10, every=0.05)
+    took = time.monotonic() - t0
+    assert grace <= took < grace + 3, took  # killed at the end of the grace, not before
+    assert _app_pids(app_id) == []
+    status = _ended(tx, handle, state)
+    assert status["state"] == "SUCCEEDED", status
+    assert status["attempts"][0]["reason"] == (
+        f"preempted: SIGTERM to its supervisor (pid {sup}), not sent by tx; "
+        "no checkpoint saved before the kill; resumed from step 5"), status
+    assert "resumed at 5" in tx("log", handle).stdout
+
+
+JOB_THAT_WAITS = """
+import time
+from tx.distributed import exit_preempted, preempted
+preempted()
+print("armed", flush=True)
+while not preempted():
+    time.sleep(0.02)
+exit_preempted()
+"""
+
+
+def test_a_preempted_replica_without_infra_retries_fails_as_infra(tx, tmp_path, tx_env):
+    script = tmp_path / "job.py"
+    script.write_text(JOB_THAT_WAITS)
+    p = tx("run", "--detach", "-s", "local_cwd", "-cfg", "infra_retries=0", "utils.python", "--script", str(script))
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    app_id = handle.rsplit("/", 1)[1]
+    out = Path(tx_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx" / app_id / "python" / "0" / "stdout.log"
+    _until(lambda: out.exists() and "armed" in out.read_text())
+    (pid,) = _app_pids(app_id, "TX_REPLICA_ID=0")
+    os.kill(pid, signal.SIGTERM)
+    state = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / app_id / "state.json"
+    _until(lambda: json.loads(state.read_text() or "{}").get("state") in TERMINAL)
+    status = _status(tx, handle)
+    assert status["state"] == "FAILED" and status["num_restarts"] == 0, status
+    (only,) = status["attempts"]
+    assert only["kind"] == "infra" and only["reason"] == (
+        "preempted: SIGTERM to replica python/0, not sent by tx; no checkpoint saved before the kill; "
+        "starts fresh; infra_retries=0: not restarted"), only
+    assert status["roles"][0]["replicas"][0]["exit_code"] == -signal.SIGTERM  # exit_preempted: killed by it
+
+
+JOB_ONCE = """
+import os, time
+from tx.distributed import exit_preempted, preempted
+if os.path.exists("second"):
+    print("second attempt", flush=True)
+    raise SystemExit(0)
+open("second", "w").close()
+preempted()
+print("armed", flush=True)
+while not preempted():
+    time.sleep(0.02)
+exit_preempted()
+"""
+
+
+def test_a_waiting_tx_run_starts_the_app_again_after_a_warning_to_its_supervisor(tmp_path, tx_env):
+    script = tmp_path / "job.py"
+    script.write_text(JOB_ONCE)
+    proc = subprocess.Popen([shutil.which("tx", path=tx_env["PATH"]), "run", "-s", "local_cwd", "utils.python",
+                             "--script", str(script)], cwd=tmp_path, env=tx_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        handle = proc.stdout.readline().strip()
+        assert proc.stdout.readline() == "python/0 armed\n"
+        state = Path(tx_env["TX_STATE_DIR"]) / "local" / "apps" / handle.rsplit("/", 1)[1] / "state.json"
+        sup = json.loads(state.read_text())["pid"]
+        os.kill(sup, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out == "python/0 second attempt\n", out
+    assert (f"preempted: SIGTERM to its supervisor (pid {sup}), not sent by tx; no checkpoint saved before the "
+            "kill; starts fresh; restarting it (infra retry 1/3)") in err, err
+
+
+def test_a_checkpoint_without_its_marker_is_never_read(tmp_path):
+    from tx.distributed import CHECKPOINT_COMPLETE, latest_checkpoint, save_checkpoint
+
+    root = str(tmp_path / "ck")
+    save_checkpoint({"x": 1}, step=1, root=root)
+    save_checkpoint({"x": 2}, step=2, root=root)
+    marker = json.loads((tmp_path / "ck" / "step-000000002" / CHECKPOINT_COMPLETE).read_text())
+    assert marker["step"] == 2 and marker["seconds"] >= 0 and marker["completed"] <= time.time(), marker
+    (tmp_path / "ck" / "step-000000003").mkdir()  # a save cut short: its data, no marker
+    (tmp_path / "ck" / "step-000000003" / "__0_0.distcp").write_bytes(b"torn")
+    assert latest_checkpoint(root) == (2, root + "/step-000000002")
+
+    class Unpicklable:
+        def __reduce__(self):
+            raise RuntimeError("the save fails half way")
+
+    # saving a complete step again withdraws its marker first: a failed rewrite leaves the
+    # previous complete checkpoint as the newest, never the half-rewritten one
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException
+
+    with pytest.raises(CheckpointException, match="the save fails half way"):
+        save_checkpoint({"x": Unpicklable()}, step=2, root=root)
+    assert latest_checkpoint(root) == (1, root + "/step-000000001")
