@@ -20,12 +20,10 @@ of everything it starts. It
    behind, found because the supervisor is their subreaper), drains the pipes, writes
    the final ``state.json`` and ``SUCCESS`` and exits.
 
-``state.json`` is rewritten (atomically) whenever a state changes, after the output read so
-far has been written, so a reader that sees a terminal state finds complete logs.
+``state.json`` is rewritten atomically at each change, after the output so far: complete logs.
 
-It is started by :mod:`._launch` through :mod:`._supervise` (the process: set up,
-acknowledge, run, and the record of a crash): forked from the launching process (fast), or
-as ``python -m tx_scheduler_local._supervise <app state dir> <ack fd>``.
+Started by :mod:`._launch` through :mod:`._supervise` (set up, acknowledge, run, record a
+crash): forked from the launching process, or ``python -m tx_scheduler_local._supervise``.
 """
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
-from tx_scheduler_local import _memory, _preempt, _procs, _store, _where
+from tx_scheduler_local import _memory, _preempt, _preempting, _procs, _store, _where
 from tx_scheduler_local._apps import recorded_cause
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
@@ -54,7 +52,7 @@ _CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT cancels; SIGTERM fro
 _NEVER = float("inf")
 
 
-class Supervisor(_preempt.PreemptMixin):
+class Supervisor(_preempting.PreemptMixin):
     """Runs the app described by ``request`` (the JSON form of the dryrun request) and
     records its state in ``app_dir`` (the app's registry directory)."""
 
