@@ -140,6 +140,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     roles: Dict[str, List[ReplicaStatus]] = {}
     failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]] = []
     states: List[AppState] = []
+    restarts = 0
     for job in jobs:
         rr = split_job_name(app_id, job.name)
         if rr is None:
@@ -148,6 +149,9 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         detail = details.get(job.job_id)
         exit_path = os.path.join(job_dir, replica_file(app_id, role, k, "exitcode")) if job_dir else ""
         code, signalled = read_exit_file(exit_path) if exit_path else (None, False)
+        if job_dir:
+            tries, _ = read_exit_file(os.path.join(job_dir, replica_file(app_id, role, k, "retries")))
+            restarts = max(restarts, tries or 0)
         state, code = replica_state(job, detail, code, signalled, cancelled)
         rep = ReplicaStatus(id=k, state=state, role=role, hostname=job.exec_host, exit_code=code)
         if state == AppState.FAILED:
@@ -167,7 +171,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
-        num_restarts=0,
+        num_restarts=restarts,
         msg=_msg(app_state, jobs, details, cancelled),
         structured_error_msg=error,
         root_cause=cause,

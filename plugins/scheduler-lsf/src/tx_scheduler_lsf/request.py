@@ -24,7 +24,9 @@ Each job's script (bash, given on bsub's stdin) exports the replica's environmen
 rank 0's host (rank 0: the first host of ``LSB_HOSTS``; the others: the ``EXEC_HOST`` that
 ``bjobs`` reports for rank 0's job, else the file ``<app id>.rank0`` rank 0 writes in the
 job directory) as ``TX_RANK0_HOST``, runs the program with its arguments exactly as given,
-and records its exit status in ``<app id>-<role>-<k>.exitcode``. A replica that fails
+and records its exit status in ``<app id>-<role>-<k>.exitcode``. A role's ``max_retries``
+are runs of the program again in the same job (``<app id>-<role>-<k>.retries`` counts them).
+A replica that fails (its retries spent)
 ends its app: its script ``bkill``\\ s the app's other jobs (as Slurm's
 ``--kill-on-bad-exit`` does), which then end CANCELLED.
 """
@@ -106,12 +108,19 @@ tx_argv=({argv})
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
-  "${{tx_argv[@]}}" >> "$tx_base.out" 2>> "$tx_base.err" &
-  tx_pid=$!
+  tx_try=0
   while :; do
-    wait "$tx_pid"; tx_rc=$?
-    kill -0 "$tx_pid" 2>/dev/null || break
-    kill -TERM "$tx_pid" 2>/dev/null  # a background program ignores SIGINT, bkill's first signal
+    "${{tx_argv[@]}}" >> "$tx_base.out" 2>> "$tx_base.err" &
+    tx_pid=$!
+    while :; do
+      wait "$tx_pid"; tx_rc=$?
+      kill -0 "$tx_pid" 2>/dev/null || break
+      kill -TERM "$tx_pid" 2>/dev/null  # a background program ignores SIGINT, bkill's first signal
+    done
+    [ "$tx_rc" -eq 0 ] || [ -n "$tx_sig" ] || [ "$tx_try" -ge {max_retries} ] && break
+    tx_try=$((tx_try + 1))
+    echo "[tx] the replica failed (exit $tx_rc): retry $tx_try of {max_retries}"
+    printf '%s\n' "$tx_try" > "$tx_base.retries"
   done
 fi
 printf '%s %s\n' "$tx_rc" "$tx_sig" > "$tx_base.exitcode"
@@ -262,7 +271,7 @@ def build_request(
                 job_dir=shlex.quote(job_dir), base=shlex.quote(name), is_rank0=int(name == rank0),
                 rank0_file=shlex.quote(rank0_file(app_id)), rank0_name=shlex.quote(rank0),
                 rank0_env=RANK0_ENV, torchx_rank0_env=TORCHX_RANK0_ENV,
-                argv=" ".join(shlex.quote(a) for a in [r.entrypoint, *r.args]),
+                argv=" ".join(shlex.quote(a) for a in [r.entrypoint, *r.args]), max_retries=max(0, role.max_retries),
             )
             replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script)
     return LsfBsubRequest(
