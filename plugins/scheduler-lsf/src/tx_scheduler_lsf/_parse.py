@@ -102,7 +102,7 @@ _BLOCK_SEP = re.compile(r"^-{20,}\s*$", re.MULTILINE)
 _FIELD = re.compile(r"(Job Id|Job|Job Name|Project|Status|Queue|CWD|Execution CWD) <([^>]*)>")
 _EXIT = re.compile(r"Exited with exit code (\d+)")
 _TERM = re.compile(r"\b(TERM_[A-Z_]+): ([^;.\n]*)")
-_STARTED = re.compile(r"Started (?:\d+ Task\(s\) )?on (?:Host\(s\) )?<(?:\d+\*)?([^>]*)>")
+_STARTED = re.compile(r"Started (?:\d+ Task\(s\) )?on (?:Host\(s\) )?<(?:\d+\*)?([^>]*)>", re.IGNORECASE)
 
 
 def unwrap(block: str) -> str:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 import re
+
+import attrs
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tx.log import get_logger
@@ -31,6 +33,7 @@ from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
 from tx_scheduler_lsf import _client, _index
+from tx_scheduler_lsf._array import TRIAL_ID, LsfArrayRequest, array_unsupported, element_job
 from tx_scheduler_lsf._client import (
     Capabilities, LsfCommandError, LsfError, LsfNotInstalledError, LsfTimeoutError, capabilities, lsf_conf,
 )
@@ -153,7 +156,14 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
             return []
         self.capabilities()  # asked once, before the first bjobs
         jobs = parse_bjobs_w(self._bjobs(["-a", "-noheader", "-w", "-P", app_id]))
-        return [j for j in jobs if split_job_name(app_id, j.name) is not None]
+        jobs = [j for j in jobs if split_job_name(app_id, j.name) is not None]
+        m = TRIAL_ID.match(app_id)
+        if not jobs and m:  # a sweep's trial: an element of the job array of project <base>
+            base = m.group(1)
+            elements = [element_job(attrs.evolve(j, project=base))
+                        for j in parse_bjobs_w(self._bjobs(["-a", "-noheader", "-w", "-P", base]))]
+            jobs = [j for j in elements if j.project == app_id and split_job_name(app_id, j.name) is not None]
+        return jobs
 
     def _details(self, jobs: List[Job]) -> Dict[str, Job]:
         """``bjobs -l`` of the jobs that are not plainly running or done."""
@@ -204,7 +214,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         self.capabilities()
         details = parse_bjobs_l(self._bjobs(["-a", "-l"]))
         by_app: Dict[str, List[Job]] = {}
-        for job in details.values():
+        for job in map(element_job, details.values()):
             if job.project and split_job_name(job.project, job.name) is not None:
                 by_app.setdefault(job.project, []).append(job)
         out = []
@@ -219,6 +229,42 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         """The states of several apps from one ``bjobs -a -l`` (see :meth:`list`)."""
         states = {a.app_id: a.state for a in self.list()}
         return {a: states[a] for a in app_ids if a in states}
+
+    # -- sweeps: one job array ---------------------------------------------------------
+    def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
+        """One ``bsub`` of a job array for single-replica trials with the same options
+        (:class:`tx_scheduler_lsf._array.LsfArrayRequest`); None (one app per trial) otherwise."""
+        reqs = [t.request for t in trials]
+        why = array_unsupported(reqs)
+        if why is not None:
+            log.info("lsf_sweep_not_an_array", reason=why)
+            return None
+        base = make_unique(reqs[0].app_id.rsplit("-", 1)[0])
+        return AppDryRunInfo(LsfArrayRequest(base, reqs, max_parallel), repr)
+
+    def sweep_not_an_array(self, trials: Any) -> str:
+        """Why these trials are one app each (:func:`tx_scheduler_lsf._array.array_unsupported`)."""
+        return array_unsupported([t.request for t in trials]) or "lsf has no array for these trials"
+
+    def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        """Submit the job array with one ``bsub``; returns each trial's app id
+        (``<array project>_<element>``).
+
+        Raises:
+            LsfNotInstalledError, LsfCommandError: as :meth:`schedule`.
+        """
+        req: LsfArrayRequest = dryrun_info.request
+        os.makedirs(req.job_dir, exist_ok=True)
+        ids = req.trial_ids()
+        for trial, app_id in zip(req.trials, ids):
+            if trial.appdef:
+                _write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef)
+            _index.record(app_id, req.job_dir)
+        out = _client.run(req.bsub, self._timeout, input=req.script(), cwd=req.job_dir)
+        if _SUBMITTED.search(out.stdout) is None:
+            raise LsfError(f"bsub printed no job id (stdout {out.stdout.strip()!r})")
+        log.info("lsf_submitted_array", project=req.base, tasks=len(ids))
+        return ids
 
     # -- cancel -----------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:
