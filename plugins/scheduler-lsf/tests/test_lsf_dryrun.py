@@ -65,6 +65,7 @@ def test_lsf10_gets_its_own_forms(tmp_path: Path) -> None:
     req = create_scheduler("tx", caps=LSF10).submit_dryrun(app(gpu=2), {"jobdir": str(tmp_path)}).request
     r = next(iter(req.replicas.values()))
     assert r.bsub[r.bsub.index("-M") + 1] == "1500MB"
+    assert r.bsub[r.bsub.index("-R") + 1] == "span[hosts=1] rusage[mem=1500MB]"
     assert r.bsub[r.bsub.index("-gpu") + 1] == "num=2"
 
 

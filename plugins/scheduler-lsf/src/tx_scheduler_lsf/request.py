@@ -8,7 +8,7 @@ replica ``k`` of role ``r`` is the job named ``<app id>-<r>-<k>`` (``-J``). Opti
 OpenLava speaks unless the cluster is IBM LSF 10 (:class:`tx_scheduler_lsf._client.Capabilities`):
 
 * ``-n <cpu>`` slots and ``-R "span[hosts=1] rusage[mem=<memMB>] select[...]"`` (the
-  replica's slots on one host; ``select`` from run option ``select``);
+  replica's slots on one host; ``<memMB>MB`` on LSF 10; ``select`` from run option ``select``);
 * ``-M`` the memory limit: ``<memMB>MB`` on LSF 10, else in the unit of lsf.conf's
   ``LSF_UNIT_FOR_LIMITS`` (KB where unset, as LSF's default);
 * ``-gpu "num=<gpu>"`` on LSF 10; a GPU request on another LSF is refused (OpenLava's getopt
@@ -115,7 +115,9 @@ else
     while :; do
       wait "$tx_pid"; tx_rc=$?
       kill -0 "$tx_pid" 2>/dev/null || break
-      kill -TERM "$tx_pid" 2>/dev/null  # a background program ignores SIGINT, bkill's first signal
+      # bkill's first signal is SIGINT, which a background program and its children ignore:
+      # SIGTERM to the job's process group (this script's trap only notes it)
+      kill -TERM "$tx_pid" 2>/dev/null; kill -TERM 0 2>/dev/null
     done
     [ "$tx_rc" -eq 0 ] || [ -n "$tx_sig" ] || [ "$tx_try" -ge {max_retries} ] && break
     tx_try=$((tx_try + 1))
@@ -218,6 +220,16 @@ def mem_limit(mem_mb: int, modern: bool, unit: str) -> str:
     return str(max(1, -(-int(mem_mb) // per) if per >= 1 else int(mem_mb / per)))
 
 
+def mem_rusage(mem_mb: int, modern: bool, unit: str) -> str:
+    """The ``rusage[mem=...]`` value for ``mem_mb`` MB: ``<n>MB`` on LSF 10; elsewhere MB
+    (the unit of the ``mem`` resource), or ``LSF_UNIT_FOR_LIMITS`` where that is larger
+    (rounded up)."""
+    if modern:
+        return f"{mem_mb}MB"
+    per = _UNITS.get((unit or "MB").upper(), 1)
+    return str(max(1, -(-int(mem_mb) // per))) if per > 1 else str(mem_mb)
+
+
 def build_request(
     app: AppDef,
     app_id: str,
@@ -287,7 +299,7 @@ def _resource_opts(role: Role, cfg: Mapping[str, object], modern: bool, mem_unit
         out += ["-n", str(res.cpu)]
     req = ["span[hosts=1]"]
     if res.memMB > 0:
-        req.append(f"rusage[mem={res.memMB}]")
+        req.append(f"rusage[mem={mem_rusage(res.memMB, modern, mem_unit)}]")
         out += ["-M", mem_limit(res.memMB, modern, mem_unit)]
     select = cfg.get("select")
     if select:
