@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 import sys
 from pathlib import Path
 from typing import Any, Dict
@@ -130,3 +131,29 @@ def test_cancel_and_pending_reason(env: Dict[str, str], tmp_path: Path, lsf_clus
             break
         subprocess.run(["sleep", "0.5"])
     assert "State: CANCELLED" in p.stdout, p.stdout
+
+
+def test_requeued_job_is_not_an_end(apps: Any, lsf_cluster: Any) -> None:
+    """An administrator's ``brequeue`` of a running replica: OpenLava reports the job EXIT for
+    a moment, then pends and runs it again. tx never calls that moment an end (it was
+    CANCELLED, a terminal state the app then left): the app goes on to SUCCEEDED."""
+    app_id = apps.submit([apps.role("a", "sh", ["-c", "echo run; sleep 4"])])
+    seen = []
+    while True:
+        desc = apps.sched.describe(app_id)
+        seen.append(desc.state.name)
+        if desc.state.name == "RUNNING":
+            break
+        assert len(seen) < 600, seen
+        time.sleep(0.1)
+    (job_id,) = desc.metadata["jobs"].values()
+    p = lsf_cluster.run("brequeue", job_id)
+    assert p.returncode == 0 and "requeued" in p.stdout, p.stdout + p.stderr
+    for _ in range(1200):
+        desc = apps.sched.describe(app_id)
+        seen.append(desc.state.name)
+        if desc.state.name in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        time.sleep(0.1)
+    assert seen[-1] == "SUCCEEDED", seen
+    assert apps.text(app_id, "a").count("run\n") == 2  # it ran again

@@ -79,12 +79,26 @@ def last_line(data: bytes) -> str:
     return lines[-1] if lines else ""
 
 
+def requeued(report_path: str, detail: Optional[Job]) -> bool:
+    """Whether LSF killed the job to run it again (``brequeue`` by its owner or an
+    administrator; host failures with REQUEUE_EXIT_VALUES): LSF 10's ``TERM_REQUEUE_*``
+    reason, or the last report in the job's ``-o`` file saying it "will be re-queued"
+    (OpenLava reports such a job EXIT for a moment before it pends again)."""
+    if detail is not None and detail.term_reason.startswith("TERM_REQUEUE"):
+        return True
+    text = read_tail(report_path, 64 * 1024).decode("utf-8", "replace") if report_path else ""
+    return "re-queued" in text.rpartition("\nSender: ")[2]
+
+
 def replica_state(job: Job, detail: Optional[Job], code: Optional[int], signalled: bool,
-                  cancelled: bool) -> Tuple[AppState, Optional[int]]:
+                  cancelled: bool, again: bool = False) -> Tuple[AppState, Optional[int]]:
     """A replica's state and exit code from its job, its ``bjobs -l`` detail (for EXIT
-    jobs), the status its script recorded and whether tx cancelled the app."""
+    jobs), the status its script recorded, whether tx cancelled the app and whether LSF
+    requeued the job (``again``: PENDING, it runs again)."""
     state = appstate_from_lsf(job.stat)
     reason = detail.term_reason if detail is not None else ""
+    if job.stat == "EXIT" and again and not cancelled:
+        return AppState.PENDING, code
     if code is None and detail is not None:
         code = detail.exit_code
     if job.stat == "DONE":
@@ -141,6 +155,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]] = []
     states: List[AppState] = []
     restarts = 0
+    requeues: List[str] = []
     for job in jobs:
         rr = split_job_name(app_id, job.name)
         if rr is None:
@@ -152,7 +167,11 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         if job_dir:
             tries, _ = read_exit_file(os.path.join(job_dir, replica_file(app_id, role, k, "retries")))
             restarts = max(restarts, tries or 0)
-        state, code = replica_state(job, detail, code, signalled, cancelled)
+        report = os.path.join(job_dir, f"{job.name}.{job.job_id}.lsf.out") if job_dir and job.stat == "EXIT" else ""
+        again = job.stat == "EXIT" and requeued(report, detail)
+        state, code = replica_state(job, detail, code, signalled, cancelled, again)
+        if again:
+            requeues.append(f"job {job.job_id} ({job.name}) was requeued by LSF (brequeue, or its host failed): it runs again")
         rep = ReplicaStatus(id=k, state=state, role=role, hostname=job.exec_host, exit_code=code)
         if state == AppState.FAILED:
             when = _mtime(exit_path) if exit_path else 0.0
@@ -172,7 +191,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         app_id=app_id,
         state=app_state,
         num_restarts=restarts,
-        msg=_msg(app_state, jobs, details, cancelled),
+        msg="; ".join(requeues) if requeues and app_state == AppState.PENDING else _msg(app_state, jobs, details, cancelled),
         structured_error_msg=error,
         root_cause=cause,
         roles_statuses=[RoleStatus(role, sorted(reps, key=lambda r: r.id)) for role, reps in roles.items()],
