@@ -46,6 +46,7 @@ PLUGIN_FIXTURES = (
     "tx_scheduler_gcp_batch.testing",
     "tx_scheduler_aws_batch.testing",
     "tx_scheduler_slurm.testing",
+    "tx_scheduler_lsf.testing",
     "tx_scheduler_ray.testing",
     "tx_tracker_mlflow.testing",
 )

@@ -2,7 +2,8 @@
 here, and what tx says about each, compared with the reference (``local_cwd``).
 
 Backends (each started once per session by its plugin's fixture): local_cwd, local_dir,
-local_docker (the private podman engine), slurm (the private cluster), ray (the private
+local_docker (the private podman engine), slurm (the private cluster), lsf (the private
+OpenLava cluster), ray (the private
 head), aws_batch (moto in Docker mode over that engine), kubernetes, kubernetes_jobset,
 kubernetes_mcad (the fake API server) and gcp_batch (the local Batch server).
 
@@ -64,7 +65,7 @@ DOC = REPO / "docs" / "portability.md"
 EXPLAINED = Path(__file__).with_name("portability_explained.json")
 UPDATE = os.environ.get("TX_UPDATE_PORTABILITY") == "1"
 REFERENCE = "local_cwd"
-BACKENDS = ("local_cwd", "local_dir", "local_docker", "slurm", "ray", "aws_batch", "kubernetes",
+BACKENDS = ("local_cwd", "local_dir", "local_docker", "slurm", "lsf", "ray", "aws_batch", "kubernetes",
             "kubernetes_jobset", "kubernetes_mcad", "gcp_batch")
 APPS = ("ddp", "ddp_fail", "logs", "retry", "cancel", "signal")
 ASPECTS = ("state", "why failed", "logs", "describe", "list")
@@ -80,6 +81,7 @@ BACKEND_KINDS: Dict[str, Tuple[str, str]] = {
     "local_dir": (REAL, "local processes (tx's supervisor)"),
     "local_docker": (REAL, "podman's Docker-compatible API (a private engine)"),
     "slurm": (REAL, "Slurm from Debian's packages (a private slurmctld with slurmd nodes)"),
+    "lsf": (REAL, "OpenLava 4, an LSF-compatible batch system built from source (a private one-host cluster)"),
     "ray": (REAL, "a private Ray head (pinned ray[default])"),
     "aws_batch": (EMULATOR, "moto's Batch and CloudWatch Logs in Docker mode over the podman engine"),
     "kubernetes": (TEST_SERVER, "fakekube: an API server that validates Volcano Jobs against their CRD "
@@ -183,6 +185,15 @@ def _slurm_capacity() -> Any:
     return {"nodes": states, "jobs in queue": len(q.stdout.split())}
 
 
+def _lsf_capacity() -> Any:
+    import subprocess
+
+    q = subprocess.run(["bjobs", "-u", "all", "-noheader", "-w"], capture_output=True, text=True, timeout=30)
+    h = subprocess.run(["bhosts", "-w"], capture_output=True, text=True, timeout=30)
+    return {"unfinished jobs": len(q.stdout.splitlines()),
+            "hosts": sorted(" ".join(ln.split()[:2]) for ln in h.stdout.splitlines()[1:] if ln.strip())}
+
+
 def _ray_capacity() -> Any:
     from ray.util.state import list_actors, list_placement_groups
 
@@ -258,6 +269,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         sched = factories[name]("txmatrix")
         cfg = {"job_dir": str(tmp_path / "job")}
         capacity = _slurm_capacity
+    elif name == "lsf":
+        request.getfixturevalue("lsf_cluster")
+        sched = factories[name]("txmatrix")
+        cfg = {"jobdir": str(tmp_path / "job")}
+        capacity = _lsf_capacity
     elif name == "ray":
         request.getfixturevalue("ray_head")
         sched = factories[name]("txmatrix")
@@ -512,7 +528,7 @@ def check_containers(env: Env, app_id: str, desc: Any) -> None:
 #: the same cause on the local schedulers; the other backends' plugins check the cause in their
 #: own DDP tests
 CHECKS: Dict[Tuple[str, str], Callable[[Env, str, Any], None]] = {
-    **{(b, "ddp_fail"): check_cause for b in ("local_cwd", "local_dir", "local_docker", "slurm", "ray", "kubernetes",
+    **{(b, "ddp_fail"): check_cause for b in ("local_cwd", "local_dir", "local_docker", "slurm", "lsf", "ray", "kubernetes",
                                               "kubernetes_jobset", "kubernetes_mcad", "gcp_batch")},
     ("local_docker", "ddp"): check_containers,
 }

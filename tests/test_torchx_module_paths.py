@@ -90,7 +90,6 @@ TORCHX_MODULES = {
 #: TorchX 0.7.0 modules tx does not provide, and the words of the one-line error (the
 #: compat README's "Not provided" and docs/migrating-from-torchx.md say why)
 NOT_PROVIDED = {
-    "torchx.schedulers.lsf_scheduler": "tx has no lsf scheduler",
     "torchx.schedulers.aws_sagemaker_scheduler": "tx has no aws_sagemaker scheduler",
     "torchx.schedulers.ray.ray_driver": "No module named 'torchx.schedulers.ray.ray_driver'",
     "torchx.components.integration_tests": "No module named 'torchx.components.integration_tests'",

@@ -204,7 +204,7 @@ def test_mlflow_tracker_torchx_members(mlflow_server: Any, monkeypatch: pytest.M
         t.get_run("twice")
 
 
-@pytest.mark.parametrize("module", ["lsf_scheduler", "aws_sagemaker_scheduler"])
+@pytest.mark.parametrize("module", ["aws_sagemaker_scheduler"])
 def test_schedulers_tx_lacks_say_so_in_one_line(module: str) -> None:
     import importlib
 
@@ -214,6 +214,17 @@ def test_schedulers_tx_lacks_say_so_in_one_line(module: str) -> None:
         importlib.import_module(f"torchx.schedulers.{module}")
     assert e.value.name == f"torchx.schedulers.{module}"
     assert "tx has no" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_lsf_scheduler_is_tx_lsf() -> None:
+    """``torchx.schedulers.lsf_scheduler`` is tx-scheduler-lsf's scheduler under TorchX's names."""
+    import tx_torchx_compat  # noqa: F401 - the torchx alias
+    from torchx.schedulers.lsf_scheduler import LsfScheduler, create_scheduler
+    from tx_scheduler_lsf.scheduler import LsfScheduler as TxLsf
+
+    assert LsfScheduler is TxLsf
+    sched = create_scheduler("tx")
+    assert isinstance(sched, TxLsf) and sched.backend == "lsf"
 
 
 def test_distributed_test_case_runs_fn_on_each_rank() -> None:

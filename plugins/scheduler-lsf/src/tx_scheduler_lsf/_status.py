@@ -1,0 +1,255 @@
+"""Turning an app's LSF jobs and its replicas' files into a DescribeAppResponse (pure but
+for reading the replicas' files in the job directory).
+
+A replica's state is its job's (:data:`tx_scheduler_lsf._parse.LSF_STATES`), refined by
+what its script recorded in ``<app id>-<role>-<k>.exitcode`` (``<status>`` or ``<status>
+<signal>`` when LSF signalled the script, as ``bkill`` does) and by why LSF ended it:
+
+* EXIT after ``bkill`` (tx's cancel writes ``<app id>.cancelled`` in the job directory;
+  LSF 10 says ``TERM_OWNER``/``TERM_ADMIN``; the script recorded the signal; a job killed
+  while pending has no exit code; TorchX's rule: exit code 130) is CANCELLED;
+* EXIT for another reason is FAILED, with the exit code, LSF 10's termination reason
+  (``TERM_RUNLIMIT``, ``TERM_MEMLIMIT``...) and the root cause in the replica's stderr.
+
+The app is FAILED as soon as one replica failed (its script then ends the others),
+CANCELLED once every job ended and one was cancelled, SUCCEEDED when every job is DONE,
+else RUNNING while one runs, else PENDING (``msg``: LSF's pending reasons).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+from tx.schedulers import DescribeAppResponse
+from tx.schedulers.why import names_cause, root_cause
+from tx.specs import NONE, AppState, ReplicaStatus, RoleStatus, is_terminal
+from tx.specs.status import RootCause
+
+from tx_scheduler_lsf._parse import STATE_TEXT, Job, appstate_from_lsf, split_job_name
+from tx_scheduler_lsf.request import replica_file
+
+#: bytes of a failed replica's stderr read for its root cause
+CAUSE_TAIL_BYTES = 256 * 1024
+#: LSF 10 termination reasons that mean someone killed the job
+CANCEL_REASONS = ("TERM_OWNER", "TERM_ADMIN", "TERM_FORCE_OWNER", "TERM_FORCE_ADMIN")
+#: LSF 10 termination reasons that are the infrastructure's doing, not the program's
+INFRA_REASONS = ("TERM_HOST", "TERM_UNKNOWN", "TERM_REQUEUE_ADMIN", "TERM_REQUEUE_OWNER", "TERM_ZOMBIE")
+
+#: OpenLava's and LSF's pending reasons explained where the words alone say little
+PENDING_HINTS: Dict[str, str] = {
+    "Job dependency condition not satisfied": "it waits for rank 0's job to start (-w started(...))",
+    "Job's resource requirements not satisfied": "no host has the slots, memory or select[] it asks for",
+    "New job is waiting for scheduling": "LSF has not scheduled it yet",
+    "The queue is inactive": "its queue is inactive (badmin qact)",
+    "The job was suspended by the user while pending": "it was suspended while pending (bresume it)",
+}
+
+
+def read_exit_file(path: str) -> Tuple[Optional[int], bool]:
+    """``(status, signalled)`` the replica's script recorded; ``(None, False)`` without a
+    readable file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            words = f.read().split()
+    except OSError:
+        return None, False
+    if not words or not words[0].lstrip("-").isdigit():
+        return None, False
+    return int(words[0]), len(words) > 1
+
+
+def read_tail(path: str, size: int = CAUSE_TAIL_BYTES) -> bytes:
+    """The last ``size`` bytes of a file (b"" when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - size))
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def last_line(data: bytes) -> str:
+    """The last line with a letter or digit, or the last ``SomeError: ...`` line."""
+    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if any(c.isalnum() for c in ln)]
+    for ln in reversed(lines):
+        if re.search(r"\b\w*(?:Error|Exception)\b:", ln):
+            return ln
+    return lines[-1] if lines else ""
+
+
+def requeued(report_path: str, detail: Optional[Job]) -> bool:
+    """Whether LSF killed the job to run it again (``brequeue`` by its owner or an
+    administrator; host failures with REQUEUE_EXIT_VALUES): LSF 10's ``TERM_REQUEUE_*``
+    reason, or the last report in the job's ``-o`` file saying it "will be re-queued"
+    (OpenLava reports such a job EXIT for a moment before it pends again)."""
+    if detail is not None and detail.term_reason.startswith("TERM_REQUEUE"):
+        return True
+    text = read_tail(report_path, 64 * 1024).decode("utf-8", "replace") if report_path else ""
+    return "re-queued" in text.rpartition("\nSender: ")[2]
+
+
+def replica_state(job: Job, detail: Optional[Job], code: Optional[int], signalled: bool,
+                  cancelled: bool, again: bool = False) -> Tuple[AppState, Optional[int]]:
+    """A replica's state and exit code from its job, its ``bjobs -l`` detail (for EXIT
+    jobs), the status its script recorded, whether tx cancelled the app and whether LSF
+    requeued the job (``again``: PENDING, it runs again)."""
+    state = appstate_from_lsf(job.stat)
+    reason = detail.term_reason if detail is not None else ""
+    if job.stat == "EXIT" and again and not cancelled:
+        return AppState.PENDING, code
+    if code is None and detail is not None:
+        code = detail.exit_code
+    if job.stat == "DONE":
+        if code not in (None, 0):  # never seen: DONE is exit 0
+            return AppState.FAILED, code
+        return (AppState.CANCELLED, None) if cancelled and code is None else (AppState.SUCCEEDED, 0)
+    if job.stat != "EXIT":
+        return state, code
+    if reason.startswith(CANCEL_REASONS) or cancelled or signalled or code is None:
+        return AppState.CANCELLED, code
+    if code == 130 and not reason:
+        return AppState.CANCELLED, code  # TorchX 0.7's rule: bkill's SIGINT
+    return AppState.FAILED, code
+
+
+def signal_text(code: int) -> str:
+    """``exit code 7``, or ``killed by SIGKILL (exit code 137)`` for 129..159."""
+    if 128 < code < 160:
+        import signal as _signal
+
+        try:
+            return f"killed by {_signal.Signals(code - 128).name} (exit code {code})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+def pending_msg(jobs: List[Job], details: Dict[str, Job]) -> str:
+    """``PEND: <reason>: <what it means>`` of the app's first pending job."""
+    for job in jobs:
+        if appstate_from_lsf(job.stat) != AppState.PENDING:
+            continue
+        if job.stat in STATE_TEXT:
+            return f"{job.stat}: {STATE_TEXT[job.stat]}"
+        detail = details.get(job.job_id)
+        reasons = detail.pending if detail is not None else []
+        if not reasons:
+            return f"PEND: job {job.job_id} ({job.name}) waits to be scheduled"
+        texts = []
+        for r in reasons:
+            key = r.split(":")[0].strip()
+            hint = next((h for k, h in PENDING_HINTS.items() if key.startswith(k)), "")
+            texts.append(f"{r} ({hint})" if hint else r)
+        return f"PEND: job {job.job_id} ({job.name}): " + "; ".join(texts)
+    return "PEND"
+
+
+def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_dir: str) -> Optional[DescribeAppResponse]:
+    """The description of ``app_id`` from its jobs (``bjobs -w``), the ``bjobs -l`` details
+    of its pending and exited jobs, and its job directory ("" when unknown); None when no
+    job is one of its replicas."""
+    cancelled = bool(job_dir) and os.path.exists(os.path.join(job_dir, f"{app_id}.cancelled"))
+    roles: Dict[str, List[ReplicaStatus]] = {}
+    failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]] = []
+    states: List[AppState] = []
+    restarts = 0
+    requeues: List[str] = []
+    for job in jobs:
+        rr = split_job_name(app_id, job.name)
+        if rr is None:
+            continue
+        role, k = rr
+        detail = details.get(job.job_id)
+        exit_path = os.path.join(job_dir, replica_file(app_id, role, k, "exitcode")) if job_dir else ""
+        code, signalled = read_exit_file(exit_path) if exit_path else (None, False)
+        if job_dir:
+            tries, _ = read_exit_file(os.path.join(job_dir, replica_file(app_id, role, k, "retries")))
+            restarts = max(restarts, tries or 0)
+        report = os.path.join(job_dir, f"{job.name}.{job.job_id}.lsf.out") if job_dir and job.stat == "EXIT" else ""
+        again = job.stat == "EXIT" and requeued(report, detail)
+        state, code = replica_state(job, detail, code, signalled, cancelled, again)
+        if again:
+            requeues.append(f"job {job.job_id} ({job.name}) was requeued by LSF (brequeue, or its host failed): it runs again")
+        rep = ReplicaStatus(id=k, state=state, role=role, hostname=job.exec_host, exit_code=code)
+        if state == AppState.FAILED:
+            when = _mtime(exit_path) if exit_path else 0.0
+            failures.append((when or float("inf"), rep, job, detail))
+        roles.setdefault(role, []).append(rep)
+        states.append(state)
+    if not states:
+        return None
+    app_state = _app_state(states, cancelled)
+    error, cause = NONE, None
+    if app_state == AppState.FAILED and failures:
+        _, rep, job, detail = min(failures, key=lambda f: f[0])
+        error, cause = _why_failed(app_id, rep, job, detail, job_dir)
+        rep.structured_error_msg = error
+        rep.root_cause = cause
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=app_state,
+        num_restarts=restarts,
+        msg="; ".join(requeues) if requeues and app_state == AppState.PENDING else _msg(app_state, jobs, details, cancelled),
+        structured_error_msg=error,
+        root_cause=cause,
+        roles_statuses=[RoleStatus(role, sorted(reps, key=lambda r: r.id)) for role, reps in roles.items()],
+        metadata={"work_dir": job_dir, "jobs": {j.name: j.job_id for j in jobs}},
+    )
+
+
+def _app_state(states: List[AppState], cancelled: bool) -> AppState:
+    if AppState.FAILED in states:
+        return AppState.FAILED
+    if all(is_terminal(s) for s in states):
+        if AppState.CANCELLED in states:
+            return AppState.CANCELLED
+        return AppState.SUCCEEDED
+    if AppState.RUNNING in states:
+        return AppState.RUNNING
+    if AppState.UNKNOWN in states:
+        return AppState.UNKNOWN
+    return AppState.PENDING
+
+
+def _msg(state: AppState, jobs: List[Job], details: Dict[str, Job], cancelled: bool) -> str:
+    if state == AppState.PENDING:
+        return pending_msg(jobs, details)
+    odd = [j for j in jobs if j.stat in STATE_TEXT]
+    if odd:
+        return f"{odd[0].stat} (job {odd[0].job_id}, {odd[0].name}): {STATE_TEXT[odd[0].stat]}"
+    if state == AppState.RUNNING:
+        hosts = sorted({j.exec_host for j in jobs if j.exec_host})
+        return "RUN on " + ",".join(hosts) if hosts else "RUN"
+    if state == AppState.CANCELLED:
+        return "cancelled (bkill)" + (" by tx" if cancelled else "")
+    return {AppState.SUCCEEDED: "DONE", AppState.FAILED: "EXIT"}.get(state, str(state))
+
+
+def _why_failed(app_id: str, rep: ReplicaStatus, job: Job, detail: Optional[Job],
+                job_dir: str) -> Tuple[str, Optional[RootCause]]:
+    """One line: ``<role>[k] (job <id> on <host>): exit code N[; TERM_...]: <last stderr line>``,
+    or the root cause that the replica's stderr names (a torchrun worker's exception)."""
+    err = os.path.join(job_dir, replica_file(app_id, rep.role, rep.id, "err")) if job_dir else ""
+    tail = read_tail(err) if err else b""
+    code = rep.exit_code
+    reason = detail.term_reason if detail is not None else ""
+    if code is not None and not reason:
+        status = -(code - 128) if 128 < code < 160 else code
+        cause = root_cause(rep.role, rep.id, tail, exit_code=status)
+        if names_cause(cause):
+            return cause.text, cause
+    where = f"job {job.job_id}" + (f" on {job.exec_host}" if job.exec_host else "")
+    text = f"{rep.role}[{rep.id}] ({where}): " + (signal_text(code) if code is not None else "EXIT")
+    if reason:
+        text += f"; {reason}"
+    line = last_line(tail)
+    return (text + (f": {line}" if line else "")), None
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0

@@ -1,0 +1,72 @@
+"""Sweeps on LSF: single-replica trials as one job array (``bsub -J "name[1-N]%k"``):
+offline dryrun, then on the session's private OpenLava cluster a 2x3 grid with
+max_parallel, one bsub, each trial's status and logs, list; apps of several replicas one app
+per trial."""
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from tx.runner import Runner
+from tx.runner import sweep as sw
+from tx.specs import AppDef, AppState, Resource, Role
+from tx.specs.sweep import SweepSpec
+from tx_scheduler_lsf import _client
+from tx_scheduler_lsf._client import parse_lsid
+from tx_scheduler_lsf.scheduler import create_scheduler
+
+PY = sys.executable
+GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
+
+
+def _app(replicas: int = 1) -> AppDef:
+    return AppDef("sw", [Role("r", image="", entrypoint=PY, num_replicas=replicas,
+                              args=["-c", "import os,sys; print('lr=${lr} b=${b}', os.environ['TX_TRIAL_INDEX'], "
+                                          "os.environ['TX_APP_ID']); sys.exit(1 if '${b}' == '2' else 0)"],
+                              resource=Resource(cpu=1, gpu=0, memMB=64))])
+
+
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    caps = parse_lsid("OpenLava 4.0dev4, Nov 28 2026")
+    with Runner(scheduler_factories={"lsf": lambda s, **kw: create_scheduler(s, caps=caps)}) as r:
+        yield r
+
+
+def test_dryrun_of_single_replica_trials_is_one_array(offline: Any, tmp_path: Path) -> None:
+    info = offline.dryrun_sweep(_app(), GRID, "lsf", cfg={"jobdir": str(tmp_path / "j")}, max_parallel=2)
+    text = str(info)
+    assert "one native array request for 6 trials, at most 2 at once" in text
+    assert "-r-0[1-6]%2'" in text and text.count(") bash -c ") == 6 and "lr=1 b=3" in text
+
+
+def test_dryrun_of_multi_replica_trials_is_one_app_per_trial(offline: Any, tmp_path: Path) -> None:
+    info = offline.dryrun_sweep(_app(replicas=2), GRID, "lsf", cfg={"jobdir": str(tmp_path / "j")})
+    assert info.native is None
+    assert "several LSF jobs, which one job array cannot hold" in str(info)
+
+
+@pytest.mark.lsf
+def test_grid_runs_as_one_array(lsf_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    calls: List[List[str]] = []
+    real = _client.run
+    monkeypatch.setattr(_client, "run", lambda argv, *a, **kw: calls.append(list(argv)) or real(argv, *a, **kw))
+    with Runner() as runner:
+        handle = runner.run_sweep(_app(), GRID, "lsf", cfg={"jobdir": str(tmp_path / "job")}, max_parallel=2)
+        bsubs = [c for c in calls if c[0] == "bsub"]
+        assert len(bsubs) == 1 and bsubs[0][bsubs[0].index("-J") + 1].endswith("-r-0[1-6]%2"), bsubs
+        rec = sw.load_record(handle)
+        base = rec.trials[0].attempts[0].rsplit("_", 1)[0]
+        assert [t.attempts for t in rec.trials] == [[f"{base}_{i}"] for i in range(1, 7)]
+        for t in rec.trials:
+            runner.wait(f"lsf://tx/{t.attempts[0]}", wait_interval=0.5, timeout=120)
+        st = runner.sweep_status(handle)
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED, AppState.FAILED, AppState.SUCCEEDED] * 2
+        out = "".join(runner.log_lines(st.trials[4].app_handle, "r", 0))
+        assert out == f"lr=1 b=2 4 {base}_5\n"
+        listed = sw.collapse_listed(runner.list("lsf"), [rec])
+        row = next(a for a in listed if a.app_handle == handle)
+        assert row.state == AppState.FAILED and "4 succeeded, 2 failed" in row.name
