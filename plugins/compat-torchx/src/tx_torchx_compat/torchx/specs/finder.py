@@ -5,6 +5,7 @@ TorchX's finder classes (``ComponentsFinder``, ``ModuleComponentsFinder``,
 not its warnings, as tx's finder)."""
 import abc
 import importlib
+import importlib.util
 import inspect
 import os
 import pkgutil
@@ -16,7 +17,8 @@ from tx.specs.api import AppDef  # noqa: F401
 from tx.components.system.file_linter import ERROR, get_fn_docstring, validate  # noqa: F401
 from tx.components.system.finder import *  # noqa: F401,F403
 from tx.components.system.finder import __all__ as _tx_all
-from tx.components.system.finder import Component, ComponentNotFoundException, get_component
+from tx.components.system.finder import (Component, ComponentNotFoundException, ComponentValidationException,
+                                         get_component)
 
 __all__ = [*_tx_all, "ComponentsFinder", "CustomComponentsFinder", "ModuleComponentsFinder", "module_relname"]
 
@@ -96,15 +98,18 @@ class CustomComponentsFinder(ComponentsFinder):
 
         Raises:
             ComponentNotFoundException: no such file or function.
+            Exception: what the file raises while loading (a syntax error, ...).
         """
         if not Path(self._filepath).is_file():
             raise ComponentNotFoundException(f"no file {self._filepath!r}")
         name = f"{self._filepath}:{self._function_name}"
         try:
             return [get_component(name)]
-        except ComponentNotFoundException:
-            raise
-        except Exception:  # noqa: BLE001 - invalid: listed with its errors, as TorchX does
-            from tx.components.system.finder import _custom_component  # the same loader, without the check
-
-            return [_custom_component(name)]
+        except ComponentValidationException:  # invalid: listed with its errors, as TorchX does
+            spec = importlib.util.spec_from_file_location(f"_tx_torchx_finder_{abs(hash(name))}", self._filepath)
+            assert spec is not None and spec.loader is not None  # a .py file that exists
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            fn = getattr(module, self._function_name)
+            return [Component(name, get_fn_docstring(fn)[0], self._function_name, fn,
+                              _errors(os.path.abspath(self._filepath), self._function_name), self._filepath)]
