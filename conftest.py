@@ -9,7 +9,8 @@
   (the podman engine of the AWS Batch and workspace-image tests, the fake servers of
   tests/test_portability.py) is defined once and started once per session. Only the
   installed plugins are loaded: hatch's ``core`` and ``local`` environments have none or one
-  of them.
+  of them. ``tx.testing.torchserve`` (core's: ``serve.torchserve`` is a core component) holds
+  the private TorchServe.
 * A session that ends in any way (its last test, Ctrl-C, SIGTERM, a timeout, SIGKILL) stops
   every backend it started: ``tx.testing._reaper`` (loaded first) turns SIGTERM into a
   clean pytest exit that runs the fixtures' finalizers, and a reaper process, watching
@@ -58,7 +59,7 @@ def _installed(module: str) -> bool:
         return False
 
 
-pytest_plugins = ["tx.testing._reaper"] + [m for m in PLUGIN_FIXTURES if _installed(m)]
+pytest_plugins = ["tx.testing._reaper", "tx.testing.torchserve"] + [m for m in PLUGIN_FIXTURES if _installed(m)]
 
 
 @pytest.fixture

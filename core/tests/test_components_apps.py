@@ -12,6 +12,7 @@ import pytest
 
 from tx.apps import booth_main
 from tx.apps.process_monitor import TIMEOUT_EXIT_CODE
+from tx.testing.backends import require_module
 
 
 def app(name, *args, **kw):
@@ -196,7 +197,7 @@ def test_serve_registers_model(tmp_path, status, rc):
     assert query["url"].startswith("http://127.0.0.1:") and query["url"].endswith(".mar")
     assert body == model.read_bytes()
     if rc:
-        assert "TorchServe answered 409" in out.stderr
+        assert out.stderr == 'error: TorchServe refused the model (HTTP 409): {"status": "conflict"}\n'
     else:
         assert "model registered" in out.stdout
 
@@ -207,4 +208,64 @@ def test_serve_unreachable_api(tmp_path):
     ts = _FakeTorchServe()
     ts.close()  # nothing listens there any more
     out = app("serve", "--model_path", model, "--management_api", ts.url, "--port", "0", "--timeout", "5")
-    assert out.returncode == 1 and "cannot reach" in out.stderr
+    assert out.returncode == 1
+    assert out.stderr == f"error: cannot reach the TorchServe management API at {ts.url}: Connection refused\n"
+
+
+@pytest.mark.parametrize("code, body, line", [
+    (409, '{"code": 409, "type": "ConflictStatusException", "message": "Model version 1.0 is  already registered"}',
+     "TorchServe refused the model (HTTP 409 ConflictStatusException): Model version 1.0 is already registered"),
+    (401, "Token Authorization failed",
+     "TorchServe refused the model (HTTP 401): Token Authorization failed"
+     " (TorchServe requires a token: start it with --disable-token-auth)"),
+    (405, '{"code": 405, "type": "MethodNotAllowedException", "message": "Requested method is not allowed"}',
+     "TorchServe refused the model (HTTP 405 MethodNotAllowedException): Requested method is not allowed"
+     " (TorchServe registers models only when started with --enable-model-api)"),
+    (500, "", "TorchServe refused the model (HTTP 500): (no message)"),
+])
+def test_serve_refusal_is_one_line(code, body, line):
+    from tx.apps.serve import refusal
+
+    assert refusal(code, body) == line
+
+
+class _ModelHost:
+    """An HTTP server the model is fetched from, answering every GET with ``status``."""
+
+    def __init__(self, status: int) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self.send_response(status)
+                self.send_header("Content-Length", "4")
+                self.end_headers()
+                self.wfile.write(b"oops")
+
+            do_HEAD = do_GET  # noqa: N815
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status, reason", [(500, "Internal Server Error"), (404, "not found")])
+def test_serve_model_host_error_is_one_line(status, reason):
+    """fsspec's HTTP errors (404: FileNotFoundError; else aiohttp's ClientResponseError, no
+    OSError) end the program with one line, before anything is registered."""
+    require_module("aiohttp", "fsspec's http:// filesystem: pip install aiohttp")
+    host, api = _ModelHost(status), _FakeTorchServe()
+    try:
+        out = app("serve", "--model_path", f"{host.url}/m.mar", "--management_api", api.url, "--port", "0")
+    finally:
+        host.close()
+        api.close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith(f"error: cannot fetch the model {host.url}/m.mar: ") and reason in line, line
+    assert api.requests == []

@@ -150,6 +150,20 @@ def test_torchserve():
     assert role.resource == SMALL
 
 
+def test_torchserve_program_params():
+    """``port`` and ``timeout`` go to the upload program (TorchX passes every parameter on);
+    the declared port follows ``port`` (0: a free port, none declared)."""
+    app = run(serve.torchserve, "serve.torchserve", "--model_path", "m.mar", "--management_api", "http://ts:8081",
+              "--params", "port=9000,timeout=5")
+    assert app.roles[0].args[-4:] == ["--port", "9000", "--timeout", "5"]
+    assert app.roles[0].port_map == {"model-download": 9000}
+    app = run(serve.torchserve, "serve.torchserve", "--model_path", "m.mar", "--management_api", "http://ts:8081",
+              "--params", "port=0")
+    assert app.roles[0].port_map == {}
+    with pytest.raises(ComponentArgumentError, match="port must be a number from 0 to 65535"):
+        run(serve.torchserve, "serve.torchserve", "--model_path", "a", "--management_api", "b", "--params", "port=x")
+
+
 def test_torchserve_rejects_unknown_params():
     with pytest.raises(ComponentArgumentError, match="unknown TorchServe parameter.*bogus"):
         run(serve.torchserve, "serve.torchserve", "--model_path", "a", "--management_api", "b", "--params", "bogus=1")

@@ -14,7 +14,9 @@ import pytest
 from tx import hookimpl
 from tx.plugins import PluginRegistry, set_registry
 from tx.runner import Runner, failover
+from tx.components import dist, utils
 from tx.runner.handles import AppRef, RunRef, SweepRef, TrialRef, check_not_reserved, new_run_id, new_sweep_id, parse
+from tx.schedulers.ids import make_unique
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import (
     AppDef,
@@ -269,7 +271,7 @@ def test_new_ids_parse_as_their_kind():
     assert new_run_id("My Train").startswith("run-my-train-")
 
 
-@pytest.mark.parametrize("name", ["run-x", "RUN_x", "sweep.lr", "Sweep-1"])
+@pytest.mark.parametrize("name", ["run-x", "RUN_x", "sweep.lr", "Sweep-1", "run", "SWEEP"])
 def test_reserved_app_names_are_refused(name):
     with pytest.raises(ValueError, match="keeps for run and sweep handles"):
         check_not_reserved(name)
@@ -278,6 +280,20 @@ def test_reserved_app_names_are_refused(name):
 @pytest.mark.parametrize("name", ["runner", "train", "sweeper-1", "rerun-x"])
 def test_other_names_pass(name):
     assert check_not_reserved(name) == name
+
+
+def test_an_app_named_run_could_take_a_run_ids_form():
+    """Why ``run`` alone is reserved: its ids are ``run-<random>``, and one in a few hundred ends
+    in 8 characters that are hex digits, the form of a run's id."""
+    ids = (make_unique("run", 13) for _ in range(20000))
+    assert any(isinstance(parse(f"s://tx/{i}"), RunRef) for i in ids)
+
+
+@pytest.mark.parametrize("script", ["run.py", "sweep.py", "run_train.py", "dir/Run.py"])
+def test_a_name_derived_from_the_program_is_kept_out_of_the_reserved_ones(script):
+    for app in (utils.python(script=script), dist.ddp(script=script), dist.ddp(script=script, name="exp/")):
+        assert app.name.startswith("app-") and check_not_reserved(app.name) == app.name
+    assert dist.ddp(script="train.py").name == utils.python(script="train.py").name == "train"
 
 
 def test_an_app_named_like_a_run_is_refused_before_anything_is_submitted(runner):

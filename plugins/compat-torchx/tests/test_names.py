@@ -92,7 +92,7 @@ NAMES = {
     "torchx.cli.cmd_runopts": ["CmdRunopts"],
     "torchx.cli.cmd_configure": ["CmdConfigure"],
     "torchx.cli.cmd_tracker": ["CmdTracker"],
-    "torchx.apps.serve.serve": ["main"],
+    "torchx.apps.serve.serve": ["main", "parse_args", "get_routable_ip_to", "rand_id", "TORCHSERVE_PARAMS"],
     "torchx.apps.utils.booth_main": ["main"],
     "torchx.apps.utils.copy_main": ["main"],
     "torchx.apps.utils.process_monitor": ["main", "TIMEOUT_EXIT_CODE"],

@@ -313,3 +313,17 @@ def test_a_sweep_is_one_row_and_its_page_shows_the_trials_as_tx_status(ui, txm):
     events = ui.events("/events/sweep", handle=sweep)
     assert [e["event"] for e in events] == ["sweep", "end"]
     assert json.loads(events[0]["data"])["terminal"] is True
+
+
+def test_a_run_or_sweep_handle_with_no_record_is_never_shown_as_an_app(ui):
+    # the kind follows from the handle's syntax (tx.runner.handles): no record is read to learn
+    # it, and a run's or sweep's id is never asked of its scheduler as an app's
+    run, sweep = "local_cwd://tx/run-gone-0123abcd", "local_cwd://tx/sweep-gone-0123abcd"
+    for handle, needle in ((run, f"no run {run} on this host"), (f"{sweep}/2", f"no sweep {sweep} on this host"),
+                           (sweep, f"{sweep} is a sweep: its page is /sweep?handle=")):
+        status, body = ui.get("/app", handle=handle)
+        assert status == 404, (handle, status)
+        assert needle in html.unescape(body), handle
+        assert "does not know it" not in body
+    assert f"no sweep {sweep} on this host" in html.unescape(ui.get("/sweep", handle=sweep)[1])
+    assert "local_cwd://tx/app-1 is not a sweep's handle" in html.unescape(ui.get("/sweep", handle="local_cwd://tx/app-1")[1])

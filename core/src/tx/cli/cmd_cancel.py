@@ -9,7 +9,7 @@ import sys
 import time
 
 from tx.cli._common import make_runner
-from tx.cli.cmd_sweep import looks_like_sweep, split_trial, sweep_cancel
+from tx.cli.cmd_sweep import sweep_cancel
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError, unknown_app
 
@@ -19,20 +19,24 @@ __all__ = ["COMMAND"]
 def _cancel(args: argparse.Namespace) -> int:
     handle = args.app_handle
     with make_runner() as runner:
-        if looks_like_sweep(handle):
-            sweep, trial, _tail = split_trial(handle)
-            if trial is None:
-                return sweep_cancel(runner, sweep, wait=not args.no_wait, timeout=args.timeout)
+        # the handles floor (the runner is loaded by now): the kind follows from the syntax
+        from tx.runner.handles import SweepRef, TrialRef, parse
+
+        ref = parse(handle)
+        if isinstance(ref, SweepRef):  # no such sweep recorded here: UnknownSweepError
+            return sweep_cancel(runner, ref.handle, wait=not args.no_wait, timeout=args.timeout)
+        if isinstance(ref, TrialRef):
             # the sweep record: only for a sweep's trial
             from tx.runner.sweep import cancel_trial
 
+            sweep, trial = ref.sweep.handle, ref.index
             app = cancel_trial(sweep, trial)
             if app is None:
                 print(f"tx cancel: trial {trial} of {sweep} was not submitted yet: it will not be "
                       f"(`tx sweep resume {sweep}` submits it)", file=sys.stderr)
                 return 0
             handle = app  # the trial's last attempt, cancelled as any app
-        status = runner.status(handle)
+        status = runner.status(handle)  # of a run with no record here: UnknownRunError
         if status is None:
             raise unknown_app(handle, runner)
         if status.is_terminal():

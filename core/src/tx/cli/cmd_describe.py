@@ -8,7 +8,7 @@ import json
 import sys
 
 from tx.cli._common import make_runner
-from tx.cli.cmd_sweep import looks_like_sweep, sweep_describe
+from tx.cli.cmd_sweep import sweep_describe
 from tx.cli.command import Argument, Command
 from tx.cli.errors import unknown_app
 
@@ -18,8 +18,12 @@ __all__ = ["COMMAND"]
 def _describe(args: argparse.Namespace) -> int:
     with make_runner() as runner:
         handle = args.app_handle
-        if looks_like_sweep(handle):
-            trial_app, app = sweep_describe(runner, handle)
+        # the handles floor (the runner is loaded by now): the kind follows from the syntax
+        from tx.runner.handles import SweepRef, TrialRef, parse
+
+        ref = parse(handle)
+        if isinstance(ref, (SweepRef, TrialRef)):  # no such sweep or trial: UnknownSweepError
+            trial_app, app = sweep_describe(runner, ref)
             if trial_app is None and isinstance(app, dict):  # the sweep itself: its record
                 if args.json:
                     print(json.dumps(app, indent=2))
@@ -30,7 +34,7 @@ def _describe(args: argparse.Namespace) -> int:
                 return 0
             handle = trial_app or handle
         else:
-            app = runner.describe(handle)
+            app = runner.describe(handle)  # of a run with no record here: UnknownRunError
         if app is None:
             raise unknown_app(handle, runner)
         # serialization (yaml) is imported when the command runs, not when its parser is built

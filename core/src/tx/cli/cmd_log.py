@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 
 from tx.cli._common import make_runner
 from tx.cli._relay import Relay
-from tx.cli.cmd_sweep import looks_like_sweep, sweep_log_identifier
+from tx.cli.cmd_sweep import sweep_log_identifier
 from tx.cli.command import Argument, Command
 from tx.cli.errors import CLIError, unknown_app
 
@@ -148,12 +148,21 @@ def _log(args: argparse.Namespace) -> int:
     last = getattr(args, "last", None)
     if last is not None and args.tail:
         raise CLIError(f"--tail {last} prints the last {last} lines; -f follows: give one of them", 2)
-    if looks_like_sweep(identifier):
-        identifier = sweep_log_identifier(identifier)
-    handle, role, ids = parse_identifier(identifier)
     since, until = parse_time(args.since), parse_time(args.until)
     filtered = bool(args.regex or since or until)
     with make_runner() as runner:
+        # the handles floor (the runner is loaded by now): the kind follows from the syntax
+        from tx.runner.handles import SweepRef, TrialRef, split
+        from tx.specs.api import MalformedAppHandleException
+
+        try:
+            ref, tail = split(identifier)
+        except MalformedAppHandleException:
+            parse_identifier(identifier)  # the log grammar's own error, where it has one (exit 2)
+            raise
+        if isinstance(ref, (SweepRef, TrialRef)):  # no such sweep or trial: UnknownSweepError
+            identifier = sweep_log_identifier(ref, tail)
+        handle, role, ids = parse_identifier(identifier)
         replicas = _replicas(runner, handle, role, ids)
         relay = Relay(sys.stdout.buffer)
         for r, k in replicas:

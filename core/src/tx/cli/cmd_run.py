@@ -154,21 +154,21 @@ def run(args: argparse.Namespace, *, unknown_cfg_keys: str = UNKNOWN_CFG_KEYS,
         cfg = _parse_cfg(runner, scheduler, args.cfg, unknown_cfg_keys)
         app = _load_app(runner, component, comp_args)
         workspace = args.workspace if args.workspace is not None else config_default("run", "workspace")
-        info = runner.dryrun(app, scheduler, cfg, workspace=workspace or None,
-                             parent_run_id=args.parent_run_id, name=args.name, resume=args.resume)
+        chain, pending = _fallback(runner, scheduler, args)
+        if len(chain) < 2:
+            info = runner.dryrun(app, scheduler, cfg, workspace=workspace or None,
+                                 parent_run_id=args.parent_run_id, name=args.name, resume=args.resume)
+        else:  # every hop dry-runs once, the first too: what --dryrun prints is what is submitted
+            run = runner.dryrun_with_fallback(app, [(scheduler, cfg), *chain[1:]], pending, workspace or None,
+                                              args.parent_run_id, name=args.name, resume=args.resume)
+            info = run.first
         if args.dryrun:
             _print_dryrun(info)
             return 0
-        chain, pending = _fallback(runner, scheduler, args)
         wait = args.wait or args.log or (is_local(runner, scheduler) and not args.detach)
 
         def submit() -> str:
-            if len(chain) < 2:
-                return runner.schedule(info)
-            # the checkpoint location the dryrun decided (and printed with --dryrun) is the run's
-            return runner.run_with_fallback(_with_checkpoint(app, info._app), [(scheduler, cfg), *chain[1:]], pending,
-                                            workspace=workspace or None, parent_run_id=args.parent_run_id,
-                                            name=args.name)
+            return runner.schedule(info) if len(chain) < 2 else runner.schedule_with_fallback(run)
         if args.detach or not wait:
             handle = submit()
             _say(sys.stdout, handle + "\n")
@@ -193,23 +193,6 @@ def run(args: argparse.Namespace, *, unknown_cfg_keys: str = UNKNOWN_CFG_KEYS,
         _say(sys.stderr, summary(handle, status, seconds, logs_shown=relay))
         auto_gc(runner, scheduler)
         return 0 if status.state.name == "SUCCEEDED" else 1
-
-
-def _with_checkpoint(app: AppDef, dried: Optional[AppDef]) -> AppDef:
-    """``app`` with the checkpoint env (``TX_CHECKPOINT_DIR``, ``TX_RESUME_FROM``) that its
-    dryrun ``dried`` gave each role."""
-    # attrs and the environment names only for a run with failover
-    import attrs
-
-    from tx.config.environ import CHECKPOINT_DIR, RESUME_FROM
-
-    if dried is None:
-        return app
-    roles = []
-    for role, done in zip(app.roles, dried.roles):
-        keep = {k: done.env[k] for k in (CHECKPOINT_DIR, RESUME_FROM) if k in done.env}
-        roles.append(attrs.evolve(role, env={**keep, **role.env}))
-    return attrs.evolve(app, roles=roles)
 
 
 def _app_name(text: str) -> str:

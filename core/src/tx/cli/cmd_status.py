@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from tx.cli._common import make_runner
 from tx.cli._format import STATE_COLORS, color_state
-from tx.cli.cmd_sweep import looks_like_sweep, sweep_status
+from tx.cli.cmd_sweep import sweep_status
 from tx.cli.command import Argument, Command
 from tx.cli.errors import unknown_app
 from tx.views import status_text as render  # the text tx ui shows too
@@ -43,23 +43,19 @@ def _times(runner: Any, handle: str) -> Any:
     return num("started"), num("ended")
 
 
-def _run_of(runner: Any, handle: str) -> Any:
-    """True-ish when ``handle`` is a run with failover recorded on this host."""
-    from tx.runner.failover import is_run_handle  # the run records: only for a run's handle
-
-    return is_run_handle(handle) or None
-
-
 def _status(args: argparse.Namespace) -> int:
     handle, trial = args.app_handle, None
     with make_runner() as runner:
-        if looks_like_sweep(handle):
-            trial = sweep_status(runner, handle, args.json)
+        # the handles floor (the runner is loaded by now): the kind follows from the syntax
+        from tx.runner.handles import RunRef, SweepRef, TrialRef, parse
+
+        ref = parse(handle)
+        if isinstance(ref, (SweepRef, TrialRef)):  # no such sweep or trial: UnknownSweepError
+            trial = sweep_status(runner, ref, args.json)
             if trial is None:
                 return 0
             handle = trial[0]  # a submitted trial: its last attempt's app, headed by the trial
-        run = _run_of(runner, handle)
-        status = runner.status(handle)
+        status = runner.status(handle)  # of a run with no record here: UnknownRunError
         if status is None:
             raise unknown_app(handle, runner)
         roles = [r for r in args.roles.split(",") if r] or None
@@ -68,7 +64,7 @@ def _status(args: argparse.Namespace) -> int:
                 print(json.dumps({"trial": trial[2], "status": status.to_json(roles)}, indent=2))
                 return 0
             sys.stdout.write(trial[1])
-        if run is not None:
+        if isinstance(ref, RunRef):
             run = runner.run_status(handle)
             if args.json:
                 print(json.dumps({"run": run.to_json(), "status": status.to_json(roles)}, indent=2))

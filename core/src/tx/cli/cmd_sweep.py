@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import signal
 import sys
 import time
@@ -29,47 +28,20 @@ from tx.cli.errors import CLIError
 if TYPE_CHECKING:
     from tx.runner import Runner
 
-__all__ = ["COMMAND", "collapse_sweeps", "looks_like_sweep", "split_trial", "sweep_cancel", "sweep_describe",
-           "sweep_log_identifier", "sweep_status"]
+__all__ = ["COMMAND", "collapse_sweeps", "sweep_cancel", "sweep_describe", "sweep_log_identifier",
+           "sweep_status"]
 
-# the id part of a sweep handle (tx.runner.sweep._ID): tested before importing anything
-_SWEEP = re.compile(r"^[A-Za-z0-9_.\-]+://[^/]+/sweep-[a-z0-9-]*[0-9a-f]{8}")
 _APPDEF_EXTS = (".yaml", ".yml", ".json")
-
-
-def looks_like_sweep(text: str) -> bool:
-    """Whether ``text`` starts with a sweep handle that is recorded on this host."""
-    m = _SWEEP.match(text or "")
-    if not m:
-        return False
-    # the sweep record is read when a handle looks like a sweep's (see the module docstring)
-    from tx.runner.sweep import is_sweep_handle
-
-    return is_sweep_handle(m.group(0))
-
-
-def split_trial(text: str) -> Tuple[str, Optional[int], str]:
-    """``SWEEP[/TRIAL[/REST]]`` (``text`` :func:`looks_like_sweep`) -> (the sweep handle, the
-    trial's index or None, the rest, "" if none).
-
-    Raises:
-        CLIError: what follows the sweep handle is not ``/TRIAL`` (a whole number).
-    """
-    m = _SWEEP.match(text)
-    assert m is not None
-    handle, rest = m.group(0), text[m.end():]
-    if not rest.strip("/"):
-        return handle, None, ""
-    trial, _, tail = rest.strip("/").partition("/")
-    if not rest.startswith("/") or not trial.isdigit():
-        raise CLIError(f"{text!r}: a sweep's trial is {handle}/TRIAL, TRIAL a number (see `tx status {handle}`)", 2)
-    return handle, int(trial), tail
 
 
 def trial_header(handle: str, index: int) -> Tuple[Optional[str], Dict[str, Any]]:
     """Trial ``index`` of sweep ``handle``: (its last attempt's app handle, None before it
-    is submitted; what ``tx status SWEEP/TRIAL`` says of the trial, as JSON)."""
-    # see looks_like_sweep
+    is submitted; what ``tx status SWEEP/TRIAL`` says of the trial, as JSON).
+
+    Raises:
+        tx.runner.sweep.UnknownSweepError: no such sweep recorded here, or no such trial.
+    """
+    # the sweep records: only for a sweep's handle (the runner is loaded by then)
     from tx.runner.sweep import trial, trial_handle
 
     rec, t = trial(handle, index)
@@ -79,7 +51,7 @@ def trial_header(handle: str, index: int) -> Tuple[Optional[str], Dict[str, Any]
 
 
 def _trial_text(head: Dict[str, Any]) -> str:
-    # see looks_like_sweep
+    # the sweep model: only for a sweep's trial
     from tx.specs.sweep import format_value
 
     params = " ".join(f"{k}={format_value(v)}" for k, v in head["params"].items())
@@ -87,12 +59,13 @@ def _trial_text(head: Dict[str, Any]) -> str:
             f"  Attempts: {head['attempts']}\n  App: {head['app_handle'] or '-'}\n")
 
 
-def sweep_status(runner: Runner, text: str, as_json: bool) -> Optional[Tuple[str, str, Dict[str, Any]]]:
-    """``tx status SWEEP``: print the trial table (or JSON) and return None. ``tx status
-    SWEEP/TRIAL``: a trial not submitted yet is printed here (None returned); a submitted
-    one is returned as (its app handle, the text to print above its app's status, the
-    trial as JSON) for ``tx status`` to show as an app's."""
-    handle, index, _tail = split_trial(text)
+def sweep_status(runner: Runner, ref: Any, as_json: bool) -> Optional[Tuple[str, str, Dict[str, Any]]]:
+    """``tx status SWEEP`` (``ref`` a :class:`tx.runner.handles.SweepRef`): print the trial
+    table (or JSON) and return None. ``tx status SWEEP/TRIAL`` (a ``TrialRef``): a trial not
+    submitted yet is printed here (None returned); a submitted one is returned as (its app
+    handle, the text to print above its app's status, the trial as JSON) for ``tx status``
+    to show as an app's. Raises UnknownSweepError: no such sweep or trial recorded here."""
+    handle, index = _sweep_index(ref)
     if index is None:
         status = runner.sweep_status(handle)
         if as_json:
@@ -109,6 +82,28 @@ def sweep_status(runner: Runner, text: str, as_json: bool) -> Optional[Tuple[str
     else:
         sys.stdout.write(_trial_text(head) + f"  State: {state} (not submitted)\n")
     return None
+
+
+def _sweep_index(ref: Any) -> Tuple[str, Optional[int]]:
+    """(the sweep's handle, the trial's index or None) of a SweepRef or a TrialRef."""
+    index = getattr(ref, "index", None)
+    return (ref.sweep.handle if index is not None else ref.handle), index
+
+
+def _sweep_handle(text: str) -> str:
+    """``text``, a sweep's handle (:func:`tx.runner.handles.parse`).
+
+    Raises:
+        CLIError: another kind of handle (an app's, a run's, a trial's).
+        MalformedAppHandleException: not a handle.
+    """
+    # the handles floor: only for a command given a handle (the runner is loaded by then)
+    from tx.runner.handles import SweepRef, parse
+
+    ref = parse(text)
+    if not isinstance(ref, SweepRef):
+        raise CLIError(f"{text!r} is not a sweep's handle ({{scheduler}}://{{session}}/sweep-NAME-XXXXXXXX)", 2)
+    return ref.handle
 
 
 def _indexes(indexes: List[int]) -> str:
@@ -159,14 +154,15 @@ def sweep_cancel(runner: Runner, handle: str, wait: bool = True, timeout: float 
     return 0
 
 
-def sweep_describe(runner: Runner, text: str) -> Tuple[Optional[str], Any]:
-    """``tx describe SWEEP``: (None, the sweep's definition, a dict from its record);
-    ``tx describe SWEEP/TRIAL``: (the trial's last attempt's app handle, None before it is
-    submitted; its AppDef, None where the scheduler no longer knows it)."""
-    # see looks_like_sweep
+def sweep_describe(runner: Runner, ref: Any) -> Tuple[Optional[str], Any]:
+    """``tx describe SWEEP`` (a SweepRef): (None, the sweep's definition, a dict from its
+    record); ``tx describe SWEEP/TRIAL`` (a TrialRef): (the trial's last attempt's app
+    handle, None before it is submitted; its AppDef, None where the scheduler no longer
+    knows it). Raises UnknownSweepError: no such sweep or trial recorded here."""
+    # the sweep records: only for a sweep's handle
     from tx.runner.sweep import describe_sweep, trial_appdef
 
-    handle, index, _tail = split_trial(text)
+    handle, index = _sweep_index(ref)
     if index is None:
         return None, describe_sweep(handle)
     app, _head = trial_header(handle, index)
@@ -177,14 +173,15 @@ def sweep_describe(runner: Runner, text: str) -> Tuple[Optional[str], Any]:
 _ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN", "UNSUBMITTED")
 
 
-def sweep_log_identifier(text: str) -> str:
-    """``SWEEP/TRIAL[/ROLE[/REPLICAS]]`` -> the trial's last attempt's log identifier
-    (``APP_HANDLE[/ROLE[/REPLICAS]]``).
+def sweep_log_identifier(ref: Any, tail: str) -> str:
+    """``SWEEP/TRIAL[/ROLE[/REPLICAS]]`` (``ref`` the SweepRef or TrialRef, ``tail`` what
+    follows it) -> the trial's last attempt's log identifier (``APP_HANDLE[/ROLE[/REPLICAS]]``).
 
     Raises:
-        CLIError: no trial number, or no such trial, or the trial was not submitted yet.
+        CLIError: no trial number, or the trial was not submitted yet.
+        UnknownSweepError: no such sweep or trial recorded here.
     """
-    handle, trial, tail = split_trial(text)
+    handle, trial = _sweep_index(ref)
     if trial is None:
         raise CLIError(f"log of a sweep: name a trial, {handle}/TRIAL[/ROLE[/REPLICAS]] (see `tx status {handle}`)", 2)
     app, _head = trial_header(handle, trial)
@@ -195,7 +192,7 @@ def sweep_log_identifier(text: str) -> str:
 
 def collapse_sweeps(runner: Runner, scheduler: str, apps: List[Any]) -> List[Any]:
     """``tx list``: the apps of ``scheduler`` with each sweep's trials as one row."""
-    # see looks_like_sweep
+    # the sweep records: only when listing
     from tx.runner.sweep import collapse_listed, list_records
 
     records = list_records(scheduler, runner.name())
@@ -310,7 +307,7 @@ def _resume(runner: Runner, rest: List[str], wait: bool) -> int:
     rest = [r for r in rest if r != "--wait"]
     if len(rest) != 1 or rest[0].startswith("-"):
         raise CLIError("usage: tx sweep resume [--wait] SWEEP_HANDLE", 2)
-    handle = rest[0]
+    handle = _sweep_handle(rest[0])
     if not wait:
         resumed = runner.resume_sweep(handle)
         print(f"{handle}: resumed {len(resumed)} trial(s){': ' + ','.join(map(str, resumed)) if resumed else ''}")
@@ -325,7 +322,7 @@ def _resume(runner: Runner, rest: List[str], wait: bool) -> int:
 
 def _best(runner: Runner, rest: List[str]) -> int:
     """``tx sweep best SWEEP --metric NAME [--max|--min] [-n N] [--json]``."""
-    # see looks_like_sweep
+    # the sweep code: only when `tx sweep best` runs
     from tx.cli.command import ArgumentParser
     from tx.runner.sweep import best_trials
     from tx.specs.sweep import format_value
@@ -339,7 +336,7 @@ def _best(runner: Runner, rest: List[str]) -> int:
     p.add_argument("-n", type=_positive, default=1, help="show the best N trials (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON lines")
     a = p.parse_args(rest)
-    for m in best_trials(runner.engine, a.sweep_handle, a.metric, a.maximize)[:a.n]:
+    for m in best_trials(runner.engine, _sweep_handle(a.sweep_handle), a.metric, a.maximize)[:a.n]:
         if a.json:
             print(json.dumps({"trial": m.index, "params": m.params, a.metric: m.value, "app_handle": m.app_handle}))
         else:

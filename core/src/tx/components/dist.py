@@ -26,6 +26,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
 from tx.components.structured_arg import StructuredJArgument, StructuredNameArgument
+from tx.schedulers.ids import unreserved
 
 __all__ = ["ddp", "parse_nnodes", "spmd", "TORCH_DEBUG_FLAGS"]
 
@@ -228,8 +229,11 @@ def ddp(
     else:
         entrypoint, args = "torchrun", torchrun_args
     role_name = StructuredNameArgument.parse_from(name="/", m=m, script=script).run_name
+    # a run name tx derived from the program (``--script run.py``) is kept out of the names
+    # tx keeps for run and sweep handles; one the user gave is checked when the app is run
+    derived = not (name.partition("/")[2] if "/" in name else name)
     return specs.AppDef(
-        name=argname.run_name,
+        name=unreserved(argname.run_name) if derived else argname.run_name,
         roles=[
             specs.Role(
                 name=role_name,

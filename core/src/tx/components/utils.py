@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 
 import tx.specs as specs
 from tx.components import DEFAULT_IMAGE
+from tx.schedulers.ids import unreserved
 
 __all__ = ["binary", "booth", "copy", "echo", "python", "sh", "touch"]
 
@@ -22,10 +23,12 @@ def _small() -> specs.Resource:
 def _program_app_name(m: Optional[str], script: Optional[str]) -> str:
     """The app name of what runs: ``--script dir/train.py`` -> ``train``, ``-m pkg.mod`` ->
     ``mod``, otherwise (``-c``) ``python``; characters an app name cannot hold become ``_``
-    and it is cut to the 40 characters :func:`tx.specs.check_app_name` allows."""
+    and it is cut to the 40 characters :func:`tx.specs.check_app_name` allows; a name tx keeps
+    for run and sweep handles gets ``app-`` before it (``run.py`` -> ``app-run``,
+    :func:`tx.schedulers.ids.unreserved`)."""
     stem = m.rpartition(".")[2] if m else os.path.splitext(os.path.basename(script or ""))[0]
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).lstrip("_.-")[:40]
-    return stem or "python"
+    return unreserved(stem) if stem else "python"
 
 
 def echo(msg: str = "hello world", image: str = DEFAULT_IMAGE, num_replicas: int = 1) -> specs.AppDef:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import attrs
@@ -17,6 +16,7 @@ import attrs
 from tx.config.environ import state_dir
 from tx.config.trackers import configured_trackers
 from tx.errors import UserError
+from tx.runner.handles import SWEEP_ID
 from tx.runner._records import flocked, read_all, write_json
 from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.specs.sweep import SweepFormatError
@@ -24,7 +24,7 @@ from tx.tracker.api import build_trackers
 
 __all__: List[str] = []  # private: tx.runner.sweep re-exports what is public
 
-_ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
+_ID = SWEEP_ID  # the form of the ids (tx.runner.handles): one definition
 
 
 class UnknownSweepError(UserError, LookupError):

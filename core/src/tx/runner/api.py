@@ -86,7 +86,6 @@ class Runner:
         """Close every scheduler this runner created (idempotent)."""
         self._engine.close()
 
-    # -- schedulers ------------------------------------------------------------------
     def scheduler_backends(self) -> List[str]:
         """Names of the installed schedulers (or of the ``scheduler_factories`` given)."""
         return self._engine.scheduler_backends()
@@ -118,7 +117,6 @@ class Runner:
         """The hop's run options (:func:`tx.runner.options.merge`, as the ``tx`` command's)."""
         return options.merge(scheduler, self._engine.run_opts(scheduler), cfg)
 
-    # -- submitting ------------------------------------------------------------------
     def dryrun(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None,
                workspace: Optional[str] = None, parent_run_id: Optional[str] = None, name: Optional[str] = None,
                job_id: Optional[str] = None, resume: Optional[str] = None) -> AppDryRunInfo[Any]:
@@ -163,24 +161,33 @@ class Runner:
     def run_with_fallback(self, app: AppDef, schedulers: List[Union[str, tuple]], pending_timeout: Optional[float] = None,
                           workspace: Optional[str] = None, parent_run_id: Optional[str] = None, watch: bool = True,
                           name: Optional[str] = None, resume: Optional[str] = None) -> str:
-        """Run ``app`` on the first of ``schedulers`` (names or ``(name, cfg)``), failing over to
-        the next when it is PENDING ``pending_timeout`` s after its submission (None: never) or
-        failed with an infrastructure failure; the hop left is cancelled, and the cancel
-        confirmed, first (docs/recovery.md). Hops' options are merged now; every hop keeps the
-        run's ``TX_CHECKPOINT_DIR`` and ``TX_JOB_ID`` (the run handle, returned). ``watch``: a
-        detached watcher follows the run. ``name``, ``resume``: as in :meth:`dryrun`. Raises
-        ValueError (empty chain, a scheduler twice, timeout <= 0) and what :meth:`dryrun` raises."""
+        """Run ``app`` on the first of ``schedulers`` (names or ``(name, cfg)``), failing over to the next
+        when PENDING ``pending_timeout`` s (None: never) or failed by the infrastructure (docs/recovery.md):
+        :meth:`dryrun_with_fallback`, :meth:`schedule_with_fallback`; the run handle. Raises as they do."""
+        return self.schedule_with_fallback(self.dryrun_with_fallback(
+            app, schedulers, pending_timeout, workspace, parent_run_id, watch, name, resume))
+
+    def dryrun_with_fallback(self, app: AppDef, schedulers: List[Union[str, tuple]],
+                             pending_timeout: Optional[float] = None, workspace: Optional[str] = None,
+                             parent_run_id: Optional[str] = None, watch: bool = True, name: Optional[str] = None,
+                             resume: Optional[str] = None) -> "failover.RunDryRunInfo":
+        """The run :meth:`run_with_fallback` creates, checked (each scheduler dry-runs once; ``.first``:
+        the first hop's), not submitted; options merged now; every hop keeps the run's checkpoint
+        location and ``TX_JOB_ID``. ``watch``: a watcher follows it. ``name``, ``resume``: as in
+        :meth:`dryrun`. Raises ValueError, ChainRefusedError, and what :meth:`dryrun` raises."""
         if name is not None:
             app = attrs.evolve(app, name=check_app_name(name))
         if resume is not None:  # every hop keeps it: the run's record holds it in the roles' env
             ckpt = self.checkpoint_env(resume)
             app = attrs.evolve(app, roles=[r if r.env.get(CHECKPOINT_DIR) else attrs.evolve(r, env={**ckpt, **r.env})
                                            for r in app.roles])
-        # every hop's options merged once, now, as the first hop's (kept in the run's record)
-        chain = [(s, self._merged(s, None)) if isinstance(s, str) else (s[0], self._merged(s[0], s[1]))
-                 for s in schedulers]
-        rec = _failover().create(self._engine, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
-        if watch:
+        chain = [(s, self._merged(s, None)) if isinstance(s, str) else (s[0], self._merged(s[0], s[1])) for s in schedulers]
+        return _failover().prepare(self._engine, app, chain, pending_timeout, workspace, parent_run_id, watch=watch)
+
+    def schedule_with_fallback(self, dryrun_info: "failover.RunDryRunInfo") -> str:
+        """Record and start the run :meth:`dryrun_with_fallback` checked; its handle (raises as :meth:`schedule`)."""
+        rec = _failover().launch(self._engine, dryrun_info)
+        if rec.watch:
             _failover().ensure_watcher(new_run=True)
         return rec.handle
 
@@ -218,7 +225,6 @@ class Runner:
         return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
                                                    workspace, parent_run_id, name, resume=resume))
 
-    # -- sweeps ----------------------------------------------------------------------
     def dryrun_sweep(self, app_or_component: Union[AppDef, str], spec: Any, scheduler: str,
                      component_args: Optional[List[str]] = None, cfg: Optional[Mapping[str, CfgVal]] = None,
                      max_parallel: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
@@ -258,7 +264,6 @@ class Runner:
         same trials); returns their indexes. Raises as :meth:`sweep_status`."""
         return _sweep().resume_sweep(self._engine, sweep_handle)
 
-    # -- handles -----------------------------------------------------------------------
     def _app(self, ref: Ref) -> AppRef:
         """The app a reference names: an app's own, a trial's last attempt's (a sweep's or a
         run's id, asked of its scheduler as an app id, names none there)."""
@@ -306,10 +311,8 @@ class Runner:
         self._engine.cancel(self._app(ref))
 
     def stop(self, app_handle: AppHandle) -> None:
-        """Deprecated alias of :meth:`cancel` (TorchX's name); warns with
-        PendingDeprecationWarning."""
-        warnings.warn("Runner.stop is deprecated, use Runner.cancel", PendingDeprecationWarning,
-                      stacklevel=2)
+        """Deprecated alias of :meth:`cancel` (TorchX's name); warns with PendingDeprecationWarning."""
+        warnings.warn("Runner.stop is deprecated, use Runner.cancel", PendingDeprecationWarning, stacklevel=2)
         self.cancel(app_handle)
 
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
@@ -356,7 +359,6 @@ class Runner:
         """The apps ``scheduler`` can see, with handles (raises PartialListError, SchedulerError)."""
         return self._engine.list(scheduler)
 
-    # -- the log archive (tx.runner.archiver, docs/recovery.md) ---------------------------
     @property
     def log_archive(self) -> Optional["LogArchive"]:
         """The :class:`tx.runner.archive.LogArchive` this runner copies logs into (default:
@@ -393,7 +395,6 @@ def _sweep() -> Any:
 
 def get_runner(name: Optional[str] = None, component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
                **scheduler_params: Any) -> Runner:
-    """A :class:`Runner` for session ``name`` (default ``tx``); ``scheduler_params`` go to
-    every scheduler factory."""
+    """A :class:`Runner` for session ``name`` (default ``tx``); ``scheduler_params`` go to every scheduler factory."""
     return Runner(name or DEFAULT_SESSION, component_defaults=component_defaults,
                   scheduler_params=scheduler_params)

@@ -46,8 +46,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
-import secrets
 import subprocess
 import sys
 import time
@@ -61,11 +59,11 @@ from tx.config.run_options import env_run_opts
 from tx.durations import format_duration
 from tx.errors import UserError
 from tx.log import get_logger
-from tx.runner._runs import (ChainRefusedError, Hop, RunListAppResponse, RunRecord, RunStatus, UnknownRunError,
-                             collapse_listed, is_run_handle, list_records, load_record, locked, prune, record_path,
-                             write_record)
+from tx.runner._runs import (ChainRefusedError, Hop, RunDryRunInfo, RunListAppResponse, RunRecord, RunStatus,
+                             UnknownRunError, capture_context, collapse_listed, in_context, is_run_handle, list_records,
+                             load_record, locked, prune, record_path, write_record)
 from tx.runner.engine import Engine
-from tx.runner.handles import AppRef
+from tx.runner.handles import AppRef, new_run_id
 from tx.schedulers.api import PartialListError, SchedulerError
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
@@ -73,8 +71,8 @@ from tx.specs.handles import make_app_handle, parse_app_handle
 from tx.specs.status import AppStatus, FailureKind
 
 __all__ = [
-    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunListAppResponse", "RunRecord", "RunStatus", "UnknownRunError",
-    "HopReader", "cancel", "collapse_listed", "create", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
+    "CANCEL_CONFIRM_S", "ChainRefusedError", "Hop", "RunDryRunInfo", "RunListAppResponse", "RunRecord", "RunStatus",
+    "UnknownRunError", "HopReader", "cancel", "collapse_listed", "create", "launch", "prepare", "ensure_watcher", "is_run_handle", "list_records", "load_record", "poll",
     "prune", "record_path", "run_status", "start_watcher", "step", "watcher_lock_path",
 ]
 
@@ -88,20 +86,25 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
            pending_timeout: Optional[float], workspace: Optional[str] = None,
            parent_run_id: Optional[str] = None, watch: bool = True) -> RunRecord:
     """Record a new run of ``app`` over ``chain`` (``[(scheduler, cfg), ...]``) and submit
-    its first hop; returns the record (its ``handle`` is the run handle). ``watch``: a
-    watcher follows the run (it is not started here: :func:`ensure_watcher`).
+    its first hop: :func:`prepare`, then :func:`launch`; returns the record (its ``handle``
+    is the run handle). Raises what they raise."""
+    return launch(engine, prepare(engine, app, chain, pending_timeout, workspace, parent_run_id, watch))
 
-    Every scheduler of the chain dry-runs the app first (its run options, the workspace),
-    in this process: the environment and working directory are kept in the record as the
-    run's launch context, and each hop's run options with the ``TX_*``/``TORCHX_*``
-    variables of this environment merged in.
+
+def prepare(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, Any]]],
+            pending_timeout: Optional[float], workspace: Optional[str] = None,
+            parent_run_id: Optional[str] = None, watch: bool = True) -> RunDryRunInfo:
+    """A new run of ``app`` over ``chain``, checked but not recorded or submitted: every
+    scheduler of the chain dry-runs the app once (its run options, the workspace), in this
+    process; the environment and working directory are kept in the record as the run's
+    launch context, and each hop's run options with the ``TX_*``/``TORCHX_*`` variables of
+    this environment merged in. ``watch``: a watcher is to follow the run (it is not
+    started here: :func:`ensure_watcher`).
 
     Raises:
         ValueError: an empty chain, a scheduler twice, a pending timeout <= 0.
-        ChainRefusedError: a fallback scheduler's dryrun refused the app (nothing is
-            recorded or submitted).
-        what :meth:`tx.runner.Runner.dryrun` and ``schedule`` raise, for the first scheduler
-        (nothing is recorded then).
+        ChainRefusedError: a fallback scheduler's dryrun refused the app.
+        what :meth:`tx.runner.Runner.dryrun` raises, for the first scheduler.
     """
     names = [s for s, _cfg in chain]
     if not names:
@@ -111,8 +114,7 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
     if pending_timeout is not None and pending_timeout <= 0:
         raise ValueError(f"pending_timeout must be > 0 seconds, got {pending_timeout:g}")
     session = engine.session
-    stem = re.sub(r"[^a-z0-9]+", "-", app.name.lower()).strip("-")[:24]
-    run_id = f"run-{stem + '-' if stem else ''}{secrets.token_hex(4)}"
+    run_id = new_run_id(app.name)
     ckpt = checkpoint_url(names[0], session, run_id)  # this run's alone; every hop keeps it
     app = attrs.evolve(app, roles=[attrs.evolve(r, env={CHECKPOINT_DIR: ckpt, **r.env}) for r in app.roles])
     rec = RunRecord(run_id=run_id, session=session, name=app.name, appdef=appdef_to_dict(app),
@@ -120,7 +122,7 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
                            for s, c in chain],
                     pending_timeout=pending_timeout, workspace=workspace,
                     parent_run_id=parent_run_id, created=time.time(), watch=watch,
-                    context=_capture_context())
+                    context=capture_context())
     info = _dryrun(engine, rec, names[0])  # errors of the first scheduler before anything is recorded
     for name in names[1:]:  # and of every other: a chain a hop would refuse is refused now
         try:
@@ -128,52 +130,20 @@ def create(engine: Engine, app: AppDef, chain: Sequence[Tuple[str, Mapping[str, 
         except (ValueError, UserError) as e:
             raise ChainRefusedError(f"fallback scheduler {name} refuses this app (nothing was submitted): "
                                     f"{_one_line(e)}") from None
-    hop = Hop(scheduler=names[0], submitted=time.time())
+    return RunDryRunInfo(rec, info)
+
+
+def launch(engine: Engine, prepared: RunDryRunInfo) -> RunRecord:
+    """Record the run :func:`prepare` checked and submit its first hop, as dry-run then
+    (no second dryrun); returns the record. Raises what ``Engine.schedule`` raises."""
+    rec = prepared.record
+    hop = Hop(scheduler=rec.chain[0]["scheduler"], submitted=time.time())
     rec.hops.append(hop)
-    with locked(run_id):
+    with locked(rec.run_id):
         write_record(rec)
-        hop.app_id = engine.schedule(info).app_id
+        hop.app_id = engine.schedule(prepared.first).app_id
         write_record(rec)
     return rec
-
-
-def _capture_context() -> Dict[str, Any]:
-    """The launch context of a run created by this process (:attr:`RunRecord.context`)."""
-    return {"env": dict(os.environ), "cwd": os.getcwd()}
-
-
-@contextlib.contextmanager
-def _in_context(rec: RunRecord) -> Iterator[None]:
-    """Run the body in the run's launch context: ``os.environ`` and the working directory
-    replaced by those the run was created with, restored after (a record without a context:
-    as it is).
-
-    Raises:
-        ValueError: the directory the run was launched in is gone.
-    """
-    ctx = rec.context
-    if not ctx:
-        yield
-        return
-    saved = dict(os.environ)
-    try:
-        here: Optional[str] = os.getcwd()
-    except FileNotFoundError:
-        here = None
-    try:
-        os.chdir(ctx["cwd"])
-    except OSError as e:
-        raise ValueError(f"the directory {rec.handle} was launched in, {ctx['cwd']}, cannot be entered: "
-                         f"{e.strerror}") from None
-    os.environ.clear()
-    os.environ.update(ctx["env"])
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        if here is not None:
-            os.chdir(here)
 
 
 def _ref(hop: Hop, session: str) -> AppRef:
@@ -312,7 +282,7 @@ def _submit(engine: Engine, rec: RunRecord, hop: Hop) -> None:
     refused: Optional[BaseException] = None
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(_in_context(rec))
+            stack.enter_context(in_context(rec))
             info = _dryrun(engine, rec, hop.scheduler)
         except (ValueError, UserError) as e:
             if isinstance(e, SchedulerError):  # the backend cannot be reached now: the next step tries again

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import re
 import os
-from typing import Union
+from typing import Tuple, Union
 
 import attrs
 
+from tx.specs.api import MalformedAppHandleException
+from tx.schedulers.ids import RESERVED_NAME
 from tx.specs.handles import make_app_handle, parse_app_handle
 
 __all__ = [
     "AppRef", "Ref", "RunRef", "SweepRef", "TrialRef", "check_not_reserved", "new_run_id", "new_sweep_id",
-    "parse", "RUN_ID", "SWEEP_ID",
+    "parse", "split", "RUN_ID", "SWEEP_ID",
 ]
 
 #: the form of a run's id
@@ -38,7 +40,8 @@ RUN_ID = re.compile(r"^run-[a-z0-9-]*[0-9a-f]{8}$")
 #: the form of a sweep's id
 SWEEP_ID = re.compile(r"^sweep-[a-z0-9-]*[0-9a-f]{8}$")
 _TRIAL = re.compile(r"^(?P<sweep>.+://.*/sweep-[a-z0-9-]*[0-9a-f]{8})/(?P<index>[0-9]+)$")
-_RESERVED = re.compile(r"^(run|sweep)[-_.]", re.IGNORECASE)
+# a run's or a sweep's handle and what follows it: SWEEP/4/train/0, RUN/train
+_PREFIX = re.compile(r"^(?P<handle>[A-Za-z0-9_.\-]+://[^/]*/(?:run|sweep)-[a-z0-9-]*[0-9a-f]{8})/(?P<rest>.*)$")
 
 
 @attrs.frozen
@@ -127,12 +130,50 @@ def parse(handle: Union[str, "Ref"]) -> "Ref":
         sweep = parse(m.group("sweep"))
         if isinstance(sweep, SweepRef):
             return TrialRef(sweep, int(m.group("index")))
+    if _PREFIX.match(handle or ""):  # RUN/x, SWEEP/x: never an app of session "s/RUN"
+        ref, rest = split(handle)
+        if rest.strip("/"):
+            raise MalformedAppHandleException(handle, f"{rest!r} follows {ref.handle}, which names a "
+                                              f"{'trial' if isinstance(ref, TrialRef) else 'run'}")
+        return ref
     scheduler, session, ident = parse_app_handle(handle)
     if RUN_ID.match(ident):
         return RunRef(scheduler, session, ident)
     if SWEEP_ID.match(ident):
         return SweepRef(scheduler, session, ident)
     return AppRef(scheduler, session, ident)
+
+
+def split(text: str) -> Tuple["Ref", str]:
+    """The reference ``text`` starts with and what follows it after a ``/`` (``""`` if
+    nothing), by syntax alone: ``SWEEP/4/train/0`` is (trial 4 of the sweep, ``"train/0"``),
+    ``APP/train`` is (the app, ``"train"``), ``RUN`` is (the run, ``""``). What follows a
+    sweep's handle is a trial's number first.
+
+    Raises:
+        tx.specs.MalformedAppHandleException: no ``{scheduler}://{session}/{id}`` at the
+            start, or a sweep's handle followed by something other than a trial's number.
+    """
+    m = _PREFIX.match(text or "")
+    head, rest = (m.group("handle"), m.group("rest")) if m else (text, "")
+    if not m:
+        m2 = re.match(r"^(?P<handle>[A-Za-z0-9_.\-]+://[^/]*/[^/]+)(?:/(?P<rest>.*))?$", text or "")
+        if m2 is None:
+            raise MalformedAppHandleException(text)
+        head, rest = m2.group("handle"), m2.group("rest") or ""
+    scheduler, session, ident = parse_app_handle(head)
+    if RUN_ID.match(ident):
+        return RunRef(scheduler, session, ident), rest
+    if not SWEEP_ID.match(ident):
+        return AppRef(scheduler, session, ident), rest
+    sweep = SweepRef(scheduler, session, ident)
+    if not rest.strip("/"):
+        return sweep, ""
+    index, _, tail = rest.partition("/")
+    if not index.isdigit():
+        raise MalformedAppHandleException(text, f"a sweep's trial is {sweep.handle}/TRIAL, TRIAL a number "
+                                          f"(see `tx status {sweep.handle}`)")
+    return TrialRef(sweep, int(index)), tail
 
 
 def _stem(name: str) -> str:
@@ -152,13 +193,15 @@ def new_sweep_id(name: str) -> str:
 
 def check_not_reserved(name: str) -> str:
     """``name`` if an app may have it: one whose ids could take a run's or a sweep's form
-    (``run`` or ``sweep``, any case, then ``-``, ``_`` or ``.``) is refused.
+    (``run`` or ``sweep``, any case, alone or then ``-``, ``_`` or ``.``:
+    :data:`tx.schedulers.ids.RESERVED_NAME`) is refused.
 
     Raises:
         ValueError: a reserved name (one line that says why and what to do).
     """
-    m = _RESERVED.match(name or "")
+    m = RESERVED_NAME.match(name or "")
     if m:
-        raise ValueError(f"app name {name!r} starts with {m.group(0)!r}, which tx keeps for run and sweep "
+        what = f"starts with {m.group(0)!r}, which" if m.group(2) else "is a name"
+        raise ValueError(f"app name {name!r} {what} tx keeps for run and sweep "
                          "handles: give the app another name (--name)")
     return name

@@ -5,7 +5,13 @@ import os
 import re
 import unicodedata
 
-__all__ = ["clean_name", "get_len_random_id", "make_unique", "random_id"]
+__all__ = ["RESERVED_NAME", "clean_name", "get_len_random_id", "make_unique", "random_id", "unreserved"]
+
+#: app names tx keeps for run and sweep handles: ``run`` or ``sweep`` (any case), alone or
+#: followed by ``-``, ``_`` or ``.``. An app so named gets ids such as ``run-<random>`` that can
+#: take the form of a run's or a sweep's id (``run-<name>-<8 hex>``), so that a handle would
+#: name two things; :func:`tx.runner.handles.check_not_reserved` refuses them
+RESERVED_NAME = re.compile(r"^(run|sweep)([-_.]|$)", re.IGNORECASE)
 
 _START = "bcdfghjklmnpqrstvwxz"
 _REST = _START + "012345679"
@@ -52,3 +58,10 @@ def clean_name(name: str, unsafe: str = r"[^A-Za-z0-9_.-]+", fallback: str = "ap
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     out = re.sub(unsafe, "-", ascii_name).strip("-._")
     return out or fallback
+
+
+def unreserved(name: str) -> str:
+    """A name tx derived for an app (from a script or module), made safe from
+    :data:`RESERVED_NAME`: ``run`` (from ``--script run.py``) -> ``app-run``; other names
+    unchanged. A name the user chose is never changed: it is refused instead."""
+    return f"app-{name}" if RESERVED_NAME.match(name or "") else name

@@ -5,7 +5,7 @@ Two ways, same result:
 * ``fork``: fork the launching process twice (the middle process calls ``setsid`` and
   exits at once, so the supervisor is re-parented away from us). No interpreter start-up,
   nothing imported: the fast path. Only safe in a single-threaded process.
-* ``exec``: ``posix_spawn`` a fresh interpreter running ``tx_scheduler_local._supervisor``,
+* ``exec``: ``posix_spawn`` a fresh interpreter running ``tx_scheduler_local._supervise``,
   which forks once to leave us. Costs an interpreter start (~15-30 ms); works anywhere.
 
 ``auto`` forks when this process has one thread (counted in /proc/self/task, so threads
@@ -28,7 +28,7 @@ import traceback
 from typing import Any, Dict
 
 from tx_scheduler_local import _store
-from tx_scheduler_local._supervisor import supervise  # loaded here: a forked child needs no import
+from tx_scheduler_local._supervise import supervise  # loaded here: a forked child needs no import
 
 METHODS = ("auto", "fork", "exec")
 _ACK_TIMEOUT_S = 60.0
@@ -124,7 +124,7 @@ def _exec(app_dir: str, ack_fd: int) -> int:
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = (
         "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-        "from tx_scheduler_local._supervisor import _entry; _entry(sys.argv[1:])"
+        "from tx_scheduler_local._supervise import _entry; _entry(sys.argv[1:])"
     )
     try:
         return os.posix_spawn(

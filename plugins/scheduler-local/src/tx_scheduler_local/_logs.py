@@ -10,12 +10,18 @@ a small read it waits 2 ms more so that a fast writer is relayed in large blocks
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import time
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from tx.schedulers.streams import Stream
+from tx_scheduler_local import _store
 from tx_scheduler_local._inotify import Notifier
-from tx_scheduler_local._relay import TIME_RECORD
+from tx_scheduler_local._relay import FILES, TIME_RECORD
+
+#: the code of each stream in the supervisor's files (``FILES``) and time records
+STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
 
 _CHUNK = 1 << 20
 _RECHECK_S = 1.0
@@ -174,3 +180,64 @@ def open_notifier(state_dir: str, supervisor_pid: Optional[int]) -> Notifier:
     if supervisor_pid:
         n.watch_process(supervisor_pid)
     return n
+
+
+def replica_file(apps_dir: str, app_id: str, request: Dict[str, Any], role_name: str, k: int,
+                 streams: Any) -> Tuple[str, Stream]:
+    """The log file of replica ``k`` of ``role_name`` of the app (its launch ``request``)
+    for ``streams`` (``stdout``, ``stderr``, ``combined`` or None: combined), and the stream.
+
+    Raises:
+        ValueError: unknown stream, role or replica.
+        FileNotFoundError: the file is gone (:func:`check_logs_exist`).
+    """
+    try:
+        stream = Stream.COMBINED if streams is None else Stream(streams)
+    except ValueError:
+        raise ValueError(f"unknown log stream {streams!r}: use stdout, stderr or combined") from None
+    for role in request["roles"]:
+        if role["name"] == role_name:
+            if not isinstance(k, int) or not 0 <= k < len(role["replicas"]):
+                raise ValueError(
+                    f"role {role_name!r} of {app_id} has replicas 0..{len(role['replicas']) - 1}, not {k!r}"
+                )
+            path = os.path.join(role["replicas"][k]["dir"], FILES[STREAM_CODE[stream]])
+            if not os.path.exists(path):
+                check_logs_exist(apps_dir, app_id, request, role_name, k, path)
+            return path, stream
+    names = ", ".join(r["name"] for r in request["roles"])
+    raise ValueError(f"app {app_id} has no role {role_name!r} (roles: {names})")
+
+
+def check_logs_exist(apps_dir: str, app_id: str, request: Dict[str, Any], role_name: str, k: int, path: str) -> None:
+    """Raise FileNotFoundError if the log file ``path`` of a replica is gone: the app's
+    log directory was deleted, or the replica ran (it has attempts) and its file is
+    missing. A replica that has not started yet has no files and is not an error."""
+    log_dir = request["log_dir"]
+    if not os.path.isdir(log_dir):
+        raise FileNotFoundError(
+            f"the logs of {app_id} are gone: {log_dir} does not exist (deleted by hand or by a cleaner of "
+            "the temporary directory?)"
+        )
+    state = _store.read_json(os.path.join(apps_dir, app_id, _store.STATE)) or {}
+    if os.path.exists(path):  # created since it was looked for: the supervisor opens a
+        return  # replica's files just before it records the replica's first attempt
+    for role in state.get("roles") or []:
+        if role.get("name") == role_name:
+            for r in role.get("replicas", []):
+                if r.get("id") == k and r.get("attempts"):
+                    raise FileNotFoundError(f"the log of {role_name}/{k} of {app_id} is gone: {path} does not exist")
+
+
+def epoch(value: Any) -> Optional[float]:
+    """``since``/``until`` as seconds since the epoch (a datetime, naive in local time, or
+    a number); None stays None. Raises TypeError for anything else."""
+    if value is None:
+        return None
+    import datetime as _dt  # only for a time window
+
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"since/until must be datetimes or seconds since the epoch, got {value!r}")

@@ -1,4 +1,5 @@
-"""Process helpers: identity (pid + start time), liveness, descendants, subreaper, killing.
+"""Process helpers: identity (pid + start time), liveness, descendants, subreaper, killing,
+the open-files limit.
 
 Standard library only (the supervisor imports it). Linux uses ``/proc``; elsewhere the
 helpers fall back to ``os.kill(pid, 0)`` and know no descendants.
@@ -152,3 +153,20 @@ def set_child_subreaper() -> bool:
 def set_process_name(name: str) -> None:
     """Set this process's name as ``ps`` and ``top`` show it (Linux, 15 bytes at most)."""
     _prctl(_PR_SET_NAME, name.encode()[:15])
+
+
+def check_fd_limit(replicas: int) -> None:
+    """Raise ValueError if the supervisor of an app of ``replicas`` replicas could not open
+    its files (6 per replica, see :func:`tx_scheduler_local._replica.raise_fd_limit`): the
+    hard limit of open files is below what it needs."""
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 6 * replicas + 24  # its own: std streams, epoll, wake pipe, state and lock files
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise ValueError(
+            f"too many open files: ulimit -n is {soft} (at most {hard}); the supervisor of {replicas} "
+            f"replica(s) needs {needed}: raise it (ulimit -n {needed}) or run fewer replicas"
+        )

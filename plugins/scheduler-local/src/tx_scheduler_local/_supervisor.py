@@ -19,20 +19,18 @@ of everything it starts. It
 ``state.json`` is rewritten (atomically) whenever a state changes, after the output read so
 far has been written, so a reader that sees a terminal state finds complete logs.
 
-It is started by :mod:`._launch`: forked from the launching process (fast), or as
-``python -m tx_scheduler_local._supervisor <app state dir> <ack fd>``.
+It is started by :mod:`._launch` through :mod:`._supervise` (the process: set up,
+acknowledge, run, and the record of a crash): forked from the launching process (fast), or
+as ``python -m tx_scheduler_local._supervise <app state dir> <ack fd>``.
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
 import selectors
 import signal
-import sys
 import time
-import traceback
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
@@ -578,85 +576,6 @@ class Supervisor:
         except OSError:
             pass
 
-    def crashed(self, exc: BaseException) -> None:
-        """Last resort after an unexpected error: kill everything, record FAILED."""
-        self._log("supervisor error:\n" + "".join(traceback.format_exception(exc)))
-        try:
-            self._kill_all_descendants()
-        finally:
-            self.state = "FAILED"
-            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT):
-                self.msg = f"tx supervisor failed: {os_error_text(exc)}" + (f" ({exc.filename})" if exc.filename else "")
-            else:
-                self.msg = f"tx supervisor failed: {type(exc).__name__}: {exc}"
-            for r in self.replicas:  # free descriptors for the state file
-                if r.logs is not None:
-                    try:
-                        r.logs.close()
-                    except OSError:
-                        pass
-                if r.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                    r.state, r.pid = "FAILED", None
-            self.ended = time.time()
-            if self.scope:
-                _where.kill_scope(self.scope, spare=self.pid)
-                _where.leave_scope(self.scope)
-            self.write_state()
-
 
 def _noop(_sig: int, _frame: Any) -> None:
     """Python-level handler: the signal number reaches the loop through the wakeup fd."""
-
-
-def supervise(request: Dict[str, Any], app_dir: str, ack_fd: int) -> int:
-    """Run the app: set up, acknowledge the launch on ``ack_fd`` (``ok <pid>``), supervise
-    to the end. Returns the exit status of the supervisor process (0 unless it failed)."""
-    sup = Supervisor(request, app_dir)
-    try:
-        sup.setup()
-    except BaseException as e:  # noqa: BLE001 - reported to the launcher through the ack pipe
-        os.write(ack_fd, f"error {type(e).__name__}: {e}\n".encode())
-        os.close(ack_fd)
-        raise
-    try:
-        os.write(ack_fd, f"ok {os.getpid()}\n".encode())
-    except BrokenPipeError:
-        # the launcher is gone (`tx run` killed with SIGKILL while it launched): the app is
-        # recorded and its supervisor is up, so it runs on, as a detached app would
-        sup._log("the launcher exited before the supervisor started; the app runs on")
-    os.close(ack_fd)
-    try:
-        sup.run()
-    except BaseException as e:  # noqa: BLE001 - record the failure, never leave orphans
-        sup.crashed(e)
-        return 1
-    return 0
-
-
-def main(argv: List[str]) -> int:
-    """``APP_DIR ACK_FD``: daemonize (fork, so that the launcher reaps the intermediate
-    process at once) and supervise the app of ``APP_DIR`` (its ``request.json``)."""
-    app_dir, ack_fd = argv[0], int(argv[1])
-    if os.fork():
-        os._exit(0)
-    request = _store.read_json(os.path.join(app_dir, _store.REQUEST))
-    if request is None:
-        os.write(ack_fd, b"error request.json is missing\n")
-        return 1
-    return supervise(request, app_dir, ack_fd)
-
-
-def _entry(argv: List[str]) -> None:
-    """Process entry point (``python -m tx_scheduler_local._supervisor APP_DIR ACK_FD``)."""
-    try:
-        code = main(argv)
-    except BaseException:  # noqa: BLE001
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    _entry(sys.argv[1:])

@@ -44,7 +44,7 @@ from tx.specs.files import appdef_to_dict, storable_run_options
 from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
-from tx_scheduler_local._relay import FILES, TIMES
+from tx_scheduler_local._relay import TIMES
 from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default, workspace_role
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ log = get_logger(__name__)
 #: seconds after which a directory of the state directory without a request is not an app
 #: being launched but a stray (named by describe)
 STRAY_AGE_S = 10.0
-_STREAM_CODE = {Stream.STDOUT: 0, Stream.STDERR: 1, Stream.COMBINED: 2}
 
 
 def nvidia_smi_device_count() -> int:
@@ -178,7 +177,7 @@ class LocalScheduler(Scheduler[LocalRequest]):
         req = dryrun_info.request
         app = dryrun_info._app
         _scripts.check_scripts(app, req)  # a missing script fails before anything starts
-        _check_fd_limit(sum(len(r.replicas) for r in req.roles))
+        _procs.check_fd_limit(sum(len(r.replicas) for r in req.roles))
         _store.ensure_log_root(req.log_root, is_default=not dryrun_info._cfg.get("log_dir"))
         os.makedirs(os.path.join(req.log_root, req.session), exist_ok=True)
         try:
@@ -397,42 +396,8 @@ class LocalScheduler(Scheduler[LocalRequest]):
         request = self._request(app_id)
         if request is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        try:
-            stream = Stream.COMBINED if streams is None else Stream(streams)
-        except ValueError:
-            raise ValueError(f"unknown log stream {streams!r}: use stdout, stderr or combined") from None
-        for role in request["roles"]:
-            if role["name"] == role_name:
-                if not isinstance(k, int) or not 0 <= k < len(role["replicas"]):
-                    raise ValueError(
-                        f"role {role_name!r} of {app_id} has replicas 0..{len(role['replicas']) - 1}, not {k!r}"
-                    )
-                rdir = role["replicas"][k]["dir"]
-                path = os.path.join(rdir, FILES[_STREAM_CODE[stream]])
-                if not os.path.exists(path):
-                    self._check_logs_exist(app_id, request, role_name, k, path)
-                return path, stream, request
-        names = ", ".join(r["name"] for r in request["roles"])
-        raise ValueError(f"app {app_id} has no role {role_name!r} (roles: {names})")
-
-    def _check_logs_exist(self, app_id: str, request: Dict[str, Any], role_name: str, k: int, path: str) -> None:
-        """Raise FileNotFoundError if the log file ``path`` of a replica is gone: the app's
-        log directory was deleted, or the replica ran (it has attempts) and its file is
-        missing. A replica that has not started yet has no files and is not an error."""
-        log_dir = request["log_dir"]
-        if not os.path.isdir(log_dir):
-            raise FileNotFoundError(
-                f"the logs of {app_id} are gone: {log_dir} does not exist (deleted by hand or by a cleaner of "
-                "the temporary directory?)"
-            )
-        state = _store.read_json(os.path.join(self.apps_dir, app_id, _store.STATE)) or {}
-        if os.path.exists(path):  # created since it was looked for: the supervisor opens a
-            return  # replica's files just before it records the replica's first attempt
-        for role in state.get("roles") or []:
-            if role.get("name") == role_name:
-                for r in role.get("replicas", []):
-                    if r.get("id") == k and r.get("attempts"):
-                        raise FileNotFoundError(f"the log of {role_name}/{k} of {app_id} is gone: {path} does not exist")
+        path, stream = _logs.replica_file(self.apps_dir, app_id, request, role_name, k, streams)
+        return path, stream, request
 
     def _blocks(self, app_id: str, path: str, should_tail: bool) -> Iterator[Tuple[int, bytes]]:
         app_dir = os.path.join(self.apps_dir, app_id)
@@ -473,10 +438,10 @@ class LocalScheduler(Scheduler[LocalRequest]):
             ValueError: unknown role, replica or stream.
         """
         path, stream, _req = self._replica_file(app_id, role_name, k, streams)
-        t0, t1 = _epoch(since), _epoch(until)
+        t0, t1 = _logs.epoch(since), _logs.epoch(until)
         index = None
         if t0 is not None or t1 is not None:
-            index = _logs.TimeIndex(os.path.join(os.path.dirname(path), TIMES), _STREAM_CODE[stream])
+            index = _logs.TimeIndex(os.path.join(os.path.dirname(path), TIMES), _logs.STREAM_CODE[stream])
         return _logs.iter_lines(self._blocks(app_id, path, should_tail), regex, t0, t1, index)
 
     def log_iter_blocks(
@@ -553,35 +518,6 @@ class LocalScheduler(Scheduler[LocalRequest]):
             waited = [a for a in self._waiting if a in self._launched]
         for app_id in waited:
             self.cancel(app_id)
-
-
-def _check_fd_limit(replicas: int) -> None:
-    """Raise ValueError if the supervisor of an app of ``replicas`` replicas could not open
-    its files (6 per replica, see :func:`tx_scheduler_local._replica.raise_fd_limit`): the
-    hard limit of open files is below what it needs."""
-    try:
-        import resource
-    except ImportError:
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = 6 * replicas + 24  # its own: std streams, epoll, wake pipe, state and lock files
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        raise ValueError(
-            f"too many open files: ulimit -n is {soft} (at most {hard}); the supervisor of {replicas} "
-            f"replica(s) needs {needed}: raise it (ulimit -n {needed}) or run fewer replicas"
-        )
-
-
-def _epoch(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    import datetime as _dt
-
-    if isinstance(value, _dt.datetime):
-        return value.timestamp()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise TypeError(f"since/until must be datetimes or seconds since the epoch, got {value!r}")
 
 
 def _one_line(e: BaseException) -> str:

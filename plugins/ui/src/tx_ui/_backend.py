@@ -20,9 +20,11 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 from tx.errors import UserError
 from tx.runner import DEFAULT_SESSION, Runner
 from tx.runner.failover import collapse_listed as collapse_runs
-from tx.runner.failover import is_run_handle, list_records as list_runs, load_record
+from tx.runner.failover import list_records as list_runs, load_record
+from tx.runner.handles import RunRef, TrialRef, parse
+from tx.runner.sweep import UnknownSweepError, load_record as load_sweep
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
-from tx.specs import parse_app_handle
+from tx.specs import make_app_handle, parse_app_handle
 from tx_ui._sweeps import list_apps
 
 __all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
@@ -219,13 +221,23 @@ class Backend:
 def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
     """What the handle's scheduler keeps of the app (its ``describe``: metadata such as the
     log directory and, on the local schedulers, each replica's attempts), on a worker thread;
-    of a run handle, its live hop's (None while a hop is being submitted)."""
-    if is_run_handle(handle):
+    of a run handle, its live hop's (None while a hop is being submitted); of a trial's
+    (``SWEEP/4``), its last attempt's (None before it is submitted). Raises UnknownRunError,
+    UnknownSweepError: no such run or sweep recorded here."""
+    ref = parse(handle)
+    if isinstance(ref, RunRef):
         rec = load_record(handle)
         live = rec.live.handle(rec.session) if rec.live is not None else None
         if live is None:
             return None
         handle = live
+    elif isinstance(ref, TrialRef):
+        rec = load_sweep(ref.sweep.handle)
+        if ref.index >= len(rec.trials):
+            raise UnknownSweepError(f"no trial {ref.index} of {ref.sweep.handle}")
+        if not rec.trials[ref.index].attempts:  # not submitted yet
+            return None
+        handle = make_app_handle(rec.scheduler, rec.session, rec.trials[ref.index].attempts[-1])
     parsed = parse_app_handle(handle)
     return backend.scheduler(parsed.scheduler_backend).describe(parsed.app_id)
 

@@ -19,8 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from tx.durations import format_age, format_duration
-from tx.runner.failover import is_run_handle
-from tx.runner.sweep import is_sweep_handle, is_sweep_id
+from tx.runner.handles import RunRef, SweepRef, parse
 from tx.specs import AppState, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
 from tx.specs.sweep import format_value
@@ -76,9 +75,11 @@ def _row(app: Any, now: float) -> Dict[str, Any]:
         scheduler = parse_app_handle(app.app_handle).scheduler_backend
     except Exception:  # noqa: BLE001 - a handle a scheduler set oddly still shows
         scheduler = ""
-    # a sweep's row (tx.runner.sweep.collapse_listed): its id has a sweep's form and its record
-    # is here (a stat, only for the ids of that form)
-    sweep = is_sweep_id(app.app_id) and is_sweep_handle(app.app_handle)
+    # a sweep's row (tx.runner.sweep.collapse_listed): its handle has a sweep's form
+    try:
+        sweep = isinstance(parse(app.app_handle), SweepRef)
+    except Exception:  # noqa: BLE001 - a handle a scheduler set oddly is an app's row
+        sweep = False
     return {"handle": app.app_handle, "state": app.state.name, "name": app.name or app.app_id,
             "page": "/sweep" if sweep else "/app",
             "app_id": app.app_id, "scheduler": scheduler,
@@ -183,9 +184,12 @@ async def app_view(ui: UI, handle: str) -> Dict[str, Any]:
     """Status and AppDef of one app; ``problem`` is one line where they cannot be read."""
     view: Dict[str, Any] = {"handle": handle, "problem": "", "status": None, "appdef": None}
     try:
-        parse_app_handle(handle)
+        ref = parse(handle)  # the kind follows from the syntax: no record is read to learn it
     except Exception as e:  # noqa: BLE001 - a malformed handle is one line on the page
         view["problem"] = describe_problem(e)
+        return view
+    if isinstance(ref, SweepRef):  # never looked up as an app of that id
+        view["problem"] = f"{handle} is a sweep: its page is /sweep?handle={quote(handle, safe='')}"
         return view
     try:
         status = await ui.backend.call(("status", handle), lambda r, h: r.status(h), handle)
@@ -195,7 +199,7 @@ async def app_view(ui: UI, handle: str) -> Dict[str, Any]:
     if status is None:
         view["problem"] = f"no app {handle}: its scheduler does not know it"
         return view
-    if await asyncio.to_thread(is_run_handle, handle):  # a run with failover: its own hops only
+    if isinstance(ref, RunRef):  # a run with failover: its own hops only
         try:
             run = await ui.backend.call(("run", handle), lambda r, h: r.run_status(h), handle)
             view["run"] = {"chain": run.chain, "hops": [
@@ -271,7 +275,8 @@ async def sweep_view(ui: UI, handle: str) -> Dict[str, Any]:
     be read."""
     view: Dict[str, Any] = {"handle": handle, "problem": "", "sweep": None}
     try:
-        parse_app_handle(handle)
+        if not isinstance(parse(handle), SweepRef):  # never read as a sweep of another kind's id
+            raise ValueError(f"{handle} is not a sweep's handle (see /app?handle={quote(handle, safe='')})")
         status = await ui.backend.call(("sweep", handle), lambda r, h: r.sweep_status(h), handle)
     except Exception as e:  # noqa: BLE001 - an unknown sweep or the backend's failure is one line
         view["problem"] = describe_problem(e)
@@ -364,7 +369,7 @@ async def log_stream(ui: UI, request: Request) -> Response:
     p = request.query_params
     handle, role = p.get("handle", ""), p.get("role", "")
     try:
-        parse_app_handle(handle)
+        parse(handle)
         replica = int(p.get("replica", "0"))
         skip = int(request.headers.get("last-event-id") or p.get("from") or 0)
     except Exception as e:  # noqa: BLE001 - bad parameters are one line
@@ -390,9 +395,12 @@ async def cancel(ui: UI, request: Request) -> Response:
     if not hmac.compare_digest(given.encode(), ui.csrf.encode()):
         return PlainTextResponse("tx ui: cancel refused: the form's CSRF token is missing or wrong\n",
                                  status_code=403)
-    sweep = is_sweep_handle(handle)  # a stat: is a sweep of this name recorded here
     try:
-        parse_app_handle(handle)
+        sweep = isinstance(parse(handle), SweepRef)  # by the handle's syntax
+    except Exception:  # noqa: BLE001 - the cancel below says it is malformed
+        sweep = False
+    try:
+        parse(handle)
         if sweep:
             await ui.backend.call(("cancel", handle), lambda r, h: r.cancel_sweep(h), handle)
             msg = f"asked every trial of {handle} to cancel"
