@@ -137,3 +137,22 @@ def test_malformed_handles(bad):
 def test_parse_none_is_malformed():
     with pytest.raises(MalformedAppHandleException):
         parse_app_handle(None)
+
+
+def test_without_mounts_and_mount_text() -> None:
+    from tx.specs import AppDef, BindMount, DeviceMount, Role, VolumeMount
+    from tx.specs.mounts import mount_text, without_mounts
+
+    app = AppDef("a", roles=[
+        Role("train", image="i", entrypoint="e", mounts=[VolumeMount("nas-pvc", "/mnt/data"),
+                                                         BindMount("/d", "/d", read_only=True)]),
+        Role("ps", image="i", entrypoint="e"),
+        Role("dev", image="i", entrypoint="e", mounts=[DeviceMount("/dev/fuse", "/dev/fuse")]),
+    ])
+    new, dropped = without_mounts(app)
+    assert dropped == ("role 'train': volume nas-pvc -> /mnt/data, bind /d -> /d (read-only); "
+                       "role 'dev': device /dev/fuse -> /dev/fuse")
+    assert [r.mounts for r in new.roles] == [[], [], []] and len(app.roles[0].mounts) == 2
+    plain = AppDef("b", roles=[Role("r", image="i", entrypoint="e")])
+    assert without_mounts(plain) == (plain, "")
+    assert mount_text(VolumeMount("v", "/x", read_only=True)) == "volume v -> /x (read-only)"

@@ -24,8 +24,13 @@ Prints one line per measure::
     skipped            0
 
 ``--files`` adds one line per test file (``import error: <first line>`` or its counts);
-``--failures`` lists each failing test with the first line of its message. Exit status 0
-when pytest ran (whatever the counts), 2 on bad input.
+``--failures`` lists each failing test with the first line of its message. ``--stub-private``
+makes a private name a compat module lacks (``_load_components``, ``_get_job_dirs``, which
+TorchX's tests import to patch) a stub, so that the other tests of such a file are counted
+too (without it, a file that cannot import counts as an import error and none of its tests
+are counted: the main reason an independent run counts more failures). ``--only TEXT`` runs
+the test files whose path contains TEXT. Exit status 0 when pytest ran (whatever the
+counts), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -81,6 +86,42 @@ class _CopyFinder(importlib.abc.MetaPathFinder):
 
 SRC = "{src}"
 sys.meta_path.insert(0, _CopyFinder())
+
+if {stub_private}:
+    # --stub-private: a private name a compat module lacks is a stub, so that a test file
+    # importing one (to patch it) still runs its other tests; a test using the stub fails
+    import pkgutil
+
+    import tx_torchx_compat.torchx as _pkg
+
+    class _Stub:
+        def __init__(self, module, name):
+            self._where = "%s.%s" % (module, name)
+
+        def __call__(self, *args, **kwargs):
+            raise AttributeError("tx-torchx-compat has no private %s (stubbed)" % self._where)
+
+        def __getattr__(self, attr):
+            raise AttributeError("tx-torchx-compat has no private %s (stubbed)" % self._where)
+
+    def _private_getattr(module, previous):
+        def __getattr__(name):
+            if previous is not None:
+                try:
+                    return previous(name)
+                except AttributeError:
+                    pass
+            if name.startswith("_") and not name.startswith("__"):
+                return _Stub(module.__name__.replace("tx_torchx_compat.", "", 1), name)
+            raise AttributeError("module %r has no attribute %r" % (module.__name__, name))
+        return __getattr__
+
+    for _info in pkgutil.walk_packages(_pkg.__path__, _pkg.__name__ + ".", onerror=lambda name: None):
+        try:
+            _mod = importlib.import_module(_info.name)
+        except Exception:  # a module for a backend not installed here: its import error stays
+            continue
+        _mod.__getattr__ = _private_getattr(_mod, _mod.__dict__.get("__getattr__"))
 """
 
 
@@ -106,8 +147,11 @@ def _first_line(text: str | None) -> str:
     return (lines[-1] if lines else "")[:160]
 
 
-def measure(checkout: Path, timeout: int) -> dict:
+def measure(checkout: Path, timeout: int, stub_private: bool = False, only: str = "") -> dict:
     """Run the tests; return ``{"files": {relpath: {...}}, "tests": [...]}``.
+
+    ``stub_private``: private names the compat modules lack are stubs (see ``--stub-private``);
+    ``only``: run only the test files whose path contains it.
 
     Each test is ``(file, name, outcome, message)`` with outcome one of passed, failed,
     skipped; each file has ``import_error`` (a line, or None).
@@ -116,8 +160,9 @@ def measure(checkout: Path, timeout: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="torchx-unit-") as tmp:
         dst = Path(tmp) / SRC_NAME
         shutil.copytree(pkg, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        files = _test_files(Path(tmp))
-        (Path(tmp) / "conftest.py").write_text(CONFTEST.replace("{src}", SRC_NAME))
+        files = [f for f in _test_files(Path(tmp)) if only in f]
+        (Path(tmp) / "conftest.py").write_text(
+            CONFTEST.replace("{src}", SRC_NAME).replace("{stub_private}", str(stub_private)))
         report = Path(tmp) / "report.xml"
         env = dict(os.environ)
         env.setdefault("TX_LOG_LEVEL", "WARNING")
@@ -171,8 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", action="store_true", help="one line per test file")
     ap.add_argument("--failures", action="store_true", help="list failing tests")
     ap.add_argument("--timeout", type=int, default=60, help="seconds per test (default 60)")
+    ap.add_argument("--stub-private", action="store_true",
+                    help="private names the compat modules lack are stubs, so that a test file importing "
+                         "one still runs (its tests that use the stub fail)")
+    ap.add_argument("--only", default="", metavar="TEXT", help="only the test files whose path contains TEXT")
     args = ap.parse_args(argv)
-    result = measure(args.checkout.resolve(), args.timeout)
+    result = measure(args.checkout.resolve(), args.timeout, args.stub_private, args.only)
     files, tests = result["files"], result["tests"]
     counts = collections.Counter(t[2] for t in tests)
     importable = sum(1 for f in files.values() if not f["import_error"])

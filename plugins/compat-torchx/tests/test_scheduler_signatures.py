@@ -52,15 +52,24 @@ def test_ray_scheduler_with_a_client_uses_it() -> None:
 
 
 def test_ray_working_dir_cfg(cli: Any, tmp_path: Path) -> None:
-    """torchrec's Ray README passes -cfg working_dir=..., which TorchX 0.7.0 drops."""
-    p = cli("run", "--dryrun", "-s", "ray", "-cfg", "working_dir=.,dashboard_address=localhost:8265", "utils.echo")
-    hint = "working_dir is the workspace: pass --workspace DIR"
-    if cli.name == "torchx":
-        assert p.returncode == 0, p.stderr
-        assert f"torchx run: warning: -cfg working_dir is not a run option of ray (the job's {hint})" in p.stderr
-    else:
-        assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
-        assert "unknown run option 'working_dir'" in p.stderr and hint in p.stderr, p.stderr
+    """torchrec's Ray README (``-cfg ...,working_dir=...,requirements=./requirements.txt``, run
+    from the repository's root), through both commands: the example directory is the Ray
+    job's working_dir and its requirements are installed (TorchX 0.7.0 dropped the key and
+    uploaded the current directory); a dryrun needs no Ray head."""
+    ex = tmp_path / "examples" / "ray"
+    ex.mkdir(parents=True)
+    (ex / "requirements.txt").write_text("torchrec\n")
+    (ex / "test_installation.py").write_text("print('ok')\n")
+    p = cli("run", "--dryrun", "-s", "ray", "-cfg",
+            f"dashboard_address=localhost:6379,working_dir={ex},requirements=./requirements.txt",
+            "dist.ddp", "-j", "1x2", "--script", "test_installation.py")
+    assert p.returncode == 0, p.stderr
+    assert "warning" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert "app_id: localhost:6379-test-installation-" in p.stdout, p.stdout
+    assert f'"working_dir": "{ex}"' in p.stdout and '"torchrec"' in p.stdout, p.stdout
+    bad = cli("run", "--dryrun", "-s", "ray", "-cfg", f"working_dir={tmp_path / 'nope'}", "utils.echo")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "run option 'working_dir'" in bad.stderr and "is not a directory" in bad.stderr, bad.stderr
 
 
 def test_runner_uses_an_instance_put_in_scheduler_instances(tmp_path: Path) -> None:

@@ -104,6 +104,37 @@ def test_working_dir_defaults_to_cwd(sched: Any, tmp_path: Path, monkeypatch: py
     assert sched.submit_dryrun(app, {}).request.runtime_env["working_dir"] == str(tmp_path)
 
 
+def test_working_dir_option(sched: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run option ``working_dir`` (TorchX's ``RayJob.working_dir``; torchrec's README passes it)
+    is the directory uploaded; a relative ``requirements`` is read from the current directory
+    first (TorchX and Ray), else from the working_dir."""
+    ex = tmp_path / "examples" / "ray"
+    ex.mkdir(parents=True)
+    (ex / "requirements.txt").write_text("torchrec\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    app = AppDef("x", roles=[Role("r", image="ghcr.io/pytorch/torchx:0.7.0", entrypoint="echo")])
+    cfg = {"working_dir": "~/examples/ray", "requirements": "./requirements.txt"}
+    env = sched.submit_dryrun(app, cfg).request.runtime_env
+    assert env["working_dir"] == str(ex) and env["pip"] == ["torchrec"]
+    (elsewhere / "requirements.txt").write_text("six\n")  # the current directory's comes first
+    assert sched.submit_dryrun(app, cfg).request.runtime_env["pip"] == ["six"]
+    # without requirements: the working_dir's requirements.txt
+    assert sched.submit_dryrun(app, {"working_dir": str(ex)}).request.runtime_env["pip"] == ["torchrec"]
+    with pytest.raises(InvalidRunConfigException, match="run option 'requirements': no file 'nope.txt' in the "
+                                                         "current directory nor in the working_dir"):
+        sched.submit_dryrun(app, {"working_dir": str(ex), "requirements": "nope.txt"})
+    with pytest.raises(InvalidRunConfigException, match="run option 'working_dir': .* is not a directory"):
+        sched.submit_dryrun(app, {"working_dir": str(tmp_path / "missing")})
+    # the workspace (the first role's image, a directory) and working_dir: the same, or an error
+    ws_app = AppDef("x", roles=[Role("r", image=str(ex), entrypoint="echo")])
+    assert sched.submit_dryrun(ws_app, {"working_dir": str(ex)}).request.runtime_env["working_dir"] == str(ex)
+    with pytest.raises(InvalidRunConfigException, match="'working_dir' .* and the workspace .* are different"):
+        sched.submit_dryrun(ws_app, {"working_dir": str(elsewhere)})
+
+
 def test_workspace_without_and_with_job_dir(sched: Any, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -146,7 +177,7 @@ def test_registered_by_name_and_hooks_import_no_ray() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == ("RayScheduler ['cluster_config_file', 'cluster_name', 'dashboard_address', "
-                                "'infra_retries', 'job_dir', 'requirements']")
+                                "'infra_retries', 'job_dir', 'requirements', 'working_dir']")
 
 
 def test_cli_dryrun(tmp_path: Path) -> None:
@@ -158,6 +189,24 @@ def test_cli_dryrun(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "app_id: 10.0.0.9:8265-train-" in p.stdout and "torchrun" in p.stdout
     assert f'"working_dir": "{tmp_path}"' in p.stdout
+
+
+def test_torchrec_readme_dryrun(tmp_path: Path) -> None:
+    """torchrec's README (examples/ray) through ``tx``, run from the repository's root: the
+    example directory is uploaded with its requirements; a dryrun needs no Ray head (the
+    ``torchx`` command: tx-torchx-compat's test_scheduler_signatures.py)."""
+    ex = tmp_path / "examples" / "ray"
+    ex.mkdir(parents=True)
+    (ex / "requirements.txt").write_text("torchrec\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TX_", "RAY_"))}
+    env["HOME"] = str(tmp_path)
+    p = subprocess.run([str(BIN / "tx"), "run", "--dryrun", "-s", "ray", "-cfg",
+                        f"dashboard_address=localhost:6379,working_dir={ex},requirements=./requirements.txt",
+                        "dist.ddp", "-j", "1x2", "--script", "test_installation.py"],
+                       cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "app_id: localhost:6379-test-installation-" in p.stdout
+    assert f'"working_dir": "{ex}"' in p.stdout and '"torchrec"' in p.stdout, p.stdout
 
 
 # -- the replica process (driver side, no Ray) ---------------------------------------------------

@@ -123,7 +123,7 @@ def _component_help(runner: Runner, component: str, comp_args: List[str]) -> Non
 
 
 def run(args: argparse.Namespace, *, unknown_cfg_keys: str = UNKNOWN_CFG_KEYS,
-        relay_stdout: str = RELAY_STDOUT) -> int:
+        relay_stdout: str = RELAY_STDOUT, unsupported_mounts: str = "error") -> int:
     """Run ``tx run`` on its parsed arguments ``args``; returns the exit code. The keyword
     arguments are how a command built on it (the ``torchx`` command of tx-torchx-compat)
     changes its behaviour, for this call only:
@@ -132,17 +132,24 @@ def run(args: argparse.Namespace, *, unknown_cfg_keys: str = UNKNOWN_CFG_KEYS,
         unknown_cfg_keys: a ``-cfg`` key that is not a run option of the scheduler is an
             ``"error"`` (tx), or ``"warn"``: a warning names it and the key is dropped.
         relay_stdout: the replicas' stdout is relayed to tx's ``"stdout"`` (tx) or ``"stderr"``.
+        unsupported_mounts: roles' mounts on a scheduler that supports none
+            (``Scheduler.supports_mounts``) are an ``"error"`` (the scheduler's, tx), or
+            ``"warn"``: one line on stderr names them and they are dropped (TorchX ignores them).
 
     Raises:
-        ValueError: another value of ``unknown_cfg_keys`` or ``relay_stdout``.
+        ValueError: another value of ``unknown_cfg_keys``, ``relay_stdout`` or ``unsupported_mounts``.
         tx.errors.UserError: what ``tx run`` reports as one line.
     """
     if unknown_cfg_keys not in ("error", "warn"):
         raise ValueError(f"unknown_cfg_keys must be 'error' or 'warn', got {unknown_cfg_keys!r}")
     if relay_stdout not in ("stdout", "stderr"):
         raise ValueError(f"relay_stdout must be 'stdout' or 'stderr', got {relay_stdout!r}")
+    if unsupported_mounts not in ("error", "warn"):
+        raise ValueError(f"unsupported_mounts must be 'error' or 'warn', got {unsupported_mounts!r}")
     component, comp_args = _split_component(args)
     with make_runner(with_component_defaults=True) as runner:
+        if unsupported_mounts == "warn":
+            runner.engine.drop_unsupported_mounts = "torchx run"
         scheduler = args.scheduler or default_scheduler(runner)
         cfg = _parse_cfg(runner, scheduler, args.cfg, unknown_cfg_keys)
         app = _load_app(runner, component, comp_args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 import attrs
@@ -41,6 +42,7 @@ from tx.specs.api import (
     macros,
 )
 from tx.specs.handles import make_app_handle
+from tx.specs.mounts import without_mounts
 from tx.specs.runopts import runopts
 from tx.specs.status import AppStatus
 
@@ -87,6 +89,11 @@ class Engine:
         self._on_terminal: List[TerminalListener] = []
         self._on_follow: List[FollowListener] = []
         self._on_cancel: List[CancelListener] = []
+        #: None: a role's mounts on a scheduler that supports none (``Scheduler.supports_mounts``)
+        #: are refused by the scheduler (tx); else the prefix of a one-line warning on stderr
+        #: (``"torchx run"``) and the mounts are dropped, as TorchX 0.7 ignores them (the
+        #: ``torchx`` command and TorchX's Runner of tx-torchx-compat set it)
+        self.drop_unsupported_mounts: Optional[str] = None
 
     @property
     def registry(self) -> Any:
@@ -294,6 +301,11 @@ class Engine:
             role = sched.build_workspace(app.roles[0], workspace, resolved)
             if role is not None:
                 app = attrs.evolve(app, roles=[role, *app.roles[1:]])
+        if self.drop_unsupported_mounts is not None and not getattr(sched, "supports_mounts", True):
+            app, dropped = without_mounts(app)
+            if dropped:
+                print(f"{self.drop_unsupported_mounts}: warning: the {scheduler} scheduler supports no mounts; "
+                      f"ignored, as TorchX does: {dropped}", file=sys.stderr)
         info = sched.submit_dryrun(app, cfg)
         # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
         # under another name than its backend (a subclass of a TorchX scheduler) keeps it

@@ -174,7 +174,7 @@ class Scheduler(abc.ABC, Generic[T]):
     options), :meth:`_validate` (default: every role has a resource), :meth:`log_iter`
     (default: NotImplementedError, "keeps no logs"), :meth:`log_iter_blocks`, :meth:`wait`
     (default: polls :meth:`describe`), :meth:`close`, and the class attributes
-    :attr:`workspace_kind` and :attr:`runs_on_host`.
+    :attr:`workspace_kind`, :attr:`runs_on_host` and :attr:`supports_mounts`.
 
     Errors: a backend that refuses or cannot be reached raises :class:`SchedulerError`;
     input that cannot run on the backend raises ``ValueError`` (from :meth:`_validate`) or
@@ -190,6 +190,11 @@ class Scheduler(abc.ABC, Generic[T]):
     #: local_dir, local_docker): ``tx run`` then waits and relays logs by default, as
     #: TorchX does for its local schedulers
     runs_on_host: ClassVar[bool] = False
+
+    #: False for schedulers that refuse roles with mounts (``slurm``, ``gcp_batch``: their
+    #: :meth:`_validate` raises); the ``torchx`` command and TorchX's Runner drop the mounts
+    #: there instead, with a warning, as TorchX 0.7 ignores them
+    supports_mounts: ClassVar[bool] = True
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend

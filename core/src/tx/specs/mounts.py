@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import List, Union
+from typing import Any, List, Tuple, Union
 
 import attrs
 
-__all__ = ["BindMount", "DeviceMount", "Mount", "MountType", "parse_mounts", "VolumeMount"]
+__all__ = ["BindMount", "DeviceMount", "Mount", "MountType", "mount_text", "parse_mounts", "VolumeMount", "without_mounts"]
 
 
 class MountType(str, enum.Enum):
@@ -117,3 +117,27 @@ def parse_mounts(opts: List[str]) -> List[Mount]:
         else:
             raise ValueError(f"unknown mount type {kind!r}: expected bind, volume or device")
     return mounts
+
+
+def mount_text(mount: Mount) -> str:
+    """A mount in a few words for messages: ``volume nas-pvc -> /mnt/data``,
+    ``bind /data -> /data (read-only)``, ``device /dev/fuse -> /dev/fuse``."""
+    if isinstance(mount, VolumeMount):
+        text = f"volume {mount.src} -> {mount.dst_path}"
+    elif isinstance(mount, BindMount):
+        text = f"bind {mount.src_path} -> {mount.dst_path}"
+    else:
+        text = f"device {mount.src_path} -> {mount.dst_path}"
+    return text + (" (read-only)" if getattr(mount, "read_only", False) else "")
+
+
+def without_mounts(app: Any) -> Tuple[Any, str]:
+    """``(copy of app whose roles have no mounts, what was dropped)``; the text names each
+    role with mounts and its mounts (``role 'trainer': volume nas-pvc -> /mnt/data``), ""
+    (and ``app`` itself) when no role has any. ``app`` (a :class:`tx.specs.AppDef`) is not
+    modified."""
+    dropped = "; ".join(f"role {r.name!r}: " + ", ".join(mount_text(m) for m in r.mounts)
+                        for r in app.roles if r.mounts)
+    if not dropped:
+        return app, ""
+    return attrs.evolve(app, roles=[attrs.evolve(r, mounts=[]) for r in app.roles]), dropped

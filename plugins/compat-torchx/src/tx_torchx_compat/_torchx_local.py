@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -56,6 +57,13 @@ AppName = str
 RoleName = str
 
 _KILL_AFTER = 10.0  # seconds from SIGTERM to SIGKILL on cancel
+
+
+def _make_unique(name: str) -> str:
+    """``make_unique`` of ``torchx.schedulers.local_scheduler`` as it is now (TorchX's tests
+    patch that module's name to fix app ids), else :func:`tx.schedulers.ids.make_unique`."""
+    module = sys.modules.get("tx_torchx_compat.torchx.schedulers.local_scheduler")
+    return getattr(module, "make_unique", make_unique)(name)
 
 
 @dataclass
@@ -329,7 +337,7 @@ class LocalScheduler(Scheduler):
 
     def _to_popen_request(self, app: AppDef, cfg: Mapping[str, Any]) -> PopenRequest:
         """The :class:`PopenRequest` of ``app`` (macros applied per replica)."""
-        app_id = make_unique(app.name)
+        app_id = _make_unique(app.name)
         provider = self._image_provider_class(cfg)
         app_log_dir = self._get_app_log_dir(app_id, cfg)
         role_params: Dict[str, List[ReplicaParam]] = {}

@@ -4,7 +4,8 @@
 * :class:`WorkspaceMixin`: a scheduler that derives from it builds a workspace by
   ``build_workspace_and_update_role`` (TorchX's way) instead of through a registered
   workspace kind (``Scheduler.workspace_kind``, tx's way);
-* ``_validate(self, app, scheduler)``: TorchX 0.7's signature, without tx's ``cfg``.
+* ``_validate(self, app, scheduler)``: TorchX 0.7's signature, without tx's ``cfg``;
+* :class:`IgnoresMounts`: mounts ignored (with a warning) where the scheduler has none.
 
 :func:`adapt_class` fits such a class to tx's Scheduler contract when the class is defined;
 importing this module adds it to tx-core with :func:`tx.schedulers.api.add_subclass_adapter`
@@ -15,6 +16,7 @@ they are.
 import abc
 import copy
 import inspect
+import sys
 from typing import Any, Generic, Mapping, Optional, TypeVar
 
 from tx.schedulers.api import Scheduler, add_subclass_adapter
@@ -23,7 +25,26 @@ from tx.specs.runopts import CfgVal, runopts
 
 T = TypeVar("T")
 
-__all__ = ["WorkspaceMixin", "adapt_class", "validate_takes_cfg"]
+__all__ = ["IgnoresMounts", "WorkspaceMixin", "adapt_class", "validate_takes_cfg"]
+
+
+class IgnoresMounts:
+    """Mix-in (before the tx scheduler among the bases) for the ``torchx.schedulers`` class of
+    a scheduler that supports no mounts (``supports_mounts`` False: ``slurm``,
+    ``gcp_batch``): :meth:`submit_dryrun` drops the roles' mounts, as TorchX 0.7 ignores
+    them, with one line on stderr naming them; tx's class refuses them."""
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> Any:
+        """The scheduler's ``submit_dryrun`` of ``app`` without its mounts where the
+        scheduler supports none; raises as that does."""
+        from tx.specs.mounts import without_mounts
+
+        if not getattr(self, "supports_mounts", True):
+            app, dropped = without_mounts(app)
+            if dropped:
+                print(f"torchx: warning: the {getattr(self, 'backend', 'this')} scheduler supports no mounts; "
+                      f"ignored, as TorchX does: {dropped}", file=sys.stderr)
+        return super().submit_dryrun(app, cfg)  # type: ignore[misc]
 
 
 class WorkspaceMixin(Generic[T]):

@@ -82,6 +82,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     """
 
     workspace_kind = "docker"
+    #: roles with mounts are refused (validate); the torchx command drops them with a warning
+    supports_mounts = False
 
     def __init__(
         self,

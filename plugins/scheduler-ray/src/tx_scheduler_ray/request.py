@@ -89,14 +89,53 @@ def read_requirements(path: str, cfg: Mapping[str, CfgVal]) -> List[str]:
     return [ln for ln in lines if ln and not ln.startswith("#")]
 
 
-def working_dir_of(app: AppDef) -> str:
-    """The directory uploaded as the job's ``working_dir``: the first role's image when it
-    is a local directory (``--workspace`` puts it there, as TorchX's ray scheduler did), else
-    the current directory (TorchX's default workspace)."""
+def working_dir_of(app: AppDef, cfg: Optional[Mapping[str, CfgVal]] = None) -> str:
+    """The directory uploaded as the job's ``working_dir`` (absolute): run option
+    ``working_dir`` (TorchX's ``RayJob.working_dir``, ``~`` expanded), else the first role's
+    image when it is a local directory (``--workspace`` puts it there, as TorchX's ray
+    scheduler did), else the current directory (TorchX's default workspace).
+
+    Raises:
+        InvalidRunConfigException: run option ``working_dir`` is not a directory, or names
+            another directory than the workspace (the job has one working_dir).
+    """
     image = app.roles[0].image if app.roles else ""
-    if image and os.path.isdir(image):
-        return os.path.abspath(image)
-    return os.getcwd()
+    workspace = os.path.abspath(image) if image and os.path.isdir(image) else None
+    given = (cfg or {}).get("working_dir")
+    if given:
+        path = os.path.abspath(os.path.expanduser(str(given)))
+        if not os.path.isdir(path):
+            raise InvalidRunConfigException(
+                f"run option 'working_dir': {given!r} is not a directory", "working_dir", cfg or {})
+        if workspace is not None and workspace != path:
+            raise InvalidRunConfigException(
+                f"run option 'working_dir' ({path}) and the workspace ({workspace}) are different "
+                f"directories; the job uploads one: drop one of them", "working_dir", cfg or {})
+        return path
+    return workspace or os.getcwd()
+
+
+def requirements_of(working_dir: str, cfg: Mapping[str, CfgVal]) -> Optional[str]:
+    """The requirements file of the job: run option ``requirements`` (``~`` expanded; a
+    relative path is read from the current directory, as TorchX and Ray do, else from
+    ``working_dir``), else ``requirements.txt`` of ``working_dir`` when there is one, else None.
+
+    Raises:
+        InvalidRunConfigException: the ``requirements`` file is in neither place.
+    """
+    given = cfg.get("requirements")
+    if not given:
+        default = os.path.join(working_dir, "requirements.txt")
+        return default if os.path.isfile(default) else None
+    path = os.path.expanduser(str(given))
+    if os.path.isabs(path) or os.path.isfile(path):
+        return os.path.abspath(path)
+    in_working_dir = os.path.join(working_dir, path)
+    if os.path.isfile(in_working_dir):
+        return os.path.normpath(in_working_dir)
+    raise InvalidRunConfigException(
+        f"run option 'requirements': no file {given!r} in the current directory nor in the "
+        f"working_dir {working_dir}", "requirements", cfg)
 
 
 def bundle_of(role: Role) -> Dict[str, float]:
@@ -243,10 +282,11 @@ def build_request(
         session: the tx session name (recorded in the job's metadata).
 
     Raises:
-        InvalidRunConfigException: the requirements file cannot be read; ``infra_retries``
+        InvalidRunConfigException: ``working_dir`` is not a directory or is not the
+            workspace; the requirements file cannot be found or read; ``infra_retries``
             is not an integer >= 0.
     """
-    working_dir = working_dir_of(app)
+    working_dir = working_dir_of(app, cfg)
     app_id = f"{hostport(address)}-{submission_id}"
     spec = build_spec(app, app_id, address, infra_retries(cfg))
     runtime_env: Dict[str, Any] = {
@@ -261,11 +301,9 @@ def build_request(
     excludes = ignore_patterns(working_dir)
     if excludes:
         runtime_env["excludes"] = excludes
-    req_path = cfg.get("requirements")
-    if req_path is None and os.path.isfile(os.path.join(working_dir, "requirements.txt")):
-        req_path = os.path.join(working_dir, "requirements.txt")
+    req_path = requirements_of(working_dir, cfg)
     if req_path:
-        pip = read_requirements(str(req_path), cfg)
+        pip = read_requirements(req_path, cfg)
         if pip:
             runtime_env["pip"] = pip
     metadata = {"tx_app": app.name, "tx_session": session, "tx_version": __version__,

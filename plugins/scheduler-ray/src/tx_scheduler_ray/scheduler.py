@@ -65,11 +65,16 @@ def ray_runopts() -> runopts:
              help=f"the Ray dashboard (Job Submission API) to submit to, host:port or URL "
                   f"(default: $RAY_ADDRESS, else {DEFAULT_DASHBOARD})")
     opts.add("requirements", type_=str, default=None,
-             help="pip requirements file installed into the job's runtime env (default: "
-                  "requirements.txt of the working directory, if there is one)")
+             help="pip requirements file installed into the job's runtime env; a relative path "
+                  "is read from the current directory, else from the working_dir (default: "
+                  "requirements.txt of the working_dir, if there is one)")
+    # TorchX 0.7 names the uploaded directory RayJob.working_dir but drops -cfg working_dir
+    # (projects' READMEs pass it, e.g. torchrec's): here it is that directory
+    opts.add("working_dir", type_=str, default=None,
+             help="local directory uploaded as the Ray job's working_dir, where the replicas "
+                  "run (default: the workspace, else the current directory); with --workspace "
+                  "it must be the same directory")
     add_infra_retries_opt(opts)  # a replica's actor or node lost (ActorDiedError WORKER_DIED/NODE_DIED)
-    # TorchX 0.7's ray drops this key silently (projects' READMEs pass it)
-    opts.explain("working_dir", "the job's working_dir is the workspace: pass --workspace DIR")
     return opts
 
 

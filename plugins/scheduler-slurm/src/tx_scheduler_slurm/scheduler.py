@@ -84,6 +84,8 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
     #: ``--workspace DIR`` with run option ``job_dir``: the workspace is copied into the new
     #: job directory (core's ``dir`` kind, :class:`tx.workspace.dir_workspace.DirWorkspace`)
     workspace_kind = "dir"
+    #: roles with mounts are refused (validate); the torchx command drops them with a warning
+    supports_mounts = False
 
     def __init__(self, session_name: str, cluster: Optional[ClusterInfo] = None,
                  timeout: Optional[float] = None) -> None:

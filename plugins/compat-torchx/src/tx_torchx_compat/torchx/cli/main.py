@@ -205,7 +205,8 @@ def _configure_args(args: Any) -> None:
 
 def _run(args: Any) -> int:
     """``torchx run``: tx's ``run`` with TorchX's default scheduler, unknown ``-cfg``
-    keys a warning, and the replicas' output relayed to stderr (TorchX's streams)."""
+    keys a warning, mounts on a scheduler that supports none a warning (then dropped), and
+    the replicas' output relayed to stderr (TorchX's streams)."""
     from tx.cli import cmd_run
 
     if args.scheduler is None:
@@ -213,9 +214,10 @@ def _run(args: Any) -> int:
 
         with Runner() as runner:
             args.scheduler = _default_scheduler(runner)
-    # TorchX drops unknown -cfg keys, and relays the replicas' logs to stderr (stdout: the
-    # handle): arguments of this call, never tx's module globals (tx's defaults stay tx's)
-    return int(cmd_run.run(args, unknown_cfg_keys="warn", relay_stdout="stderr") or 0)
+    # TorchX drops unknown -cfg keys and ignores mounts where a scheduler has none, and relays
+    # the replicas' logs to stderr (stdout: the handle): arguments of this call, never tx's
+    # module globals (tx's defaults stay tx's)
+    return int(cmd_run.run(args, unknown_cfg_keys="warn", relay_stdout="stderr", unsupported_mounts="warn") or 0)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

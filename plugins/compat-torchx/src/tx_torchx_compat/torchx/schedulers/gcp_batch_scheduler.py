@@ -4,6 +4,7 @@ client=None)`` and ``create_scheduler(session_name, client=None, **kwargs)``."""
 from typing import Any, List, Optional, TypedDict
 
 from tx_torchx_compat._missing import reexport
+from tx_torchx_compat.scheduler_api import IgnoresMounts
 
 _gcp = reexport(globals(), "tx_scheduler_gcp_batch.scheduler", "tx-scheduler-gcp-batch")
 
@@ -25,8 +26,9 @@ LABEL_APP_NAME: str = "tx_app_name"
 LOCATIONS: List[str] = ["us-central1"]
 
 
-class GCPBatchScheduler(_gcp.GcpBatchScheduler):  # type: ignore[misc,valid-type]
-    """tx's GCP Batch scheduler (``GcpBatchScheduler``), constructed as TorchX 0.7.0's.
+class GCPBatchScheduler(IgnoresMounts, _gcp.GcpBatchScheduler):  # type: ignore[misc,valid-type]
+    """tx's GCP Batch scheduler (``GcpBatchScheduler``), constructed as TorchX 0.7.0's; roles'
+    mounts are dropped with a warning, as TorchX ignores them (tx's refuses them).
 
     Args:
         session_name: the session part of app handles.

@@ -8,8 +8,9 @@ from typing import Any, List, Mapping, Optional, Tuple, TypedDict
 
 from tx.specs.api import AppDef, AppState, Role
 from tx_torchx_compat._missing import reexport
+from tx_torchx_compat.scheduler_api import IgnoresMounts
 
-reexport(globals(), "tx_scheduler_slurm.scheduler", "tx-scheduler-slurm")
+_slurm = reexport(globals(), "tx_scheduler_slurm.scheduler", "tx-scheduler-slurm")
 # by name, as reexport does (a plugin is never imported statically; it is importable once
 # reexport returned): its request module is the same distribution's
 _request = importlib.import_module("tx_scheduler_slurm.request")
@@ -85,3 +86,15 @@ SLURM_STATES: Mapping[str, AppState] = {
     "SUSPENDED": AppState.PENDING,
     "TIMEOUT": AppState.FAILED,
 }
+
+
+class SlurmScheduler(IgnoresMounts, _slurm.SlurmScheduler):  # type: ignore[misc,valid-type]
+    """tx's Slurm scheduler (same arguments), as TorchX 0.7.0's: roles' mounts are dropped
+    with a warning, as TorchX ignores them (tx's refuses them)."""
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
+    """TorchX 0.7.0's factory: a :class:`SlurmScheduler`; tx's keyword arguments
+    (``cluster``, ``timeout``) are passed on, other scheduler params are ignored, as TorchX does."""
+    own = {k: v for k, v in kwargs.items() if k in ("cluster", "timeout")}
+    return SlurmScheduler(session_name, **own)
