@@ -2,10 +2,9 @@
 # Build OpenLava (an open-source, LSF-compatible batch system: bsub, bjobs, bkill, bhosts,
 # lshosts; LSF 4.x lineage, GPLv2) into OL_PREFIX, for the tx-scheduler-lsf tests. About 75 s
 # on 2 cores, once: idempotent (nothing is done when $OL_PREFIX/sbin/mbatchd exists). Needs root
-# (apt-get for the build tools). The source is not in this repository (a test backend, never part
-# of tx's packages): OL_TARBALL, else openlava-69891d86.tar.gz (zjma/openlava at 69891d86,
-# "OpenLava 4.0dev4") in ../shared/vendor/openlava/ beside this checkout or in
-# /work/shared/vendor/openlava/.
+# (apt-get for the build tools, when missing). The source: OL_TARBALL, else
+# vendor/openlava/openlava-69891d86.tar.gz in this repository (zjma/openlava at 69891d86,
+# "OpenLava 4.0dev4"; a test backend, never part of tx's packages: vendor/openlava/README.md).
 #
 #   scripts/install-openlava.sh && eval "$(scripts/start-openlava.sh)"
 #
@@ -22,12 +21,12 @@ if [ -x "$OL_PREFIX/sbin/mbatchd" ]; then
 fi
 TARBALL=${OL_TARBALL:-}
 if [ -z "$TARBALL" ]; then
-  for cand in "$HERE/../../shared/vendor/openlava" "$HERE/../vendor/openlava" /work/shared/vendor/openlava; do
+  for cand in "$HERE/../vendor/openlava" "$HERE/../../shared/vendor/openlava"; do
     if [ -f "$cand/openlava-69891d86.tar.gz" ]; then TARBALL="$cand/openlava-69891d86.tar.gz"; break; fi
   done
 fi
 if [ -z "$TARBALL" ] || [ ! -f "$TARBALL" ]; then
-  log "OpenLava's source tarball not found: set OL_TARBALL to openlava-69891d86.tar.gz (../shared/vendor/openlava/)"
+  log "OpenLava's source tarball not found: set OL_TARBALL to openlava-69891d86.tar.gz (vendor/openlava/ in the repository)"
   exit 1
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -36,8 +35,13 @@ if [ "$(id -u)" != 0 ]; then
 fi
 packages=(autoconf automake libtool make gcc tcl-dev libncurses-dev bison flex libtirpc-dev)
 export DEBIAN_FRONTEND=noninteractive
-install() { timeout 600 apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null; }
-if [ "${OL_APT_UPDATE:-0}" = 1 ]; then timeout 300 apt-get update -q >&2; install
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# (no apt-get at all when every tool is there: .ci/run installs them first and then builds
+# this in the background while other apt-get runs hold dpkg's lock)
+install() { timeout 600 apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+if [ "${#missing[@]}" -eq 0 ]; then :
+elif [ "${OL_APT_UPDATE:-0}" = 1 ]; then timeout 300 apt-get update -q >&2; install
 elif ! install; then log "install failed; running apt-get update and trying again"; timeout 300 apt-get update -q >&2; install
 fi
 SRC=$(mktemp -d); trap 'rm -rf "$SRC"' EXIT
