@@ -97,6 +97,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         self._jobcomp_path: Optional[str] = None  # "" once known to be unusable
         self._acct_configured: Optional[bool] = None
         self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, sinfo's answer)
+        self._partitions: Optional[Tuple[float, str]] = None  # (when, scontrol show partition's answer)
         self._max_array: Optional[int] = None  # MaxArraySize, -1 once known to be unknown
 
     # -- options and dryrun ------------------------------------------------------------
@@ -131,15 +132,20 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
     def _grace(self, name: Optional[str]) -> Optional[int]:
         """The preemption ``GraceTime`` (s) of partition ``name`` (``a,b``: the shortest;
         None: the default partition) from ``scontrol show partition``, asked once per
-        dryrun; None where scontrol is missing or fails, or the fixed cluster facts were
-        given (no cluster to ask)."""
+        dryrun and kept for :data:`CLUSTER_TTL_S` (a sweep's trials share one answer); None
+        where scontrol is missing or fails, or the fixed cluster facts were given (no
+        cluster to ask)."""
         if self._cluster is not None:
             return None
-        try:
-            out = _client.run(["scontrol", "show", "partition", "--oneliner"], self._timeout).stdout
-        except SlurmError as e:
-            log.debug("slurm_grace_unknown", error=str(e))
-            return None
+        now = time.monotonic()
+        if self._partitions is None or now - self._partitions[0] > CLUSTER_TTL_S:
+            try:
+                out = _client.run(["scontrol", "show", "partition", "--oneliner"], self._timeout).stdout
+            except SlurmError as e:
+                log.debug("slurm_grace_unknown", error=str(e))
+                out = ""
+            self._partitions = (now, out)
+        out = self._partitions[1]
         graces = [g for g in (parse_grace(out, n) for n in (name.split(",") if name else [None])) if g is not None]
         return min(graces) if graces else None
 
