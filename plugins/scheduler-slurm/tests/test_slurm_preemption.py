@@ -2,7 +2,7 @@
 ``low`` (``PreemptMode=REQUEUE``, ``GraceTime=5``) and ``high`` (a higher ``PriorityTier``)
 share node4 (scripts/start-slurm.sh). ``tx run -s slurm -cfg partition=low dist.ddp -j 1x2
 examples/train.py`` (two ranks over gloo, one node) is preempted by a job submitted to
-``high``: every rank sees SIGTERM, saves the step it completed and leaves with
+``high`` (itself a tx app, ``-cfg partition=high,exclusive=True``): every rank sees SIGTERM, saves the step it completed and leaves with
 ``exit_preempted()``; the batch script requeues the job; the next attempt resumes at that
 step and says so; ``tx status`` records the attempt as an infrastructure failure (no
 ``max_retries`` spent) naming the step saved and how long the save took."""
@@ -61,8 +61,7 @@ def test_partition_grace_time_is_the_jobs_grace(env: Dict[str, str], tmp_path: P
     assert p.returncode == 0 and "TX_PREEMPT_GRACE" not in p.stdout, p.stdout
 
 
-def test_high_priority_job_preempts_saves_requeues_and_resumes(env: Dict[str, str], tmp_path: Path,
-                                                                slurm_cluster) -> None:
+def test_high_priority_job_preempts_saves_requeues_and_resumes(env: Dict[str, str], tmp_path: Path) -> None:
     p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", "partition=low", "dist.ddp", "-j", "1x2",
            "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "1", "--step-sleep", "0.2",
            "--output-dir", "out")
@@ -71,13 +70,13 @@ def test_high_priority_job_preempts_saves_requeues_and_resumes(env: Dict[str, st
     app_id = handle.rsplit("/", 1)[1]
     desc = tx(env, tmp_path, "describe", handle).stdout
     ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", desc).group(1))
-    t0 = time.monotonic()
+    (tmp_path / "high").mkdir()
     out = tmp_path / f"slurm-{app_id}-train-0.out"
     # printed after preempted() armed the warning's handler: the training loop starts
     _until(lambda: out.exists() and ": starting fresh" in out.read_text(), timeout=180)
-    t1 = time.monotonic()
-    high = slurm_cluster.run("sbatch", "--parsable", "-p", "high", "--exclusive", "-o", "/dev/null",
-                             "--wrap", "true")
+    # a job of partition high that needs the whole node: Slurm preempts the job of low
+    high = tx(env, tmp_path / "high", "run", "-s", "slurm", "-cfg", "partition=high,exclusive=True",
+              "utils.echo", "--msg", "high")
     assert high.returncode == 0, high.stderr
 
     def ended() -> dict:
@@ -85,7 +84,6 @@ def test_high_priority_job_preempts_saves_requeues_and_resumes(env: Dict[str, st
         return s if s["state"] in ("SUCCEEDED", "FAILED", "CANCELLED") else {}
 
     status = _until(ended, timeout=180, every=0.5)
-    print(f"running after {t1 - t0:.1f} s, preempted to the end {time.monotonic() - t1:.1f} s")
     log = tx(env, tmp_path, "log", handle).stdout
     seen = PREEMPTED.findall(log)
     assert sorted((a, b) for a, b, _ in seen) == [("0", "0"), ("1", "1")], log[-3000:]
@@ -100,3 +98,5 @@ def test_high_priority_job_preempts_saves_requeues_and_resumes(env: Dict[str, st
                         a0["reason"]), a0
     text = tx(env, tmp_path, "status", handle).stdout
     assert f"#0 FAILED (infra: {a0['reason']}), retried" in text, text
+    p = tx(env, tmp_path, "status", "--json", high.stdout.strip())
+    assert json.loads(p.stdout)["state"] == "SUCCEEDED", p.stdout + p.stderr
