@@ -7,7 +7,8 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from tx_scheduler_local import _where
-from tx_scheduler_local._preempt import checkpoint_location, warned_at, warning_signal, what_saved
+from tx.schedulers.saves import what_saved
+from tx_scheduler_local._preempt import checkpoint_location, warned_at, warning_signal
 
 if TYPE_CHECKING:
     from tx_scheduler_local._replica import Replica

@@ -12,20 +12,18 @@ script that then ended would complete the job (Slurm requeues only a job it kill
 batch script (:func:`script_lines`) sees Slurm's ``PreemptTime`` on its own job, writes
 ``<attempt> preempted <status> <PreemptTime, epoch s>`` to ``slurm-<jobid>.attempts`` and
 requeues the job itself: the nodes are given back at once, the attempt counts as an
-infrastructure failure (never against ``max_retries``), and :func:`what_saved` reads the
+infrastructure failure (never against ``max_retries``), and :func:`tx.schedulers.saves.what_saved` reads the
 newest checkpoint's completion marker to name the step saved after the warning.
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 from typing import Dict, Optional, Tuple
 
-__all__ = ["parse_grace", "preempt_env", "preempted_reason", "script_lines", "what_saved"]
+from tx.schedulers.saves import what_saved
 
-_COMPLETE = ".tx-complete"
-_STEP = re.compile(r"^step-(\d+)$")
+__all__ = ["parse_grace", "preempt_env", "preempted_reason", "read_preempted", "script_lines"]
+
 
 
 def preempt_env(signal_opt: Optional[object], grace: Optional[int] = None) -> Dict[str, str]:
@@ -82,59 +80,6 @@ def read_preempted(work_dir: str, attempts_name: str) -> Dict[int, Tuple[float, 
             except ValueError:
                 continue
     return out
-
-
-def _local(location: Optional[str]) -> Optional[str]:
-    if not location:
-        return None
-    if location.startswith("file://"):
-        return location[len("file://"):]
-    return None if "://" in location else location
-
-
-def newest_save(location: Optional[str], until: float) -> Optional[Tuple[int, Optional[float], Optional[float]]]:
-    """The newest complete checkpoint under a local ``location`` that completed by
-    ``until`` (epoch s; a marker without the time counts) as ``(step, seconds the save
-    took, when it completed)`` (None where the marker lacks them), or None."""
-    root = _local(location)
-    if root is None:
-        return None
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return None
-    for step in sorted((int(m.group(1)) for m in map(_STEP.match, names) if m), reverse=True):
-        try:
-            with open(os.path.join(root, f"step-{step:09d}", _COMPLETE), encoding="utf-8") as f:
-                data = json.loads(f.read())
-        except OSError:
-            continue
-        except ValueError:
-            return step, None, None
-        if not isinstance(data, dict):
-            return step, None, None
-        secs, done = data.get("seconds"), data.get("completed")
-        if isinstance(done, (int, float)) and done > until:
-            continue  # a later attempt's
-        return (step, float(secs) if isinstance(secs, (int, float)) else None,
-                float(done) if isinstance(done, (int, float)) else None)
-    return None
-
-
-def what_saved(location: Optional[str], since: float, until: float) -> str:
-    """What the job saved between the warning at ``since`` (epoch s, whole seconds as Slurm
-    prints them) and the end of its steps at ``until``: ``saved step 412 in 3.1 s``, ``no checkpoint saved before the kill;
-    resumed from step 400`` (or ``...; starts fresh``); "" where ``location`` is not a local
-    path tx can read (an object store) or is unset."""
-    if _local(location) is None:
-        return ""
-    found = newest_save(location, until)
-    if found is None:
-        return "no checkpoint saved before the kill; starts fresh"
-    step, secs, done = found
-    if done is not None and done >= since:
-        return f"saved step {step}" + (f" in {secs:.{1 if secs >= 1 else 2}f} s" if secs is not None else "")
-    return f"no checkpoint saved before the kill; resumed from step {step}"
 
 
 def preempted_reason(app_id: str, times: Tuple[float, float], location: Optional[str]) -> str:
