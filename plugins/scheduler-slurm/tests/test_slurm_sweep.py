@@ -204,3 +204,13 @@ def test_cancel_of_an_array_sweep_is_one_scancel(slurm_nodes, tmp_path, monkeypa
         for t in rec.trials:
             runner.wait(f"slurm://tx/{t.attempts[0]}", wait_interval=0.5, timeout=60)
         assert runner.sweep_status(handle).counts() == {"CANCELLED": 12}
+
+
+def test_a_refused_array_leaves_no_table_behind(offline, tmp_path):
+    """sbatch refuses the array (a partition no cluster has; or no Slurm here): the table
+    written for its tasks is removed, nothing is left in the job's directory."""
+    job_dir = tmp_path / "j"
+    info = offline.dryrun_sweep(_app(), GRID, "slurm", cfg={"job_dir": str(job_dir), "partition": "no-such-part"})
+    with pytest.raises(Exception):  # noqa: B017 - SlurmCommandError, or SlurmNotInstalledError without Slurm
+        offline.schedule_sweep(info)
+    assert not list(job_dir.glob("tx-sweep-*.table")) and info.native.request.table_path.startswith(str(job_dir))

@@ -3,6 +3,7 @@
 job (:mod:`tx.schedulers.sweep_table`)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from typing import Any, List, Optional
@@ -114,6 +115,13 @@ class SlurmArrayRequest:
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(self.table_text())
             os.replace(tmp, path)
+
+    def remove_table(self) -> None:
+        """Remove the table :meth:`write_table` wrote (``sbatch`` refused the array)."""
+        path = self.table_path
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
     def materialize(self) -> str:
         """The batch script: trial 0's, with its ``srun`` line replaced by the words every

@@ -179,7 +179,11 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         """
         req: SlurmArrayRequest = dryrun_info.request
         req.write_table()  # the tasks read their rows from it: before sbatch
-        job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
+        try:
+            job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
+        except BaseException:
+            req.remove_table()  # a refused array leaves nothing behind
+            raise
         ids = [f"{job_id}_{i}" for i in range(len(req.trials))]
         log.info("slurm_submitted_array", app_id=job_id, tasks=len(ids))
         # one index entry for the array: its tasks' replicas are alike (array_unsupported)
