@@ -403,3 +403,27 @@ def test_line_blocks_end_on_line_boundaries_and_keep_every_byte() -> None:
     assert b"".join(blocks) == b"".join(chunks)
     assert all(b.endswith(b"\n") for b in blocks[:-1])
     assert list(line_blocks([])) == [] and list(line_blocks([b"x"])) == [b"x"]
+
+
+def test_follow_file_reads_what_is_written_until_done_and_the_rest_after(tmp_path) -> None:
+    """A followed log: lines written while it is followed (here by the done-check itself,
+    the one moment the follower is known to be at the end), a partial last line completed
+    later, and what was written just before the app ended, are all read, in order."""
+    from tx.schedulers.streams import follow_file
+
+    log = tmp_path / "replica.out"
+    log.write_bytes(b"one\ntw")
+    calls = []
+
+    def done() -> bool:
+        calls.append(1)
+        with log.open("ab") as f:
+            f.write([b"o\nthree\n", b"four, written as the app ends\nno newline"][len(calls) - 1])
+        return len(calls) == 2
+
+    blocks = list(follow_file(str(log), done, poll_interval=0.0, check_interval=0.0))
+    assert b"".join(blocks) == b"one\ntwo\nthree\nfour, written as the app ends\nno newline"
+    assert all(b.endswith(b"\n") for b in blocks[:-1]) and len(calls) == 2
+    assert list(follow_file(str(tmp_path / "missing.out"))) == []
+    assert list(follow_file(str(tmp_path / "missing.out"), lambda: True, check_interval=0.0)) == []
+

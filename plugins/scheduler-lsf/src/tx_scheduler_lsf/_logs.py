@@ -7,10 +7,11 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, Stream, filter_regex, split_lines
+from tx.schedulers.streams import follow_file
 from tx.schedulers.api import SchedulerError
 from tx.specs import AppState, is_terminal
 
@@ -19,61 +20,8 @@ from tx_scheduler_lsf.request import replica_file
 
 log = get_logger(__name__)
 
-BLOCK_SIZE = 65536  # bytes per read
 #: seconds between bjobs calls while following a log whose app has not ended
 FOLLOW_CHECK_S = 5.0
-
-
-def iter_blocks(path: str, is_done: Optional[Callable[[], bool]] = None, poll_interval: float = 0.2,
-                check_interval: float = 1.0) -> Iterator[bytes]:
-    """The bytes of ``path`` in blocks that each end on a ``\\n`` (the last may not).
-
-    Args:
-        path: the file; a missing file yields nothing unless following.
-        is_done: follow the file until this returns True (called at most every
-            ``check_interval`` seconds, at the end of the file), then read the rest.
-            None: read what is there and stop.
-        poll_interval: seconds between reads at the end of a followed file.
-        check_interval: seconds between calls of ``is_done``.
-    """
-    f: Optional[BinaryIO] = None
-    pending = b""
-    next_check = 0.0
-    try:
-        while True:
-            if f is None:
-                try:
-                    f = open(path, "rb")
-                except FileNotFoundError:
-                    if is_done is None or is_done():
-                        return
-                    time.sleep(check_interval)
-                    continue
-            data = f.read(BLOCK_SIZE)
-            if data:
-                pending += data
-                cut = pending.rfind(b"\n")
-                if cut >= 0:
-                    yield pending[: cut + 1]
-                    pending = pending[cut + 1:]
-                continue
-            if is_done is None:
-                break
-            now = time.monotonic()
-            if now >= next_check:
-                next_check = now + check_interval
-                if is_done():
-                    rest = f.read()
-                    while rest:
-                        pending += rest
-                        rest = f.read()
-                    break
-            time.sleep(poll_interval)
-        if pending:
-            yield pending
-    finally:
-        if f is not None:
-            f.close()
 
 
 class LogFiles:
@@ -133,7 +81,7 @@ class LogFiles:
             SchedulerError: the app is unknown here.
         """
         path = self._log_path(app_id, role_name, k, streams)
-        return iter_blocks(path, self._done(app_id) if should_tail else None)
+        return follow_file(path, self._done(app_id) if should_tail else None)
 
     def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: Optional[str] = None,
                  since: Optional[_dt.datetime] = None, until: Optional[_dt.datetime] = None,
