@@ -179,14 +179,16 @@ def test_describe_rebuilds_roles_and_list_is_newest_first(sched: Any, cfg: Dict[
     assert other.describe(ids[0]).state == AppState.SUCCEEDED
 
 
-def test_describe_from_another_process_gives_back_the_whole_appdef(state_dir: Any, cfg: Dict[str, Any], h: Any) -> None:
+def test_describe_from_another_process_gives_back_the_whole_appdef(state_dir: Any, cfg: Dict[str, Any], h: Any,
+                                                                   tmp_path: Any) -> None:
     """Stored through core's converter: mounts, base_image, resource tags and devices,
-    retry settings, metadata and the app's own name and metadata all come back."""
+    retry settings, metadata and the app's own name and metadata all come back (the mounts
+    local_cwd honours: writable binds of a host path at itself; it refuses the others)."""
     import subprocess
     import sys
 
     from tx.runner import get_runner
-    from tx.specs import BindMount, DeviceMount, VolumeMount
+    from tx.specs import BindMount
     from tx.specs.files import appdef_from_dict
 
     app = AppDef("whole", metadata={"team": "ml", "n": "3"}, roles=[
@@ -195,8 +197,7 @@ def test_describe_from_another_process_gives_back_the_whole_appdef(state_dir: An
              resource=Resource(cpu=2, gpu=0, memMB=128, capabilities={"node.kubernetes.io/instance-type": "m5"},
                                devices={"vpc.amazonaws.com/efa": 1}, tags={"x": "y"}),
              port_map={"p": 29500}, metadata={"local/k": [1, "two"]},
-             mounts=[BindMount("/data", "/mnt/data", read_only=True), VolumeMount("vol", "/vol"),
-                     DeviceMount("/dev/fuse", "/dev/fuse", permissions="rw")]),
+             mounts=[BindMount(str(tmp_path), str(tmp_path)), BindMount(f"{tmp_path}/in", f"{tmp_path}/in/")]),
         h.sh("b", "true"),
     ])
     with get_runner() as runner:
@@ -324,3 +325,30 @@ def test_oom_killed_replica_is_named(state_dir: Path, log_root: Path, h: Any) ->
         "replica hog/0 was killed by the kernel's OOM killer (SIGKILL; its memory cgroup's limit is 200 MB)"), desc
     assert h.replica(desc, "hog", 0).exit_code == -signal.SIGKILL
     assert "check the replica's memory" not in desc.structured_error_msg
+
+
+def test_mounts_local_replicas_would_run_without_are_refused(sched: Any, cfg: Dict[str, Any], h: Any,
+                                                             tmp_path: Any) -> None:
+    """A writable bind of a host path at itself holds on the host: the replica runs and
+    writes through it. Every other mount (another dst, read-only, relative, a volume, a
+    device) would be run without: submit_dryrun refuses it in one line naming the role, the
+    mount and what to do instead, and nothing starts."""
+    from tx.specs import BindMount, DeviceMount, VolumeMount
+
+    out = tmp_path / "out"
+    out.mkdir()
+    ok = BindMount(f"{out}/", str(out))  # the same path, spelt differently
+    _, desc = h.run(sched, [h.sh("w", f"echo hi > {out}/f", mounts=[ok])], cfg)
+    assert desc.state == AppState.SUCCEEDED and (out / "f").read_text() == "hi\n"
+    assert len(sched.list()) == 1
+    for bad, text in [(BindMount(str(out), "/data"), f"bind {out} -> /data"),
+                      (BindMount(str(out), str(out), read_only=True), f"bind {out} -> {out} (read-only)"),
+                      (BindMount("out", "out"), "bind out -> out"),
+                      (VolumeMount("vol", "/vol"), "volume vol -> /vol"),
+                      (DeviceMount("/dev/fuse", "/dev/fuse"), "device /dev/fuse -> /dev/fuse")]:
+        app = AppDef("m", roles=[h.sh("w", "true", mounts=[ok, bad])])
+        with pytest.raises(ValueError) as e:
+            sched.submit_dryrun(app, cfg)
+        assert str(e.value).startswith(f"role 'w': the local_cwd scheduler cannot honour mount {text} ("), e.value
+        assert "\n" not in str(e.value) and "run on local_docker" in str(e.value)
+    assert len(sched.list()) == 1  # nothing more started

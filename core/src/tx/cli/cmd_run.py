@@ -132,8 +132,8 @@ def run(args: argparse.Namespace, *, unknown_cfg_keys: str = UNKNOWN_CFG_KEYS,
         unknown_cfg_keys: a ``-cfg`` key that is not a run option of the scheduler is an
             ``"error"`` (tx), or ``"warn"``: a warning names it and the key is dropped.
         relay_stdout: the replicas' stdout is relayed to tx's ``"stdout"`` (tx) or ``"stderr"``.
-        unsupported_mounts: roles' mounts on a scheduler that supports none
-            (``Scheduler.supports_mounts``) are an ``"error"`` (the scheduler's, tx), or
+        unsupported_mounts: roles' mounts the scheduler would run without
+            (``Scheduler.ignored_mounts``) are an ``"error"`` (the scheduler's, tx), or
             ``"warn"``: one line on stderr names them and they are dropped (TorchX ignores them).
 
     Raises:

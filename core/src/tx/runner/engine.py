@@ -89,7 +89,7 @@ class Engine:
         self._on_terminal: List[TerminalListener] = []
         self._on_follow: List[FollowListener] = []
         self._on_cancel: List[CancelListener] = []
-        #: None: a role's mounts on a scheduler that supports none (``Scheduler.supports_mounts``)
+        #: None: a role's mounts a scheduler would run without (``Scheduler.ignored_mounts``)
         #: are refused by the scheduler (tx); else the prefix of a one-line warning on stderr
         #: (``"torchx run"``) and the mounts are dropped, as TorchX 0.7 ignores them (the
         #: ``torchx`` command and TorchX's Runner of tx-torchx-compat set it)
@@ -314,8 +314,8 @@ class Engine:
             role = sched.build_workspace(app.roles[0], workspace, resolved)
             if role is not None:
                 app = attrs.evolve(app, roles=[role, *app.roles[1:]])
-        if self.drop_unsupported_mounts is not None and not getattr(sched, "supports_mounts", True):
-            app, dropped = without_mounts(app)
+        if self.drop_unsupported_mounts is not None and hasattr(sched, "ignored_mounts"):
+            app, dropped = without_mounts(app, sched.ignored_mounts)
             if dropped:
                 print(f"{self.drop_unsupported_mounts}: warning: the {scheduler} scheduler supports no mounts; "
                       f"ignored, as TorchX does: {dropped}", file=sys.stderr)

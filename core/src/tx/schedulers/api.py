@@ -29,6 +29,7 @@ import attrs
 from tx.errors import UserError
 from tx.plugins import get_registry
 from tx.specs.api import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role
+from tx.specs.mounts import refuse_ignored_mounts
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import Attempt, RoleStatus, RootCause
 from tx.workspace.api import IMAGE_REPO_REQUIRED, find_workspace, get_workspace
@@ -174,7 +175,8 @@ class Scheduler(abc.ABC, Generic[T]):
     options), :meth:`_validate` (default: every role has a resource), :meth:`log_iter`
     (default: NotImplementedError, "keeps no logs"), :meth:`log_iter_blocks`, :meth:`wait`
     (default: polls :meth:`describe`), :meth:`close`, and the class attributes
-    :attr:`workspace_kind`, :attr:`runs_on_host` and :attr:`supports_mounts`.
+    :attr:`workspace_kind`, :attr:`runs_on_host`, :attr:`supports_mounts` and
+    :attr:`mounts_advice` (or :meth:`ignored_mounts`, per kind).
 
     Errors: a backend that refuses or cannot be reached raises :class:`SchedulerError`;
     input that cannot run on the backend raises ``ValueError`` (from :meth:`_validate`) or
@@ -191,10 +193,19 @@ class Scheduler(abc.ABC, Generic[T]):
     #: TorchX does for its local schedulers
     runs_on_host: ClassVar[bool] = False
 
-    #: False for schedulers that refuse roles with mounts (``slurm``, ``gcp_batch``: their
-    #: :meth:`_validate` raises); the ``torchx`` command and TorchX's Runner drop the mounts
-    #: there instead, with a warning, as TorchX 0.7 ignores them
+    #: False for schedulers whose TorchX counterparts ignore mounts (``local_cwd``,
+    #: ``local_dir``, ``ray``, ``slurm``, ``gcp_batch``): tx refuses the mounts of
+    #: :meth:`ignored_mounts` (:meth:`submit_dryrun`); the ``torchx`` command and TorchX's
+    #: Runner drop them instead, with a warning, as TorchX 0.7 does
     supports_mounts: ClassVar[bool] = True
+    #: what to do instead of mounts the scheduler ignores (ends the refusal's line)
+    mounts_advice: ClassVar[str] = "remove them, or run on a scheduler that honours them"
+
+    def ignored_mounts(self, role: Role) -> List[Any]:
+        """The mounts of ``role`` this scheduler would run without: all of them where
+        :attr:`supports_mounts` is False, else none (a scheduler that honours some kinds
+        overrides this). Returns a list of :data:`tx.specs.Mount`."""
+        return [] if self.supports_mounts else list(role.mounts)
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
@@ -223,10 +234,12 @@ class Scheduler(abc.ABC, Generic[T]):
 
         Raises:
             tx.specs.InvalidRunConfigException: ``cfg`` does not fit :meth:`run_opts`.
-            ValueError: the app cannot run on this scheduler (see :meth:`_validate`).
+            ValueError: the app cannot run on this scheduler (see :meth:`_validate`), or a
+                role has mounts it would run without (:meth:`ignored_mounts`).
         """
         resolved = self.run_opts().resolve(cfg)
         self._validate(app, self.backend, resolved)
+        refuse_ignored_mounts(app, self.backend, self.ignored_mounts, self.mounts_advice)
         info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any, List, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import attrs
 
-__all__ = ["BindMount", "DeviceMount", "Mount", "MountType", "mount_text", "parse_mounts", "VolumeMount", "without_mounts"]
+__all__ = ["BindMount", "DeviceMount", "Mount", "MountType", "mount_text", "parse_mounts", "refuse_ignored_mounts", "VolumeMount",
+           "without_mounts"]
 
 
 class MountType(str, enum.Enum):
@@ -131,13 +132,32 @@ def mount_text(mount: Mount) -> str:
     return text + (" (read-only)" if getattr(mount, "read_only", False) else "")
 
 
-def without_mounts(app: Any) -> Tuple[Any, str]:
+def without_mounts(app: Any, which: Optional[Callable[[Any], List[Mount]]] = None) -> Tuple[Any, str]:
     """``(copy of app whose roles have no mounts, what was dropped)``; the text names each
     role with mounts and its mounts (``role 'trainer': volume nas-pvc -> /mnt/data``), ""
-    (and ``app`` itself) when no role has any. ``app`` (a :class:`tx.specs.AppDef`) is not
-    modified."""
-    dropped = "; ".join(f"role {r.name!r}: " + ", ".join(mount_text(m) for m in r.mounts)
-                        for r in app.roles if r.mounts)
+    (and ``app`` itself) when no role has any. ``which(role)``: only the mounts it returns
+    are dropped (a scheduler's ``ignored_mounts``); None: all of them. ``app`` (a
+    :class:`tx.specs.AppDef`) is not modified."""
+    drop = {r.name: list(which(r)) if which is not None else list(r.mounts) for r in app.roles}
+    dropped = "; ".join(f"role {r.name!r}: " + ", ".join(mount_text(m) for m in drop[r.name])
+                        for r in app.roles if drop[r.name])
     if not dropped:
         return app, ""
-    return attrs.evolve(app, roles=[attrs.evolve(r, mounts=[]) for r in app.roles]), dropped
+    return attrs.evolve(app, roles=[attrs.evolve(r, mounts=[m for m in r.mounts if m not in drop[r.name]])
+                                    for r in app.roles]), dropped
+
+
+def refuse_ignored_mounts(app: Any, scheduler: str, which: Callable[[Any], List[Mount]], advice: str) -> None:
+    """Raise when a role of ``app`` has mounts the ``scheduler`` would run without
+    (``which(role)``: its ``Scheduler.ignored_mounts``), instead of running without them.
+
+    Raises:
+        ValueError: one line naming the first such role, its ignored mounts, the scheduler
+            and ``advice`` (what to do instead).
+    """
+    for role in app.roles:
+        ignored = which(role)
+        if ignored:
+            raise ValueError(f"role {role.name!r}: the {scheduler} scheduler cannot honour mount"
+                             f"{'s' if len(ignored) > 1 else ''} {', '.join(mount_text(m) for m in ignored)} "
+                             f"(it would run without {'them' if len(ignored) > 1 else 'it'}); {advice}")

@@ -30,17 +30,18 @@ __all__ = ["IgnoresMounts", "WorkspaceMixin", "adapt_class", "validate_takes_cfg
 
 class IgnoresMounts:
     """Mix-in (before the tx scheduler among the bases) for the ``torchx.schedulers`` class of
-    a scheduler that supports no mounts (``supports_mounts`` False: ``slurm``,
-    ``gcp_batch``): :meth:`submit_dryrun` drops the roles' mounts, as TorchX 0.7 ignores
-    them, with one line on stderr naming them; tx's class refuses them."""
+    a scheduler that supports no mounts (``supports_mounts`` False: ``local_cwd``,
+    ``local_dir``, ``ray``, ``slurm``, ``gcp_batch``): :meth:`submit_dryrun` drops the
+    roles' mounts it would run without (``ignored_mounts``), as TorchX 0.7 ignores them,
+    with one line on stderr naming them; tx's class refuses them."""
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> Any:
-        """The scheduler's ``submit_dryrun`` of ``app`` without its mounts where the
-        scheduler supports none; raises as that does."""
+        """The scheduler's ``submit_dryrun`` of ``app`` without the mounts the scheduler
+        would run without; raises as that does."""
         from tx.specs.mounts import without_mounts
 
-        if not getattr(self, "supports_mounts", True):
-            app, dropped = without_mounts(app)
+        if hasattr(self, "ignored_mounts"):
+            app, dropped = without_mounts(app, self.ignored_mounts)
             if dropped:
                 print(f"torchx: warning: the {getattr(self, 'backend', 'this')} scheduler supports no mounts; "
                       f"ignored, as TorchX does: {dropped}", file=sys.stderr)

@@ -82,8 +82,11 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     """
 
     workspace_kind = "docker"
-    #: roles with mounts are refused (validate); the torchx command drops them with a warning
+    #: roles with mounts are refused (Scheduler.ignored_mounts); the torchx command drops
+    #: them with a warning, as TorchX ignores them
     supports_mounts = False
+    mounts_advice = ("gcp_batch does not support mounts yet: remove them (the job can read gs:// paths "
+                     "itself), or run on kubernetes or aws_batch")
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ import attrs
 from tx.schedulers.env import RANK0_HOST, replica_env
 from tx.schedulers.ids import clean_name, make_unique
 from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
+from tx.specs.mounts import BindMount
 from tx.specs.runopts import CfgVal
 from tx.workspace.api import WorkspaceError
 from tx_scheduler_local import _cuda, _preempt
@@ -23,6 +24,28 @@ RANK0_ENV = RANK0_HOST
 #: the ``Role.metadata`` key naming the workspace directory a ``local_cwd`` role runs in
 #: (set by :func:`workspace_role`; ``local_dir`` puts it in the role's image instead)
 WORKSPACE_CWD = "local/workspace"
+
+
+class HostMounts:
+    """Mounts on the local schedulers (a mix-in of ``LocalScheduler``): the replicas are host
+    processes that see the host's filesystem as it is, so no mount is made. A writable bind
+    mount whose ``src`` is ``dst`` (both absolute) already holds there and is accepted; every
+    other mount (another ``dst``, read-only, volume, device) would be run without, so tx
+    refuses it and the ``torchx`` command drops it with a warning (TorchX's local scheduler
+    ignores mounts)."""
+
+    supports_mounts = False
+    mounts_advice = ("a local replica sees the host's filesystem as it is: use the host path itself "
+                     "(a writable bind mount with src equal to dst is accepted), or run on local_docker")
+
+    def ignored_mounts(self, role: Role) -> List[Any]:
+        """The mounts of ``role`` the replicas would run without (all but writable bind
+        mounts with ``src`` equal to ``dst``, both absolute paths)."""
+        def holds(m: Any) -> bool:
+            return (isinstance(m, BindMount) and not m.read_only and os.path.isabs(m.src_path)
+                    and os.path.isabs(m.dst_path) and os.path.normpath(m.src_path) == os.path.normpath(m.dst_path))
+
+        return [m for m in role.mounts if not holds(m)]
 
 
 def workspace_role(role: Role, workspace: str, image_is_dir: bool) -> Role:

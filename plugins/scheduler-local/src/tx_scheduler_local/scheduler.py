@@ -50,7 +50,8 @@ from tx.specs.handles import make_app_handle
 from tx.specs.runopts import CfgVal, runopts
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
 from tx_scheduler_local._relay import TIMES
-from tx_scheduler_local.request import LocalRequest, app_from_json, build_request, dumps_default, workspace_role
+from tx_scheduler_local.request import (HostMounts, LocalRequest, app_from_json, build_request, dumps_default,
+                                        workspace_role)
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -77,8 +78,9 @@ def nvidia_smi_device_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.strip())
 
 
-class LocalScheduler(Scheduler[LocalRequest]):
-    """Runs each replica as a local process, supervised by a detached per-app supervisor.
+class LocalScheduler(HostMounts, Scheduler[LocalRequest]):
+    """Runs each replica as a local process, supervised by a detached per-app supervisor
+    (mounts: :class:`~tx_scheduler_local.request.HostMounts`).
 
     Args:
         session_name: the session part of app handles and of log paths.

@@ -96,6 +96,10 @@ class RayScheduler(Scheduler[RayJob]):
     #: core's ``dir`` kind first; the directory (job_dir or DIR) becomes the first role's
     #: image and is uploaded as the job's runtime-env ``working_dir``
     workspace_kind = "dir"
+    #: a Ray job has no mounts (its runtime env has none): tx refuses them, torchx drops them
+    supports_mounts = False
+    mounts_advice = ("Ray jobs see each node's filesystem as it is: make the path exist on every node "
+                     "(the cluster's own setup), or run on kubernetes or local_docker")
 
     def __init__(self, session_name: str, dashboard_address: Optional[str] = None) -> None:
         super().__init__("ray", session_name)

@@ -55,6 +55,7 @@ class ProcsScheduler(Scheduler[ProcsRequest]):
     """Runs each replica of an app as a detached process (its own session) on this host."""
 
     runs_on_host = True  # tx run waits and relays logs by default, as for local_cwd
+    supports_mounts = False  # no mounts are made: tx refuses roles with mounts (ignored_mounts)
 
     def _run_opts(self) -> runopts:
         opts = runopts()

@@ -3,7 +3,8 @@
 * ``create_scheduler(session_name, cache_size=100, extra_paths=None,
   image_provider_class=CWDImageProvider)`` (TorchX 0.7's factory) makes tx-scheduler-local's
   ``local_cwd``/``local_dir`` scheduler, whose apps outlive the process (``tx status``,
-  ``tx log`` from another shell).
+  ``tx log`` from another shell); roles' mounts it would run without are dropped with a
+  warning, as TorchX's local scheduler ignores mounts (tx's refuses them).
 * ``LocalScheduler`` and what projects that subclass it import (``LocalOpts``,
   ``ImageProvider``, ``CWDImageProvider``, ``LocalDirectoryImageProvider``,
   ``ReplicaParam``, ``PopenRequest``, ``_LocalAppDef``, ``_LocalReplica``, ``LogIterator``,
@@ -14,6 +15,7 @@ from typing import Any, List, Optional
 
 from tx.schedulers.ids import make_unique  # noqa: F401 - TorchX's local_scheduler has it
 from tx_torchx_compat._missing import reexport
+from tx_torchx_compat.scheduler_api import IgnoresMounts
 
 _local = reexport(globals(), "tx_scheduler_local.scheduler", "tx-scheduler-local")
 
@@ -39,6 +41,10 @@ from tx_torchx_compat._torchx_local import (  # noqa: E402,F401 - after reexport
 )
 
 
+class _TorchxLocal(IgnoresMounts, _local.LocalScheduler):  # type: ignore[misc,valid-type]
+    """tx's local scheduler as ``create_scheduler`` returns it: mounts dropped with a warning."""
+
+
 def create_scheduler(
     session_name: str,
     cache_size: int = 100,
@@ -61,7 +67,8 @@ def create_scheduler(
             (``state_dir``, ``cuda_device_count``, ``supervisor``); others are ignored.
 
     Returns:
-        a ``tx_scheduler_local.scheduler.LocalScheduler``.
+        a ``tx_scheduler_local.scheduler.LocalScheduler`` (of a subclass whose
+        ``submit_dryrun`` drops the mounts tx's refuses, with a warning, as TorchX does).
 
     Raises:
         ValueError: a bad ``cache_size`` or an unknown ``image_provider_class``.
@@ -72,10 +79,13 @@ def create_scheduler(
         kwargs["extra_paths"] = list(extra_paths)
     provider = getattr(image_provider_class, "__name__", None)
     if image_provider_class is None or provider == "CWDImageProvider":
-        return _local.create_cwd_scheduler(session_name, **kwargs)
-    if provider == "LocalDirectoryImageProvider":
-        return _local.create_dir_scheduler(session_name, **kwargs)
-    raise ValueError(
-        f"image_provider_class must be CWDImageProvider or LocalDirectoryImageProvider, got "
-        f"{image_provider_class!r}"
-    )
+        sched = _local.create_cwd_scheduler(session_name, **kwargs)
+    elif provider == "LocalDirectoryImageProvider":
+        sched = _local.create_dir_scheduler(session_name, **kwargs)
+    else:
+        raise ValueError(
+            f"image_provider_class must be CWDImageProvider or LocalDirectoryImageProvider, got "
+            f"{image_provider_class!r}"
+        )
+    sched.__class__ = _TorchxLocal  # the factories' instance, its mounts TorchX's way
+    return sched

@@ -5,6 +5,7 @@ import importlib.util
 from typing import Any, Optional
 
 from tx_torchx_compat._missing import reexport
+from tx_torchx_compat.scheduler_api import IgnoresMounts
 
 _ray = reexport(globals(), "tx_scheduler_ray.scheduler", "tx-scheduler-ray")
 
@@ -14,8 +15,9 @@ def has_ray() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-class RayScheduler(_ray.RayScheduler):  # type: ignore[misc,valid-type]
-    """tx's Ray scheduler, constructed as TorchX 0.7.0's.
+class RayScheduler(IgnoresMounts, _ray.RayScheduler):  # type: ignore[misc,valid-type]
+    """tx's Ray scheduler, constructed as TorchX 0.7.0's; roles' mounts are dropped with a
+    warning, as TorchX ignores them (tx's refuses them).
 
     Args:
         session_name: the session part of app handles.
