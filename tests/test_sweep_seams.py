@@ -177,3 +177,40 @@ def test_a_huge_sweep_is_refused_in_one_line_before_it_is_expanded(tx_env, tmp_p
     # a generous bound that only an expansion of the trials would pass
     assert (used.ru_utime + used.ru_stime) - (before.ru_utime + before.ru_stime) < 20, used
     assert not (tmp_path / "state" / "sweeps").exists()
+
+
+def test_a_10000_trial_dryrun_finds_the_component_once_and_its_request_does_not_grow(tmp_path, monkeypatch):
+    """A 10,000-trial sweep on local_cwd: the component is found (and linted) once and its
+    parser built once, not once per trial (counts); the dryrun shows one trial's request,
+    of the same size at 6 trials and at 10,000, then the trial table."""
+    from tx.components.system import builders, finder
+    from tx.runner import Runner
+    from tx.specs.sweep import SweepSpec
+
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    calls = {"find": 0, "parser": 0}
+    real_find, real_parser = finder.get_component, builders.create_args_parser
+
+    def find(*a, **kw):
+        calls["find"] += 1
+        return real_find(*a, **kw)
+
+    def parser(*a, **kw):
+        calls["parser"] += 1
+        return real_parser(*a, **kw)
+
+    monkeypatch.setattr(finder, "get_component", find)
+    monkeypatch.setattr(builders, "create_args_parser", parser)
+
+    def dryrun(a: int, b: int):
+        with Runner() as r:
+            return r.dryrun_sweep("utils.python", SweepSpec(grid={"a": list(range(a)), "b": list(range(b))}),
+                                  "local_cwd", ["-c", "print('${a} ${b}')"])
+
+    small = dryrun(2, 3)
+    calls.update(find=0, parser=0)
+    big = dryrun(100, 100)
+    assert len(big.trials) == 10_000 and calls == {"find": 2, "parser": 1}  # _check_params' look, the maker's
+    request = str(big).split("=== TRIALS")[0]
+    assert abs(len(request) - len(str(small).split("=== TRIALS")[0])) <= 16  # trial counts, the sweep id
+    assert str(big.trials[9_999].request).count("print('99 99')") == 1

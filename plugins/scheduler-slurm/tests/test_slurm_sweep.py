@@ -1,6 +1,8 @@
 """Sweeps on Slurm: single-replica trials as one ``sbatch --array`` (offline dryrun, then on
 the session's private cluster: a 2x3 grid with max_parallel, one sbatch, status, logs,
 list, resume of exactly the failed trials); heterogeneous apps one job per trial."""
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, List
@@ -42,8 +44,48 @@ def test_dryrun_of_single_replica_trials_is_one_array(offline, tmp_path):
     assert "=== slurm: one native array request for 6 trials, at most 2 at once ===" in text
     assert "--array=0-5%2 $SBATCH_SCRIPT" in text
     assert 'tx_app_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' in text
-    assert text.count(") srun ") == 6 and "  5) srun " in text and "lr=1 b=3" in text
+    assert text.count("\n  srun ") == 1 and "tx_words[" in text and "lr=1 b=3" in text  # the table, not 6 lines
     assert "$SLURM_JOB_ID\"" not in text.split("SBATCH_SCRIPT\n#---")[1].replace("echo \"[tx] job $SLURM_JOB_ID", "")
+
+
+def _lookup_words(script: str, index: int, table: str) -> List[str]:
+    """What the array script's srun line gets for task ``index``, bash running it for real
+    with ``srun`` printing its words (NUL-separated)."""
+    start = script.index("tx_table=")
+    block = script[start:script.index("\nfi\n", start) + 3]
+    prog = ("srun() { printf '%s\\0' \"$@\"; }\n" + f"SLURM_ARRAY_TASK_ID={index}\n"
+            + 'tx_app_id="7_${SLURM_ARRAY_TASK_ID}"\n' + block.replace(block.split("\n")[0], f"tx_table={table}", 1))
+    out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, check=True).stdout
+    return out.split("\0")[:-1]
+
+
+def _own_words(req: Any, index: int) -> List[str]:
+    """Trial ``index``'s own srun words (its request alone), as bash reads them."""
+    words = " ".join(next(iter(req.trials[index].replicas.values())).srun_words())
+    prog = "srun() { printf '%s\\0' \"$@\"; }\nSLURM_JOB_ID=7_" + str(index) + "\nsrun " + words
+    return subprocess.run(["bash", "-c", prog], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+
+
+def test_array_script_is_bounded_and_each_task_reads_its_own_row(offline, tmp_path):
+    """The script does not grow with the trials (their varying words are in a table file
+    beside the job, written at submit), and task i runs exactly trial i's srun words: bash
+    runs the script's lookup against the table, for values with spaces and quotes."""
+    odd = SweepSpec(grid={"lr": [0.1, 1], "b": ["x y", "it's", '$HOME"']})
+    info = offline.dryrun_sweep(_app(), odd, "slurm", cfg={"job_dir": str(tmp_path / "j")})
+    req = info.native.request
+    req.write_table()
+    assert os.path.isfile(req.table_path) and len(req.table.rows) == 6
+    for i in range(6):
+        assert _lookup_words(req.materialize(), i, req.table_path) == _own_words(req, i)
+
+    def sizes(n: int) -> "tuple[int, int]":
+        spec = SweepSpec(grid={"lr": list(range(n // 100)), "b": list(range(100))})
+        r = offline.dryrun_sweep(_app(), spec, "slurm", cfg={"job_dir": str(tmp_path / "j")}).native.request
+        return len(r.materialize()), len(r.table_text())
+
+    (s200, t200), (s10k, t10k) = sizes(200), sizes(10_000)
+    assert s10k - s200 <= 8  # only --array=0-199 vs 0-9999
+    assert t10k <= 50 * t200 * 1.2 and t10k / 10_000 < 60  # the table: the values, not the words, per trial
 
 
 def test_dryrun_of_heterogeneous_trials_is_one_job_per_trial(offline, tmp_path):
@@ -162,3 +204,13 @@ def test_cancel_of_an_array_sweep_is_one_scancel(slurm_nodes, tmp_path, monkeypa
         for t in rec.trials:
             runner.wait(f"slurm://tx/{t.attempts[0]}", wait_interval=0.5, timeout=60)
         assert runner.sweep_status(handle).counts() == {"CANCELLED": 12}
+
+
+def test_a_refused_array_leaves_no_table_behind(offline, tmp_path):
+    """sbatch refuses the array (a partition no cluster has; or no Slurm here): the table
+    written for its tasks is removed, nothing is left in the job's directory."""
+    job_dir = tmp_path / "j"
+    info = offline.dryrun_sweep(_app(), GRID, "slurm", cfg={"job_dir": str(job_dir), "partition": "no-such-part"})
+    with pytest.raises(Exception):  # noqa: B017 - SlurmCommandError, or SlurmNotInstalledError without Slurm
+        offline.schedule_sweep(info)
+    assert not list(job_dir.glob("tx-sweep-*.table")) and info.native.request.table_path.startswith(str(job_dir))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import attrs
 
@@ -203,6 +203,19 @@ class Engine:
         if isinstance(component_args, dict):
             return builders.materialize_appdef_from_dict(comp.fn, component_args, defaults, name=component)
         return builders.materialize_appdef(comp.fn, list(component_args), defaults, name=component)
+
+    def component_maker(self, component: str) -> Callable[[Sequence[str]], AppDef]:
+        """:meth:`component_app` of many command lines of ``component`` (a sweep's trials):
+        the component is found, linted and its parser built once.
+
+        Raises:
+            as :meth:`component_app`, when called for the component, and for each call
+            for its arguments.
+        """
+        from tx.components.system import builders, finder  # deferred: as component_app's
+
+        comp = finder.get_component(component)
+        return builders.component_maker(comp.fn, self.component_defaults.get(component), name=component)
 
     def submission_env(self, scheduler: str, parent_run_id: Optional[str],
                        job_id: Optional[str] = None) -> Dict[str, str]:

@@ -26,7 +26,7 @@ import secrets
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import attrs
 
@@ -219,10 +219,12 @@ def _check_params(source: Mapping[str, Any], names: Sequence[str], env: Mapping[
 
 
 def trial_app(engine: Engine, rec: SweepRecord, trial: TrialRecord, as_args: Sequence[str] = (),
-              base: Optional[AppDef] = None, ckpt_root: Optional[str] = None) -> AppDef:
+              base: Optional[AppDef] = None, ckpt_root: Optional[str] = None,
+              make: Optional[Callable[[Sequence[str]], AppDef]] = None) -> AppDef:
     """The AppDef of ``trial``: its parameters in the app, and the sweep's env in every role
     (``base``: the sweep's AppDef where its source is one, already read; ``ckpt_root``:
-    :func:`tx.config.recovery.checkpoint_root` of the scheduler, where already read).
+    :func:`tx.config.recovery.checkpoint_root` of the scheduler, where already read;
+    ``make``: :meth:`Engine.component_maker` of the sweep's component, where already made).
 
     Raises:
         SweepFormatError: the component rejected the trial's values (one line naming the
@@ -233,7 +235,7 @@ def trial_app(engine: Engine, rec: SweepRecord, trial: TrialRecord, as_args: Seq
         if "component" in rec.source:
             args = [f"--{n}={format_value(params[n])}" for n in as_args]
             args += [substitute(a, params) for a in rec.source["args"]]
-            app = engine.component_app(rec.source["component"], args)
+            app = make(args) if make is not None else engine.component_app(rec.source["component"], args)
         else:
             app = base if base is not None else appdef_from_dict(rec.source["appdef"])
         if rec.source.get("app_name"):  # `tx sweep --name`: every trial's app takes it
@@ -253,6 +255,14 @@ def trial_app(engine: Engine, rec: SweepRecord, trial: TrialRecord, as_args: Seq
                           env={**ckpt, **{k: substitute(v, params) for k, v in r.env.items()}, **extra})
              for r in app.roles]
     return attrs.evolve(app, roles=roles)
+
+
+def _maker(engine: Engine, rec: SweepRecord) -> Optional[Callable[[Sequence[str]], AppDef]]:
+    """The sweep's component, found and its parser built once for all its trials (None: the
+    sweep's source is an AppDef). Raises as :meth:`Engine.component_maker`."""
+    if "component" not in rec.source:
+        return None
+    return engine.component_maker(rec.source["component"])
 
 
 #: the most trials of one sweep on a scheduler that states no array limit of its own
@@ -316,7 +326,8 @@ def dryrun_sweep(
                       trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
     base = app_or_component if isinstance(app_or_component, AppDef) else None
     root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
-    apps = [trial_app(engine, rec, t, as_args, base, root) for t in rec.trials]
+    make = _maker(engine, rec)
+    apps = [trial_app(engine, rec, t, as_args, base, root, make) for t in rec.trials]
     names = {a.name for a in apps}
     if name is None and len(names) == 1:  # the row is named as its trials are (utils.python -> train)
         rec.name = names.pop()
@@ -377,7 +388,8 @@ def submit_pending(engine: Engine, handle: str, infos: Optional[Dict[int, AppDry
             as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
             base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
             root = checkpoint_root(rec.scheduler)
-            made = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root) for t in missing],
+            make = _maker(engine, rec)
+            made = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root, make) for t in missing],
                                       rec.scheduler, _merged(engine, rec.scheduler, rec.cfg), parent_run_id=rec.handle)
             infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
         for t in todo:

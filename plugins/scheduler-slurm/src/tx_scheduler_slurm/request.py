@@ -211,6 +211,11 @@ class SlurmReplicaRequest:
 
     def srun_words(self) -> List[str]:
         """The group's srun words, shell-quoted."""
+        return [shell_word(w) for w in self.srun_raw_words()]
+
+    def srun_raw_words(self) -> List[str]:
+        """The group's srun words before :func:`shell_word` (``${app_id}`` in them; the
+        launcher's word a :class:`_Raw`)."""
         exit_file = log_file(macros.app_id, self.role, self.replica_id, "exitcode")
         words: List[str] = [
             *_opts(self.srun_opts),
@@ -219,7 +224,7 @@ class SlurmReplicaRequest:
             escape_srun_arg(self.entrypoint),
             *[escape_srun_arg(a) for a in self.args],
         ]
-        return [shell_word(w) for w in words]
+        return words
 
 
 @attrs.define
@@ -508,84 +513,3 @@ def _group_opts(
 def total_replicas(app: AppDef) -> int:
     """Het job components the app needs: the sum of every role's replicas."""
     return sum(role.num_replicas for role in app.roles)
-
-
-
-# -- sweeps: job arrays ------------------------------------------------------------------
-
-#: what ``${app_id}`` becomes in an array's script: ``<array job id>_<task id>``, the id
-#: squeue, sacct and scancel name a task by (each task's ``$SLURM_JOB_ID`` is its own)
-ARRAY_APP_ID_SHELL = '"$tx_app_id"'
-ARRAY_APP_ID_LINE = 'tx_app_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
-
-
-def array_unsupported(trials: List[SlurmBatchRequest]) -> Optional[str]:
-    """Why these trials cannot be one job array (Slurm has no arrays of heterogeneous jobs,
-    and one array has one set of ``#SBATCH`` options), or None when they can."""
-    if not trials:
-        return "no trials"
-    if any(len(t.replicas) != 1 for t in trials):
-        return "an app of several replicas is a heterogeneous job, which Slurm cannot put in an array"
-    first = trials[0]
-    line = next(iter(first.replicas.values())).sbatch_line()
-    for t in trials[1:]:
-        if t.cmd != first.cmd or t.job_dir != first.job_dir or t.max_retries != first.max_retries \
-                or next(iter(t.replicas.values())).sbatch_line() != line:
-            return "the trials differ in sbatch options (resources, run options)"
-    return None
-
-
-@attrs.define
-class SlurmArrayRequest:
-    """A sweep as one job array (https://slurm.schedmd.com/job_array.html): one ``sbatch
-    --array=0-<N-1>[%<max_parallel>]`` whose script runs trial ``$SLURM_ARRAY_TASK_ID``'s
-    ``srun`` line. Trial ``i``'s app id is ``<array job id>_<i>``; its replica files are
-    ``slurm-<array job id>_<i>-<role>-0.*``, as any app's.
-
-    Attributes:
-        trials: each trial's own request (single-replica, the same sbatch options).
-        max_parallel: the most tasks running at once (``%``), None for no bound.
-    """
-
-    trials: List[SlurmBatchRequest]
-    max_parallel: Optional[int] = None
-    _script: Optional[str] = attrs.field(default=None, init=False, repr=False, eq=False)
-
-    @property
-    def cmd(self) -> List[str]:
-        """``sbatch ... --array=0-<N-1>[%<max_parallel>]``."""
-        spec = f"0-{len(self.trials) - 1}" + (f"%{self.max_parallel}" if self.max_parallel else "")
-        return [*self.trials[0].cmd, f"--array={spec}"]
-
-    @property
-    def job_dir(self) -> Optional[str]:
-        return self.trials[0].job_dir
-
-    @property
-    def workdir(self) -> str:
-        return self.trials[0].workdir
-
-    def materialize(self) -> str:
-        """The batch script: trial 0's, with its ``srun`` line replaced by one line per
-        trial selected by ``$SLURM_ARRAY_TASK_ID``, and ``${app_id}`` as the task's array id."""
-        first = self.trials[0]
-        script = first.materialize().replace(
-            "# Run with: " + " ".join(shlex.quote(c) for c in first.cmd),
-            "# Run with: " + " ".join(shlex.quote(c) for c in self.cmd), 1)
-        srun0 = "srun " + " ".join(next(iter(first.replicas.values())).srun_words())
-        assert script.count(srun0) == 1
-        cases = "".join(
-            f"  {i}) srun {' '.join(next(iter(t.replicas.values())).srun_words())} ;;\n"
-            for i, t in enumerate(self.trials))
-        script = script.replace(srun0, f'case "$SLURM_ARRAY_TASK_ID" in\n{cases}  *) false ;;\nesac')
-        script = script.replace(APP_ID_SHELL, ARRAY_APP_ID_SHELL)
-        head, sep, rest = script.partition("\nexport PYTHONUNBUFFERED=1\n")
-        return f"{head}\n{ARRAY_APP_ID_LINE}{sep}{rest}"
-
-    def __repr__(self) -> str:
-        return (
-            " ".join(shlex.quote(c) for c in self.cmd) + " $SBATCH_SCRIPT\n\n"
-            "#----------------\n# SBATCH_SCRIPT\n#----------------\n" + self.materialize()
-        )
-
-    __str__ = __repr__

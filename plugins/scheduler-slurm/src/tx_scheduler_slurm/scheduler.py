@@ -45,9 +45,8 @@ from tx_scheduler_slurm._parse import (
 from tx_scheduler_slurm._states import appstate_from_slurm
 from tx_scheduler_slurm._status import build_describe
 from tx_scheduler_slurm.options import check_cfg, slurm_runopts, workdir_of
-from tx_scheduler_slurm.request import (
-    SlurmArrayRequest, SlurmBatchRequest, appdef_file, attempts_file, array_unsupported, build_request, validate_app,
-)
+from tx_scheduler_slurm._array import SlurmArrayRequest, array_unsupported
+from tx_scheduler_slurm.request import SlurmBatchRequest, appdef_file, attempts_file, build_request, validate_app
 
 __all__ = [
     "SlurmCommandError", "SlurmError", "SlurmNotInstalledError", "SlurmScheduler", "SlurmTimeoutError",
@@ -182,7 +181,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
 
     def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
         """One ``sbatch --array`` for trials of one replica each
-        (:class:`tx_scheduler_slurm.request.SlurmArrayRequest`); None (one job per trial)
+        (:class:`tx_scheduler_slurm._array.SlurmArrayRequest`); None (one job per trial)
         for heterogeneous apps, which Slurm cannot put in an array."""
         reqs = [t.request for t in trials]
         why = array_unsupported(reqs)
@@ -192,7 +191,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         return AppDryRunInfo(SlurmArrayRequest(reqs, max_parallel), repr)
 
     def sweep_not_an_array(self, trials: Any) -> str:
-        """Why these trials are one job each (:func:`tx_scheduler_slurm.request.array_unsupported`)."""
+        """Why these trials are one job each (:func:`tx_scheduler_slurm._array.array_unsupported`)."""
         return array_unsupported([t.request for t in trials]) or "slurm has no array for these trials"
 
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
@@ -202,7 +201,12 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
             SlurmNotInstalledError, SlurmCommandError: as :meth:`schedule`.
         """
         req: SlurmArrayRequest = dryrun_info.request
-        job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
+        req.write_table()  # the tasks read their rows from it: before sbatch
+        try:
+            job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
+        except BaseException:
+            req.remove_table()  # a refused array leaves nothing behind
+            raise
         ids = [f"{job_id}_{i}" for i in range(len(req.trials))]
         log.info("slurm_submitted_array", app_id=job_id, tasks=len(ids))
         # one index entry for the array: its tasks' replicas are alike (array_unsupported)

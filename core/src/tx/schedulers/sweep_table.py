@@ -1,0 +1,113 @@
+"""A sweep's trials as one command and a table: what a scheduler's native array ships once.
+
+The trials of a sweep run one command that differs, trial to trial, only in a few places
+(the parameters' values in the args, ``TX_TRIAL_INDEX``, ``TX_TRIAL_PARAMS``, the trial's
+``TX_CHECKPOINT_DIR``). :func:`split_words` keeps what every trial shares once, as a
+template, and puts the rest in a table, one row per trial, so that an array's request
+does not grow with each trial's whole command: the replica reads its row by its index
+(Slurm's ``$SLURM_ARRAY_TASK_ID``) and fills the template's holes with it. A word that
+differs is cut into tokens (runs of letters, digits, ``.``, ``+``, ``-``, ``_``, and each
+other character alone): where every trial's has as many, each run of differing tokens is a
+hole; else one hole between the tokens they all start and end with. So a row holds the
+values (``0.1``), not the words around them (``print('lr=0.1 ...')``). Pure functions: no backend is
+called.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import List, Optional, Sequence, Union
+
+import attrs
+
+__all__ = ["SweepTable", "split_words"]
+
+#: a word's tokens: runs of value characters, and each other character alone
+_TOKENS = re.compile(r"[A-Za-z0-9_.+\-]+|[^A-Za-z0-9_.+\-]")
+
+#: a template word: its pieces, constant text (str) or the number of a hole (int)
+Word = List[Union[str, int]]
+
+
+@attrs.frozen
+class SweepTable:
+    """Trials' commands as one template and a table.
+
+    Attributes:
+        template: the words, each as pieces: constant text (str) or hole ``k`` (int): row
+            ``k``'s value of each trial's row.
+        rows: per trial, in trial order, its values of the holes (hole ``k`` is ``row[k]``).
+    """
+
+    template: List[Word]
+    rows: List[List[str]]
+
+    @property
+    def holes(self) -> int:
+        """How many values each row holds."""
+        return len(self.rows[0]) if self.rows else 0
+
+    def words(self, index: int) -> List[str]:
+        """Trial ``index``'s words: the template with its row filled in."""
+        row = self.rows[index]
+        return ["".join(row[p] if isinstance(p, int) else p for p in w) for w in self.template]
+
+    def digest(self, text: str) -> str:
+        """12 hex digits of the SHA-256 of ``text`` (the table as its backend writes it): a
+        name for its file that two sweeps with different tables never share."""
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def split_words(commands: Sequence[Sequence[str]]) -> Optional[SweepTable]:
+    """The commands (one list of words per trial, unquoted) as one template and a table of
+    what differs; None when they cannot be (no commands, or two differ in their number of
+    words). ``table.words(i) == commands[i]`` for every trial.
+
+    Time and memory are linear in the commands' total size.
+    """
+    if not commands:
+        return None
+    first = list(commands[0])
+    if any(len(c) != len(first) for c in commands):
+        return None
+    template: List[Word] = []
+    columns: List[List[str]] = []  # hole k: each trial's value
+    for i, word in enumerate(first):
+        if all(c[i] == word for c in commands):
+            template.append([word])
+            continue
+        toks = [_TOKENS.findall(c[i]) for c in commands]
+        if any(len(t) != len(toks[0]) for t in toks):  # values of different shapes: one hole
+            pre, post = _common_ends(toks)  # between the tokens they all start and end with
+            template.append([w for w in ("".join(toks[0][:pre]), len(columns),
+                                         "".join(toks[0][len(toks[0]) - post:])) if w != ""])
+            columns.append(["".join(t[pre:len(t) - post]) for t in toks])
+            continue
+        pieces: Word = []
+        for j, tok in enumerate(toks[0]):
+            if all(t[j] == tok for t in toks):
+                if pieces and isinstance(pieces[-1], str):
+                    pieces[-1] += tok
+                else:
+                    pieces.append(tok)
+            elif pieces and isinstance(pieces[-1], int):  # next to a hole: one hole
+                col = columns[pieces[-1]]
+                for r, t in enumerate(toks):
+                    col[r] += t[j]
+            else:
+                pieces.append(len(columns))
+                columns.append([t[j] for t in toks])
+        template.append(pieces)
+    return SweepTable(template, [list(r) for r in zip(*columns)] if columns else [[] for _ in commands])
+
+
+def _common_ends(toks: Sequence[Sequence[str]]) -> "tuple[int, int]":
+    """How many tokens every list starts with alike, and ends with alike (not overlapping)."""
+    shortest = min(len(t) for t in toks)
+    pre = 0
+    while pre < shortest and all(t[pre] == toks[0][pre] for t in toks):
+        pre += 1
+    post = 0
+    while post < shortest - pre and all(t[len(t) - 1 - post] == toks[0][len(toks[0]) - 1 - post] for t in toks):
+        post += 1
+    return pre, post

@@ -1,0 +1,27 @@
+"""tx.schedulers.sweep_table: trials' commands as one template and a table of what differs;
+every trial's words come back exactly, and a row holds the values, not the words around them."""
+from tx.schedulers.sweep_table import split_words
+
+
+def _cmd(i: int, lr: str, b: str) -> list:
+    return ["python", "-c", f"print('lr={lr} b={b}'); import sys; sys.exit(0)", f"TX_TRIAL_INDEX={i}",
+            f"TX_CHECKPOINT_DIR=/ck/sweep-x%2Ftrial-{i}", "--fixed"]
+
+
+def test_every_trial_comes_back_and_rows_hold_only_the_values():
+    grid = [(lr, b) for lr in ("0.01", "1e-3", "-2") for b in ("x y", "it's", "32")]
+    cmds = [_cmd(i, lr, b) for i, (lr, b) in enumerate(grid)]
+    table = split_words(cmds)
+    assert [table.words(i) for i in range(len(cmds))] == cmds
+    assert table.template[0] == ["python"] and table.template[-1] == ["--fixed"]
+    for (lr, b), row in zip(grid, table.rows):
+        assert sum(len(v) for v in row) <= len(lr) + len(b) + 16 and not any("print" in v for v in row)
+
+
+def test_words_of_different_token_counts_are_whole_holes_and_lengths_must_match():
+    cmds = [["a", "v=1"], ["a", "v=1.5.x y"], ["a", "v"]]
+    table = split_words(cmds)
+    assert [table.words(i) for i in range(3)] == cmds
+    assert split_words([["a"], ["a", "b"]]) is None and split_words([]) is None
+    same = split_words([["a", "b"], ["a", "b"]])
+    assert same.holes == 0 and same.words(1) == ["a", "b"]
