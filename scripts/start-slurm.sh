@@ -41,6 +41,8 @@
 #      OverMemoryKill (the step is killed, "exceeded memory limit");
 #      SLURM_FIRST_JOB_ID (default 1): two clusters with memory cgroups share the host's
 #      cgroup tree (slurm_<node>/uid_<uid>/job_<id>), so give them distinct job ids;
+#      SLURM_PREEMPT_GRACE (seconds, default 5): GraceTime of partition `low`, which a job
+#      of partition `high` preempts (both on the last node; PreemptMode=REQUEUE);
 #      SLURM_CLUSTER_NAME (default txcluster).
 # Ports on 127.0.0.1: SLURM_CTLD_PORT (slurmctld, default 6817), SLURMDBD_PORT (6820),
 #      SLURM_MARIADB_PORT (3307), slurmd of node K: SLURMD_PORT_BASE + K (base 6830).
@@ -62,6 +64,7 @@ CRED_EXPIRE=${SLURM_CRED_EXPIRE:-10}
 FAKE_GPUS=${SLURM_FAKE_GPUS:-2}
 ENFORCE_MEM=${SLURM_ENFORCE_MEM:-0}
 FIRST_JOB_ID=${SLURM_FIRST_JOB_ID:-1}
+PREEMPT_GRACE=${SLURM_PREEMPT_GRACE:-5}
 H=$(hostname)
 log() { echo "[start-slurm] $*" >&2; }
 
@@ -72,6 +75,7 @@ for v in CTLD_PORT DBD_PORT DB_PORT SLURMD_BASE; do
   case "${!v}" in ''|*[!0-9]*) log "$v must be a port number, got '${!v}'"; exit 2;; esac
 done
 case "$FIRST_JOB_ID" in ''|*[!0-9]*|0) log "SLURM_FIRST_JOB_ID must be a job id (1 or more), got '$FIRST_JOB_ID'"; exit 2;; esac
+case "$PREEMPT_GRACE" in ''|*[!0-9]*) log "SLURM_PREEMPT_GRACE must be seconds, got '$PREEMPT_GRACE'"; exit 2;; esac
 for v in ACCT ENFORCE_MEM; do
   case "${!v}" in 0|1) ;; *) log "SLURM_$v must be 0 or 1, got '${!v}'"; exit 2;; esac
 done
@@ -168,6 +172,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=$select
 GresTypes=gpu
 MpiDefault=none
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 ReturnToService=2
 MinJobAge=$MIN_JOB_AGE
 KillWait=5
@@ -182,8 +188,12 @@ CONF
   # nothing listens, so slurmctld's pings fail at once): a job in partition `down` stays
   # PENDING, as on a cluster whose nodes are down
   echo "NodeName=down1 NodeHostname=$H NodeAddr=127.0.0.1 Port=1 CPUs=2 RealMemory=$NODE_MEM$gres Features=tx,down1 State=DOWN Reason=\"never started (partition down)\""
-  echo "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
-  echo "PartitionName=down Nodes=down1 MaxTime=INFINITE State=UP OverSubscribe=NO"
+  echo "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF"
+  echo "PartitionName=down Nodes=down1 MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF"
+  # preemption on node$NODES alone: a job of `high` requeues a job of `low` there (SIGTERM,
+  # then SIGKILL once low's GraceTime has passed); jobs of debug are never preempted
+  echo "PartitionName=low Nodes=node$NODES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=REQUEUE GraceTime=$PREEMPT_GRACE"
+  echo "PartitionName=high Nodes=node$NODES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2 PreemptMode=OFF"
 }
 
 start_mariadb_slurmdbd() {

@@ -12,8 +12,11 @@
 #   scripts/stop-torchserve.sh
 #
 # Env: TORCHSERVE_BASE (default /tmp/tx-torchserve), TORCHSERVE_PORT (18080: inference),
-#      TORCHSERVE_MANAGEMENT_PORT (default TORCHSERVE_PORT+1), TORCHSERVE_METRICS_PORT (+2). Needs torchserve, torch-model-archiver and pyyaml (pip) and a
-#      Java runtime (apt-get install openjdk-17-jre-headless).
+#      TORCHSERVE_MANAGEMENT_PORT (default TORCHSERVE_PORT+1), TORCHSERVE_METRICS_PORT (+2),
+#      TORCHSERVE_GRPC_PORT (+3: gRPC inference), TORCHSERVE_GRPC_MANAGEMENT_PORT (+4)
+#      (TorchServe's defaults 7070/7071 collide with any other TorchServe on the host). Needs
+#      torchserve, torch-model-archiver and pyyaml (pip) and a Java runtime
+#      (apt-get install openjdk-17-jre-headless).
 set -euo pipefail
 B=${TORCHSERVE_BASE:-/tmp/tx-torchserve}
 P=${TORCHSERVE_PORT:-18080}
@@ -29,6 +32,8 @@ else
 inference_address=$INF
 management_address=$MGMT
 metrics_address=$MET
+grpc_inference_port=${TORCHSERVE_GRPC_PORT:-$((P + 3))}
+grpc_management_port=${TORCHSERVE_GRPC_MANAGEMENT_PORT:-$((P + 4))}
 default_workers_per_model=1
 disable_system_metrics=true
 vmargs=-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
@@ -39,8 +44,14 @@ CONF
     setsid torchserve --foreground --model-store "$B/model-store" --ts-config "$B/config.properties" \
     --disable-token-auth --enable-model-api --ncs > "$B/torchserve.out" 2>&1 < /dev/null &
   echo $! > "$B/torchserve.pid"
-  for _ in $(seq 240); do timeout 2 curl -sf "$MGMT/models" >/dev/null 2>&1 && break; sleep 0.25; done
 fi
-timeout 5 curl -sf "$MGMT/models" >/dev/null || { echo "[start-torchserve] no server on $MGMT:" >&2; tail -20 "$B/torchserve.out" >&2; exit 1; }
+# up when the management API answers (a server found running may still be starting, and a
+# loaded JVM can take seconds to answer): up to about 2 minutes
+up=
+for _ in $(seq 120); do
+  if timeout 5 curl -sf "$MGMT/models" >/dev/null 2>&1; then up=1; break; fi
+  sleep 0.5
+done
+[ -n "$up" ] || { echo "[start-torchserve] no server on $MGMT:" >&2; tail -20 "$B/torchserve.out" >&2; exit 1; }
 echo "[start-torchserve] up: inference $INF, management $MGMT, logs $B/logs" >&2
 echo "export TORCHSERVE_MANAGEMENT_API=$MGMT TORCHSERVE_INFERENCE_API=$INF"

@@ -162,14 +162,17 @@ def test_management_api_not_a_url_is_one_line(tx, linear_mar):
 
 
 
-def test_start_script_runs_the_same_configuration(tmp_path):
+def test_start_script_runs_the_same_configuration(tmp_path, torchserve_server):
     """scripts/start-torchserve.sh (by hand) starts TorchServe with the fixture's flags on
-    the given ports, a second start finds it running, stop-torchserve.sh ends its process group."""
+    the given ports, a second start finds it running, stop-torchserve.sh ends its process group;
+    while the fixture's TorchServe runs too (every port of each is its own: with TorchServe's
+    default gRPC ports, 7070 and 7071, the second server failed to bind them and stopped)."""
     reason = unavailable_reason()
     if reason is not None:
         backend_unavailable("torchserve", reason)
     ports = {"TORCHSERVE_PORT": free_port(), "TORCHSERVE_MANAGEMENT_PORT": free_port(),
-             "TORCHSERVE_METRICS_PORT": free_port()}
+             "TORCHSERVE_METRICS_PORT": free_port(), "TORCHSERVE_GRPC_PORT": free_port(),
+             "TORCHSERVE_GRPC_MANAGEMENT_PORT": free_port()}
     env = {**os.environ, "TORCHSERVE_BASE": str(tmp_path / "ts"), **{k: str(v) for k, v in ports.items()},
            "PATH": f"{Path(executable('torchserve')).parent}{os.pathsep}{os.environ['PATH']}"}
     scripts = REPO / "scripts"
@@ -186,6 +189,7 @@ def test_start_script_runs_the_same_configuration(tmp_path):
         again = subprocess.run(["bash", str(scripts / "start-torchserve.sh")], env=env, capture_output=True,
                                text=True, timeout=60)
         assert again.returncode == 0 and "already running" in again.stderr, again.stderr
+        assert TorchServe.request("GET", f"{torchserve_server.management}/models")["models"] is not None
     finally:
         subprocess.run(["bash", str(scripts / "stop-torchserve.sh")], env=env, capture_output=True, timeout=60)
         clear()

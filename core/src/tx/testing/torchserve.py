@@ -88,6 +88,10 @@ class TorchServe:
         config = directory / "config.properties"
         config.write_text("\n".join([
             *(f"{name}_address={url}" for name, url in urls.items()),
+            # its gRPC servers too (default 7070 and 7071: a second TorchServe on the machine,
+            # a user's or another test session's, would fail to bind them and stop)
+            f"grpc_inference_port={free_port()}",
+            f"grpc_management_port={free_port()}",
             "default_workers_per_model=1",
             "disable_system_metrics=true",  # no metrics collector process every minute
             # a small, quick JVM: the frontend only routes requests (2-core CI machines)

@@ -59,6 +59,7 @@ def build_attempts(
     slurm_state: str,
     recorded: Dict[int, Tuple[str, Optional[int]]],
     history: List[str],
+    preempted: Optional[Dict[int, str]] = None,
 ) -> List[Attempt]:
     """Every attempt of a job, oldest first.
 
@@ -69,6 +70,8 @@ def build_attempts(
         slurm_state: Slurm's state of the job now (``NODE_FAIL``, ``FAILED`` ...).
         recorded: what the batch script wrote (:func:`read_attempts_file`).
         history: Slurm's state of each ended attempt, in order, where known (jobcomp).
+        preempted: the reason of each attempt the batch script recorded as preempted
+            (``preempted`` lines, :mod:`tx_scheduler_slurm._preempt`): an infrastructure failure.
     """
     if restarts < 0:  # a user failure that was not the last attempt was followed by one more
         last = max(recorded, default=0)
@@ -78,7 +81,10 @@ def build_attempts(
     attempts = []
     for k in range(restarts):
         what, status = recorded.get(k, ("", None))
-        if what == "user":
+        if what == "preempted":
+            attempts.append(Attempt(k, AppState.FAILED, FailureKind.INFRA, (preempted or {}).get(k)
+                                    or INFRA_STATES["PREEMPTED"], retried=True))
+        elif what == "user":
             attempts.append(Attempt(k, AppState.FAILED, FailureKind.USER, _status_text(status), retried=True))
         else:
             word = history[k] if k < len(history) else ""
@@ -93,6 +99,8 @@ def build_attempts(
             kind, reason = FailureKind.INFRA, "infra_retries exhausted: the job failed without running again"
         elif what == "user":
             kind, reason = FailureKind.USER, _status_text(status)
+        elif what == "preempted":
+            kind, reason = FailureKind.INFRA, (preempted or {}).get(restarts) or INFRA_STATES["PREEMPTED"]
         elif slurm_state in INFRA_STATES:
             kind, reason = FailureKind.INFRA, INFRA_STATES[slurm_state]
         else:

@@ -63,6 +63,7 @@ from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
 from tx.specs import AppDef, Role, macros
 from tx.specs.files import appdef_to_stored
 
+from tx_scheduler_slurm._preempt import preempt_env, script_lines
 from tx_scheduler_slurm.version import __version__
 
 #: the environment variable that holds the rank-0 replica's address (``${rank0_env}``)
@@ -296,6 +297,7 @@ echo "[tx] job exited with code $tx_rc"
 # the user's failure only while Slurm still runs this attempt: a job that Slurm requeued,
 # cancelled or timed out (its srun then fails too) is not running this attempt any more
 tx_now=$(timeout 60 scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | head -n 1)
+{script_lines('"$tx_attempts_file"')}
 case "$tx_now" in
   ""|*"JobState=RUNNING "*"Restarts=$tx_attempt "*) tx_own=1 ;;
   *) tx_own=; echo "[tx] the job left attempt $tx_attempt under the app: not its failure" ;;
@@ -385,17 +387,6 @@ def replica_env(role: Role, replica_id: int, role_idx: Optional[int] = None) -> 
     return env
 
 
-def preempt_env(signal_opt: Optional[object]) -> Dict[str, str]:
-    """``TX_PREEMPT_SIGNAL`` and ``TX_PREEMPT_GRACE`` from the run option ``signal``
-    (``[R:|B:]SIG[@SECONDS]``: Slurm signals SECONDS before the time limit, 60 when
-    omitted, as sbatch does), for ``tx.distributed.preempted()`` (docs/recovery.md); {} unset."""
-    if signal_opt is None:
-        return {}
-    text = str(signal_opt).split(":", 1)[1] if ":" in str(signal_opt) else str(signal_opt)
-    sig, _, secs = text.partition("@")
-    return {"TX_PREEMPT_SIGNAL": sig, "TX_PREEMPT_GRACE": secs or "60"}
-
-
 def build_request(
     app: AppDef,
     cfg: Mapping[str, object],
@@ -404,6 +395,7 @@ def build_request(
     nomem: bool = False,
     gpus_per_node: bool = False,
     nodes: Optional[List[str]] = None,
+    grace: Optional[int] = None,
 ) -> SlurmBatchRequest:
     """Build the batch request of ``app`` (pure: no Slurm command is run).
 
@@ -416,6 +408,7 @@ def build_request(
             ``--gpus-per-task`` plus ``--ntasks=1``.
         nodes: the expanded ``nodelist`` run option, one node per replica in het-group
             order (each component gets ``--nodelist`` of its node); None: no nodelist.
+        grace: the partition's ``GraceTime`` (s): ``TX_PREEMPT_GRACE`` unless ``signal`` is set.
 
     Raises:
         ValueError: see :func:`validate_app`; ``nodes`` does not name one node per replica.
@@ -458,7 +451,7 @@ def build_request(
                 job_name=component_name(app.name, role.name, replica_id),
                 entrypoint=r.entrypoint,
                 args=list(r.args),
-                env={**preempt_env(cfg.get("signal")), **replica_env(r, replica_id, role_idx)},
+                env={**preempt_env(cfg.get("signal"), grace), **replica_env(r, replica_id, role_idx)},
                 sbatch_opts=group,
                 srun_opts={
                     "output": log_file(macros.app_id, role.name, replica_id, "out"),

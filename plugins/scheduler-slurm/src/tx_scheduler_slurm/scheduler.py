@@ -34,6 +34,7 @@ from tx.specs.files import read_stored_appdef_and_options
 
 from tx_scheduler_slurm import _client, _index, _plane
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
+from tx_scheduler_slurm._preempt import parse_grace, preempted_reason, read_preempted
 from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
 from tx_scheduler_slurm._cluster import ClusterInfo, check_partitions, query_cluster
 from tx_scheduler_slurm._logs import LogFiles
@@ -45,7 +46,7 @@ from tx_scheduler_slurm._states import appstate_from_slurm
 from tx_scheduler_slurm._status import build_describe
 from tx_scheduler_slurm.options import check_cfg, slurm_runopts, workdir_of
 from tx_scheduler_slurm.request import (
-    SlurmArrayRequest, SlurmBatchRequest, appdef_file, array_unsupported, build_request, validate_app,
+    SlurmArrayRequest, SlurmBatchRequest, appdef_file, attempts_file, array_unsupported, build_request, validate_app,
 )
 
 __all__ = [
@@ -96,6 +97,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         self._jobcomp_path: Optional[str] = None  # "" once known to be unusable
         self._acct_configured: Optional[bool] = None
         self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, sinfo's answer)
+        self._partitions: Optional[Tuple[float, str]] = None  # (when, scontrol show partition's answer)
         self._max_array: Optional[int] = None  # MaxArraySize, -1 once known to be unknown
 
     # -- options and dryrun ------------------------------------------------------------
@@ -123,8 +125,29 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
             nomem=cluster.nomem(name),
             gpus_per_node=cluster.gpus_per_node(),
             nodes=nodes,
+            grace=self._grace(name) if cfg.get("signal") is None else None,
         )
         return AppDryRunInfo(req, repr)
+
+    def _grace(self, name: Optional[str]) -> Optional[int]:
+        """The preemption ``GraceTime`` (s) of partition ``name`` (``a,b``: the shortest;
+        None: the default partition) from ``scontrol show partition``, asked once per
+        dryrun and kept for :data:`CLUSTER_TTL_S` (a sweep's trials share one answer); None
+        where scontrol is missing or fails, or the fixed cluster facts were given (no
+        cluster to ask)."""
+        if self._cluster is not None:
+            return None
+        now = time.monotonic()
+        if self._partitions is None or now - self._partitions[0] > CLUSTER_TTL_S:
+            try:
+                out = _client.run(["scontrol", "show", "partition", "--oneliner"], self._timeout).stdout
+            except SlurmError as e:
+                log.debug("slurm_grace_unknown", error=str(e))
+                out = ""
+            self._partitions = (now, out)
+        out = self._partitions[1]
+        graces = [g for g in (parse_grace(out, n) for n in (name.split(",") if name else [None])) if g is not None]
+        return min(graces) if graces else None
 
     def _cluster_info(self) -> ClusterInfo:
         """The cluster facts dryruns check against: the fixed ones given, else ``sinfo``'s,
@@ -245,16 +268,20 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         desc = build_describe(app_id, records, source)
         desc.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
         leader = min(records, key=lambda r: r.offset)
-        desc.attempts = build_attempts(
-            desc.num_restarts, desc.state, leader.state,
-            read_attempts_file(desc.metadata.get("work_dir") or "", app_id),
-            self._jobcomp_history(app_id) if desc.num_restarts != 0 else [],
-        )
-        desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         work_dir = desc.metadata.get("work_dir") or ""
         stored = _read_text(os.path.join(work_dir, appdef_file(app_id))) if work_dir else None
         desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
             stored, f"{appdef_file(app_id)} in the job's working directory {work_dir or '(unknown)'}")
+        ckpt = next((r.env.get("TX_CHECKPOINT_DIR") for r in (desc.app.roles if desc.app else [])
+                     if r.env.get("TX_CHECKPOINT_DIR")), None)
+        desc.attempts = build_attempts(
+            desc.num_restarts, desc.state, leader.state,
+            read_attempts_file(work_dir, app_id),
+            self._jobcomp_history(app_id) if desc.num_restarts != 0 else [],
+            {k: preempted_reason(app_id, t, ckpt)
+             for k, t in read_preempted(work_dir, attempts_file(app_id)).items()} if work_dir else {},
+        )
+        desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         if why:
             desc.metadata["app_not_stored"] = why
         if desc.state == AppState.PENDING and desc.num_restarts > 0 and "BeginTime" in desc.msg:
