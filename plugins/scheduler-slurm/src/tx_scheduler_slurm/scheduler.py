@@ -289,16 +289,19 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         if why:
             desc.metadata["app_not_stored"] = why
         if desc.state == AppState.PENDING and desc.num_restarts > 0 and "BeginTime" in desc.msg:
-            down = self._down_nodes()
+            down = self._down_nodes(leader.partition)
             if down:  # requeued, maybe after a node failure: Slurm does not say which node
                 desc.msg += f"; nodes down or drained now: {down}"
         return desc
 
-    def _down_nodes(self) -> str:
-        """``node4 (Not responding), node5 (drained: maint)`` from ``sinfo -R``; "" when none
-        or sinfo fails."""
+    def _down_nodes(self, partition: str = "") -> str:
+        """``node4 (Not responding), node5 (drained: maint)`` from ``sinfo -R`` of the job's
+        ``partition`` (a comma-separated list; "": every partition's nodes); "" when none or
+        sinfo fails."""
+        where = [f"--partition={partition}"] if partition else []
         try:
-            out = _client.run(["sinfo", "--list-reasons", "--noheader", "--format=%N\x1f%E"], self._timeout).stdout
+            out = _client.run(["sinfo", "--list-reasons", "--noheader", "--format=%N\x1f%E", *where],
+                              self._timeout).stdout
         except SlurmError as e:
             log.debug("slurm_sinfo_failed", error=str(e))
             return ""
