@@ -82,7 +82,8 @@ def test_completion_needs_a_shell(tx, one_line_error):
 
 def test_list_runopts_of_the_named_scheduler_and_flags_of_a_component(tx):
     assert tx("completion", "--list", "runopts", "--scheduler=local_cwd").stdout.split() == [
-        "log_dir=", "prepend_cwd=", "auto_set_cuda_visible_devices=", "cancel_timeout=", "infra_retries="]
+        "log_dir=", "prepend_cwd=", "auto_set_cuda_visible_devices=", "cancel_timeout=", "preempt_grace=",
+        "infra_retries="]
     # without -s: the default scheduler's (local_cwd), never every installed scheduler's
     assert tx("completion", "--list", "runopts").stdout == tx("completion", "--list", "runopts",
                                                                "--scheduler", "local_cwd").stdout
@@ -121,4 +122,4 @@ def test_tab_in_a_real_shell(shell, tx, tx_env, tmp_path, shtab_installed, termi
     s = line("tx run -s local_cwd -cfg ", "cancel_timeout=", tabs=2 if shell == "bash" else 1)
     listed = set(s.split()) - {"$", "tx", "run", "-s", "local_cwd", "-cfg"}
     assert listed == {"log_dir=", "prepend_cwd=", "auto_set_cuda_visible_devices=", "cancel_timeout=",
-                      "infra_retries="}, s
+                      "preempt_grace=", "infra_retries="}, s

@@ -243,7 +243,7 @@ def test_app_page_has_a_timeline_of_each_replicas_attempts_and_the_run_options(u
     page = ui.get("/app", handle=h)[1]
     # the run options it was submitted with (given and defaults), as local_cwd keeps them
     options = html.unescape(re.search(r'<pre class="yaml" id="runopts">(.*?)</pre>', page, re.S)[1])
-    assert yaml.safe_load(options) == {"cancel_timeout": 3.0, "prepend_cwd": True, "log_dir": None,
+    assert yaml.safe_load(options) == {"cancel_timeout": 3.0, "preempt_grace": 30.0, "prepend_cwd": True, "log_dir": None,
                                        "auto_set_cuda_visible_devices": False, "infra_retries": 3}
     row = re.search(r'<td class="replica">sh/0</td>(.*?)</tr>', page, re.S)[1]
     bars = re.findall(r'<span class="bar (\w+)" style="left: ([\d.]+)%; width: ([\d.]+)%"', row)
