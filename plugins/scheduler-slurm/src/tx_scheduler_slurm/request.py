@@ -18,8 +18,7 @@ node it runs on, unless the role sets it: the address torchrun's agent advertise
 other nodes, not a node name that may not resolve or resolve to loopback), runs the
 program with its arguments exactly as given (no shell parses them),
 and records the program's exit status in ``slurm-<jobid>-<role>-<replica>.exitcode`` as
-``<SLURM_RESTART_COUNT> <status>`` (``running`` until then, ``<status> slurm`` when Slurm
-killed it: :meth:`SlurmBatchRequest._record_terminated`) for describe to tell who failed how.
+``<SLURM_RESTART_COUNT> <status>`` so that describe can tell which replica failed and how.
 
 Before ``srun`` the script finds the rank-0 address: the first node of het group 0, looked
 up with ``scontrol show node`` and taken as its ``NodeAddr`` (the address Slurm itself uses
@@ -75,10 +74,9 @@ APP_ID_SHELL = '"$SLURM_JOB_ID"'
 
 #: per-group launcher, run as ``bash -c "$TX_LAUNCHER" tx-launcher EXITFILE N K=V... PROGRAM ARGS...``.
 #: Arguments that are ``:`` (which srun would take for a het group separator) arrive with
-#: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it. A program SIGKILLed after
-#: the launcher got SIGTERM (``KillWait``) is recorded ``137 slurm``, as ``_record_terminated`` does.
+#: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it.
 LAUNCHER = r"""tx_sig=; trap 'tx_sig=15' TERM; trap 'tx_sig=2' INT; trap 'tx_sig=1' HUP
-tx_exit_file=$1; tx_n=$2; shift 2; printf "%s running\n" "${SLURM_RESTART_COUNT:-0}" 2>/dev/null > "$tx_exit_file"
+tx_exit_file=$1; tx_n=$2; shift 2
 while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
 if [ -z "${PET_LOCAL_ADDR:-}" ] && [ -n "${SLURMD_NODENAME:-}" ]; then
   tx_addr=$(timeout 30 scontrol show node "$SLURMD_NODENAME" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2-)
@@ -95,10 +93,10 @@ if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
   "${tx_argv[@]}"
-  tx_rc=$?; if [ -n "$tx_sig" ] && [ "$tx_rc" = 137 ]; then tx_rc="137 slurm"; fi
+  tx_rc=$?
 fi
 printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" 2>/dev/null > "$tx_exit_file"
-exit "${tx_rc%% *}"
+exit "$tx_rc"
 """
 
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
@@ -319,22 +317,23 @@ exit "$tx_rc"
 
     def _record_terminated(self) -> str:
         """Shell lines run after ``srun``: when a replica recorded a non-zero status in this
-        attempt (so srun's ``--kill-on-bad-exit`` terminated the others), each replica with
-        no status of this attempt gets one marked ``slurm`` (terminated by Slurm):
-        ``<attempt> 137 slurm`` when its launcher had started (``<attempt> running``: it
-        traps SIGTERM, so Slurm's SIGKILL after ``KillWait`` ended it; a launcher that
-        outlives that SIGKILL writes the same), else ``<attempt> 143 slurm`` (SIGTERM)."""
+        attempt (so srun's ``--kill-on-bad-exit`` terminated the others), every replica
+        without a record of this attempt (Slurm's SIGTERM reached it before its launcher
+        ran, or SIGKILL after ``KillWait`` before it wrote) gets ``<attempt> 143 slurm``:
+        terminated by Slurm, status not recorded by the replica itself."""
         files = " ".join(shell_word(log_file(macros.app_id, r.role, r.replica_id, "exitcode"))
                          for r in self.replicas.values())
-        return f"""tx_bad=; for tx_f in {files}; do
+        return f"""tx_bad=
+for tx_f in {files}; do
   read -r tx_a tx_s _ 2>/dev/null < "$tx_f" || continue
-  if [ "$tx_a" = "$tx_attempt" ] && [[ $tx_s =~ ^[0-9]+$ ]] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
+  if [ "$tx_a" = "$tx_attempt" ] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
 done
-if [ -n "$tx_bad" ]; then for tx_f in {files}; do
-    tx_a=; tx_s=; read -r tx_a tx_s _ 2>/dev/null < "$tx_f"
-    if [ "$tx_a" != "$tx_attempt" ]; then printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
-    elif [ "$tx_s" = running ]; then printf "%s 137 slurm\\n" "$tx_attempt" > "$tx_f"; fi
-  done; fi"""
+if [ -n "$tx_bad" ]; then
+  for tx_f in {files}; do
+    tx_a=; read -r tx_a _ 2>/dev/null < "$tx_f"
+    [ "$tx_a" = "$tx_attempt" ] || printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
+  done
+fi"""
 
     def __repr__(self) -> str:
         return (
