@@ -113,9 +113,10 @@ def test_failing_replica_is_failed_with_its_exit_code(apps: Any) -> None:
     code 143). Replica 1 fails only once replica 0's program runs (its ``up`` line is in
     its file). Failing at once, it had replica 0's step terminated 0.06 s after that step
     was launched (slurmd's log), while replica 0 was still starting (slurmstepd's task
-    setup, tx's launcher): what replica 0 then records depends on where its start was,
-    and a program that starts after the SIGTERM runs on until the SIGKILL KillWait (5 s)
-    later: exit code 137, as once in a full run at load 13-25."""
+    setup, tx's launcher): what replica 0 then records depended on where its start was,
+    and a program that started after the SIGTERM ran on until the SIGKILL KillWait (5 s)
+    later: exit code 137, as once in a full run at load 13-25. (The launcher now also
+    passes a SIGTERM that reaches it on to its program, or does not start it.)"""
     script = ('if [ "${replica_id}" = 1 ]; then '
               'for i in $(seq 600); do grep -qx up "slurm-$TX_APP_ID-worker-0.out" && break; sleep 0.1; done; '
               'echo "bad input file" >&2; exit 7; fi; echo up; sleep 30')
@@ -127,6 +128,7 @@ def test_failing_replica_is_failed_with_its_exit_code(apps: Any) -> None:
     assert desc.structured_error_msg == f"worker[1] (het component 1 on {bad.hostname}): exit code 7: bad input file"
     other = apps.replica(desc, "worker", 0)  # killed by srun --kill-on-bad-exit
     assert other.state == AppState.FAILED and other.exit_code == 143, other
+    assert (apps.job_dir / f"slurm-{app_id}-worker-0.exitcode").read_text() == "0 143\n"  # its own record
     with get_runner() as runner:
         text = runner.status(f"slurm://tx/{app_id}").format()
     assert "worker[1]:FAILED (exit code 7)" in text, text

@@ -304,6 +304,28 @@ def test_launcher_records_failures_and_signals(tmp_path: Path) -> None:
     assert (tmp_path / "x.exitcode").read_text() == "0 143\n"
     assert launch("no-such-program-tx") == 127
     assert (tmp_path / "x.exitcode").read_text() == "0 127\n"
+    assert launch("grep", "-qx", "0 running", "x.exitcode") == 0  # while the program runs
+
+
+def test_batch_script_records_the_replicas_slurm_terminated(sched: SlurmScheduler, tmp_path: Path) -> None:
+    """After srun, when a replica failed: a launcher that started (``0 running``) and never
+    recorded was SIGKILLed by Slurm after KillWait (it traps SIGTERM): ``0 137 slurm``; no
+    record of this attempt (SIGTERM before the launcher ran): ``0 143 slurm``. Without a
+    failed replica nothing is written."""
+    req = request(sched, AppDef("t", roles=[trainer(replicas=4)]))
+    snippet = f"SLURM_JOB_ID=4242\ntx_attempt=1\n{req._record_terminated()}\n"
+    files = [tmp_path / f"slurm-4242-trainer-{k}.exitcode" for k in range(4)]
+
+    def run(*before: Optional[str]) -> List[Optional[str]]:
+        for f, text in zip(files, before):
+            f.unlink(missing_ok=True)
+            if text is not None:
+                f.write_text(text)
+        subprocess.run(["bash", "-c", snippet], cwd=tmp_path, check=True, timeout=60)
+        return [f.read_text() if f.exists() else None for f in files]
+
+    assert run("1 running\n", "1 3\n", "0 3\n", None) == ["1 137 slurm\n", "1 3\n", "1 143 slurm\n", "1 143 slurm\n"]
+    assert run("1 running\n", "1 0\n", "0 3\n", None) == ["1 running\n", "1 0\n", "0 3\n", None]
 
 
 def test_app_name_in_job_names_and_comment(sched: SlurmScheduler) -> None:

@@ -50,6 +50,11 @@ def test_a_replica_that_raises_is_named_with_its_exit_code_and_error(why_failed_
     assert worker.exit_code == 1 and worker.structured_error_msg == msg
     trainer = next(rs for rs in desc.roles_statuses if rs.role == "trainer").replicas[0]
     assert trainer.exit_code == 143 and trainer.state == AppState.FAILED  # srun stopped it
+    # with SIGTERM, recorded by its own launcher: proctrack/cgroup signals only the launcher,
+    # which passes it on (it kept it, and the batch script wrote '0 143 slurm' for the
+    # SIGKILL that came KillWait later)
+    sub = why_failed_apps[name]
+    assert (sub.job_dir / f"slurm-{sub.ids['raises']}-trainer-0.exitcode").read_text() == "0 143\n"
 
 
 @pytest.mark.parametrize("name", CLUSTERS)

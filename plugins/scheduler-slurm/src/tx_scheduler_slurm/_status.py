@@ -37,11 +37,12 @@ def read_exit_code(
     work_dir: str, app_id: str, role: str, replica_id: int, restarts: int
 ) -> Tuple[Optional[int], float, bool]:
     """The exit status recorded for the replica in its current attempt, when (the file's
-    mtime, seconds since the epoch) and whether the replica's launcher recorded it itself
-    (False: the batch script recorded 143 for a replica Slurm terminated before it could,
-    see :meth:`tx_scheduler_slurm.request.SlurmBatchRequest.materialize`);
-    ``(None, 0.0, False)`` when there is no file, it is unreadable, or another attempt than
-    ``restarts`` wrote it (``restarts`` = -1, unknown: any attempt's)."""
+    mtime, seconds since the epoch) and whether it is the replica's own failure
+    (False: marked ``slurm``, terminated by Slurm: 143 or 137, see
+    :meth:`tx_scheduler_slurm.request.SlurmBatchRequest._record_terminated`);
+    ``(None, 0.0, False)`` when there is no file, it is unreadable, the replica still runs
+    (``<attempt> running``), or another attempt than ``restarts`` wrote it (``restarts`` =
+    -1, unknown: any attempt's)."""
     if not work_dir:
         return None, 0.0, False
     path = os.path.join(work_dir, log_file(app_id, role, replica_id, "exitcode"))

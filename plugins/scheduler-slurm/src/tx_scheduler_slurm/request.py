@@ -18,7 +18,8 @@ node it runs on, unless the role sets it: the address torchrun's agent advertise
 other nodes, not a node name that may not resolve or resolve to loopback), runs the
 program with its arguments exactly as given (no shell parses them),
 and records the program's exit status in ``slurm-<jobid>-<role>-<replica>.exitcode`` as
-``<SLURM_RESTART_COUNT> <status>`` so that describe can tell which replica failed and how.
+``<SLURM_RESTART_COUNT> <status>`` (``running`` until then, ``<status> slurm`` when Slurm
+killed it: :meth:`SlurmBatchRequest._record_terminated`) for describe to tell who failed how.
 
 Before ``srun`` the script finds the rank-0 address: the first node of het group 0, looked
 up with ``scontrol show node`` and taken as its ``NodeAddr`` (the address Slurm itself uses
@@ -74,9 +75,19 @@ APP_ID_SHELL = '"$SLURM_JOB_ID"'
 
 #: per-group launcher, run as ``bash -c "$TX_LAUNCHER" tx-launcher EXITFILE N K=V... PROGRAM ARGS...``.
 #: Arguments that are ``:`` (which srun would take for a het group separator) arrive with
-#: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it.
-LAUNCHER = r"""tx_sig=; trap 'tx_sig=15' TERM; trap 'tx_sig=2' INT; trap 'tx_sig=1' HUP
-tx_exit_file=$1; tx_n=$2; shift 2
+#: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it. A program SIGKILLed after
+#: the launcher got SIGTERM (``KillWait``) is recorded ``137 slurm``, as ``_record_terminated`` does.
+#: SIGTERM, SIGINT and SIGHUP that reach the launcher are passed on to the program: Slurm's
+#: proctrack/cgroup sends them to the task's own process only (its children get only the
+#: SIGKILL after ``KillWait``), so a launcher that kept them let the program run on until
+#: then. Not where the batch script found that Slurm signals every process of the step
+#: (proctrack/linuxproc, pgid: ``TX_SIGNALS_REACH_ALL=1``): the program would get them twice. The program's status comes from a recorder process that ignores those signals and
+#: waits for it (bash's own ``wait``, interrupted by a trap as the program dies, can lose
+#: the status: -1). The program keeps the launcher's stdin and stdout, and the default
+#: SIGINT/SIGQUIT that bash takes from background commands.
+LAUNCHER = r"""tx_sig=; tx_pid=; tx_fwd() { tx_sig=$1; [ -n "$tx_all" ] || [ -z "$tx_pid" ] || kill -s "$2" "$tx_pid" 2>/dev/null; }; trap 'tx_fwd 15 TERM' TERM; trap 'tx_fwd 2 INT' INT; trap 'tx_fwd 1 HUP' HUP
+tx_all=${TX_SIGNALS_REACH_ALL:-}; unset TX_SIGNALS_REACH_ALL
+tx_exit_file=$1; tx_n=$2; shift 2; printf "%s running\n" "${SLURM_RESTART_COUNT:-0}" 2>/dev/null > "$tx_exit_file"
 while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
 if [ -z "${PET_LOCAL_ADDR:-}" ] && [ -n "${SLURMD_NODENAME:-}" ]; then
   tx_addr=$(timeout 30 scontrol show node "$SLURMD_NODENAME" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2-)
@@ -92,11 +103,18 @@ unset tx_a tx_n
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
-  "${tx_argv[@]}"
-  tx_rc=$?
+  exec 4>&1
+  exec 3< <(trap '' TERM INT HUP; (trap - TERM INT HUP QUIT; exec "${tx_argv[@]}" 3<&- 4>&-) <&0 >&4 4>&- &
+    echo "$!"; wait "$!"; echo "$?")
+  exec 4>&-
+  until read -r tx_pid <&3; [ $? -le 128 ]; do :; done  # a trap ends a read: read on
+  if [ -n "$tx_sig" ]; then kill -s "$(kill -l "$tx_sig")" "$tx_pid" 2>/dev/null; fi  # came while it started
+  tx_rc=; until read -r tx_rc <&3; [ $? -le 128 ]; do :; done; exec 3<&-
+  [ -n "$tx_rc" ] || exit 137  # the recorder was SIGKILLed: 'running' stays (_record_terminated)
+  if [ -n "$tx_sig" ] && [ "$tx_rc" = 137 ]; then tx_rc="137 slurm"; fi
 fi
 printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" 2>/dev/null > "$tx_exit_file"
-exit "$tx_rc"
+exit "${tx_rc%% *}"
 """
 
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
@@ -291,6 +309,11 @@ export {RANK0_ENV}="${{tx_rank0_addr:-$tx_rank0_node}}"
 export {TORCHX_RANK0_ENV}="${RANK0_ENV}"
 echo "[tx] job $SLURM_JOB_ID attempt ${{SLURM_RESTART_COUNT:-0}}: rank 0 on $tx_rank0_node ({RANK0_ENV}=${RANK0_ENV})"
 
+# proctrack/linuxproc and pgid signal every process of a step, cgroup only its tasks (the
+# launchers): a launcher passes SIGTERM/INT/HUP on to its program only where needed
+case "$(timeout 60 scontrol show config 2>/dev/null | grep -m 1 '^ProctrackType')" in
+  *linuxproc*|*pgid*) export TX_SIGNALS_REACH_ALL=1 ;;
+esac
 TX_LAUNCHER={shlex.quote(LAUNCHER)}
 
 srun {srun}
@@ -317,23 +340,22 @@ exit "$tx_rc"
 
     def _record_terminated(self) -> str:
         """Shell lines run after ``srun``: when a replica recorded a non-zero status in this
-        attempt (so srun's ``--kill-on-bad-exit`` terminated the others), every replica
-        without a record of this attempt (Slurm's SIGTERM reached it before its launcher
-        ran, or SIGKILL after ``KillWait`` before it wrote) gets ``<attempt> 143 slurm``:
-        terminated by Slurm, status not recorded by the replica itself."""
+        attempt (so srun's ``--kill-on-bad-exit`` terminated the others), each replica with
+        no status of this attempt gets one marked ``slurm`` (terminated by Slurm):
+        ``<attempt> 137 slurm`` when its launcher had started (``<attempt> running``: it
+        traps SIGTERM, so Slurm's SIGKILL after ``KillWait`` ended it; a launcher that
+        outlives that SIGKILL writes the same), else ``<attempt> 143 slurm`` (SIGTERM)."""
         files = " ".join(shell_word(log_file(macros.app_id, r.role, r.replica_id, "exitcode"))
                          for r in self.replicas.values())
-        return f"""tx_bad=
-for tx_f in {files}; do
+        return f"""tx_bad=; for tx_f in {files}; do
   read -r tx_a tx_s _ 2>/dev/null < "$tx_f" || continue
-  if [ "$tx_a" = "$tx_attempt" ] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
+  if [ "$tx_a" = "$tx_attempt" ] && [[ $tx_s =~ ^[0-9]+$ ]] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
 done
-if [ -n "$tx_bad" ]; then
-  for tx_f in {files}; do
-    tx_a=; read -r tx_a _ 2>/dev/null < "$tx_f"
-    [ "$tx_a" = "$tx_attempt" ] || printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
-  done
-fi"""
+if [ -n "$tx_bad" ]; then for tx_f in {files}; do
+    tx_a=; tx_s=; read -r tx_a tx_s _ 2>/dev/null < "$tx_f"
+    if [ "$tx_a" != "$tx_attempt" ]; then printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
+    elif [ "$tx_s" = running ]; then printf "%s 137 slurm\\n" "$tx_attempt" > "$tx_f"; fi
+  done; fi"""
 
     def __repr__(self) -> str:
         return (
