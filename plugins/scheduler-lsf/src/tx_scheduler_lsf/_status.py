@@ -18,19 +18,17 @@ else RUNNING while one runs, else PENDING (``msg``: LSF's pending reasons).
 from __future__ import annotations
 
 import os
-import re
 from typing import Dict, List, Optional, Tuple
 
 from tx.schedulers import DescribeAppResponse
-from tx.schedulers.why import names_cause, root_cause
+from tx.schedulers.batch import read_tail
+from tx.schedulers.why import names_cause, root_cause, signal_text, telling_line
 from tx.specs import NONE, AppState, ReplicaStatus, RoleStatus, is_terminal
 from tx.specs.status import RootCause
 
 from tx_scheduler_lsf._parse import STATE_TEXT, Job, appstate_from_lsf, split_job_name
 from tx_scheduler_lsf.request import replica_file
 
-#: bytes of a failed replica's stderr read for its root cause
-CAUSE_TAIL_BYTES = 256 * 1024
 #: LSF 10 termination reasons that mean someone killed the job
 CANCEL_REASONS = ("TERM_OWNER", "TERM_ADMIN", "TERM_FORCE_OWNER", "TERM_FORCE_ADMIN")
 #: LSF 10 termination reasons that are the infrastructure's doing, not the program's
@@ -57,26 +55,6 @@ def read_exit_file(path: str) -> Tuple[Optional[int], bool]:
     if not words or not words[0].lstrip("-").isdigit():
         return None, False
     return int(words[0]), len(words) > 1
-
-
-def read_tail(path: str, size: int = CAUSE_TAIL_BYTES) -> bytes:
-    """The last ``size`` bytes of a file (b"" when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            f.seek(max(0, end - size))
-            return f.read(size)
-    except OSError:
-        return b""
-
-
-def last_line(data: bytes) -> str:
-    """The last line with a letter or digit, or the last ``SomeError: ...`` line."""
-    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if any(c.isalnum() for c in ln)]
-    for ln in reversed(lines):
-        if re.search(r"\b\w*(?:Error|Exception)\b:", ln):
-            return ln
-    return lines[-1] if lines else ""
 
 
 def requeued(report_path: str, detail: Optional[Job]) -> bool:
@@ -112,18 +90,6 @@ def replica_state(job: Job, detail: Optional[Job], code: Optional[int], signalle
     if code == 130 and not reason:
         return AppState.CANCELLED, code  # TorchX 0.7's rule: bkill's SIGINT
     return AppState.FAILED, code
-
-
-def signal_text(code: int) -> str:
-    """``exit code 7``, or ``killed by SIGKILL (exit code 137)`` for 129..159."""
-    if 128 < code < 160:
-        import signal as _signal
-
-        try:
-            return f"killed by {_signal.Signals(code - 128).name} (exit code {code})"
-        except ValueError:
-            pass
-    return f"exit code {code}"
 
 
 def pending_msg(jobs: List[Job], details: Dict[str, Job]) -> str:
@@ -244,7 +210,7 @@ def _why_failed(app_id: str, rep: ReplicaStatus, job: Job, detail: Optional[Job]
     text = f"{rep.role}[{rep.id}] ({where}): " + (signal_text(code) if code is not None else "EXIT")
     if reason:
         text += f"; {reason}"
-    line = last_line(tail)
+    line = telling_line(tail)
     return (text + (f": {line}" if line else "")), None
 
 

@@ -13,7 +13,7 @@ import re
 from typing import Mapping
 
 from tx.specs import InvalidRunConfigException, runopts
-from tx.specs.runopts import get_type_name
+from tx.specs.runopts import markdown_table
 
 # [hours:]minutes (bsub -W)
 _TIME = re.compile(r"^(?:\d{1,6}:)?\d{1,6}$")
@@ -78,7 +78,4 @@ def jobdir_of(cfg: Mapping[str, object]) -> str:
 
 def runopts_markdown() -> str:
     """The run options as the Markdown table of the README (option, type, default, help)."""
-    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
-    for key, opt in lsf_runopts():
-        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help} |")
-    return "\n".join(rows) + "\n"
+    return markdown_table(lsf_runopts())

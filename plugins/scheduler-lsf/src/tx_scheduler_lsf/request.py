@@ -32,13 +32,13 @@ ends its app: its script ``bkill``\\ s the app's other jobs (as Slurm's
 """
 from __future__ import annotations
 
-import re
 import shlex
 from typing import Dict, List, Mapping
 
 import attrs
 
 from tx.schedulers import env as env_contract
+from tx.schedulers.batch import validate_host_app
 from tx.specs import AppDef, Role, macros
 from tx.specs.files import appdef_to_stored
 
@@ -47,8 +47,6 @@ from tx_scheduler_lsf.version import __version__
 RANK0_ENV = env_contract.RANK0_HOST
 TORCHX_RANK0_ENV = env_contract.TORCHX_NAMES[RANK0_ENV]
 
-_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: LSF_UNIT_FOR_LIMITS -> MB per unit
 _UNITS = {"KB": 1 / 1024, "MB": 1, "GB": 1024, "TB": 1024 ** 2, "PB": 1024 ** 3, "EB": 1024 ** 4}
 
@@ -187,28 +185,13 @@ class LsfBsubRequest:
 
 
 def validate_app(app: AppDef) -> None:
-    """Reject what the lsf scheduler cannot run.
+    """Reject what the lsf scheduler cannot run (:func:`tx.schedulers.batch.validate_host_app`).
 
     Raises:
         ValueError: a role name that is not a safe job/file name, an env name that is not a
             shell identifier, or mounts (LSF jobs use the cluster's shared filesystems).
     """
-    for role in app.roles:
-        if not _ROLE_NAME.match(role.name):
-            raise ValueError(
-                f"role name {role.name!r} cannot name LSF jobs and log files: use letters, "
-                "digits, '.', '_' and '-' (not first)"
-            )
-        for key in role.env:
-            if not _ENV_NAME.match(key):
-                raise ValueError(
-                    f"role {role.name!r}: env name {key!r} is not a valid shell variable name ([A-Za-z_][A-Za-z0-9_]*)"
-                )
-        if role.mounts:
-            raise ValueError(
-                f"role {role.name!r} has mounts: the lsf scheduler runs on the cluster's shared "
-                "filesystems and supports no mounts; remove them"
-            )
+    validate_host_app(app, "lsf", "LSF jobs")
 
 
 def mem_limit(mem_mb: int, modern: bool, unit: str) -> str:
