@@ -238,6 +238,7 @@ def test_lsf_infrastructure_failure_after_infra_retries_fails_over(lsf_cluster, 
     out = job_dir / f"{app_id}-sh-0.out"
     _until(lambda: out.exists() and "on " in out.read_text(), 60, 0.2)
     job_id = out.read_text().split()[1]
+    lsf_cluster.wait_started(job_id)
     assert lsf_cluster.run("brequeue", job_id).returncode == 0
     done = _until(lambda: tx("status", handle).returncode == 0 and (lambda r: r if r["final"] else None)(
         _record(state, handle)), 120, 0.5)

@@ -64,8 +64,9 @@ class Job:
         exit_code: from ``-l``: ``Exited with exit code N`` (None otherwise).
         pending: from ``-l``: the pending reasons, one per item.
         term_reason: from ``-l`` on LSF 10: ``TERM_...: text`` ("" otherwise).
-        host_lost: from ``-l``: the job exited while mbatchd could not reach its host, so
-            LSF does not know how (OpenLava: ``Exited. The CPU time used is unknown``).
+        host_lost: from ``-l``: the job's host failed under it, so LSF does not know how it
+            ended (OpenLava: ``Exited. The CPU time used is unknown``, its sbatchd came back
+            without the job).
     """
 
     job_id: str

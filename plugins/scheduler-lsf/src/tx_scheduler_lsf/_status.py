@@ -36,9 +36,9 @@ CANCEL_REASONS = ("TERM_OWNER", "TERM_ADMIN", "TERM_FORCE_OWNER", "TERM_FORCE_AD
 #: LSF 10 termination reasons that are the infrastructure's doing, not the program's
 INFRA_REASONS = ("TERM_HOST", "TERM_UNKNOWN", "TERM_REQUEUE_ADMIN", "TERM_REQUEUE_OWNER", "TERM_ZOMBIE")
 
-#: why a job that exited while mbatchd could not reach its host failed (OpenLava: "Exited. The
-#: CPU time used is unknown"; the script recorded no exit status)
-HOST_LOST = "its host became unreachable and the job was lost (LSF does not know how it ended)"
+#: why a job whose host failed under it ended (OpenLava: "Exited. The CPU time used is
+#: unknown": its sbatchd came back without the job; the script recorded no exit status)
+HOST_LOST = "its host failed under it and LSF lost the job (it does not know how the job ended)"
 
 #: OpenLava's and LSF's pending reasons explained where the words alone say little
 PENDING_HINTS: Dict[str, str] = {
