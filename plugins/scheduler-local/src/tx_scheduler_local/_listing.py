@@ -23,6 +23,7 @@ import heapq
 import itertools
 import json
 import os
+import threading
 import time
 from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -158,7 +159,7 @@ def _write_index(apps_dir: str, gone: AbstractSet[str], new_rows: List[List[Any]
     """Rewrite :data:`INDEX` without the apps in ``gone`` and with ``new_rows`` (streamed
     through a temporary file: two listings at once each leave a whole index)."""
     path = os.path.join(apps_dir, INDEX)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # tx ui lists on several threads
     replaced = {r[0] for r in new_rows}
     try:
         with open(tmp, "w", encoding="utf-8") as out:
