@@ -17,6 +17,7 @@ code (its sources from ``git archive``, on its own copy of the apps) for a befor
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -74,8 +75,15 @@ def _timed(argv: List[str], env: Dict[str, str]) -> Tuple[float, float, int, str
     return time.perf_counter() - t0, usage.ru_maxrss / 1024, p.returncode, err
 
 
-def _row(label: str, runs: List[Tuple[float, float, int, str]]) -> str:
+#: medians of the rows of the last :func:`measure`, by (size, key): seconds, or MB for "rss"
+METRICS: Dict[Tuple[int, str], float] = {}
+
+
+def _row(label: str, runs: List[Tuple[float, float, int, str]], size: int = 0, key: str = "") -> str:
     secs = [r[0] for r in runs]
+    if key:
+        METRICS[(size, key)] = statistics.median(secs)
+        METRICS[(size, key + " rss")] = statistics.median(r[1] for r in runs)
     rss = statistics.median(r[1] for r in runs)
     codes = sorted({r[2] for r in runs})
     return f"| {label} | {spread(secs)} | {rss:.1f} MB | {','.join(map(str, codes))} |"
@@ -96,6 +104,37 @@ def make_apps(env: Dict[str, str], n: int) -> float:
     clone_finished_app(str(apps), first, n - 1, prefix="bench", submitted=lambda i: t - 60 * i - 120,
                        state=lambda i: "FAILED" if i % 10 == 0 else "SUCCEEDED")
     return _timed([str(BIN / "tx"), "list", "-s", "local_cwd"], env)[0]
+
+
+#: the listing work alone, in one process: the first page of 20, timed n times after one call
+IN_PROCESS = """
+import json, sys, time
+from tx.runner import Runner
+r = Runner()
+page = getattr(r.engine, "list_page", None)
+def first():
+    if page is not None:
+        return page("local_cwd", 20).apps
+    from tx.views import newest_first
+    return newest_first(r.list("local_cwd"))[0][:20]
+first()
+out = []
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter(); first(); out.append(time.perf_counter() - t)
+print(json.dumps(out))
+"""
+
+
+def in_process_row(env: Dict[str, str], n: int, size: int) -> str:
+    """The listing work without the interpreter's start: ``n`` first pages in one process."""
+    p = subprocess.run([sys.executable, "-c", IN_PROCESS, str(n)], env=env, capture_output=True, text=True,
+                       timeout=1800)
+    if p.returncode != 0:
+        raise SystemExit(f"in-process listing failed: {p.stderr}")
+    secs = [float(x) for x in json.loads(p.stdout.strip().splitlines()[-1])]
+    METRICS[(size, "in process")] = statistics.median(secs)
+    return f"| the newest 20 in one process (`Engine.list_page`; before: `Runner.list` sorted), no start-up | " \
+           f"{spread(secs)} | - | - |"
 
 
 def ui_rows(env: Dict[str, str], n: int, size: int) -> List[str]:
@@ -121,8 +160,10 @@ def ui_rows(env: Dict[str, str], n: int, size: int) -> List[str]:
                 if status != 200:
                     raise SystemExit(f"tx ui {query}: {status} {body[:200]}")
             rows.append((label, secs, len(body)))
+            METRICS.setdefault((size, "ui"), statistics.median(secs))
         hwm = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{ui.process.pid}/status").read_text())
         peak = int(hwm.group(1)) / 1024 if hwm else float("nan")
+        METRICS[(size, "ui rss")] = peak
     out = [f"| tx ui: the first request after start-up | {first:.2f} s (n=1) | {shown} rows | - |"]
     out += [f"| tx ui: {label} | {spread(secs)} | {size_b / 1024:.0f} KB page | - |" for label, secs, size_b in rows]
     out.append(f"| tx ui: the server's peak RSS after these requests | - | {peak:.1f} MB | - |")
@@ -146,15 +187,40 @@ def measure(sizes: List[int], n: int, commit: Optional[str], work: Path, torchx:
                             ("tx list -s local_cwd --state FAILED -n 20", ["--state", "FAILED", "-n", "20"]),
                             ("tx list -s local_cwd --json -n 100", ["--json", "-n", "100"]),
                             ("tx list -s local_cwd --all (every app printed)", ["--all"])):
-            lines.append(_row(label, [_timed([tx, "list", "-s", "local_cwd", *args], env) for _ in range(n)]))
+            runs = [_timed([tx, "list", "-s", "local_cwd", *args], env) for _ in range(n)]
+            lines.append(_row(label, runs, size, "list" if not args else ""))
+        lines.append(in_process_row(env, n, size))
         lines += ui_rows(env, n, size)
         if torchx.exists():
             runs = [_timed([str(torchx), "list", "-s", "local_cwd"], dict(env, PYTHONPATH="")) for _ in range(n)]
             failed = all(r[2] != 0 and "cannot be listed" in r[3] for r in runs)
             lines.append(_row("TorchX 0.7.0: torchx list -s local_cwd" + (" (fails: keeps no record of local apps)"
-                                                                           if failed else ""), runs))
+                                                                           if failed else ""), runs, size, "torchx"))
         shutil.rmtree(base, ignore_errors=True)
     return lines
+
+
+def verdict_lines(sizes: List[int]) -> List[str]:
+    """What the rows of this checkout say against the issue's bar (first page under 1 s,
+    memory bounded), from :data:`METRICS`."""
+    big, small = max(sizes), min(sizes)
+    m = METRICS.get
+    out = ["Verdict (from the rows above):", ""]
+    if m((big, "list")) is not None and m((big, "in process")) is not None:
+        floor = m((big, "torchx"))
+        out.append(f"- `tx list`, first page at {big:,} apps: {m((big, 'list')):.2f} s wall, of which the listing "
+                   f"itself (in one process) {m((big, 'in process')):.2f} s: "
+                   + ("under a second" if m((big, "in process")) < 1 else "NOT under a second")
+                   + " for the listing; the wall time is mostly the interpreter's start at this load"
+                   + (f" (TorchX's `torchx list`, which lists nothing, takes {floor:.2f} s)" if floor else "") + ".")
+    if m((big, "ui")) is not None:
+        out.append(f"- `tx ui`, first page at {big:,} apps: {m((big, 'ui')):.2f} s: "
+                   + ("under a second." if m((big, "ui")) < 1 else "NOT under a second."))
+    if m((big, "list rss")) is not None and m((small, "list rss")) is not None and big != small:
+        out.append(f"- Memory of `tx list`'s first page: {m((small, 'list rss')):.1f} MB at {small:,} apps, "
+                   f"{m((big, 'list rss')):.1f} MB at {big:,} (the apps' ids and one page; `--all` holds every app); "
+                   f"`tx ui`'s server {m((small, 'ui rss')):.1f} MB and {m((big, 'ui rss')):.1f} MB.")
+    return out
 
 
 def keep_others(old: str) -> str:
@@ -185,6 +251,7 @@ def main() -> None:
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     head = ["| case | wall time: median (range) | peak RSS (median) / size | exit |", "| --- | --- | --- | --- |"]
     now_rows = measure(sizes, args.n, None, work, Path(args.torchx))
+    verdict = verdict_lines(sizes)
     before_rows = measure(sizes, args.n, args.before, work, Path("/nonexistent")) if args.before else []
     load1 = load_avg()
     cpus = os.cpu_count()
@@ -210,7 +277,7 @@ def main() -> None:
         "here (10,000 apps on the private cluster need `MaxArraySize` raised and hours of this shared machine: "
         "`tx list -s slurm` is one `squeue` and one `sacct` whatever the count, bench/RESULTS-sweeps.md at 1,000).",
         "",
-        *head, *now_rows, "",
+        *head, *now_rows, "", *verdict, "",
     ]
     if before_rows:
         text += [f"### The same at commit {args.before[:12]} (before paging), for comparison", "", *head, *before_rows, ""]
