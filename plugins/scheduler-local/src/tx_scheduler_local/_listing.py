@@ -116,6 +116,13 @@ def _loads(line: str) -> Any:
         return None
 
 
+def _valid(row: Any) -> bool:
+    """Whether ``row`` is an index line this version wrote (anything else is read from its files)."""
+    return (isinstance(row, list) and len(row) == len(ROW) and all(isinstance(row[i], str) for i in (0, 6, 7))
+            and isinstance(row[1], int) and isinstance(row[2], int) and row[4] in _store.TERMINAL
+            and isinstance(row[5], (str, type(None))))
+
+
 def _index_rows(apps_dir: str) -> Iterator[List[Any]]:
     """The rows of :data:`INDEX`, one line at a time (none where it is missing or its header
     is not this version's; a damaged line is skipped: its app is read from its files)."""
@@ -135,10 +142,7 @@ def _index_rows(apps_dir: str) -> Iterator[List[Any]]:
                     rows = json.loads("[" + ",".join(lines) + "]")
                 except ValueError:
                     rows = [_loads(line) for line in lines]
-                for row in rows:
-                    if (isinstance(row, list) and len(row) == len(ROW) and isinstance(row[0], str)
-                            and row[4] in _store.TERMINAL):
-                        yield row
+                yield from filter(_valid, rows)
         except (OSError, ValueError):  # unreadable, not UTF-8: the rest is read from the apps
             return
 
