@@ -114,7 +114,11 @@ def test_indexed_job_runs_the_grid_in_parallel_retries_and_resumes_exactly_the_f
     # the trial table of 10 trials: one label-selected list of Jobs (and one of pods)
     lines = log.read_text(errors="replace").splitlines()[before:]
     t0 = len(lines)
-    runner.sweep_status(handle)
+    # one tick from one fresh snapshot (tx.schedulers.plane), however long the tick takes here
+    runner.scheduler("kubernetes")._plane("default").invalidate()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TX_STATUS_MAX_AGE", "600")
+        runner.sweep_status(handle)
     asked = [ln for ln in log.read_text(errors="replace").splitlines()[before + t0:] if '"GET ' in ln]
     assert sum("/apis/batch/v1/namespaces/default/jobs?" in ln for ln in asked) == 1, asked
     gets = [re.search(r"/jobs/([^/? ]+)", ln).group(1) for ln in asked if "/apis/batch/v1/namespaces/default/jobs/" in ln]

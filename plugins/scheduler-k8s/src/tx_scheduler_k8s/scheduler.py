@@ -242,6 +242,38 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             return None, None, time.time()
         return obj, list((snap.items.get("pods") or {}).get(name, ())), snap.fetched_at
 
+    def states_of(self, app_ids: Sequence[str]) -> Optional[Dict[str, AppState]]:  # type: ignore[override]
+        """The states of many apps (a sweep's trials) from their namespaces' shared snapshots
+        (one list per kind and namespace); apps a snapshot lacks are left out (the Runner
+        describes them).
+
+        Raises:
+            KubeError: the API server refused a list or cannot be reached.
+        """
+        out: Dict[str, AppState] = {}
+        snaps: Dict[str, Any] = {}
+        for app_id in app_ids:
+            ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+            if not _names.is_label(ns):
+                continue
+            if ns not in snaps:
+                try:
+                    snaps[ns] = self._plane(ns).get(lambda: self._fetch(ns)).items
+                except KubeError as e:
+                    if e.status not in (403, 404):
+                        raise
+                    snaps[ns] = {}
+            items, trial = snaps[ns], _sweep.trial_of(name)
+            obj = (items.get("jobs" if trial else "objs") or {}).get(trial[0] if trial else name)
+            if obj is None:
+                continue
+            pods = list((items.get("pods") or {}).get(obj["metadata"]["name"], ()))
+            if trial is not None:
+                out[app_id] = _sweep.trial_state(obj, trial[1], _sweep.trial_pods(pods, trial[1]))[0]
+            else:
+                out[app_id] = self._app_state(obj, pods)[0]
+        return out
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """State, per-replica states (exit codes, host names), why a pending app waits
         (``msg``), why a failed one failed (``structured_error_msg``) and the rebuilt
