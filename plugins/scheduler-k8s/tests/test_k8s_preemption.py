@@ -10,7 +10,6 @@ and the next attempt resumes there; a job that ignores the warning is SIGKILLed 
 of the grace and tx says nothing was saved."""
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
