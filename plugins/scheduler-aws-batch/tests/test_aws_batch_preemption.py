@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 from tx.distributed import latest_checkpoint
 from tx.specs import AppDef, AppState, FailureKind, Resource, Role
@@ -121,3 +121,14 @@ def test_a_job_that_ignores_the_warning_is_killed_at_the_stop_timeout(aws_docker
     last = desc.attempts[-1]
     assert (last.kind, last.reason) == (
         FailureKind.INFRA, f"{RECLAIMED[:-1]}; no checkpoint saved before the kill; starts fresh"), desc.attempts
+
+
+def test_dryrun_shows_the_grace(tx: Any, one_line_error: Any) -> None:
+    """`tx run --dryrun` (the CLI) shows TX_PREEMPT_GRACE in the containers' env: 30 s (ECS's
+    default stop timeout) unless preempt_grace says; a negative one is a one-line error."""
+    for cfg, want in (("queue=q", 30), ("queue=q,preempt_grace=90", 90)):
+        out = tx("run", "--dryrun", "-s", "aws_batch", "-cfg", cfg, "utils.echo")
+        assert out.returncode == 0, out.stderr
+        assert f"- name: TX_PREEMPT_GRACE\n          value: '{want}'\n" in out.stdout, out.stdout
+    one_line_error(tx("run", "--dryrun", "-s", "aws_batch", "-cfg", "queue=q,preempt_grace=-1", "utils.echo"),
+                   "preempt_grace must be whole seconds >= 0")

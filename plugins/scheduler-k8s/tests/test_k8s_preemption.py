@@ -74,10 +74,11 @@ def submit(s: KubernetesBase, tmp_path: Path, args: list, **cfg: Any) -> str:
 
 def test_dryrun_shows_the_grace(tx: Any, one_line_error: Any, fake_cluster: Dict[str, Any]) -> None:
     """`tx run --dryrun` (the CLI) shows the pod's terminationGracePeriodSeconds and
-    TX_PREEMPT_GRACE: Kubernetes' 30 s by default, the run option's otherwise; a negative
-    one is a one-line error."""
-    for cfg, want in (("queue=default", 30), ("queue=default,preempt_grace=120", 120)):
-        out = tx("run", "--dryrun", "-s", "kubernetes", "-cfg", cfg, "utils.echo", "--msg", "hi")
+    TX_PREEMPT_GRACE on all three schedulers: Kubernetes' 30 s by default, the run option's
+    otherwise; a negative one is a one-line error."""
+    for sched, cfg, want in (("kubernetes", "queue=default", 30), ("kubernetes", "queue=default,preempt_grace=120", 120),
+                             ("kubernetes_jobset", "preempt_grace=7", 7), ("kubernetes_mcad", "preempt_grace=0", 0)):
+        out = tx("run", "--dryrun", "-s", sched, "-cfg", cfg, "utils.echo", "--msg", "hi")
         assert out.returncode == 0, out.stderr
         assert f"terminationGracePeriodSeconds: {want}\n" in out.stdout, out.stdout
         assert re.search(rf"- name: TX_PREEMPT_GRACE\n *value: \"{want}\"\n", out.stdout), out.stdout
