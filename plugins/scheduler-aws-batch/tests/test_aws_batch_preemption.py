@@ -132,3 +132,21 @@ def test_dryrun_shows_the_grace(tx: Any, one_line_error: Any) -> None:
         assert f"- name: TX_PREEMPT_GRACE\n          value: '{want}'\n" in out.stdout, out.stdout
     one_line_error(tx("run", "--dryrun", "-s", "aws_batch", "-cfg", "queue=q,preempt_grace=-1", "utils.echo"),
                    "preempt_grace must be whole seconds >= 0")
+
+
+def test_a_checkpoint_dir_this_host_cannot_read_names_the_reclaim_only(tmp_path: Path) -> None:
+    from tx_scheduler_aws_batch._attempts import batch_attempts, saves_of
+
+    def job(loc: str) -> dict:
+        env = [{"name": "TX_CHECKPOINT_DIR", "value": loc}, {"name": "TX_PREEMPT_GRACE", "value": "45"}]
+        return {"nodeProperties": {"nodeRangeProperties": [{"container": {"environment": env}}]}}
+
+    assert saves_of(job(str(tmp_path / "not-here"))) is None
+    assert saves_of(job("s3://bucket/run")) is None
+    assert saves_of(job(str(tmp_path))) == (str(tmp_path), 45.0)
+    rec = {"statusReason": RECLAIMED, "container": {"exitCode": 143}, "stoppedAt": 1_800_000_000_000}
+    assert batch_attempts([rec], AppState.FAILED)[0].reason == RECLAIMED
+    assert batch_attempts([rec], AppState.FAILED, "", saves_of(job(str(tmp_path))))[0].reason == \
+        f"{RECLAIMED[:-1]}; no checkpoint saved before the kill; starts fresh"
+    # moto keeps the reason on the job only: the last attempt takes it
+    assert batch_attempts([{"container": {"exitCode": 143}}], AppState.FAILED, RECLAIMED)[0].kind == FailureKind.INFRA

@@ -145,3 +145,23 @@ def test_a_job_that_ignores_the_warning_is_killed_at_the_end_of_the_grace(volcan
     last = desc.attempts[-1]
     assert last.kind == FailureKind.INFRA, desc.attempts
     assert last.reason.endswith("; no checkpoint saved before the kill; starts fresh"), desc.attempts
+
+
+def test_a_checkpoint_dir_this_host_cannot_read_names_the_eviction_only(tmp_path: Path) -> None:
+    """Where TX_CHECKPOINT_DIR is not a directory of this host (a path of the pods' own file
+    system, an object store), tx says nothing of what was saved rather than 'no checkpoint'."""
+    from tx_scheduler_k8s._attempts import Saves, build_attempts
+    from tx_scheduler_k8s._preempt import checkpoint_dir
+
+    assert checkpoint_dir([{"TX_CHECKPOINT_DIR": str(tmp_path / "not-here")}]) is None
+    assert checkpoint_dir([{"TX_CHECKPOINT_DIR": "s3://bucket/run"}]) is None
+    assert checkpoint_dir([{}, {"TX_CHECKPOINT_DIR": str(tmp_path)}]) == str(tmp_path)
+    pod = {"metadata": {}, "status": {"phase": "Failed", "conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+         "lastTransitionTime": "2026-11-28T22:00:00Z"}],
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 143, "finishedAt": "2026-11-28T22:00:05Z"}}}]}}
+    for saves, want in ((None, "DisruptionTarget PreemptionByScheduler"),
+                        (Saves(str(tmp_path)), "DisruptionTarget PreemptionByScheduler; "
+                                               "no checkpoint saved before the kill; starts fresh")):
+        (last,) = build_attempts([FailureKind.INFRA], lambda: "", [pod], AppState.FAILED, 0, [], saves)
+        assert (last.kind, last.reason) == (FailureKind.INFRA, want)
