@@ -39,7 +39,8 @@ fields are an error), so a request the real service would not parse fails here t
   ``logName``, ``labels.*``, ``timestamp``, ``severity``, joined by ``AND``), ordering and
   paging.
 
-Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001, or
+Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (with ``notice_s``,
+SIGTERM then SIGKILL after the notice, as Compute Engine's 30 s; exit code 50001, or
 another of Batch's reserved codes for a VM lost: 50002 reporting timeout, 50003 rebooted, 50006 recreated).
 Failure injection, by project name: ``denied-project`` answers 403 PERMISSION_DENIED to
 everything; ``unauthenticated-project`` 401 UNAUTHENTICATED (expired or revoked
@@ -716,19 +717,32 @@ class FakeGcp:
                 return rec.preempted.pop(i)
         return code if code >= 0 else 128 - code
 
-    def preempt(self, job_name: str, index: int, exit_code: int = PREEMPTED_EXIT_CODE) -> None:
+    def preempt(self, job_name: str, index: int, exit_code: int = PREEMPTED_EXIT_CODE,
+                notice_s: Optional[float] = None) -> None:
         """Reclaim the Spot VM of task ``index``: its process is killed and the task ends
         with Batch's reserved exit code 50001, as when Compute Engine preempts a Spot VM;
         ``exit_code`` another reserved code ends it as that loss of its VM does (50002: Batch
         no longer hears from the VM, 50003: the VM rebooted, 50006: the VM was recreated;
-        https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes)."""
+        https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes).
+        ``notice_s``: Compute Engine's preemption notice
+        (https://cloud.google.com/compute/docs/instances/spot#preemption-process: ACPI G2
+        soft off, the guest shuts down and its processes get SIGTERM; 30 s later, G3, the
+        power is cut): SIGTERM to the task's process group now, SIGKILL ``notice_s`` later
+        if it is still there; the task ends 50001 however its process ended. None: the VM
+        is gone at once (SIGKILL), as a VM lost without notice."""
         with self.lock:
             rec = self.jobs[job_name]
             proc = rec.procs.get(index)
             if proc is None:
                 raise RuntimeError(f"task {index} of {job_name} is not running")
             rec.preempted[index] = exit_code
-            os.killpg(proc.pid, signal.SIGKILL)
+            if notice_s is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return
+            _signal(proc.pid, signal.SIGTERM)
+        timer = threading.Timer(notice_s, lambda: proc.poll() is None and _signal(proc.pid, signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
 
     def _pump(self, rec: _Job, i: int, attempt: int, pipe: Any, severity: str) -> None:
         for raw in iter(pipe.readline, b""):

@@ -34,6 +34,10 @@ MAX_ATTEMPTS = 10
 #: status reasons of an attempt that the host ended (a Spot reclaim, an instance that failed
 #: or was terminated: ``Host EC2 (instance i-...) terminated.``), an infrastructure failure
 HOST_FAILURE_REASON = "Host EC2"
+#: the run option that says how long ECS waits between SIGTERM and SIGKILL when it stops a
+#: job's container (the compute environment's ``ECS_CONTAINER_STOP_TIMEOUT``, 30 s unless
+#: its launch template sets it: a job definition cannot), and the variable the containers get it in
+PREEMPT_GRACE_OPT, PREEMPT_GRACE_ENV, DEFAULT_PREEMPT_GRACE = "preempt_grace", "TX_PREEMPT_GRACE", 30
 #: CloudWatch Logs group that the ``awslogs`` driver writes Batch jobs to by default
 DEFAULT_LOG_GROUP = "/aws/batch/job"
 #: placeholder of the ``${replica_id}`` macro, replaced by the node's wrapper at run time
@@ -215,6 +219,23 @@ def _volumes(role: Role) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     return volumes, points
 
 
+def preempt_grace(cfg: Mapping[str, CfgVal]) -> int:
+    """The run option ``preempt_grace`` (s; :data:`DEFAULT_PREEMPT_GRACE` if unset).
+
+    Raises:
+        InvalidRunConfigException: not whole seconds >= 0.
+    """
+    from tx.specs import InvalidRunConfigException
+
+    value = cfg.get(PREEMPT_GRACE_OPT)
+    if value is None:
+        return DEFAULT_PREEMPT_GRACE
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidRunConfigException(f"run option {PREEMPT_GRACE_OPT} must be whole seconds >= 0, got {value!r}",
+                                        PREEMPT_GRACE_OPT, cfg)
+    return value
+
+
 def _retry_strategy(app: AppDef, infra: int) -> Dict[str, Any]:
     """``retryStrategy``: max ``max_retries`` + 1 attempts plus ``infra`` (run option
     ``infra_retries``) spare attempts for host failures (at most :data:`MAX_ATTEMPTS`)."""
@@ -232,9 +253,13 @@ def build_request(
 ) -> BatchJob:
     """The :class:`BatchJob` for ``app`` named ``name`` (already unique).
 
+    Every node's container has ``TX_PREEMPT_GRACE`` (run option ``preempt_grace``): the
+    seconds ECS gives a stopped container between SIGTERM and SIGKILL.
+
     Raises:
         ValueError: more than :data:`MAX_NODE_RANGES` roles, a role without memory, an
             unknown device.
+        InvalidRunConfigException: a bad ``preempt_grace`` or ``infra_retries``.
     """
     if not app.roles:
         raise ValueError(f"app {app.name!r} has no roles")
@@ -245,6 +270,7 @@ def build_request(
         )
     queue = str(cfg["queue"])
     app_id = make_app_id(queue, name)
+    grace = preempt_grace(cfg)
     # ${app_id} is the whole app id (TorchX put the job name alone), so that the Runner's
     # TX_JOB_ID (`aws_batch://<session>/${app_id}`) is a handle tx can resolve
     values = macros.Values(img_root="", app_id=app_id, replica_id=REPLICA_ID_TOKEN, rank0_env=env_contract.RANK0_HOST)
@@ -259,6 +285,7 @@ def build_request(
         for key in (env_contract.REPLICA_ID, env_contract.torchx_name(env_contract.REPLICA_ID)):
             static.pop(key, None)  # computed per node by the wrapper
         env = {**role.env, **static}
+        env.setdefault(PREEMPT_GRACE_ENV, str(grace))  # the warning's grace (a role's own wins)
         with_macro = sorted(k for k, v in env.items() if REPLICA_ID_TOKEN in v)
         volumes, points = _volumes(role)
         container: Dict[str, Any] = {

@@ -35,13 +35,13 @@ from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
 from tx_scheduler_aws_batch import _plane
-from tx_scheduler_aws_batch._attempts import batch_attempts
+from tx_scheduler_aws_batch._attempts import batch_attempts, saves_of
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._logs import CloudWatchLogs
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch._status import CAUSE_TAIL_LINES, ERROR_TAIL_LINES, failure, replica_statuses
 from tx_scheduler_aws_batch.request import (
-    APPDEF_LIMIT, MAX_ARRAY_SIZE, PARAM_APPDEF, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported, build_array,
+    APPDEF_LIMIT, DEFAULT_PREEMPT_GRACE, MAX_ARRAY_SIZE, PARAM_APPDEF, PREEMPT_GRACE_OPT, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported, build_array,
     build_request, job_name, make_trial_id, parse_app_id, parse_trial_id,
 )
 
@@ -89,6 +89,10 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         opts.add("image_repo", type_=str, default=None,
                  help="(with --workspace) image repository the docker workspace pushes the built image to, "
                       "e.g. an ECR repository URI")
+        opts.add(PREEMPT_GRACE_OPT, type_=int, default=DEFAULT_PREEMPT_GRACE,
+                 help="seconds ECS waits between SIGTERM and SIGKILL when it stops the job's containers (a Spot "
+                      "reclaim, a terminated job): set it to your compute environment's ECS_CONTAINER_STOP_TIMEOUT "
+                      "(30 s unless its launch template sets it); TX_PREEMPT_GRACE in the containers' env")
         add_infra_retries_opt(opts)
         return opts
 
@@ -385,7 +389,7 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         if state == AppState.FAILED:
             err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
         attempts = job.get("attempts") or []
-        history = batch_attempts(attempts, state)
+        history = batch_attempts(attempts, state, reason, saves_of(job))
         kept = (job.get("parameters") or {}).get(PARAM_APPDEF)
         stored, why, run_options = read_stored_appdef_and_options(kept, f"the job's parameter {PARAM_APPDEF}", APPDEF_LIMIT)
         desc = DescribeAppResponse(

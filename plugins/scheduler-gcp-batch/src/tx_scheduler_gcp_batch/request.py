@@ -32,6 +32,10 @@ is one task group whose tasks are all the replicas of all roles, in role order:
   its former name, wins where set) more times, on every provisioning model: with no user
   retries a lifecycle policy retries only those exit codes; with user retries the two
   budgets add up (Batch keeps one retry counter per task).
+* on Spot VMs (``provisioning_model=SPOT``) every task's environment has
+  ``TX_PREEMPT_GRACE=30``: the preemption notice Compute Engine gives (the guest OS shuts
+  down, SIGTERM to its processes; power-off 30 s later), so that ``tx.distributed.preempted()``
+  jobs know what they can count on; the preempted task ends with exit code 50001.
 * the task spec's environment variable ``TX_APPDEF``: the AppDef as submitted
   (:func:`tx.specs.files.appdef_to_stored`; GetJob returns it, labels hold 63 characters);
 * labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
@@ -73,6 +77,13 @@ INFRA_EXIT_CODES: Dict[int, str] = {
 A100_MACHINE_TYPES = {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"}
 MAX_RETRY_COUNT = 10
 SHELL = "/bin/sh"
+#: the seconds Compute Engine gives a Spot VM between its preemption notice (ACPI G2 soft
+#: off: the guest shuts down, its processes get SIGTERM) and the hard power-off
+#: (https://cloud.google.com/compute/docs/instances/spot#preemption-process); set as
+#: ``TX_PREEMPT_GRACE`` in every task of a job on Spot VMs
+PREEMPT_GRACE_S = 30
+PREEMPT_GRACE_ENV = "TX_PREEMPT_GRACE"
+
 #: the task spec's environment variable that keeps the AppDef as submitted
 ENV_APPDEF = "TX_APPDEF"
 #: the most bytes of it: Linux refuses to start a program with one environment string over
@@ -203,6 +214,7 @@ def build_job(
     job_id = make_job_id(app.name)
     app_id = f"{project}:{location}:{job_id}"  # the ${app_id} macro and TX_APP_ID, as tx handles name it
     multi = len(app.roles) > 1
+    spot_vms = cfg.get("provisioning_model") == "SPOT"
     runnables = []
     task_envs = []
     for r, role in enumerate(app.roles):
@@ -231,6 +243,8 @@ def build_job(
                     app_id=app_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
                 )
             )
+            if spot_vms:  # the preemption notice of a Spot VM (PREEMPT_GRACE_S), unless the role sets its own
+                env.setdefault(PREEMPT_GRACE_ENV, str(PREEMPT_GRACE_S))
             task_envs.append({"variables": env})
 
     res = _largest(app.roles)
@@ -337,7 +351,7 @@ def roles_of(job: Any) -> List[Role]:
     counts: Dict[str, int] = {}
     for t in layout:
         counts[t.role] = counts.get(t.role, 0) + 1
-    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
+    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {PREEMPT_GRACE_ENV}
     roles = []
     for runnable in spec.runnables:
         name = runnable.display_name

@@ -10,6 +10,7 @@ A subclass says how an AppDef becomes its object (``_submit_dryrun``), how to cr
 from __future__ import annotations
 
 import abc
+import math
 import re
 import time
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -23,13 +24,13 @@ from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import markdown_table
 from tx.specs.status import FailureKind, RoleStatus
 
-from tx_scheduler_k8s import _names, _plane, _pod, _sweep
-from tx_scheduler_k8s._attempts import build_attempts
+from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep
+from tx_scheduler_k8s._attempts import Saves, build_attempts
 from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._logs import PodLogs
 from tx_scheduler_k8s._names import DEFAULT_NAMESPACE
 from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, disruption,
-                                      failure, pending_reason, replica_statuses)
+                                      failure, pending_reason, replica_statuses, ts)
 
 __all__ = ["CAUSE_TAIL_LINES", "DEFAULT_NAMESPACE", "DISRUPTION_TARGET", "ERROR_TAIL_LINES", "KubernetesBase",
            "KubernetesJob", "check_namespace", "common_runopts", "disruption", "runopts_markdown"]
@@ -73,6 +74,9 @@ def common_runopts(opts: runopts) -> runopts:
     opts.add("image_repo", type_=str, help="(with a workspace) image repository to push the built image to")
     opts.add("image_secret", type_=str, help="name of the Secret pods pull their images with (imagePullSecrets)")
     opts.add("quiet", type_=bool, default=False, help="(with a workspace) do not print the image build log")
+    opts.add(_preempt.OPTION, type_=int, default=_preempt.DEFAULT_GRACE,
+             help="seconds between the warning (SIGTERM) of a pod evicted, preempted or deleted and its SIGKILL: "
+             "terminationGracePeriodSeconds of every pod, and TX_PREEMPT_GRACE in its env")
     return opts
 
 
@@ -85,9 +89,11 @@ def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
     """The ``namespace`` option, checked as a DNS label.
 
     Raises:
-        InvalidRunConfigException: not a valid namespace name.
+        InvalidRunConfigException: not a valid namespace name, or a ``preempt_grace`` that
+            is not whole seconds >= 0.
     """
     ns = str(cfg.get("namespace") or DEFAULT_NAMESPACE)
+    _preempt.grace(cfg)
     if not _names.is_label(ns):
         raise InvalidRunConfigException(
             f"run option 'namespace': {ns!r} is not a Kubernetes namespace name "
@@ -321,7 +327,7 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
         if trial is None:
             resp.attempts = build_attempts(self._restart_kinds(obj), lambda: self._infra_end(obj, pods), pods, state,
-                                           restarts, failed)
+                                           restarts, failed, self._saves(resp, obj, pods))
             resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
 
@@ -345,6 +351,25 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
         return text, cause
 
     # -- attempts: infrastructure or user failures ---------------------------------------------
+    def _saves(self, resp: DescribeAppResponse, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Saves:
+        """What names an evicted attempt's save (:class:`tx_scheduler_k8s._attempts.Saves`):
+        the app's ``TX_CHECKPOINT_DIR`` (its stored AppDef's roles, else its pods' env) where
+        this host reads it, the pods' grace, the object's last state change, and the creation
+        of the current attempt's first pod."""
+        envs = [dict(r.env) for r in (resp.app.roles if resp.app else [])] + _preempt.container_env(pods)
+        location = _preempt.checkpoint_dir(envs)
+        if location is None:
+            return Saves()
+        st = obj.get("status") or {}
+        changes = [ts(c.get("lastTransitionTime")) for c in [st.get("state") or {}, *(st.get("conditions") or [])]
+                   if c.get("lastTransitionTime")]
+        live = [ts(p["metadata"].get("creationTimestamp")) for p in pods
+                if not p["metadata"].get("deletionTimestamp") and not disruption(p)]
+        opts = resp.metadata.get("run_options") or {}
+        default = opts.get(_preempt.OPTION) if isinstance(opts.get(_preempt.OPTION), int) else _preempt.DEFAULT_GRACE
+        return Saves(location, float(_preempt.pod_grace(pods, default)),
+                     max(changes) if changes else math.inf, min(live) if live else math.inf)
+
     def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
         """Which kinds of failure restart this app's object (its controller's retry
         settings, as the dryrun wrote them); the base: none."""

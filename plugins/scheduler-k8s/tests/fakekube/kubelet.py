@@ -11,8 +11,8 @@
   TMPDIR: what one pod writes there no other pod, and no retry, sees), stdout and stderr
   captured line by line with their times, so pod logs, exit codes and phases are real.
   Pods share files only through the hostPath volumes they declare; each has a /tmp of its
-  own (:mod:`podfs`). Deleting a pod sends SIGTERM to its process group, then SIGKILL after
-  the grace period.
+  own (:mod:`podfs`). Deleting or evicting a pod sends SIGTERM to its process group, then
+  SIGKILL after the grace period (the pod's ``terminationGracePeriodSeconds``, as a kubelet).
 * Each pod has an address, a host name and name resolution of its own, as with cluster DNS
   (:mod:`podnet`): a headless Service's name resolves to the running pods it selects.
 """
@@ -284,7 +284,9 @@ class Kubelet:
         the condition ``DisruptionTarget`` (status True, ``reason`` such as
         ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``),
         graceful deletion (``deletionTimestamp``, ``deletionGracePeriodSeconds``), the
-        container stopped (SIGTERM, SIGKILL after ``grace`` seconds, default the kubelet's);
+        container stopped (SIGTERM, SIGKILL after ``grace`` seconds: the Eviction's
+        ``deleteOptions.gracePeriodSeconds``, else the pod's ``terminationGracePeriodSeconds``,
+        else the kubelet's default);
         the pod then ends with its container's status (Failed: killed by SIGTERM) and is
         removed once the controllers' reconcile pass saw it ended, as the API server removes
         it once the kubelet reports it terminated. A pod not started yet ends Failed at once."""
@@ -292,7 +294,7 @@ class Kubelet:
         if meta.get("deletionTimestamp") or st.get("phase") in ("Succeeded", "Failed"):
             return
         set_condition(pod, "DisruptionTarget", "True", reason, message)
-        wait = int(grace) if grace is not None else int(self.grace)
+        wait = int(grace) if grace is not None else self.pod_grace(pod)
         meta.update(deletionTimestamp=now(), deletionGracePeriodSeconds=wait)
         c = self.containers.get(meta["uid"])
         if c is not None:
@@ -302,6 +304,13 @@ class Kubelet:
             self._release(pod)
             self.ending[meta["uid"]] = self._syncs
         self.store.touch(pod)
+
+    def pod_grace(self, pod: Dict[str, Any]) -> int:
+        """The seconds between SIGTERM and SIGKILL when ``pod`` is deleted: its
+        ``terminationGracePeriodSeconds`` as the kubelet honours it, else this kubelet's
+        default (a real API server defaults the field to 30; this one keeps tests short)."""
+        g = pod["spec"].get("terminationGracePeriodSeconds")
+        return int(g) if isinstance(g, int) and g >= 0 else int(self.grace)
 
     def _reap(self) -> None:
         """Remove the evicted pods that ended before the controllers' last pass."""
@@ -369,7 +378,7 @@ class Kubelet:
             return
         c = self.containers.get(obj["metadata"]["uid"])
         if c is not None:
-            c.kill(self.grace)
+            c.kill(self.pod_grace(obj))
         if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             self._release(obj)
 
