@@ -52,13 +52,64 @@ def test_single_replica_trials_are_one_indexed_job_valid_against_the_job_schema(
     assert job["metadata"]["labels"]["tx.pytorch.org/sweep"] == info.record.sweep_id
     command = spec["template"]["spec"]["containers"][0]["command"]
     assert command[:2] == ["/bin/sh", "-c"] and command[2].startswith('i="$$JOB_COMPLETION_INDEX";')  # $$: Kubernetes writes $
-    assert len(command) == 4 + 3 and command[3] == "tx-trial"  # one argument per trial
-    assert command[6].startswith("export ") and "LR=10 " in command[6]
-    assert command[6].endswith("; exec sh -c 'echo 10 $$LR $$TX_TRIAL_INDEX'")
+    assert len(command) == 3  # the trials' values are in the table, not in the Job
+    assert ' TX_TRIAL_INDEX="$$i" ' in command[2] and ' LR="$${1}" ' in command[2], command[2]
+    assert command[2].endswith("""; exec sh -c 'echo '"$${1}"' $$LR $$TX_TRIAL_INDEX'"""), command[2]
+    # the table: a ConfigMap created with the Job, mounted where the script reads it
+    table = info.native.request.table
+    kv.validate(table, K8S_VERSION, strict=True)
+    assert table["data"]["table"] == "0.1\n1\n10\n"  # row i: trial i's values (its index is the pod's)
+    assert {"name": "tx-sweep-table", "configMap": {"name": table["metadata"]["name"]}} in spec["template"]["spec"]["volumes"]
     if scheduler == "kubernetes":  # Volcano schedules the pods, in the queue
         assert spec["template"]["spec"]["schedulerName"] == "volcano"
         assert spec["template"]["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "default"
     assert str(info).startswith(f"=== {scheduler}: one native array request for 3 trials, at most 2 at once ===")
+
+
+def test_a_sweep_of_10000_trials_is_one_job_whose_size_does_not_grow_with_the_trials(runner: Runner) -> None:
+    """The issue's fallback: 10,000 trials' commands (4.7 MB) did not fit one Job, so each
+    trial became a Volcano Job. Now the Job is the same size at 10 and 10,000 trials and the
+    table (a ConfigMap) holds the values only, under a ConfigMap's 1 MiB."""
+    app = sh_app("python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b}")
+    sizes = {}
+    for n in (10, 10_000):
+        info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(n // 100 or 1)],
+                                                        "b": list(range(min(n, 100)))}), "kubernetes",
+                                   cfg={"queue": "default"})
+        assert info.native is not None, info.not_native
+        req = info.native.request
+        assert req.resource["spec"]["completions"] == n
+        sizes[n] = (len(json.dumps(req.resource).replace(f'"completions": {n}', "").replace(f'"parallelism": {n}', "")),
+                    len(req.table["data"]["table"]))
+    assert abs(sizes[10_000][0] - sizes[10][0]) < 40, sizes  # the Job: names, not trials, differ
+    assert sizes[10_000][1] < 200_000, sizes  # under 20 bytes a trial: "99 0.099 0.099-99\n"
+
+
+def test_a_refused_job_leaves_no_config_map(fake_cluster: Dict[str, Any], runner: Runner) -> None:
+    """The ConfigMap is created first; when the API server refuses the Job (here: a Job of
+    that name exists), it is deleted again. A created sweep's ConfigMap is its Job's dependent."""
+    app = sh_app("echo ${n}")
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"n": [0, 1]}), "kubernetes", cfg={"queue": "default"})
+    req = info.native.request
+    sched = runner.scheduler("kubernetes")
+    core = sched.kube.core
+    blocker = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": req.app_id},
+               "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                   {"name": "c", "image": "busybox:1.36", "command": ["true"]}]}}}}
+    sched.kube.create_object("batch", "v1", "jobs", req.namespace, blocker)
+    with pytest.raises(Exception, match="already exists"):
+        sched.schedule_sweep(info.native)
+    names = [c.metadata.name for c in core.list_namespaced_config_map(req.namespace).items]
+    assert req.table["metadata"]["name"] not in names, names
+    sched.kube.delete_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    # submitted: the ConfigMap is owned by the Job and goes with it
+    ids = sched.schedule_sweep(info.native)
+    assert len(ids) == 2
+    cm = core.read_namespaced_config_map(req.table["metadata"]["name"], req.namespace)
+    job = sched.kube.get_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    assert [(o.kind, o.uid) for o in cm.metadata.owner_references] == [("Job", job["metadata"]["uid"])]
+    sched.kube.delete_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    assert req.table["metadata"]["name"] not in [c.metadata.name for c in core.list_namespaced_config_map(req.namespace).items]
 
 
 @pytest.mark.parametrize("scheduler, cfg, why", [

@@ -20,7 +20,10 @@ from typing import List, Optional, Sequence, Union
 
 import attrs
 
-__all__ = ["SweepTable", "split_words"]
+__all__ = ["INDEX", "SweepTable", "compact", "split_words"]
+
+#: the hole of a template that is the trial's index itself (no column of the table)
+INDEX = -1
 
 #: a word's tokens: runs of value characters, and each other character alone
 _TOKENS = re.compile(r"[A-Za-z0-9_.+\-]+|[^A-Za-z0-9_.+\-]")
@@ -34,8 +37,9 @@ class SweepTable:
     """Trials' commands as one template and a table.
 
     Attributes:
-        template: the words, each as pieces: constant text (str) or hole ``k`` (int): row
-            ``k``'s value of each trial's row.
+        template: the words, each as pieces: constant text (str) or hole ``k`` (int): value
+            ``k`` of each trial's row; hole :data:`INDEX` (only after :func:`compact`) is the
+            trial's index, in decimal.
         rows: per trial, in trial order, its values of the holes (hole ``k`` is ``row[k]``).
     """
 
@@ -50,7 +54,8 @@ class SweepTable:
     def words(self, index: int) -> List[str]:
         """Trial ``index``'s words: the template with its row filled in."""
         row = self.rows[index]
-        return ["".join(row[p] if isinstance(p, int) else p for p in w) for w in self.template]
+        return ["".join((row[p] if p >= 0 else str(index)) if isinstance(p, int) else p for p in w)
+                for w in self.template]
 
     def digest(self, text: str) -> str:
         """12 hex digits of the SHA-256 of ``text`` (the table as its backend writes it): a
@@ -111,3 +116,63 @@ def _common_ends(toks: Sequence[Sequence[str]]) -> "tuple[int, int]":
     while post < shortest - pre and all(t[len(t) - 1 - post] == toks[0][len(toks[0]) - 1 - post] for t in toks):
         post += 1
     return pre, post
+
+
+def compact(table: SweepTable) -> SweepTable:
+    """``table`` with fewer columns, the same :meth:`SweepTable.words`: a column whose
+    value in row ``r`` is ``P + str(r) + S`` (``P``, ``S`` the same in every row: an app id
+    ``<job>_<r>``, ``TX_TRIAL_INDEX``, a trial's directory ``trial-<r>``) becomes the
+    template's ``P``, :data:`INDEX`, ``S``; a column equal to an earlier one (a value in the
+    args and in ``TX_TRIAL_PARAMS``) is read from that one. For backends whose replica knows
+    its index (every array's does): at 10,000 trials of a 100x100 grid, rows of two values.
+
+    Time linear in the table's size.
+    """
+    rows, n = table.rows, len(table.rows)
+    if not rows or not rows[0]:
+        return table
+    columns = [[r[k] for r in rows] for k in range(len(rows[0]))]
+    new: "dict[int, object]" = {}  # old hole -> new hole (int) or (P, S) around the index
+    kept: "dict[tuple, int]" = {}
+    out_cols: List[List[str]] = []
+    for k, col in enumerate(columns):
+        around = _around_index(col)
+        if around is not None:
+            new[k] = around
+            continue
+        key = tuple(col)
+        if key not in kept:
+            kept[key] = len(out_cols)
+            out_cols.append(col)
+        new[k] = kept[key]
+    template: List[Word] = []
+    for w in table.template:
+        pieces: Word = []
+        for p in w:
+            parts: "list[Union[str, int]]"
+            if isinstance(p, int):
+                m = new[p]
+                parts = [m] if isinstance(m, int) else [m[0], INDEX, m[1]]  # type: ignore[index, list-item]
+            else:
+                parts = [p]
+            for q in parts:
+                if q == "":
+                    continue
+                if isinstance(q, str) and pieces and isinstance(pieces[-1], str):
+                    pieces[-1] += q
+                else:
+                    pieces.append(q)
+        template.append(pieces)
+    return SweepTable(template, [list(r) for r in zip(*out_cols)] if out_cols else [[] for _ in range(n)])
+
+
+def _around_index(col: Sequence[str]) -> "Optional[tuple[str, str]]":
+    """``(P, S)`` where ``col[r] == P + str(r) + S`` for every row ``r``, else None."""
+    v0 = col[0]
+    at = v0.find("0")
+    while at >= 0:
+        pre, post = v0[:at], v0[at + 1:]
+        if all(v == f"{pre}{r}{post}" for r, v in enumerate(col)):
+            return pre, post
+        at = v0.find("0", at + 1)
+    return None
