@@ -6,11 +6,14 @@ their command line and env is one ``batch/v1`` Job with ``completionMode: Indexe
 (https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode). Its pods
 share one template, whose size does not grow with the trials: the trials' own env and
 command words are cut into what they share and a table of what differs
-(:mod:`tx.schedulers.sweep_table`), the table is a ConfigMap ``<job>-table`` created with
-the Job (key ``table``, line ``i + 1`` is trial ``i``'s values, shell-quoted) and mounted
-read-only at :data:`TABLE_DIR`, and the container runs ``/bin/sh -c SCRIPT``: it reads
-line ``$JOB_COMPLETION_INDEX + 1`` (which Kubernetes sets in each pod), ``export``-s the
-trial's own env and ``exec``-s its command with the row's values filled in. So the image
+(:mod:`tx.schedulers.sweep_table`, with cycles): a grid's axes are in the script once
+(``set -- 0.1 1 10; shift $(( (i / 3) % 3 ))``), values of no axis (an index-free word of
+several parameters, a random search's) are a table, the ConfigMap ``<job>-table`` created
+with the Job (key ``table``, line ``i + 1`` is trial ``i``'s values, shell-quoted) and
+mounted read-only at :data:`TABLE_DIR`. The container runs ``/bin/sh -c SCRIPT``
+(:func:`tx.schedulers.sweep_table.sh_statements`): with ``i`` = ``$JOB_COMPLETION_INDEX``
+(which Kubernetes sets in each pod) it picks its axes' values and reads line ``i + 1``,
+``export``-s the trial's own env and ``exec``-s its command with the values filled in. So the image
 needs ``/bin/sh``, as Slurm's array script needs a shell. The ConfigMap is created first,
 then the Job, then the ConfigMap is made the Job's dependent (``ownerReferences``: deleting
 the Job deletes it); a Job the API server refuses leaves no ConfigMap. Where the trials'
@@ -44,7 +47,7 @@ import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from tx.schedulers import env as envc
-from tx.schedulers.sweep_table import INDEX, SweepTable, compact, split_words
+from tx.schedulers.sweep_table import SweepTable, compact, sh_statements, split_words, table_text
 from tx.specs import AppDef, AppState, Role
 
 from tx_scheduler_k8s import _names, _pod
@@ -72,11 +75,6 @@ TABLE_KEY = "table"
 TABLE_VOLUME = "tx-sweep-table"
 #: the most bytes of a table (a ConfigMap's data is at most 1 MiB)
 MAX_TABLE_BYTES = 1_000_000
-#: the start of a sweep's container script with a table: row ``$JOB_COMPLETION_INDEX`` as
-#: the positional parameters (a loop of the shell's own ``read``: no ``sed`` needed)
-ROW = ('i="$JOB_COMPLETION_INDEX"; n=0; found=; while IFS= read -r row; do if [ "$n" = "$i" ]; then found=1; break; '
-       'fi; n=$((n + 1)); done < {path}; if [ -z "$found" ]; then echo "tx: no row $i in {path}" >&2; exit 2; fi; '
-       'eval "set -- $row"; ')
 _TRIAL = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)_(?P<index>\d+)$")
 
 
@@ -163,10 +161,12 @@ def indexed_job(
         text = table_text(table)
         if len(text.encode()) > MAX_TABLE_BYTES:
             return None, None, f"the trials' table is {len(text.encode())} bytes, more than one ConfigMap holds"
-        script = _table_script(table, len(own))
-        config_map = {"apiVersion": "v1", "kind": "ConfigMap",
-                      "metadata": {"name": f"{job}-table", "namespace": namespace, "labels": labels},
-                      "data": {TABLE_KEY: text}}
+        path = f"{TABLE_DIR}/{TABLE_KEY}"
+        script = "; ".join(['i="$JOB_COMPLETION_INDEX"', *sh_statements(table, len(own), f"cat {path}", path)])
+        if table.holes:  # a grid's values are all in the script's cycles: no table to mount
+            config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": f"{job}-table", "namespace": namespace, "labels": labels},
+                          "data": {TABLE_KEY: text}}
     else:
         trials = []
         for t, env in zip(templates, envs):
@@ -182,12 +182,13 @@ def indexed_job(
     template["metadata"]["annotations"][_pod.ANNOTATION_ROLE] = _pod.role_annotation(
         _role_of_all(first, common))
     c = template["spec"]["containers"][0]
-    if config_map is not None:
+    if table is not None:
         c["command"] = ["/bin/sh", "-c", _pod.k8s_literal(script)]
+    if config_map is not None:
         c.setdefault("volumeMounts", []).append({"name": TABLE_VOLUME, "mountPath": TABLE_DIR, "readOnly": True})
         template["spec"].setdefault("volumes", []).append(
             {"name": TABLE_VOLUME, "configMap": {"name": config_map["metadata"]["name"]}})
-    else:
+    if table is None:
         # one argument per trial: Linux caps each argument at 128 KiB (MAX_ARG_STRLEN), and
         # a script of all the trials' commands would pass it at a few hundred trials
         c["command"] = ["/bin/sh", "-c", _pod.k8s_literal(SELECT), "tx-trial", *(_pod.k8s_literal(t) for t in trials)]
@@ -223,25 +224,7 @@ def _table(templates: Sequence[Dict[str, Any]], envs: Sequence[Mapping[str, str]
     table = split_words(words)
     if table is None or table.holes == 0 or any("\n" in v for row in table.rows for v in row):
         return None
-    return compact(table)
-
-
-def table_text(table: SweepTable) -> str:
-    """The ConfigMap's table: line ``i + 1`` is trial ``i``'s values, shell-quoted, separated
-    by spaces."""
-    return "".join(" ".join(shlex.quote(v) for v in row) + "\n" for row in table.rows)
-
-
-def _table_script(table: SweepTable, exports: int) -> str:
-    """The container's script: :data:`ROW`, then ``export`` of the first ``exports`` words
-    (the trial's own env) and ``exec`` of the rest, hole ``k`` as ``"${k+1}"``, the index
-    as ``"$i"``."""
-    words = ["".join(('"$i"' if p == INDEX else f'"${{{p + 1}}}"') if isinstance(p, int) else shlex.quote(p)
-                     for p in w)
-             for w in table.template]
-    path = shlex.quote(f"{TABLE_DIR}/{TABLE_KEY}")
-    head = f"export {' '.join(words[:exports])}; " if exports else ""
-    return ROW.format(path=path) + head + "exec " + " ".join(words[exports:])
+    return compact(table, cycles=True)
 
 
 def _role_of_all(role: Role, common: Mapping[str, str]) -> Role:
