@@ -46,7 +46,9 @@ def test_dryrun_is_one_job_whose_tasks_are_the_trials_and_the_table_travels_once
     commands = list(group.task_spec.runnables[0].container.commands)
     assert commands[0] == "-c" and commands[1].startswith(f'{SWEEP_PREAMBLE}\ni="$BATCH_TASK_INDEX"\n')
     variables = group.task_spec.environment.variables
-    assert variables["TX_SWEEP_TABLE_0"] == "1 0.1\n2 0.1\n3 0.1\n1 1\n2 1\n3 1\n"  # row i: trial i's values (b, lr)
+    # a grid's values are its axes, once in the script: no table
+    assert "set -- 0.1 1; shift $(( (i / 3) % 2 ))" in commands[1] and "set -- 1 2 3; shift $(( (i / 1) % 3 ))" in \
+        commands[1] and not any(k.startswith("TX_SWEEP_TABLE_") for k in variables), commands[1]
     env4 = trial_env(job, 4)
     assert env4["TX_TRIAL_INDEX"] == "4" and env4["TX_TRIAL_PARAMS"] == '{"b": 2, "lr": 1}'
     assert env4["TX_APP_ID"] == f"{req.app_id}:4" and env4["TX_ROLE_NAME"] == "r"
@@ -61,7 +63,7 @@ def test_each_task_reads_its_row_by_batch_task_index(runner):
     app = _app()
     app.roles[0].args = ["-c", 'echo "$0 $LR $TX_TRIAL_INDEX $TX_APP_ID"', "${app_id}"]
     app.roles[0].env = {"LR": "${lr}"}
-    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2, "x y"]}), "gcp_batch")
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2, "x y"]}), "gcp_batch")  # no grid axis: a table
     req = info.native.request
     group = req.job.task_groups[0]
     script = list(group.task_spec.runnables[0].container.commands)[-1]
@@ -75,6 +77,8 @@ def test_each_task_reads_its_row_by_batch_task_index(runner):
                                                      "PATH": os.environ["PATH"], "BATCH_TASK_INDEX": "3"},
                          capture_output=True, text=True, timeout=30)
     assert (out.returncode, out.stderr) == (2, "tx: no row 3 in the sweep table\n")
+    # row i: lr, and its word in TX_TRIAL_PARAMS (quoted JSON for "x y", so no column of lr's)
+    assert group.task_spec.environment.variables["TX_SWEEP_TABLE_0"] == "1 1\n2 2\n'x y' '\"x y\"'\n"
     assert not group.require_hosts_file  # each trial is its own rank 0
 
 
@@ -82,7 +86,7 @@ def test_a_sweep_of_10000_trials_is_one_job_under_batchs_1_mb(runner):
     """The issue's refusal: 10,000 trials made a 7.7 MB job. Now the table travels once, in
     job-wide variables of at most 96 KiB each (Linux's 128 KiB per environment string)."""
     app = _app()
-    app.roles[0].args = ["-c", "python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b}"]
+    app.roles[0].args = ["-c", "python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b} --tag ${b}x${lr}"]
     info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(100)], "b": list(range(100))}),
                                "gcp_batch")
     job = info.native.request.job

@@ -7,10 +7,10 @@ import shlex
 from typing import Any, Dict, List, Tuple
 
 from tx.schedulers import env as envc
-from tx.schedulers.sweep_table import INDEX, compact, split_words
+from tx.schedulers.sweep_table import SweepTable, compact, sh_statements, split_words, table_text
 from tx.specs import macros
 
-from tx_scheduler_gcp_batch.request import ENV_APPDEF, GcpBatchJob, _sh_quote, parse_role_script
+from tx_scheduler_gcp_batch.request import ENV_APPDEF, GcpBatchJob, parse_role_script
 
 # -- sweeps: one job whose tasks are the trials ---------------------------------------------
 
@@ -97,13 +97,12 @@ def trial_words(job: Any, index: int) -> Tuple[int, List[str]]:
     """
     env = job.task_groups[0].task_spec.environment.variables
     meta = json.loads(env[SWEEP_TEMPLATE_ENV])
-    text = "".join(env[f"{SWEEP_TABLE_ENV}{c}"] for c in range(int(meta["chunks"])))
-    if index >= text.count("\n"):
+    if not 0 <= index < int(meta["rows"]):
         raise IndexError(f"no row {index} in the sweep's table")
-    values = shlex.split(text.split("\n")[index])
-    words = ["".join((values[p] if p >= 0 else str(index)) if isinstance(p, int) else p for p in w)
-             for w in meta["template"]]
-    return int(meta["exports"]), words
+    text = "".join(env[f"{SWEEP_TABLE_ENV}{c}"] for c in range(int(meta["chunks"])))
+    rows = [[]] * index + [shlex.split(text.split("\n")[index])] if text else [[]] * (index + 1)
+    table = SweepTable(meta["template"], rows, [(int(s), list(v)) for s, v in meta["cycles"]])
+    return int(meta["exports"]), table.words(index)
 
 
 def _table_job(trials: List[GcpBatchJob], out: GcpBatchJob) -> "Tuple[Dict[str, str], str] | None":
@@ -127,29 +126,20 @@ def _table_job(trials: List[GcpBatchJob], out: GcpBatchJob) -> "Tuple[Dict[str, 
     table = split_words([[f"{k}={e[k]}" for k in own] + argv for e, argv in zip(envs, argvs)])
     if table is None or any("\n" in v for row in table.rows for v in row):
         return None
-    table = compact(table)
-    text = "".join(" ".join(shlex.quote(v) for v in row) + "\n" for row in table.rows)
+    table = compact(table, cycles=True)
+    text = table_text(table) if table.holes else ""
     chunks: List[str] = []
     for line in text.splitlines(keepends=True):  # each variable under Linux's 128 KiB per string
         if not chunks or len(chunks[-1]) + len(line) > _CHUNK:
             chunks.append("")
         chunks[-1] += line
     variables = {**common, SWEEP_TEMPLATE_ENV: json.dumps(
-        {"template": table.template, "exports": len(own), "chunks": len(chunks)}, separators=(",", ":"))}
+        {"template": table.template, "cycles": table.cycles, "exports": len(own), "chunks": len(chunks),
+         "rows": len(table.rows)}, separators=(",", ":"))}
     variables.update({f"{SWEEP_TABLE_ENV}{c}": chunk for c, chunk in enumerate(chunks)})
-    words = ["".join(('"$i"' if p == INDEX else f'"${{{p + 1}}}"') if isinstance(p, int) else _sh_quote(p)
-                     for p in w) for w in table.template]
     every = "".join(f'${{{SWEEP_TABLE_ENV}{c}}}' for c in range(len(chunks)))
-    script = "\n".join([
-        'i="$BATCH_TASK_INDEX"',
-        f'if ! row=$(printf "%s" "{every}" | {{ n=0; while IFS= read -r line; do if [ "$n" = "$i" ]; then '
-        'printf "%s" "$line"; exit 0; fi; n=$((n + 1)); done; exit 3; }); then '
-        'echo "tx: no row $i in the sweep table" >&2; exit 2; fi',
-        'eval "set -- $row"',
-        *([f"export {' '.join(words[:len(own)])}"] if own else []),
-        heads.pop(),
-        f"exec {' '.join(words[len(own):])}",
-    ])
+    statements = sh_statements(table, len(own), f'printf "%s" "{every}"', "the sweep table")
+    script = "\n".join(['i="$BATCH_TASK_INDEX"', *statements[:-1], heads.pop(), statements[-1]])
     return variables, script
 
 
