@@ -41,11 +41,13 @@ def test_compact_moves_the_index_into_the_template_and_reads_repeated_values_onc
 
 
 def test_cycles_hold_a_grids_axes_once_whatever_the_number_of_trials():
-    grid = [(lr, b) for lr in ("0.01", "0.1", "1.5") for b in ("16", "32", "0", "8")] * 2  # a grid, twice over
-    cmds = [["train", f"--lr={lr}", f"--b={b}", f"--seed={i * i % 23}"] for i, (lr, b) in enumerate(grid)]
+    grid = [(lr, b) for lr in ("0.01", "0.1", "1.5") for b in ("16", "32", "0", "8")]
+    cmds = [["train", f"/ck/{lr}-{b}/r", f"--lr={lr}", f"--b={b}", f"--seed={i * i % 23}"]
+            for i, (lr, b) in enumerate(grid)]
     table = compact(split_words(cmds), cycles=True)
     assert [table.words(i) for i in range(len(cmds))] == cmds
     assert sorted(table.cycles) == [(1, ["16", "32", "0", "8"]), (4, ["0.01", "0.1", "1.5"])]
     assert table.holes == 1  # the seed is no grid's axis: a column
+    assert len(table.template[1]) == 5  # "/ck/", lr, "-", b, "/r": made of the axes (found after it)
     # without cycles (the default) the axes stay columns
-    assert compact(split_words(cmds)).cycles == [] and compact(split_words(cmds)).holes == 3
+    assert compact(split_words(cmds)).cycles == [] and compact(split_words(cmds)).holes == 4

@@ -165,6 +165,12 @@ def compact(table: SweepTable, cycles: bool = False) -> SweepTable:
                 found[key] = -2 - len(out_cycles)
                 out_cycles.append(cycle)
             new[k] = ("cycle", found[key])
+    for k, col in enumerate(columns):  # then the others, whose values may be made of the axes'
+        if k in new:
+            continue
+        parts = _of_cycles(col, out_cycles) if out_cycles else None
+        if parts is not None:  # "<lr>-<b>": the axes' values with constant text around them
+            new[k] = ("parts", parts)
             continue
         key = tuple(col)
         if key not in kept:
@@ -182,6 +188,8 @@ def compact(table: SweepTable, cycles: bool = False) -> SweepTable:
                     parts = [m]
                 elif m[0] == "cycle":  # type: ignore[index]
                     parts = [m[1]]  # type: ignore[index, list-item]
+                elif m[0] == "parts":  # type: ignore[index]
+                    parts = list(m[1])  # type: ignore[index, call-overload]
                 else:
                     parts = [m[0], INDEX, m[1]]  # type: ignore[index, list-item]
             else:
@@ -214,6 +222,44 @@ def _cycle(col: Sequence[str]) -> "Optional[tuple[int, List[str]]]":
     if all(v == values[(r // stride) % m] for r, v in enumerate(col)):
         return stride, values
     return None
+
+
+def _of_cycles(col: Sequence[str], cycles: "List[tuple[int, List[str]]]") -> "Optional[Word]":
+    """``col`` as constant text and the values of one or two cycles (hole ``-2 - j`` is cycle
+    ``j``), such as ``P + A + M + B + S``, when every row is so; else None. Only columns
+    whose values are at least two distinct ones are worth it (the caller's are)."""
+    n = len(col)
+
+    def val(j: int, r: int) -> str:
+        stride, values = cycles[j]
+        return values[(r // stride) % len(values)]
+
+    v0 = col[0]
+    for a in range(len(cycles)):
+        a0 = val(a, 0)
+        for at in _finds(v0, a0):
+            pre, rest = v0[:at], v0[at + len(a0):]
+            if all(col[r] == pre + val(a, r) + rest for r in range(n)):
+                return [w for w in (pre, -2 - a, rest) if w != ""]
+            for b in range(len(cycles)):
+                if b == a:
+                    continue
+                b0 = val(b, 0)
+                for bt in _finds(rest, b0):
+                    mid, post = rest[:bt], rest[bt + len(b0):]
+                    if all(col[r] == pre + val(a, r) + mid + val(b, r) + post for r in range(n)):
+                        return [w for w in (pre, -2 - a, mid, -2 - b, post) if w != ""]
+    return None
+
+
+def _finds(text: str, part: str) -> List[int]:
+    """Where ``part`` (not empty) starts in ``text``, at most 4 places."""
+    out: List[int] = []
+    at = text.find(part) if part else -1
+    while at >= 0 and len(out) < 4:
+        out.append(at)
+        at = text.find(part, at + 1)
+    return out
 
 
 def _around_index(col: Sequence[str]) -> "Optional[tuple[str, str]]":
