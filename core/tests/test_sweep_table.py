@@ -33,7 +33,7 @@ def test_compact_moves_the_index_into_the_template_and_reads_repeated_values_onc
     full = split_words(cmds)
     table = compact(full)
     assert [table.words(i) for i in range(len(cmds))] == cmds
-    assert table.holes == 2 and table.rows[13] == ["0.1", "32"]  # lr twice, the index three times: read once / none
+    assert table.holes == 2 and sorted(table.rows[13]) == ["0.1", "32"]  # lr twice, the index three times: read once / none
     assert ["app_", INDEX] in table.template and ["TX_TRIAL_INDEX=", INDEX] in table.template
     # a column that only looks like the index in its first rows stays a column
     odd = [["x", f"{i if i < 11 else 99}"] for i in range(12)]
@@ -50,4 +50,4 @@ def test_cycles_hold_a_grids_axes_once_whatever_the_number_of_trials():
     assert table.holes == 1  # the seed is no grid's axis: a column
     assert len(table.template[1]) == 5  # "/ck/", lr, "-", b, "/r": made of the axes (found after it)
     # without cycles (the default) the axes stay columns
-    assert compact(split_words(cmds)).cycles == [] and compact(split_words(cmds)).holes == 4
+    assert compact(split_words(cmds)).cycles == [] and compact(split_words(cmds)).holes == 3  # the word of two: theirs

@@ -16,7 +16,7 @@ from tx.cli.cmd_sweep import collapse_sweeps
 from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
-from tx.specs.sweep import SweepFormatError, SweepSpec
+from tx.specs.sweep import Distribution, SweepFormatError, SweepSpec
 from tx_scheduler_gcp_batch._sweep import SWEEP_PREAMBLE, trial_env, trial_words
 
 GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
@@ -83,19 +83,28 @@ def test_each_task_reads_its_row_by_batch_task_index(runner):
 
 
 def test_a_sweep_of_10000_trials_is_one_job_under_batchs_1_mb(runner):
-    """The issue's refusal: 10,000 trials made a 7.7 MB job. Now the table travels once, in
-    job-wide variables of at most 96 KiB each (Linux's 128 KiB per environment string)."""
+    """The issue's refusal: 10,000 trials made a 7.7 MB job. Now a grid's axes travel once,
+    and a random search's table once, in job-wide variables of at most 96 KiB each (Linux's
+    128 KiB per environment string)."""
     app = _app()
-    app.roles[0].args = ["-c", "python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b} --tag ${b}x${lr}"]
-    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(100)], "b": list(range(100))}),
-                               "gcp_batch")
+    app.roles[0].args = ["-c", "python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b}"]
+    grid = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(100)], "b": list(range(100))}),
+                               "gcp_batch").native.request.job
+    assert type(grid).pb(grid).ByteSize() < 10_000  # a grid: its axes' values once, no table
+    random = SweepSpec(random={"lr": Distribution("uniform", 0, 1), "b": Distribution("loguniform", 1e-5, 1)},
+                       trials=10_000)
+    info = runner.dryrun_sweep(app, random, "gcp_batch")
     job = info.native.request.job
     size = type(job).pb(job).ByteSize()
     assert size < 250_000, size
     variables = job.task_groups[0].task_spec.environment.variables
     tables = [v for k, v in variables.items() if k.startswith("TX_SWEEP_TABLE_")]
     assert len(tables) >= 2 and all(len(t) <= 96 * 1024 for t in tables)
-    assert trial_env(job, 9999)["TX_TRIAL_PARAMS"] == '{"b": 99, "lr": 0.099}'
+    env = trial_env(job, 9999)
+    import json
+    assert env["TX_TRIAL_INDEX"] == "9999" and sorted(json.loads(env["TX_TRIAL_PARAMS"])) == ["b", "lr"]
+    assert trial_words(job, 9999)[1][-1].endswith(f"--out /ckpt/{json.loads(env['TX_TRIAL_PARAMS'])['lr']}-"
+                                                  f"{json.loads(env['TX_TRIAL_PARAMS'])['b']}")
 
 
 def test_multireplica_trials_are_one_job_each_and_bad_input_is_one_line(runner):

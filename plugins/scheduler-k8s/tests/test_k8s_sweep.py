@@ -17,7 +17,7 @@ import pytest
 from k8s_apps import K8S_VERSION, need, shared
 from tx.runner import Runner
 from tx.specs import AppDef, AppState, Resource, Role
-from tx.specs.sweep import SweepSpec
+from tx.specs.sweep import Distribution, SweepSpec
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL = Resource(cpu=1, gpu=0, memMB=64)
@@ -75,33 +75,36 @@ def test_single_replica_trials_are_one_indexed_job_valid_against_the_job_schema(
 
 def test_a_sweep_of_10000_trials_is_one_job_whose_size_does_not_grow_with_the_trials(runner: Runner) -> None:
     """The issue's fallback: 10,000 trials' commands (4.7 MB) did not fit one Job, so each
-    trial became a Volcano Job. Now the Job is the same size at 10 and 10,000 trials and the
-    table (a ConfigMap) holds the values only, under a ConfigMap's 1 MiB."""
+    trial became a Volcano Job. Now a grid's Job holds its axes' values once (no ConfigMap),
+    and a random search's values are a table of one row a trial, in a ConfigMap under 1 MiB."""
     app = sh_app("python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b}")
-    sizes: Dict[int, Any] = {}
+    sizes: Dict[int, int] = {}
     for k in (10, 100):
-        n = k * k
         info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(k)], "b": list(range(k))}),
                                    "kubernetes", cfg={"queue": "default"})
         assert info.native is not None, info.not_native
         req = info.native.request
-        assert req.resource["spec"]["completions"] == n
-        sizes[n] = (len(json.dumps(req.resource).replace(f'"completions": {n}', "").replace(f'"parallelism": {n}', "")),
-                    len(req.table["data"]["table"]))
-    assert sizes[10_000][0] - sizes[100][0] < 1000, sizes  # the Job: its grid's 200 values, not its trials
-    assert sizes[10_000][1] < 100_000, sizes  # one value a trial (the word of both parameters): "0.099-99\n"
+        assert req.resource["spec"]["completions"] == k * k and req.table is None
+        sizes[k * k] = len(json.dumps(req.resource))
+    assert sizes[10_000] - sizes[100] < 1000, sizes  # the Job: its grid's 200 values, not its 10,000 trials
+    random = SweepSpec(random={"lr": Distribution("uniform", 0, 1), "b": Distribution("randint", 1, 512)},
+                       trials=10_000)
+    req = runner.dryrun_sweep(app, random, "kubernetes", cfg={"queue": "default"}).native.request
+    assert len(json.dumps(req.resource)) - sizes[100] < 1000
+    rows = req.table["data"]["table"].splitlines()
+    assert len(rows) == 10_000 and len(req.table["data"]["table"]) < 300_000  # "0.844422 394 0.844422-394"
 
 
 def test_a_refused_job_leaves_no_config_map_and_pods_read_their_rows(fake_cluster: Dict[str, Any],
                                                                      runner: Runner) -> None:
     """The ConfigMap is created first; when the API server refuses the Job (here: a Job of
     that name exists), it is deleted again. A created sweep's ConfigMap is its Job's
-    dependent, and each pod reads its row from it (a word of both parameters is no axis)."""
-    app = sh_app('echo "n=${a}-${b} $TX_TRIAL_INDEX"')
-    info = runner.dryrun_sweep(app, SweepSpec(grid={"a": [0, 1], "b": [0, 1]}), "kubernetes",
+    dependent, and each pod reads its row from it (one axis of 4 values is no cycle: a table)."""
+    app = sh_app('echo "n=${n} $TX_TRIAL_INDEX"')
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"n": ["0", "x y", "2", "x;y"]}), "kubernetes",
                                cfg={"queue": "default"})
     req = info.native.request
-    assert req.table["data"]["table"] == "0-0\n0-1\n1-0\n1-1\n"
+    assert req.table["data"]["table"] == "0\n'x y'\n2\n'x;y'\n"  # the value (in the args and the JSON)
     sched = runner.scheduler("kubernetes")
     core = sched.kube.core
     blocker = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": req.app_id},
@@ -128,7 +131,7 @@ def test_a_refused_job_leaves_no_config_map_and_pods_read_their_rows(fake_cluste
     for pod in sched.kube.list_pods(req.namespace, f"app.kubernetes.io/instance={req.app_id}"):
         logs[pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]] = b"".join(
             sched.kube.pod_log(req.namespace, pod["metadata"]["name"])).decode()
-    assert logs == {"0": "n=0-0 0\n", "1": "n=0-1 1\n", "2": "n=1-0 2\n", "3": "n=1-1 3\n"}, logs
+    assert logs == {"0": "n=0 0\n", "1": "n=x y 1\n", "2": "n=2 2\n", "3": "n=x;y 3\n"}, logs
     sched.kube.delete_object("batch", "v1", "jobs", req.namespace, req.app_id)
     assert req.table["metadata"]["name"] not in [c.metadata.name for c in core.list_namespaced_config_map(req.namespace).items]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-from typing import List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 import attrs
 
@@ -165,17 +165,22 @@ def compact(table: SweepTable, cycles: bool = False) -> SweepTable:
                 found[key] = -2 - len(out_cycles)
                 out_cycles.append(cycle)
             new[k] = ("cycle", found[key])
-    for k, col in enumerate(columns):  # then the others, whose values may be made of the axes'
-        if k in new:
+    # then the others, shortest values first: a word made of other values ("<lr>-<b>") is
+    # written from theirs (a grid's axes, or columns kept before it)
+    sources: "List[tuple[int, Any]]" = [(-2 - j, c) for j, c in enumerate(out_cycles)]
+    for k in sorted((k for k in range(len(columns)) if k not in new), key=lambda k: sum(map(len, columns[k]))):
+        col = columns[k]
+        key = tuple(col)
+        if key in kept:
+            new[k] = kept[key]
             continue
-        parts = _of_cycles(col, out_cycles) if out_cycles else None
-        if parts is not None:  # "<lr>-<b>": the axes' values with constant text around them
+        parts = _of_parts(col, sources) if sources else None
+        if parts is not None:
             new[k] = ("parts", parts)
             continue
-        key = tuple(col)
-        if key not in kept:
-            kept[key] = len(out_cols)
-            out_cols.append(col)
+        kept[key] = len(out_cols)
+        sources.append((len(out_cols), col))
+        out_cols.append(col)
         new[k] = kept[key]
     template: List[Word] = []
     for w in table.template:
@@ -224,31 +229,34 @@ def _cycle(col: Sequence[str]) -> "Optional[tuple[int, List[str]]]":
     return None
 
 
-def _of_cycles(col: Sequence[str], cycles: "List[tuple[int, List[str]]]") -> "Optional[Word]":
-    """``col`` as constant text and the values of one or two cycles (hole ``-2 - j`` is cycle
-    ``j``), such as ``P + A + M + B + S``, when every row is so; else None. Only columns
-    whose values are at least two distinct ones are worth it (the caller's are)."""
+def _of_parts(col: Sequence[str], sources: "Sequence[tuple[int, Any]]") -> "Optional[Word]":
+    """``col`` as constant text and the values of one or two sources, such as ``P + A + M +
+    B + S``, when every row is so; else None. A source is ``(hole, cycle)``, a cycle
+    ``(stride, values)`` for a negative hole, else ``(hole, column)``."""
     n = len(col)
 
-    def val(j: int, r: int) -> str:
-        stride, values = cycles[j]
-        return values[(r // stride) % len(values)]
+    def getter(src: Any) -> Any:
+        if src[0] < 0:
+            stride, values = src[1]
+            return lambda r: values[(r // stride) % len(values)]
+        column = src[1]
+        return column.__getitem__
 
+    vals = [getter(src) for src in sources[:12]]
     v0 = col[0]
-    for a in range(len(cycles)):
-        a0 = val(a, 0)
+    for a, va in enumerate(vals):
+        a0 = va(0)
         for at in _finds(v0, a0):
             pre, rest = v0[:at], v0[at + len(a0):]
-            if all(col[r] == pre + val(a, r) + rest for r in range(n)):
-                return [w for w in (pre, -2 - a, rest) if w != ""]
-            for b in range(len(cycles)):
+            if all(col[r] == pre + va(r) + rest for r in range(n)):
+                return [w for w in (pre, sources[a][0], rest) if w != ""]
+            for b, vb in enumerate(vals):
                 if b == a:
                     continue
-                b0 = val(b, 0)
-                for bt in _finds(rest, b0):
-                    mid, post = rest[:bt], rest[bt + len(b0):]
-                    if all(col[r] == pre + val(a, r) + mid + val(b, r) + post for r in range(n)):
-                        return [w for w in (pre, -2 - a, mid, -2 - b, post) if w != ""]
+                for bt in _finds(rest, vb(0)):
+                    mid, post = rest[:bt], rest[bt + len(vb(0)):]
+                    if all(col[r] == pre + va(r) + mid + vb(r) + post for r in range(n)):
+                        return [w for w in (pre, sources[a][0], mid, sources[b][0], post) if w != ""]
     return None
 
 

@@ -120,7 +120,7 @@ def _table_job(trials: List[GcpBatchJob], out: GcpBatchJob) -> "Tuple[Dict[str, 
     if len(heads) != 1:
         return None
     common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
-    own = list(dict.fromkeys(k for e in envs for k in e if k not in common))
+    own = sorted({k for e in envs for k in e if k not in common})  # Batch's env is a map: no order
     if any(k not in e for e in envs for k in own):
         return None
     table = split_words([[f"{k}={e[k]}" for k in own] + argv for e, argv in zip(envs, argvs)])
