@@ -111,9 +111,10 @@ def test_bad_input_is_one_line_before_anything_is_submitted(runner):
         runner.dryrun_sweep(_app(), SweepSpec(grid={"lr": list(range(10001))}), "aws_batch", cfg={"queue": "q"})
     long = _app()
     long.roles[0].args.append("x" * 200 + "${lr}")
-    with pytest.raises(ValueError, match=r"^the array's job definition would be \d+ KiB with 3000 trials' commands, "
+    import hashlib  # values of no pattern: a table of 4,000 rows of 16 hex digits (64 KB) does not fit
+    with pytest.raises(ValueError, match=r"^the array's job definition would be \d+ KiB with 4000 trials' commands, "
                                          r"more than AWS Batch's 24 KiB"):
-        runner.dryrun_sweep(long, SweepSpec(grid={"lr": [f"{i:x}{i * 7919 % 997}" for i in range(3000)]}),
+        runner.dryrun_sweep(long, SweepSpec(grid={"lr": [hashlib.sha1(b"%d" % i).hexdigest()[:16] for i in range(4000)]}),
                             "aws_batch", cfg={"queue": "q"})
 
 
