@@ -109,6 +109,8 @@ TOPICS: List[Topic] = [
           _need(TX_UI, CHROME), "tx ui and headless chromium", stdout_to="RESULTS-ui.md",
           cheap=False, title="Bench: `tx ui` (issue 27), as `bench/ui_bench.py` prints it (the "
           "analysis of the runs of 2026-11-25 is in this file's git history)"),
+    Topic("scale", ["RESULTS-scale.md"], [["bench/scale_bench.py", "-n", "{n}"]], _need(TX_UI, TORCHX),
+          "tx list and tx ui at 1,000 and 10,000 local apps beside TorchX (no backend; a few minutes)"),
     Topic("aws_batch", ["RESULTS-aws-batch.md"], [["bench/aws_batch_bench.py", "-n", "{n}"]],
           _need(MOTO), "a private moto_server (simple mode)", stdout_to="RESULTS-aws-batch.md",
           title="aws_batch on a private moto_server: what a user waits for (tx alone; moto "
