@@ -75,7 +75,7 @@ def test_dryrun_is_one_array_job_valid_for_the_batch_api_and_each_child_runs_its
 
 
 def test_a_sweep_of_10000_trials_is_one_array_job_under_24_kib(runner):
-    """At 10,000 trials each trial's words in a case made a 124 KiB job definition (refused);
+    """At 10,000 trials each trial's words in a case made a 74 KiB job definition (refused);
     now a grid's axes are written once, and a word made of them (``/ckpt/<lr>-<b>``) too."""
     app = _app()
     app.roles[0].args = ["-c", 'echo "lr=${lr} b=${b} /ckpt/${lr}-${b} $TX_TRIAL_INDEX"']
