@@ -21,6 +21,7 @@ import attrs
 
 from tx.schedulers import env as env_contract
 from tx.schedulers.api import infra_retries
+from tx.schedulers.sweep_table import compact, sh_statements, split_words, table_text
 from tx.log import get_logger
 from tx.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, macros
 from tx.specs.files import appdef_to_stored
@@ -482,9 +483,12 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
     """The :class:`BatchArrayJob` running ``trials`` (each a single-replica app's
     :class:`BatchJob`, :func:`array_unsupported` None), named as trial 0. Each trial's app id
     in its env and arguments becomes its child's (:func:`make_trial_id`). Env equal in every
-    trial stays in the job definition; env and command words that differ only by the trial's
-    index are written once with ``$i``; the rest is a ``case`` on the index, gzipped into
-    :data:`TRIALS_ENV` (AWS Batch's job definition holds 24 KiB). No trial's stored AppDef
+    trial stays in the job definition. The trials' own env and command words are one template
+    (:mod:`tx.schedulers.sweep_table`): what differs only by the index is written once with
+    ``$i``, a grid's axes once (``set -- 0.1 1; shift $(( (i / 3) % 2 ))``), and only values
+    of no axis per trial (rows of a table in the script); where the words make no template,
+    a ``case`` on the index. The script is gzipped into :data:`TRIALS_ENV` (AWS Batch's job
+    definition holds 24 KiB): a 10,000-trial grid is one array job. No trial's stored AppDef
     (:data:`PARAM_APPDEF`) is kept: the children would all show trial 0's.
 
     Raises:
@@ -508,6 +512,49 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
         envs.append({e["name"]: e["value"].replace(t.app_id, new) for e in c["environment"]})
         cmds.append([w.replace(t.app_id, new) for w in c["command"]])
     static = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    script = _table_script(envs, cmds, static) or _case_script(envs, cmds, static)
+    packed = base64.b64encode(gzip.compress(("\n".join(script) + "\n").encode(), 9, mtime=0)).decode()
+    container = _single_container(first)
+    assert container is not None
+    container["command"] = ["/bin/sh", "-c", ARRAY_SELECTOR, ARRAY_WRAPPER_NAME]
+    container["environment"] = [{"name": k, "value": v} for k, v in static.items()] + [
+        {"name": TRIALS_ENV, "value": packed}]
+    job_def = {k: v for k, v in first.job_def.items() if k != "nodeProperties"}
+    job_def.update(jobDefinitionName=name, type="container", containerProperties=container)
+    size = len(json.dumps(job_def))
+    if size > MAX_JOB_DEFINITION_BYTES:
+        raise ValueError(
+            f"the array's job definition would be {size // 1024} KiB with {len(trials)} trials' commands, more than "
+            f"AWS Batch's {MAX_JOB_DEFINITION_BYTES // 1024} KiB: split the sweep or shorten the trials' arguments")
+    submit = dict(first.submit, arrayProperties={"size": len(trials)})
+    # every child would show trial 0's stored AppDef: an array keeps none (as a Slurm
+    # array), and describe says so (app_not_stored); the sweep record has the source
+    params = {k: v for k, v in (submit.get("parameters") or {}).items() if k != PARAM_APPDEF}
+    submit.pop("parameters", None)
+    if params:
+        submit["parameters"] = params
+    assert prefix.endswith(":")
+    return BatchArrayJob(name=name, queue=queue, job_def=job_def, submit=submit, app_ids=ids)
+
+
+def _table_script(envs: List[Dict[str, str]], cmds: List[List[str]], static: Dict[str, str]) -> Optional[List[str]]:
+    """The children's script from the trials' own env and command words as a template, a
+    grid's axes and a table (:mod:`tx.schedulers.sweep_table`, with cycles; the table's rows
+    in the script's ``tx_rows``); None where they make no table."""
+    own = list(dict.fromkeys(k for e in envs for k in e if k not in static))
+    if any(k not in e for e in envs for k in own):
+        return None
+    table = split_words([[f"{k}={e[k]}" for k in own] + c for e, c in zip(envs, cmds)])
+    if table is None or any("\n" in v for row in table.rows for v in row):
+        return None
+    table = compact(table, cycles=True)
+    rows = [f"tx_rows={_shell_quote(table_text(table))}"] if table.holes else []
+    return [*rows, *sh_statements(table, len(own), 'printf "%s" "$tx_rows"', "this array's table")]
+
+
+def _case_script(envs: List[Dict[str, str]], cmds: List[List[str]], static: Dict[str, str]) -> List[str]:
+    """The children's script as a ``case`` on the index: each trial's own env and the words
+    that differ by more than the index, per trial."""
     head: List[str] = []
     own_keys = []
     for k in envs[0]:
@@ -533,32 +580,11 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
             parts += [f"w{k}={_shell_quote(cmd[k])}" for k, tmpl in enumerate(words) if tmpl is None]
         if parts:
             cases.append(f"{i}) {'; '.join(parts)};;")
-    script = [f'[ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt {len(trials)} ] || '
+    script = [f'[ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt {len(envs)} ] || '
               '{ echo "tx: no trial $i in this array" >&2; exit 2; }', *head]
     if cases:
         script += ['case "$i" in', *cases, "esac"]
     if words is not None:
         script.append("set -- " + " ".join(_shell_word(t) if t is not None else f'"$w{k}"' for k, t in enumerate(words)))
     script.append('exec "$@"')
-    packed = base64.b64encode(gzip.compress(("\n".join(script) + "\n").encode(), 9, mtime=0)).decode()
-    container = _single_container(first)
-    assert container is not None
-    container["command"] = ["/bin/sh", "-c", ARRAY_SELECTOR, ARRAY_WRAPPER_NAME]
-    container["environment"] = [{"name": k, "value": v} for k, v in static.items()] + [
-        {"name": TRIALS_ENV, "value": packed}]
-    job_def = {k: v for k, v in first.job_def.items() if k != "nodeProperties"}
-    job_def.update(jobDefinitionName=name, type="container", containerProperties=container)
-    size = len(json.dumps(job_def))
-    if size > MAX_JOB_DEFINITION_BYTES:
-        raise ValueError(
-            f"the array's job definition would be {size // 1024} KiB with {len(trials)} trials' commands, more than "
-            f"AWS Batch's {MAX_JOB_DEFINITION_BYTES // 1024} KiB: split the sweep or shorten the trials' arguments")
-    submit = dict(first.submit, arrayProperties={"size": len(trials)})
-    # every child would show trial 0's stored AppDef: an array keeps none (as a Slurm
-    # array), and describe says so (app_not_stored); the sweep record has the source
-    params = {k: v for k, v in (submit.get("parameters") or {}).items() if k != PARAM_APPDEF}
-    submit.pop("parameters", None)
-    if params:
-        submit["parameters"] = params
-    assert prefix.endswith(":")
-    return BatchArrayJob(name=name, queue=queue, job_def=job_def, submit=submit, app_ids=ids)
+    return script

@@ -44,10 +44,12 @@ from tx_scheduler_gcp_batch._logs import LOG_NAME, TaskLogs
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch._status import (CAUSE_TAIL_LINES, ERROR_TAIL_LINES, console_url, failure, replica_statuses,
                                             state_name, task_index)
+from tx_scheduler_gcp_batch._sweep import (
+    MAX_TASKS, SWEEP_TEMPLATE_ENV, TRIAL_SCRIPT_ENV, build_sweep_job, is_sweep_job, make_trial_id, parse_trial_id,
+    sweep_unsupported, trial_env, trial_words,
+)
 from tx_scheduler_gcp_batch.request import (
-    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
-    is_sweep_job, make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout,
-    trial_env,
+    APPDEF_LIMIT, ENV_APPDEF, GcpBatchJob, TaskInfo, build_job, parse_role_script, roles_of, task_layout,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
@@ -226,7 +228,7 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         """
         req: GcpBatchJob = dryrun_info.request
         self.schedule(dryrun_info)
-        return [make_trial_id(req, i) for i in range(len(req.job.task_groups[0].task_environments))]
+        return [make_trial_id(req, i) for i in range(req.job.task_groups[0].task_count)]
 
     def _get_task(self, job: Any, index: int) -> Optional[Any]:
         from google.api_core import exceptions as gex
@@ -242,7 +244,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     def _describe_trial(self, app_id: str, job_app_id: str, index: int) -> Optional[DescribeAppResponse]:
         """A sweep trial: task ``index`` of the sweep's job, as an app of one replica."""
         job = self._get_job(job_app_id)
-        if job is None or index >= len(job.task_groups[0].task_environments):
+        group = job.task_groups[0] if job is not None else None
+        if group is None or index >= (group.task_count or len(group.task_environments)):
             return None
         env = trial_env(job, index)
         info = TaskInfo(index, env.get(envc.ROLE_NAME, "task"), 0, 0)
@@ -253,9 +256,13 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         events = list(task.status.status_events) if task is not None else []
         roles = roles_of(job)[:1]
         if roles:
-            script = env.get(TRIAL_SCRIPT_ENV) or list(job.task_groups[0].task_spec.runnables[0].container.commands)[
-                -1].replace(f"'\"${envc.APP_ID}\"'", app_id)
-            entrypoint, args = parse_role_script(script)
+            if SWEEP_TEMPLATE_ENV in group.task_spec.environment.variables:  # the trial's row of the job's table
+                exports, words = trial_words(job, index)
+                entrypoint, args = words[exports], words[exports + 1:]
+            else:
+                script = env.get(TRIAL_SCRIPT_ENV) or list(group.task_spec.runnables[0].container.commands)[
+                    -1].replace(f"'\"${envc.APP_ID}\"'", app_id)
+                entrypoint, args = parse_role_script(script)
             contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {TRIAL_SCRIPT_ENV}
             roles = [attrs.evolve(roles[0], entrypoint=entrypoint, args=args, num_replicas=1,
                                   env={k: v for k, v in env.items() if k not in contract})]

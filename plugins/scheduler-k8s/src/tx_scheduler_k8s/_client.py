@@ -266,6 +266,29 @@ class Kube:
                 return False
             raise
 
+    def create_config_map(self, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        """POST a ConfigMap; returns it as stored."""
+        name = body.get("metadata", {}).get("name", "")
+        return self._json(f"cannot create configmap {name!r} in namespace {namespace!r}",
+                          self.core.create_namespaced_config_map, namespace, body)
+
+    def patch_config_map(self, namespace: str, name: str, patch: Dict[str, Any]) -> Dict[str, Any]:
+        """Merge-patch a ConfigMap."""
+        return self._json(f"cannot update configmap {name!r} in namespace {namespace!r}",
+                          self.core.patch_namespaced_config_map, name, namespace, patch,
+                          _content_type="application/merge-patch+json")
+
+    def delete_config_map(self, namespace: str, name: str) -> bool:
+        """DELETE a ConfigMap; False if it did not exist."""
+        try:
+            self._json(f"cannot delete configmap {name!r} in namespace {namespace!r}",
+                       self.core.delete_namespaced_config_map, name, namespace)
+            return True
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+
     def pod_log(self, namespace: str, pod: str, *, follow: bool = False,
                 timestamps: bool = False, since_seconds: Optional[int] = None,
                 tail_lines: Optional[int] = None) -> Iterator[bytes]:

@@ -49,12 +49,16 @@ class KubernetesJob:
     """A dryrun request: the object to create (``resource``, a dict in the API's JSON
     shape), its namespace, and the images a workspace build would push.
 
-    ``str()`` is the object as YAML, as ``kubectl create -f`` reads it.
+    ``str()`` is the object as YAML, as ``kubectl create -f`` reads it. A sweep's Indexed
+    Job also has ``table``: the ConfigMap of its trials' table, created with it
+    (:mod:`tx_scheduler_k8s._sweep`); ``str()`` shows its name, size and first rows as
+    comments after the Job.
     """
 
     resource: Dict[str, Any]
     namespace: str
     images_to_push: Dict[str, Tuple[str, str]] = attrs.field(factory=dict)
+    table: Optional[Dict[str, Any]] = None
 
     @property
     def app_id(self) -> str:
@@ -62,7 +66,14 @@ class KubernetesJob:
         return str(self.resource["metadata"]["name"])
 
     def __str__(self) -> str:
-        return _yaml_dump(self.resource)
+        text = _yaml_dump(self.resource)
+        if self.table is not None:
+            rows = self.table["data"][_sweep.TABLE_KEY]
+            first = "".join(f"#   {line}\n" for line in rows.splitlines()[:3])
+            text += (f"# ConfigMap {self.table['metadata']['name']} (created with the Job, mounted at "
+                     f"{_sweep.TABLE_DIR}): key {_sweep.TABLE_KEY!r}, {rows.count(chr(10))} rows, "
+                     f"{len(rows.encode())} bytes; row i is trial i's values. First 3:\n{first}")
+        return text
 
     __repr__ = __str__
 
@@ -441,15 +452,15 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
         return None
 
     def _sweep_job(self, trials: Sequence[AppDryRunInfo[Any]],
-                   max_parallel: Optional[int]) -> Tuple[Optional[Dict[str, Any]], str, str]:
+                   max_parallel: Optional[int]) -> Tuple[Optional[KubernetesJob], str]:
         apps = [t._app for t in trials]
         cfg = trials[0]._cfg if trials else {}
         why = _sweep.not_an_array(apps) or self._sweep_unsupported(cfg or {})
         if why:
-            return None, "", why
+            return None, why
         ns = check_namespace(cfg)
-        job, why = _sweep.indexed_job(apps, cfg, max_parallel, ns, self._sweep_template(cfg))
-        return job, ns, why
+        job, table, why = _sweep.indexed_job(apps, cfg, max_parallel, ns, self._sweep_template(cfg))
+        return (KubernetesJob(resource=job, namespace=ns, table=table) if job is not None else None), why
 
     def submit_sweep_dryrun(self, trials: Sequence[AppDryRunInfo[Any]],
                             max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
@@ -462,31 +473,57 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             ValueError: a role name that cannot be made a Kubernetes name.
             InvalidRunConfigException: a bad namespace.
         """
-        job, ns, why = self._sweep_job(trials, max_parallel)
-        if job is None:
+        req, why = self._sweep_job(trials, max_parallel)
+        if req is None:
             log.info("k8s_sweep_not_an_array", scheduler=self.backend, reason=why)
             return None
-        return AppDryRunInfo(KubernetesJob(resource=job, namespace=ns), str)
+        return AppDryRunInfo(req, str)
 
     def sweep_not_an_array(self, trials: Sequence[AppDryRunInfo[Any]]) -> str:
         """Why these trials are one app each (see :meth:`submit_sweep_dryrun`)."""
-        return self._sweep_job(trials, None)[2] or f"{self.backend} has no native array for these trials"
+        return self._sweep_job(trials, None)[1] or f"{self.backend} has no native array for these trials"
 
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
-        """Create the Indexed Job; returns ``<namespace>:<job>_<index>`` for each trial.
+        """Create the table's ConfigMap, then the Indexed Job, then make the ConfigMap the
+        Job's dependent (deleted with it); returns ``<namespace>:<job>_<index>`` for each
+        trial. A Job the API server refuses leaves no ConfigMap behind.
 
         Raises:
-            KubeError: the API server refused it or cannot be reached.
+            KubeError: the API server refused the ConfigMap or the Job, or cannot be reached.
         """
         req: KubernetesJob = dryrun_info.request
         try:
-            self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+            if req.table is None:
+                self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+            else:
+                self._create_with_table(req)
         finally:
             self._plane(req.namespace).invalidate()  # the next look asks the API server
         n = int(req.resource["spec"]["completions"])
         log.info("k8s_submitted_indexed_job", scheduler=self.backend, namespace=req.namespace, name=req.app_id,
                  trials=n)
         return [f"{req.namespace}:{req.app_id}_{i}" for i in range(n)]
+
+    def _create_with_table(self, req: KubernetesJob) -> None:
+        assert req.table is not None
+        cm = req.table["metadata"]["name"]
+        self.kube.create_config_map(req.namespace, req.table)
+        try:
+            job = self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+        except Exception as e:
+            try:
+                self.kube.delete_config_map(req.namespace, cm)
+            except Exception as e2:  # noqa: BLE001 - said with the refusal
+                raise KubeError(f"{e}; and the sweep's ConfigMap {req.namespace}/{cm} is left: {e2}",
+                                getattr(e, "status", 0)) from e
+            raise
+        owner = {"apiVersion": _sweep.API_VERSION, "kind": _sweep.KIND, "name": job["metadata"]["name"],
+                 "uid": job["metadata"]["uid"]}
+        try:
+            self.kube.patch_config_map(req.namespace, cm, {"metadata": {"ownerReferences": [owner]}})
+        except Exception as e:  # noqa: BLE001 - the Job runs; only its clean-up is the user's
+            log.warning("k8s_sweep_table_not_owned", namespace=req.namespace, config_map=cm, error=str(e),
+                        hint=f"delete ConfigMap {cm} with the Job")
 
     def cancel_many(self, app_ids: Sequence[str]) -> None:
         """Cancel apps and trials: a sweep's Indexed Job is suspended and marked cancelled

@@ -237,6 +237,9 @@ class Kubelet:
             st = pod.setdefault("status", {})
             uid = pod["metadata"]["uid"]
             if pod["spec"].get("nodeName") and uid not in self.containers and st.get("phase") == "Pending":
+                maps = self._config_maps(pod)
+                if maps is None:  # a ConfigMap to mount is missing: the kubelet retries the mount
+                    continue
                 d = tempfile.mkdtemp(prefix=pod["metadata"]["name"][:40] + "-", dir=self.workdir)
                 c0 = pod["spec"]["containers"][0]
                 # what a kubelet reports of the container's image (its digest made up from its name)
@@ -246,6 +249,11 @@ class Kubelet:
                     why = podfs.volume_error(pod, self.sandbox is not None)
                     if why:
                         raise OSError(why)
+                    for vol, data in maps.items():
+                        os.makedirs(podfs.configmap_dir(d, vol))
+                        for key, text in data.items():
+                            with open(os.path.join(podfs.configmap_dir(d, vol), key), "w") as f:
+                                f.write(text)
                     self.containers[uid] = Container(pod, d, self._net_start(pod, d))
                 except OSError as e:
                     st.update(phase="Failed", containerStatuses=[{**image, "ready": False, "restartCount": 0, "state": {
@@ -276,6 +284,20 @@ class Kubelet:
                     self.ending[uid] = self._syncs
         self._reap()
         self._net_sync()
+
+    def _config_maps(self, pod: Dict[str, Any]) -> Optional[Dict[str, Dict[str, str]]]:
+        """``{volume: the data of its ConfigMap}`` of the pod's configMap volumes; None when
+        one of them (not ``optional``) does not exist (lock held)."""
+        out: Dict[str, Dict[str, str]] = {}
+        for v in pod["spec"].get("volumes") or []:
+            ref = v.get("configMap")
+            if ref is None:
+                continue
+            cm = self.store.live("v1/configmaps", pod["metadata"]["namespace"], ref.get("name", ""))
+            if cm is None and not ref.get("optional"):
+                return None
+            out[v["name"]] = dict((cm or {}).get("data") or {})
+        return out
 
     # -- eviction (the Eviction API, preemption, a node lost) -----------------------------------
     def evict(self, pod: Dict[str, Any], reason: str, message: str, grace: Optional[int] = None) -> None:

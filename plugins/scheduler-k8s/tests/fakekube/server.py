@@ -7,8 +7,8 @@ It speaks the REST API for the calls the plugin makes, with the documented reque
 response shapes (https://kubernetes.io/docs/reference/using-api/api-concepts/):
 
 * ``/api/v1/namespaces/{ns}``: GET;
-* ``/api/v1/namespaces/{ns}/{pods,services}[/{name}]``: POST, GET (one, or a list with
-  ``labelSelector``), DELETE; ``/pods/{name}/log`` with ``follow``, ``timestamps``,
+* ``/api/v1/namespaces/{ns}/{pods,services,configmaps}[/{name}]``: POST, GET (one, or a list
+  with ``labelSelector``), DELETE (a ConfigMap also PATCH; its data at most 1 MiB); ``/pods/{name}/log`` with ``follow``, ``timestamps``,
   ``sinceSeconds``, ``tailLines``, streamed chunked: stdout and stderr in one log, as a
   cluster without alpha features keeps it (``stream`` is ignored, as without the alpha
   feature gate ``PodLogsQuerySplitStreams``); ``POST /pods/{name}/eviction``: the Eviction
@@ -76,6 +76,7 @@ from volcano import VolcanoController
 BUILTIN = {
     "v1/pods": "Pod",
     "v1/services": "Service",
+    "v1/configmaps": "ConfigMap",
     "bus.volcano.sh/v1alpha1/commands": "Command",
     "batch/v1/jobs": "Job",
 }
@@ -164,9 +165,12 @@ class Cluster:
         if crd is not None:
             return first_error(crd[1], obj) or self._embedded(resource, obj)
         v = self.core.validator(resource.rsplit("/", 1)[0], BUILTIN.get(resource, ""))
-        if v is None:
-            return None
-        return first_error(v, obj)
+        why = first_error(v, obj) if v is not None else None
+        if why is None and resource == "v1/configmaps":
+            size = sum(len(k) + len(str(d).encode()) for k, d in (obj.get("data") or {}).items())
+            if size > 1024 * 1024:
+                return "[]: Too long: must have at most 1048576 bytes"
+        return why
 
     def _embedded(self, resource: str, obj: Dict[str, Any]) -> Optional[str]:
         spec = obj.get("spec") or {}
