@@ -106,8 +106,13 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     out["end_after_warning"] = round(end - t_warn, 3) if end is not None else None
     # the next attempt: what it loaded, when, and what was complete then
     load = [e for e in events if e["pid"] in nxt and e["phase"] in ("resumed", "fresh")]
+    after = inj.get("after") or "none started"
     for follow in later or []:  # that attempt was preempted before it loaded: the next one
-        if load or not follow.get("next_pids"):
+        if load:
+            break
+        after = f"the next attempt was preempted (#{follow['i']}) before it loaded; after it: " + (
+            follow.get("after") or "none started")
+        if not follow.get("next_pids"):
             break
         nxt = follow["next_pids"]
         load = [e for e in events if e["pid"] in nxt and e["phase"] in ("resumed", "fresh")]
@@ -122,7 +127,7 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     out["resumed"] = out["last_save"] = None
     out["resumed_below"] = out["torn"] = False
     if not load0:
-        why.append("no next attempt loaded a checkpoint (" + (inj.get("after") or "none started") + ")")
+        why.append(f"no next attempt loaded a checkpoint ({after})")
     else:
         e = load0[0]
         out["resumed"] = e["step"]
