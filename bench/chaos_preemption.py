@@ -293,6 +293,25 @@ def run_backend(args: argparse.Namespace, backend: str, warning: str) -> Dict[st
         "load": f"{load0} -> {load_avg()}", "work": str(work)})
 
 
+def merge(args: argparse.Namespace) -> int:
+    """Merge the run entries of several results files (runs made apart, each with its own
+    stamp) into --out-dir's, with the analysis of their misses."""
+    notes = json.loads(Path(args.analysis).read_text()) if args.analysis else {}
+    entries, stamps = [], []
+    for f in args.merge:
+        doc = json.loads(Path(f).read_text())
+        stamps.append(doc["stamp"].replace("Stamp: ", ""))
+        for e in doc["backends"]:
+            if e.get("injected"):
+                kind = {"SIGTERM to one rank (random)": "rank", "SIGTERM to the app's supervisor": "supervisor"}
+                e["analysis"] = notes.get(f"{e['backend']}/{kind.get(e['warning'], 'high')}", e.get("analysis", ""))
+                entries.append(e)
+    out = Path(args.out_dir)
+    write_results(out / "RESULTS-preemption.json", out / "RESULTS-preemption.md", entries,
+                  "Stamp: runs made apart, merged: " + notes.get("_stamp", " / ".join(stamps)))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="", help=f"comma list of {', '.join(BACKENDS)} (default: runnable here)")
@@ -303,7 +322,14 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=3 * 3600,
                     help="seconds per backend and warning: no new injection after it (default 3 h)")
     ap.add_argument("--out-dir", default=str(HERE), help="where RESULTS-preemption.{md,json} go")
+    ap.add_argument("--merge", nargs="*", default=[],
+                    help="run nothing: merge these RESULTS-preemption.json files (runs made apart) into --out-dir's")
+    ap.add_argument("--analysis", default="",
+                    help="with --merge: a JSON file {\"BACKEND/WARNING\": \"what the misses were\"} added to the entries "
+                         "(\"_stamp\": the stamp, where the runs' own are not right)")
     args = ap.parse_args()
+    if args.merge:
+        return merge(args)
     names = [b for b in args.backend.split(",") if b] or ["local_cwd"] + (
         ["slurm"] if shutil.which("slurmctld") and os.geteuid() == 0 else [])
     for b in names:
@@ -313,6 +339,7 @@ def main() -> int:
         if BACKENDS[b].startswith("not yet"):
             print(f"chaos: {b}: {BACKENDS[b]}", file=sys.stderr)
             return 2
+    git = git_state()  # the code measured: the commit when the run started
     entries = []
     for b in names:
         warnings = ([w for w in args.warning.split(",") if w] or ["rank", "supervisor"]) if b == "local_cwd" \
@@ -324,7 +351,6 @@ def main() -> int:
         finally:
             if b == "slurm":
                 stop_slurm(slurm_env)
-    git = git_state()
     stamp = (f"Stamp: commit {git['commit'][:12]} (tree dirty: {git['dirty']}), "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average now {load_avg()}, "
              f"n={args.n}, `python bench/chaos_preemption.py {' '.join(sys.argv[1:])}`.")
