@@ -186,7 +186,7 @@ def holds(judged: List[Dict[str, Any]]) -> bool:
 def _spread(xs: List[float]) -> Optional[Dict[str, float]]:
     if not xs:
         return None
-    q = statistics.quantiles(xs, n=20) if len(xs) > 1 else [xs[0]] * 19
+    q = statistics.quantiles(xs, n=20, method="inclusive") if len(xs) > 1 else [xs[0]] * 19
     return {"n": len(xs), "min": min(xs), "median": statistics.median(xs), "p95": round(q[18], 3),
             "max": max(xs)}
 

@@ -303,6 +303,10 @@ def merge(args: argparse.Namespace) -> int:
         stamps.append(doc["stamp"].replace("Stamp: ", ""))
         for e in doc["backends"]:
             if e.get("injected"):
+                judged = Path(e.get("work", ""), "injections.json")
+                if judged.is_file():  # judged again with this summary (the records are the run's)
+                    e = summary(e["backend"], e["warning"], json.loads(judged.read_text()), e["real_backend"],
+                                e["grace_s"], {k: e[k] for k in ("seed", "runs", "seconds", "load", "work")})
                 kind = {"SIGTERM to one rank (random)": "rank", "SIGTERM to the app's supervisor": "supervisor"}
                 e["analysis"] = notes.get(f"{e['backend']}/{kind.get(e['warning'], 'high')}", e.get("analysis", ""))
                 entries.append(e)
