@@ -110,7 +110,7 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     for follow in later or []:  # that attempt was preempted before it loaded: the next one
         if load:
             break
-        after = f"the next attempt was preempted (#{follow['i']}) before it loaded; after it: " + (
+        after = f"the attempts after it were preempted before they loaded (up to #{follow['i']}); then: " + (
             follow.get("after") or "none started")
         if not follow.get("next_pids"):
             break
