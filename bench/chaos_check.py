@@ -70,12 +70,14 @@ def phase_at(events: List[Dict[str, Any]], pids: List[int], t: float) -> str:
 
 
 def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Dict[str, float]],
-          grace: float, later: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+          grace: float, later: Optional[List[Dict[str, Any]]] = None, since: float = 0.0) -> Dict[str, Any]:
     """One injection against the four criteria. ``inj`` is the driver's record: ``t`` (when
     it was injected), ``pids`` (the attempt's ranks), ``ends`` ({pid: when it was seen
     gone}), ``next_pids`` (the next attempt's ranks, [] when none started); ``later``: the
     run's injections after this one (a next attempt preempted before it loaded anything: the
-    one after it is the one that resumes).
+    one after it is the one that resumes); ``since``: when the attempt before this one was
+    preempted (the run's pids are reused: an event counts for an attempt only within its
+    lifetime).
 
     Returns the record with: ``t_warn``, ``phase``, ``last_step`` (the last step the attempt
     completed), ``saved_at_last_step``, ``save_seconds`` (the preemption save's, None when
@@ -83,10 +85,13 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     complete save before that attempt loaded), ``resumed_below``, ``outlived`` (seconds past
     the grace, 0 when none), ``torn`` and ``miss`` (why, "" when every criterion held)."""
     pids, nxt = inj["pids"], inj.get("next_pids") or []
-    mine = [e for e in events if e["pid"] in pids]
+    ends = [v for v in inj.get("ends", {}).values() if v is not None]
+    end = max(ends) if ends else None
+    until = (end if end is not None else inj["t"] + grace) + END_SLACK
+    mine = [e for e in events if e["pid"] in pids and since <= e["t"] <= until]
     warned = [e["t"] for e in mine if e["phase"] == "warned"]
     t_warn = inj["t"] if inj.get("exact_time", True) or not warned else min(warned)
-    out = dict(inj, t_warn=t_warn, phase=phase_at(events, pids, t_warn))
+    out = dict(inj, t_warn=t_warn, phase=phase_at([e for e in events if e["t"] >= since], pids, t_warn))
     stepped = [e["step"] for e in mine if e["phase"] == "stepped"]
     start = [e["step"] for e in mine if e["phase"] in ("resumed", "fresh")]
     if stepped:
@@ -96,8 +101,6 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     else:  # the attempt died before loading: it had resumed nothing, the newest save stands
         last = max([s for s, m in marks.items() if m["completed"] <= t_warn], default=0)
     out["last_step"] = last
-    ends = [v for v in inj.get("ends", {}).values() if v is not None]
-    end = max(ends) if ends else None
     m = marks.get(last)
     out["saved_at_last_step"] = last == 0 or (m is not None and (end is None or m["completed"] <= end + END_SLACK))
     pre = [e for e in mine if e["phase"] == "saved" and e.get("why") == "preempt" and e["step"] == last]
@@ -105,17 +108,21 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     out["outlived"] = round(max(0.0, (end - t_warn) - grace - END_SLACK), 3) if end is not None else None
     out["end_after_warning"] = round(end - t_warn, 3) if end is not None else None
     # the next attempt: what it loaded, when, and what was complete then
-    load = [e for e in events if e["pid"] in nxt and e["phase"] in ("resumed", "fresh")]
+    def loads(pids: List[int], after: float, before: Optional[float]) -> List[Dict[str, Any]]:
+        return [e for e in events if e["pid"] in pids and e["phase"] in ("resumed", "fresh")
+                and after < e["t"] and (before is None or e["t"] <= before)]
+
+    seq = list(later or [])
+    load = loads(nxt, inj["t"], seq[0]["t"] if seq else None)
     after = inj.get("after") or "none started"
-    for follow in later or []:  # that attempt was preempted before it loaded: the next one
+    for k, follow in enumerate(seq):  # that attempt was preempted before it loaded: the next one
         if load:
             break
         after = f"the attempts after it were preempted before they loaded (up to #{follow['i']}); then: " + (
             follow.get("after") or "none started")
         if not follow.get("next_pids"):
             break
-        nxt = follow["next_pids"]
-        load = [e for e in events if e["pid"] in nxt and e["phase"] in ("resumed", "fresh")]
+        load = loads(follow["next_pids"], follow["t"], seq[k + 1]["t"] if k + 1 < len(seq) else None)
     load0 = [e for e in load if e["rank"] == 0] or load
     why = []
     if not out["saved_at_last_step"]:
@@ -147,6 +154,19 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
                 why.append(f"step {e['step']} loaded a model (digest {e.get('digest')}) that is not the "
                            f"one saved ({saved[-1]})")
     out["miss"] = "; ".join(why)
+    return out
+
+
+def judge_runs(runs: List[Dict[str, Any]], grace: float) -> List[Dict[str, Any]]:
+    """Every injection of the driver's ``runs`` (each ``{"phases", "ckpt", "inj": [...]}``)
+    judged."""
+    out = []
+    for run in runs:
+        events, marks = read_events(Path(run["phases"])), markers(Path(run["ckpt"]))
+        for k, inj in enumerate(run["inj"]):
+            inj = dict(inj, ends={int(p): t for p, t in inj.get("ends", {}).items()})
+            out.append(judge(inj, events, marks, grace, run["inj"][k + 1:],
+                             run["inj"][k - 1]["t"] if k else 0.0))
     return out
 
 
@@ -246,7 +266,7 @@ def write_results(json_path: Path, md_path: Path, entries: List[Dict[str, Any]],
                f"Grace {e['grace_s']:g} s; seed {e.get('seed')}; {e.get('runs', '?')} run(s); "
                f"machine load {e.get('load', '?')}; took {e.get('seconds', '?')} s. {e.get('note', '')}", ""]
         if not e["misses"]:
-            md.append("No miss.")
+            md.append("No miss." + (f" {e['analysis']}" if e.get("analysis") else ""))
             continue
         md += [f"{len(e['misses'])} miss(es), each with its cause:", "",
                "| # | phase hit | chosen | last step | resumed | last complete save | ranks gone after | cause |",

@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import REPO, git_state, load_avg, start_slurm, stop_slurm  # noqa: E402
-from chaos_check import BACKENDS, judge, markers, read_events, summary, write_results  # noqa: E402
+from chaos_check import BACKENDS, judge_runs, read_events, summary, write_results  # noqa: E402
 
 TRAIN = REPO / "examples" / "train.py"
 PHASES = ("start-up", "mid-step", "periodic save", "evaluation")
@@ -248,6 +248,7 @@ class Bench:
             run["inj"][-1]["next_pids"] = sorted(nxt.values())
             until(lambda: any(e["pid"] in run["inj"][-1]["next_pids"] and e["phase"] in ("resumed", "fresh")
                               for e in read_events(run["phases"])), 120, 0.3)
+        (self.work / "driver.json").write_text(json.dumps(self.runs, indent=1, default=str))
         self.tx("cancel", run["handle"])
         until(lambda: self.status(run) in TERMINAL, 120, 1.0)
         return done
@@ -268,11 +269,7 @@ class Bench:
                 self.est[name] = sorted(lens)[len(lens) // 2]
 
     def judged(self) -> List[Dict[str, Any]]:
-        out = []
-        for run in self.runs:
-            events, marks = read_events(run["phases"]), markers(run["ckpt"])
-            out += [judge(inj, events, marks, self.grace, run["inj"][k + 1:]) for k, inj in enumerate(run["inj"])]
-        return out
+        return judge_runs(self.runs, self.grace)
 
 
 def run_backend(args: argparse.Namespace, backend: str, warning: str) -> Dict[str, Any]:
@@ -303,9 +300,17 @@ def merge(args: argparse.Namespace) -> int:
         stamps.append(doc["stamp"].replace("Stamp: ", ""))
         for e in doc["backends"]:
             if e.get("injected"):
-                judged = Path(e.get("work", ""), "injections.json")
-                if judged.is_file():  # judged again with this summary (the records are the run's)
-                    e = summary(e["backend"], e["warning"], json.loads(judged.read_text()), e["real_backend"],
+                driver = Path(e.get("work", ""), "driver.json")
+                if driver.is_file():  # judged again from the run's records, with this judge
+                    runs = json.loads(driver.read_text())
+                    old = Path(e["work"], "injections.json")  # the records as they ended
+                    done = {j["i"]: j for j in json.loads(old.read_text())} if old.is_file() else {}
+                    for inj in (x for r in runs for x in r["inj"]):
+                        for k in ("next_pids", "after"):
+                            if k not in inj and k in done.get(inj["i"], {}):
+                                inj[k] = done[inj["i"]][k]
+                    judged = judge_runs(runs, e["grace_s"])
+                    e = summary(e["backend"], e["warning"], judged, e["real_backend"],
                                 e["grace_s"], {k: e[k] for k in ("seed", "runs", "seconds", "load", "work")})
                 kind = {"SIGTERM to one rank (random)": "rank", "SIGTERM to the app's supervisor": "supervisor"}
                 e["analysis"] = notes.get(f"{e['backend']}/{kind.get(e['warning'], 'high')}", e.get("analysis", ""))
