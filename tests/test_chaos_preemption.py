@@ -39,3 +39,28 @@ def test_two_preemptions_on_local_cwd_meet_every_criterion(tx_env, tmp_path):
         assert rows[other]["injected"] == 0 and rows[other]["saved_at_last_step"] is None, rows[other]
     md = (tmp_path / "RESULTS-preemption.md").read_text()
     assert "| local_cwd | SIGTERM to the app's supervisor | 2 | 2 | 0 | 0 | 0 | 0 | true | yes |" in md, md
+
+
+def test_the_judge_counts_an_event_for_an_attempt_only_within_its_lifetime(tmp_path):
+    """A rank of a later attempt may reuse an earlier attempt's pid: its steps are not the
+    earlier attempt's (a false "no checkpoint at the last step" before the fix)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from chaos_check import judge_runs
+
+    ckpt = tmp_path / "ck"
+    for step, done in ((5, 10.5), (7, 20.5)):
+        (ckpt / f"step-{step:09d}").mkdir(parents=True)
+        (ckpt / f"step-{step:09d}" / ".tx-complete").write_text(json.dumps(
+            {"step": step, "seconds": 0.1, "completed": done}))
+    ev = [(9.0, 1, "resumed", 0), (10.0, 1, "stepped", 5), (10.2, 1, "preempt", 5), (10.5, 1, "saved", 5),
+          (12.0, 2, "resumed", 5), (20.0, 2, "stepped", 7), (20.5, 2, "saved", 7),
+          (22.0, 1, "resumed", 7), (30.0, 1, "stepped", 99)]  # pid 1 again, two attempts later
+    phases = tmp_path / "p.jsonl"
+    phases.write_text("".join(json.dumps({"t": t, "rank": 0, "pid": p, "phase": ph, "step": s,
+                                          "why": "preempt", "digest": "d"}) + "\n" for t, p, ph, s in ev))
+    runs = [{"phases": str(phases), "ckpt": str(ckpt), "inj": [
+        {"i": 0, "chosen": "mid-step", "t": 10.1, "pids": [1], "ends": {"1": 10.6}, "next_pids": [2]},
+        {"i": 1, "chosen": "mid-step", "t": 20.1, "pids": [2], "ends": {"2": 20.6}, "next_pids": [1]}]}]
+    first, second = judge_runs(runs, grace=5.0)
+    assert (first["last_step"], first["saved_at_last_step"], first["resumed"], first["miss"]) == (5, True, 5, "")
+    assert (second["last_step"], second["resumed"], second["miss"]) == (7, 7, ""), second
