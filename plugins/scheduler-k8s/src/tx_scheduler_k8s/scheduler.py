@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import re
+import time
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
@@ -19,11 +20,12 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.specs.files import read_stored_appdef_and_options
+from tx.specs.runopts import markdown_table
 from tx.specs.status import FailureKind, RoleStatus
 
-from tx_scheduler_k8s import _names, _pod, _sweep
+from tx_scheduler_k8s import _names, _plane, _pod, _sweep
 from tx_scheduler_k8s._attempts import build_attempts
-from tx_scheduler_k8s._client import Kube
+from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._logs import PodLogs
 from tx_scheduler_k8s._names import DEFAULT_NAMESPACE
 from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, disruption,
@@ -75,14 +77,8 @@ def common_runopts(opts: runopts) -> runopts:
 
 
 def runopts_markdown(opts: runopts) -> str:
-    """Run options as the Markdown table of the README (option, type, default, help)."""
-    from tx.specs.runopts import get_type_name
-
-    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
-    for key, opt in opts:
-        req = " (required)" if opt.is_required else ""
-        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help}{req} |")
-    return "\n".join(rows) + "\n"
+    """Run options as the Markdown table of the README (:func:`tx.specs.runopts.markdown_table`)."""
+    return markdown_table(opts)
 
 
 def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
@@ -126,7 +122,7 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
 
     def __init__(self, backend: str, session_name: str, client: Any = None, context: Optional[str] = None) -> None:
         super().__init__(backend, session_name)
-        self.kube = Kube(client, context)
+        self.kube = Kube(client, context, backend)
 
     @classmethod
     def create(cls, session_name: str, client: Any = None, context: Optional[str] = None,
@@ -190,7 +186,10 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
                 404: no such namespace) or cannot be reached; nothing is left behind.
         """
         req: KubernetesJob = dryrun_info.request
-        self._create(req)
+        try:
+            self._create(req)
+        finally:
+            self._plane(req.namespace).invalidate()  # the next look asks the API server
         log.info("k8s_submitted", scheduler=self.backend, namespace=req.namespace, name=req.app_id)
         return f"{req.namespace}:{req.app_id}"
 
@@ -208,36 +207,107 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
         sel = f"{_pod.LABEL_INSTANCE}={name}" + (f",{extra}" if extra else "")
         return self.kube.list_pods(namespace, sel)
 
+    # -- the status plane: one list per kind for every app of a namespace --------------------------
+    def _plane(self, namespace: str) -> Any:
+        return _plane.plane(self.backend, self.kube.host, namespace)
+
+    def _fetch(self, ns: str) -> Dict[str, Any]:
+        """One label-selected list per kind (:mod:`tx_scheduler_k8s._plane`)."""
+        g, v, plural, _ = self._group()
+        selector = f"{_pod.LABEL_MANAGED_BY}={_pod.MANAGED_BY}"
+        objs = {o["metadata"]["name"]: o for o in self.kube.list_objects(g, v, plural, ns, selector)}
+        pods = _plane.group_pods(self.kube.list_pods(ns, selector), _pod.LABEL_INSTANCE)
+        jobs = {j["metadata"]["name"]: j for j in self.kube.list_objects(
+            _sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, f"{selector},{_sweep.SWEEP_LABEL}")} if self.SWEEP_ARRAYS else {}
+        return {"objs": objs, "pods": pods, "jobs": jobs}
+
+    def _looked_up(self, ns: str, name: str, kind: str) -> Tuple[Optional[Dict[str, Any]], Optional[List[Dict[str, Any]]], float]:
+        """The object ``name`` (``kind``: ``objs`` or ``jobs``) and its pods from the
+        namespace's shared snapshot, and when it was asked (epoch s); ``(None, None, t)``
+        when the snapshot lacks it (created since, or not tx's) or cannot be had (a
+        namespace that does not exist, no permission to list)."""
+        try:
+            snap = self._plane(ns).get(lambda: self._fetch(ns))
+        except KubeError as e:
+            if e.status in (403, 404):
+                return None, None, time.time()
+            raise
+        obj = (snap.items.get(kind) or {}).get(name)
+        if obj is None:
+            return None, None, time.time()
+        return obj, list((snap.items.get("pods") or {}).get(name, ())), snap.fetched_at
+
+    def states_of(self, app_ids: Sequence[str]) -> Optional[Dict[str, AppState]]:  # type: ignore[override]
+        """The states of many apps (a sweep's trials) from their namespaces' shared snapshots
+        (one list per kind and namespace); apps a snapshot lacks are left out (the Runner
+        describes them).
+
+        Raises:
+            KubeError: the API server refused a list or cannot be reached.
+        """
+        out: Dict[str, AppState] = {}
+        snaps: Dict[str, Any] = {}
+        for app_id in app_ids:
+            ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+            if not _names.is_label(ns):
+                continue
+            if ns not in snaps:
+                try:
+                    snaps[ns] = self._plane(ns).get(lambda: self._fetch(ns)).items
+                except KubeError as e:
+                    if e.status not in (403, 404):
+                        raise
+                    snaps[ns] = {}
+            items, trial = snaps[ns], _sweep.trial_of(name)
+            obj = (items.get("jobs" if trial else "objs") or {}).get(trial[0] if trial else name)
+            if obj is None:
+                continue
+            pods = list((items.get("pods") or {}).get(obj["metadata"]["name"], ()))
+            if trial is not None:
+                out[app_id] = _sweep.trial_state(obj, trial[1], _sweep.trial_pods(pods, trial[1]))[0]
+            else:
+                out[app_id] = self._app_state(obj, pods)[0]
+        return out
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """State, per-replica states (exit codes, host names), why a pending app waits
         (``msg``), why a failed one failed (``structured_error_msg``) and the rebuilt
-        roles; None if the object does not exist.
+        roles; None if the object does not exist. From the namespace's shared snapshot
+        (``metadata["status_fetched_at"]``: when the API server was asked, epoch s); an
+        object it lacks is asked on its own.
 
         Raises:
-            KubeError: the API server refused the request or cannot be reached.
+            KubeError: the API server refused the request or cannot be reached
+                (:class:`tx_scheduler_k8s._client.KubeThrottled`: it kept answering 429).
         """
         ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
         trial = _sweep.trial_of(name)
         if trial is not None and _names.is_label(ns):
-            obj = self.kube.get_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, trial[0])
+            obj, all_pods, fetched_at = self._looked_up(ns, trial[0], "jobs")
+            if obj is None:
+                obj = self.kube.get_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, trial[0])
+                all_pods = self._pods(ns, trial[0]) if obj is not None else []
             if obj is None:
                 return None
-            pods = _sweep.trial_pods(self._pods(ns, trial[0]), trial[1])
+            pods = _sweep.trial_pods(all_pods or [], trial[1])
             state, msg, restarts = _sweep.trial_state(obj, trial[1], pods)
             roles = _sweep.trial_roles(obj)
             statuses, failed = self._replicas(roles, pods, state, _pod.LABEL_REPLICA_ID)
         else:
             if not _names.is_label(name) or not _names.is_label(ns):
                 return None
-            obj = self._get(ns, name)
+            obj, pods, fetched_at = self._looked_up(ns, name, "objs")  # type: ignore[assignment]
             if obj is None:
-                return None
-            pods = self._pods(ns, name)
+                obj = self._get(ns, name)
+                if obj is None:
+                    return None
+                pods = self._pods(ns, name)
             state, msg, restarts = self._app_state(obj, pods)
             roles = self._roles(obj)
             statuses, failed = self._replicas(roles, pods, state)
         resp = DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg, roles=roles,
                                    roles_statuses=statuses)
+        resp.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
         stored = (obj["metadata"].get("annotations") or {}).get(_pod.ANNOTATION_APPDEF)
         resp.app, why, resp.metadata["run_options"] = read_stored_appdef_and_options(
             stored, f"annotation {_pod.ANNOTATION_APPDEF}", _pod.APPDEF_LIMIT)
@@ -248,12 +318,31 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             if why:
                 resp.msg = why if not msg else f"{msg}: {why}"
         if state == AppState.FAILED:
-            resp.structured_error_msg, resp.root_cause = failure(self.kube, ns, failed, msg, statuses)
+            resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
         if trial is None:
             resp.attempts = build_attempts(self._restart_kinds(obj), lambda: self._infra_end(obj, pods), pods, state,
                                            restarts, failed)
             resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
+
+    def _failure(self, ns: str, failed: List[Failed], msg: str, statuses: List[RoleStatus]) -> Any:
+        """:func:`failure`, its pod's log read once per process while the pod is unchanged
+        (following 1,000 failed apps reads their logs once, not every tick)."""
+        if not failed:
+            return failure(self.kube, ns, failed, msg, statuses)
+        meta = failed[0][3]["metadata"]
+        key = (ns, meta.get("uid"), meta.get("resourceVersion"), msg)
+        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
+        if key not in cache:
+            cache[key] = failure(self.kube, ns, failed, msg, statuses)
+            return cache[key]
+        text, cause = cache[key]
+        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
+            for rs in statuses:
+                for rep in rs.replicas:
+                    if (rs.role, rep.id) == (cause.role, cause.replica):
+                        rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return text, cause
 
     # -- attempts: infrastructure or user failures ---------------------------------------------
     def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
@@ -365,7 +454,10 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             KubeError: the API server refused it or cannot be reached.
         """
         req: KubernetesJob = dryrun_info.request
-        self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+        try:
+            self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+        finally:
+            self._plane(req.namespace).invalidate()  # the next look asks the API server
         n = int(req.resource["spec"]["completions"])
         log.info("k8s_submitted_indexed_job", scheduler=self.backend, namespace=req.namespace, name=req.app_id,
                  trials=n)
@@ -404,8 +496,11 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             raise ValueError(f"trials {','.join(map(str, sorted(set(live) - set(indexes))))} of Job {ns}/{job} are "
                              "still running: Kubernetes stops the trials of one Indexed Job only all together, so "
                              "cancel the sweep")
-        self.kube.patch_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, job, {
-            "metadata": {"annotations": {_sweep.CANCELLED: "true"}}, "spec": {"suspend": True}})
+        try:
+            self.kube.patch_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, job, {
+                "metadata": {"annotations": {_sweep.CANCELLED: "true"}}, "spec": {"suspend": True}})
+        finally:
+            self._plane(ns).invalidate()  # the next look asks the API server
         log.info("k8s_cancelled_sweep_job", scheduler=self.backend, namespace=ns, name=job, trials=len(live))
 
     def cancel(self, app_id: str) -> None:
@@ -417,7 +512,10 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             return
         desc = self.describe(app_id)
         if desc is not None and not is_terminal(desc.state):
-            self._cancel_existing(app_id)
+            try:
+                self._cancel_existing(app_id)
+            finally:
+                self._plane(_names.split_app_id(app_id, DEFAULT_NAMESPACE)[0]).invalidate()
 
     def close(self) -> None:
         self.kube.close()
