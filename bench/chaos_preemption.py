@@ -224,6 +224,13 @@ class Bench:
     def one_run(self, todo: int) -> int:
         """A run taking up to ``todo`` preemptions; returns how many it took."""
         run = self.launch()
+        try:
+            return self._injections(run, todo)
+        except BaseException:
+            self.tx("cancel", run["handle"])  # never leave a run training when the driver fails
+            raise
+
+    def _injections(self, run: Dict[str, Any], todo: int) -> int:
         old: List[int] = []
         done = 0
         while done < todo and time.monotonic() < self.deadline:
