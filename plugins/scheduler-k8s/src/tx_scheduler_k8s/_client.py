@@ -27,12 +27,15 @@ from tx.schedulers.budget import CallBudget, ThrottledError, budget_for
 
 #: seconds a request may take (connect, read); log streams with follow have no read timeout
 REQUEST_TIMEOUT = (10.0, 60.0)
-#: client-go's default client-side rate, QPS 5 and burst 10
-#: (https://pkg.go.dev/k8s.io/client-go/rest#Config); the API server's own limit is its
-#: priority and fairness (429 with Retry-After,
+#: QPS 50 and burst 100 for the whole host: this bucket is shared by every tx process on the
+#: host that talks to the API server (tx status in three shells, tx ui, the watcher, the sweep
+#: supervisors), where client-go's default, QPS 5 and burst 10
+#: (https://pkg.go.dev/k8s.io/client-go/rest#Config), limits one client, and is what
+#: controllers commonly raise to 50/100; the API server's own limit is its priority and
+#: fairness (429 with Retry-After,
 #: https://kubernetes.io/docs/concepts/cluster-administration/flow-control/)
-DEFAULT_CALLS_PER_MINUTE = 5 * 60
-DEFAULT_CALL_BURST = 10
+DEFAULT_CALLS_PER_MINUTE = 50 * 60
+DEFAULT_CALL_BURST = 100
 #: retries of a GET answered 429 (client-go's default is 10)
 RETRY_AFTER_RETRIES = 5
 
