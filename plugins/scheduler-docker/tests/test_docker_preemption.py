@@ -56,7 +56,7 @@ def _status(tx: Any, handle: str) -> Dict[str, Any]:
 
 def test_a_container_stopped_from_outside_saves_within_the_grace_and_resumes(
         podman_engine: Dict[str, str], docker_client: Any, host_python_mounts: List[str], image: str,
-        tx: Any, tx_env: Dict[str, str]) -> None:
+        scheduler: Any, tx: Any, tx_env: Dict[str, str]) -> None:
     grace = 20
     env = {**tx_env, **podman_engine}
     bindir = os.path.dirname(sys.executable)
@@ -79,8 +79,9 @@ def test_a_container_stopped_from_outside_saves_within_the_grace_and_resumes(
     docker_client.api.stop(rank1.id)  # from outside, the container's own timeout: SIGTERM, SIGKILL after 20 s
     took = time.monotonic() - t0
     assert took < grace - 5, took  # the job saved and left on its own, well before the kill
-    status = _until(lambda: (lambda s: s if s["state"] in TERMINAL else None)(_status(tx, handle)), timeout=300,
-                    every=0.5)  # each look (describe) may start the next attempt
+    # each look (describe) may start the next attempt: here in this process, then tx status once
+    _until(lambda: scheduler.describe(app_id).state.name in TERMINAL, timeout=300, every=0.5)
+    status = _status(tx, handle)
     log = tx("log", handle, env=env).stdout
     seen = PREEMPTED.findall(log)
     assert sorted((a, b) for a, b, _ in seen) == [("0", "0"), ("1", "1")], log[-4000:]

@@ -128,11 +128,13 @@ class ReplicaProcess:
                       _Pump(err_r, files["stderr"], files["combined"], lock)]
         for p in self.pumps:
             p.start()
-        # if this actor's process dies without stopping the replica (SIGKILL, node trouble),
-        # the watchdog kills the replica's process group within a second
+        # if this actor's process ends without stopping the replica (Ray stopped or lost it:
+        # ray stop, ray.kill, SIGKILL, its node removed), the watchdog warns the replica's
+        # process group within a second (TX_PREEMPT_SIGNAL, default SIGTERM: the job's
+        # tx.distributed.preempted()) and SIGKILLs it TX_PREEMPT_GRACE seconds later
         self.watchdog = subprocess.Popen(
-            ["sh", "-c", 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -KILL -- "-$2" 2>/dev/null',
-             "tx-watchdog", str(os.getpid()), str(self.proc.pid)],
+            ["sh", "-c", WATCHDOG, "tx-watchdog", str(os.getpid()), str(self.proc.pid),
+             str(_grace(env)), _signal_name(env)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -192,6 +194,32 @@ class ReplicaProcess:
                 _killpg(self.proc.pid, signal.SIGKILL)
         rc = self.proc.wait()
         return self._finish(rc)
+
+
+#: the watchdog (sh): $1 the actor's pid, $2 the replica's process group, $3 the grace (s),
+#: $4 the warning signal's name
+WATCHDOG = ('while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -"$4" -- "-$2" 2>/dev/null || exit 0; '
+            'n=0; while [ "$n" -lt "$3" ] && kill -0 -- "-$2" 2>/dev/null; do sleep 1; n=$((n+1)); done; '
+            'kill -KILL -- "-$2" 2>/dev/null')
+
+
+def _grace(env: Mapping[str, str]) -> int:
+    """The replica's ``TX_PREEMPT_GRACE`` in whole seconds (rounded up; 0 where unset or bad)."""
+    try:
+        return max(0, int(-(-float(env.get("TX_PREEMPT_GRACE", "0")) // 1)))
+    except (ValueError, OverflowError):
+        return 0
+
+
+def _signal_name(env: Mapping[str, str]) -> str:
+    """The replica's warning signal for ``kill -SIG``: its ``TX_PREEMPT_SIGNAL`` (a name or
+    a number), else ``TERM``."""
+    raw = env.get("TX_PREEMPT_SIGNAL", "").strip().upper()
+    try:
+        sig = signal.Signals(int(raw)) if raw.isdigit() else signal.Signals[raw if raw.startswith("SIG") else "SIG" + raw]
+    except (KeyError, ValueError):
+        sig = signal.SIGTERM
+    return sig.name[3:]
 
 
 def _killpg(pgid: int, sig: int) -> None:
