@@ -132,10 +132,13 @@ class ReplicaProcess:
         # ray stop, ray.kill, SIGKILL, its node removed), the watchdog warns the replica's
         # process group within a second (TX_PREEMPT_SIGNAL, default SIGTERM: the job's
         # tx.distributed.preempted()) and SIGKILLs it TX_PREEMPT_GRACE seconds later
+        # It holds the output pipes' read ends too, and copies what the replica writes after
+        # the actor is gone to its files: a job's print while it saves must not fail (EPIPE)
         self.watchdog = subprocess.Popen(
             ["sh", "-c", WATCHDOG, "tx-watchdog", str(os.getpid()), str(self.proc.pid),
-             str(_grace(env)), _signal_name(env)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+             str(_grace(env)), _signal_name(env), self.paths["stdout"], self.paths["stderr"],
+             self.paths["combined"]],
+            stdin=out_r, stdout=subprocess.DEVNULL, stderr=err_r,  # the read ends, as fds 0 and 2 (sh: one digit)
             start_new_session=True,
         )
         return {"pid": self.proc.pid, "started": time.time()}
@@ -196,11 +199,14 @@ class ReplicaProcess:
         return self._finish(rc)
 
 
-#: the watchdog (sh): $1 the actor's pid, $2 the replica's process group, $3 the grace (s),
-#: $4 the warning signal's name
-WATCHDOG = ('while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -"$4" -- "-$2" 2>/dev/null || exit 0; '
-            'n=0; while [ "$n" -lt "$3" ] && kill -0 -- "-$2" 2>/dev/null; do sleep 1; n=$((n+1)); done; '
-            'kill -KILL -- "-$2" 2>/dev/null')
+#: the watchdog (sh; no ``--`` after kill's signal: dash, Debian's sh, takes it for a pid):
+#: $1 the actor's pid, $2 the replica's process group, $3 the grace (s), $4 the warning signal's name, $5 $6 $7 the stdout, stderr and combined files; its stdin
+#: and stderr are the read ends of the replica's stdout and stderr pipes
+WATCHDOG = ('exec 3<&0 4<&2 0</dev/null 2>/dev/null; while kill -0 "$1"; do sleep 1; done; '
+            'kill -0 "-$2" || exit 0; '
+            '(tee -a "$5" <&3 >>"$7" &); (tee -a "$6" <&4 >>"$7" &); exec 3<&- 4<&-; '
+            'kill -"$4" "-$2" || exit 0; '
+            'n=0; while [ "$n" -lt "$3" ] && kill -0 "-$2"; do sleep 1; n=$((n+1)); done; kill -KILL "-$2"')
 
 
 def _grace(env: Mapping[str, str]) -> int:
