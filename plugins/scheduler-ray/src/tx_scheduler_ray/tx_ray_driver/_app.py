@@ -419,7 +419,7 @@ class App:
         lost = r.ended or time.time()
         grace = float(self.spec.get("preempt_grace_s", 0) or 0)
         since = max(lost - grace, float(r.started or 0))  # Ray may see a node's loss late
-        if os.path.isdir(ckpt):
+        if os.path.isdir(ckpt) or os.path.isdir(os.path.dirname(ckpt.rstrip("/"))):  # (the save may create it)
             deadline = lost + grace + 1
             while time.time() < deadline and not _saved_since(ckpt, since):
                 time.sleep(0.2)
