@@ -1,12 +1,13 @@
 """Preemption on ``local_docker`` (docs/recovery.md, "Preemption"): the engine stopping a
 container from outside (``docker stop``, ``podman stop``, an engine shutting down its
 containers) sends its stop signal (SIGTERM), then SIGKILL after the container's
-``StopTimeout`` (the run option ``preempt_grace``, also the job's ``TX_PREEMPT_GRACE``). A
-job that saves and leaves with ``tx.distributed.exit_preempted()`` dies of that signal,
-which the container's init reports as exit code ``128 + signal`` (143).
+``StopTimeout`` (the run option ``preempt_grace``, also the job's ``TX_PREEMPT_GRACE``).
 
-A replica container that ended with that code without tx cancelling it (tx renames what it
-cancels ``<name>.cancelled`` before stopping it) was preempted: its app's attempt is an
+A job that calls ``tx.distributed.preempted()`` notes the warning in its
+``TX_PREEMPT_NOTE`` (a file beside the run's checkpoints, where ``TX_CHECKPOINT_DIR`` is a
+host path: :func:`tx_scheduler_docker.request.preempt_note`). A replica container that
+ended after such a note without tx cancelling it (tx renames what it cancels
+``<name>.cancelled`` before stopping it) was preempted: its app's attempt is an
 infrastructure failure. :meth:`tx_scheduler_docker.scheduler.DockerScheduler.describe`
 warns the replicas still running (the warning signal; SIGKILL once the grace has passed
 since the first preempted replica ended) and, once none runs, starts every replica again as
@@ -91,19 +92,15 @@ def warned_at(info: Dict[str, Any]) -> Optional[float]:
 
 def is_preempted(info: Dict[str, Any]) -> bool:
     """Whether a replica's container ended, without tx cancelling it, after its job noted
-    the warning (:func:`warned_at`) or killed by the warning signal (exit code
-    ``128 + signal``), as the engine recorded its end."""
+    the warning (:func:`warned_at`), as the engine recorded its end. A container killed by
+    SIGTERM (exit code 143) without a note is not: the engine records no stop, and a job's
+    own ``kill -TERM`` reads the same (the app's own failure, as before)."""
     st = info.get("State") or {}
     if name_of(info).endswith(CANCELLED_SUFFIX) or _states.lost_while_running(st) is not None:
         return False
     if str(st.get("Status") or "").lower() not in ("exited", "stopped"):
         return False
-    if warned_at(info) is not None:
-        return True
-    try:
-        return int(st.get("ExitCode")) == 128 + warning_signal(info)
-    except (TypeError, ValueError):
-        return False
+    return warned_at(info) is not None
 
 
 def is_live(info: Dict[str, Any]) -> bool:
@@ -116,37 +113,25 @@ def _ended_ns(info: Dict[str, Any]) -> Optional[int]:
 
 
 def first_preempted(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The preempted container of ``infos`` warned first (its note's time), else the one
-    that ended first; None where none was preempted."""
-    pre = [i for i in infos if is_preempted(i)]
-    noted = [(w, i) for i in pre for w in [warned_at(i)] if w is not None]
-    if noted:
-        return min(noted, key=lambda x: x[0])[1]
-    return min(pre, key=lambda i: _ended_ns(i) or 0) if pre else None
+    """The preempted container of ``infos`` warned first (its note's time); None where
+    none was preempted."""
+    noted = [(w, i) for i in infos if is_preempted(i) for w in [warned_at(i)] if w is not None]
+    return min(noted, key=lambda x: x[0])[1] if noted else None
 
 
 def reason(infos: List[Dict[str, Any]]) -> str:
     """Why an attempt whose containers are ``infos`` (one at least preempted) ended:
     ``preempted: SIGTERM to train[1] (container X), not sent by tx; saved step 28 in
-    0.05 s`` where the job noted the warning (the save named is one completed from then to
-    the last container's end), ``preempted: train[1] (container X) killed by SIGTERM, not
-    sent by tx; ...`` where it died of it unnoted: the engine records no time for a stop,
-    so the warning is taken to have come at most the grace before that container ended."""
+    0.05 s``: the save named is one completed from the job's note of the warning to the
+    last container's end."""
     first = first_preempted(infos)
     if first is None:
         return ""
     lb = labels(first)
     sig = signal.Signals(warning_signal(first)).name
     replica = f"{lb.get(LABEL_ROLE_NAME, 'unknown')}[{lb.get(LABEL_REPLICA_ID, 0)}] (container {_base_name(first)})"
-    noted = warned_at(first)
-    if noted is not None:
-        text = f"preempted: {sig} to {replica}, not sent by tx"
-        since = noted
-    else:
-        text = f"preempted: {replica} killed by {sig}, not sent by tx"
-        end = (_ended_ns(first) or 0) / 1e9
-        started = _states.engine_time_ns((first.get("State") or {}).get("StartedAt"))
-        since = max(end - grace_of(first), (started or 0) / 1e9)
+    text = f"preempted: {sig} to {replica}, not sent by tx"
+    since = warned_at(first) or 0.0
     until = max((_ended_ns(i) or 0) for i in infos) / 1e9 + 0.001
     saved = what_saved(env_of(first).get("TX_CHECKPOINT_DIR"), since, until)
     return text + (f"; {saved}" if saved else "")
