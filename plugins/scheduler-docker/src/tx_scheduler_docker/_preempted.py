@@ -25,7 +25,7 @@ from tx.log import get_logger
 from tx.schedulers.saves import what_saved
 
 from tx_scheduler_docker import _states
-from tx_scheduler_docker._status import CANCELLED_SUFFIX, labels, name_of
+from tx_scheduler_docker._status import CANCELLED_SUFFIX, RETIRED, labels, name_of
 from tx_scheduler_docker.request import LABEL_REPLICA_ID, LABEL_ROLE_NAME, PREEMPT_GRACE_ENV, PREEMPT_NOTE_ENV
 
 __all__ = ["is_preempted", "reason", "warn_the_others"]
@@ -138,8 +138,6 @@ def reason(infos: List[Dict[str, Any]]) -> str:
 
 
 def _base_name(info: Dict[str, Any]) -> str:
-    from tx_scheduler_docker._status import RETIRED
-
     return RETIRED.sub("", name_of(info))
 
 
