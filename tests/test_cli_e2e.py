@@ -128,7 +128,7 @@ def test_dryrun_prints_app_and_request_and_runs_nothing(tx, tx_env):
 
 def test_detach_then_status_log_describe_list_cancel_from_other_processes(tx, tmp_path):
     p = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "--num_replicas", "2",
-           "sh", "-c", "echo started; sleep 60; echo never")
+           "sh", "-c", "echo started; sleep 600; echo never")
     assert p.returncode == 0, p.stderr
     handle = _handle(p)
     # the next steps, each a command that works as printed

@@ -220,3 +220,30 @@ def test_a_run_with_failover_gets_its_own_checkpoint_location_or_the_one_it_resu
     resumed = tx("run", "--resume", app, *fallback, *say)
     assert resumed.returncode == 0, resumed.stderr
     assert f"ckpt={ckpt} from={app}\n" in resumed.stdout, resumed.stdout
+
+
+@pytest.mark.lsf
+def test_lsf_infrastructure_failure_after_infra_retries_fails_over(lsf_cluster, tx, tx_env, tmp_path):
+    """An administrator's ``brequeue`` on LSF with ``infra_retries=0``: the rerun finds the
+    infrastructure retries spent and fails the job as infrastructure, which ``--fallback``
+    moves to local_cwd under the same run handle, both hops' lines in its log."""
+    state = Path(tx_env["TX_STATE_DIR"])
+    job_dir = tmp_path / "job"
+    script = 'echo "on ${LSB_JOBID:-local}"; if [ -n "$LSB_JOBID" ]; then exec sleep 600; fi'
+    p = tx("run", "-s", "lsf", "-cfg", f"infra_retries=0,jobdir={job_dir}", "--fallback", "local_cwd",
+           "--detach", "utils.sh", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.splitlines()[0]
+    app_id = _record(state, handle)["hops"][0]["app_id"]
+    out = job_dir / f"{app_id}-sh-0.out"
+    _until(lambda: out.exists() and "on " in out.read_text(), 60, 0.2)
+    job_id = out.read_text().split()[1]
+    lsf_cluster.wait_started(job_id)
+    assert lsf_cluster.run("brequeue", job_id).returncode == 0
+    done = _until(lambda: tx("status", handle).returncode == 0 and (lambda r: r if r["final"] else None)(
+        _record(state, handle)), 120, 0.5)
+    assert [h["scheduler"] for h in done["hops"]] == ["lsf", "local_cwd"] and done["final"] == "SUCCEEDED", done
+    assert done["hops"][0]["why"].startswith("FAILED (infra: sh[0]: infra_retries exhausted"), done
+    log = tx("log", handle).stdout
+    assert f"on {job_id}" in log and "on local" in log, log
+    assert log.index(f"on {job_id}") < log.index("on local"), log

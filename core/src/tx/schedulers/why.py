@@ -53,7 +53,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple, Union
 from tx.specs.status import RootCause
 
 __all__ = ["RootCause", "names_cause", "parse_error_file", "parse_report", "parse_traceback", "root_cause",
-           "why_failed"]
+           "signal_text", "telling_line", "why_failed"]
 
 Text = Union[str, bytes, None]
 
@@ -386,3 +386,31 @@ def why_failed(role: str, replica: int, log_tail: Text = None, error_file: Text 
                exit_code: Optional[int] = None) -> str:
     """:func:`root_cause`'s one line (:attr:`tx.specs.RootCause.text`)."""
     return root_cause(role, replica, log_tail, error_file, exit_code).text
+
+
+def signal_text(code: int) -> str:
+    """A replica's exit status in words: ``exit code 7``, or for a shell's 129..159 (128 +
+    the signal that killed it) ``killed by SIGKILL (exit code 137)``."""
+    if 128 < code < 160:
+        try:
+            return f"killed by {signal.Signals(code - 128).name} (exit code {code})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+_TELLING = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b:")
+
+
+def telling_line(text: Text) -> str:
+    """The line of a log's tail that says most: the last ``SomeError: ...`` line (Python
+    exceptions, also behind torchrun's ``[rank]:`` prefix), else the last line with a
+    letter or digit (not a ``=====`` rule); "" where there is none. Bytes are decoded as
+    UTF-8 (undecodable bytes replaced)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = [ln.strip() for ln in (text or "").splitlines() if any(c.isalnum() for c in ln)]
+    for ln in reversed(lines):
+        if _TELLING.search(ln):
+            return ln
+    return lines[-1] if lines else ""

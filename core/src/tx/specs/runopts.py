@@ -14,7 +14,7 @@ import attrs
 
 from tx.specs.api import InvalidRunConfigException
 
-__all__ = ["CfgVal", "get_type_name", "is_type", "runopt", "runopts", "to_dict"]
+__all__ = ["CfgVal", "get_type_name", "is_type", "markdown_table", "runopt", "runopts", "to_dict"]
 
 CfgVal = Union[str, int, float, bool, List[str], Dict[str, str], None]
 
@@ -320,3 +320,14 @@ class runopts:
         section("required arguments", required)
         section("optional arguments", optional)
         return "\n".join(out)
+
+
+def markdown_table(opts: runopts) -> str:
+    """``opts`` as the Markdown table of a scheduler's README: one row per option (``option``,
+    ``type``, ``default`` as its ``repr``, ``description``: the help, `` (required)`` after
+    a required option's), in the order they were added; ends with a newline."""
+    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
+    for key, opt in opts:
+        req = " (required)" if opt.is_required else ""
+        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help}{req} |")
+    return "\n".join(rows) + "\n"

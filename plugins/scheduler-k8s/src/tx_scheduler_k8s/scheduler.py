@@ -19,6 +19,7 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.specs.files import read_stored_appdef_and_options
+from tx.specs.runopts import markdown_table
 from tx.specs.status import FailureKind, RoleStatus
 
 from tx_scheduler_k8s import _names, _pod, _sweep
@@ -75,14 +76,8 @@ def common_runopts(opts: runopts) -> runopts:
 
 
 def runopts_markdown(opts: runopts) -> str:
-    """Run options as the Markdown table of the README (option, type, default, help)."""
-    from tx.specs.runopts import get_type_name
-
-    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
-    for key, opt in opts:
-        req = " (required)" if opt.is_required else ""
-        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help}{req} |")
-    return "\n".join(rows) + "\n"
+    """Run options as the Markdown table of the README (:func:`tx.specs.runopts.markdown_table`)."""
+    return markdown_table(opts)
 
 
 def check_namespace(cfg: Mapping[str, CfgVal]) -> str:

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence
 import attrs
 
 from tx.schedulers.api import SchedulerError
+from tx.schedulers.batch import Client, failure_line
 
 #: seconds an LSF client command may take (env ``TX_LSF_TIMEOUT`` overrides)
 DEFAULT_TIMEOUT: float = 30.0
@@ -54,17 +55,18 @@ class LsfCommandError(LsfError):
         self.argv = list(argv)
         self.returncode = returncode
         self.output = output
-        last = " ".join(_last_line(output).split()) or "no error message"
-        super().__init__(f"{argv[0]} failed (exit {returncode}): {last}")
+        super().__init__(failure_line(argv, returncode, output))
 
 
 class LsfTimeoutError(LsfError):
     """An LSF client command did not finish within its timeout."""
 
 
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
+_CLIENT = Client(
+    product="LSF", daemon="mbatchd", timeout_var="TX_LSF_TIMEOUT", install_hint=INSTALL_HINT,
+    not_installed=LsfNotInstalledError, timed_out=LsfTimeoutError, failed=LsfCommandError,
+    default_timeout=DEFAULT_TIMEOUT, output_fallback=True,
+)
 
 
 def default_timeout() -> float:
@@ -73,16 +75,7 @@ def default_timeout() -> float:
     Raises:
         ValueError: ``TX_LSF_TIMEOUT`` is not a positive number.
     """
-    text = os.environ.get("TX_LSF_TIMEOUT")
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise ValueError(f"TX_LSF_TIMEOUT must be a positive number of seconds, got {text!r}")
-    return value
+    return _CLIENT.default_timeout()
 
 
 def run(
@@ -104,32 +97,10 @@ def run(
     Raises:
         LsfNotInstalledError: ``argv[0]`` is not on PATH.
         LsfTimeoutError: the command ran longer than ``timeout`` seconds.
-        LsfCommandError: it exited non-zero (with ``check``).
+        LsfCommandError: it exited non-zero (with ``check``); its output is stderr, else
+            stdout (LSF prints some errors there).
     """
-    limit = default_timeout() if timeout is None else timeout
-    try:
-        proc = subprocess.run(
-            argv,
-            input=None if input is None else input.encode("utf-8"),
-            stdin=subprocess.DEVNULL if input is None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            timeout=limit,
-            cwd=cwd,
-        )
-    except FileNotFoundError:
-        raise LsfNotInstalledError(f"{argv[0]} not found: LSF is not installed here; {INSTALL_HINT}") from None
-    except subprocess.TimeoutExpired:
-        raise LsfTimeoutError(
-            f"{argv[0]} did not answer within {limit:g} s: is mbatchd up and reachable? "
-            "(set TX_LSF_TIMEOUT to wait longer)"
-        ) from None
-    out = subprocess.CompletedProcess(
-        proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"),
-    )
-    if check and out.returncode != 0:
-        raise LsfCommandError(argv, out.returncode, out.stderr.strip() or out.stdout)
-    return out
+    return _CLIENT.run(argv, timeout, check=check, input=input, cwd=cwd)
 
 
 @attrs.frozen

@@ -64,6 +64,9 @@ class Job:
         exit_code: from ``-l``: ``Exited with exit code N`` (None otherwise).
         pending: from ``-l``: the pending reasons, one per item.
         term_reason: from ``-l`` on LSF 10: ``TERM_...: text`` ("" otherwise).
+        host_lost: from ``-l``: the job's host failed under it, so LSF does not know how it
+            ended (OpenLava: ``Exited. The CPU time used is unknown``, its sbatchd came back
+            without the job).
     """
 
     job_id: str
@@ -76,6 +79,7 @@ class Job:
     exit_code: Optional[int] = None
     pending: List[str] = attrs.field(factory=list)
     term_reason: str = ""
+    host_lost: bool = False
 
 
 def _first_host(text: str) -> str:
@@ -102,6 +106,7 @@ _BLOCK_SEP = re.compile(r"^-{20,}\s*$", re.MULTILINE)
 _FIELD = re.compile(r"(Job Id|Job|Job Name|Project|Status|Queue|CWD|Execution CWD) <([^>]*)>")
 _EXIT = re.compile(r"Exited with exit code (\d+)")
 _TERM = re.compile(r"\b(TERM_[A-Z_]+): ([^;.\n]*)")
+_HOST_LOST = re.compile(r"Exited\.? The CPU time used is unknown")
 _STARTED = re.compile(r"Started (?:\d+ Task\(s\) )?on (?:Host\(s\) )?<(?:\d+\*)?([^>]*)>", re.IGNORECASE)
 
 
@@ -137,6 +142,7 @@ def parse_bjobs_l(text: str) -> Dict[str, Job]:
         m = _TERM.search(flat)
         if m:
             job.term_reason = f"{m.group(1)}: {m.group(2).strip()}"
+        job.host_lost = job.exit_code is None and bool(_HOST_LOST.search(flat))
         m = _STARTED.search(flat)
         if m:
             job.exec_host = m.group(1)

@@ -22,19 +22,23 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from tx.schedulers import DescribeAppResponse
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs import NONE, AppState, ReplicaStatus, RoleStatus, is_terminal
+from tx.schedulers.batch import read_tail
+from tx.schedulers.why import names_cause, root_cause, signal_text, telling_line
+from tx.specs import NONE, AppState, FailureKind, ReplicaStatus, RoleStatus, is_terminal
 from tx.specs.status import RootCause
 
+from tx_scheduler_lsf._attempts import Event, build_attempts, read_attempts, runs
 from tx_scheduler_lsf._parse import STATE_TEXT, Job, appstate_from_lsf, split_job_name
 from tx_scheduler_lsf.request import replica_file
 
-#: bytes of a failed replica's stderr read for its root cause
-CAUSE_TAIL_BYTES = 256 * 1024
 #: LSF 10 termination reasons that mean someone killed the job
 CANCEL_REASONS = ("TERM_OWNER", "TERM_ADMIN", "TERM_FORCE_OWNER", "TERM_FORCE_ADMIN")
 #: LSF 10 termination reasons that are the infrastructure's doing, not the program's
 INFRA_REASONS = ("TERM_HOST", "TERM_UNKNOWN", "TERM_REQUEUE_ADMIN", "TERM_REQUEUE_OWNER", "TERM_ZOMBIE")
+
+#: why a job whose host failed under it ended (OpenLava: "Exited. The CPU time used is
+#: unknown": its sbatchd came back without the job; the script recorded no exit status)
+HOST_LOST = "its host failed under it and LSF lost the job (it does not know how the job ended)"
 
 #: OpenLava's and LSF's pending reasons explained where the words alone say little
 PENDING_HINTS: Dict[str, str] = {
@@ -59,35 +63,21 @@ def read_exit_file(path: str) -> Tuple[Optional[int], bool]:
     return int(words[0]), len(words) > 1
 
 
-def read_tail(path: str, size: int = CAUSE_TAIL_BYTES) -> bytes:
-    """The last ``size`` bytes of a file (b"" when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            f.seek(max(0, end - size))
-            return f.read(size)
-    except OSError:
-        return b""
-
-
-def last_line(data: bytes) -> str:
-    """The last line with a letter or digit, or the last ``SomeError: ...`` line."""
-    lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if any(c.isalnum() for c in ln)]
-    for ln in reversed(lines):
-        if re.search(r"\b\w*(?:Error|Exception)\b:", ln):
-            return ln
-    return lines[-1] if lines else ""
+#: the line of a job's report (its ``-o`` file) that says LSF killed it to run it again
+_REQUEUED = re.compile(r"^Job was killed by .* will be re-queued", re.MULTILINE)
 
 
 def requeued(report_path: str, detail: Optional[Job]) -> bool:
     """Whether LSF killed the job to run it again (``brequeue`` by its owner or an
     administrator; host failures with REQUEUE_EXIT_VALUES): LSF 10's ``TERM_REQUEUE_*``
-    reason, or the last report in the job's ``-o`` file saying it "will be re-queued"
-    (OpenLava reports such a job EXIT for a moment before it pends again)."""
+    reason, or the last report in the job's ``-o`` file saying so on a line of its own
+    (``Job was killed by user or admin, and will be re-queued ...``; the report also quotes
+    the job's script, whose lines do not count). OpenLava reports such a job EXIT for a
+    moment before it pends again."""
     if detail is not None and detail.term_reason.startswith("TERM_REQUEUE"):
         return True
     text = read_tail(report_path, 64 * 1024).decode("utf-8", "replace") if report_path else ""
-    return "re-queued" in text.rpartition("\nSender: ")[2]
+    return bool(_REQUEUED.search(text.rpartition("\nSender: ")[2]))
 
 
 def replica_state(job: Job, detail: Optional[Job], code: Optional[int], signalled: bool,
@@ -107,23 +97,13 @@ def replica_state(job: Job, detail: Optional[Job], code: Optional[int], signalle
         return (AppState.CANCELLED, None) if cancelled and code is None else (AppState.SUCCEEDED, 0)
     if job.stat != "EXIT":
         return state, code
+    if not cancelled and (reason.startswith(INFRA_REASONS) or (detail is not None and detail.host_lost)):
+        return AppState.FAILED, code  # its host failed under it: not a cancel, whatever the signal
     if reason.startswith(CANCEL_REASONS) or cancelled or signalled or code is None:
         return AppState.CANCELLED, code
     if code == 130 and not reason:
         return AppState.CANCELLED, code  # TorchX 0.7's rule: bkill's SIGINT
     return AppState.FAILED, code
-
-
-def signal_text(code: int) -> str:
-    """``exit code 7``, or ``killed by SIGKILL (exit code 137)`` for 129..159."""
-    if 128 < code < 160:
-        import signal as _signal
-
-        try:
-            return f"killed by {_signal.Signals(code - 128).name} (exit code {code})"
-        except ValueError:
-            pass
-    return f"exit code {code}"
 
 
 def pending_msg(jobs: List[Job], details: Dict[str, Job]) -> str:
@@ -154,7 +134,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     roles: Dict[str, List[ReplicaStatus]] = {}
     failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]] = []
     states: List[AppState] = []
-    restarts = 0
+    events: Dict[str, List[Event]] = {}
     requeues: List[str] = []
     for job in jobs:
         rr = split_job_name(app_id, job.name)
@@ -164,14 +144,15 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         detail = details.get(job.job_id)
         exit_path = os.path.join(job_dir, replica_file(app_id, role, k, "exitcode")) if job_dir else ""
         code, signalled = read_exit_file(exit_path) if exit_path else (None, False)
-        if job_dir:
-            tries, _ = read_exit_file(os.path.join(job_dir, replica_file(app_id, role, k, "retries")))
-            restarts = max(restarts, tries or 0)
-        report = os.path.join(job_dir, f"{job.name}.{job.job_id}.lsf.out") if job_dir and job.stat == "EXIT" else ""
-        again = job.stat == "EXIT" and requeued(report, detail)
+        evs = read_attempts(os.path.join(job_dir, replica_file(app_id, role, k, "attempts"))) if job_dir else []
+        events[f"{role}[{k}]"] = evs
+        report = os.path.join(job_dir, f"{job.name}.{job.job_id}.lsf.out") if job_dir else ""
+        again = job.stat == "EXIT" and requeued(report if job.stat == "EXIT" else "", detail)
         state, code = replica_state(job, detail, code, signalled, cancelled, again)
-        if again:
-            requeues.append(f"job {job.job_id} ({job.name}) was requeued by LSF (brequeue, or its host failed): it runs again")
+        if not cancelled and (again or (appstate_from_lsf(job.stat) == AppState.PENDING and runs(evs) > 0)):
+            why = ("requeued by an administrator (brequeue)" if requeued(report, detail)
+                   else "run again by LSF after its host failed")
+            requeues.append(f"job {job.job_id} ({job.name}) {why}: it waits to run again")
         rep = ReplicaStatus(id=k, state=state, role=role, hostname=job.exec_host, exit_code=code)
         if state == AppState.FAILED:
             when = _mtime(exit_path) if exit_path else 0.0
@@ -182,21 +163,41 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         return None
     app_state = _app_state(states, cancelled)
     error, cause = NONE, None
+    final: Optional[Tuple[FailureKind, str]] = None
     if app_state == AppState.FAILED and failures:
         _, rep, job, detail = min(failures, key=lambda f: f[0])
         error, cause = _why_failed(app_id, rep, job, detail, job_dir)
         rep.structured_error_msg = error
         rep.root_cause = cause
+        final = _final_kind(rep, detail)
+    attempts = build_attempts(events, app_state, final)
+    msg = _msg(app_state, jobs, details, cancelled)
+    if requeues and app_state == AppState.PENDING:
+        msg = "; ".join(requeues) + ("" if msg == "PEND" else f" ({msg})")
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
-        num_restarts=restarts,
-        msg="; ".join(requeues) if requeues and app_state == AppState.PENDING else _msg(app_state, jobs, details, cancelled),
+        num_restarts=len(attempts) - 1,
+        attempts=attempts,
+        msg=msg,
         structured_error_msg=error,
         root_cause=cause,
         roles_statuses=[RoleStatus(role, sorted(reps, key=lambda r: r.id)) for role, reps in roles.items()],
-        metadata={"work_dir": job_dir, "jobs": {j.name: j.job_id for j in jobs}},
+        metadata={"work_dir": job_dir, "jobs": {j.name: j.job_id for j in jobs},
+                  "attempts": [a.to_json() for a in attempts]},
     )
+
+
+def _final_kind(rep: ReplicaStatus, detail: Optional[Job]) -> Tuple[FailureKind, str]:
+    """Whose failure ended the app, and why, from its first failed replica."""
+    who = f"{rep.role}[{rep.id}]"
+    if detail is not None and detail.host_lost:
+        return FailureKind.INFRA, f"{who}: {HOST_LOST}"
+    reason = detail.term_reason if detail is not None else ""
+    if reason.startswith(INFRA_REASONS):
+        return FailureKind.INFRA, f"{who}: {reason}"
+    return FailureKind.USER, f"{who}: " + (signal_text(rep.exit_code) if rep.exit_code is not None else "EXIT") + (
+        f"; {reason}" if reason else "")
 
 
 def _app_state(states: List[AppState], cancelled: bool) -> AppState:
@@ -244,7 +245,9 @@ def _why_failed(app_id: str, rep: ReplicaStatus, job: Job, detail: Optional[Job]
     text = f"{rep.role}[{rep.id}] ({where}): " + (signal_text(code) if code is not None else "EXIT")
     if reason:
         text += f"; {reason}"
-    line = last_line(tail)
+    if detail is not None and detail.host_lost:
+        text += f"; {HOST_LOST}"
+    line = telling_line(tail)
     return (text + (f": {line}" if line else "")), None
 
 

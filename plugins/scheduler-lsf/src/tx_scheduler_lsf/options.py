@@ -12,8 +12,9 @@ import os
 import re
 from typing import Mapping
 
+from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import InvalidRunConfigException, runopts
-from tx.specs.runopts import get_type_name
+from tx.specs.runopts import markdown_table
 
 # [hours:]minutes (bsub -W)
 _TIME = re.compile(r"^(?:\d{1,6}:)?\d{1,6}$")
@@ -37,6 +38,7 @@ def lsf_runopts() -> runopts:
         "select", type_=str,
         help='host selection added to the resource requirement: select[<this>] (e.g. "mem>4000 && type==X86_64")',
     )
+    add_infra_retries_opt(opts)
     return opts
 
 
@@ -46,8 +48,9 @@ def check_cfg(cfg: Mapping[str, object]) -> None:
     Raises:
         InvalidRunConfigException: a malformed ``time``; whitespace, quotes or shell
             characters in ``lsf_queue``; quotes or brackets in ``select``; an empty
-            ``jobdir``.
+            ``jobdir``; a negative ``infra_retries``.
     """
+    infra_retries(cfg)
     time = cfg.get("time")
     if time is not None and not _TIME.match(str(time)):
         raise InvalidRunConfigException(
@@ -78,7 +81,4 @@ def jobdir_of(cfg: Mapping[str, object]) -> str:
 
 def runopts_markdown() -> str:
     """The run options as the Markdown table of the README (option, type, default, help)."""
-    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
-    for key, opt in lsf_runopts():
-        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help} |")
-    return "\n".join(rows) + "\n"
+    return markdown_table(lsf_runopts())

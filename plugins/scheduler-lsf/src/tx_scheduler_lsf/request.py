@@ -25,20 +25,28 @@ rank 0's host (rank 0: the first host of ``LSB_HOSTS``; the others: the ``EXEC_H
 ``bjobs`` reports for rank 0's job, else the file ``<app id>.rank0`` rank 0 writes in the
 job directory) as ``TX_RANK0_HOST``, runs the program with its arguments exactly as given,
 and records its exit status in ``<app id>-<role>-<k>.exitcode``. A role's ``max_retries``
-are runs of the program again in the same job (``<app id>-<role>-<k>.retries`` counts them).
+are runs of the program again in the same job. ``<app id>-<role>-<k>.attempts`` records
+every attempt as ``<epoch s> run`` when a run of the job starts, ``<epoch s> user <status>``
+when the program failed and runs again, ``<epoch s> infra requeued|host`` when LSF runs the
+job again (an administrator's ``brequeue``: the job's last report in its ``-o`` file has a
+line ``Job was killed by user or admin, and will be re-queued ...``; else a host failure of a job submitted rerunnable, ``-r``, as every job is with
+``infra_retries`` > 0): infrastructure failures, counted against the run option
+``infra_retries``, never ``max_retries``; one too many is ``<epoch s> exhausted``, and the
+job fails (exit 1) without running the program again.
 A replica that fails (its retries spent)
 ends its app: its script ``bkill``\\ s the app's other jobs (as Slurm's
 ``--kill-on-bad-exit`` does), which then end CANCELLED.
 """
 from __future__ import annotations
 
-import re
 import shlex
 from typing import Dict, List, Mapping
 
 import attrs
 
 from tx.schedulers import env as env_contract
+from tx.schedulers.api import infra_retries
+from tx.schedulers.batch import validate_host_app
 from tx.specs import AppDef, Role, macros
 from tx.specs.files import appdef_to_stored
 
@@ -47,8 +55,6 @@ from tx_scheduler_lsf.version import __version__
 RANK0_ENV = env_contract.RANK0_HOST
 TORCHX_RANK0_ENV = env_contract.TORCHX_NAMES[RANK0_ENV]
 
-_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: LSF_UNIT_FOR_LIMITS -> MB per unit
 _UNITS = {"KB": 1 / 1024, "MB": 1, "GB": 1024, "TB": 1024 ** 2, "PB": 1024 ** 3, "EB": 1024 ** 4}
 
@@ -87,6 +93,29 @@ SCRIPT = r"""#!/bin/bash
 export PYTHONUNBUFFERED=1
 tx_dir={job_dir}
 tx_base="$tx_dir"/{base}
+tx_att="$tx_base.attempts"
+tx_end_others() {{
+  tx_others=$(bjobs -noheader -w -P {app_id} 2>/dev/null | awk -v me="$LSB_JOBID" '$1 != me && ($3 == "RUN" || $3 == "PEND" || $3 ~ /SUSP/) {{print $1}}')
+  [ -n "$tx_others" ] && bkill $tx_others
+}}
+# an earlier run of this job that LSF ended to run it again (brequeue, or a host failure of
+# a rerunnable job) is an infrastructure failure: within infra_retries, not max_retries
+tx_runs=$(grep -c ' run$' "$tx_att" 2>/dev/null); tx_runs=${{tx_runs:-0}}
+if [ "$tx_runs" -gt 0 ]; then
+  tx_why=host
+  awk '/^Sender: /{{r = 0}} /^Job was killed by .* will be re-queued/{{r = 1}} END {{exit !r}}' "${{LSB_OUTPUTFILE:-/dev/null}}" 2>/dev/null && tx_why=requeued
+  printf '%s infra %s\n' "$(date +%s)" "$tx_why" >> "$tx_att"
+  tx_infra=$(grep -c ' infra ' "$tx_att")
+  if [ "$tx_infra" -gt {infra_retries} ]; then
+    echo "[tx] infrastructure retries exhausted: $tx_infra infrastructure failure(s), infra_retries={infra_retries}" | tee -a "$tx_base.err"
+    printf '%s exhausted\n' "$(date +%s)" >> "$tx_att"
+    printf '1 \n' > "$tx_base.exitcode"
+    tx_end_others
+    exit 1
+  fi
+fi
+rm -f "$tx_base.exitcode"
+printf '%s run\n' "$(date +%s)" >> "$tx_att"
 if [ {is_rank0} = 1 ]; then
   tx_rank0=${{LSB_HOSTS%% *}}
   printf '%s\n' "$tx_rank0" > "$tx_dir"/{rank0_file}.tmp.$$ && mv -f "$tx_dir"/{rank0_file}.tmp.$$ "$tx_dir"/{rank0_file}
@@ -108,7 +137,7 @@ tx_argv=({argv})
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
-  tx_try=0
+  tx_try=$(grep -c ' user ' "$tx_att" 2>/dev/null); tx_try=${{tx_try:-0}}
   while :; do
     "${{tx_argv[@]}}" >> "$tx_base.out" 2>> "$tx_base.err" &
     tx_pid=$!
@@ -122,14 +151,13 @@ else
     [ "$tx_rc" -eq 0 ] || [ -n "$tx_sig" ] || [ "$tx_try" -ge {max_retries} ] && break
     tx_try=$((tx_try + 1))
     echo "[tx] the replica failed (exit $tx_rc): retry $tx_try of {max_retries}"
-    printf '%s\n' "$tx_try" > "$tx_base.retries"
+    printf '%s user %s\n' "$(date +%s)" "$tx_rc" >> "$tx_att"
   done
 fi
 printf '%s %s\n' "$tx_rc" "$tx_sig" > "$tx_base.exitcode"
 if [ "$tx_rc" -ne 0 ] && [ -z "$tx_sig" ]; then
   echo "[tx] the replica failed (exit $tx_rc): ending the app's other jobs"
-  tx_others=$(bjobs -noheader -w -P {app_id} 2>/dev/null | awk -v me="$LSB_JOBID" '$1 != me && ($3 == "RUN" || $3 == "PEND" || $3 ~ /SUSP/) {{print $1}}')
-  [ -n "$tx_others" ] && bkill $tx_others
+  tx_end_others
 fi
 exit "$tx_rc"
 """
@@ -187,28 +215,13 @@ class LsfBsubRequest:
 
 
 def validate_app(app: AppDef) -> None:
-    """Reject what the lsf scheduler cannot run.
+    """Reject what the lsf scheduler cannot run (:func:`tx.schedulers.batch.validate_host_app`).
 
     Raises:
         ValueError: a role name that is not a safe job/file name, an env name that is not a
             shell identifier, or mounts (LSF jobs use the cluster's shared filesystems).
     """
-    for role in app.roles:
-        if not _ROLE_NAME.match(role.name):
-            raise ValueError(
-                f"role name {role.name!r} cannot name LSF jobs and log files: use letters, "
-                "digits, '.', '_' and '-' (not first)"
-            )
-        for key in role.env:
-            if not _ENV_NAME.match(key):
-                raise ValueError(
-                    f"role {role.name!r}: env name {key!r} is not a valid shell variable name ([A-Za-z_][A-Za-z0-9_]*)"
-                )
-        if role.mounts:
-            raise ValueError(
-                f"role {role.name!r} has mounts: the lsf scheduler runs on the cluster's shared "
-                "filesystems and supports no mounts; remove them"
-            )
+    validate_host_app(app, "lsf", "LSF jobs")
 
 
 def mem_limit(mem_mb: int, modern: bool, unit: str) -> str:
@@ -255,6 +268,7 @@ def build_request(
         ValueError: see :func:`validate_app`; a GPU request on a cluster other than LSF 10.
     """
     validate_app(app)
+    infra = infra_retries(cfg)
     rank0 = job_name(app_id, app.roles[0].name, 0)
     replicas: Dict[str, LsfReplicaRequest] = {}
     for role_idx, role in enumerate(app.roles):
@@ -270,6 +284,8 @@ def build_request(
             bsub = ["bsub", "-P", app_id, "-J", name,
                     "-o", f"{job_dir}/{name}.%J.lsf.out", "-e", f"{job_dir}/{name}.%J.lsf.err"]
             bsub += _resource_opts(role, cfg, modern, mem_unit)
+            if infra > 0:
+                bsub.append("-r")  # rerun after a host failure: an infrastructure retry
             if name != rank0:
                 bsub += ["-w", f"started({rank0})"]
             env = dict(r.env)
@@ -284,6 +300,7 @@ def build_request(
                 rank0_file=shlex.quote(rank0_file(app_id)), rank0_name=shlex.quote(rank0),
                 rank0_env=RANK0_ENV, torchx_rank0_env=TORCHX_RANK0_ENV,
                 argv=" ".join(shlex.quote(a) for a in [r.entrypoint, *r.args]), max_retries=max(0, role.max_retries),
+                infra_retries=infra,
             )
             replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script)
     return LsfBsubRequest(

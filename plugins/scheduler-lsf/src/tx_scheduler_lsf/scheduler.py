@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.schedulers.batch import read_text, write_atomic
 from tx.schedulers.ids import clean_name, make_unique
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
@@ -123,7 +124,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         req = dryrun_info.request
         os.makedirs(req.job_dir, exist_ok=True)
         if req.appdef:
-            _write_atomic(os.path.join(req.job_dir, appdef_file(req.app_id)), req.appdef)
+            write_atomic(os.path.join(req.job_dir, appdef_file(req.app_id)), req.appdef, "lsf")
         _index.record(req.app_id, req.job_dir)
         submitted: List[str] = []
         try:
@@ -197,7 +198,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         desc = build_describe(app_id, jobs, details, job_dir)
         if desc is None:
             return None
-        stored = _read_text(os.path.join(job_dir, appdef_file(app_id))) if job_dir else None
+        stored = read_text(os.path.join(job_dir, appdef_file(app_id))) if job_dir else None
         desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
             stored, f"{appdef_file(app_id)} in the job directory {job_dir or '(unknown)'}")
         if why:
@@ -258,7 +259,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         ids = req.trial_ids()
         for trial, app_id in zip(req.trials, ids):
             if trial.appdef:
-                _write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef)
+                write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef, "lsf")
             _index.record(app_id, req.job_dir)
         out = _client.run(req.bsub, self._timeout, input=req.script(), cwd=req.job_dir)
         if _SUBMITTED.search(out.stdout) is None:
@@ -273,7 +274,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         jobs = self._jobs(app_id)
         job_dir = self._job_dir(app_id, jobs)
         if job_dir:
-            _write_atomic(os.path.join(job_dir, cancelled_file(app_id)), "cancelled by tx\n")
+            write_atomic(os.path.join(job_dir, cancelled_file(app_id)), "cancelled by tx\n", "lsf")
         ids = [j.job_id for j in jobs if appstate_from_lsf(j.stat) not in (AppState.SUCCEEDED, AppState.FAILED)]
         if ids:
             proc = _client.run(["bkill", *ids], self._timeout, check=False)
@@ -292,21 +293,3 @@ def create_scheduler(session_name: str, caps: Optional[Capabilities] = None, tim
         log.debug("lsf_ignored_scheduler_params", params=sorted(kwargs))
     return LsfScheduler(session_name, caps=caps, timeout=timeout)
 
-
-def _write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file; a failure is logged, never raised."""
-    try:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        log.warning(f"lsf: cannot write {path}: {e}")
-
-
-def _read_text(path: str) -> Optional[str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError):
-        return None

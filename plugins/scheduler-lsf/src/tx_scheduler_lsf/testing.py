@@ -52,6 +52,21 @@ class LsfCluster:
                               input=input or None)
 
 
+    def wait_started(self, job_id: str, timeout: float = 60) -> None:
+        """Wait until the host's sbatchd has reported job ``job_id`` running (``bjobs -l``
+        shows its process group): a job killed or requeued before that can be reported
+        DONE with empty output (an OpenLava race).
+
+        Raises:
+            RuntimeError: not within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while "PGID:" not in self.run("bjobs", "-l", job_id).stdout:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"job {job_id} not reported running within {timeout:g} s")
+            time.sleep(0.2)
+
+
 def build_prefix() -> Path:
     """Where OpenLava is built: ``$OL_PREFIX`` or ``/tmp/tx-openlava``."""
     return Path(os.environ.get("OL_PREFIX") or "/tmp/tx-openlava")

@@ -9,11 +9,11 @@ the command's failure (:class:`tx.schedulers.budget.ThrottledError` when it last
 """
 from __future__ import annotations
 
-import os
 import subprocess
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from tx.schedulers.api import SchedulerError
+from tx.schedulers.batch import Client, failure_line
 from tx.schedulers.budget import BackendThrottled
 
 from tx_scheduler_slurm._plane import budget
@@ -48,8 +48,7 @@ class SlurmCommandError(SlurmError):
         self.argv = list(argv)
         self.returncode = returncode
         self.stderr = stderr
-        last = " ".join(_last_line(stderr).split()) or "no error message"
-        super().__init__(f"{argv[0]} failed (exit {returncode}): {last}")
+        super().__init__(failure_line(argv, returncode, stderr))
 
 
 class SlurmTimeoutError(SlurmError):
@@ -61,9 +60,11 @@ class SlurmTimeoutError(SlurmError):
 _RATE_LIMITED = b"Rate limit exceeded"
 
 
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
+_CLIENT = Client(
+    product="Slurm", daemon="slurmctld", timeout_var="TX_SLURM_TIMEOUT", install_hint=INSTALL_HINT,
+    not_installed=SlurmNotInstalledError, timed_out=SlurmTimeoutError, failed=SlurmCommandError,
+    default_timeout=DEFAULT_TIMEOUT, new_session=True,
+)
 
 
 def default_timeout() -> float:
@@ -72,16 +73,20 @@ def default_timeout() -> float:
     Raises:
         ValueError: ``TX_SLURM_TIMEOUT`` is not a positive number.
     """
-    text = os.environ.get("TX_SLURM_TIMEOUT")
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise ValueError(f"TX_SLURM_TIMEOUT must be a positive number of seconds, got {text!r}")
-    return value
+    return _CLIENT.default_timeout()
+
+
+def _through_budget(once: Callable[[], "subprocess.CompletedProcess[bytes]"], what: str,
+                    ) -> "subprocess.CompletedProcess[bytes]":
+    """``once()`` through the cluster's call budget; slurmctld's rate-limit answer is
+    :class:`BackendThrottled` (the budget retries it after a backoff)."""
+    def checked() -> "subprocess.CompletedProcess[bytes]":
+        proc = once()
+        if proc.returncode != 0 and _RATE_LIMITED in proc.stderr:
+            raise BackendThrottled(proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    return budget().call(checked, what=what)
 
 
 def run(
@@ -89,8 +94,11 @@ def run(
     timeout: Optional[float] = None,
     check: bool = True,
     input: Optional[str] = None,
-) -> subprocess.CompletedProcess:
+) -> "subprocess.CompletedProcess[str]":
     """Run a Slurm client command and return it finished, with text stdout and stderr.
+
+    Each command runs in a session of its own (the terminal's Ctrl-C is tx's to handle:
+    ``tx run --wait`` cancels the app, rather than a SIGINT killing squeue mid-call).
 
     Args:
         argv: the command and its arguments (no shell is involved).
@@ -103,40 +111,4 @@ def run(
         SlurmTimeoutError: the command ran longer than ``timeout`` seconds.
         SlurmCommandError: it exited non-zero (with ``check``).
     """
-    limit = default_timeout() if timeout is None else timeout
-
-    def once() -> "subprocess.CompletedProcess[bytes]":
-        proc = subprocess.run(
-            argv,
-            input=None if input is None else input.encode("utf-8"),
-            stdin=subprocess.DEVNULL if input is None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            timeout=limit,
-            # a session of its own: the terminal's Ctrl-C is tx's to handle (`tx run --wait`
-            # cancels the app), not a SIGINT that kills squeue mid-call into a failed look
-            # (a KeyboardInterrupt still kills the command: subprocess.run does on any exception)
-            start_new_session=True,
-        )
-        if proc.returncode != 0 and _RATE_LIMITED in proc.stderr:
-            raise BackendThrottled(proc.stderr.decode("utf-8", "replace"))
-        return proc
-
-    try:
-        proc = budget().call(once, what=argv[0])
-    except FileNotFoundError:
-        raise SlurmNotInstalledError(f"{argv[0]} not found: Slurm is not installed here; {INSTALL_HINT}") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmTimeoutError(
-            f"{argv[0]} did not answer within {limit:g} s: is slurmctld up and reachable? "
-            "(set TX_SLURM_TIMEOUT to wait longer)"
-        ) from None
-    out = subprocess.CompletedProcess(
-        proc.args,
-        proc.returncode,
-        proc.stdout.decode("utf-8", "replace"),
-        proc.stderr.decode("utf-8", "replace"),
-    )
-    if check and out.returncode != 0:
-        raise SlurmCommandError(argv, out.returncode, out.stderr)
-    return out
+    return _CLIENT.run(argv, timeout, check=check, input=input, via=_through_budget)

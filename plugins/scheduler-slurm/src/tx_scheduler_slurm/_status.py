@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Tuple
 import attrs
 
 from tx.schedulers import DescribeAppResponse
-from tx.schedulers.why import names_cause, root_cause
+from tx.schedulers.batch import read_tail
+from tx.schedulers.why import names_cause, root_cause, signal_text, telling_line
 from tx.specs import MISSING, NONE, NULL_RESOURCE, AppState, ReplicaStatus, Resource, Role, RoleStatus, is_terminal
 from tx.specs.status import RootCause
 
@@ -28,9 +29,6 @@ from tx_scheduler_slurm.request import log_file
 #: bytes and lines of a failed replica's stderr kept as its structured error message
 ERROR_TAIL_BYTES = 4096
 ERROR_TAIL_LINES = 20
-#: bytes of the end of a failed replica's stderr read for its root cause (torchrun prints its
-#: report after the worker's traceback, and other workers' lines may follow it)
-CAUSE_TAIL_BYTES = 256 * 1024
 
 
 def read_exit_code(
@@ -74,18 +72,6 @@ def stderr_tail(path: str) -> str:
         lines = lines[1:]  # the first line was cut
     text = "\n".join(lines[-ERROR_TAIL_LINES:]).strip()
     return text or NONE
-
-
-def read_tail(path: str, size: int = CAUSE_TAIL_BYTES) -> bytes:
-    """The last ``size`` bytes of a file (b"" when it cannot be read); a big file is not read
-    whole."""
-    try:
-        with open(path, "rb") as f:
-            end = f.seek(0, os.SEEK_END)
-            f.seek(max(0, end - size))
-            return f.read(size)
-    except OSError:
-        return b""
 
 
 #: lines Slurm itself writes into a task's stderr (``slurmstepd-node1: error: *** STEP 7.0 ON
@@ -316,37 +302,11 @@ def state_msg(leader: JobRecord, records: List[JobRecord]) -> str:
     return f"{state} ({reason})" if reason else state
 
 
-def signal_text(code: int) -> str:
-    """``exit code 7``, or ``killed by SIGKILL (exit code 137)`` for 129..159."""
-    if 128 < code < 160:
-        try:
-            import signal as _signal
-
-            return f"killed by {_signal.Signals(code - 128).name} (exit code {code})"
-        except ValueError:
-            pass
-    return f"exit code {code}"
-
-
 def replica_cause(role: str, idx: int, rec: JobRecord, code: int, error: str) -> str:
     """``worker[1] (het component 1 on node2): exit code 7: <last stderr line>``."""
     where = f"het component {rec.offset}" + (f" on {rec.nodes}" if rec.nodes else "")
     last = telling_line(error) if error and error != NONE else ""
     return f"{role}[{idx}] ({where}): {signal_text(code)}" + (f": {last}" if last else "")
-
-
-_EXC_LINE = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b:")
-
-
-def telling_line(text: str) -> str:
-    """The line of a stderr tail that says most: the last ``SomeError: ...`` line (Python
-    exceptions, also behind torchrun's ``[rank]:`` prefix), else the last line with a
-    letter or digit (not a ``=====`` rule)."""
-    lines = [ln.strip() for ln in text.splitlines() if any(c.isalnum() for c in ln)]
-    for ln in reversed(lines):
-        if _EXC_LINE.search(ln):
-            return ln
-    return lines[-1] if lines else ""
 
 
 def _slurm_exit(code: Optional[str]) -> str:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from tx.schedulers.api import add_infra_retries_opt, infra_retries
 from tx.specs import InvalidRunConfigException, runopts
-from tx.specs.runopts import get_type_name
+from tx.specs.runopts import markdown_table
 
 from tx_scheduler_slurm._parse import parse_time_min
 
@@ -147,7 +147,4 @@ def workdir_of(cfg: Mapping[str, object]) -> str:
 
 def runopts_markdown() -> str:
     """The run options as the Markdown table of the README (option, type, default, help)."""
-    rows = ["| option | type | default | description |", "| --- | --- | --- | --- |"]
-    for key, opt in slurm_runopts():
-        rows.append(f"| `{key}` | {get_type_name(opt.opt_type)} | {opt.default!r} | {opt.help} |")
-    return "\n".join(rows) + "\n"
+    return markdown_table(slurm_runopts())

@@ -58,6 +58,7 @@ from typing import Dict, List, Mapping, Optional
 import attrs
 
 from tx.schedulers import env as env_contract
+from tx.schedulers.batch import validate_host_app
 from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
 from tx.specs import AppDef, Role, macros
 from tx.specs.files import appdef_to_stored
@@ -99,8 +100,6 @@ printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" 2>/dev/null > "$tx_exit_fi
 exit "$tx_rc"
 """
 
-_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _COLONS = re.compile(r"^\+*:$")
 
 
@@ -354,29 +353,13 @@ JOB_OPTS = ("account", "mail-user", "mail-type", "dependency", "signal")
 
 
 def validate_app(app: AppDef) -> None:
-    """Reject what the slurm scheduler cannot run.
+    """Reject what the slurm scheduler cannot run (:func:`tx.schedulers.batch.validate_host_app`).
 
     Raises:
-        ValueError: a role name that is not a safe file/job name, an env name that is not a
+        ValueError: a role name that is not a safe job/file name, an env name that is not a
             shell identifier, or mounts (Slurm jobs use the cluster's shared filesystems).
     """
-    for role in app.roles:
-        if not _ROLE_NAME.match(role.name):
-            raise ValueError(
-                f"role name {role.name!r} cannot name Slurm jobs and log files: use letters, "
-                "digits, '.', '_' and '-' (not first)"
-            )
-        for key in role.env:
-            if not _ENV_NAME.match(key):
-                raise ValueError(
-                    f"role {role.name!r}: env name {key!r} is not a valid shell variable name "
-                    "([A-Za-z_][A-Za-z0-9_]*)"
-                )
-        if role.mounts:
-            raise ValueError(
-                f"role {role.name!r} has mounts: the slurm scheduler runs on the cluster's "
-                "shared filesystems and supports no mounts; remove them"
-            )
+    validate_host_app(app, "slurm", "Slurm jobs")
 
 
 def replica_env(role: Role, replica_id: int, role_idx: Optional[int] = None) -> Dict[str, str]:

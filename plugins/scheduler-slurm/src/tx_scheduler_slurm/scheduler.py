@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.api import PartialListError
+from tx.schedulers.batch import read_text, write_atomic
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
@@ -234,7 +235,8 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         job_id = self._sbatch(list(req.cmd), req.materialize(), req.job_dir)
         log.info("slurm_submitted", app_id=job_id, components=len(req.replicas))
         if req.appdef and req.workdir:
-            _write_atomic(os.path.join(req.workdir, appdef_file(job_id)), req.appdef)
+            write_atomic(os.path.join(req.workdir, appdef_file(job_id)), req.appdef,
+                         "slurm: the AppDef is not kept")
         _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.replicas.values()])
         return job_id
 
@@ -273,7 +275,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         desc.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
         leader = min(records, key=lambda r: r.offset)
         work_dir = desc.metadata.get("work_dir") or ""
-        stored = _read_text(os.path.join(work_dir, appdef_file(app_id))) if work_dir else None
+        stored = read_text(os.path.join(work_dir, appdef_file(app_id))) if work_dir else None
         desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
             stored, f"{appdef_file(app_id)} in the job's working directory {work_dir or '(unknown)'}")
         ckpt = next((r.env.get("TX_CHECKPOINT_DIR") for r in (desc.app.roles if desc.app else [])
@@ -535,23 +537,3 @@ def create_scheduler(
         log.debug("slurm_ignored_scheduler_params", params=sorted(kwargs))
     return SlurmScheduler(session_name, cluster=cluster, timeout=timeout)
 
-
-def _write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file; a failure is logged, never
-    raised (the job runs; describe then says the AppDef was not kept)."""
-    try:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        log.warning(f"slurm: cannot keep the AppDef in {path}: {e}")
-
-
-def _read_text(path: str) -> Optional[str]:
-    """The text of ``path``; None where it cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError):
-        return None
