@@ -123,11 +123,6 @@ class ReplicaProcess:
             raise
         os.close(out_w)
         os.close(err_w)
-        lock = threading.Lock()
-        self.pumps = [_Pump(out_r, files["stdout"], files["combined"], lock),
-                      _Pump(err_r, files["stderr"], files["combined"], lock)]
-        for p in self.pumps:
-            p.start()
         # if this actor's process ends without stopping the replica (Ray stopped or lost it:
         # ray stop, ray.kill, SIGKILL, its node removed), the watchdog warns the replica's
         # process group within a second (TX_PREEMPT_SIGNAL, default SIGTERM: the job's
@@ -141,6 +136,13 @@ class ReplicaProcess:
             stdin=out_r, stdout=subprocess.DEVNULL, stderr=err_r,  # the read ends, as fds 0 and 2 (sh: one digit)
             start_new_session=True,
         )
+        # the pumps after the watchdog: a pump closes its read end at the replica's end, and
+        # a closed fd given to Popen (or its number reused by Popen's own pipe) hung it
+        lock = threading.Lock()
+        self.pumps = [_Pump(out_r, files["stdout"], files["combined"], lock),
+                      _Pump(err_r, files["stderr"], files["combined"], lock)]
+        for p in self.pumps:
+            p.start()
         return {"pid": self.proc.pid, "started": time.time()}
 
     def _finish(self, rc: int) -> Dict[str, Any]:
