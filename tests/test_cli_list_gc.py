@@ -114,3 +114,32 @@ def test_gc_of_a_scheduler_that_cannot_prune_is_one_line(tx, one_line_error):
     if "slurm" not in get_registry().names("schedulers"):
         backend_unavailable("tx-scheduler-slurm", "the test needs a scheduler without prune: pip install -e plugins/scheduler-slurm")
     one_line_error(tx("gc", "-s", "slurm", "--keep", "1d"), "keeps no app state that tx can delete", 1)
+
+
+def test_a_page_of_many_apps_is_the_head_of_the_whole_list(tx, tx_env):
+    """`tx list` asks the local scheduler for its first page only (Engine.list_page): with
+    120 finished apps (copies of one real run, as the scheduler writes them) and one running,
+    the page is the head of `--all`, newest first, filtered before it is cut, with the count
+    of all that match."""
+    from tx_scheduler_local._clone import clone_finished_app
+
+    ok = tx("run", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    assert ok.returncode == 0, ok.stderr
+    t0 = time.time() - 3600
+    clone_finished_app(str(_apps_dir(tx_env)), ok.stdout.splitlines()[0].rsplit("/", 1)[1], 120,
+                       submitted=lambda i: t0 + i, state=lambda i: "FAILED" if i % 4 == 0 else "SUCCEEDED")
+    running = tx("run", "--detach", "-s", "local_cwd", "utils.sh", "sleep", "120")
+    assert running.returncode == 0, running.stderr
+    try:
+        every = [json.loads(ln) for ln in tx("list", "-s", "local_cwd", "--all", "--json").stdout.splitlines()]
+        assert len(every) == 122 and every[0]["app_handle"] == running.stdout.splitlines()[0]
+        page = tx("list", "-s", "local_cwd", "-n", "7", "--json")
+        assert [json.loads(ln)["app_handle"] for ln in page.stdout.splitlines()] == [a["app_handle"] for a in every[:7]]
+        assert "showing the newest 7 of 122 apps" in page.stderr
+        failed = [a["app_handle"] for a in every if a["state"] == "FAILED"]
+        p = tx("list", "-s", "local_cwd", "--state", "FAILED", "-n", "5")
+        assert _handles(p.stdout) == failed[:5] and f"showing the newest 5 of {len(failed)} apps" in p.stderr
+        active = tx("list", "-s", "local_cwd", "--state", "active")
+        assert _handles(active.stdout) == [running.stdout.splitlines()[0]]
+    finally:
+        tx("cancel", running.stdout.splitlines()[0])

@@ -39,11 +39,17 @@ fields are an error), so a request the real service would not parse fails here t
   ``logName``, ``labels.*``, ``timestamp``, ``severity``, joined by ``AND``), ordering and
   paging.
 
-Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001, or
+Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (with ``notice_s``,
+SIGTERM then SIGKILL after the notice, as Compute Engine's 30 s; exit code 50001, or
 another of Batch's reserved codes for a VM lost: 50002 reporting timeout, 50003 rebooted, 50006 recreated).
 Failure injection, by project name: ``denied-project`` answers 403 PERMISSION_DENIED to
 everything; ``unauthenticated-project`` 401 UNAUTHENTICATED (expired or revoked
 credentials); ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create``.
+
+Counted at the server (issue 40): :attr:`FakeGcp.requests` counts the requests served by
+method (``list_jobs``, ``get_job``, ``list_tasks`` ...), and ``throttled`` those answered
+429; :meth:`FakeGcp.throttle` answers the next ``n`` Batch requests ``429
+RESOURCE_EXHAUSTED`` (a rate quota, as https://cloud.google.com/batch/quotas describes).
 """
 from __future__ import annotations
 
@@ -238,6 +244,8 @@ class FakeGcp:
         self.entries: List[Dict[str, Any]] = []
         self.created: List[Any] = []
         self.errors: List[str] = []  # the server's own mistakes (a job moved as Batch never moves one)
+        self.requests: Dict[str, int] = {}  # requests served by method, and "throttled"
+        self._throttle = 0
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # capacity freed, a job stopped
         self._insert = 0
@@ -298,6 +306,21 @@ class FakeGcp:
         finally:
             self.set_capacity(before)
 
+    def throttle(self, n: int) -> None:
+        """Answer the next ``n`` Batch requests 429 RESOURCE_EXHAUSTED."""
+        with self.lock:
+            self._throttle = n
+
+    def _count_request(self, method: str) -> bool:
+        """Count a request of ``method``; True when it is to be answered 429."""
+        with self.lock:
+            if self._throttle > 0 and method != "list_entries":
+                self._throttle -= 1
+                self.requests["throttled"] = self.requests.get("throttled", 0) + 1
+                return True
+            self.requests[method] = self.requests.get(method, 0) + 1
+            return False
+
     def _wsgi(self, environ: Any, start_response: Any) -> Any:
         req = Request(environ)
         try:
@@ -310,6 +333,9 @@ class FakeGcp:
                     if m.groupdict().get("project") == DENIED_PROJECT:
                         raise ApiError(403, "PERMISSION_DENIED",
                                        f"Permission 'batch.jobs.{fn.__name__}' denied on resource '{req.path}'")
+                    if self._count_request(fn.__name__):
+                        raise ApiError(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Read requests' "
+                                       "and limit 'Read requests per minute' of service 'batch.googleapis.com'")
                     body = fn(req, **m.groupdict())
                     resp = Response(body, content_type="application/json")
                     break
@@ -348,6 +374,16 @@ class FakeGcp:
             raise ApiError(400, "INVALID_ARGUMENT", "max_retry_count must be in [0, 10]")
         if len(spec.lifecycle_policies) > 1:
             raise ApiError(400, "INVALID_ARGUMENT", "only one lifecycle policy is supported")
+        return self._create(project, location, job_id, job)
+
+    def add_queued(self, project: str, location: str, job_id: str, job: Any) -> str:
+        """Store ``job`` (a ``batch_v1.Job`` as the client sends it) as ``jobs.create`` would,
+        QUEUED for good (it never runs): the scale tests' setup of 1,000 waiting jobs without
+        1,000 requests and threads. Returns its name."""
+        self._create(project, location, job_id, batch_v1.Job(job), run=False)
+        return f"projects/{project}/locations/{location}/jobs/{job_id}"
+
+    def _create(self, project: str, location: str, job_id: str, job: Any, run: bool = True) -> str:
         name = f"projects/{project}/locations/{location}/jobs/{job_id}"
         with self.lock:
             if name in self.jobs:
@@ -363,8 +399,9 @@ class FakeGcp:
             rec = _Job(job, tempfile.mkdtemp(prefix=job_id[:20] + "-", dir=self.workdir))
             self._count(rec)
             self.jobs[name] = rec
-            rec.runner = threading.Thread(target=self._run_job, args=(rec,), name=f"job-{job_id}", daemon=True)
-            rec.runner.start()
+            if run:
+                rec.runner = threading.Thread(target=self._run_job, args=(rec,), name=f"job-{job_id}", daemon=True)
+                rec.runner.start()
             return _to_json(job)
 
     def get_job(self, req: Request, project: str, location: str, job: str) -> str:
@@ -680,19 +717,32 @@ class FakeGcp:
                 return rec.preempted.pop(i)
         return code if code >= 0 else 128 - code
 
-    def preempt(self, job_name: str, index: int, exit_code: int = PREEMPTED_EXIT_CODE) -> None:
+    def preempt(self, job_name: str, index: int, exit_code: int = PREEMPTED_EXIT_CODE,
+                notice_s: Optional[float] = None) -> None:
         """Reclaim the Spot VM of task ``index``: its process is killed and the task ends
         with Batch's reserved exit code 50001, as when Compute Engine preempts a Spot VM;
         ``exit_code`` another reserved code ends it as that loss of its VM does (50002: Batch
         no longer hears from the VM, 50003: the VM rebooted, 50006: the VM was recreated;
-        https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes)."""
+        https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes).
+        ``notice_s``: Compute Engine's preemption notice
+        (https://cloud.google.com/compute/docs/instances/spot#preemption-process: ACPI G2
+        soft off, the guest shuts down and its processes get SIGTERM; 30 s later, G3, the
+        power is cut): SIGTERM to the task's process group now, SIGKILL ``notice_s`` later
+        if it is still there; the task ends 50001 however its process ended. None: the VM
+        is gone at once (SIGKILL), as a VM lost without notice."""
         with self.lock:
             rec = self.jobs[job_name]
             proc = rec.procs.get(index)
             if proc is None:
                 raise RuntimeError(f"task {index} of {job_name} is not running")
             rec.preempted[index] = exit_code
-            os.killpg(proc.pid, signal.SIGKILL)
+            if notice_s is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return
+            _signal(proc.pid, signal.SIGTERM)
+        timer = threading.Timer(notice_s, lambda: proc.poll() is None and _signal(proc.pid, signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
 
     def _pump(self, rec: _Job, i: int, attempt: int, pipe: Any, severity: str) -> None:
         for raw in iter(pipe.readline, b""):

@@ -390,9 +390,11 @@ def test_cancel_is_an_operation_that_completes(sched: GcpBatchScheduler, client:
         client.get_job(name=name)
 
 
-def test_cancel_while_queued_runs_nothing(sched: GcpBatchScheduler, fake_gcp: FakeGcp, client: Any) -> None:
+def test_cancel_while_queued_runs_nothing(sched: GcpBatchScheduler, fake_gcp: FakeGcp, client: Any,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A job cancelled before it got VMs ends CANCELLED without running: its tasks end
     UNEXECUTED, its replicas CANCELLED, and it wrote no log."""
+    monkeypatch.setenv("TX_STATUS_MAX_AGE", "0")  # cancelled behind tx's back: every look asks Batch
     with fake_gcp.vms(0):
         app_id = sched.submit(AppDef("queuedcancel", roles=[sh("w", "echo ran", 2)]), {})
         assert sched.describe(app_id).metadata["batch_state"] == "QUEUED"
@@ -407,9 +409,11 @@ def test_cancel_while_queued_runs_nothing(sched: GcpBatchScheduler, fake_gcp: Fa
     assert lines(sched, app_id, "w", 0) == [] and lines(sched, app_id, "w", 1) == []
 
 
-def test_delete_is_an_operation_that_completes_and_the_job_is_gone(sched: GcpBatchScheduler, client: Any) -> None:
+def test_delete_is_an_operation_that_completes_and_the_job_is_gone(sched: GcpBatchScheduler, client: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A user deletes a running job (``gcloud batch jobs delete``): DELETION_IN_PROGRESS, its
     tasks stop, and when the operation is done the job is gone; ``operations.get`` answers."""
+    monkeypatch.setenv("TX_STATUS_MAX_AGE", "0")  # deleted behind tx's back: every look asks Batch
     app_id = sched.submit(AppDef("deleteme", roles=[sh("w", PID_THEN_SLEEP)]), {})
     pid = int(wait_until("started", lambda: lines(sched, app_id, "w"))[0].split()[1])
     name = sched.describe(app_id).metadata["job_name"]
@@ -513,7 +517,8 @@ def test_permission_denied_says_what_to_set(sched: GcpBatchScheduler) -> None:
     text = one_line(e.value)
     assert text.startswith("gcp_batch: permission denied to create job") and "roles/batch.jobsEditor" in text
     assert "project=" in text and "GOOGLE_CLOUD_PROJECT" in text
-    with pytest.raises(SchedulerError, match="permission denied to get job"):
+    # describe reads the location's shared snapshot: its list_jobs is what is denied
+    with pytest.raises(SchedulerError, match="permission denied to list jobs in projects/denied-project"):
         sched.describe(f"{DENIED_PROJECT}:{LOCATION}:some-job")
 
 

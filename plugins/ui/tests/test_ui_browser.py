@@ -100,6 +100,10 @@ def test_local_apps_appear_and_new_ones_arrive_without_a_reload(browser, ui, txm
         wait_for(lambda: new in _states(browser), message="the new app's row")
         wait_for(lambda: _states(browser)[new] == "SUCCEEDED", message="the new app to succeed on the page")
         assert _js(browser, "return window.notReloaded") is True
+        # the count line, as the live update wrote it: the page's range of the apps that match
+        n = len(_states(browser))
+        wait_for(lambda: _text(browser, "live").startswith("live"), message="a live update")
+        assert _text(browser, "count") == f"1-{n} of {n} apps"
         browser.save_screenshot(str(shots / "apps.png"))
     finally:
         txm("cancel", new)

@@ -1,13 +1,16 @@
 """``tx list``: a scheduler's apps, newest first, bounded, filtered by state; how long each
 ran where the scheduler records its end; states colored on a terminal (``NO_COLOR`` turns
-that off); a line on stderr instead of an empty table when no app matches."""
+that off); a line on stderr instead of an empty table when no app matches. The first page
+asks each scheduler for that page only (the local schedulers stream their index: 10,000
+apps cost a page's memory), unless sweeps or runs with failover recorded here need the
+whole list to fold their apps into one row each."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any, List, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from tx.cli._common import default_scheduler, make_runner
 from tx.cli._format import color_state, format_age, format_duration, table
@@ -116,21 +119,53 @@ def _collapse_runs(runs: List[Any], schedulers: List[str], apps: List[Any]) -> L
     return collapse_listed(apps, runs, schedulers) if runs else apps
 
 
+def _first_page(runner: Runner, schedulers: List[str], wanted: Any, limit: int) -> Optional[Tuple[List[Any], int]]:
+    """The newest ``limit`` apps of ``schedulers`` in states ``wanted``, and how many match in
+    all, asking each scheduler for its first page only (:meth:`tx.runner.engine.Engine.list_page`:
+    the local schedulers keep only the page in memory). None where the whole list is needed:
+    sweeps or runs with failover recorded here (their rows fold many apps into one), a
+    scheduler that gives no ages, one that cannot be read in whole, or no app matching."""
+    # the errors and the sweep records are imported when the command runs, not when its parser is built
+    from tx.errors import UserError
+    from tx.runner.sweep import list_records
+    from tx.schedulers.api import PartialListError
+
+    if _runs(runner) or any(list_records(s, runner.name()) for s in schedulers):
+        return None
+    apps: List[Any] = []
+    total = 0
+    for scheduler in schedulers:
+        try:
+            page = runner.engine.list_page(scheduler, limit, 0, wanted)
+        except (PartialListError, UserError):
+            return None  # the whole list says what could not be read
+        if not page.ordered:
+            return None
+        apps.extend(page.apps)
+        total += page.total
+    return (newest_first(apps)[0][:limit], total) if total else None
+
+
 def _list(runner: Runner, args: argparse.Namespace) -> int:
     wanted = _state_filter(args.state)
     schedulers = [s.strip() for s in (args.scheduler or "").split(",") if s.strip()] or [default_scheduler(runner)]
-    found, problems = _gather(runner, list(dict.fromkeys(schedulers)))
-    for scheduler in dict.fromkeys(schedulers):  # each sweep's trials as one row
-        found = collapse_sweeps(runner, scheduler, found)
-    found = _collapse_runs(_runs(runner), list(dict.fromkeys(schedulers)), found)
-    apps, ordered = newest_first(found)
-    if wanted is not None:
-        apps = [a for a in apps if a.state.name in wanted]
-    total = len(apps)
-    # without ages the newest apps are unknown: bound only when asked, never hide the newest
-    limit = args.limit or (DEFAULT_LIST_LIMIT if ordered else None)
-    if not args.all_apps and limit is not None:
-        apps = apps[:limit]
+    names = list(dict.fromkeys(schedulers))
+    paged = None if args.all_apps else _first_page(runner, names, wanted, args.limit or DEFAULT_LIST_LIMIT)
+    if paged is not None:
+        (apps, total), found, problems = paged, [], []
+    else:
+        found, problems = _gather(runner, names)
+        for scheduler in names:  # each sweep's trials as one row
+            found = collapse_sweeps(runner, scheduler, found)
+        found = _collapse_runs(_runs(runner), names, found)
+        apps, ordered = newest_first(found)
+        if wanted is not None:
+            apps = [a for a in apps if a.state.name in wanted]
+        total = len(apps)
+        # without ages the newest apps are unknown: bound only when asked, never hide the newest
+        limit = args.limit or (DEFAULT_LIST_LIMIT if ordered else None)
+        if not args.all_apps and limit is not None:
+            apps = apps[:limit]
     now = time.time()
     if args.json:
         for a in apps:

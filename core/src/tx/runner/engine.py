@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import attrs
 
@@ -29,6 +29,7 @@ from tx.runner import _checkpoints
 from tx.runner.events import log_event
 from tx.runner.handles import AppRef, check_not_reserved
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
+from tx.schedulers.paging import ListPage, page_of
 from tx.schedulers.env import with_torchx_names
 from tx.workspace.api import localize_workspace
 from tx.specs.api import (
@@ -464,6 +465,25 @@ class Engine:
                 e.apps = self._with_handles(scheduler, e.apps)
                 raise
         return self._with_handles(scheduler, apps)
+
+    def list_page(self, scheduler: str, limit: Optional[int] = None, offset: int = 0,
+                  states: Optional[AbstractSet[str]] = None, name: Optional[str] = None) -> ListPage:
+        """A page of :meth:`list`, with handles: ``limit`` apps (None: all) after the first
+        ``offset``, newest first, of those whose state name is in ``states`` (None: any) and
+        whose name or handle holds ``name`` (any case), and how many match in all (a
+        :class:`tx.schedulers.paging.ListPage`). The local schedulers keep only the page in
+        memory; others are listed whole (:func:`tx.schedulers.paging.list_page`).
+
+        Raises:
+            PartialListError, SchedulerError: as :meth:`list`.
+            ValueError: ``limit`` or ``offset`` < 0.
+        """
+        sched = self.scheduler(scheduler)
+        with log_event(self.registry, session=self.session, scheduler=scheduler, api="list"):
+            if getattr(sched, "list_page", None) is None:  # listed whole: handles before the name filter
+                return page_of(self._with_handles(scheduler, sched.list()), limit, offset, states, name)
+            page = sched.list_page(limit=limit, offset=offset, states=states, name=name)
+        return attrs.evolve(page, apps=self._with_handles(scheduler, page.apps))
 
     def _with_handles(self, scheduler: str, apps: List[ListAppResponse]) -> List[ListAppResponse]:
         return [

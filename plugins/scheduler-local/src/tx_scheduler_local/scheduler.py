@@ -353,18 +353,19 @@ class LocalScheduler(HostMounts, Scheduler[LocalRequest]):
         return _store.read_json(os.path.join(app_dir, _store.STATE)) or state
 
     def list(self) -> List[ListAppResponse]:
-        """Every app of this scheduler (``local_cwd`` or ``local_dir``: the other's apps, in
-        the same state directory, are not listed) of every session, newest first;
-        ``app_handle`` is filled with each app's own session. Each entry
-        is a :class:`~tx_scheduler_local._listing.LocalListAppResponse` (``submitted``,
-        ``ended``: epoch seconds). Reads each app's small summary and state files only."""
+        """Every app of this scheduler (not the other local one's, in the same state directory) of every session,
+        newest first, handles filled, each a :class:`~tx_scheduler_local._listing.LocalListAppResponse`
+        (``submitted``, ``ended``: epoch seconds). Reads each app's small summary and state files only."""
         return list(_listing.list_apps(self.apps_dir, self.describe, scheduler=self.backend))
 
+    def list_page(self, limit: Optional[int] = None, offset: int = 0, states: Any = None, name: Any = None) -> Any:
+        """A page of :meth:`list` in memory bounded by the page (:func:`tx.schedulers.paging.list_page`)."""
+        return _listing.list_page(self.apps_dir, self.describe, limit, offset, states, name, scheduler=self.backend)
+
     def prune(self, keep: float, dry_run: bool = False) -> List[ListAppResponse]:
-        """Delete the state and logs of every app of this scheduler (as :meth:`list`, every
-        session) that ended more than ``keep`` seconds ago; apps that are
-        not finished are never touched. Returns the apps deleted (``dry_run``: that would be),
-        oldest first. Used by ``tx gc``."""
+        """Delete the state and logs of every app of this scheduler (as :meth:`list`, every session) that ended
+        more than ``keep`` seconds ago; apps that are not finished are never touched. Returns the apps deleted
+        (``dry_run``: that would be), oldest first. Used by ``tx gc``."""
         if keep < 0:
             raise ValueError(f"keep must be >= 0 seconds, got {keep}")
         gone = _listing.prune(self.apps_dir, keep, self.describe, dry_run=dry_run, scheduler=self.backend)

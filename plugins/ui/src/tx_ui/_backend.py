@@ -15,19 +15,23 @@ import threading
 import time
 import queue
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from tx.errors import UserError
 from tx.runner import DEFAULT_SESSION, Runner
 from tx.runner.failover import collapse_listed as collapse_runs
 from tx.runner.failover import list_records as list_runs, load_record
 from tx.runner.handles import RunRef, TrialRef, parse
-from tx.runner.sweep import UnknownSweepError, load_record as load_sweep
+from tx.runner.sweep import UnknownSweepError, list_records as list_sweeps, load_record as load_sweep
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
 from tx.specs import make_app_handle, parse_app_handle
+from tx.views import newest_first
 from tx_ui._sweeps import list_apps
 
-__all__ = ["Backend", "NoAnswer", "describe_problem", "record"]
+__all__ = ["Backend", "NoAnswer", "PAGE_SIZE", "describe_problem", "record"]
+
+#: apps on one page of the apps table (``?page=N`` shows the N-th, newest first)
+PAGE_SIZE = 100
 
 
 class NoAnswer(UserError):
@@ -161,11 +165,11 @@ class Backend:
         return schedulers[name]
 
     def prefetch(self) -> None:
-        """Start listing every scheduler now (at start-up: the first page view finds the
-        scheduler plugins imported and the backends warm)."""
+        """Start listing the first page of every scheduler now (at start-up: the first page
+        view finds the scheduler plugins imported and the backends warm)."""
         now = time.monotonic()
         for scheduler in self.schedulers:
-            self._current(("list", scheduler), _list, (scheduler,), now)
+            self._current(("page", scheduler, PAGE_SIZE, None, ""), _page, (scheduler, PAGE_SIZE, None, ""), now)
 
     # -- what the pages show -----------------------------------------------------------------
     async def apps(self, schedulers: Optional[Sequence[str]] = None) -> Tuple[List[ListAppResponse], List[str]]:
@@ -181,6 +185,29 @@ class Backend:
             if problem:
                 problems.append(problem)
         return await asyncio.to_thread(self._with_runs, apps, names), problems
+
+    async def page(self, schedulers: Optional[Sequence[str]], states: Optional[AbstractSet[str]], name: str,
+                   limit: int) -> Optional[Tuple[List[ListAppResponse], int]]:
+        """The newest ``limit`` apps of ``schedulers`` (default: all) whose state name is in
+        ``states`` (None: any) and whose name or handle holds ``name``, asking each scheduler
+        for its first ``limit`` only (:meth:`tx.runner.engine.Engine.list_page`: the local
+        schedulers keep only those in memory), and how many match in all. None where the whole
+        list is needed (:meth:`apps`): runs with failover or sweeps recorded here (their rows
+        fold many apps into one), a scheduler that gives no ages, or one that did not answer
+        in whole (the whole list says what could not be read)."""
+        names = list(schedulers or self.schedulers)
+        if await asyncio.to_thread(list_runs, self._session or DEFAULT_SESSION):
+            return None
+        key_states = frozenset(states) if states is not None else None
+        try:
+            pages = await asyncio.gather(*(self.call(("page", s, limit, key_states, name), _page, s, limit,
+                                                     key_states, name) for s in names))
+        except Exception:  # noqa: BLE001 - the whole list says what failed, scheduler by scheduler
+            return None
+        if any(p is None or not p.ordered for p in pages):
+            return None
+        apps = [a for p in pages for a in p.apps]
+        return newest_first(apps)[0][:limit], sum(p.total for p in pages)
 
     def _with_runs(self, apps: List[ListAppResponse], schedulers: Sequence[str]) -> List[ListAppResponse]:
         """``apps`` with each run with failover of this session as one row under its run
@@ -240,6 +267,14 @@ def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
         handle = make_app_handle(rec.scheduler, rec.session, rec.trials[ref.index].attempts[-1])
     parsed = parse_app_handle(handle)
     return backend.scheduler(parsed.scheduler_backend).describe(parsed.app_id)
+
+
+def _page(runner: Runner, scheduler: str, limit: int, states: Optional[AbstractSet[str]], name: str) -> Any:
+    """The scheduler's first ``limit`` apps that match (a ListPage), or None where sweeps are
+    recorded for it (each sweep's trials are one row: the whole list is folded)."""
+    if list_sweeps(scheduler, runner.name()):
+        return None
+    return runner.engine.list_page(scheduler, limit, 0, states, name)
 
 
 def _list(runner: Runner, scheduler: str) -> List[ListAppResponse]:

@@ -10,7 +10,7 @@ import hmac
 import json
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Tuple
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import jinja2
 import yaml
@@ -24,7 +24,7 @@ from tx.specs import AppState, is_terminal, parse_app_handle
 from tx.specs.files import appdef_to_yaml
 from tx.specs.sweep import format_value
 from tx.views import ACTIVE_STATES, newest_first, status_text, submitted, why
-from tx_ui._backend import Backend, NoAnswer, describe_problem, record
+from tx_ui._backend import PAGE_SIZE, Backend, NoAnswer, describe_problem, record
 from tx_ui._logs import log_events
 from tx_ui._sweeps import plot_points, plot_svg, trial_metrics
 from tx_ui._tracking import run_record, runs, tracker_names
@@ -139,22 +139,61 @@ def timeline(metadata: Dict[str, Any], now: Optional[float] = None) -> List[Dict
     return [{"replica": r, "bars": bars} for r, bars in rows.items()]
 
 
+def _page_number(text: str) -> int:
+    """The 1-based page number of ``?page=`` (1 when absent).
+
+    Raises:
+        ValueError: not a whole number >= 1.
+    """
+    n = int(text) if text.strip().isdigit() else 0
+    if n < 1:
+        raise ValueError(f"page must be a whole number >= 1, got {text!r}")
+    return n
+
+
+def _link(filters: Dict[str, str], page: int) -> str:
+    return "/?" + urlencode({**{k: v for k, v in filters.items() if v}, "page": page})
+
+
 async def apps_view(ui: UI, request: Request) -> Dict[str, Any]:
-    """What the apps table shows for the request's filters (``scheduler``, ``state``, ``q``)."""
+    """What the apps table shows for the request's filters (``scheduler``, ``state``, ``q``
+    or ``name``: part of the name or handle) and page (``page``, 1-based, :data:`PAGE_SIZE`
+    apps each), filtered and paged on the server: where no sweep or run needs the whole list,
+    each scheduler is asked for its first ``page * PAGE_SIZE`` matching apps only.
+
+    Raises:
+        ValueError: ``page`` is not a whole number >= 1.
+    """
     p = request.query_params
-    scheduler, state, q = p.get("scheduler", ""), p.get("state", ""), p.get("q", "")
+    scheduler, state, q = p.get("scheduler", ""), p.get("state", ""), p.get("q", "") or p.get("name", "")
+    page = _page_number(p.get("page", "1"))
     wanted = [scheduler] if scheduler else None
-    apps, problems = await ui.backend.apps(wanted)
-    total = len(apps)
-    apps, _ordered = newest_first(_filter(apps, state, q))
+    states = None if not state else (ACTIVE_STATES if state.lower() == "active" else {state.upper()})
+    paged = await ui.backend.page(wanted, states, q, page * PAGE_SIZE)
+    if paged is not None:
+        apps, total = paged
+        problems: List[str] = []
+    else:
+        everything, problems = await ui.backend.apps(wanted)
+        apps, _ordered = newest_first(_filter(everything, state, q))
+        total = len(apps)
+    first = (page - 1) * PAGE_SIZE
+    apps = apps[first:first + PAGE_SIZE]
     now = time.time()
-    return {"rows": [_row(a, now) for a in apps], "problems": problems, "total": total,
-            "filters": {"scheduler": scheduler, "state": state, "q": q}}
+    filters = {"scheduler": scheduler, "state": state, "q": q}
+    label = f"{first + 1}-{first + len(apps)} of {total} apps" if apps else f"0 of {total} apps"
+    return {"rows": [_row(a, now) for a in apps], "problems": problems, "total": total, "label": label,
+            "filters": filters, "page": page,
+            "newer": _link(filters, page - 1) if page > 1 else "",
+            "older": _link(filters, page + 1) if first + len(apps) < total else ""}
 
 
 async def apps_page(ui: UI, request: Request) -> Response:
-    """``/``: the apps of every scheduler, newest first, filtered."""
-    view = await apps_view(ui, request)
+    """``/``: the apps of every scheduler, newest first, filtered, a page at a time."""
+    try:
+        view = await apps_view(ui, request)
+    except ValueError as e:
+        return PlainTextResponse(f"tx ui: {e}\n", status_code=400)
     # rendering a thousand rows takes tens of ms: off the event loop, which serves the streams
     body = await asyncio.to_thread(ui.render, "apps.html", schedulers=ui.backend.schedulers, states=ui.states, **view,
                                    events_url="/events/apps?" + request.url.query)
@@ -168,11 +207,14 @@ async def apps_events(ui: UI, request: Request) -> Response:
         while True:
             # the page was rendered just now: the first update comes one period later
             await asyncio.sleep(REFRESH_S)
-            view = await apps_view(ui, request)
+            try:
+                view = await apps_view(ui, request)
+            except ValueError:  # a bad page number: its page said so, nothing to update
+                return
             data = await asyncio.to_thread(lambda: json.dumps({
                 "rows": ui.render("_rows.html", rows=view["rows"]),
                 "problems": ui.render("_problems.html", problems=view["problems"]),
-                "count": len(view["rows"]), "total": view["total"]}))
+                "count": len(view["rows"]), "total": view["total"], "label": view["label"]}))
             if data != last:  # nothing changed (ages included): nothing sent
                 last = data
                 yield {"event": "apps", "data": data}

@@ -11,7 +11,7 @@ function liveApps() {
     const d = JSON.parse(ev.data);
     document.getElementById("rows").innerHTML = d.rows;
     document.getElementById("problems").innerHTML = d.problems;
-    document.getElementById("count").textContent = d.count + " of " + d.total + " apps";
+    document.getElementById("count").textContent = d.label;
     live.textContent = "live, " + new Date().toLocaleTimeString();
   });
   source.onerror = () => { live.textContent = "reconnecting..."; };

@@ -1,0 +1,80 @@
+"""Helpers for tests and benches of the local schedulers: many finished apps in a state
+directory, made quickly from one real app (the files the scheduler wrote, with new ids),
+never from a format written by hand.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Callable, List, Optional
+
+from tx_scheduler_local import _store
+
+__all__ = ["clone_finished_app"]
+
+#: the files of an app directory that name its id (rewritten in each copy)
+_ID_FILES = ("request.json", "state.json", "summary.json", "environ.json")
+
+
+def clone_finished_app(apps_dir: str, app_id: str, n: int, prefix: str = "clone",
+                       submitted: Optional[Callable[[int], float]] = None,
+                       state: Optional[Callable[[int], str]] = None) -> List[str]:
+    """Copy the finished app ``app_id`` of ``apps_dir`` (a local scheduler's ``apps``
+    directory, e.g. ``$TX_STATE_DIR/local/apps``) ``n`` times, as the scheduler would have
+    written ``n`` more apps like it: each copy's files name its new id
+    (``f"{prefix}-{i:06d}"``), its ``submitted`` (summary and request) is ``submitted(i)``
+    (epoch seconds; default: the original's), its state ``state(i)`` (a terminal state name;
+    default: the original's) and its ``ended`` a second after its submit time.
+
+    Returns:
+        the new app ids, in order of ``i``.
+
+    Raises:
+        ValueError: ``app_id`` is not finished (its state is not terminal), ``n`` < 0, or
+            ``state(i)`` gives a state that is not terminal.
+        OSError: the directory cannot be read or written.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    src = os.path.join(apps_dir, app_id)
+    texts = {}
+    for name in _ID_FILES:
+        try:
+            with open(os.path.join(src, name)) as f:
+                texts[name] = f.read()
+        except FileNotFoundError:
+            continue
+    first = json.loads(texts["state.json"])
+    if first.get("state") not in _store.TERMINAL:
+        raise ValueError(f"app {app_id} is {first.get('state')}, not finished: clone a finished app")
+    others = [name for name in os.listdir(src) if name not in texts]
+    made = []
+    for i in range(n):
+        new_id = f"{prefix}-{i:06d}"
+        dst = os.path.join(apps_dir, new_id)
+        os.mkdir(dst)
+        for name in others:
+            shutil.copy2(os.path.join(src, name), os.path.join(dst, name))
+        docs = {name: json.loads(text.replace(app_id, new_id)) for name, text in texts.items()}
+        if submitted is not None:
+            t = submitted(i)
+            for name in ("summary.json", "request.json"):
+                if name in docs:
+                    docs[name]["submitted"] = t
+            docs["state.json"]["started"] = t
+            docs["state.json"]["ended"] = t + 1.0
+            if "ended" in docs["summary.json"]:  # recorded by a listing of the original
+                docs["summary.json"]["ended"] = t + 1.0
+        if state is not None:
+            final = state(i)
+            if final not in _store.TERMINAL:
+                raise ValueError(f"state({i}) is {final!r}, not a terminal state")
+            docs["state.json"]["state"] = final
+            if "final_state" in docs["summary.json"]:  # recorded by a listing of the original
+                docs["summary.json"]["final_state"] = final
+        for name, doc in docs.items():
+            with open(os.path.join(dst, name), "w") as f:
+                json.dump(doc, f, separators=(",", ":"))
+        made.append(new_id)
+    return made
