@@ -66,6 +66,8 @@ K8S = ("tx_scheduler_k8s", lambda: _has("tx_scheduler_k8s"))
 CHROME = ("chromium + chromedriver + selenium",
           lambda: bool(shutil.which("chromedriver")) and _has("selenium"))
 TX_UI = ("tx_ui", lambda: _has("tx_ui"))
+TORCH = ("torch and scikit-learn in this interpreter (examples/train.py)",
+         lambda: _has("torch") and _has("sklearn"))
 
 
 @dataclass
@@ -109,6 +111,10 @@ TOPICS: List[Topic] = [
           _need(TX_UI, CHROME), "tx ui and headless chromium", stdout_to="RESULTS-ui.md",
           cheap=False, title="Bench: `tx ui` (issue 27), as `bench/ui_bench.py` prints it (the "
           "analysis of the runs of 2026-11-25 is in this file's git history)"),
+    Topic("preemption", ["RESULTS-preemption.md", "RESULTS-preemption.json"],
+          [["bench/chaos_preemption.py", "-n", "100"]], _need(TORCH),
+          "100 preemptions per backend and warning (local_cwd: to a rank, to the supervisor; "
+          "slurm where it is installed and this is root; about 1-2 hours)", cheap=False, n_arg=False),
     Topic("scale", ["RESULTS-scale.md"], [["bench/scale_bench.py", "-n", "{n}"]], _need(TX_UI, TORCHX),
           "tx list and tx ui at 1,000 and 10,000 local apps beside TorchX (no backend; a few minutes)"),
     Topic("aws_batch", ["RESULTS-aws-batch.md"], [["bench/aws_batch_bench.py", "-n", "{n}"]],

@@ -1,11 +1,15 @@
 """CPU seconds and peak RSS of a 10,000-trial sweep dryrun (utils.python, a 100x100 grid),
 as bench/RESULTS-sweeps.md reports them.
 
-    python bench/sweep_dryrun_profile.py local_cwd|slurm [profile]
+    python bench/sweep_dryrun_profile.py local_cwd|slurm|kubernetes|gcp_batch|aws_batch [profile]
 
-slurm runs offline (fixed cluster facts: no Slurm needed); with a second argument, the
-cProfile of the dryrun is printed (cumulative, top 45). Prints one line on stderr:
-scheduler, CPU seconds of the dryrun and its printing, peak RSS (MB), bytes printed.
+slurm runs offline (fixed cluster facts: no Slurm needed), and so do the others (a dryrun
+calls no backend); with a second argument, the cProfile of the dryrun is printed
+(cumulative, top 45). Prints one line on stderr: scheduler, CPU seconds of the dryrun and
+its printing, peak RSS (MB), bytes printed, and the native request's size in bytes
+(``request_bytes``: Slurm's script and table, the Kubernetes Job and its ConfigMap as JSON,
+the GCP Batch job's protobuf, the AWS job definition and submit as JSON; or why there is
+no native request).
 """
 import cProfile
 import os
@@ -19,6 +23,24 @@ from tx.runner import Runner
 from tx.specs.sweep import SweepSpec
 
 
+def request_bytes(info: object) -> object:
+    """The native request's size in bytes (see the module docstring), or why there is none."""
+    import json
+
+    native = getattr(info, "native", None)
+    if native is None:
+        return f"none: {getattr(info, 'not_native', '')}"
+    req = native.request
+    if hasattr(req, "table_text"):  # slurm: the script and the table file
+        return len(req.materialize()) + len(req.table_text())
+    if hasattr(req, "resource"):  # kubernetes: the Job and its table's ConfigMap
+        return len(json.dumps(req.resource)) + (len(json.dumps(req.table)) if getattr(req, "table", None) else 0)
+    if hasattr(req, "job_def"):  # aws_batch
+        return len(json.dumps(req.job_def)) + len(json.dumps(req.submit))
+    job = req.job  # gcp_batch
+    return type(job).pb(job).ByteSize()
+
+
 def main() -> None:
     os.environ.setdefault("TX_STATE_DIR", tempfile.mkdtemp())
     which = sys.argv[1]
@@ -29,18 +51,26 @@ def main() -> None:
         from tx_scheduler_slurm._cluster import ClusterInfo
         from tx_scheduler_slurm.scheduler import create_scheduler
         factories = {"slurm": lambda s, **kw: create_scheduler(s, cluster=ClusterInfo())}
-    cfg = {"job_dir": tempfile.mkdtemp()} if which == "slurm" else None
+    cfg = {"slurm": {"job_dir": tempfile.mkdtemp()}, "kubernetes": {"queue": "default"},
+           "aws_batch": {"queue": "q"}}.get(which)
+    os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "offline-project")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     with Runner(scheduler_factories=factories) as r:
         t0 = time.process_time()
         prof = cProfile.Profile() if len(sys.argv) > 2 else None
         if prof:
             prof.enable()
-        text = str(r.dryrun_sweep("utils.python", spec, which, args, cfg=cfg))
+        try:
+            info = r.dryrun_sweep("utils.python", spec, which, args, cfg=cfg)
+            text = str(info)
+            size = request_bytes(info)
+        except ValueError as e:  # refused before anything is submitted
+            text, size = "", f"refused: {e}"
         if prof:
             prof.disable()
         cpu = time.process_time() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    print(which, "cpu", round(cpu, 2), "rss_mb", rss, "out_bytes", len(text), file=sys.stderr)
+    print(which, "cpu", round(cpu, 2), "rss_mb", rss, "out_bytes", len(text), "request_bytes", size, file=sys.stderr)
     if prof:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
 

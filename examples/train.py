@@ -21,6 +21,15 @@ all ranks ask ``tx.distributed.preempted()``; once the backend has warned any ra
 preemption, every rank prints ``rank R: preempted at step N``, saves step N and leaves with
 ``exit_preempted()`` (tx records the attempt as preempted and starts it again).
 
+For the preemption benchmark (bench/chaos_preemption.py) it can also save every
+``--save-every`` steps, evaluate every ``--eval-every`` steps (``--eval-sleep`` pauses inside
+the evaluation, before its all-reduce), keep ``--keep`` checkpoints, and append each rank's
+phase transitions to ``--phase-log`` as JSON lines with wall-clock times (``start``,
+``resumed``/``fresh``, ``step``/``stepped``, ``save``/``saved``, ``eval``/``evaled``,
+``warned``, ``preempt``, ``exit``): which phase of the loop a warning hit, which step each
+attempt completed, saved and resumed from, and a digest of the model saved and loaded.
+Without these options it behaves as above.
+
 It reads the rank and world size the launcher provides (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under plain
 ``torchrun --nproc_per_node 2 examples/train.py`` and under
@@ -28,15 +37,19 @@ MASTER_ADDR, MASTER_PORT: torchrun's environment), so it runs unchanged under pl
 
 Usage: train.py [--epochs N] [--batch-size B] [--lr LR] [--output-dir DIR] [--seed S]
                 [--checkpoint-dir URL] [--epoch-sleep SECONDS] [--step-sleep SECONDS]
-                [--backend auto|nccl|gloo]
+                [--backend auto|nccl|gloo] [--save-every N] [--eval-every N]
+                [--eval-sleep SECONDS] [--keep K] [--phase-log PATH]
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import gzip
+import hashlib
 import importlib.util
+import json
 import os
+import signal
 import time
 
 import torch
@@ -63,7 +76,51 @@ def parse_args() -> argparse.Namespace:
                    help="seconds to pause after each optimizer step (to see a preemption mid-epoch)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="process group backend (default auto: nccl where CUDA devices are, else gloo)")
+    p.add_argument("--save-every", type=int, default=0,
+                   help="also save a checkpoint every N optimizer steps (default 0: after each epoch only)")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="evaluate on the held-out set every N optimizer steps (default 0: at the end only)")
+    p.add_argument("--eval-sleep", type=float, default=0.0,
+                   help="seconds to pause inside each --eval-every evaluation (a longer evaluation)")
+    p.add_argument("--keep", type=int, default=2, help="complete checkpoints to keep (default 2)")
+    p.add_argument("--phase-log", default="",
+                   help="append this rank's phase transitions to this file as JSON lines (the benchmark's)")
     return p.parse_args()
+
+
+class Phases:
+    """Each rank's phase transitions, one JSON line each (``{"t": wall-clock s, "rank", "pid",
+    "phase", ...}``) appended to ``--phase-log`` (one ``write`` per line: the ranks' lines
+    never interleave); nothing without it."""
+
+    def __init__(self, path: str, rank: int) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else -1
+        self.rank = rank
+
+    def __call__(self, phase: str, **extra: object) -> None:
+        if self.fd >= 0:
+            line = {"t": round(time.time(), 4), "rank": self.rank, "pid": os.getpid(), "phase": phase, **extra}
+            os.write(self.fd, json.dumps(line).encode() + b"\n")
+
+    def on_warning(self, sig: int) -> None:
+        """Log ``warned`` when the warning signal comes, then let tx's handler record it."""
+        before = signal.getsignal(sig)
+
+        def handler(signum: int, frame: object) -> None:
+            self("warned", signal=signum)
+            if callable(before):
+                before(signum, frame)
+
+        signal.signal(sig, handler)
+
+
+def digest(model: nn.Module) -> str:
+    """A short digest of the model's parameters (the same state saved and loaded: the same digest)."""
+    h = hashlib.sha1()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def backend_and_device(choice: str) -> tuple:
@@ -123,6 +180,8 @@ def main() -> None:
     backend, device = backend_and_device(args.backend)
     dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
+    phase = Phases(args.phase_log, rank)
+    phase("start", since=round(time.perf_counter() - t0, 3))
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
 
@@ -143,6 +202,10 @@ def main() -> None:
         from tx.distributed import exit_preempted, load_latest_checkpoint, preempted, save_checkpoint
 
         preempted()  # from here on a warning is noted (a collective: every rank calls it)
+        if args.phase_log:
+            from tx.distributed import preempt_signal
+
+            phase.on_warning(preempt_signal())
         state = {"model": model.module.state_dict(), "optim": opt.state_dict(), "epoch": 0, "batch": 0}
         found = load_latest_checkpoint(state, root=args.checkpoint_dir)
         if found is not None:
@@ -150,15 +213,22 @@ def main() -> None:
             opt.load_state_dict(state["optim"])
             start, skip, step = int(state["epoch"]), int(state["batch"]), found
             saved = step
+            phase("resumed", step=step, digest=digest(model.module))
             if rank == 0 and start >= args.epochs:
                 print(f"epoch {start}/{args.epochs} done at step {step}: nothing left to train", flush=True)
 
-    def save(epoch: int, batch: int) -> None:  # every rank takes part; complete once all have written
+        else:
+            phase("fresh", step=0)
+
+    def save(epoch: int, batch: int, why: str) -> None:  # every rank takes part; complete once all have written
         nonlocal saved
         if step != saved:
+            phase("save", step=step, why=why)
             save_checkpoint({"model": model.module.state_dict(), "optim": opt.state_dict(),
-                             "epoch": epoch, "batch": batch}, step=step, root=args.checkpoint_dir)
+                             "epoch": epoch, "batch": batch}, step=step, root=args.checkpoint_dir,
+                            keep=args.keep)
             saved = step
+            phase("saved", step=step, why=why, digest=digest(model.module))
 
     for epoch in range(start, args.epochs):
         model.train()
@@ -167,6 +237,7 @@ def main() -> None:
         for batch, (xb, yb) in enumerate(train_loader):
             if epoch == start and batch < skip:
                 continue  # done before the checkpoint this attempt resumed from
+            phase("step", step=step + 1)
             xb, yb = xb.to(device), yb.to(device)
             opt.zero_grad()
             loss = loss_fn(model(xb), yb)
@@ -175,15 +246,28 @@ def main() -> None:
             step += 1
             total += torch.tensor([loss.item() * len(yb), len(yb)], device=device)
             time.sleep(args.step_sleep)
+            phase("stepped", step=step)
+            here = (epoch + 1, 0) if batch + 1 == len(train_loader) else (epoch, batch + 1)
             if args.checkpoint_dir and preempted():  # the same step on every rank
                 print(f"rank {rank}: preempted at step {step}", flush=True)
-                save(*((epoch + 1, 0) if batch + 1 == len(train_loader) else (epoch, batch + 1)))
+                phase("preempt", step=step)
+                save(*here, "preempt")
+                phase("exit", step=step)
                 exit_preempted()  # killed by the warning's signal: tx counts a preemption
+            if args.checkpoint_dir and args.save_every and step % args.save_every == 0:
+                save(*here, "periodic")
+            if args.eval_every and step % args.eval_every == 0:
+                phase("eval", step=step)
+                counts = evaluate(model, test_loader, device)
+                time.sleep(args.eval_sleep)
+                dist.all_reduce(counts)
+                model.train()
+                phase("evaled", step=step, accuracy=round((counts[0] / counts[1]).item(), 4))
         dist.all_reduce(total)
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} train_loss={total[0] / total[1]:.4f}", flush=True)
         if args.checkpoint_dir:
-            save(epoch + 1, 0)
+            save(epoch + 1, 0, "epoch")
         time.sleep(args.epoch_sleep)
 
     counts = evaluate(model, test_loader, device)

@@ -282,3 +282,39 @@ def test_a_checkpoint_without_its_marker_is_never_read(tmp_path):
     with pytest.raises(CheckpointException, match="the save fails half way"):
         save_checkpoint({"x": Unpicklable()}, step=2, root=root)
     assert latest_checkpoint(root) == (1, root + "/step-000000001")
+
+
+STARTUP_JOB = '''\
+import os, pathlib, time
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+marks = pathlib.Path(os.environ["MARKS"])
+if not (marks / "warned").exists() and dist.get_rank() == 1:
+    (marks / f"rank1-{os.getpid()}").write_text("up")  # never arms preempted(): start-up
+    time.sleep(120)
+dist.barrier()
+print(f"rank {dist.get_rank()}: done", flush=True)
+'''
+
+
+def test_a_warning_to_a_rank_before_its_job_armed_preempted_is_a_preemption(tx, tx_env, tmp_path):
+    """A SIGTERM to one worker during start-up (before its job called ``preempted()``) kills
+    it outright; torchrun, the replica, stops the other worker and exits 1. That is a
+    preemption (torchrun's report names the worker killed by the warning signal), not the
+    job's failure: the app starts again within ``infra_retries`` and SUCCEEDS with
+    ``max_retries=0`` (found by bench/chaos_preemption.py: 13 of 13 start-up hits FAILED)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "start.py").write_text(STARTUP_JOB)
+    handle, app_id, ckpt, state = _launch(tx, tx_env, 20, "--env", f"MARKS={marks}", "--script",
+                                          str(tmp_path / "start.py"))
+    (up,) = _until(lambda: list(marks.glob("rank1-*")))
+    (marks / "warned").write_text("")
+    os.kill(int(up.name.split("-")[1]), signal.SIGTERM)  # from outside, to rank 1's worker alone
+    status = _ended(tx, handle, state)
+    assert status["state"] == "SUCCEEDED" and status["num_restarts"] == 1, status
+    first = status["attempts"][0]
+    assert first["kind"] == "infra" and first["retried"], first
+    assert re.match(r"preempted: SIGTERM to replica \S+/0 \(its rank 1\), not sent by tx", first["reason"]), first
+    assert "rank 1: done" in tx("log", handle).stdout

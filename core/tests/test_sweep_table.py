@@ -1,6 +1,6 @@
 """tx.schedulers.sweep_table: trials' commands as one template and a table of what differs;
 every trial's words come back exactly, and a row holds the values, not the words around them."""
-from tx.schedulers.sweep_table import split_words
+from tx.schedulers.sweep_table import INDEX, compact, split_words
 
 
 def _cmd(i: int, lr: str, b: str) -> list:
@@ -25,3 +25,29 @@ def test_words_of_different_token_counts_are_whole_holes_and_lengths_must_match(
     assert split_words([["a"], ["a", "b"]]) is None and split_words([]) is None
     same = split_words([["a", "b"], ["a", "b"]])
     assert same.holes == 0 and same.words(1) == ["a", "b"]
+
+
+def test_compact_moves_the_index_into_the_template_and_reads_repeated_values_once():
+    grid = [(lr, b) for lr in ("0.01", "0.1", "1.5") for b in ("16", "32", "0")] * 2  # 18 trials: indexes 10+
+    cmds = [_cmd(i, lr, b) + [f"app_{i}", f"--lr={lr}"] for i, (lr, b) in enumerate(grid)]
+    full = split_words(cmds)
+    table = compact(full)
+    assert [table.words(i) for i in range(len(cmds))] == cmds
+    assert table.holes == 2 and sorted(table.rows[13]) == ["0.1", "32"]  # lr twice, the index three times: read once / none
+    assert ["app_", INDEX] in table.template and ["TX_TRIAL_INDEX=", INDEX] in table.template
+    # a column that only looks like the index in its first rows stays a column
+    odd = [["x", f"{i if i < 11 else 99}"] for i in range(12)]
+    assert compact(split_words(odd)).words(11) == ["x", "99"] and compact(split_words(odd)).holes == 1
+
+
+def test_cycles_hold_a_grids_axes_once_whatever_the_number_of_trials():
+    grid = [(lr, b) for lr in ("0.01", "0.1", "1.5") for b in ("16", "32", "0", "8")]
+    cmds = [["train", f"/ck/{lr}-{b}/r", f"--lr={lr}", f"--b={b}", f"--seed={i * i % 23}"]
+            for i, (lr, b) in enumerate(grid)]
+    table = compact(split_words(cmds), cycles=True)
+    assert [table.words(i) for i in range(len(cmds))] == cmds
+    assert sorted(table.cycles) == [(1, ["16", "32", "0", "8"]), (4, ["0.01", "0.1", "1.5"])]
+    assert table.holes == 1  # the seed is no grid's axis: a column
+    assert len(table.template[1]) == 5  # "/ck/", lr, "-", b, "/r": made of the axes (found after it)
+    # without cycles (the default) the axes stay columns
+    assert compact(split_words(cmds)).cycles == [] and compact(split_words(cmds)).holes == 3  # the word of two: theirs

@@ -22,6 +22,7 @@ def test_calls_are_within_the_budget_of_txconfig(fault_proxy: FaultProxy, aws_si
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TXCONFIG", raising=False)
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("TX_STATUS_MAX_AGE", "0")  # every describe asks Batch (no shared snapshot)
     (tmp_path / ".txconfig").write_text("[aws_batch]\nmax_calls_per_minute = 600\nmax_call_burst = 2\n")
     budget_mod._reset_for_tests()
     try:

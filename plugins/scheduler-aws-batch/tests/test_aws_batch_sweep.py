@@ -70,7 +70,31 @@ def test_dryrun_is_one_array_job_valid_for_the_batch_api_and_each_child_runs_its
     assert _child(req, 4) == f'lr=1 b=2 4 {{"b": 2, "lr": 1}} {req.app_ids[4]}\n'
     # moto sets only AWS_BATCH_JOB_ID (<array job id>:<index>, as AWS does for a child)
     assert _child(req, 0, via="AWS_BATCH_JOB_ID") == f'lr=0.1 b=1 0 {{"b": 1, "lr": 0.1}} {req.app_ids[0]}\n'
-    assert text.count(") export TX_") == 6
+    # the grid's axes once (not a case per trial): the children pick their values by index
+    assert "set -- 0.1 1; shift $(( (i / 3) % 2 ))" in text and ") export TX_" not in text
+
+
+def test_a_sweep_of_10000_trials_is_one_array_job_under_24_kib(runner):
+    """At 10,000 trials each trial's words in a case made a 74 KiB job definition (refused);
+    now a grid's axes are written once, and a word made of them (``/ckpt/<lr>-<b>``) too."""
+    app = _app()
+    app.roles[0].args = ["-c", 'echo "lr=${lr} b=${b} /ckpt/${lr}-${b} $TX_TRIAL_INDEX"']
+    grid = SweepSpec(grid={"lr": [i / 1000 for i in range(100)], "b": list(range(100))})
+    req = runner.dryrun_sweep(app, grid, "aws_batch", cfg={"queue": "q"}).native.request
+    assert req.submit["arrayProperties"] == {"size": 10_000}
+    import json
+    assert len(json.dumps(req.job_def)) < 24 * 1024
+    assert "tx_rows=" not in req.trials_script()
+    assert _child(req, 9999) == "lr=0.099 b=99 /ckpt/0.099-99 9999\n"
+    assert _child(req, 4321) == "lr=0.043 b=21 /ckpt/0.043-21 4321\n"
+
+
+def test_values_of_no_grid_axis_are_rows_of_a_table_each_child_reads_its_own(runner):
+    app = _app()
+    app.roles[0].args = ["-c", 'echo "lr=${lr} $TX_TRIAL_INDEX"']
+    req = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2, "x y"]}), "aws_batch", cfg={"queue": "q"}).native.request
+    assert "tx_rows='1 1\n2 2\n" in req.trials_script()
+    assert [_child(req, i) for i in range(3)] == ["lr=1 0\n", "lr=2 1\n", "lr=x y 2\n"]
 
 
 def test_multinode_trials_and_max_parallel_are_one_job_per_trial_said_in_the_dryrun(runner):
@@ -87,9 +111,10 @@ def test_bad_input_is_one_line_before_anything_is_submitted(runner):
         runner.dryrun_sweep(_app(), SweepSpec(grid={"lr": list(range(10001))}), "aws_batch", cfg={"queue": "q"})
     long = _app()
     long.roles[0].args.append("x" * 200 + "${lr}")
-    with pytest.raises(ValueError, match=r"^the array's job definition would be \d+ KiB with 3000 trials' commands, "
+    import hashlib  # values of no pattern: a table of 4,000 rows of 16 hex digits (64 KB) does not fit
+    with pytest.raises(ValueError, match=r"^the array's job definition would be \d+ KiB with 4000 trials' commands, "
                                          r"more than AWS Batch's 24 KiB"):
-        runner.dryrun_sweep(long, SweepSpec(grid={"lr": [f"{i:x}{i * 7919 % 997}" for i in range(3000)]}),
+        runner.dryrun_sweep(long, SweepSpec(grid={"lr": [hashlib.sha1(b"%d" % i).hexdigest()[:16] for i in range(4000)]}),
                             "aws_batch", cfg={"queue": "q"})
 
 

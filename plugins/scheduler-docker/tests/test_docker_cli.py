@@ -62,3 +62,18 @@ def test_local_cwd_run_does_not_import_docker(tmp_path: Path) -> None:
         assert mods, p.stderr[-2000:]
         assert not {m for m in mods if m == "docker" or m.startswith("docker.")}, args
         assert "tx_scheduler_docker.scheduler" not in mods and "tx_scheduler_docker.workspace" not in mods, args
+
+
+def test_dryrun_shows_the_preemption_grace_and_refuses_a_negative_one(tmp_path: Path) -> None:
+    """``tx run --dryrun`` (no engine needed) shows ``preempt_grace`` as every container's
+    stop timeout and its ``TX_PREEMPT_GRACE``; a negative one is one line, exit 1 or 2."""
+    env = {**os.environ, "TX_STATE_DIR": str(tmp_path / "state")}
+    args = ["run", "--dryrun", "-s", "local_docker", "-cfg", "preempt_grace=12.5", "utils.sh", "--image", "busybox",
+            "true"]
+    p = _tx(args, env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "stop_timeout: 13" in p.stdout and "TX_PREEMPT_GRACE: '13'" in p.stdout, p.stdout
+    args[5] = "preempt_grace=-1"
+    p = _tx(args, env, tmp_path)
+    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode != 0 and len(err) == 1 and "must be seconds >= 0" in err[0], p.stderr

@@ -102,3 +102,24 @@ def test_building_a_request_imports_no_docker_sdk() -> None:
             "print(sorted(m for m in sys.modules if m == 'docker' or m.startswith(('docker.', 'requests'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_preempt_grace_is_the_stop_timeout_and_the_jobs_grace_with_a_note_beside_its_checkpoints() -> None:
+    """``preempt_grace`` (default 30 s, rounded up to whole seconds) is every container's
+    StopTimeout (the engine's stop: SIGTERM, SIGKILL after it) and its TX_PREEMPT_GRACE; a
+    host checkpoint location gets each container's preemption note, per attempt."""
+    ckpt = "/home/u/.local/state/tx/checkpoints/tx/train"
+    job = build_request(AppDef("g", roles=[_role(num_replicas=2, env={"TX_CHECKPOINT_DIR": ckpt})]),
+                        {"preempt_grace": 12.5}, "s")
+    for k, c in enumerate(job.containers):
+        assert c.kwargs["stop_timeout"] == 13 and c.kwargs["stop_signal"] == "SIGTERM"
+        env = c.kwargs["environment"]
+        assert env["TX_PREEMPT_GRACE"] == "13"
+        assert env["TX_PREEMPT_NOTE"] == f"{ckpt}/.tx-preempt-{job.app_id}-trainer-{k}.0"
+    default = build_request(AppDef("g", roles=[_role(env={"TX_CHECKPOINT_DIR": "s3://b/ckpt"})]), {}, "s")
+    kw = default.containers[0].kwargs
+    assert kw["stop_timeout"] == 30 and kw["environment"]["TX_PREEMPT_GRACE"] == "30"
+    assert "TX_PREEMPT_NOTE" not in kw["environment"]  # tx could not read it
+    for bad in (-1, "soon", float("inf")):
+        with pytest.raises(ValueError, match=r"run option 'preempt_grace' must be seconds >= 0"):
+            build_request(AppDef("g", roles=[_role()]), {"preempt_grace": bad}, "s")

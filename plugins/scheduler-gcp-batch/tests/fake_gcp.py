@@ -39,11 +39,17 @@ fields are an error), so a request the real service would not parse fails here t
   ``logName``, ``labels.*``, ``timestamp``, ``severity``, joined by ``AND``), ordering and
   paging.
 
-Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (exit code 50001, or
+Spot preemption: :meth:`FakeGcp.preempt` reclaims a running task's VM (with ``notice_s``,
+SIGTERM then SIGKILL after the notice, as Compute Engine's 30 s; exit code 50001, or
 another of Batch's reserved codes for a VM lost: 50002 reporting timeout, 50003 rebooted, 50006 recreated).
 Failure injection, by project name: ``denied-project`` answers 403 PERMISSION_DENIED to
 everything; ``unauthenticated-project`` 401 UNAUTHENTICATED (expired or revoked
 credentials); ``quota-project`` answers 429 RESOURCE_EXHAUSTED to ``jobs.create``.
+
+Counted at the server (issue 40): :attr:`FakeGcp.requests` counts the requests served by
+method (``list_jobs``, ``get_job``, ``list_tasks`` ...), and ``throttled`` those answered
+429; :meth:`FakeGcp.throttle` answers the next ``n`` Batch requests ``429
+RESOURCE_EXHAUSTED`` (a rate quota, as https://cloud.google.com/batch/quotas describes).
 """
 from __future__ import annotations
 
@@ -51,9 +57,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import os
 import re
-import signal
 import subprocess
 import tempfile
 import threading
@@ -62,124 +66,14 @@ import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from google.cloud import batch_v1
-from google.protobuf import json_format
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-PREEMPTED_EXIT_CODE = 50001  # https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes
-DENIED_PROJECT = "denied-project"
-UNAUTHENTICATED_PROJECT = "unauthenticated-project"
-QUOTA_PROJECT = "quota-project"
-_JOB_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
-_PARENT = r"/v1/projects/(?P<project>[^/:]+)/locations/(?P<location>[^/:]+)"
-_SEVERITY = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400, "ERROR": 500,
-             "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
-JobState = batch_v1.JobStatus.State
-TaskState = batch_v1.TaskStatus.State
-LIST_PAGE_SIZE = 100  # jobs.list and tasks.list without pageSize (Batch v1 documents no default)
-LIST_MAX_PAGE_SIZE = 1000  # a larger pageSize is coerced to this (AIP-158; Batch v1 documents no maximum)
-
-
-class ApiError(Exception):
-    def __init__(self, code: int, status: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.status, self.message = code, status, message
-
-
-def _now() -> str:
-    t = time.time_ns()
-    return dt.datetime.fromtimestamp(t // 1_000_000_000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{t % 1_000_000_000:09d}Z"
-
-
-def _ns(ts: str) -> int:
-    """RFC 3339 text -> nanoseconds since the epoch (any number of fraction digits)."""
-    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", ts)
-    if not m:
-        raise ApiError(400, "INVALID_ARGUMENT", f"bad timestamp {ts!r}")
-    base = dt.datetime.strptime(m.group(1) + (m.group(3) if m.group(3) != "Z" else "+00:00"), "%Y-%m-%dT%H:%M:%S%z")
-    frac = (m.group(2) or "0")[:9].ljust(9, "0")
-    return int(base.timestamp()) * 1_000_000_000 + int(frac)
-
-
-def _to_json(msg: Any) -> str:
-    return type(msg).to_json(msg, use_integers_for_enums=False)
-
-
-def _page(req: Request, resp_type: Any, field: str, items: List[Any]) -> str:
-    """A list method's answer as JSON: page ``pageToken`` (an offset) of ``pageSize`` of
-    ``items`` (raw protobuf messages) in ``resp_type``'s ``field``, ``nextPageToken`` where
-    more follow, only the fields of the ``X-Goog-FieldMask`` header (all without one)."""
-    try:
-        size = int(req.args.get("pageSize") or 0)
-        start = int(req.args.get("pageToken") or 0)
-    except ValueError:
-        raise ApiError(400, "INVALID_ARGUMENT", "invalid page_size or page_token") from None
-    if size < 0 or start < 0:
-        raise ApiError(400, "INVALID_ARGUMENT", "page_size and page_token must not be negative")
-    size = min(size or LIST_PAGE_SIZE, LIST_MAX_PAGE_SIZE)
-    pb = resp_type.pb()
-    mask = _mask_tree(req.headers.get("X-Goog-FieldMask", ""), pb.DESCRIPTOR)
-    full = pb(**{field: items[start:start + size]})
-    if start + size < len(items):
-        full.next_page_token = str(start + size)
-    resp = full
-    if mask is not None:
-        resp = pb()
-        _masked(full, mask, resp)
-    return json_format.MessageToJson(resp, indent=None)
-
-
-def _mask_tree(header: str, desc: Any) -> Optional[Dict[str, Any]]:
-    """An ``X-Goog-FieldMask`` value (comma-separated paths of JSON field names, such as
-    ``jobs.name,nextPageToken``; a path through a repeated field applies to each element)
-    as a tree of field names {name: subtree}, {} for a whole field; None when empty (every
-    field). An unknown field is a 400, as the service answers."""
-    paths = [p.strip() for p in header.split(",") if p.strip()]
-    if not paths:
-        return None
-    tree: Dict[str, Any] = {}
-    for path in paths:
-        node, d = tree, desc
-        for part in path.split("."):
-            field = None if d is None else d.fields_by_camelcase_name.get(part) or d.fields_by_name.get(part)
-            if field is None:
-                raise ApiError(400, "INVALID_ARGUMENT", f"Invalid field mask path {path!r}")
-            node = node.setdefault(field.name, {})
-            d = field.message_type if not (field.message_type and field.message_type.GetOptions().map_entry) else None
-    return tree
-
-
-def _masked(src: Any, tree: Dict[str, Any], dst: Any) -> None:
-    """Copies into protobuf message ``dst`` the fields of ``src`` that ``tree``
-    (:func:`_mask_tree`) names."""
-    for name, sub in tree.items():
-        field = src.DESCRIPTOR.fields_by_name[name]
-        value = getattr(src, name)
-        if field.is_repeated:  # lists and maps
-            if sub:
-                for item in value:
-                    _masked(item, sub, getattr(dst, name).add())
-            else:
-                getattr(dst, name).MergeFrom(value)
-        elif field.message_type is None:
-            setattr(dst, name, value)
-        elif src.HasField(name) and sub:
-            _masked(value, sub, getattr(dst, name))
-        elif src.HasField(name):
-            getattr(dst, name).CopyFrom(value)
-
-
-def _public(op: Dict[str, Any]) -> Dict[str, Any]:
-    """An operation as the API shows it (without the server's own ``_`` keys)."""
-    return {k: v for k, v in op.items() if not k.startswith("_")}
-
-
-def _signal(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
+from fake_gcp_tasks import TaskRunner
+from fake_gcp_wire import (  # noqa: F401 - the tests import some of them from here
+    ApiError, DENIED_PROJECT, JobState, QUOTA_PROJECT, TaskState, UNAUTHENTICATED_PROJECT, _JOB_ID,
+    _PARENT, _now, _ns, _page, _parse_filter, _public, _to_json,
+)
 
 class _Job:
     """A job and its tasks, as the server keeps them."""
@@ -214,7 +108,7 @@ _NEXT = {
 _ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
-class FakeGcp:
+class FakeGcp(TaskRunner):
     """The server: ``start()`` it, point ``CLOUDSDK_API_ENDPOINT_OVERRIDES_BATCH`` and
     ``..._LOGGING`` at :attr:`url`, ``stop()`` it. ``created`` holds every job body that
     ``jobs.create`` accepted (as the ``batch_v1.Job`` the client sent).
@@ -238,6 +132,8 @@ class FakeGcp:
         self.entries: List[Dict[str, Any]] = []
         self.created: List[Any] = []
         self.errors: List[str] = []  # the server's own mistakes (a job moved as Batch never moves one)
+        self.requests: Dict[str, int] = {}  # requests served by method, and "throttled"
+        self._throttle = 0
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # capacity freed, a job stopped
         self._insert = 0
@@ -298,6 +194,21 @@ class FakeGcp:
         finally:
             self.set_capacity(before)
 
+    def throttle(self, n: int) -> None:
+        """Answer the next ``n`` Batch requests 429 RESOURCE_EXHAUSTED."""
+        with self.lock:
+            self._throttle = n
+
+    def _count_request(self, method: str) -> bool:
+        """Count a request of ``method``; True when it is to be answered 429."""
+        with self.lock:
+            if self._throttle > 0 and method != "list_entries":
+                self._throttle -= 1
+                self.requests["throttled"] = self.requests.get("throttled", 0) + 1
+                return True
+            self.requests[method] = self.requests.get(method, 0) + 1
+            return False
+
     def _wsgi(self, environ: Any, start_response: Any) -> Any:
         req = Request(environ)
         try:
@@ -310,6 +221,9 @@ class FakeGcp:
                     if m.groupdict().get("project") == DENIED_PROJECT:
                         raise ApiError(403, "PERMISSION_DENIED",
                                        f"Permission 'batch.jobs.{fn.__name__}' denied on resource '{req.path}'")
+                    if self._count_request(fn.__name__):
+                        raise ApiError(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Read requests' "
+                                       "and limit 'Read requests per minute' of service 'batch.googleapis.com'")
                     body = fn(req, **m.groupdict())
                     resp = Response(body, content_type="application/json")
                     break
@@ -348,6 +262,16 @@ class FakeGcp:
             raise ApiError(400, "INVALID_ARGUMENT", "max_retry_count must be in [0, 10]")
         if len(spec.lifecycle_policies) > 1:
             raise ApiError(400, "INVALID_ARGUMENT", "only one lifecycle policy is supported")
+        return self._create(project, location, job_id, job)
+
+    def add_queued(self, project: str, location: str, job_id: str, job: Any) -> str:
+        """Store ``job`` (a ``batch_v1.Job`` as the client sends it) as ``jobs.create`` would,
+        QUEUED for good (it never runs): the scale tests' setup of 1,000 waiting jobs without
+        1,000 requests and threads. Returns its name."""
+        self._create(project, location, job_id, batch_v1.Job(job), run=False)
+        return f"projects/{project}/locations/{location}/jobs/{job_id}"
+
+    def _create(self, project: str, location: str, job_id: str, job: Any, run: bool = True) -> str:
         name = f"projects/{project}/locations/{location}/jobs/{job_id}"
         with self.lock:
             if name in self.jobs:
@@ -363,8 +287,9 @@ class FakeGcp:
             rec = _Job(job, tempfile.mkdtemp(prefix=job_id[:20] + "-", dir=self.workdir))
             self._count(rec)
             self.jobs[name] = rec
-            rec.runner = threading.Thread(target=self._run_job, args=(rec,), name=f"job-{job_id}", daemon=True)
-            rec.runner.start()
+            if run:
+                rec.runner = threading.Thread(target=self._run_job, args=(rec,), name=f"job-{job_id}", daemon=True)
+                rec.runner.start()
             return _to_json(job)
 
     def get_job(self, req: Request, project: str, location: str, job: str) -> str:
@@ -524,205 +449,6 @@ class FakeGcp:
         if count:  # (a caller that moves many tasks counts once: a sweep's job has thousands)
             self._count(rec)
 
-    def _fits(self, rec: _Job) -> bool:
-        return self.capacity is None or self.in_use + len(rec.tasks) <= self.capacity
-
-    def _run_job(self, rec: _Job) -> None:
-        with self.lock:
-            while not rec.stop.is_set() and not self._fits(rec):
-                self.changed.wait()
-            if rec.stop.is_set():
-                return self._end(rec)
-            rec.vms = len(rec.tasks)
-            self.in_use += rec.vms
-            for i in range(len(rec.tasks)):
-                self._set_task(rec, i, TaskState.ASSIGNED, count=False)
-            self._count(rec)
-            self._set_job_state(rec, JobState.SCHEDULED)
-        try:
-            hosts = os.path.join(rec.workdir, "hosts")
-            with open(hosts, "w") as f:
-                f.write("".join("127.0.0.1\n" for _ in rec.tasks))
-            # at most `parallelism` tasks run at once (TaskGroup.parallelism; 0: all), in index order
-            group = rec.job.task_groups[0]
-            slots = threading.BoundedSemaphore(group.parallelism or len(rec.tasks))
-
-            def run(i: int) -> None:
-                with slots:
-                    self._run_task(rec, i, hosts)
-
-            threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(rec.tasks))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        finally:
-            with self.lock:
-                self.in_use -= rec.vms
-                rec.vms = 0
-                self.changed.notify_all()
-                self._end(rec)
-
-    def _end(self, rec: _Job) -> None:
-        """The job's tasks have all ended (or never started): its final state (under the lock)."""
-        for i, t in enumerate(rec.tasks):
-            if t.status.state in (TaskState.PENDING, TaskState.ASSIGNED):
-                self._set_task(rec, i, TaskState.UNEXECUTED, count=False)
-        self._count(rec)
-        if rec.deleting:
-            return  # _forget ends it
-        if rec.job.status.state == JobState.CANCELLATION_IN_PROGRESS:
-            self._set_job_state(rec, JobState.CANCELLED)
-            self._finish_ops(rec)
-            return
-        failed = [i for i, t in enumerate(rec.tasks) if t.status.state == TaskState.FAILED]
-        if failed:
-            last = rec.tasks[failed[0]].status.status_events[-1].description
-            self._set_job_state(rec, JobState.FAILED,
-                                f"Job failed due to task failure. Specifically, task with index {failed[0]} "
-                                f"failed due to the following task event: \"{last}\"")
-        else:
-            self._set_job_state(rec, JobState.SUCCEEDED)
-
-    def _started(self, rec: _Job, i: int) -> None:
-        """Task ``i``'s attempt has started (its first process runs): the task is RUNNING, and
-        the job too if it was not yet (under the lock)."""
-        if i in rec.started:
-            return
-        rec.started.add(i)
-        self._set_task(rec, i, TaskState.RUNNING)
-        if rec.job.status.state == JobState.SCHEDULED:
-            self._set_job_state(rec, JobState.RUNNING)
-
-    def _run_task(self, rec: _Job, i: int, hosts: str) -> None:
-        group = rec.job.task_groups[0]
-        spec = group.task_spec
-        policy = spec.lifecycle_policies[0] if spec.lifecycle_policies else None
-        attempt = 0
-        while True:
-            if rec.stop.is_set():
-                return
-            code = self._run_runnables(rec, i, attempt, hosts)
-            with self.lock:
-                rec.started.discard(i)
-                if rec.stop.is_set():
-                    if rec.tasks[i].status.state == TaskState.RUNNING:
-                        self._set_task(rec, i, TaskState.FAILED, "The job was cancelled.", exit_code=code)
-                    return
-                if code == 0:
-                    self._set_task(rec, i, TaskState.SUCCEEDED, exit_code=0)
-                    return
-                retry = attempt < spec.max_retry_count
-                if retry and policy is not None:
-                    match = code in list(policy.action_condition.exit_codes)
-                    retry = match if policy.action == batch_v1.LifecyclePolicy.Action.RETRY_TASK else not match
-                if not retry:
-                    self._set_task(rec, i, TaskState.FAILED, exit_code=code)
-                    return
-                attempt += 1
-                self._set_task(rec, i, TaskState.FAILED, f"Retrying the task (retry {attempt} of {spec.max_retry_count}).",
-                               exit_code=code)
-
-    def _run_runnables(self, rec: _Job, i: int, attempt: int, hosts: str) -> int:
-        group = rec.job.task_groups[0]
-        spec = group.task_spec
-        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
-        env.update({"BATCH_TASK_INDEX": str(i), "BATCH_TASK_COUNT": str(len(rec.tasks)),
-                    "BATCH_TASK_RETRY_ATTEMPT": str(attempt), "BATCH_MAIN_NODE_HOSTNAME": "127.0.0.1",
-                    "BATCH_JOB_UID": rec.job.uid})
-        if group.require_hosts_file:
-            env["BATCH_HOSTS_FILE"] = hosts
-        env.update(spec.environment.variables)
-        if i < len(group.task_environments):
-            env.update(group.task_environments[i].variables)
-        for runnable in spec.runnables:
-            if rec.stop.is_set():
-                return 143
-            if "container" in runnable:
-                c = runnable.container
-                argv = ([c.entrypoint] if c.entrypoint else []) + list(c.commands)
-            elif "script" in runnable:
-                argv = ["/bin/sh", "-c", runnable.script.text]
-            else:  # a barrier: nothing to run here (one VM per task, all at once)
-                with self.lock:
-                    self._started(rec, i)
-                continue
-            code = self._exec(rec, i, attempt, argv, {**env, **runnable.environment.variables})
-            if code >= 50000:  # a reserved code: the VM was lost, whatever ignore_exit_status says
-                return code
-            if code != 0 and not runnable.ignore_exit_status:
-                return code
-        return 0
-
-    def _exec(self, rec: _Job, i: int, attempt: int, argv: List[str], env: Dict[str, str]) -> int:
-        try:
-            proc = subprocess.Popen(argv, env=env, cwd=rec.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as e:
-            self._log(rec, i, attempt, f"cannot start {argv[0]}: {e}", "ERROR")
-            return 127
-        with self.lock:
-            rec.procs[i] = proc
-            if rec.stop.is_set():  # cancelled while it started: _kill did not see it
-                self._kill(rec)
-            else:
-                self._started(rec, i)
-        readers = [threading.Thread(target=self._pump, args=(rec, i, attempt, pipe, sev), daemon=True)
-                   for pipe, sev in ((proc.stdout, "INFO"), (proc.stderr, "ERROR"))]
-        for t in readers:
-            t.start()
-        code = proc.wait()
-        for t in readers:
-            t.join()
-        with self.lock:
-            rec.procs.pop(i, None)
-            if i in rec.preempted:
-                return rec.preempted.pop(i)
-        return code if code >= 0 else 128 - code
-
-    def preempt(self, job_name: str, index: int, exit_code: int = PREEMPTED_EXIT_CODE) -> None:
-        """Reclaim the Spot VM of task ``index``: its process is killed and the task ends
-        with Batch's reserved exit code 50001, as when Compute Engine preempts a Spot VM;
-        ``exit_code`` another reserved code ends it as that loss of its VM does (50002: Batch
-        no longer hears from the VM, 50003: the VM rebooted, 50006: the VM was recreated;
-        https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes)."""
-        with self.lock:
-            rec = self.jobs[job_name]
-            proc = rec.procs.get(index)
-            if proc is None:
-                raise RuntimeError(f"task {index} of {job_name} is not running")
-            rec.preempted[index] = exit_code
-            os.killpg(proc.pid, signal.SIGKILL)
-
-    def _pump(self, rec: _Job, i: int, attempt: int, pipe: Any, severity: str) -> None:
-        for raw in iter(pipe.readline, b""):
-            self._log(rec, i, attempt, raw.decode("utf-8", "replace").rstrip("\n"), severity)
-        pipe.close()
-
-    def _log(self, rec: _Job, i: int, attempt: int, text: str, severity: str) -> None:
-        project = rec.job.name.split("/")[1]
-        with self.lock:
-            self._insert += 1
-            self.entries.append({
-                "logName": f"projects/{project}/logs/batch_task_logs",
-                "resource": {"type": "generic_task", "labels": {"project_id": project, "job": rec.job.uid}},
-                "labels": {"job_uid": rec.job.uid, "task_id": f"task/{rec.job.uid}-group0-{i}/{attempt}/0",
-                           "hostname": f"vm-{i}"},
-                "severity": severity,
-                "textPayload": text,
-                "timestamp": _now(),
-                "insertId": f"{self._insert:012d}",
-            })
-
-    def _kill(self, rec: _Job) -> None:
-        """SIGTERM to the running tasks' process groups, SIGKILL ``kill_grace_s`` later to
-        what is left (as Batch stops a cancelled or deleted job's VMs)."""
-        for proc in list(rec.procs.values()):
-            _signal(proc.pid, signal.SIGTERM)
-            timer = threading.Timer(self.kill_grace_s, _signal, args=(proc.pid, signal.SIGKILL))
-            timer.daemon = True
-            timer.start()
-
     # -- Cloud Logging -----------------------------------------------------------------------------
     def list_entries(self, req: Request) -> str:
         body = json.loads(req.get_data(as_text=True) or "{}")
@@ -742,54 +468,3 @@ class FakeGcp:
         if start + size < len(rows):
             out["nextPageToken"] = str(start + size)
         return json.dumps(out)
-
-
-_CLAUSE = re.compile(r'^\s*(?P<field>[A-Za-z_][\w.]*)\s*(?P<op>>=|<=|!=|=|:|<|>)\s*(?P<value>"(?:[^"\\]|\\.)*"|\S+)\s*$')
-
-
-def _parse_filter(text: str) -> List[Callable[[Dict[str, Any]], bool]]:
-    """The subset of the Logging query language the scheduler uses: clauses joined by AND."""
-    out: List[Callable[[Dict[str, Any]], bool]] = []
-    for part in [p for p in re.split(r"\s+AND\s+", text.strip()) if p]:
-        m = _CLAUSE.match(part)
-        if not m:
-            raise ApiError(400, "INVALID_ARGUMENT", f"unsupported filter clause: {part!r}")
-        field, op, value = m.group("field"), m.group("op"), m.group("value")
-        if value.startswith('"'):
-            value = json.loads(value)
-        out.append(_clause(field, op, value))
-    return out
-
-
-def _clause(field: str, op: str, value: str) -> Callable[[Dict[str, Any]], bool]:
-    def get(e: Dict[str, Any]) -> Any:
-        cur: Any = e
-        for part in field.split("."):
-            key = {"logName": "logName"}.get(part, part)
-            cur = cur.get(key) if isinstance(cur, dict) else None
-        return cur
-
-    if field == "timestamp":
-        want = _ns(value)
-        key: Callable[[Any], Any] = _ns
-    elif field == "severity":
-        if value not in _SEVERITY:
-            raise ApiError(400, "INVALID_ARGUMENT", f"unknown severity {value!r}")
-        want = _SEVERITY[value]
-        key = lambda v: _SEVERITY.get(v or "DEFAULT", 0)  # noqa: E731
-    else:
-        want = value
-        key = lambda v: v  # noqa: E731
-    ops: Dict[str, Callable[[Any, Any], bool]] = {
-        "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, ":": lambda a, b: str(b) in str(a),
-    }
-    cmp = ops[op]
-
-    def check(e: Dict[str, Any]) -> bool:
-        got = get(e)
-        if got is None:
-            return op == "!="
-        return cmp(key(got), want)
-
-    return check

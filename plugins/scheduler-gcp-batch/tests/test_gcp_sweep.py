@@ -16,8 +16,8 @@ from tx.cli.cmd_sweep import collapse_sweeps
 from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
-from tx.specs.sweep import SweepFormatError, SweepSpec
-from tx_scheduler_gcp_batch.request import SWEEP_PREAMBLE, TRIAL_SCRIPT_ENV, trial_env
+from tx.specs.sweep import Distribution, SweepFormatError, SweepSpec
+from tx_scheduler_gcp_batch._sweep import SWEEP_PREAMBLE, trial_env, trial_words
 
 GRID = SweepSpec(grid={"lr": [0.1, 1], "b": [1, 2, 3]})
 
@@ -36,36 +36,75 @@ def runner(tmp_path, monkeypatch):
         yield r
 
 
-def test_dryrun_is_one_job_whose_tasks_are_the_trials(runner):
+def test_dryrun_is_one_job_whose_tasks_are_the_trials_and_the_table_travels_once(runner):
     info = runner.dryrun_sweep(_app(), GRID, "gcp_batch", max_parallel=2)
     assert "=== gcp_batch: one native array request for 6 trials, at most 2 at once ===" in str(info)
     req = info.native.request
     job = batch_v1.Job.from_json(batch_v1.Job.to_json(req.job), ignore_unknown_fields=False)  # the API's schema
     group = job.task_groups[0]
-    assert (group.task_count, group.parallelism, len(group.task_environments)) == (6, 2, 6)
-    assert list(group.task_spec.runnables[0].container.commands) == ["-c", f'{SWEEP_PREAMBLE}\neval "$TX_TRIAL_SCRIPT"']
+    assert (group.task_count, group.parallelism, len(group.task_environments)) == (6, 2, 0)
+    commands = list(group.task_spec.runnables[0].container.commands)
+    assert commands[0] == "-c" and commands[1].startswith(f'{SWEEP_PREAMBLE}\ni="$BATCH_TASK_INDEX"\n')
+    variables = group.task_spec.environment.variables
+    # a grid's values are its axes, once in the script: no table
+    assert "set -- 0.1 1; shift $(( (i / 3) % 2 ))" in commands[1] and "set -- 1 2 3; shift $(( (i / 1) % 3 ))" in \
+        commands[1] and not any(k.startswith("TX_SWEEP_TABLE_") for k in variables), commands[1]
     env4 = trial_env(job, 4)
     assert env4["TX_TRIAL_INDEX"] == "4" and env4["TX_TRIAL_PARAMS"] == '{"b": 2, "lr": 1}'
-    assert env4["TX_APP_ID"] == f"{req.app_id}:4" and "lr=1 b=2" in env4[TRIAL_SCRIPT_ENV]
-    assert env4["TX_ROLE_NAME"] == "r" and "TX_ROLE_NAME" not in group.task_environments[4].variables  # the job's
+    assert env4["TX_APP_ID"] == f"{req.app_id}:4" and env4["TX_ROLE_NAME"] == "r"
+    assert trial_words(job, 4)[1][-2:] == ["-c", 'echo "lr=1 b=2 $TX_TRIAL_INDEX $TX_APP_ID"']
     # no stored AppDef: every task would show trial 0's (describe says app_not_stored)
-    assert "TX_APPDEF" not in env4
+    assert "TX_APPDEF" not in env4 and not any(k.startswith("TX_SWEEP_T") for k in env4)
 
 
-def test_trials_that_differ_only_in_env_share_one_script_that_reads_the_app_id(runner):
+def test_each_task_reads_its_row_by_batch_task_index(runner):
+    """The job's script run as Batch runs it (its variables, BATCH_TASK_INDEX): each task
+    gets its own env, arguments and app id; an index past the table fails in one line."""
     app = _app()
-    app.roles[0].args = ["-c", 'echo "$0"', "${app_id}"]  # the app id in the arguments: the task's
+    app.roles[0].args = ["-c", 'echo "$0 $LR $TX_TRIAL_INDEX $TX_APP_ID"', "${app_id}"]
     app.roles[0].env = {"LR": "${lr}"}
-    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2]}), "gcp_batch")
-    group = info.native.request.job.task_groups[0]
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [1, 2, "x y"]}), "gcp_batch")  # no grid axis: a table
+    req = info.native.request
+    group = req.job.task_groups[0]
     script = list(group.task_spec.runnables[0].container.commands)[-1]
-    assert TRIAL_SCRIPT_ENV not in trial_env(info.native.request.job, 1)
-    assert [dict(e.variables)["LR"] for e in group.task_environments] == ["1", "2"]
     import subprocess
-    out = subprocess.run(["sh", "-c", script], env={"PATH": os.environ["PATH"], "TX_APP_ID": "p:l:j:1"},
+    for i, lr in enumerate(["1", "2", "x y"]):
+        out = subprocess.run(["sh", "-c", script], env={**group.task_spec.environment.variables,
+                                                         "PATH": os.environ["PATH"], "BATCH_TASK_INDEX": str(i)},
+                             capture_output=True, text=True, timeout=30)
+        assert out.stdout == f"{req.app_id}:{i} {lr} {i} {req.app_id}:{i}\n", out
+    out = subprocess.run(["sh", "-c", script], env={**group.task_spec.environment.variables,
+                                                     "PATH": os.environ["PATH"], "BATCH_TASK_INDEX": "3"},
                          capture_output=True, text=True, timeout=30)
-    assert out.stdout == "p:l:j:1\n", out
+    assert (out.returncode, out.stderr) == (2, "tx: no row 3 in the sweep table\n")
+    # row i: lr, and its word in TX_TRIAL_PARAMS (quoted JSON for "x y", so no column of lr's)
+    assert group.task_spec.environment.variables["TX_SWEEP_TABLE_0"] == "1 1\n2 2\n'x y' '\"x y\"'\n"
     assert not group.require_hosts_file  # each trial is its own rank 0
+
+
+def test_a_sweep_of_10000_trials_is_one_job_under_batchs_1_mb(runner):
+    """The issue's refusal: 10,000 trials made a 7.7 MB job. Now a grid's axes travel once,
+    and a random search's table once, in job-wide variables of at most 96 KiB each (Linux's
+    128 KiB per environment string)."""
+    app = _app()
+    app.roles[0].args = ["-c", "python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b}"]
+    grid = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(100)], "b": list(range(100))}),
+                               "gcp_batch").native.request.job
+    assert type(grid).pb(grid).ByteSize() < 10_000  # a grid: its axes' values once, no table
+    random = SweepSpec(random={"lr": Distribution("uniform", 0, 1), "b": Distribution("loguniform", 1e-5, 1)},
+                       trials=10_000)
+    info = runner.dryrun_sweep(app, random, "gcp_batch")
+    job = info.native.request.job
+    size = type(job).pb(job).ByteSize()
+    assert size < 250_000, size
+    variables = job.task_groups[0].task_spec.environment.variables
+    tables = [v for k, v in variables.items() if k.startswith("TX_SWEEP_TABLE_")]
+    assert len(tables) >= 2 and all(len(t) <= 96 * 1024 for t in tables)
+    env = trial_env(job, 9999)
+    import json
+    assert env["TX_TRIAL_INDEX"] == "9999" and sorted(json.loads(env["TX_TRIAL_PARAMS"])) == ["b", "lr"]
+    assert trial_words(job, 9999)[1][-1].endswith(f"--out /ckpt/{json.loads(env['TX_TRIAL_PARAMS'])['lr']}-"
+                                                  f"{json.loads(env['TX_TRIAL_PARAMS'])['b']}")
 
 
 def test_multireplica_trials_are_one_job_each_and_bad_input_is_one_line(runner):

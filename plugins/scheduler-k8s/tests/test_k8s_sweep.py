@@ -6,6 +6,7 @@ the CLI."""
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from k8s_apps import K8S_VERSION, need, shared
 from tx.runner import Runner
 from tx.specs import AppDef, AppState, Resource, Role
-from tx.specs.sweep import SweepSpec
+from tx.specs.sweep import Distribution, SweepSpec
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL = Resource(cpu=1, gpu=0, memMB=64)
@@ -40,25 +41,99 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
 def test_single_replica_trials_are_one_indexed_job_valid_against_the_job_schema(runner: Runner,
                                                                                  scheduler: str) -> None:
     kv = need("kubernetes_validate")
-    app = sh_app("echo ${lr} $LR $TX_TRIAL_INDEX", env={"LR": "${lr}"}, max_retries=2)
-    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [0.1, 1, 10]}), scheduler, cfg=CFG[scheduler],
+    app = sh_app("echo ${lr} $LR ${b} $TX_TRIAL_INDEX", env={"LR": "${lr}"}, max_retries=2)
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [0.1, 10], "b": [1, 2, 3]}), scheduler, cfg=CFG[scheduler],
                                max_parallel=2)
     assert info.native is not None, info.not_native
     job = info.native.request.resource
     kv.validate(job, K8S_VERSION, strict=True)
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimitPerIndex"]) == \
-        ("Indexed", 3, 2, 2)
+        ("Indexed", 6, 2, 2)
     assert job["metadata"]["labels"]["tx.pytorch.org/sweep"] == info.record.sweep_id
     command = spec["template"]["spec"]["containers"][0]["command"]
     assert command[:2] == ["/bin/sh", "-c"] and command[2].startswith('i="$$JOB_COMPLETION_INDEX";')  # $$: Kubernetes writes $
-    assert len(command) == 4 + 3 and command[3] == "tx-trial"  # one argument per trial
-    assert command[6].startswith("export ") and "LR=10 " in command[6]
-    assert command[6].endswith("; exec sh -c 'echo 10 $$LR $$TX_TRIAL_INDEX'")
+    assert len(command) == 3  # the trials' values are the script's grid axes, not one argument each
+    assert "set -- 0.1 10; shift $$(( (i / 3) % 2 ));" in command[2], command[2]
+    assert "set -- 1 2 3; shift $$(( (i / 1) % 3 ));" in command[2], command[2]
+    assert ' TX_TRIAL_INDEX="$$i" ' in command[2], command[2]
+    assert info.native.request.table is None  # a grid's values are all axes: no table to mount
+    # each pod's script as the container runs it (Kubernetes turns $$ into $)
+    env = {e["name"]: e["value"] for e in spec["template"]["spec"]["containers"][0]["env"]}
+    for i, (lr, b) in enumerate([(lr, b) for lr in ("0.1", "10") for b in "123"]):
+        out = subprocess.run(["sh", "-c", command[2].replace("$$", "$")], capture_output=True, text=True, timeout=30,
+                             env={**env, "PATH": os.environ["PATH"], "JOB_COMPLETION_INDEX": str(i)})
+        assert out.stdout == f"{lr} {lr} {b} {i}\n", out
+    out = subprocess.run(["sh", "-c", command[2].replace("$$", "$")], capture_output=True, text=True, timeout=30,
+                         env={**env, "PATH": os.environ["PATH"], "JOB_COMPLETION_INDEX": "6"})
+    assert (out.returncode, out.stderr) == (2, "tx: no row 6 in /tmp/tx-sweep/table\n")
     if scheduler == "kubernetes":  # Volcano schedules the pods, in the queue
         assert spec["template"]["spec"]["schedulerName"] == "volcano"
         assert spec["template"]["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "default"
-    assert str(info).startswith(f"=== {scheduler}: one native array request for 3 trials, at most 2 at once ===")
+    assert str(info).startswith(f"=== {scheduler}: one native array request for 6 trials, at most 2 at once ===")
+
+
+def test_a_sweep_of_10000_trials_is_one_job_whose_size_does_not_grow_with_the_trials(runner: Runner) -> None:
+    """The issue's fallback: 10,000 trials' commands (4.7 MB) did not fit one Job, so each
+    trial became a Volcano Job. Now a grid's Job holds its axes' values once (no ConfigMap),
+    and a random search's values are a table of one row a trial, in a ConfigMap under 1 MiB."""
+    app = sh_app("python -c 'print(${lr}, ${b})' --out /ckpt/${lr}-${b}")
+    sizes: Dict[int, int] = {}
+    for k in (10, 100):
+        info = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [i / 1000 for i in range(k)], "b": list(range(k))}),
+                                   "kubernetes", cfg={"queue": "default"})
+        assert info.native is not None, info.not_native
+        req = info.native.request
+        assert req.resource["spec"]["completions"] == k * k and req.table is None
+        sizes[k * k] = len(json.dumps(req.resource))
+    assert sizes[10_000] - sizes[100] < 1000, sizes  # the Job: its grid's 200 values, not its 10,000 trials
+    random = SweepSpec(random={"lr": Distribution("uniform", 0, 1), "b": Distribution("randint", 1, 512)},
+                       trials=10_000)
+    req = runner.dryrun_sweep(app, random, "kubernetes", cfg={"queue": "default"}).native.request
+    assert len(json.dumps(req.resource)) - sizes[100] < 1000
+    rows = req.table["data"]["table"].splitlines()
+    assert len(rows) == 10_000 and len(req.table["data"]["table"]) < 300_000  # "0.844422 394 0.844422-394"
+
+
+def test_a_refused_job_leaves_no_config_map_and_pods_read_their_rows(fake_cluster: Dict[str, Any],
+                                                                     runner: Runner) -> None:
+    """The ConfigMap is created first; when the API server refuses the Job (here: a Job of
+    that name exists), it is deleted again. A created sweep's ConfigMap is its Job's
+    dependent, and each pod reads its row from it (one axis of 4 values is no cycle: a table)."""
+    app = sh_app('echo "n=${n} $TX_TRIAL_INDEX"')
+    info = runner.dryrun_sweep(app, SweepSpec(grid={"n": ["0", "x y", "2", "x;y"]}), "kubernetes",
+                               cfg={"queue": "default"})
+    req = info.native.request
+    assert req.table["data"]["table"] == "0\n'x y'\n2\n'x;y'\n"  # the value (in the args and the JSON)
+    sched = runner.scheduler("kubernetes")
+    core = sched.kube.core
+    blocker = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": req.app_id},
+               "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                   {"name": "c", "image": "busybox:1.36", "command": ["true"]}]}}}}
+    sched.kube.create_object("batch", "v1", "jobs", req.namespace, blocker)
+    with pytest.raises(Exception, match="already exists"):
+        sched.schedule_sweep(info.native)
+    names = [c.metadata.name for c in core.list_namespaced_config_map(req.namespace).items]
+    assert req.table["metadata"]["name"] not in names, names
+    sched.kube.delete_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    # submitted: the ConfigMap is owned by the Job, each pod prints its own row, and the
+    # ConfigMap goes with the Job
+    assert len(sched.schedule_sweep(info.native)) == 4
+    cm = core.read_namespaced_config_map(req.table["metadata"]["name"], req.namespace)
+    job = sched.kube.get_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    assert [(o.kind, o.uid) for o in cm.metadata.owner_references] == [("Job", job["metadata"]["uid"])]
+    deadline = time.monotonic() + 60
+    while (job.get("status") or {}).get("succeeded") != 4:
+        assert time.monotonic() < deadline and not (job.get("status") or {}).get("failed"), job.get("status")
+        time.sleep(0.2)
+        job = sched.kube.get_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    logs = {}
+    for pod in sched.kube.list_pods(req.namespace, f"app.kubernetes.io/instance={req.app_id}"):
+        logs[pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]] = b"".join(
+            sched.kube.pod_log(req.namespace, pod["metadata"]["name"])).decode()
+    assert logs == {"0": "n=0 0\n", "1": "n=x y 1\n", "2": "n=2 2\n", "3": "n=x;y 3\n"}, logs
+    sched.kube.delete_object("batch", "v1", "jobs", req.namespace, req.app_id)
+    assert req.table["metadata"]["name"] not in [c.metadata.name for c in core.list_namespaced_config_map(req.namespace).items]
 
 
 @pytest.mark.parametrize("scheduler, cfg, why", [
@@ -111,15 +186,20 @@ def test_indexed_job_runs_the_grid_in_parallel_retries_and_resumes_exactly_the_f
         running += 1 if kind == "start" else -1
         peak = max(peak, running)
     assert peak <= 3 and len([e for e in events if e[1] == "start"]) == 10 + 2 + 1  # b=2 twice each, 1/1 retried
-    # the trial table of 10 trials: one label-selected list of Jobs (and one of pods); only
-    # the failed trials are described one by one (why they failed)
+    # the trial table of 10 trials: one label-selected list of Jobs (and one of pods)
     lines = log.read_text(errors="replace").splitlines()[before:]
     t0 = len(lines)
-    runner.sweep_status(handle)
+    # one tick from one fresh snapshot (tx.schedulers.plane), however long the tick takes here
+    runner.scheduler("kubernetes")._plane("default").invalidate()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TX_STATUS_MAX_AGE", "600")
+        runner.sweep_status(handle)
     asked = [ln for ln in log.read_text(errors="replace").splitlines()[before + t0:] if '"GET ' in ln]
     assert sum("/apis/batch/v1/namespaces/default/jobs?" in ln for ln in asked) == 1, asked
     gets = [re.search(r"/jobs/([^/? ]+)", ln).group(1) for ln in asked if "/apis/batch/v1/namespaces/default/jobs/" in ln]
-    assert len(gets) == 2 and len(set(gets)) == 1, asked  # the failed trials 1 and 6, of one Job
+    # the failed trials 1 and 6 are described from the namespace's shared snapshot (the same
+    # label-selected lists, tx_scheduler_k8s._plane): no GET of their Job
+    assert not gets, asked
     # logs of one trial
     lines = list(runner.log_lines(st.trials[7].app_handle, "w", 0))
     assert lines == ['trial 1 3 params={"b": 3, "lr": 1}\n'], lines

@@ -177,7 +177,7 @@ def test_registered_by_name_and_hooks_import_no_ray() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == ("RayScheduler ['cluster_config_file', 'cluster_name', 'dashboard_address', "
-                                "'infra_retries', 'job_dir', 'requirements', 'working_dir']")
+                                "'infra_retries', 'job_dir', 'preempt_grace', 'requirements', 'working_dir']")
 
 
 def test_cli_dryrun(tmp_path: Path) -> None:
@@ -288,3 +288,54 @@ def test_the_spec_passes_rays_env_var_expansion_unchanged(sched: Any, tmp_path: 
     monkeypatch.delenv("TX_TEST_SPEC")
     assert spec == info.request.spec
     assert spec["roles"][0]["args"] == ["-c", script] and spec["roles"][0]["env"]["P"] == "${PATH}:$HOME/bin"
+
+
+def test_preempt_grace_is_every_replicas_grace(sched: Any, tmp_path: Path) -> None:
+    """``preempt_grace`` (default 30 s, rounded up) is in the spec and every replica's
+    ``TX_PREEMPT_GRACE``; a negative one is refused."""
+    spec = sched.submit_dryrun(_app(str(tmp_path)), {"preempt_grace": 7.5}).request.spec
+    assert spec["preempt_grace_s"] == 8 and {r["env"]["TX_PREEMPT_GRACE"] for r in spec["roles"]} == {"8"}
+    spec = sched.submit_dryrun(_app(str(tmp_path)), {}).request.spec
+    assert spec["preempt_grace_s"] == 30 and spec["roles"][0]["env"]["TX_PREEMPT_GRACE"] == "30"
+    with pytest.raises(InvalidRunConfigException, match="run option 'preempt_grace' must be seconds >= 0"):
+        sched.submit_dryrun(_app(str(tmp_path)), {"preempt_grace": -1})
+
+
+#: stands in for a replica's actor process: starts the replica, prints its pid, waits
+ACTOR = """
+import os, sys, time
+from tx_scheduler_ray.tx_ray_driver._replica import ReplicaProcess
+rp = ReplicaProcess(sys.argv[1], {s: "r." + s for s in ("stdout", "stderr", "combined")})
+env = dict(os.environ, TX_PREEMPT_GRACE="3")
+print(rp.start(["sh", "-c", "trap 'echo warned' TERM; echo up; while :; do sleep 0.1; done"], env, sys.argv[1])["pid"],
+      flush=True)
+time.sleep(300)
+"""
+
+
+def test_the_watchdog_warns_a_replica_whose_actor_is_gone_and_kills_it_after_the_grace(tmp_path: Path) -> None:
+    """The actor's process SIGKILLed (as ``ray stop`` ends it after its grace, or a node
+    gone): the replica gets SIGTERM within a second and SIGKILL ``TX_PREEMPT_GRACE`` (3 s)
+    later, not before."""
+    actor = subprocess.Popen([sys.executable, "-c", ACTOR, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        replica = int(actor.stdout.readline())
+        out = tmp_path / "r.stdout"
+        deadline = time.monotonic() + 10
+        while "up" not in out.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        actor.kill()
+        actor.wait()
+        t0 = time.monotonic()
+        while "warned" not in out.read_text():
+            assert time.monotonic() - t0 < 5, out.read_text()
+            time.sleep(0.05)
+        warned = time.monotonic() - t0
+        while os.path.exists(f"/proc/{replica}") and Path(f"/proc/{replica}/stat").read_text().split(") ")[1][0] != "Z":
+            assert time.monotonic() - t0 < 15
+            time.sleep(0.05)
+        gone = time.monotonic() - t0
+    finally:
+        actor.kill()
+    assert warned < 2.5 and 2.5 <= gone - warned < 6, (warned, gone)

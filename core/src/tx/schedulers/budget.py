@@ -251,18 +251,20 @@ def _rate(value: Optional[str], key: str, backend: str) -> Optional[float]:
     return rate
 
 
-_BUDGETS: Dict[Tuple[str, str, str, Optional[float]], CallBudget] = {}
+_BUDGETS: Dict[Tuple[str, str, str, Optional[float], Optional[float]], CallBudget] = {}
 
 
-def budget_for(backend: str, cluster: str = "", default_per_minute: Optional[float] = None) -> CallBudget:
+def budget_for(backend: str, cluster: str = "", default_per_minute: Optional[float] = None,
+               default_burst: Optional[float] = None) -> CallBudget:
     """The budget of ``backend`` on ``cluster``: ``.txconfig`` ``[<backend>]
     max_calls_per_minute`` / ``max_call_burst``, else ``default_per_minute`` (None:
-    unlimited). Read once per process and cluster.
+    unlimited) and ``default_burst`` (None: one minute's calls). Read once per process and
+    cluster.
 
     Raises:
         ConfigError: a value that is not a positive number or ``unlimited``.
     """
-    key = (plane_dir(), backend, cluster, default_per_minute)
+    key = (plane_dir(), backend, cluster, default_per_minute, default_burst)
     budget = _BUDGETS.get(key)
     if budget is None:
         section = scheduler_section(backend)
@@ -270,6 +272,8 @@ def budget_for(backend: str, cluster: str = "", default_per_minute: Optional[flo
         burst = _rate(section.get("max_call_burst"), "max_call_burst", backend)
         if per_minute is None:
             per_minute = default_per_minute
+            if burst is None:
+                burst = default_burst
         if per_minute is not None and math.isinf(per_minute):
             per_minute = None
         budget = _BUDGETS[key] = CallBudget(backend, cluster, per_minute,

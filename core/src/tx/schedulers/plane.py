@@ -172,6 +172,11 @@ class StatusPlane:
         finally:
             os.close(fd)  # releases the lock
 
+    def last(self) -> Optional[Snapshot]:
+        """The stored snapshot whatever its age (None if there is none): a fetch that asks
+        only for what changed since reads it (inside :meth:`get`'s fetch, under the lock)."""
+        return self._read()
+
     def _write(self, fetched_at: float, items: Dict[str, Any]) -> None:
         try:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".status-")

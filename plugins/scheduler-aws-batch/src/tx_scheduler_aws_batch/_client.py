@@ -21,7 +21,7 @@ import re
 from typing import Any, Callable, Optional, TypeVar
 
 from tx.schedulers import SchedulerError
-from tx.schedulers.budget import budget_for
+from tx.schedulers.budget import ThrottledError, budget_for
 
 T = TypeVar("T")
 
@@ -176,10 +176,10 @@ def explain(e: BaseException, what: str) -> SchedulerError:
         return SchedulerError(f"{what}: AWS rejected the credentials ({code}: {msg}); check AWS_PROFILE / AWS_ACCESS_KEY_ID")
     if code in _DENIED:
         return SchedulerError(f"{what}: access denied ({code}: {msg}); grant the IAM identity that permission")
-    if code in _THROTTLED:
-        return SchedulerError(
-            f"{what}: AWS throttled the request ({code}) and botocore's retries ran out; try again "
-            "later or raise AWS_MAX_ATTEMPTS"
+    if code in _THROTTLED:  # a busy backend, not a failed app
+        return ThrottledError(
+            f"{what}: AWS throttled the request ({code}) and botocore's retries ran out; the apps' "
+            "states are unknown, not failed: try again later or raise AWS_MAX_ATTEMPTS"
         )
     if code:
         return SchedulerError(f"{what}: {code}: {msg}")

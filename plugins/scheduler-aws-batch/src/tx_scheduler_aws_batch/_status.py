@@ -13,7 +13,7 @@ from tx.specs import AppState, ReplicaStatus, Resource, Role, RoleStatus, macros
 from tx.specs.status import RootCause
 
 from tx_scheduler_aws_batch._states import appstate_from_batch
-from tx_scheduler_aws_batch.request import REPLICA_ID_TOKEN, unwrap_command
+from tx_scheduler_aws_batch.request import PREEMPT_GRACE_ENV, REPLICA_ID_TOKEN, unwrap_command
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
 __all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "FirstNode", "failure", "replica_statuses", "role_of",
@@ -59,7 +59,7 @@ def role_of(name: str, start: int, end: int, container: Dict[str, Any]) -> Role:
     env = {e["name"]: e["value"] for e in container.get("environment", [])}
     env = {
         k: v.replace(REPLICA_ID_TOKEN, macros.replica_id) for k, v in env.items()
-        if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_")
+        if env_contract.torchx_name(k) is None and not k.startswith("TORCHX_") and k != PREEMPT_GRACE_ENV
     }
     entrypoint, args = unwrap_command(list(container.get("command", [])))
     reqs = {r["type"]: r["value"] for r in container.get("resourceRequirements", [])}

@@ -21,6 +21,7 @@ import attrs
 
 from tx.schedulers import env as env_contract
 from tx.schedulers.api import infra_retries
+from tx.schedulers.sweep_table import compact, sh_statements, split_words, table_text
 from tx.log import get_logger
 from tx.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, macros
 from tx.specs.files import appdef_to_stored
@@ -34,6 +35,10 @@ MAX_ATTEMPTS = 10
 #: status reasons of an attempt that the host ended (a Spot reclaim, an instance that failed
 #: or was terminated: ``Host EC2 (instance i-...) terminated.``), an infrastructure failure
 HOST_FAILURE_REASON = "Host EC2"
+#: the run option that says how long ECS waits between SIGTERM and SIGKILL when it stops a
+#: job's container (the compute environment's ``ECS_CONTAINER_STOP_TIMEOUT``, 30 s unless
+#: its launch template sets it: a job definition cannot), and the variable the containers get it in
+PREEMPT_GRACE_OPT, PREEMPT_GRACE_ENV, DEFAULT_PREEMPT_GRACE = "preempt_grace", "TX_PREEMPT_GRACE", 30
 #: CloudWatch Logs group that the ``awslogs`` driver writes Batch jobs to by default
 DEFAULT_LOG_GROUP = "/aws/batch/job"
 #: placeholder of the ``${replica_id}`` macro, replaced by the node's wrapper at run time
@@ -215,6 +220,23 @@ def _volumes(role: Role) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     return volumes, points
 
 
+def preempt_grace(cfg: Mapping[str, CfgVal]) -> int:
+    """The run option ``preempt_grace`` (s; :data:`DEFAULT_PREEMPT_GRACE` if unset).
+
+    Raises:
+        InvalidRunConfigException: not whole seconds >= 0.
+    """
+    from tx.specs import InvalidRunConfigException
+
+    value = cfg.get(PREEMPT_GRACE_OPT)
+    if value is None:
+        return DEFAULT_PREEMPT_GRACE
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidRunConfigException(f"run option {PREEMPT_GRACE_OPT} must be whole seconds >= 0, got {value!r}",
+                                        PREEMPT_GRACE_OPT, cfg)
+    return value
+
+
 def _retry_strategy(app: AppDef, infra: int) -> Dict[str, Any]:
     """``retryStrategy``: max ``max_retries`` + 1 attempts plus ``infra`` (run option
     ``infra_retries``) spare attempts for host failures (at most :data:`MAX_ATTEMPTS`)."""
@@ -232,9 +254,13 @@ def build_request(
 ) -> BatchJob:
     """The :class:`BatchJob` for ``app`` named ``name`` (already unique).
 
+    Every node's container has ``TX_PREEMPT_GRACE`` (run option ``preempt_grace``): the
+    seconds ECS gives a stopped container between SIGTERM and SIGKILL.
+
     Raises:
         ValueError: more than :data:`MAX_NODE_RANGES` roles, a role without memory, an
             unknown device.
+        InvalidRunConfigException: a bad ``preempt_grace`` or ``infra_retries``.
     """
     if not app.roles:
         raise ValueError(f"app {app.name!r} has no roles")
@@ -245,6 +271,7 @@ def build_request(
         )
     queue = str(cfg["queue"])
     app_id = make_app_id(queue, name)
+    grace = preempt_grace(cfg)
     # ${app_id} is the whole app id (TorchX put the job name alone), so that the Runner's
     # TX_JOB_ID (`aws_batch://<session>/${app_id}`) is a handle tx can resolve
     values = macros.Values(img_root="", app_id=app_id, replica_id=REPLICA_ID_TOKEN, rank0_env=env_contract.RANK0_HOST)
@@ -259,6 +286,7 @@ def build_request(
         for key in (env_contract.REPLICA_ID, env_contract.torchx_name(env_contract.REPLICA_ID)):
             static.pop(key, None)  # computed per node by the wrapper
         env = {**role.env, **static}
+        env.setdefault(PREEMPT_GRACE_ENV, str(grace))  # the warning's grace (a role's own wins)
         with_macro = sorted(k for k, v in env.items() if REPLICA_ID_TOKEN in v)
         volumes, points = _volumes(role)
         container: Dict[str, Any] = {
@@ -455,9 +483,12 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
     """The :class:`BatchArrayJob` running ``trials`` (each a single-replica app's
     :class:`BatchJob`, :func:`array_unsupported` None), named as trial 0. Each trial's app id
     in its env and arguments becomes its child's (:func:`make_trial_id`). Env equal in every
-    trial stays in the job definition; env and command words that differ only by the trial's
-    index are written once with ``$i``; the rest is a ``case`` on the index, gzipped into
-    :data:`TRIALS_ENV` (AWS Batch's job definition holds 24 KiB). No trial's stored AppDef
+    trial stays in the job definition. The trials' own env and command words are one template
+    (:mod:`tx.schedulers.sweep_table`): what differs only by the index is written once with
+    ``$i``, a grid's axes once (``set -- 0.1 1; shift $(( (i / 3) % 2 ))``), and only values
+    of no axis per trial (rows of a table in the script); where the words make no template,
+    a ``case`` on the index. The script is gzipped into :data:`TRIALS_ENV` (AWS Batch's job
+    definition holds 24 KiB): a 10,000-trial grid is one array job. No trial's stored AppDef
     (:data:`PARAM_APPDEF`) is kept: the children would all show trial 0's.
 
     Raises:
@@ -481,6 +512,49 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
         envs.append({e["name"]: e["value"].replace(t.app_id, new) for e in c["environment"]})
         cmds.append([w.replace(t.app_id, new) for w in c["command"]])
     static = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    script = _table_script(envs, cmds, static) or _case_script(envs, cmds, static)
+    packed = base64.b64encode(gzip.compress(("\n".join(script) + "\n").encode(), 9, mtime=0)).decode()
+    container = _single_container(first)
+    assert container is not None
+    container["command"] = ["/bin/sh", "-c", ARRAY_SELECTOR, ARRAY_WRAPPER_NAME]
+    container["environment"] = [{"name": k, "value": v} for k, v in static.items()] + [
+        {"name": TRIALS_ENV, "value": packed}]
+    job_def = {k: v for k, v in first.job_def.items() if k != "nodeProperties"}
+    job_def.update(jobDefinitionName=name, type="container", containerProperties=container)
+    size = len(json.dumps(job_def))
+    if size > MAX_JOB_DEFINITION_BYTES:
+        raise ValueError(
+            f"the array's job definition would be {size // 1024} KiB with {len(trials)} trials' commands, more than "
+            f"AWS Batch's {MAX_JOB_DEFINITION_BYTES // 1024} KiB: split the sweep or shorten the trials' arguments")
+    submit = dict(first.submit, arrayProperties={"size": len(trials)})
+    # every child would show trial 0's stored AppDef: an array keeps none (as a Slurm
+    # array), and describe says so (app_not_stored); the sweep record has the source
+    params = {k: v for k, v in (submit.get("parameters") or {}).items() if k != PARAM_APPDEF}
+    submit.pop("parameters", None)
+    if params:
+        submit["parameters"] = params
+    assert prefix.endswith(":")
+    return BatchArrayJob(name=name, queue=queue, job_def=job_def, submit=submit, app_ids=ids)
+
+
+def _table_script(envs: List[Dict[str, str]], cmds: List[List[str]], static: Dict[str, str]) -> Optional[List[str]]:
+    """The children's script from the trials' own env and command words as a template, a
+    grid's axes and a table (:mod:`tx.schedulers.sweep_table`, with cycles; the table's rows
+    in the script's ``tx_rows``); None where they make no table."""
+    own = list(dict.fromkeys(k for e in envs for k in e if k not in static))
+    if any(k not in e for e in envs for k in own):
+        return None
+    table = split_words([[f"{k}={e[k]}" for k in own] + c for e, c in zip(envs, cmds)])
+    if table is None or any("\n" in v for row in table.rows for v in row):
+        return None
+    table = compact(table, cycles=True)
+    rows = [f"tx_rows={_shell_quote(table_text(table))}"] if table.holes else []
+    return [*rows, *sh_statements(table, len(own), 'printf "%s" "$tx_rows"', "this array's table")]
+
+
+def _case_script(envs: List[Dict[str, str]], cmds: List[List[str]], static: Dict[str, str]) -> List[str]:
+    """The children's script as a ``case`` on the index: each trial's own env and the words
+    that differ by more than the index, per trial."""
     head: List[str] = []
     own_keys = []
     for k in envs[0]:
@@ -506,32 +580,11 @@ def build_array(trials: List[BatchJob]) -> BatchArrayJob:
             parts += [f"w{k}={_shell_quote(cmd[k])}" for k, tmpl in enumerate(words) if tmpl is None]
         if parts:
             cases.append(f"{i}) {'; '.join(parts)};;")
-    script = [f'[ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt {len(trials)} ] || '
+    script = [f'[ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt {len(envs)} ] || '
               '{ echo "tx: no trial $i in this array" >&2; exit 2; }', *head]
     if cases:
         script += ['case "$i" in', *cases, "esac"]
     if words is not None:
         script.append("set -- " + " ".join(_shell_word(t) if t is not None else f'"$w{k}"' for k, t in enumerate(words)))
     script.append('exec "$@"')
-    packed = base64.b64encode(gzip.compress(("\n".join(script) + "\n").encode(), 9, mtime=0)).decode()
-    container = _single_container(first)
-    assert container is not None
-    container["command"] = ["/bin/sh", "-c", ARRAY_SELECTOR, ARRAY_WRAPPER_NAME]
-    container["environment"] = [{"name": k, "value": v} for k, v in static.items()] + [
-        {"name": TRIALS_ENV, "value": packed}]
-    job_def = {k: v for k, v in first.job_def.items() if k != "nodeProperties"}
-    job_def.update(jobDefinitionName=name, type="container", containerProperties=container)
-    size = len(json.dumps(job_def))
-    if size > MAX_JOB_DEFINITION_BYTES:
-        raise ValueError(
-            f"the array's job definition would be {size // 1024} KiB with {len(trials)} trials' commands, more than "
-            f"AWS Batch's {MAX_JOB_DEFINITION_BYTES // 1024} KiB: split the sweep or shorten the trials' arguments")
-    submit = dict(first.submit, arrayProperties={"size": len(trials)})
-    # every child would show trial 0's stored AppDef: an array keeps none (as a Slurm
-    # array), and describe says so (app_not_stored); the sweep record has the source
-    params = {k: v for k, v in (submit.get("parameters") or {}).items() if k != PARAM_APPDEF}
-    submit.pop("parameters", None)
-    if params:
-        submit["parameters"] = params
-    assert prefix.endswith(":")
-    return BatchArrayJob(name=name, queue=queue, job_def=job_def, submit=submit, app_ids=ids)
+    return script

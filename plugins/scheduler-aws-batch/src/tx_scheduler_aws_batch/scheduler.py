@@ -4,9 +4,11 @@
   :mod:`tx_scheduler_aws_batch.request`) then ``submit_job``; a submit that fails after the
   registration deregisters the job definition. App id: ``<queue>:<job name>`` (handle
   ``aws_batch://<session>/<queue>:<job name>``, as in TorchX).
-* status: ``list_jobs`` (by job name) and ``describe_jobs`` of the job and of its nodes
-  (``<jobId>#<node>``); every state and message comes from Batch, so any process with the
-  same AWS configuration sees the same app (replicas and failures:
+* status: from the job queue's shared snapshot (:mod:`tx_scheduler_aws_batch._plane`: one
+  ``list_jobs`` of the queue and ``describe_jobs`` by 100 of its jobs and their nodes
+  ``<jobId>#<node>``, for every app followed on the host at once); an app the snapshot lacks
+  (submitted since) is asked on its own. Every state and message comes from Batch, so any
+  process with the same AWS configuration sees the same app (replicas and failures:
   :mod:`tx_scheduler_aws_batch._status`; attempts: :mod:`tx_scheduler_aws_batch._attempts`).
 * logs: CloudWatch Logs, the log stream of node ``role start + k``
   (:mod:`tx_scheduler_aws_batch._logs`).
@@ -22,6 +24,7 @@ https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetLogE
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx.log import get_logger
@@ -31,13 +34,14 @@ from tx.schedulers.ids import make_unique
 from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
-from tx_scheduler_aws_batch._attempts import batch_attempts
+from tx_scheduler_aws_batch import _plane
+from tx_scheduler_aws_batch._attempts import batch_attempts, saves_of
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
 from tx_scheduler_aws_batch._logs import CloudWatchLogs
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch._status import CAUSE_TAIL_LINES, ERROR_TAIL_LINES, failure, replica_statuses
 from tx_scheduler_aws_batch.request import (
-    APPDEF_LIMIT, MAX_ARRAY_SIZE, PARAM_APPDEF, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported, build_array,
+    APPDEF_LIMIT, DEFAULT_PREEMPT_GRACE, MAX_ARRAY_SIZE, PARAM_APPDEF, PREEMPT_GRACE_OPT, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported, build_array,
     build_request, job_name, make_trial_id, parse_app_id, parse_trial_id,
 )
 
@@ -85,6 +89,10 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         opts.add("image_repo", type_=str, default=None,
                  help="(with --workspace) image repository the docker workspace pushes the built image to, "
                       "e.g. an ECR repository URI")
+        opts.add(PREEMPT_GRACE_OPT, type_=int, default=DEFAULT_PREEMPT_GRACE,
+                 help="seconds ECS waits between SIGTERM and SIGKILL when it stops the job's containers (a Spot "
+                      "reclaim, a terminated job): set it to your compute environment's ECS_CONTAINER_STOP_TIMEOUT "
+                      "(30 s unless its launch template sets it); TX_PREEMPT_GRACE in the containers' env")
         add_infra_retries_opt(opts)
         return opts
 
@@ -135,7 +143,10 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
             SchedulerError: as :meth:`schedule`.
         """
         req: BatchArrayJob = dryrun_info.request
-        self._register_and_submit(req)
+        try:
+            self._register_and_submit(req)
+        finally:
+            _plane.plane(req.queue).invalidate()  # the next look asks Batch
         log.info("aws_batch_submitted_array", name=req.name, children=len(req.app_ids))
         return list(req.app_ids)
 
@@ -207,6 +218,7 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
             targets = [parent] if sorted(indexes) == list(range(size)) else [f"{parent}:{i}" for i in indexes]
             for job_id in targets:
                 call(f"terminating job {job_id}", self._aws.batch.terminate_job, jobId=job_id, reason=CANCEL_REASON)
+            _plane.plane(queue).invalidate()  # the next look asks Batch
             log.info("aws_batch_cancelled", array=name, children=len(indexes))
         for a in rest:
             self.cancel(a)
@@ -237,7 +249,10 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
                 definition is deregistered when the submit fails.
         """
         req = dryrun_info.request
-        self._register_and_submit(req)
+        try:
+            self._register_and_submit(req)
+        finally:
+            _plane.plane(req.queue).invalidate()  # the next look asks Batch
         log.info("aws_batch_submitted", app_id=req.app_id)
         return req.app_id
 
@@ -305,31 +320,79 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
                 out[int(idx)] = rec
         return out
 
+    def _queue_snapshot(self, queue: str) -> Any:
+        """The shared snapshot of ``queue`` (:mod:`tx_scheduler_aws_batch._plane`), None if
+        Batch has no such queue.
+
+        Raises:
+            SchedulerError: an AWS call failed (throttling beyond botocore's retries:
+                :class:`tx.schedulers.budget.ThrottledError`).
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        batch, p = self._aws.batch, _plane.plane(queue)
+
+        def fetch() -> Dict[str, Any]:
+            last = p.last()
+            return _plane.fetch_queue(batch, queue, last.items if last is not None else None,
+                                      self._compute_env_problem)
+        try:
+            return p.get(fetch)
+        except ClientError as e:
+            if error_code(e) == "ClientException" and "does not exist" in str(e):
+                return None  # the queue is gone (or never was): so are its apps
+            raise explain(e, f"listing the jobs of queue {queue}") from None
+        except BotoCoreError as e:
+            raise explain(e, f"listing the jobs of queue {queue}") from None
+
+    def _lookup(self, app_id: str) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[int, Any]], Optional[str], float]:
+        """The app's job record, its node records (None: not in a snapshot), its queue's
+        problem (None: not known) and when they were asked (epoch s)."""
+        parsed = parse_app_id(app_id) if parse_trial_id(app_id) is None else None
+        if parsed is None:
+            asked = time.time()
+            return self._find_job(app_id), None, None, asked
+        queue, name = parsed
+        snap = self._queue_snapshot(queue)
+        if snap is None:
+            return None, None, None, time.time()
+        jobs = snap.items.get("jobs") or {}
+        found = [jobs[i] for i in (snap.items.get("names") or {}).get(name, ()) if i in jobs]
+        if not found:  # submitted since the snapshot (or another queue's ARN form): asked on its own
+            asked = time.time()
+            return self._find_job(app_id), None, None, asked
+        job = max(found, key=lambda j: j.get("createdAt", 0))
+        nodes = (snap.items.get("nodes") or {}).get(job["jobId"])
+        return (job, {int(k): v for k, v in nodes.items()} if nodes is not None else None,
+                snap.items.get("queue_problem"), snap.fetched_at)
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state, per-replica states (from the node jobs where Batch has them,
         else the job's), why it waits or failed, its roles and its console URL; None if
-        Batch does not know it.
+        Batch does not know it. From the queue's shared snapshot (``metadata
+        ["status_fetched_at"]``: when Batch was asked, epoch s).
 
         Raises:
-            SchedulerError: an AWS call failed (one line).
+            SchedulerError: an AWS call failed (one line); throttling beyond botocore's
+                retries is :class:`tx.schedulers.budget.ThrottledError`, never a failed app.
         """
-        job = self._find_job(app_id)
+        job, nodes, problem, fetched_at = self._lookup(app_id)
         if job is None:
             return None
         status = str(job.get("status", ""))
         reason = str(job.get("statusReason", ""))
         state = appstate_from_batch(status, reason)
-        roles_statuses, roles, first_failure, first_node = replica_statuses(job, self._nodes(job), state, reason)
-        msg = self._message(job, state, status, reason)
+        roles_statuses, roles, first_failure, first_node = replica_statuses(
+            job, nodes if nodes is not None else self._nodes(job), state, reason)
+        msg = self._message(job, state, status, reason, problem)
         err, cause = NONE, None
         if state == AppState.FAILED:
-            err, cause = failure(job, first_failure, first_node, reason, roles_statuses,
-                                 lambda node: self._cause_lines(job, node))
+            err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
         attempts = job.get("attempts") or []
-        history = batch_attempts(attempts, state)
+        history = batch_attempts(attempts, state, reason, saves_of(job))
         kept = (job.get("parameters") or {}).get(PARAM_APPDEF)
         stored, why, run_options = read_stored_appdef_and_options(kept, f"the job's parameter {PARAM_APPDEF}", APPDEF_LIMIT)
-        return DescribeAppResponse(
+        desc = DescribeAppResponse(
             app_id=app_id,
             state=state,
             num_restarts=max(0, len(attempts) - 1) if attempts else 0,
@@ -345,10 +408,31 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
             attempts=history,
             app=stored,
         )
+        desc.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
+        return desc
 
-    def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str) -> str:
+    def _failure(self, job: Dict[str, Any], first_failure: Optional[str], first_node: Any, reason: str,
+                 statuses: Any) -> Any:
+        """:func:`failure` of an ended job, read from its log once per process (a failed
+        job's log does not change): following 1,000 failed apps reads 1,000 logs once, not
+        every tick."""
+        key = (str(job.get("jobId")), len(job.get("attempts") or []))
+        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
+        if key not in cache:
+            cache[key] = failure(job, first_failure, first_node, reason, statuses,
+                                 lambda node: self._cause_lines(job, node))
+        err, cause = cache[key]
+        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
+            for rs in statuses:
+                for rep in rs.replicas:
+                    if (rs.role, rep.id) == (cause.role, cause.replica):
+                        rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return err, cause
+
+    def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str,
+                 problem: Optional[str] = None) -> str:
         if status == "RUNNABLE":
-            why = self._compute_env_problem(job)
+            why = self._compute_env_problem(job) if problem is None else problem
             parts = [f"RUNNABLE: waiting for compute in queue {job.get('jobQueue', '?').rpartition('/')[2]}"]
             if reason:
                 parts.append(reason)
@@ -448,6 +532,9 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
             return
         call(f"terminating job {job.get('jobName')}", self._aws.batch.terminate_job,
              jobId=job["jobId"], reason=CANCEL_REASON)
+        parsed = parse_app_id(app_id) or parse_trial_id(app_id)
+        if parsed:
+            _plane.plane(parsed[0]).invalidate()  # the next look asks Batch
         log.info("aws_batch_cancelled", app_id=app_id)
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ configuration and labels (``tx.attempt`` added) takes its place. Used by
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict
 
 from tx.log import get_logger
@@ -12,7 +13,7 @@ from tx.log import get_logger
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason
 from tx_scheduler_docker._status import CANCELLED_SUFFIX, LABEL_ATTEMPT, RETIRED, attempt_of, name_of
-from tx_scheduler_docker.request import LABEL_APP_ID, LABEL_VERSION
+from tx_scheduler_docker.request import LABEL_APP_ID, LABEL_VERSION, PREEMPT_NOTE_ENV
 from tx_scheduler_docker.version import __version__
 
 __all__ = ["start_again", "start_quietly"]
@@ -47,6 +48,8 @@ def start_again(client: Any, app_id: str, info: Dict[str, Any], attempt: int) ->
             return
     cfg = dict(info.get("Config") or {})
     cfg["Labels"] = {**(cfg.get("Labels") or {}), LABEL_ATTEMPT: str(attempt)}
+    # the attempt's own preemption note (an earlier attempt's is not this one's warning)
+    cfg["Env"] = [_note_of_attempt(str(v), attempt) for v in (cfg.get("Env") or [])]
     # what build_request sets (podman's inspect adds defaults its own create refuses, such
     # as Ulimits named RLIMIT_NOFILE)
     host = {k: v for k, v in (info.get("HostConfig") or {}).items() if k in _HOST_CONFIG and v}
@@ -86,6 +89,15 @@ def start_again(client: Any, app_id: str, info: Dict[str, Any], attempt: int) ->
         return
     start_quietly(client, created)
     log.info("started a replica the engine lost again", app_id=app_id, container=name, attempt=attempt)
+
+def _note_of_attempt(entry: str, attempt: int) -> str:
+    """An environment entry ``K=V``; ``TX_PREEMPT_NOTE=<dir>/.tx-preempt-<name>.<n>`` made
+    attempt ``attempt``'s."""
+    key, _, value = entry.partition("=")
+    if key != PREEMPT_NOTE_ENV or "." not in os.path.basename(value):
+        return entry
+    return f"{key}={value.rsplit('.', 1)[0]}.{attempt}"
+
 
 def start_quietly(client: Any, info: Dict[str, Any]) -> None:
     """Start a container tx created to retry a lost replica (started already: nothing)."""

@@ -11,6 +11,7 @@ no state is kept on the submitting host.
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from typing import Any, Dict, Iterable, List, Mapping
 
@@ -37,6 +38,14 @@ LABEL_ROLE_IDX = "tx.role-idx"
 LABEL_REPLICA_ID = "tx.replica-id"
 LABEL_NUM_REPLICAS = "tx.num-replicas"
 LABEL_MEM_MB = "tx.mem-mb"
+#: the preemption warning's grace (docs/recovery.md, "Preemption"): the seconds between the
+#: engine's stop signal and its SIGKILL, set in every container's environment
+PREEMPT_GRACE_ENV = "TX_PREEMPT_GRACE"
+#: where the job's ``tx.distributed.preempted()`` notes the warning (the time it came): a file
+#: :func:`preempt_note` names in the run's checkpoint directory, when that is a host path
+PREEMPT_NOTE_ENV = "TX_PREEMPT_NOTE"
+#: the run option ``preempt_grace``'s default (seconds; Docker's own default stop timeout is 10)
+DEFAULT_PREEMPT_GRACE = 30
 #: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), on every container
 LABEL_APPDEF = "tx.appdef"
 #: named devices of ``Resource.devices`` -> the host device files one unit stands for
@@ -184,10 +193,34 @@ def _host_checkpoint_dir(env: Mapping[str, str]) -> str:
     return os.path.normpath(path) if path.startswith("/") else ""
 
 
+def preempt_note(checkpoint_dir: str, name: str, attempt: int) -> str:
+    """The note of container ``name``'s attempt ``attempt`` in a host checkpoint directory:
+    ``<dir>/.tx-preempt-<name>.<attempt>`` (bind-mounted at the same path: the engine's
+    stop reaches the job, the job's warning handler appends the time, tx reads it)."""
+    return os.path.join(checkpoint_dir, f".tx-preempt-{name}.{attempt}")
+
+
 def _covered(path: str, volumes: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether a volume's destination is ``path`` or a directory above it."""
     return any(path == v["bind"].rstrip("/") or path.startswith(v["bind"].rstrip("/") + "/")
                for v in volumes.values())
+
+
+def stop_timeout(cfg: Mapping[str, CfgVal]) -> int:
+    """The containers' ``StopTimeout`` (whole seconds, rounded up) from the run option
+    ``preempt_grace`` (default :data:`DEFAULT_PREEMPT_GRACE`).
+
+    Raises:
+        ValueError: a negative or non-numeric ``preempt_grace`` (message for users).
+    """
+    raw = cfg.get("preempt_grace")
+    try:
+        grace = float(DEFAULT_PREEMPT_GRACE if raw is None else raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        grace = -1.0
+    if not grace >= 0 or math.isinf(grace):
+        raise ValueError(f"run option 'preempt_grace' must be seconds >= 0, got {raw!r}")
+    return int(math.ceil(grace))
 
 
 def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> DockerJob:
@@ -198,7 +231,8 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
 
     Args:
         cfg: resolved run options of ``local_docker`` (``copy_env``, ``env``, ``volumes``,
-            ``privileged``).
+            ``privileged``, ``preempt_grace``: each container's ``StopTimeout`` and its
+            ``TX_PREEMPT_GRACE``).
         session_name: the session recorded in the containers' labels.
 
     ``volumes`` come first, then the role's mounts. The run's checkpoint location
@@ -208,8 +242,9 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
     the checkpoints every attempt of the run shares.
 
     Raises:
-        ValueError: a malformed ``volumes`` entry.
+        ValueError: a malformed ``volumes`` entry, a negative ``preempt_grace``.
     """
+    grace = stop_timeout(cfg)
     app_id = make_unique(_dns_name(app.name)[:40])
     network = f"tx-{app_id}"
     base_env: Dict[str, str] = {}
@@ -231,6 +266,7 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
             env.update(r.env)
             env.update(replica_env(app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0,
                                    role_idx=idx, num_replicas=role.num_replicas))
+            env[PREEMPT_GRACE_ENV] = str(grace)  # what the engine's stop gives the job
             labels = {
                 LABEL_VERSION: __version__,
                 LABEL_APP_ID: app_id,
@@ -255,6 +291,9 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
                 "init": True,
                 "privileged": bool(cfg.get("privileged")),
                 "stop_signal": "SIGTERM",
+                # the engine's stop (docker stop, podman stop, an engine shutting down)
+                # without its own timeout: SIGTERM, then SIGKILL after this many seconds
+                "stop_timeout": grace,
             }
             kwargs.update(_resources(role))
             mounts = _mounts(role)
@@ -262,6 +301,8 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
                 mounts["devices"] = kwargs.pop("devices") + mounts["devices"]
             mounts["volumes"] = {**cfg_volumes, **mounts.get("volumes", {})}
             ckpt = _host_checkpoint_dir(env)
+            if ckpt:
+                env[PREEMPT_NOTE_ENV] = preempt_note(ckpt, name, 0)
             if ckpt and not _covered(ckpt, mounts["volumes"]):
                 mounts["volumes"][ckpt] = {"bind": ckpt, "mode": "rw"}
                 if ckpt not in job.host_dirs:

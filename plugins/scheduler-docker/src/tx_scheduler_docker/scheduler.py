@@ -28,7 +28,7 @@ from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfig
 from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import CfgVal, runopts
 from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus
-from tx_scheduler_docker import _states
+from tx_scheduler_docker import _preempted, _states
 from tx_scheduler_docker._attempts import start_again, start_quietly
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location
 from tx_scheduler_docker._logs import ContainerLogs
@@ -45,7 +45,7 @@ from tx_scheduler_docker._status import summary_name as _summary_name
 from tx_scheduler_docker._status import to_int as _int
 from tx_scheduler_docker.request import (
     LABEL_APP_ID, LABEL_APP_NAME, LABEL_APPDEF, LABEL_REPLICA_ID, LABEL_ROLE_IDX, LABEL_ROLE_NAME,
-    LABEL_VERSION, DockerContainer, DockerJob, build_request,
+    DEFAULT_PREEMPT_GRACE, LABEL_VERSION, DockerContainer, DockerJob, build_request, stop_timeout,
 )
 from tx_scheduler_docker.version import __version__
 
@@ -70,6 +70,10 @@ def local_docker_runopts() -> runopts:
     opts.add("volumes", type_=List[str], default=None,
              help="volumes of every container, as docker run -v: SRC:DST[:ro|rw] (a host path or a "
                   "named volume), e.g. /shared:/shared;/data:/data:ro (the role's mounts win)")
+    opts.add("preempt_grace", type_=float, default=float(DEFAULT_PREEMPT_GRACE),
+             help="seconds between a preemption warning (the engine stopping a container: docker stop, "
+                  "an engine shutting down; SIGTERM, TX_PREEMPT_GRACE in every container's env) and "
+                  "SIGKILL: each container's stop timeout, rounded up to whole seconds")
     add_infra_retries_opt(opts)
     return opts
 
@@ -132,6 +136,10 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
         for role in app.roles:
             if not role.image:
                 raise ValueError(f"role {role.name!r} has no image; local_docker runs role.image as a container")
+        try:
+            stop_timeout(cfg)
+        except ValueError as e:
+            raise InvalidRunConfigException(str(e), "preempt_grace", cfg) from None
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
         job = build_request(app, cfg, self.session_name)
@@ -167,7 +175,7 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
                 if "device_requests" in kw:
                     kw["device_requests"] = [docker.types.DeviceRequest(
                         driver=d["Driver"], count=d["Count"], capabilities=d["Capabilities"]) for d in kw["device_requests"]]
-                created.append(client.containers.create(c.image, c.command, detach=True, **kw))
+                created.append(_create(client, c.image, c.command, kw))
             for ct in created:
                 ct.start()
         except docker.errors.APIError as e:
@@ -356,12 +364,16 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
             replica_info[(role, k)] = info
             if role not in role_defs:
                 role_defs[role] = _role_from(role, info)
+        preempted = [] if cancelled or lost or missing else [i for i in infos if _preempted.is_preempted(i)]
+        if retry and preempted:  # stopped by the engine from outside: the attempt is the infrastructure's
+            if any(_preempted.is_live(i) for i in infos):
+                _preempted.warn_the_others(self._docker(), infos)
+            elif attempt < self._infra_bound(run_options):
+                for info in infos:  # every replica again, as the next attempt (they resume)
+                    start_again(self._docker(), app_id, info, attempt + 1)
+                return self._describe(app_id, retry=False)
         if retry and not cancelled and (lost or missing):
-            try:
-                bound = infra_retries(run_options or {})
-            except InvalidRunConfigException:  # a stored value tx would not take now: the default
-                bound = infra_retries({})
-            if missing or attempt < bound:
+            if missing or attempt < self._infra_bound(run_options):
                 for r, k, _w in lost:  # a new attempt of the app
                     start_again(self._docker(), app_id, replica_info[(r, k)], attempt + 1)
                 for info in missing.values():  # the attempt its retired container was retried as
@@ -388,16 +400,25 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
             desc.msg = (desc.msg + "; " if desc.msg != NONE else "") + "; ".join(why_lost)
         # the attempts tx retried: one per attempt index, why its first lost replica was lost
         earlier: Dict[int, str] = {}
+        for n in {_attempt_of(i) for i in retired}:  # an attempt preempted: every replica retired
+            earlier[n] = _preempted.reason([i for i in retired if _attempt_of(i) == n])
         for i in sorted(retired, key=lambda i: (_attempt_of(i), _name_of(i))):
             lb = _labels(i)
             gone = _states.lost_while_running(i.get("State") or {}) or "the engine lost the container"
-            earlier.setdefault(_attempt_of(i), f"{lb.get(LABEL_ROLE_NAME, 'unknown')}[{lb.get(LABEL_REPLICA_ID, 0)}]: {gone}")
+            if not earlier.get(_attempt_of(i)):
+                earlier[_attempt_of(i)] = f"{lb.get(LABEL_ROLE_NAME, 'unknown')}[{lb.get(LABEL_REPLICA_ID, 0)}]: {gone}"
         desc.attempts = [Attempt(n, AppState.FAILED, FailureKind.INFRA, earlier.get(n, ""), retried=True)
                          for n in range(attempt)]
         if app_state == AppState.FAILED and why_lost:
             # the infrastructure's: no exit code or log of the container says why
             desc.structured_error_msg = why_lost[0]
             desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.INFRA, why_lost[0]))
+        elif app_state == AppState.FAILED and preempted:  # beyond infra_retries
+            bound = self._infra_bound(run_options)
+            why = _preempted.reason(infos) + (f"; infra_retries={bound} exhausted" if bound
+                                              else "; infra_retries=0: not restarted")
+            desc.structured_error_msg = why
+            desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.INFRA, why))
         elif app_state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = failure(replicas, replica_info, self._output_tail, self._oom_reported)
             if attempt:
@@ -405,6 +426,15 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
         elif attempt:
             desc.attempts.append(Attempt(attempt, app_state))
         return desc
+
+    @staticmethod
+    def _infra_bound(run_options: Optional[Mapping[str, Any]]) -> int:
+        """The app's ``infra_retries`` from its stored run options (a stored value tx would
+        not take now: the default)."""
+        try:
+            return infra_retries(run_options or {})
+        except InvalidRunConfigException:
+            return infra_retries({})
 
     def _output_tail(self, cid: str) -> bytes:
         """The last :data:`CAUSE_TAIL_LINES` lines of container ``cid``'s output."""
@@ -490,6 +520,22 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
             t.join(STOP_TIMEOUT + 30)
         self._remove_network(client, f"tx-{app_id}", [s["Id"] for s in summaries])
         log.info("cancelled", app_id=app_id, stopped=len(live))
+
+def _create(client: Any, image: str, command: List[str], kwargs: Dict[str, Any]) -> Any:
+    """``client.containers.create(image, command, **kwargs)``, with ``stop_timeout`` (the
+    container's ``StopTimeout``, which the SDK's high-level ``create`` does not take: its
+    low-level ``create_container`` does) passed through."""
+    kw = dict(kwargs)
+    timeout = kw.pop("stop_timeout", None)
+    if timeout is None:
+        return client.containers.create(image, command, detach=True, **kw)
+    from docker.models.containers import _create_container_args  # the SDK's own translation
+
+    args = _create_container_args({**kw, "image": image, "command": command, "detach": True,
+                                   "version": client.api._version})
+    created = client.api.create_container(**args, stop_timeout=int(timeout))
+    return client.containers.get(created["Id"])
+
 
 def create_scheduler(session_name: str, client: Optional[Any] = None, **kwargs: Any) -> DockerScheduler:
     """Factory registered as ``local_docker``.

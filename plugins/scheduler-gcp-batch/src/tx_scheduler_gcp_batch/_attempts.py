@@ -4,12 +4,17 @@ lost VM (:data:`tx_scheduler_gcp_batch.request.INFRA_EXIT_CODES`) is the infrast
 any other failure the user's."""
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from tx.schedulers.saves import local_path, what_saved
 from tx.specs import AppState, Attempt, FailureKind, is_terminal
 
 from tx_scheduler_gcp_batch._status import Failed, task_index
-from tx_scheduler_gcp_batch.request import INFRA_EXIT_CODES, TaskInfo
+from tx_scheduler_gcp_batch.request import INFRA_EXIT_CODES, PREEMPT_GRACE_S, TaskInfo
+
+#: Batch's reserved exit code of a task whose Spot VM was preempted (after its notice)
+SPOT_PREEMPTED = 50001
 
 __all__ = ["batch_attempts", "retries"]
 
@@ -43,6 +48,30 @@ def _batch_retries(spec: Any, execution: int, code: int) -> bool:
     return match if policy.action.name == "RETRY_TASK" else not match
 
 
+def _checkpoint_dirs(job: Any) -> Dict[int, str]:
+    """``{task index: TX_CHECKPOINT_DIR}`` of the tasks whose checkpoint directory is a
+    directory of this host (the markers tx reads to say what a preempted task saved)."""
+    out: Dict[int, str] = {}
+    if not job.task_groups:
+        return out
+    for i, env in enumerate(job.task_groups[0].task_environments):
+        loc = env.variables.get("TX_CHECKPOINT_DIR") or ""
+        path = local_path(loc)
+        if path is not None and os.path.isdir(path):
+            out[i] = loc
+    return out
+
+
+def _saved(location: Optional[str], at: Any) -> str:
+    """What a task preempted at ``at`` (the status event's time) saved in the notice before
+    it: ``; saved step N in S s`` (or ``; no checkpoint saved ...``), "" where unknown."""
+    if location is None or at is None or not hasattr(at, "timestamp"):
+        return ""
+    end = at.timestamp()
+    text = what_saved(location, end - PREEMPT_GRACE_S, end)
+    return f"; {text}" if text else ""
+
+
 def _why(info: TaskInfo, code: Optional[int]) -> Tuple[FailureKind, str]:
     """Whose failure an execution of replica ``info`` that ended with ``code`` was: Batch's
     reserved exit codes for a VM lost under the task (:data:`INFRA_EXIT_CODES`: 50001 Spot
@@ -61,22 +90,34 @@ def batch_attempts(job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], stat
     task spec's retry rules, :func:`_batch_retries`) is an attempt, ``retried``, in the order
     they ended; then the app's last attempt: where it FAILED, the first failed replica's
     last execution (``failed``, as :func:`tx_scheduler_gcp_batch._status.replica_statuses` chose it: ``infra`` for one of
-    :data:`INFRA_EXIT_CODES`, else ``user``), else the app's state. ``state`` is the job's."""
+    :data:`INFRA_EXIT_CODES`, else ``user``), else the app's state. ``state`` is the job's.
+    A task preempted on a Spot VM (50001) names what it saved in the notice before its
+    status event (the completion markers under its ``TX_CHECKPOINT_DIR``, where that is a
+    directory of this host: ``tx.schedulers.saves``)."""
     spec = job.task_groups[0].task_spec if job.task_groups else None
     ended = is_terminal(state)
+    dirs = _checkpoint_dirs(job)
+    last_end: Dict[int, Any] = {}
     retried: List[Tuple[Any, int, Tuple[FailureKind, str]]] = []
     for task in tasks:
         info = layout.get(task_index(task))
         if info is None:
             continue
         runs = _executions(task)
+        if runs:
+            last_end[info.index] = runs[-1][0]
         for j, (at, code) in enumerate(runs):
             if code != 0 and (j < len(runs) - 1 or (not ended and _batch_retries(spec, j, code))):
-                retried.append((at, info.index, _why(info, code)))
+                kind, why = _why(info, code)
+                if code == SPOT_PREEMPTED:
+                    why += _saved(dirs.get(info.index), at)
+                retried.append((at, info.index, (kind, why)))
     retried.sort(key=lambda r: (r[0] is None, r[0] or 0, r[1]))
     out = [Attempt(i, AppState.FAILED, kind, reason, retried=True) for i, (_, _, (kind, reason)) in enumerate(retried)]
     if state == AppState.FAILED and failed is not None:
         kind, reason = _why(failed[0], failed[1])
+        if failed[1] == SPOT_PREEMPTED:
+            reason += _saved(dirs.get(failed[0].index), last_end.get(failed[0].index))
         out.append(Attempt(len(out), AppState.FAILED, kind, reason))
     else:
         out.append(Attempt(len(out), state))

@@ -14,7 +14,8 @@ from tx.schedulers import Stream, filter_regex
 from tx.specs import AppState, is_terminal
 
 from tx_scheduler_gcp_batch._states import JOB_STATES
-from tx_scheduler_gcp_batch.request import parse_trial_id, task_layout, trial_env
+from tx_scheduler_gcp_batch._sweep import parse_trial_id, trial_env
+from tx_scheduler_gcp_batch.request import task_layout
 
 __all__ = ["LOG_NAME", "TaskLogs"]
 

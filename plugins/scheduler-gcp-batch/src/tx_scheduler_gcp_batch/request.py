@@ -32,6 +32,10 @@ is one task group whose tasks are all the replicas of all roles, in role order:
   its former name, wins where set) more times, on every provisioning model: with no user
   retries a lifecycle policy retries only those exit codes; with user retries the two
   budgets add up (Batch keeps one retry counter per task).
+* on Spot VMs (``provisioning_model=SPOT``) every task's environment has
+  ``TX_PREEMPT_GRACE=30``: the preemption notice Compute Engine gives (the guest OS shuts
+  down, SIGTERM to its processes; power-off 30 s later), so that ``tx.distributed.preempted()``
+  jobs know what they can count on; the preempted task ends with exit code 50001.
 * the task spec's environment variable ``TX_APPDEF``: the AppDef as submitted
   (:func:`tx.specs.files.appdef_to_stored`; GetJob returns it, labels hold 63 characters);
 * labels ``tx_version`` and ``tx_app_name`` (label syntax: lowercase, digits, ``_``, ``-``);
@@ -73,6 +77,13 @@ INFRA_EXIT_CODES: Dict[int, str] = {
 A100_MACHINE_TYPES = {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"}
 MAX_RETRY_COUNT = 10
 SHELL = "/bin/sh"
+#: the seconds Compute Engine gives a Spot VM between its preemption notice (ACPI G2 soft
+#: off: the guest shuts down, its processes get SIGTERM) and the hard power-off
+#: (https://cloud.google.com/compute/docs/instances/spot#preemption-process); set as
+#: ``TX_PREEMPT_GRACE`` in every task of a job on Spot VMs
+PREEMPT_GRACE_S = 30
+PREEMPT_GRACE_ENV = "TX_PREEMPT_GRACE"
+
 #: the task spec's environment variable that keeps the AppDef as submitted
 ENV_APPDEF = "TX_APPDEF"
 #: the most bytes of it: Linux refuses to start a program with one environment string over
@@ -203,6 +214,7 @@ def build_job(
     job_id = make_job_id(app.name)
     app_id = f"{project}:{location}:{job_id}"  # the ${app_id} macro and TX_APP_ID, as tx handles name it
     multi = len(app.roles) > 1
+    spot_vms = cfg.get("provisioning_model") == "SPOT"
     runnables = []
     task_envs = []
     for r, role in enumerate(app.roles):
@@ -231,6 +243,8 @@ def build_job(
                     app_id=app_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
                 )
             )
+            if spot_vms:  # the preemption notice of a Spot VM (PREEMPT_GRACE_S), unless the role sets its own
+                env.setdefault(PREEMPT_GRACE_ENV, str(PREEMPT_GRACE_S))
             task_envs.append({"variables": env})
 
     res = _largest(app.roles)
@@ -337,7 +351,7 @@ def roles_of(job: Any) -> List[Role]:
     counts: Dict[str, int] = {}
     for t in layout:
         counts[t.role] = counts.get(t.role, 0) + 1
-    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
+    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {PREEMPT_GRACE_ENV}
     roles = []
     for runnable in spec.runnables:
         name = runnable.display_name
@@ -371,134 +385,3 @@ def roles_of(job: Any) -> List[Role]:
             )
         )
     return roles
-
-
-
-# -- sweeps: one job whose tasks are the trials ---------------------------------------------
-
-#: Batch's job limits (https://cloud.google.com/batch/quotas#job_limits): tasks per task
-#: group, parallel tasks per job, size of the job definition (about the create request's)
-MAX_TASKS = 100_000
-MAX_PARALLELISM = 5_000
-MAX_JOB_BYTES = 1_000_000
-#: the task environment variable holding a trial's runnable script (as :func:`role_script`
-#: made it for the trial's own job)
-TRIAL_SCRIPT_ENV = "TX_TRIAL_SCRIPT"
-#: the start of the sweep job's runnable: a trial is one replica on its own VM, its rank 0 is
-#: itself (Batch's main node and hosts file are the job's, shared by all trials)
-SWEEP_PREAMBLE = "unset BATCH_MAIN_NODE_HOSTNAME BATCH_HOSTS_FILE"
-
-
-def make_trial_id(job: GcpBatchJob, index: int) -> str:
-    """A sweep trial's app id: ``{project}:{location}:{job_id}:{task index}``."""
-    return f"{job.app_id}:{index}"
-
-
-def _pb(job: Any) -> Any:
-    """The raw protobuf message under a ``batch_v1.Job`` (fast to read and compare; the
-    proto-plus wrapper converts on every access); a raw message as it is."""
-    return type(job).pb(job) if hasattr(type(job), "pb") else job
-
-
-def _spec_key(job: Any) -> bytes:
-    """The task spec of ``job``'s group without the runnables' commands, serialized."""
-    spec = _pb(job).task_groups[0].task_spec
-    copy = type(spec)()
-    copy.CopyFrom(spec)
-    for r in copy.runnables:
-        del r.container.commands[:]
-    # each trial's stored AppDef differs with its arguments; a sweep's job keeps none
-    copy.environment.variables.pop(ENV_APPDEF, None)
-    return copy.SerializeToString(deterministic=True)
-
-
-def sweep_unsupported(trials: List[GcpBatchJob]) -> "str | None":
-    """Why these trials cannot be the tasks of one job, or None when they can: each trial
-    one task (one replica of one role), and the trials alike but for env and arguments."""
-    if not trials:
-        return "no trials"
-    groups = [_pb(t.job).task_groups[0] for t in trials]
-    if any(len(g.task_environments) != 1 or len(g.task_spec.runnables) != 1 for g in groups):
-        return "a trial of several replicas is a job of several tasks itself, and Batch runs one task group per job"
-    first, policy = _spec_key(trials[0].job), _pb(trials[0].job).allocation_policy
-    for t in trials[1:]:
-        if _spec_key(t.job) != first or _pb(t.job).allocation_policy != policy \
-                or (t.project, t.location) != (trials[0].project, trials[0].location):
-            return "the trials differ in more than arguments and env (resources, run options)"
-    return None
-
-
-def trial_env(job: Any, index: int) -> Dict[str, str]:
-    """Task ``index``'s environment in a sweep's job: the job-wide variables
-    (``task_spec.environment``) and its own (``task_environments[index]``)."""
-    group = job.task_groups[0]
-    return {**group.task_spec.environment.variables, **group.task_environments[index].variables}
-
-
-def build_sweep_job(trials: List[GcpBatchJob], max_parallel: "int | None") -> GcpBatchJob:
-    """One job whose task ``i`` is trial ``i`` (``task_count`` = trials, ``parallelism`` =
-    ``max_parallel``; Batch sets ``BATCH_TASK_INDEX``); trial 0's job id. Each trial's app id
-    in its env and script becomes its task's (:func:`make_trial_id`). Env equal in every
-    trial is the job's (``task_spec.environment``), the rest each task's
-    (``task_environments[i]``); no trial's stored AppDef (``TX_APPDEF``) is kept; the trials' scripts, where they differ by more than the app
-    id (read from ``TX_APP_ID``), go in each task's :data:`TRIAL_SCRIPT_ENV`.
-
-    Raises:
-        ValueError: more trials, a larger ``max_parallel`` or a larger job than Batch takes.
-    """
-    if len(trials) > MAX_TASKS:
-        raise ValueError(f"{len(trials)} trials are more than Batch's {MAX_TASKS} tasks per job")
-    if max_parallel is not None and max_parallel > MAX_PARALLELISM:
-        raise ValueError(f"max_parallel {max_parallel} is more than Batch's {MAX_PARALLELISM} parallel tasks per job")
-    first = trials[0]
-    job = type(first.job)(first.job)
-    out = GcpBatchJob(project=first.project, location=first.location, job_id=first.job_id, job=job)
-    envs, scripts = [], []
-    for i, t in enumerate(trials):
-        new = make_trial_id(out, i)
-        group = _pb(t.job).task_groups[0]
-        envs.append({k: v.replace(t.app_id, new) for k, v in group.task_environments[0].variables.items()})
-        scripts.append(group.task_spec.runnables[0].container.commands[-1].replace(t.app_id, "\x00A"))
-    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
-    one_script = all(sc == scripts[0] for sc in scripts[1:])
-    group = job.task_groups[0]
-    group.task_environments = [
-        {"variables": {**{k: v for k, v in e.items() if k not in common},
-                       **({} if one_script else {TRIAL_SCRIPT_ENV: sc.replace("\x00A", make_trial_id(out, i))})}}
-        for i, (e, sc) in enumerate(zip(envs, scripts))]
-    # trial 0's stored AppDef would be every task's: a sweep's job keeps none (as a Slurm
-    # array), and describe says so (app_not_stored); the sweep record has the source
-    shared = {k: v for k, v in group.task_spec.environment.variables.items() if k != ENV_APPDEF}
-    group.task_spec.environment = {"variables": {**shared, **common}}
-    group.task_count = len(trials)
-    group.parallelism = min(max_parallel or len(trials), len(trials))
-    group.require_hosts_file = False
-    group.permissive_ssh = False
-    # the app id sits in single quotes (role_script quotes every word so)
-    body = scripts[0].replace("\x00A", f"'\"${envc.APP_ID}\"'") if one_script else f'eval "${TRIAL_SCRIPT_ENV}"'
-    group.task_spec.runnables[0].container.commands = ["-c", f"{SWEEP_PREAMBLE}\n{body}"]
-    size = type(job).pb(job).ByteSize()
-    if size > MAX_JOB_BYTES:
-        raise ValueError(f"the sweep's Batch job would be {size // 1000} kB with {len(trials)} trials, more than "
-                         f"Batch's {MAX_JOB_BYTES // 1_000_000} MB: split the sweep or shorten the trials' arguments")
-    return out
-
-
-def is_sweep_job(job: Any) -> bool:
-    """Whether ``job`` (a ``batch_v1.Job`` as GetJob or ListJobs return it, or its raw
-    protobuf message) is a sweep's
-    job (:func:`build_sweep_job`: its runnable starts with :data:`SWEEP_PREAMBLE`), whose
-    tasks are trials rather than one app's replicas."""
-    groups = _pb(job).task_groups
-    if not groups or not groups[0].task_spec.runnables:
-        return False
-    commands = groups[0].task_spec.runnables[0].container.commands
-    return len(commands) == 2 and commands[1].startswith(SWEEP_PREAMBLE + "\n")
-
-
-def parse_trial_id(app_id: str) -> "Tuple[str, int] | None":
-    """``(the job's app id, task index)`` of a sweep trial's app id, None for another id."""
-    parts = app_id.split(":")
-    if len(parts) == 4 and all(parts[:3]) and parts[3].isdigit():
-        return ":".join(parts[:3]), int(parts[3])
-    return None

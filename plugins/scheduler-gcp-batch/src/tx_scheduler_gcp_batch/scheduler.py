@@ -3,8 +3,10 @@
 * submit: ``BatchServiceClient.create_job`` of the job :mod:`tx_scheduler_gcp_batch.request`
   builds; the app id is ``{project}:{location}:{job_id}`` (handle
   ``gcp_batch://<session>/<project>:<location>:<job_id>``, as in TorchX).
-* status: ``get_job`` (job state and status events) and ``list_tasks`` (one task per
-  replica: state, exit code, events).
+* status: from the location's shared snapshot (:mod:`tx_scheduler_gcp_batch._plane`: one
+  ``list_jobs`` for every app followed on the host, ``list_tasks`` of the jobs that changed);
+  a job it lacks is asked on its own: ``get_job`` (job state and status events) and
+  ``list_tasks`` (one task per replica: state, exit code, events).
 * logs: Cloud Logging ``entries.list`` of the log ``batch_task_logs``, by job uid and task
   (stdout entries have severity INFO, stderr ERROR).
 * cancel: ``cancel_job`` (the job stays, CANCELLED, so ``tx status`` still answers).
@@ -23,7 +25,8 @@ https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
@@ -35,16 +38,18 @@ from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigEx
 from tx.specs import runopts
 from tx.specs.files import read_stored_appdef_and_options
 
-from tx_scheduler_gcp_batch import _client
+from tx_scheduler_gcp_batch import _client, _plane
 from tx_scheduler_gcp_batch._attempts import batch_attempts, retries
 from tx_scheduler_gcp_batch._logs import LOG_NAME, TaskLogs
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch._status import (CAUSE_TAIL_LINES, ERROR_TAIL_LINES, console_url, failure, replica_statuses,
                                             state_name, task_index)
+from tx_scheduler_gcp_batch._sweep import (
+    MAX_TASKS, SWEEP_TEMPLATE_ENV, TRIAL_SCRIPT_ENV, build_sweep_job, is_sweep_job, make_trial_id, parse_trial_id,
+    sweep_unsupported, trial_env, trial_words,
+)
 from tx_scheduler_gcp_batch.request import (
-    APPDEF_LIMIT, ENV_APPDEF, MAX_TASKS, TRIAL_SCRIPT_ENV, GcpBatchJob, TaskInfo, build_job, build_sweep_job,
-    is_sweep_job, make_trial_id, parse_role_script, parse_trial_id, roles_of, sweep_unsupported, task_layout,
-    trial_env,
+    APPDEF_LIMIT, ENV_APPDEF, GcpBatchJob, TaskInfo, build_job, parse_role_script, roles_of, task_layout,
 )
 from tx_scheduler_gcp_batch.version import __version__
 
@@ -108,7 +113,12 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     def _batch_client(self) -> Any:
         if self._batch is None:
             self._batch, self._creds_project = _client.make_batch_client()
+            _plane.with_budget(self._batch, self._endpoint())  # every request takes a token
         return self._batch
+
+    @staticmethod
+    def _endpoint() -> str:
+        return _client.endpoint_from_env(_client.BATCH_ENDPOINT_ENV) or "https://batch.googleapis.com"
 
     def _logging_client(self, project: str) -> Any:
         if self._logging is None:
@@ -179,8 +189,11 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         """
         req = dryrun_info.request
         client = self._batch_client()
-        self._call(f"create job {req.job_id} in {req.parent}", client.create_job,
-                   parent=req.parent, job=req.job, job_id=req.job_id)
+        try:
+            self._call(f"create job {req.job_id} in {req.parent}", client.create_job,
+                       parent=req.parent, job=req.job, job_id=req.job_id)
+        finally:
+            self._plane_of(req.app_id).invalidate()  # the next look asks Batch
         log.info("gcp_batch job created", app_id=req.app_id)
         return req.app_id
 
@@ -215,7 +228,7 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         """
         req: GcpBatchJob = dryrun_info.request
         self.schedule(dryrun_info)
-        return [make_trial_id(req, i) for i in range(len(req.job.task_groups[0].task_environments))]
+        return [make_trial_id(req, i) for i in range(req.job.task_groups[0].task_count)]
 
     def _get_task(self, job: Any, index: int) -> Optional[Any]:
         from google.api_core import exceptions as gex
@@ -231,7 +244,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     def _describe_trial(self, app_id: str, job_app_id: str, index: int) -> Optional[DescribeAppResponse]:
         """A sweep trial: task ``index`` of the sweep's job, as an app of one replica."""
         job = self._get_job(job_app_id)
-        if job is None or index >= len(job.task_groups[0].task_environments):
+        group = job.task_groups[0] if job is not None else None
+        if group is None or index >= (group.task_count or len(group.task_environments)):
             return None
         env = trial_env(job, index)
         info = TaskInfo(index, env.get(envc.ROLE_NAME, "task"), 0, 0)
@@ -242,9 +256,13 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         events = list(task.status.status_events) if task is not None else []
         roles = roles_of(job)[:1]
         if roles:
-            script = env.get(TRIAL_SCRIPT_ENV) or list(job.task_groups[0].task_spec.runnables[0].container.commands)[
-                -1].replace(f"'\"${envc.APP_ID}\"'", app_id)
-            entrypoint, args = parse_role_script(script)
+            if SWEEP_TEMPLATE_ENV in group.task_spec.environment.variables:  # the trial's row of the job's table
+                exports, words = trial_words(job, index)
+                entrypoint, args = words[exports], words[exports + 1:]
+            else:
+                script = env.get(TRIAL_SCRIPT_ENV) or list(group.task_spec.runnables[0].container.commands)[
+                    -1].replace(f"'\"${envc.APP_ID}\"'", app_id)
+                entrypoint, args = parse_role_script(script)
             contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {TRIAL_SCRIPT_ENV}
             roles = [attrs.evolve(roles[0], entrypoint=entrypoint, args=args, num_replicas=1,
                                   env={k: v for k, v in env.items() if k not in contract})]
@@ -333,23 +351,70 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         except Exception as e:  # noqa: BLE001 - mapped to one line
             raise _client.translate(e, f"list tasks of {job.name}") from None
 
+    # -- the status plane ------------------------------------------------------------------------
+    def _plane_of(self, app_id: str) -> Any:
+        project, location = self._job_name(app_id).split("/")[1::2][:2]
+        return _plane.plane(self._endpoint(), project, location)
+
+    def _from_snapshot(self, app_id: str) -> Tuple[Optional[Any], Optional[List[Any]], float]:
+        """The app's job and tasks from the location's shared snapshot and when Batch was
+        asked (epoch s); ``(None, None, now)`` where the snapshot lacks them (created since,
+        not tx's, a sweep's job).
+
+        Raises:
+            SchedulerError: Batch refused or cannot be reached;
+                :class:`tx.schedulers.budget.ThrottledError`: it kept answering 429.
+        """
+        from google.api_core import exceptions as gex
+
+        from tx.schedulers.budget import ThrottledError
+
+        name = self._job_name(app_id)
+        parent, job_id = name.rsplit("/jobs/", 1)
+        p = self._plane_of(app_id)
+        client = self._batch_client()
+
+        def fetch() -> Dict[str, Any]:
+            last = p.last()
+            return _plane.fetch_location(client, parent, last.items if last is not None else None, is_sweep_job)
+        try:
+            snap = p.get(fetch)
+        except (gex.RetryError, gex.TooManyRequests, gex.ResourceExhausted) as e:
+            raise ThrottledError(f"gcp_batch: list jobs in {parent}: Batch kept answering that it is rate limited "
+                                 f"({_client._first_line(str(e))[:200]}); the apps' states are unknown, not failed") from None
+        except gex.NotFound:
+            return None, None, time.time()
+        except Exception as e:  # noqa: BLE001 - mapped to one line
+            raise _client.translate(e, f"list jobs in {parent}") from None
+        rec = (snap.items.get("jobs") or {}).get(job_id)
+        if rec is None or rec.get("tasks") is None:
+            return None, None, time.time()
+        return _plane.job_of(rec["job"]), [_plane.task_of(t) for t in rec["tasks"]], snap.fetched_at
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        """The app's state from the Batch job and its tasks; None for an unknown job.
+        """The app's state from the Batch job and its tasks (the location's shared snapshot,
+        ``metadata["status_fetched_at"]``: when Batch was asked, epoch s; a job it lacks is
+        asked on its own); None for an unknown job.
 
         ``msg``: the job's latest status event (why it waits, or how it ended);
         ``structured_error_msg``: the first failed replica, its exit code and event, and
-        its last stderr lines. Raises SchedulerError for API errors other than not found.
+        its last stderr lines. Raises SchedulerError for API errors other than not found
+        (:class:`tx.schedulers.budget.ThrottledError` when Batch kept throttling the look).
         """
         trial = parse_trial_id(app_id)
         if trial is not None:
             return self._describe_trial(app_id, *trial)
-        job = self._get_job(app_id)
+        job, tasks, fetched_at = self._from_snapshot(app_id)
         if job is None:
-            return None
+            job = self._get_job(app_id)
+            if job is None:
+                return None
+            tasks = None
         state_name = job.status.state.name
         state = JOB_STATES.get(state_name, AppState.UNKNOWN)
         layout = {t.index: t for t in task_layout(job)}
-        tasks = self._tasks(job) if layout else []
+        if tasks is None:
+            tasks = self._tasks(job) if layout else []
         if tasks is None:
             return None
         roles_statuses, failed = replica_statuses(job, layout, tasks, state)
@@ -365,7 +430,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
             roles_statuses=roles_statuses,
             roles=roles_of(job),
             ui_url=console_url(job.name),
-            metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid},
+            metadata={"batch_state": state_name, "job_name": job.name, "uid": job.uid,
+                      "status_fetched_at": fetched_at},
         )
         env = job.task_groups[0].task_spec.environment.variables if job.task_groups else {}
         desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
@@ -373,12 +439,26 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         if why:
             desc.metadata["app_not_stored"] = why
         if state == AppState.FAILED:
-            desc.structured_error_msg, desc.root_cause = failure(
-                job, failed, roles_statuses, lambda index, n: self._last_lines(job, index, n))
+            desc.structured_error_msg, desc.root_cause = self._failure(job, failed, roles_statuses)
         desc.attempts = batch_attempts(job, layout, tasks, state, failed)
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
 
+
+    def _failure(self, job: Any, failed: Any, statuses: Any) -> Any:
+        """:func:`failure` of an ended job, its log read once per process (it does not change)."""
+        key = (job.uid, len(job.status.status_events))
+        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
+        if key not in cache:
+            cache[key] = failure(job, failed, statuses, lambda index, n: self._last_lines(job, index, n))
+            return cache[key]
+        text, cause = cache[key]
+        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
+            for rs in statuses:
+                for rep in rs.replicas:
+                    if (rs.role, rep.id) == (cause.role, cause.replica):
+                        rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return text, cause
 
     def list(self) -> List[ListAppResponse]:
         """Apps (jobs labelled ``tx_version``) in the configured project and location: one
@@ -429,6 +509,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
             pass  # ended (FAILED_PRECONDITION, HTTP 400) or went away meanwhile
         except Exception as e:  # noqa: BLE001 - mapped to one line
             raise _client.translate(e, f"cancel job {job.name}") from None
+        finally:
+            self._plane_of(app_id).invalidate()  # the next look asks Batch
 
     def close(self) -> None:
         """Close the HTTP sessions of the clients this scheduler made (new ones are made on

@@ -7,6 +7,14 @@ its current context, else the in-cluster service account
 Objects are exchanged as plain dicts: custom objects through ``CustomObjectsApi``, pods and
 services through ``CoreV1Api`` with ``_preload_content=False`` (the JSON as the API server
 sent it, without building client models).
+
+Every request takes a token of the host's call budget first (:mod:`tx.schedulers.budget`,
+``.txconfig`` ``[<scheduler>] max_calls_per_minute``, default
+:data:`DEFAULT_CALLS_PER_MINUTE`). An answer ``429 Too Many Requests`` (the API server's
+priority and fairness) to a GET (get, list, log) is retried by the client's client-go
+compatible retries (``client_go_retries``): after the ``Retry-After`` the server sent, or a
+jittered exponential backoff when that is shorter, up to :data:`RETRY_AFTER_RETRIES` times;
+then, or for another verb, it is :class:`KubeThrottled` ("unknown, not failed").
 """
 from __future__ import annotations
 
@@ -15,9 +23,21 @@ import re
 from typing import Any, Dict, Iterator, List, Optional
 
 from tx.schedulers import SchedulerError
+from tx.schedulers.budget import CallBudget, ThrottledError, budget_for
 
 #: seconds a request may take (connect, read); log streams with follow have no read timeout
 REQUEST_TIMEOUT = (10.0, 60.0)
+#: QPS 50 and burst 100 for the whole host: this bucket is shared by every tx process on the
+#: host that talks to the API server (tx status in three shells, tx ui, the watcher, the sweep
+#: supervisors), where client-go's default, QPS 5 and burst 10
+#: (https://pkg.go.dev/k8s.io/client-go/rest#Config), limits one client, and is what
+#: controllers commonly raise to 50/100; the API server's own limit is its priority and
+#: fairness (429 with Retry-After,
+#: https://kubernetes.io/docs/concepts/cluster-administration/flow-control/)
+DEFAULT_CALLS_PER_MINUTE = 50 * 60
+DEFAULT_CALL_BURST = 100
+#: retries of a GET answered 429 (client-go's default is 10)
+RETRY_AFTER_RETRIES = 5
 
 
 class KubeError(SchedulerError):
@@ -32,6 +52,11 @@ class KubeError(SchedulerError):
         super().__init__(msg)
         self.status = status
         self.reason = reason
+
+
+class KubeThrottled(KubeError, ThrottledError):
+    """The API server kept answering 429 Too Many Requests: what was asked is unknown (an
+    app's state is not known, not failed)."""
 
 
 def _one_line(text: str) -> str:
@@ -53,6 +78,9 @@ def translate(exc: BaseException, what: str, host: str = "") -> BaseException:
             message = str(exc.body or "")
         if status == 0:  # the client wraps connection errors in ApiException(status=0)
             return KubeError(f"cannot reach the Kubernetes API server {host}: {_one_line(exc.reason or exc)}")
+        if status == 429:
+            return KubeThrottled(f"{what}: the API server is throttling requests ({_one_line(message) or reason}, "
+                                 "HTTP 429); the apps' states are unknown, not failed: try again later", status, reason)
         return KubeError(f"{what}: {_one_line(message) or reason} (HTTP {status} {reason})", status, reason)
     if isinstance(exc, HTTPError):
         cause = _one_line(str(getattr(exc, "reason", None) or exc))
@@ -79,9 +107,11 @@ class Kube:
         context: the kubeconfig context (None: the current one).
     """
 
-    def __init__(self, api_client: Any = None, context: Optional[str] = None) -> None:
+    def __init__(self, api_client: Any = None, context: Optional[str] = None, backend: str = "kubernetes") -> None:
         self._api = api_client
         self._context = context
+        self.backend = backend
+        self._budget: Optional[CallBudget] = None
         self._custom: Any = None
         self._core: Any = None
 
@@ -107,7 +137,14 @@ class Kube:
                         "no Kubernetes cluster configured: set KUBECONFIG or write ~/.kube/config "
                         f"({_one_line(str(kube_err))})"
                     ) from None
-            cfg.retries = 1
+            from kubernetes.utils.retry import Backoff
+            from urllib3.util.retry import Retry
+
+            # one retry of a failed connection or read; RETRY_AFTER_RETRIES of a GET answered 429
+            cfg.retries = Retry(total=RETRY_AFTER_RETRIES, connect=1, read=1, other=1, redirect=1, status=0)
+            cfg.client_go_retries = True
+            cfg.client_go_retry_backoff = Backoff(steps=RETRY_AFTER_RETRIES + 1, duration=0.5, factor=2.0, jitter=1.0,
+                                                  cap=30.0)
             self._api = client.ApiClient(cfg)
         return self._api
 
@@ -134,9 +171,17 @@ class Kube:
             self._core = client.CoreV1Api(self.api)
         return self._core
 
+    @property
+    def budget(self) -> CallBudget:
+        """The call budget of this scheduler on this API server."""
+        if self._budget is None:
+            self._budget = budget_for(self.backend, self.host, DEFAULT_CALLS_PER_MINUTE, DEFAULT_CALL_BURST)
+        return self._budget
+
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
         try:
+            self.budget.acquire()
             return fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - translated below
             err = translate(e, what, self.host)
@@ -218,6 +263,29 @@ class Kube:
         try:
             self._json(f"cannot delete service {name!r} in namespace {namespace!r}",
                        self.core.delete_namespaced_service, name, namespace)
+            return True
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def create_config_map(self, namespace: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        """POST a ConfigMap; returns it as stored."""
+        name = body.get("metadata", {}).get("name", "")
+        return self._json(f"cannot create configmap {name!r} in namespace {namespace!r}",
+                          self.core.create_namespaced_config_map, namespace, body)
+
+    def patch_config_map(self, namespace: str, name: str, patch: Dict[str, Any]) -> Dict[str, Any]:
+        """Merge-patch a ConfigMap."""
+        return self._json(f"cannot update configmap {name!r} in namespace {namespace!r}",
+                          self.core.patch_namespaced_config_map, name, namespace, patch,
+                          _content_type="application/merge-patch+json")
+
+    def delete_config_map(self, namespace: str, name: str) -> bool:
+        """DELETE a ConfigMap; False if it did not exist."""
+        try:
+            self._json(f"cannot delete configmap {name!r} in namespace {namespace!r}",
+                       self.core.delete_namespaced_config_map, name, namespace)
             return True
         except KubeError as e:
             if e.status == 404:

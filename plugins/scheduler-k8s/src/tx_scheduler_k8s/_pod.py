@@ -31,7 +31,7 @@ from tx.specs import BindMount, DeviceMount, Resource, Role, VolumeMount, macros
 from tx.specs.api import MISSING, NULL_RESOURCE
 from tx.specs.files import appdef_to_stored
 
-from tx_scheduler_k8s import _names
+from tx_scheduler_k8s import _names, _preempt
 from tx_scheduler_k8s.version import __version__
 
 log = get_logger(__name__)
@@ -239,7 +239,8 @@ def pod_template(
 ) -> Dict[str, Any]:
     """PodTemplateSpec of replica ``k`` of ``role`` (index ``role_idx``).
 
-    ``cfg`` supplies ``service_account``, ``priority_class``, ``image_secret``.
+    ``cfg`` supplies ``service_account``, ``priority_class``, ``image_secret`` and
+    ``preempt_grace`` (``terminationGracePeriodSeconds`` and ``TX_PREEMPT_GRACE``).
     The replica's environment is the role's (macros substituted) over the contract of
     :mod:`tx.schedulers.env` (``TX_*`` and ``TORCHX_*``) and ``extra_env``.
     """
@@ -249,6 +250,8 @@ def pod_template(
         app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0_host,
         role_idx=role_idx, num_replicas=role.num_replicas,
     )
+    grace = _preempt.grace(cfg)
+    env[_preempt.GRACE_ENV] = str(grace)
     if extra_env:
         env.update(extra_env)
     for key, val in role.env.items():
@@ -257,6 +260,8 @@ def pod_template(
     args = [_sub(values, a) for a in role.args]
     spec: Dict[str, Any] = {
         "restartPolicy": "Never",
+        # the preemption warning: SIGTERM, SIGKILL after this many seconds (tx_scheduler_k8s._preempt)
+        "terminationGracePeriodSeconds": grace,
         "containers": [container(role, container_name, env, mounts, privileged, args)],
         "volumes": vols,
     }
@@ -323,7 +328,7 @@ def role_from_template(template: Mapping[str, Any], replicas: int) -> Role:
     spec = template.get("spec") or {}
     c = (spec.get("containers") or [{}])[0]
     command = [k8s_unliteral(a) for a in list(c.get("command") or []) + list(c.get("args") or [])]
-    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
+    contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values()) | {_preempt.GRACE_ENV}
     env = {e["name"]: k8s_unliteral(e.get("value", "")) for e in c.get("env") or [] if e["name"] not in contract}
     limits = (c.get("resources") or {}).get("limits") or {}
     res = Resource(

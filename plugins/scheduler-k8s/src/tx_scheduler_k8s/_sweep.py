@@ -4,10 +4,21 @@ A sweep whose trials are one replica each (one role, ``num_replicas`` 1) and dif
 their command line and env is one ``batch/v1`` Job with ``completionMode: Indexed``,
 ``completions`` = the trials and ``parallelism`` = ``max_parallel``
 (https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode). Its pods
-share one template: the container runs ``/bin/sh -c SELECT tx-trial TRIAL0 TRIAL1 ...``,
-one argument per trial (``export`` of the trial's own env, then ``exec`` of its command);
-``SELECT`` ``eval``-s the argument of ``$JOB_COMPLETION_INDEX`` (which Kubernetes sets in
-each pod). So the image needs ``/bin/sh``, as Slurm's array script needs a shell.
+share one template, whose size does not grow with the trials: the trials' own env and
+command words are cut into what they share and a table of what differs
+(:mod:`tx.schedulers.sweep_table`, with cycles): a grid's axes are in the script once
+(``set -- 0.1 1 10; shift $(( (i / 3) % 3 ))``), values of no axis (an index-free word of
+several parameters, a random search's) are a table, the ConfigMap ``<job>-table`` created
+with the Job (key ``table``, line ``i + 1`` is trial ``i``'s values, shell-quoted) and
+mounted read-only at :data:`TABLE_DIR`. The container runs ``/bin/sh -c SCRIPT``
+(:func:`tx.schedulers.sweep_table.sh_statements`): with ``i`` = ``$JOB_COMPLETION_INDEX``
+(which Kubernetes sets in each pod) it picks its axes' values and reads line ``i + 1``,
+``export``-s the trial's own env and ``exec``-s its command with the values filled in. So the image
+needs ``/bin/sh``, as Slurm's array script needs a shell. The ConfigMap is created first,
+then the Job, then the ConfigMap is made the Job's dependent (``ownerReferences``: deleting
+the Job deletes it); a Job the API server refuses leaves no ConfigMap. Where the trials'
+commands differ in their number of words (no table), the container runs ``/bin/sh -c
+SELECT tx-trial TRIAL0 TRIAL1 ...``, one argument per trial, up to 1 MB of commands.
 ``backoffLimitPerIndex`` = the role's ``max_retries``: a
 failed trial is retried on its own, and once out of retries it is a failed index
 (``status.failedIndexes``) while the others go on.
@@ -36,6 +47,7 @@ import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from tx.schedulers import env as envc
+from tx.schedulers.sweep_table import SweepTable, compact, sh_statements, split_words, table_text
 from tx.specs import AppDef, AppState, Role
 
 from tx_scheduler_k8s import _names, _pod
@@ -55,6 +67,14 @@ MAX_SCRIPT_BYTES = 1_000_000
 #: trial of its completion index (each ``export ...; exec COMMAND``)
 SELECT = ('i="$JOB_COMPLETION_INDEX"; if [ "$i" -ge 0 ] 2>/dev/null && [ "$i" -lt "$#" ]; then shift "$i"; '
           'eval "$1"; fi; echo "tx: no trial $i in this sweep" >&2; exit 2')
+#: where a sweep's pods see its table (the ConfigMap ``<job>-table`` as a volume)
+TABLE_DIR = "/tmp/tx-sweep"
+#: the ConfigMap's key, the table's file name in :data:`TABLE_DIR`
+TABLE_KEY = "table"
+#: the name of the table's volume in the pod
+TABLE_VOLUME = "tx-sweep-table"
+#: the most bytes of a table (a ConfigMap's data is at most 1 MiB)
+MAX_TABLE_BYTES = 1_000_000
 _TRIAL = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)_(?P<index>\d+)$")
 
 
@@ -98,10 +118,12 @@ def indexed_job(
     max_parallel: Optional[int],
     namespace: str,
     template_extra: Optional[Callable[[Dict[str, Any]], None]] = None,
-) -> Tuple[Optional[Dict[str, Any]], str]:
-    """The Indexed Job of single-replica trials (see the module docstring), or ``(None,
-    why)`` where they differ in more than their command and env or their commands are too
-    long for one object.
+) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]], str]:
+    """``(job, table, "")``: the Indexed Job of single-replica trials and the ConfigMap of
+    their table (None where the trials' commands make no table: then each trial's command
+    is an argument of the Job's container), see the module docstring; ``(None, None,
+    why)`` where they differ in more than their command and env or their table (commands)
+    is too large for one object.
 
     Args:
         apps: each trial's app (one role of one replica), in trial order.
@@ -128,26 +150,48 @@ def indexed_job(
     shape = _strip(templates[0])
     for i, t in enumerate(templates[1:], 1):
         if _strip(t) != shape:
-            return None, f"trial {i}'s pod differs from trial 0's in more than its command and env"
+            return None, None, f"trial {i}'s pod differs from trial 0's in more than its command and env"
     envs = [{e["name"]: e["value"] for e in t["spec"]["containers"][0]["env"]} for t in templates]
     common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
-    trials = []
-    for t, env in zip(templates, envs):
-        own = [f"{k}={shlex.quote(_pod.k8s_unliteral(v))}" for k, v in env.items() if k not in common]
-        command = " ".join(shlex.quote(_pod.k8s_unliteral(a)) for a in t["spec"]["containers"][0]["command"])
-        trials.append(f"{'export ' + ' '.join(own) + '; ' if own else ''}exec {command}")
-    size = sum(len(t.encode()) for t in trials)
-    if size > MAX_SCRIPT_BYTES:
-        return None, f"the trials' commands are {size} bytes, more than one Job holds"
+    labels = {**_pod.app_labels(apps[0].name, job), SWEEP_LABEL: _sweep_id(apps[0])}
+    own = list(dict.fromkeys(k for env in envs for k in env if k not in common))
+    table = _table(templates, envs, own)
+    config_map = None
+    if table is not None:
+        text = table_text(table)
+        if len(text.encode()) > MAX_TABLE_BYTES:
+            return None, None, f"the trials' table is {len(text.encode())} bytes, more than one ConfigMap holds"
+        path = f"{TABLE_DIR}/{TABLE_KEY}"
+        script = "; ".join(['i="$JOB_COMPLETION_INDEX"', *sh_statements(table, len(own), f"cat {path}", path)])
+        if table.holes:  # a grid's values are all in the script's cycles: no table to mount
+            config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": f"{job}-table", "namespace": namespace, "labels": labels},
+                          "data": {TABLE_KEY: text}}
+    else:
+        trials = []
+        for t, env in zip(templates, envs):
+            words = [f"{k}={shlex.quote(_pod.k8s_unliteral(v))}" for k, v in env.items() if k not in common]
+            command = " ".join(shlex.quote(_pod.k8s_unliteral(a)) for a in t["spec"]["containers"][0]["command"])
+            trials.append(f"{'export ' + ' '.join(words) + '; ' if words else ''}exec {command}")
+        size = sum(len(t.encode()) for t in trials)
+        if size > MAX_SCRIPT_BYTES:
+            return None, None, f"the trials' commands are {size} bytes, more than one Job holds"
     template = templates[0]
     template["metadata"]["labels"][_pod.LABEL_INSTANCE] = job
-    # the role as every trial has it (each trial's own args and env are its argument)
+    # the role as every trial has it (each trial's own args and env are its row or argument)
     template["metadata"]["annotations"][_pod.ANNOTATION_ROLE] = _pod.role_annotation(
         _role_of_all(first, common))
     c = template["spec"]["containers"][0]
-    # one argument per trial: Linux caps each argument at 128 KiB (MAX_ARG_STRLEN), and
-    # a script of all the trials' commands would pass it at a few hundred trials
-    c["command"] = ["/bin/sh", "-c", _pod.k8s_literal(SELECT), "tx-trial", *(_pod.k8s_literal(t) for t in trials)]
+    if table is not None:
+        c["command"] = ["/bin/sh", "-c", _pod.k8s_literal(script)]
+    if config_map is not None:
+        c.setdefault("volumeMounts", []).append({"name": TABLE_VOLUME, "mountPath": TABLE_DIR, "readOnly": True})
+        template["spec"].setdefault("volumes", []).append(
+            {"name": TABLE_VOLUME, "configMap": {"name": config_map["metadata"]["name"]}})
+    if table is None:
+        # one argument per trial: Linux caps each argument at 128 KiB (MAX_ARG_STRLEN), and
+        # a script of all the trials' commands would pass it at a few hundred trials
+        c["command"] = ["/bin/sh", "-c", _pod.k8s_literal(SELECT), "tx-trial", *(_pod.k8s_literal(t) for t in trials)]
     c["env"] = [{"name": k, "value": v} for k, v in common.items()]
     if template_extra is not None:
         template_extra(template)
@@ -164,7 +208,23 @@ def indexed_job(
             "template": template,
         },
     }
-    return resource, ""
+    return resource, config_map, ""
+
+
+def _table(templates: Sequence[Dict[str, Any]], envs: Sequence[Mapping[str, str]],
+           own: Sequence[str]) -> Optional[SweepTable]:
+    """The trials' own env (``K=V`` words, keys ``own``) and command words as one template
+    and a table (:func:`split_words`); None where they cannot be one (a trial lacks one of
+    the keys, their commands differ in length, a value holds a newline: a row is a line)."""
+    if any(k not in env for env in envs for k in own):
+        return None
+    words = [[f"{k}={_pod.k8s_unliteral(env[k])}" for k in own]
+             + [_pod.k8s_unliteral(a) for a in t["spec"]["containers"][0]["command"]]
+             for t, env in zip(templates, envs)]
+    table = split_words(words)
+    if table is None or table.holes == 0 or any("\n" in v for row in table.rows for v in row):
+        return None
+    return compact(table, cycles=True)
 
 
 def _role_of_all(role: Role, common: Mapping[str, str]) -> Role:

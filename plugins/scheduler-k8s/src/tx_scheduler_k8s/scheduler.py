@@ -10,7 +10,9 @@ A subclass says how an AppDef becomes its object (``_submit_dryrun``), how to cr
 from __future__ import annotations
 
 import abc
+import math
 import re
+import time
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
@@ -22,13 +24,13 @@ from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import markdown_table
 from tx.specs.status import FailureKind, RoleStatus
 
-from tx_scheduler_k8s import _names, _pod, _sweep
-from tx_scheduler_k8s._attempts import build_attempts
-from tx_scheduler_k8s._client import Kube
+from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep
+from tx_scheduler_k8s._attempts import Saves, build_attempts
+from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._logs import PodLogs
 from tx_scheduler_k8s._names import DEFAULT_NAMESPACE
 from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, disruption,
-                                      failure, pending_reason, replica_statuses)
+                                      failure, pending_reason, replica_statuses, ts)
 
 __all__ = ["CAUSE_TAIL_LINES", "DEFAULT_NAMESPACE", "DISRUPTION_TARGET", "ERROR_TAIL_LINES", "KubernetesBase",
            "KubernetesJob", "check_namespace", "common_runopts", "disruption", "runopts_markdown"]
@@ -47,12 +49,16 @@ class KubernetesJob:
     """A dryrun request: the object to create (``resource``, a dict in the API's JSON
     shape), its namespace, and the images a workspace build would push.
 
-    ``str()`` is the object as YAML, as ``kubectl create -f`` reads it.
+    ``str()`` is the object as YAML, as ``kubectl create -f`` reads it. A sweep's Indexed
+    Job also has ``table``: the ConfigMap of its trials' table, created with it
+    (:mod:`tx_scheduler_k8s._sweep`); ``str()`` shows its name, size and first rows as
+    comments after the Job.
     """
 
     resource: Dict[str, Any]
     namespace: str
     images_to_push: Dict[str, Tuple[str, str]] = attrs.field(factory=dict)
+    table: Optional[Dict[str, Any]] = None
 
     @property
     def app_id(self) -> str:
@@ -60,7 +66,14 @@ class KubernetesJob:
         return str(self.resource["metadata"]["name"])
 
     def __str__(self) -> str:
-        return _yaml_dump(self.resource)
+        text = _yaml_dump(self.resource)
+        if self.table is not None:
+            rows = self.table["data"][_sweep.TABLE_KEY]
+            first = "".join(f"#   {line}\n" for line in rows.splitlines()[:3])
+            text += (f"# ConfigMap {self.table['metadata']['name']} (created with the Job, mounted at "
+                     f"{_sweep.TABLE_DIR}): key {_sweep.TABLE_KEY!r}, {rows.count(chr(10))} rows, "
+                     f"{len(rows.encode())} bytes; row i is trial i's values. First 3:\n{first}")
+        return text
 
     __repr__ = __str__
 
@@ -72,6 +85,9 @@ def common_runopts(opts: runopts) -> runopts:
     opts.add("image_repo", type_=str, help="(with a workspace) image repository to push the built image to")
     opts.add("image_secret", type_=str, help="name of the Secret pods pull their images with (imagePullSecrets)")
     opts.add("quiet", type_=bool, default=False, help="(with a workspace) do not print the image build log")
+    opts.add(_preempt.OPTION, type_=int, default=_preempt.DEFAULT_GRACE,
+             help="seconds between the warning (SIGTERM) of a pod evicted, preempted or deleted and its SIGKILL: "
+             "terminationGracePeriodSeconds of every pod, and TX_PREEMPT_GRACE in its env")
     return opts
 
 
@@ -84,9 +100,11 @@ def check_namespace(cfg: Mapping[str, CfgVal]) -> str:
     """The ``namespace`` option, checked as a DNS label.
 
     Raises:
-        InvalidRunConfigException: not a valid namespace name.
+        InvalidRunConfigException: not a valid namespace name, or a ``preempt_grace`` that
+            is not whole seconds >= 0.
     """
     ns = str(cfg.get("namespace") or DEFAULT_NAMESPACE)
+    _preempt.grace(cfg)
     if not _names.is_label(ns):
         raise InvalidRunConfigException(
             f"run option 'namespace': {ns!r} is not a Kubernetes namespace name "
@@ -121,7 +139,7 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
 
     def __init__(self, backend: str, session_name: str, client: Any = None, context: Optional[str] = None) -> None:
         super().__init__(backend, session_name)
-        self.kube = Kube(client, context)
+        self.kube = Kube(client, context, backend)
 
     @classmethod
     def create(cls, session_name: str, client: Any = None, context: Optional[str] = None,
@@ -185,7 +203,10 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
                 404: no such namespace) or cannot be reached; nothing is left behind.
         """
         req: KubernetesJob = dryrun_info.request
-        self._create(req)
+        try:
+            self._create(req)
+        finally:
+            self._plane(req.namespace).invalidate()  # the next look asks the API server
         log.info("k8s_submitted", scheduler=self.backend, namespace=req.namespace, name=req.app_id)
         return f"{req.namespace}:{req.app_id}"
 
@@ -203,36 +224,107 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
         sel = f"{_pod.LABEL_INSTANCE}={name}" + (f",{extra}" if extra else "")
         return self.kube.list_pods(namespace, sel)
 
+    # -- the status plane: one list per kind for every app of a namespace --------------------------
+    def _plane(self, namespace: str) -> Any:
+        return _plane.plane(self.backend, self.kube.host, namespace)
+
+    def _fetch(self, ns: str) -> Dict[str, Any]:
+        """One label-selected list per kind (:mod:`tx_scheduler_k8s._plane`)."""
+        g, v, plural, _ = self._group()
+        selector = f"{_pod.LABEL_MANAGED_BY}={_pod.MANAGED_BY}"
+        objs = {o["metadata"]["name"]: o for o in self.kube.list_objects(g, v, plural, ns, selector)}
+        pods = _plane.group_pods(self.kube.list_pods(ns, selector), _pod.LABEL_INSTANCE)
+        jobs = {j["metadata"]["name"]: j for j in self.kube.list_objects(
+            _sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, f"{selector},{_sweep.SWEEP_LABEL}")} if self.SWEEP_ARRAYS else {}
+        return {"objs": objs, "pods": pods, "jobs": jobs}
+
+    def _looked_up(self, ns: str, name: str, kind: str) -> Tuple[Optional[Dict[str, Any]], Optional[List[Dict[str, Any]]], float]:
+        """The object ``name`` (``kind``: ``objs`` or ``jobs``) and its pods from the
+        namespace's shared snapshot, and when it was asked (epoch s); ``(None, None, t)``
+        when the snapshot lacks it (created since, or not tx's) or cannot be had (a
+        namespace that does not exist, no permission to list)."""
+        try:
+            snap = self._plane(ns).get(lambda: self._fetch(ns))
+        except KubeError as e:
+            if e.status in (403, 404):
+                return None, None, time.time()
+            raise
+        obj = (snap.items.get(kind) or {}).get(name)
+        if obj is None:
+            return None, None, time.time()
+        return obj, list((snap.items.get("pods") or {}).get(name, ())), snap.fetched_at
+
+    def states_of(self, app_ids: Sequence[str]) -> Optional[Dict[str, AppState]]:  # type: ignore[override]
+        """The states of many apps (a sweep's trials) from their namespaces' shared snapshots
+        (one list per kind and namespace); apps a snapshot lacks are left out (the Runner
+        describes them).
+
+        Raises:
+            KubeError: the API server refused a list or cannot be reached.
+        """
+        out: Dict[str, AppState] = {}
+        snaps: Dict[str, Any] = {}
+        for app_id in app_ids:
+            ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
+            if not _names.is_label(ns):
+                continue
+            if ns not in snaps:
+                try:
+                    snaps[ns] = self._plane(ns).get(lambda: self._fetch(ns)).items
+                except KubeError as e:
+                    if e.status not in (403, 404):
+                        raise
+                    snaps[ns] = {}
+            items, trial = snaps[ns], _sweep.trial_of(name)
+            obj = (items.get("jobs" if trial else "objs") or {}).get(trial[0] if trial else name)
+            if obj is None:
+                continue
+            pods = list((items.get("pods") or {}).get(obj["metadata"]["name"], ()))
+            if trial is not None:
+                out[app_id] = _sweep.trial_state(obj, trial[1], _sweep.trial_pods(pods, trial[1]))[0]
+            else:
+                out[app_id] = self._app_state(obj, pods)[0]
+        return out
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """State, per-replica states (exit codes, host names), why a pending app waits
         (``msg``), why a failed one failed (``structured_error_msg``) and the rebuilt
-        roles; None if the object does not exist.
+        roles; None if the object does not exist. From the namespace's shared snapshot
+        (``metadata["status_fetched_at"]``: when the API server was asked, epoch s); an
+        object it lacks is asked on its own.
 
         Raises:
-            KubeError: the API server refused the request or cannot be reached.
+            KubeError: the API server refused the request or cannot be reached
+                (:class:`tx_scheduler_k8s._client.KubeThrottled`: it kept answering 429).
         """
         ns, name = _names.split_app_id(app_id, DEFAULT_NAMESPACE)
         trial = _sweep.trial_of(name)
         if trial is not None and _names.is_label(ns):
-            obj = self.kube.get_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, trial[0])
+            obj, all_pods, fetched_at = self._looked_up(ns, trial[0], "jobs")
+            if obj is None:
+                obj = self.kube.get_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, trial[0])
+                all_pods = self._pods(ns, trial[0]) if obj is not None else []
             if obj is None:
                 return None
-            pods = _sweep.trial_pods(self._pods(ns, trial[0]), trial[1])
+            pods = _sweep.trial_pods(all_pods or [], trial[1])
             state, msg, restarts = _sweep.trial_state(obj, trial[1], pods)
             roles = _sweep.trial_roles(obj)
             statuses, failed = self._replicas(roles, pods, state, _pod.LABEL_REPLICA_ID)
         else:
             if not _names.is_label(name) or not _names.is_label(ns):
                 return None
-            obj = self._get(ns, name)
+            obj, pods, fetched_at = self._looked_up(ns, name, "objs")  # type: ignore[assignment]
             if obj is None:
-                return None
-            pods = self._pods(ns, name)
+                obj = self._get(ns, name)
+                if obj is None:
+                    return None
+                pods = self._pods(ns, name)
             state, msg, restarts = self._app_state(obj, pods)
             roles = self._roles(obj)
             statuses, failed = self._replicas(roles, pods, state)
         resp = DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg, roles=roles,
                                    roles_statuses=statuses)
+        resp.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
         stored = (obj["metadata"].get("annotations") or {}).get(_pod.ANNOTATION_APPDEF)
         resp.app, why, resp.metadata["run_options"] = read_stored_appdef_and_options(
             stored, f"annotation {_pod.ANNOTATION_APPDEF}", _pod.APPDEF_LIMIT)
@@ -243,14 +335,52 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             if why:
                 resp.msg = why if not msg else f"{msg}: {why}"
         if state == AppState.FAILED:
-            resp.structured_error_msg, resp.root_cause = failure(self.kube, ns, failed, msg, statuses)
+            resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
         if trial is None:
             resp.attempts = build_attempts(self._restart_kinds(obj), lambda: self._infra_end(obj, pods), pods, state,
-                                           restarts, failed)
+                                           restarts, failed, self._saves(resp, obj, pods))
             resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
 
+    def _failure(self, ns: str, failed: List[Failed], msg: str, statuses: List[RoleStatus]) -> Any:
+        """:func:`failure`, its pod's log read once per process while the pod is unchanged
+        (following 1,000 failed apps reads their logs once, not every tick)."""
+        if not failed:
+            return failure(self.kube, ns, failed, msg, statuses)
+        meta = failed[0][3]["metadata"]
+        key = (ns, meta.get("uid"), meta.get("resourceVersion"), msg)
+        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
+        if key not in cache:
+            cache[key] = failure(self.kube, ns, failed, msg, statuses)
+            return cache[key]
+        text, cause = cache[key]
+        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
+            for rs in statuses:
+                for rep in rs.replicas:
+                    if (rs.role, rep.id) == (cause.role, cause.replica):
+                        rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return text, cause
+
     # -- attempts: infrastructure or user failures ---------------------------------------------
+    def _saves(self, resp: DescribeAppResponse, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Saves:
+        """What names an evicted attempt's save (:class:`tx_scheduler_k8s._attempts.Saves`):
+        the app's ``TX_CHECKPOINT_DIR`` (its stored AppDef's roles, else its pods' env) where
+        this host reads it, the pods' grace, the object's last state change, and the creation
+        of the current attempt's first pod."""
+        envs = [dict(r.env) for r in (resp.app.roles if resp.app else [])] + _preempt.container_env(pods)
+        location = _preempt.checkpoint_dir(envs)
+        if location is None:
+            return Saves()
+        st = obj.get("status") or {}
+        changes = [ts(c.get("lastTransitionTime")) for c in [st.get("state") or {}, *(st.get("conditions") or [])]
+                   if c.get("lastTransitionTime")]
+        live = [ts(p["metadata"].get("creationTimestamp")) for p in pods
+                if not p["metadata"].get("deletionTimestamp") and not disruption(p)]
+        opts = resp.metadata.get("run_options") or {}
+        default = opts.get(_preempt.OPTION) if isinstance(opts.get(_preempt.OPTION), int) else _preempt.DEFAULT_GRACE
+        return Saves(location, float(_preempt.pod_grace(pods, default)),
+                     max(changes) if changes else math.inf, min(live) if live else math.inf)
+
     def _restart_kinds(self, obj: Dict[str, Any]) -> List[FailureKind]:
         """Which kinds of failure restart this app's object (its controller's retry
         settings, as the dryrun wrote them); the base: none."""
@@ -322,15 +452,15 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
         return None
 
     def _sweep_job(self, trials: Sequence[AppDryRunInfo[Any]],
-                   max_parallel: Optional[int]) -> Tuple[Optional[Dict[str, Any]], str, str]:
+                   max_parallel: Optional[int]) -> Tuple[Optional[KubernetesJob], str]:
         apps = [t._app for t in trials]
         cfg = trials[0]._cfg if trials else {}
         why = _sweep.not_an_array(apps) or self._sweep_unsupported(cfg or {})
         if why:
-            return None, "", why
+            return None, why
         ns = check_namespace(cfg)
-        job, why = _sweep.indexed_job(apps, cfg, max_parallel, ns, self._sweep_template(cfg))
-        return job, ns, why
+        job, table, why = _sweep.indexed_job(apps, cfg, max_parallel, ns, self._sweep_template(cfg))
+        return (KubernetesJob(resource=job, namespace=ns, table=table) if job is not None else None), why
 
     def submit_sweep_dryrun(self, trials: Sequence[AppDryRunInfo[Any]],
                             max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
@@ -343,28 +473,57 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             ValueError: a role name that cannot be made a Kubernetes name.
             InvalidRunConfigException: a bad namespace.
         """
-        job, ns, why = self._sweep_job(trials, max_parallel)
-        if job is None:
+        req, why = self._sweep_job(trials, max_parallel)
+        if req is None:
             log.info("k8s_sweep_not_an_array", scheduler=self.backend, reason=why)
             return None
-        return AppDryRunInfo(KubernetesJob(resource=job, namespace=ns), str)
+        return AppDryRunInfo(req, str)
 
     def sweep_not_an_array(self, trials: Sequence[AppDryRunInfo[Any]]) -> str:
         """Why these trials are one app each (see :meth:`submit_sweep_dryrun`)."""
-        return self._sweep_job(trials, None)[2] or f"{self.backend} has no native array for these trials"
+        return self._sweep_job(trials, None)[1] or f"{self.backend} has no native array for these trials"
 
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
-        """Create the Indexed Job; returns ``<namespace>:<job>_<index>`` for each trial.
+        """Create the table's ConfigMap, then the Indexed Job, then make the ConfigMap the
+        Job's dependent (deleted with it); returns ``<namespace>:<job>_<index>`` for each
+        trial. A Job the API server refuses leaves no ConfigMap behind.
 
         Raises:
-            KubeError: the API server refused it or cannot be reached.
+            KubeError: the API server refused the ConfigMap or the Job, or cannot be reached.
         """
         req: KubernetesJob = dryrun_info.request
-        self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+        try:
+            if req.table is None:
+                self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+            else:
+                self._create_with_table(req)
+        finally:
+            self._plane(req.namespace).invalidate()  # the next look asks the API server
         n = int(req.resource["spec"]["completions"])
         log.info("k8s_submitted_indexed_job", scheduler=self.backend, namespace=req.namespace, name=req.app_id,
                  trials=n)
         return [f"{req.namespace}:{req.app_id}_{i}" for i in range(n)]
+
+    def _create_with_table(self, req: KubernetesJob) -> None:
+        assert req.table is not None
+        cm = req.table["metadata"]["name"]
+        self.kube.create_config_map(req.namespace, req.table)
+        try:
+            job = self.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, req.namespace, req.resource)
+        except Exception as e:
+            try:
+                self.kube.delete_config_map(req.namespace, cm)
+            except Exception as e2:  # noqa: BLE001 - said with the refusal
+                raise KubeError(f"{e}; and the sweep's ConfigMap {req.namespace}/{cm} is left: {e2}",
+                                getattr(e, "status", 0)) from e
+            raise
+        owner = {"apiVersion": _sweep.API_VERSION, "kind": _sweep.KIND, "name": job["metadata"]["name"],
+                 "uid": job["metadata"]["uid"]}
+        try:
+            self.kube.patch_config_map(req.namespace, cm, {"metadata": {"ownerReferences": [owner]}})
+        except Exception as e:  # noqa: BLE001 - the Job runs; only its clean-up is the user's
+            log.warning("k8s_sweep_table_not_owned", namespace=req.namespace, config_map=cm, error=str(e),
+                        hint=f"delete ConfigMap {cm} with the Job")
 
     def cancel_many(self, app_ids: Sequence[str]) -> None:
         """Cancel apps and trials: a sweep's Indexed Job is suspended and marked cancelled
@@ -399,8 +558,11 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             raise ValueError(f"trials {','.join(map(str, sorted(set(live) - set(indexes))))} of Job {ns}/{job} are "
                              "still running: Kubernetes stops the trials of one Indexed Job only all together, so "
                              "cancel the sweep")
-        self.kube.patch_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, job, {
-            "metadata": {"annotations": {_sweep.CANCELLED: "true"}}, "spec": {"suspend": True}})
+        try:
+            self.kube.patch_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, ns, job, {
+                "metadata": {"annotations": {_sweep.CANCELLED: "true"}}, "spec": {"suspend": True}})
+        finally:
+            self._plane(ns).invalidate()  # the next look asks the API server
         log.info("k8s_cancelled_sweep_job", scheduler=self.backend, namespace=ns, name=job, trials=len(live))
 
     def cancel(self, app_id: str) -> None:
@@ -412,7 +574,10 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             return
         desc = self.describe(app_id)
         if desc is not None and not is_terminal(desc.state):
-            self._cancel_existing(app_id)
+            try:
+                self._cancel_existing(app_id)
+            finally:
+                self._plane(_names.split_app_id(app_id, DEFAULT_NAMESPACE)[0]).invalidate()
 
     def close(self) -> None:
         self.kube.close()

@@ -11,8 +11,8 @@
   TMPDIR: what one pod writes there no other pod, and no retry, sees), stdout and stderr
   captured line by line with their times, so pod logs, exit codes and phases are real.
   Pods share files only through the hostPath volumes they declare; each has a /tmp of its
-  own (:mod:`podfs`). Deleting a pod sends SIGTERM to its process group, then SIGKILL after
-  the grace period.
+  own (:mod:`podfs`). Deleting or evicting a pod sends SIGTERM to its process group, then
+  SIGKILL after the grace period (the pod's ``terminationGracePeriodSeconds``, as a kubelet).
 * Each pod has an address, a host name and name resolution of its own, as with cluster DNS
   (:mod:`podnet`): a headless Service's name resolves to the running pods it selects.
 """
@@ -237,6 +237,9 @@ class Kubelet:
             st = pod.setdefault("status", {})
             uid = pod["metadata"]["uid"]
             if pod["spec"].get("nodeName") and uid not in self.containers and st.get("phase") == "Pending":
+                maps = self._config_maps(pod)
+                if maps is None:  # a ConfigMap to mount is missing: the kubelet retries the mount
+                    continue
                 d = tempfile.mkdtemp(prefix=pod["metadata"]["name"][:40] + "-", dir=self.workdir)
                 c0 = pod["spec"]["containers"][0]
                 # what a kubelet reports of the container's image (its digest made up from its name)
@@ -246,6 +249,11 @@ class Kubelet:
                     why = podfs.volume_error(pod, self.sandbox is not None)
                     if why:
                         raise OSError(why)
+                    for vol, data in maps.items():
+                        os.makedirs(podfs.configmap_dir(d, vol))
+                        for key, text in data.items():
+                            with open(os.path.join(podfs.configmap_dir(d, vol), key), "w") as f:
+                                f.write(text)
                     self.containers[uid] = Container(pod, d, self._net_start(pod, d))
                 except OSError as e:
                     st.update(phase="Failed", containerStatuses=[{**image, "ready": False, "restartCount": 0, "state": {
@@ -277,6 +285,20 @@ class Kubelet:
         self._reap()
         self._net_sync()
 
+    def _config_maps(self, pod: Dict[str, Any]) -> Optional[Dict[str, Dict[str, str]]]:
+        """``{volume: the data of its ConfigMap}`` of the pod's configMap volumes; None when
+        one of them (not ``optional``) does not exist (lock held)."""
+        out: Dict[str, Dict[str, str]] = {}
+        for v in pod["spec"].get("volumes") or []:
+            ref = v.get("configMap")
+            if ref is None:
+                continue
+            cm = self.store.live("v1/configmaps", pod["metadata"]["namespace"], ref.get("name", ""))
+            if cm is None and not ref.get("optional"):
+                return None
+            out[v["name"]] = dict((cm or {}).get("data") or {})
+        return out
+
     # -- eviction (the Eviction API, preemption, a node lost) -----------------------------------
     def evict(self, pod: Dict[str, Any], reason: str, message: str, grace: Optional[int] = None) -> None:
         """Evict ``pod`` (the stored object, lock held) as a cluster with pod disruption
@@ -284,7 +306,9 @@ class Kubelet:
         the condition ``DisruptionTarget`` (status True, ``reason`` such as
         ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``),
         graceful deletion (``deletionTimestamp``, ``deletionGracePeriodSeconds``), the
-        container stopped (SIGTERM, SIGKILL after ``grace`` seconds, default the kubelet's);
+        container stopped (SIGTERM, SIGKILL after ``grace`` seconds: the Eviction's
+        ``deleteOptions.gracePeriodSeconds``, else the pod's ``terminationGracePeriodSeconds``,
+        else the kubelet's default);
         the pod then ends with its container's status (Failed: killed by SIGTERM) and is
         removed once the controllers' reconcile pass saw it ended, as the API server removes
         it once the kubelet reports it terminated. A pod not started yet ends Failed at once."""
@@ -292,7 +316,7 @@ class Kubelet:
         if meta.get("deletionTimestamp") or st.get("phase") in ("Succeeded", "Failed"):
             return
         set_condition(pod, "DisruptionTarget", "True", reason, message)
-        wait = int(grace) if grace is not None else int(self.grace)
+        wait = int(grace) if grace is not None else self.pod_grace(pod)
         meta.update(deletionTimestamp=now(), deletionGracePeriodSeconds=wait)
         c = self.containers.get(meta["uid"])
         if c is not None:
@@ -302,6 +326,13 @@ class Kubelet:
             self._release(pod)
             self.ending[meta["uid"]] = self._syncs
         self.store.touch(pod)
+
+    def pod_grace(self, pod: Dict[str, Any]) -> int:
+        """The seconds between SIGTERM and SIGKILL when ``pod`` is deleted: its
+        ``terminationGracePeriodSeconds`` as the kubelet honours it, else this kubelet's
+        default (a real API server defaults the field to 30; this one keeps tests short)."""
+        g = pod["spec"].get("terminationGracePeriodSeconds")
+        return int(g) if isinstance(g, int) and g >= 0 else int(self.grace)
 
     def _reap(self) -> None:
         """Remove the evicted pods that ended before the controllers' last pass."""
@@ -369,7 +400,7 @@ class Kubelet:
             return
         c = self.containers.get(obj["metadata"]["uid"])
         if c is not None:
-            c.kill(self.grace)
+            c.kill(self.pod_grace(obj))
         if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             self._release(obj)
 

@@ -15,7 +15,9 @@ pod's mount namespace (:func:`podnet.sandbox_prefix`, :func:`script`) it gets:
 * each ``hostPath`` volume bound at its ``mountPath``; a missing host path is made as a
   directory first, as containerd does for a hostPath volume without ``type``;
 * each ``emptyDir`` volume: a directory of the pod at its ``mountPath`` (``medium: Memory``:
-  a tmpfs); one at ``/dev/shm`` is the pod's own ``/dev/shm`` tmpfs.
+  a tmpfs); one at ``/dev/shm`` is the pod's own ``/dev/shm`` tmpfs;
+* each ``configMap`` volume: its ConfigMap's keys as files, read-only, at its ``mountPath``
+  (a pod whose ConfigMap does not exist stays Pending, as a kubelet retries the mount).
 
 A ``mountPath`` outside ``/tmp`` must exist on the host (the fake has no image root in which
 to make it), and ``/tmp`` itself cannot be a volume. Without namespaces the kubelet falls back
@@ -68,8 +70,9 @@ def volume_error(pod: Dict[str, Any], sandboxed: bool) -> Optional[str]:
                 continue
             return (f"volume {m['name']!r} at {dst}: without mount namespaces the fake kubelet serves only "
                     "hostPath volumes mounted at their own path and a /dev/shm emptyDir")
-        if "hostPath" not in v and "emptyDir" not in v:
-            return f"volume {m['name']!r} at {dst}: the fake kubelet serves only hostPath and emptyDir volumes"
+        if "hostPath" not in v and "emptyDir" not in v and "configMap" not in v:
+            return (f"volume {m['name']!r} at {dst}: the fake kubelet serves only hostPath, emptyDir and configMap "
+                    "volumes")
         if dst == "/dev/shm" and "emptyDir" in v:
             continue
         if os.path.normpath(dst) == TMP:
@@ -88,7 +91,9 @@ def mounts(pod: Dict[str, Any], pod_dir: str) -> List[Mount]:
     out: List[Mount] = []
     for m in pod["spec"]["containers"][0].get("volumeMounts") or []:
         v, dst, ro = volumes[m["name"]], os.path.normpath(m["mountPath"]), bool(m.get("readOnly"))
-        if "hostPath" in v:
+        if "configMap" in v:  # its files, written by the kubelet (configmap_dir), read-only as a kubelet mounts it
+            out.append((configmap_dir(pod_dir, m["name"]), dst, True, "bind"))
+        elif "hostPath" in v:
             src = v["hostPath"]["path"]
             if not os.path.exists(src):
                 os.makedirs(src, exist_ok=True)
@@ -101,6 +106,12 @@ def mounts(pod: Dict[str, Any], pod_dir: str) -> List[Mount]:
                 os.makedirs(src, exist_ok=True)
                 out.append((src, dst, ro, "bind"))
     return out
+
+
+def configmap_dir(pod_dir: str, volume: str) -> str:
+    """Where the kubelet writes the files of the pod's configMap volume ``volume`` (one per
+    key), beside the pod's own directory."""
+    return os.path.join(pod_dir + ".configmap", volume)
 
 
 def _ro_flags(src: str) -> str:

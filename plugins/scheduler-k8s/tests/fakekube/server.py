@@ -7,8 +7,8 @@ It speaks the REST API for the calls the plugin makes, with the documented reque
 response shapes (https://kubernetes.io/docs/reference/using-api/api-concepts/):
 
 * ``/api/v1/namespaces/{ns}``: GET;
-* ``/api/v1/namespaces/{ns}/{pods,services}[/{name}]``: POST, GET (one, or a list with
-  ``labelSelector``), DELETE; ``/pods/{name}/log`` with ``follow``, ``timestamps``,
+* ``/api/v1/namespaces/{ns}/{pods,services,configmaps}[/{name}]``: POST, GET (one, or a list
+  with ``labelSelector``), DELETE (a ConfigMap also PATCH; its data at most 1 MiB); ``/pods/{name}/log`` with ``follow``, ``timestamps``,
   ``sinceSeconds``, ``tailLines``, streamed chunked: stdout and stderr in one log, as a
   cluster without alpha features keeps it (``stream`` is ignored, as without the alpha
   feature gate ``PodLogsQuerySplitStreams``); ``POST /pods/{name}/eviction``: the Eviction
@@ -38,6 +38,13 @@ Errors are ``Status`` objects with the API server's codes and reasons: 401 witho
 token, 403 ``Forbidden`` for a verb the token's user may not use, 404 ``NotFound`` (also
 for an unknown namespace), 409 ``AlreadyExists``, 422 ``Invalid`` naming the field for an
 object that does not validate (``<Kind> "<name>" is invalid: <field>: <why>``).
+
+For the tests that count calls at the server (issue 40): ``GET /fakekube/requests`` answers
+the API requests served so far by ``"<verb> <resource>"`` (``list v1/pods``) and the ones
+answered 429 (``throttled``); ``POST /fakekube/requests/reset`` sets them to zero;
+``POST /fakekube/throttle?times=N&retryAfter=S`` answers the next ``N`` API requests
+``429 TooManyRequests`` with ``Retry-After: S``, as the API server's priority and fairness
+does (https://kubernetes.io/docs/concepts/cluster-administration/flow-control/).
 
 Behind it, a fake cluster (:mod:`kubelet`, :mod:`volcano`) schedules and runs the pods as
 local processes, so phases, exit codes and logs are real. It prints ``PORT <n>`` once it
@@ -69,6 +76,7 @@ from volcano import VolcanoController
 BUILTIN = {
     "v1/pods": "Pod",
     "v1/services": "Service",
+    "v1/configmaps": "ConfigMap",
     "bus.volcano.sh/v1alpha1/commands": "Command",
     "batch/v1/jobs": "Job",
 }
@@ -157,9 +165,12 @@ class Cluster:
         if crd is not None:
             return first_error(crd[1], obj) or self._embedded(resource, obj)
         v = self.core.validator(resource.rsplit("/", 1)[0], BUILTIN.get(resource, ""))
-        if v is None:
-            return None
-        return first_error(v, obj)
+        why = first_error(v, obj) if v is not None else None
+        if why is None and resource == "v1/configmaps":
+            size = sum(len(k) + len(str(d).encode()) for k, d in (obj.get("data") or {}).items())
+            if size > 1024 * 1024:
+                return "[]: Too long: must have at most 1048576 bytes"
+        return why
 
     def _embedded(self, resource: str, obj: Dict[str, Any]) -> Optional[str]:
         spec = obj.get("spec") or {}
@@ -234,6 +245,41 @@ def merge_patch(target: Any, patch: Any) -> Any:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     cluster: Cluster
+    #: API requests served by "<verb> <resource>", and "throttled" (429s sent)
+    counts: Dict[str, int] = {}
+    #: requests still to answer 429, and the Retry-After they carry
+    throttle: List[Any] = [0, "1"]
+    count_lock = threading.Lock()
+
+    def _admin(self, method: str) -> bool:
+        """The counting and throttling endpoints (``/fakekube/...``); False for others."""
+        url = urlparse(self.path)
+        if not url.path.startswith("/fakekube/"):
+            return False
+        with Handler.count_lock:
+            if url.path == "/fakekube/requests" and method == "GET":
+                self._send(200, dict(Handler.counts))
+            elif url.path == "/fakekube/requests/reset" and method == "POST":
+                Handler.counts.clear()
+                self._send(200, {})
+            elif url.path == "/fakekube/throttle" and method == "POST":
+                q = parse_qs(url.query)
+                Handler.throttle[:] = [int((q.get("times") or ["1"])[0]), (q.get("retryAfter") or ["1"])[0]]
+                self._send(200, {})
+            else:
+                self._send(404, status(404, "NotFound", "no such fakekube endpoint"))
+        return True
+
+    def _count(self, verb: str, resource: str) -> bool:
+        """Count the request; True when it is to be answered 429 (see the module's doc)."""
+        with Handler.count_lock:
+            if Handler.throttle[0] > 0:
+                Handler.throttle[0] -= 1
+                Handler.counts["throttled"] = Handler.counts.get("throttled", 0) + 1
+                return True
+            key = f"{verb} {resource}"
+            Handler.counts[key] = Handler.counts.get(key, 0) + 1
+            return False
 
     def log_message(self, fmt: str, *args: Any) -> None:  # one line per request on stderr
         sys.stderr.write(f"{now()} {self.command} {self.path} {fmt % args}\n")
@@ -283,6 +329,8 @@ class Handler(BaseHTTPRequestHandler):
         return resource, ns, m["name"], m["sub"], parse_qs(url.query)
 
     def _dispatch(self, method: str) -> None:
+        if self._admin(method):
+            return
         try:
             resource, ns, name, sub, query = self._route()
             if resource == "v1/namespaces":
@@ -296,6 +344,16 @@ class Handler(BaseHTTPRequestHandler):
                 verb = "get"
                 resource = "v1/pods/log"
             self._auth(verb, resource, ns)
+            if self._count(verb, resource):
+                self._body() if method in ("POST", "PATCH") else None
+                data = json.dumps(status(429, "TooManyRequests", "Too many requests, please try again later.")).encode()
+                self.send_response(429)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", str(Handler.throttle[1]))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if sub == "log":
                 return self._log(ns, name or "", query)
             if sub == "eviction":

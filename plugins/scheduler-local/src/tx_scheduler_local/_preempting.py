@@ -66,12 +66,13 @@ class PreemptMixin:
         attempt within ``infra_retries``; FAILED with an infra reason beyond)."""
         sig = warning_signal(r.env)
         since = warned_at(r.dir)
-        if since is None and code != -sig:
+        worker = None if since is not None or code == -sig else self._warned_worker(r, sig)
+        if since is None and code != -sig and worker is None:
             return False
         if self.cancelled or self.failed is not None:
             r.state = "CANCELLED"
             return True
-        why = f"preempted: {signal.Signals(sig).name} to replica {r.name}, not sent by tx"
+        why = f"preempted: {signal.Signals(sig).name} to replica {r.name}{worker or ''}, not sent by tx"
         from tx.schedulers.api import infra_retries  # deferred: only on a preemption
 
         limit = infra_retries(self.request.get("run_options") or {})
@@ -100,6 +101,27 @@ class PreemptMixin:
         self._restart(list(self.replicas))
         r.state = "PENDING"
         return True
+
+    def _warned_worker(self, r: Replica, sig: int) -> Optional[str]:
+        """Where replica ``r`` is torchrun and the first of its workers to fail died of the
+        warning signal ``sig`` (its ChildFailedError report, at the end of this attempt's
+        stderr: ``exitcode : -15``), that worker, as `` (its rank 1)``: the warning reached a
+        rank before its job armed :func:`tx.distributed.preempted` (start-up), torchrun then
+        stopped the other workers and exited 1, and the attempt is preempted, not the job's
+        failure. None otherwise (tx sent no such signal: a replica tx stops never comes here)."""
+        import os  # deferred: only for a replica that failed
+
+        from tx.schedulers.why import parse_report
+        from tx_scheduler_local._apps import _CAUSE_TAIL_BYTES, _read_tail
+        from tx_scheduler_local._relay import ERR, FILES
+
+        offsets = r.attempts[-1].get("offsets") if r.attempts else None
+        start = offsets[ERR] if isinstance(offsets, list) and len(offsets) > ERR and isinstance(offsets[ERR], int) else 0
+        tail = _read_tail(os.path.join(r.dir, FILES[ERR]), start, _CAUSE_TAIL_BYTES)
+        report = parse_report(tail.decode("utf-8", "replace").splitlines())
+        if report is None or report.exit_code != -sig:
+            return None
+        return f" (its rank {report.rank})" if report.rank is not None else " (a worker)"
 
     def _record_saved(self) -> str:
         """Name what the job saved in the preemption's history entry, once every replica is

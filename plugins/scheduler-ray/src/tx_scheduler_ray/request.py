@@ -23,6 +23,7 @@ counts, the retry policy and the bundle each replica reserves (``CPU`` = max(1, 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from typing import Any, Dict, List, Mapping, Optional
@@ -44,6 +45,27 @@ RANK0_ENV = env_contract.RANK0_HOST
 METADATA_APPDEF = "tx_appdef"
 #: seconds a replica gets between SIGTERM and SIGKILL when the app stops or restarts
 STOP_GRACE_S = 5.0
+#: the run option ``preempt_grace``'s default: seconds a replica has, once its actor's
+#: process is gone (Ray stopped or lost it), between the warning (SIGTERM) and SIGKILL
+DEFAULT_PREEMPT_GRACE = 30
+
+
+def preempt_grace(cfg: Mapping[str, CfgVal]) -> int:
+    """The run option ``preempt_grace`` in whole seconds (rounded up; default
+    :data:`DEFAULT_PREEMPT_GRACE`).
+
+    Raises:
+        InvalidRunConfigException: negative or not a number.
+    """
+    raw = cfg.get("preempt_grace")
+    try:
+        grace = float(DEFAULT_PREEMPT_GRACE if raw is None else raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        grace = -1.0
+    if not 0 <= grace < float("inf"):
+        raise InvalidRunConfigException(f"run option 'preempt_grace' must be seconds >= 0, got {raw!r}",
+                                        "preempt_grace", cfg)
+    return int(math.ceil(grace))
 #: the driver's entrypoint
 ENTRYPOINT = "python -m tx_ray_driver"
 
@@ -236,9 +258,11 @@ def spec_json(spec: Dict[str, Any]) -> str:
     return json.dumps(spec, sort_keys=True).replace("$", "\\u0024")
 
 
-def build_spec(app: AppDef, app_id: str, address: str, infra: int = DEFAULT_INFRA_RETRIES) -> Dict[str, Any]:
+def build_spec(app: AppDef, app_id: str, address: str, infra: int = DEFAULT_INFRA_RETRIES,
+               grace: int = DEFAULT_PREEMPT_GRACE) -> Dict[str, Any]:
     """The driver's spec (JSON-able) for ``app`` with id ``app_id``; ``infra``: the run
-    option ``infra_retries`` (restarts after a replica lost to the infrastructure)."""
+    option ``infra_retries`` (restarts after a replica lost to the infrastructure);
+    ``grace``: ``preempt_grace`` (each replica's ``TX_PREEMPT_GRACE``)."""
     roles = []
     for i, role in enumerate(app.roles):
         contract = env_contract.replica_env(
@@ -249,7 +273,7 @@ def build_spec(app: AppDef, app_id: str, address: str, infra: int = DEFAULT_INFR
             "name": role.name,
             "entrypoint": role.entrypoint,
             "args": list(role.args),
-            "env": {**role.env, **contract},
+            "env": {**role.env, **contract, "TX_PREEMPT_GRACE": str(grace)},
             "num_replicas": role.num_replicas,
             "min_replicas": role.min_replicas,
             "max_retries": role.max_retries,
@@ -267,6 +291,7 @@ def build_spec(app: AppDef, app_id: str, address: str, infra: int = DEFAULT_INFR
         "stop_grace_s": STOP_GRACE_S,
         "placement_strategy": "SPREAD",
         "infra_retries": infra,
+        "preempt_grace_s": grace,
         "roles": roles,
     }
 
@@ -284,11 +309,11 @@ def build_request(
     Raises:
         InvalidRunConfigException: ``working_dir`` is not a directory or is not the
             workspace; the requirements file cannot be found or read; ``infra_retries``
-            is not an integer >= 0.
+            is not an integer >= 0; ``preempt_grace`` is negative.
     """
     working_dir = working_dir_of(app, cfg)
     app_id = f"{hostport(address)}-{submission_id}"
-    spec = build_spec(app, app_id, address, infra_retries(cfg))
+    spec = build_spec(app, app_id, address, infra_retries(cfg), preempt_grace(cfg))
     runtime_env: Dict[str, Any] = {
         "working_dir": working_dir,
         "py_modules": [driver_dir()],

@@ -29,6 +29,7 @@ from tx.log import get_logger
 from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
                            line_blocks, split_lines)
 from tx.schedulers.api import add_infra_retries_opt
+from tx.schedulers.saves import what_saved
 from tx.schedulers.ids import make_unique
 from tx.schedulers.why import names_cause, root_cause
 from tx.specs import (
@@ -40,7 +41,7 @@ from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
 
 from tx_scheduler_ray import _client, _logs, tx_ray_driver
 from tx_scheduler_ray._states import JOB_STATES, replica_state
-from tx_scheduler_ray.request import METADATA_APPDEF, RayJob, build_request, hostport, submission_name, validate_app
+from tx_scheduler_ray.request import DEFAULT_PREEMPT_GRACE, METADATA_APPDEF, RayJob, build_request, hostport, submission_name, validate_app
 
 __all__ = ["DEFAULT_DASHBOARD", "RayScheduler", "create_scheduler", "ray_runopts"]
 
@@ -74,6 +75,9 @@ def ray_runopts() -> runopts:
              help="local directory uploaded as the Ray job's working_dir, where the replicas "
                   "run (default: the workspace, else the current directory); with --workspace "
                   "it must be the same directory")
+    opts.add("preempt_grace", type_=float, default=float(DEFAULT_PREEMPT_GRACE),
+             help="seconds from SIGTERM to SIGKILL of a replica whose actor Ray stopped or lost (ray stop, "
+                  "ray.kill, its node removed); TX_PREEMPT_GRACE in its env; rounded up to whole seconds")
     add_infra_retries_opt(opts)  # a replica's actor or node lost (ActorDiedError WORKER_DIED/NODE_DIED)
     return opts
 
@@ -556,8 +560,11 @@ def _attempts(app_state: AppState, state: Optional[Dict[str, Any]], info: Any) -
     for a in state.get("attempts") or []:
         try:
             kind = FailureKind(a["kind"]) if a.get("kind") else None
-            out.append(Attempt(int(a["index"]), replica_state(a.get("state")), kind, str(a.get("reason") or ""),
-                               bool(a.get("retried"))))
+            reason = str(a.get("reason") or "")
+            if kind == FailureKind.INFRA and a.get("checkpoint_dir") and a.get("since") is not None:
+                saved = what_saved(str(a["checkpoint_dir"]), float(a["since"]), float(a.get("until") or float("inf")))
+                reason += f"; {saved}" if saved else ""  # what the lost replica saved, where this host reads it
+            out.append(Attempt(int(a["index"]), replica_state(a.get("state")), kind, reason, bool(a.get("retried"))))
         except (KeyError, TypeError, ValueError):
             continue
     current = int(state.get("num_restarts", 0) or 0)

@@ -397,11 +397,33 @@ class App:
                 if self.on_failure(r):
                     return 1
 
-    def _attempt(self, kind: str, reason: str, retried: bool) -> None:
+    def _attempt(self, kind: str, reason: str, retried: bool, **extra: Any) -> None:
         """Record that the app's current attempt (``num_restarts``) FAILED: ``kind`` is
-        ``infra`` or ``user`` (tx.specs.FailureKind's values)."""
+        ``infra`` or ``user`` (tx.specs.FailureKind's values); ``extra``: what the client
+        needs to name a lost replica's save (``checkpoint_dir``, ``since``, ``until``)."""
         self.attempts.append({"index": self.num_restarts, "state": FAILED, "kind": kind, "reason": reason,
-                              "retried": retried})
+                              "retried": retried, **extra})
+
+    def _await_save(self, r: Replica) -> Dict[str, Any]:
+        """A replica lost with its actor was warned by its watchdog (SIGTERM, SIGKILL
+        ``preempt_grace`` s later): where its ``TX_CHECKPOINT_DIR`` is a directory this
+        driver reads, wait (at most that grace from the loss) for a save completed since
+        (a ``step-*/.tx-complete`` marker written then), so that the next attempt resumes
+        from it; returns ``{"checkpoint_dir", "since", "until"}`` for the client's
+        ``saved step N in X s`` (tx.schedulers.saves), or {} without a location."""
+        ckpt = str((r.role.get("env") or {}).get("TX_CHECKPOINT_DIR") or "")
+        if ckpt.startswith("file://"):
+            ckpt = ckpt[len("file://"):]
+        if not ckpt:
+            return {}
+        lost = r.ended or time.time()
+        grace = float(self.spec.get("preempt_grace_s", 0) or 0)
+        since = max(lost - grace, float(r.started or 0))  # Ray may see a node's loss late
+        if os.path.isdir(ckpt) or os.path.isdir(os.path.dirname(ckpt.rstrip("/"))):  # (the save may create it)
+            deadline = lost + grace + 1
+            while time.time() < deadline and not _saved_since(ckpt, since):
+                time.sleep(0.2)
+        return {"checkpoint_dir": ckpt, "since": since, "until": time.time()}
 
     def on_failure(self, r: Replica) -> bool:
         """Restart per the role's retry policy; returns True when the app has failed.
@@ -416,12 +438,13 @@ class App:
         else:
             why = f"{r.name}: exit code {r.exit_code}" if r.exit_code is not None else f"{r.name}: {r.msg}"
             retry = self.restarts_by_role[ri] < role.get("max_retries", 0)
+        saved = self._await_save(r) if r.infra else {}
         if retry:
             if r.infra:
                 self.infra_used += 1
             else:
                 self.restarts_by_role[ri] += 1
-            self._attempt("infra" if r.infra else "user", why, True)
+            self._attempt("infra" if r.infra else "user", why, True, **saved)
             self.num_restarts += 1
             if policy in ("REPLICA", "HOT_SPARE"):
                 group = [r]
@@ -446,7 +469,7 @@ class App:
                 return False
         if r.infra:
             why = f"infra_retries exhausted ({self.infra_used} used): {why}"
-        self._attempt("infra" if r.infra else "user", why, False)
+        self._attempt("infra" if r.infra else "user", why, False, **saved)
         self.failure = {
             "role": role["name"], "replica": r.id, "exit_code": r.exit_code, "hostname": r.info.get("hostname", ""),
             "node_ip": r.info.get("node_ip", ""), "msg": r.msg, "stderr_tail": r.tail, "attempt": r.attempt,
@@ -485,6 +508,23 @@ class App:
                 remove_placement_group(pg)
             except Exception:  # noqa: BLE001 - already removed
                 pass
+
+
+def _saved_since(root: str, since: float) -> bool:
+    """Whether a checkpoint under ``root`` completed at or after ``since`` (its
+    ``step-*/.tx-complete`` marker's modification time, epoch seconds)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return False
+    for name in names:
+        if name.startswith("step-"):
+            try:
+                if os.stat(os.path.join(root, name, ".tx-complete")).st_mtime >= since:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def infra_reason(e: BaseException) -> str:

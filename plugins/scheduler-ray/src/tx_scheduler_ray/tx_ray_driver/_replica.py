@@ -123,19 +123,26 @@ class ReplicaProcess:
             raise
         os.close(out_w)
         os.close(err_w)
+        # if this actor's process ends without stopping the replica (Ray stopped or lost it:
+        # ray stop, ray.kill, SIGKILL, its node removed), the watchdog warns the replica's
+        # process group within a second (TX_PREEMPT_SIGNAL, default SIGTERM: the job's
+        # tx.distributed.preempted()) and SIGKILLs it TX_PREEMPT_GRACE seconds later
+        # It holds the output pipes' read ends too, and copies what the replica writes after
+        # the actor is gone to its files: a job's print while it saves must not fail (EPIPE)
+        self.watchdog = subprocess.Popen(
+            ["sh", "-c", WATCHDOG, "tx-watchdog", str(os.getpid()), str(self.proc.pid),
+             str(_grace(env)), _signal_name(env), self.paths["stdout"], self.paths["stderr"],
+             self.paths["combined"]],
+            stdin=out_r, stdout=subprocess.DEVNULL, stderr=err_r,  # the read ends, as fds 0 and 2 (sh: one digit)
+            start_new_session=True,
+        )
+        # the pumps after the watchdog: a pump closes its read end at the replica's end, and
+        # a closed fd given to Popen (or its number reused by Popen's own pipe) hung it
         lock = threading.Lock()
         self.pumps = [_Pump(out_r, files["stdout"], files["combined"], lock),
                       _Pump(err_r, files["stderr"], files["combined"], lock)]
         for p in self.pumps:
             p.start()
-        # if this actor's process dies without stopping the replica (SIGKILL, node trouble),
-        # the watchdog kills the replica's process group within a second
-        self.watchdog = subprocess.Popen(
-            ["sh", "-c", 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -KILL -- "-$2" 2>/dev/null',
-             "tx-watchdog", str(os.getpid()), str(self.proc.pid)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
         return {"pid": self.proc.pid, "started": time.time()}
 
     def _finish(self, rc: int) -> Dict[str, Any]:
@@ -192,6 +199,35 @@ class ReplicaProcess:
                 _killpg(self.proc.pid, signal.SIGKILL)
         rc = self.proc.wait()
         return self._finish(rc)
+
+
+#: the watchdog (sh; no ``--`` after kill's signal: dash, Debian's sh, takes it for a pid):
+#: $1 the actor's pid, $2 the replica's process group, $3 the grace (s), $4 the warning signal's name, $5 $6 $7 the stdout, stderr and combined files; its stdin
+#: and stderr are the read ends of the replica's stdout and stderr pipes
+WATCHDOG = ('exec 3<&0 4<&2 0</dev/null 2>/dev/null; while kill -0 "$1"; do sleep 1; done; '
+            'kill -0 "-$2" || exit 0; '
+            '(tee -a "$5" <&3 >>"$7" &); (tee -a "$6" <&4 >>"$7" &); exec 3<&- 4<&-; '
+            'kill -"$4" "-$2" || exit 0; '
+            'n=0; while [ "$n" -lt "$3" ] && kill -0 "-$2"; do sleep 1; n=$((n+1)); done; kill -KILL "-$2"')
+
+
+def _grace(env: Mapping[str, str]) -> int:
+    """The replica's ``TX_PREEMPT_GRACE`` in whole seconds (rounded up; 0 where unset or bad)."""
+    try:
+        return max(0, int(-(-float(env.get("TX_PREEMPT_GRACE", "0")) // 1)))
+    except (ValueError, OverflowError):
+        return 0
+
+
+def _signal_name(env: Mapping[str, str]) -> str:
+    """The replica's warning signal for ``kill -SIG``: its ``TX_PREEMPT_SIGNAL`` (a name or
+    a number), else ``TERM``."""
+    raw = env.get("TX_PREEMPT_SIGNAL", "").strip().upper()
+    try:
+        sig = signal.Signals(int(raw)) if raw.isdigit() else signal.Signals[raw if raw.startswith("SIG") else "SIG" + raw]
+    except (KeyError, ValueError):
+        sig = signal.SIGTERM
+    return sig.name[3:]
 
 
 def _killpg(pgid: int, sig: int) -> None:
