@@ -18,7 +18,8 @@ from fake_gcp import FakeGcp
 from tx.specs import AppDef, AppState, FailureKind, Role
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
 
-from test_gcp_backend import cli_env, wait_for_line
+from test_gcp_backend import wait_for_line
+from test_gcp_errors import cli_env
 
 TRAIN = """
 import sys, time
