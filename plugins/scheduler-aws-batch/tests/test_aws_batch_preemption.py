@@ -46,10 +46,15 @@ while True:
 """
 
 
+#: this checkout: tx's sources, where the environment's editable installs (.pth files) and
+#: PYTHONPATH, if set, point
+REPO = Path(__file__).resolve().parents[3]
+
+
 def mounts(*rw: Path) -> List[str]:
-    """This interpreter, its environment and tx's sources read-only at the same paths, and
-    ``rw`` read-write."""
-    ro = [os.path.realpath(x) for x in ("/usr", sys.base_prefix, sys.prefix,
+    """This interpreter, its environment and tx's sources (this checkout, and PYTHONPATH's
+    entries) read-only at the same paths, and ``rw`` read-write."""
+    ro = [os.path.realpath(x) for x in ("/usr", sys.base_prefix, sys.prefix, str(REPO),
                                         *os.environ.get("PYTHONPATH", "").split(os.pathsep)) if x]
     keep = [p for p in dict.fromkeys(ro) if (p == "/usr" or not p.startswith("/usr/")) and os.path.exists(p)]
     return [f"type=bind,src={p},dst={p},readonly" for p in keep] + [f"type=bind,src={p},dst={p}" for p in rw]
