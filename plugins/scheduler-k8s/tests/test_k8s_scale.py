@@ -51,9 +51,9 @@ def _app(name: str, script: str = "true") -> AppDef:
 def _held_trials(sched: KubernetesScheduler, n: int) -> List[str]:
     """A sweep of ``n`` trials as one suspended Indexed Job (nothing runs: the fake cluster
     holds 1,000 trials without 1,000 processes); its trials' app ids."""
-    job, why = _sweep.indexed_job([_app("held", f"echo {i}") for i in range(n)], CFG, None, NS,
-                                  sched._sweep_template(CFG))
-    assert job is not None, why
+    job, table, why = _sweep.indexed_job([_app("held", f"echo {i}") for i in range(n)], CFG, None, NS,
+                                         sched._sweep_template(CFG))
+    assert job is not None and table is None, why  # the trial index is a hole of the template: no table
     job["spec"]["suspend"] = True
     sched.kube.create_object(_sweep.GROUP, _sweep.VERSION, _sweep.PLURAL, NS, job)
     return [f"{NS}:{job['metadata']['name']}_{i}" for i in range(n)]
