@@ -368,7 +368,8 @@ def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] =
     if rank() == 0:
         with fs.open(marker, "wb") as f:
             f.write(json.dumps({"step": step, "seconds": round(time.monotonic() - t0, 3),
-                                "completed": round(time.time(), 3)}).encode() + b"\n")
+                                # to the millisecond, cut (never after it happened)
+                                "completed": int(time.time() * 1000) / 1000}).encode() + b"\n")
         _, base = _fs(root)
         older = [n for n in _complete_steps(root) if n < step]
         for old in older[:max(0, len(older) - (keep - 1))]:
