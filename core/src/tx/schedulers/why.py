@@ -48,11 +48,11 @@ from __future__ import annotations
 import json
 import re
 import signal
-from typing import Any, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Hashable, List, NamedTuple, Optional, Tuple, Union
 
 from tx.specs.status import RootCause
 
-__all__ = ["RootCause", "names_cause", "parse_error_file", "parse_report", "parse_traceback", "root_cause",
+__all__ = ["RootCause", "failure_once", "names_cause", "parse_error_file", "parse_report", "parse_traceback", "root_cause",
            "signal_text", "telling_line", "why_failed"]
 
 Text = Union[str, bytes, None]
@@ -414,3 +414,22 @@ def telling_line(text: Text) -> str:
         if _TELLING.search(ln):
             return ln
     return lines[-1] if lines else ""
+
+
+def failure_once(cache: Dict[Any, Tuple[str, Optional[RootCause]]], key: Hashable, statuses: List[Any],
+                 compute: Callable[[], Tuple[str, Optional[RootCause]]]) -> Tuple[str, Optional[RootCause]]:
+    """``(structured_error_msg, root cause)`` of an ended app, computed by ``compute()`` once per
+    ``key`` (a failed app's logs do not change: following 1,000 failed apps reads their logs
+    once, not every status tick) and kept in ``cache``. ``compute`` sets the cause on its
+    replica in ``statuses`` (a list of :class:`tx.specs.RoleStatus`); on a cached answer the
+    same is done here, since each look builds new statuses. Raises what ``compute`` raises."""
+    if key not in cache:
+        cache[key] = compute()
+        return cache[key]
+    text, cause = cache[key]
+    if cause is not None:
+        for rs in statuses:
+            for rep in rs.replicas:
+                if (rs.role, rep.id) == (cause.role, cause.replica):
+                    rep.structured_error_msg, rep.root_cause = cause.text, cause
+    return text, cause

@@ -31,6 +31,7 @@ from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
 from tx.schedulers.api import add_infra_retries_opt
 from tx.schedulers.ids import make_unique
+from tx.schedulers.why import failure_once
 from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 
@@ -417,17 +418,9 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         job's log does not change): following 1,000 failed apps reads 1,000 logs once, not
         every tick."""
         key = (str(job.get("jobId")), len(job.get("attempts") or []))
-        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
-        if key not in cache:
-            cache[key] = failure(job, first_failure, first_node, reason, statuses,
-                                 lambda node: self._cause_lines(job, node))
-        err, cause = cache[key]
-        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
-            for rs in statuses:
-                for rep in rs.replicas:
-                    if (rs.role, rep.id) == (cause.role, cause.replica):
-                        rep.structured_error_msg, rep.root_cause = cause.text, cause
-        return err, cause
+        return failure_once(self.__dict__.setdefault("_failures", {}), key, statuses,
+                            lambda: failure(job, first_failure, first_node, reason, statuses,
+                                            lambda node: self._cause_lines(job, node)))
 
     def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str,
                  problem: Optional[str] = None) -> str:

@@ -34,6 +34,7 @@ from tx.log import get_logger
 from tx.schedulers import env as envc
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
 from tx.schedulers.api import add_infra_retries_opt, infra_retries
+from tx.schedulers.why import failure_once
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException
 from tx.specs import runopts
 from tx.specs.files import read_stored_appdef_and_options
@@ -448,17 +449,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
     def _failure(self, job: Any, failed: Any, statuses: Any) -> Any:
         """:func:`failure` of an ended job, its log read once per process (it does not change)."""
         key = (job.uid, len(job.status.status_events))
-        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
-        if key not in cache:
-            cache[key] = failure(job, failed, statuses, lambda index, n: self._last_lines(job, index, n))
-            return cache[key]
-        text, cause = cache[key]
-        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
-            for rs in statuses:
-                for rep in rs.replicas:
-                    if (rs.role, rep.id) == (cause.role, cause.replica):
-                        rep.structured_error_msg, rep.root_cause = cause.text, cause
-        return text, cause
+        return failure_once(self.__dict__.setdefault("_failures", {}), key, statuses,
+                            lambda: failure(job, failed, statuses, lambda index, n: self._last_lines(job, index, n)))
 
     def list(self) -> List[ListAppResponse]:
         """Apps (jobs labelled ``tx_version``) in the configured project and location: one

@@ -19,6 +19,7 @@ import attrs
 
 from tx.log import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
+from tx.schedulers.why import failure_once
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
 from tx.specs.files import read_stored_appdef_and_options
 from tx.specs.runopts import markdown_table
@@ -349,17 +350,8 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             return failure(self.kube, ns, failed, msg, statuses)
         meta = failed[0][3]["metadata"]
         key = (ns, meta.get("uid"), meta.get("resourceVersion"), msg)
-        cache: Dict[Any, Any] = self.__dict__.setdefault("_failures", {})
-        if key not in cache:
-            cache[key] = failure(self.kube, ns, failed, msg, statuses)
-            return cache[key]
-        text, cause = cache[key]
-        if cause is not None:  # set on its replica, as failure() does (the statuses are new)
-            for rs in statuses:
-                for rep in rs.replicas:
-                    if (rs.role, rep.id) == (cause.role, cause.replica):
-                        rep.structured_error_msg, rep.root_cause = cause.text, cause
-        return text, cause
+        return failure_once(self.__dict__.setdefault("_failures", {}), key, statuses,
+                            lambda: failure(self.kube, ns, failed, msg, statuses))
 
     # -- attempts: infrastructure or user failures ---------------------------------------------
     def _saves(self, resp: DescribeAppResponse, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Saves:
