@@ -6,35 +6,16 @@ from the environment. The states, logs and operations are test_gcp_backend.py's.
 import os
 import subprocess
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 
+from test_gcp_backend import lines, run, sched, sh  # noqa: F401 - sched: the fixture, shared
 from fake_gcp import DENIED_PROJECT, QUOTA_PROJECT, UNAUTHENTICATED_PROJECT, FakeGcp
 from tx.schedulers import SchedulerError
-from tx.specs import AppDef, AppState, Role, is_terminal
+from tx.specs import AppDef, AppState
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
 from tx_scheduler_gcp_batch.testing import LOCATION, PROJECT
-
-
-@pytest.fixture
-def sched(fake_gcp: FakeGcp) -> GcpBatchScheduler:
-    return create_scheduler("tx")
-
-
-def sh(name: str, script: str, replicas: int = 1, **kw: Any) -> Role:
-    return Role(name, image="busybox", entrypoint="sh", args=["-c", script], num_replicas=replicas, **kw)
-
-
-def run(sched: GcpBatchScheduler, app: AppDef, cfg: Dict[str, Any] = None, timeout: float = 60) -> Any:
-    app_id = sched.submit(app, cfg or {})
-    desc = sched.wait(app_id, timeout=timeout, poll_interval=0.2)
-    assert desc is not None and is_terminal(desc.state), desc
-    return app_id, desc
-
-
-def lines(sched: GcpBatchScheduler, app_id: str, role: str, k: int = 0, **kw: Any) -> List[str]:
-    return list(sched.log_iter(app_id, role, k, **kw))
 
 
 def one_line(e: BaseException) -> str:
