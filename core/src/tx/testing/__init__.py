@@ -75,10 +75,22 @@ from tx.plugins import PluginRegistry
 from tx.testing._conformance import SchedulerConformance, is_subsequence
 from tx.testing._registry import isolated_registry, recording_workspace, register_plugin
 from tx.testing._status import find_replica
+from tx.testing.backends import (
+    ServiceProcess,
+    backend_unavailable,
+    environ,
+    free_port,
+    port_open,
+    record_stop,
+    require_module,
+    script_backend,
+    wait_for,
+)
 
 __all__ = [
-    "SchedulerConformance", "find_replica", "is_subsequence", "isolated_registry", "recording_workspace",
-    "register_plugin", "tx_registry",
+    "SchedulerConformance", "ServiceProcess", "backend_unavailable", "environ", "find_replica", "free_port",
+    "is_subsequence", "isolated_registry", "port_open", "record_stop", "recording_workspace", "register_plugin",
+    "require_module", "script_backend", "tx_registry", "wait_for",
 ]
 
 
