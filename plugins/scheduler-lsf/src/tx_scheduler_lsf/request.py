@@ -44,11 +44,8 @@ from typing import Dict, List, Mapping
 
 import attrs
 
-from tx.schedulers import env as env_contract
-from tx.schedulers.api import infra_retries
-from tx.schedulers.batch import validate_host_app
-from tx.specs import AppDef, Role, macros
-from tx.specs.files import appdef_to_stored
+from tx.schedulers import env as env_contract, infra_retries, validate_host_app
+from tx.specs import AppDef, Role, appdef_to_stored, macros
 
 from tx_scheduler_lsf.version import __version__
 

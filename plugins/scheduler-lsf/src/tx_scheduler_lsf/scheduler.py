@@ -26,12 +26,10 @@ import re
 import attrs
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.batch import read_text, write_atomic
-from tx.schedulers.ids import clean_name, make_unique
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
-from tx.specs.files import read_stored_appdef_and_options
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, clean_name, make_unique, read_text, write_atomic)
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_appdef_and_options, runopts
 
 from tx_scheduler_lsf import _client, _index
 from tx_scheduler_lsf._array import TRIAL_ID, LsfArrayRequest, array_unsupported, element_job

@@ -24,7 +24,7 @@ from typing import Callable, Dict, Iterator, List
 import attrs
 import pytest
 
-from tx.testing.backends import backend_unavailable, environ, record_stop
+from tx.testing import backend_unavailable, environ, record_stop
 
 __all__ = ["LsfCluster", "SCRIPTS", "build_prefix", "lsf_cluster", "require_openlava"]
 
