@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 
 import attrs
 
-from tx.schedulers.sweep_table import SweepTable, split_words
+from tx.schedulers import SweepTable, split_words
 
 from tx_scheduler_slurm.request import APP_ID_SHELL, SlurmBatchRequest, shell_word
 

@@ -26,12 +26,9 @@ import time
 import attrs
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.api import PartialListError
-from tx.schedulers.batch import read_text, write_atomic
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
-from tx.specs.files import read_stored_appdef_and_options
+from tx import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, Scheduler, read_text, write_atomic
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_appdef_and_options, runopts
 
 from tx_scheduler_slurm import _client, _index, _plane
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
