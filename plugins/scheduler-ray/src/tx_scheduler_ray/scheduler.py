@@ -25,19 +25,14 @@ import os
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
-                           line_blocks, split_lines)
-from tx.schedulers.api import add_infra_retries_opt
-from tx.schedulers.saves import what_saved
-from tx.schedulers.ids import make_unique
-from tx.schedulers.why import names_cause, root_cause
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, add_infra_retries_opt, filter_regex,
+    line_blocks, make_unique, names_cause, root_cause, split_lines, what_saved)
 from tx.specs import (
-    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, Resource,
-    RetryPolicy, Role, UnknownAppException, is_terminal, make_app_handle, runopts,
-)
-from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, ReplicaStatus,
+    Resource, RetryPolicy, Role, RoleStatus, RootCause, UnknownAppException, is_terminal, make_app_handle,
+    read_stored_appdef_and_options, runopts)
 
 from tx_scheduler_ray import _client, _logs, tx_ray_driver
 from tx_scheduler_ray._states import JOB_STATES, replica_state
