@@ -29,11 +29,9 @@ from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Optional, T
 
 import attrs
 
-from tx.schedulers.api import ListAppResponse
-from tx.schedulers.paging import ListPage
-from tx.specs.api import AppState
-from tx.log import get_logger
-from tx.specs.handles import make_app_handle
+from tx.schedulers import ListAppResponse, ListPage
+from tx.specs import AppState, make_app_handle
+from tx import get_logger
 from tx_scheduler_local import _apps, _procs, _store
 
 log = get_logger(__name__)

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from tx.schedulers.streams import Stream
+from tx.schedulers import Stream
 from tx_scheduler_local import _store
 from tx_scheduler_local._inotify import Notifier
 from tx_scheduler_local._relay import FILES, TIME_RECORD

@@ -39,15 +39,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
-from tx.log import get_logger
-from tx.schedulers.api import (
-    DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, add_infra_retries_opt, infra_retries,
-)
-from tx.schedulers.streams import Stream
-from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
-from tx.specs.files import appdef_to_dict, storable_run_options
-from tx.specs.handles import make_app_handle
-from tx.specs.runopts import CfgVal, runopts
+from tx import get_logger
+from tx.schedulers import (
+    DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, Stream, add_infra_retries_opt,
+    infra_retries)
+from tx.specs import (
+    AppDef, AppDryRunInfo, CfgVal, InvalidRunConfigException, Role, UnknownAppException, appdef_to_dict, is_terminal,
+    make_app_handle, runopts, storable_run_options)
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
 from tx_scheduler_local._relay import TIMES
 from tx_scheduler_local.request import (HostMounts, LocalRequest, app_from_json, build_request, dumps_default,
