@@ -44,6 +44,7 @@ _LAZY = {
     "appdef_to_yaml": "tx.specs.files",
     "read_stored_appdef_and_options": "tx.specs.files",
     "storable_run_options": "tx.specs.files",
+    "SweepSpec": "tx.specs.sweep",
     "format_value": "tx.specs.sweep",
 }
 
