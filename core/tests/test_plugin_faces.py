@@ -95,3 +95,15 @@ def test_every_name_plugins_import_from_a_face_is_exported_there(face):
                 if name not in module.__all__ or not hasattr(module, name):
                     missing.append(f"{path.relative_to(REPO)}:{line}: {name}")
     assert missing == []
+
+
+@pytest.mark.parametrize("face", ["tx", "tx.specs", "tx.runner", "tx.schedulers"])
+def test_a_lazy_face_gives_the_very_object_of_the_module_behind_it(face):
+    """``tx.runner.load_run`` is ``tx.runner.failover.load_record``, ``tx.schedulers.BatchClient``
+    is ``tx.schedulers.batch.Client``: a face renames, it never wraps or copies."""
+    module = importlib.import_module(face)
+    table = getattr(module, "_LAZY", None) or getattr(module, "_NAMES")
+    for name, target in table.items():
+        source, _, attr = target.partition(":")
+        assert getattr(module, name) is getattr(importlib.import_module(source), attr or name), name
+    assert importlib.import_module("tx.runner").load_run is importlib.import_module("tx.runner.failover").load_record
