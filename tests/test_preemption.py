@@ -106,7 +106,9 @@ def test_warning_to_one_rank_reaches_every_rank_which_save_and_resume(tx, tx_env
 def test_status_json_has_the_saved_step_its_save_time_and_the_resumed_step_as_fields(tx, tx_env, tmp_path):
     """``tx status --json``: the preempted attempt's ``saved_step`` and ``save_seconds`` and
     the next attempt's ``resumed_step`` are fields (not only words of the reason), equal to
-    what the job printed and to the completion marker."""
+    what the job printed and to the completion marker; the run's tracker (the file tracker)
+    has them too, recorded by the job's rank 0."""
+    tx_env.update(TX_TRACKERS="file", TX_TRACKER_FILE_CONFIG=str(tmp_path / "runs"))
     handle, app_id, ckpt, state = _launch(tx, tx_env, 20, component=(
         "utils.python", "--script", str(train_script(tmp_path))))
     out = Path(tx_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx" / app_id / "python" / "0" / "stdout.log"
@@ -123,6 +125,10 @@ def test_status_json_has_the_saved_step_its_save_time_and_the_resumed_step_as_fi
     assert (first["kind"], first["saved_step"], second["resumed_step"]) == ("infra", saved, saved), status["attempts"]
     assert first["save_seconds"] == pytest.approx(marker["seconds"], abs=0.051), (first, marker)
     assert first["resumed_step"] is None and second["saved_step"] is None and second["save_seconds"] is None
+    p = tx("tracker", "list", "metadata", "--json", "--tracker", "file", handle)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {f"preempted_at_step_{saved}": {"saved_step": saved, "save_seconds": marker["seconds"]},
+                                    f"resumed_from_step_{saved}": {"resumed_step": saved}}, p.stdout
 
 
 def test_warning_to_the_supervisor_saves_within_the_grace_and_resumes(tx, tx_env):

@@ -45,11 +45,13 @@ import json
 import os
 import posixpath
 import re
+import sys
 import time
 import warnings
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
+from tx.distributed import _preempt
 from tx.distributed._preempt import exit_preempted, preempt_grace, preempt_signal, preempted
 
 if TYPE_CHECKING:
@@ -365,14 +367,17 @@ def saving_checkpoint(step: int, root: Optional[str] = None, keep: int = 2) -> I
 
         dist.barrier()  # every rank has written its part
     if rank() == 0:
+        secs = round(time.monotonic() - t0, 3)
         with fs.open(marker, "wb") as f:
-            f.write(json.dumps({"step": step, "seconds": round(time.monotonic() - t0, 3),
+            f.write(json.dumps({"step": step, "seconds": secs,
                                 # to the millisecond, cut (never after it happened)
                                 "completed": int(time.time() * 1000) / 1000}).encode() + b"\n")
         _, base = _fs(root)
         older = [n for n in _complete_steps(root) if n < step]
         for old in older[:max(0, len(older) - (keep - 1))]:
             fs.rm(posixpath.join(base, f"step-{old:09d}"), recursive=True)
+        if _preempt._decided:  # the save after the warning: the run's trackers note it
+            _record(f"preempted_at_step_{step}", {"saved_step": step, "save_seconds": secs})
 
 
 def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] = None,
@@ -411,6 +416,20 @@ def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] =
     return where
 
 
+def _record(key: str, values: Dict[str, Any]) -> None:
+    """On rank 0 of a job with trackers (``TX_TRACKERS``), add ``{key: values}`` to the job's
+    tracker run (:func:`tx.tracker.app_run_from_env`; MLflow: params ``key.name``). Best
+    effort: a tracker that fails is one line on stderr, never the save's failure."""
+    if rank() != 0 or not (os.environ.get("TX_TRACKERS") or os.environ.get("TORCHX_TRACKERS") or "").strip():
+        return
+    try:
+        from tx.tracker.api import app_run_from_env  # deferred: only in a job with trackers
+
+        app_run_from_env().add_metadata(**{key: values})
+    except Exception as e:  # noqa: BLE001 - the checkpoint is saved; the record is a courtesy
+        print(f"tx.distributed: could not record {key} in the run's trackers: {e}", file=sys.stderr, flush=True)
+
+
 def _why_resumed(root: str) -> str:
     """Why ``root`` holds this run's checkpoints, for :func:`load_latest_checkpoint`'s line."""
     if root.rstrip("/") != (checkpoint_dir() or "").rstrip("/"):
@@ -443,8 +462,11 @@ def load_latest_checkpoint(state_dict: Dict[str, Any], root: Optional[str] = Non
             print(f"no checkpoint at {root}: starting fresh", flush=True)
         return None
     step, where = found
+    why = _why_resumed(root)
     if announce and rank() == 0:
-        print(f"resumed from checkpoint step {step} at {root} ({_why_resumed(root)})", flush=True)
+        print(f"resumed from checkpoint step {step} at {root} ({why})", flush=True)
+    if why == "an earlier attempt of this run":
+        _record(f"resumed_from_step_{step}", {"resumed_step": step})
     with warnings.catch_warnings():  # DCP warns that a process without a group loads alone
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
         dcp.load(state_dict, checkpoint_id=where, no_dist=not _pg_initialized())

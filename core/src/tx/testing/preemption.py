@@ -4,8 +4,9 @@ and the poll such tests wait with.
 :data:`TRAIN` is a small training loop that a test runs as ``python -c TRAIN [MARKER]`` (or
 from the file :func:`train_script` writes) in a replica whose ``TX_CHECKPOINT_DIR`` is set:
 
-* where a complete checkpoint exists (an earlier attempt saved one) it prints ``resumed at
-  N grace G`` (N: the step, G: :func:`tx.distributed.preempt_grace`) and exits 0;
+* where a complete checkpoint exists (an earlier attempt saved one) it loads it
+  (:func:`tx.distributed.load_latest_checkpoint`), prints ``resumed at N grace G`` (N: the
+  step, G: :func:`tx.distributed.preempt_grace`) and exits 0;
 * otherwise it arms :func:`tx.distributed.preempted`, prints ``started grace G``, creates
   the file ``MARKER`` where one is given (the test's sign that the warning will be heard),
   then counts steps of 0.05 s; once warned it saves the step it reached with
@@ -35,10 +36,10 @@ T = TypeVar("T")
 TRAIN = """
 import os, sys, time
 import torch
-from tx.distributed import exit_preempted, latest_checkpoint, preempt_grace, preempted, save_checkpoint
-found = latest_checkpoint()
-if found:
-    print(f"resumed at {found[0]} grace {preempt_grace()}", flush=True)
+from tx.distributed import exit_preempted, load_latest_checkpoint, preempt_grace, preempted, save_checkpoint
+found = load_latest_checkpoint({"w": torch.zeros(1)}, announce=False)
+if found is not None:
+    print(f"resumed at {found} grace {preempt_grace()}", flush=True)
     sys.exit(0)
 preempted()
 print(f"started grace {preempt_grace()}", flush=True)
