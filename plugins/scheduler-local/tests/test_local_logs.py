@@ -131,11 +131,35 @@ def test_a_follower_describes_the_app_when_its_state_changes_not_per_wake_up(
     assert len(looks) <= 8, (len(looks), len(blocks))
 
 
+def test_a_follower_sees_the_end_of_an_app_whose_supervisor_died_without_a_word(
+        sched: Any, cfg: Dict[str, Any], h: Any, monkeypatch: Any) -> None:
+    """The supervisor SIGKILLed writes no state file: the follower looks at the app again
+    when it sees the supervisor exit (not only when the time bound passes, set high here),
+    the look finalizes the app, and the follow ends with every line."""
+    import os
+    import signal
+    import threading
+
+    from tx_scheduler_local import _logs
+
+    monkeypatch.setattr(_logs, "DONE_TTL_S", 600.0, raising=False)
+    app_id = sched.submit(AppDef("orphan", roles=[h.sh("r", "echo up; exec sleep 300")]), {**cfg, "infra_retries": 0})
+    lines = iter(sched.log_iter(app_id, "r", 0, should_tail=True))
+    assert next(lines) == "up\n"
+    rest: List[Any] = []
+    follower = threading.Thread(target=lambda: rest.extend(lines), daemon=True)
+    follower.start()
+    os.kill(sched.describe(app_id).metadata["supervisor_pid"], signal.SIGKILL)
+    follower.join(60)
+    assert not follower.is_alive(), "the follow did not end after its supervisor died"
+    assert rest == [] and sched.describe(app_id).state == AppState.FAILED
+
+
 def test_unless_state_changed_looks_again_once_the_state_file_is_replaced_or_gone(tmp_path: Path) -> None:
     """The follower's end check: the last answer while state.json is the same file and the
     time bound holds; a look once it is replaced (os.replace, as the supervisor writes it),
     once it is gone, and once the bound passed."""
-    from tx_scheduler_local import _logs, _store
+    from tx_scheduler_local import _inotify, _logs, _store
 
     answers = iter([False, False, True, True, True, True, True])
     looks = []
@@ -156,6 +180,19 @@ def test_unless_state_changed_looks_again_once_the_state_file_is_replaced_or_gon
     _store.write_json_atomic(str(tmp_path / _store.STATE), {"state": "SUCCEEDED"})
     bounded = _logs.unless_state_changed(str(tmp_path), look, ttl=0.0)
     assert bounded() is True and bounded() is True and len(looks) == 7
+    sleeper = subprocess.Popen(["sleep", "60"])
+    notifier = _inotify.Notifier()
+    try:
+        assert notifier.watch_process(sleeper.pid)
+        watched = _logs.unless_state_changed(str(tmp_path), lambda: bool(looks.append(1)), notifier, ttl=600.0)
+        assert watched() is False and watched() is False and len(looks) == 8
+        sleeper.kill()
+        assert notifier.wait(30) and notifier.exited == 1  # the process is gone: look again
+        assert watched() is False and len(looks) == 9
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        notifier.close()
 
 
 def test_since_and_until(sched: Any, cfg: Dict[str, Any], tmp_path: Path, h: Any) -> None:

@@ -424,7 +424,7 @@ class LocalScheduler(HostMounts, Scheduler[LocalRequest]):
         state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
         pid = state.get("pid") if should_tail and _where.elsewhere(state) is None else None
         with _logs.open_notifier(app_dir, pid) as n:
-            yield from _logs.iter_blocks(path, _logs.unless_state_changed(app_dir, looked), should_tail, n)
+            yield from _logs.iter_blocks(path, _logs.unless_state_changed(app_dir, looked, n), should_tail, n)
 
     def log_iter(
         self,
