@@ -7,12 +7,17 @@ replaced by ``<base>_<i>``, so that its environment (``TX_APP_ID``) and files
 (``<base>_<i>-<role>-0.out``...) are those of any app. ``bjobs`` names the element
 ``<base>-<role>-0[i]`` in project ``<base>``; :func:`element_job` turns it into the job
 ``<base>_<i>-<role>-0`` of app ``<base>_<i>``.
+
+More trials than the cluster's ``MAX_JOB_ARRAY_SIZE`` are the fewest arrays of the same name
+and project, over consecutive ranges of the same indices (``[1-1000]``, ``[1001-2000]``...),
+so that every trial keeps its element index and app id; with ``max_parallel`` each array
+waits for the one before to end (``-w "ended(<its job id>)"``).
 """
 from __future__ import annotations
 
 import re
 import shlex
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import attrs
 
@@ -54,11 +59,32 @@ def _opts(req: LsfBsubRequest) -> List[str]:
 @attrs.define
 class LsfArrayRequest:
     """One ``bsub`` of a job array for the trials (single-replica requests with the same
-    options). Attributes: ``base`` (the array's project), ``trials``, ``max_parallel``."""
+    options), one per :attr:`arrays` where they are more than ``max_array_size``.
+    Attributes: ``base`` (the arrays' project), ``trials``, ``max_parallel``,
+    ``max_array_size`` (the cluster's ``MAX_JOB_ARRAY_SIZE``; None: one array)."""
 
     base: str
     trials: List[LsfBsubRequest]
     max_parallel: Optional[int] = None
+    max_array_size: Optional[int] = None
+
+    @property
+    def arrays(self) -> List[Tuple[int, int]]:
+        """``(first, last)`` element index of each array (from 1; trial ``i`` is element
+        ``i + 1`` whatever its array)."""
+        n = len(self.trials)
+        size = self.max_array_size if self.max_array_size and self.max_array_size > 0 else n
+        return [(o + 1, min(o + size, n)) for o in range(0, n, size)]
+
+    def split_line(self) -> str:
+        """The one line that says the sweep is several arrays ("" for one)."""
+        arrays = self.arrays
+        if len(arrays) < 2:
+            return ""
+        chained = (f"; each starts after the one before has ended, so that at most {self.max_parallel} run at once"
+                   if self.max_parallel else "")
+        return (f"lsf: {len(self.trials)} trials as {len(arrays)} job arrays of at most {self.max_array_size} "
+                f"elements (the cluster's MAX_JOB_ARRAY_SIZE){chained}")
 
     @property
     def job_dir(self) -> str:
@@ -72,24 +98,38 @@ class LsfArrayRequest:
         """Each trial's app id, in trial order: ``<base>_<i>`` for element ``i`` (from 1)."""
         return [f"{self.base}_{i}" for i in range(1, len(self.trials) + 1)]
 
-    @property
-    def bsub(self) -> List[str]:
-        name = f"{self.base}-{self.role}-0[1-{len(self.trials)}]" + (f"%{self.max_parallel}" if self.max_parallel else "")
+    def array_bsub(self, k: int = 0, after: Optional[str] = None) -> List[str]:
+        """Array ``k``'s ``bsub``, after the job ``after`` has ended where given."""
+        first, last = self.arrays[k]
+        name = f"{self.base}-{self.role}-0[{first}-{last}]" + (f"%{self.max_parallel}" if self.max_parallel else "")
         d = self.job_dir
         return ["bsub", "-P", self.base, "-J", name, "-o", f"{d}/{self.base}-{self.role}-0.%J.%I.lsf.out",
-                "-e", f"{d}/{self.base}-{self.role}-0.%J.%I.lsf.err", *_opts(self.trials[0])]
+                "-e", f"{d}/{self.base}-{self.role}-0.%J.%I.lsf.err", *(["-w", f"ended({after})"] if after else []),
+                *_opts(self.trials[0])]
 
-    def script(self) -> str:
-        """bash: element ``$LSB_JOBINDEX`` runs its trial's script (in a subshell)."""
+    @property
+    def bsub(self) -> List[str]:
+        """The (first) array's ``bsub``."""
+        return self.array_bsub(0)
+
+    def script(self, k: int = 0) -> str:
+        """bash: element ``$LSB_JOBINDEX`` of array ``k`` runs its trial's script (in a subshell)."""
+        first, last = self.arrays[k]
         cases = []
-        for i, (t, app_id) in enumerate(zip(self.trials, self.trial_ids()), 1):
-            body = next(iter(t.replicas.values())).script.replace(t.app_id, app_id)
+        ids = self.trial_ids()
+        for i in range(first, last + 1):
+            t = self.trials[i - 1]
+            body = next(iter(t.replicas.values())).script.replace(t.app_id, ids[i - 1])
             cases.append(f"  {i}) bash -c {shlex.quote(body)} ;;")
         return "#!/bin/bash\ncase \"$LSB_JOBINDEX\" in\n" + "\n".join(cases) + "\n  *) exit 1 ;;\nesac\n"
 
     def __repr__(self) -> str:
-        return (f"cd {shlex.quote(self.job_dir)} && " + " ".join(shlex.quote(w) for w in self.bsub)
-                + " <<'TX_SCRIPT'\n" + self.script() + "TX_SCRIPT\n")
+        out = f"# {self.split_line()}\n" if len(self.arrays) > 1 else ""
+        for k in range(len(self.arrays)):
+            after = f"<array {k - 1}>" if k and self.max_parallel else None
+            out += (f"cd {shlex.quote(self.job_dir)} && " + " ".join(shlex.quote(w) for w in self.array_bsub(k, after))
+                    + " <<'TX_SCRIPT'\n" + self.script(k) + "TX_SCRIPT\n")
+        return out
 
     __str__ = __repr__
 
