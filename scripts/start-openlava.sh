@@ -25,6 +25,9 @@
 #   write their own output files as they run.
 # - root may submit only with LSF_ROOT_REX=local (set below). MBD/SBD_SLEEP_TIME=1 make a trivial
 #   job finish in ~1 s instead of 3-12 s. Each mbatchd restart advances job ids by ~100.
+# - Job arrays: MAX_JOB_ARRAY_SIZE (lsb.params, default 1000; `bparams -l` prints it) bounds the
+#   elements of one bsub, indices stay below 65535; `-w "ended(<array job id>)"` waits for every
+#   element; `bkill "id[i]"` kills one element.
 # - A job killed in the second it started can be reported DONE with empty output (an OpenLava race).
 # - One host only (127.0.0.1 under this machine's host name): multi-host placement can only pend.
 set -euo pipefail
