@@ -12,14 +12,24 @@ More trials than the cluster's ``MAX_JOB_ARRAY_SIZE`` are the fewest arrays of t
 and project, over consecutive ranges of the same indices (``[1-1000]``, ``[1001-2000]``...),
 so that every trial keeps its element index and app id; with ``max_parallel`` each array
 waits for the one before to end (``-w "ended(<its job id>)"``).
+
+The script is one for every element: trial 0's, its app id ``${tx_app_id}``
+(``<base>_$LSB_JOBINDEX``), its environment and program read from row ``$LSB_JOBINDEX - 1``
+of a table file beside the job (:mod:`tx.schedulers.sweep_table`, as Slurm's and AWS
+Batch's arrays), so that its size does not grow with the trials. Where the trials' scripts
+differ elsewhere (or their environments in their names), one ``case`` line per element.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import attrs
+
+from tx.schedulers.sweep_table import SweepTable, compact, sh_statements, split_words, table_text
 
 from tx_scheduler_lsf._parse import Job
 from tx_scheduler_lsf.request import LsfBsubRequest
@@ -67,6 +77,47 @@ class LsfArrayRequest:
     trials: List[LsfBsubRequest]
     max_parallel: Optional[int] = None
     max_array_size: Optional[int] = None
+    _template: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def template(self) -> Optional["tuple[str, SweepTable, int]"]:
+        """``(script, table, exports)``: the one script of every element and the table it reads
+        (computed once); None where the trials' scripts differ in more than their
+        environment's values, program and app id (then :meth:`script` has a line each);
+        ``exports``: how many words of a row's command are the environment's."""
+        if self._template is None:
+            self._template = _template(self.trials, self.trial_ids()) or False
+        return self._template or None
+
+    def table_text(self) -> str:
+        """The table file's text ("" with no template or no rows' values)."""
+        tpl = self.template()
+        return table_text(tpl[1]) if tpl is not None and tpl[1].holes else ""
+
+    @property
+    def table_path(self) -> Optional[str]:
+        """``tx-sweep-<digest>.table`` in the job directory; None: no table file."""
+        text = self.table_text()
+        tpl = self.template()
+        if not text or tpl is None:
+            return None
+        return os.path.join(self.job_dir, f"tx-sweep-{tpl[1].digest(text)}.table")
+
+    def write_table(self) -> None:
+        """Write the table beside the job (before ``bsub``: the elements read it)."""
+        path = self.table_path
+        if path is not None:
+            os.makedirs(self.job_dir, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(self.table_text())
+            os.replace(tmp, path)
+
+    def remove_table(self) -> None:
+        """Remove what :meth:`write_table` wrote (bsub refused the array)."""
+        path = self.table_path
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
     @property
     def arrays(self) -> List[Tuple[int, int]]:
@@ -113,7 +164,16 @@ class LsfArrayRequest:
         return self.array_bsub(0)
 
     def script(self, k: int = 0) -> str:
-        """bash: element ``$LSB_JOBINDEX`` of array ``k`` runs its trial's script (in a subshell)."""
+        """bash: element ``$LSB_JOBINDEX`` of array ``k`` runs its trial's script: the
+        template with its row of the table, else its own script (in a subshell)."""
+        tpl = self.template()
+        if tpl is not None:
+            script, table, exports = tpl
+            lines = sh_statements(table, exports, f"cat {shlex.quote(str(self.table_path))}", "the sweep's table")
+            assert lines[-1].startswith("exec ")
+            head = (f'tx_app_id={shlex.quote(self.base)}_"$LSB_JOBINDEX"\ni=$((LSB_JOBINDEX - 1))\n'
+                    + "\n".join(lines[:-1]) + f"\ntx_argv=({lines[-1][len('exec '):]})")
+            return script.replace(_EXPORTS_AT, head, 1)
         first, last = self.arrays[k]
         cases = []
         ids = self.trial_ids()
@@ -129,6 +189,11 @@ class LsfArrayRequest:
             after = f"<array {k - 1}>" if k and self.max_parallel else None
             out += (f"cd {shlex.quote(self.job_dir)} && " + " ".join(shlex.quote(w) for w in self.array_bsub(k, after))
                     + " <<'TX_SCRIPT'\n" + self.script(k) + "TX_SCRIPT\n")
+        text = self.table_text()
+        if text:
+            rows = text.splitlines(keepends=True)
+            out += (f"# TABLE {self.table_path} ({len(rows)} rows, {len(text)} bytes; row i: element i+1's values), "
+                    f"first 3:\n" + "".join(rows[:3]))
         return out
 
     __str__ = __repr__
@@ -147,3 +212,32 @@ def element_job(job: Job) -> Job:
         job_id = job.job_id if "[" in job.job_id else f"{job.job_id}[{idx}]"
         return attrs.evolve(job, job_id=job_id, name=f"{app}{name[len(base):]}", project=app)
     return job
+
+
+#: where the template's exports are (the element's row is read there)
+_EXPORTS_AT = "\x00tx-exports\x00"
+
+
+def _template(trials: List[LsfBsubRequest], ids: List[str]) -> Optional["tuple[str, SweepTable, int]"]:
+    """See :meth:`LsfArrayRequest.template`: each trial's script less its ``export`` lines
+    and ``tx_argv=(...)`` line, its app id as ``${tx_app_id}``, must be trial 0's (and the
+    app ids safe unquoted, the env names the same); the words ``K=V`` of the env and the
+    program, the trial's app id as its element's, make the table."""
+    scripts, words, names = [], [], None
+    for t, app_id in zip(trials, ids):
+        r = next(iter(t.replicas.values()))
+        exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in r.env.items())
+        argv = "tx_argv=(" + " ".join(shlex.quote(a) for a in r.argv) + ")\n"
+        if (not r.argv or shlex.quote(t.app_id) != t.app_id or r.script.count(exports + "\n") != 1
+                or r.script.count(argv) != 1):
+            return None
+        rest = r.script.replace(exports + "\n", _EXPORTS_AT + "\n", 1).replace(argv, "", 1)
+        scripts.append(rest.replace(t.app_id, "${tx_app_id}"))
+        if scripts[-1] != scripts[0] or (names is not None and list(r.env) != names):
+            return None
+        names = list(r.env)
+        words.append([w.replace(t.app_id, app_id) for w in [f"{k}={v}" for k, v in r.env.items()] + r.argv])
+    table = split_words(words)
+    if table is None or any(isinstance(p, int) for w in table.template[:len(names or [])] for p in w[:1]):
+        return None
+    return scripts[0], compact(table, cycles=True), len(names or [])

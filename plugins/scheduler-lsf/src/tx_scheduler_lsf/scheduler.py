@@ -280,6 +280,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
             if trial.appdef:
                 write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef, "lsf")
             _index.record(app_id, req.job_dir)
+        req.write_table()  # the elements read their rows from it: before bsub
         jobs: List[str] = []
         try:
             for k in range(len(req.arrays)):
@@ -289,9 +290,12 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
                 if m is None:
                     raise LsfError(f"bsub printed no job id (stdout {out.stdout.strip()!r})")
                 jobs.append(m.group(1))
-        except LsfError:
-            if jobs:
-                _client.run(["bkill", *jobs], self._timeout, check=False)
+        except BaseException:
+            try:
+                if jobs:
+                    _client.run(["bkill", *jobs], self._timeout, check=False)
+            finally:
+                req.remove_table()  # a refused array leaves no table behind
             raise
         log.info("lsf_submitted_array", project=req.base, arrays=len(jobs), tasks=len(ids))
         if len(jobs) > 1:
