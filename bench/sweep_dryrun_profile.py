@@ -8,7 +8,7 @@ calls no backend); with a second argument, the cProfile of the dryrun is printed
 (cumulative, top 45). ``--trials N`` (a multiple of 100; default 10,000): a (N/100)x100
 grid. Prints one line on stderr: scheduler, CPU seconds of the dryrun and
 its printing, peak RSS (MB), bytes printed, and the native request's size in bytes
-(``request_bytes``: Slurm's script and table, the Kubernetes Job and its ConfigMap as JSON,
+(``request_bytes``: Slurm's script and table, LSF's scripts and table, the Kubernetes Job and its ConfigMap as JSON,
 the GCP Batch job's protobuf, the AWS job definition and submit as JSON; or why there is
 no native request).
 """
@@ -32,6 +32,8 @@ def request_bytes(info: object) -> object:
     if native is None:
         return f"none: {getattr(info, 'not_native', '')}"
     req = native.request
+    if hasattr(req, "trial_ids"):  # lsf: every array's script and the table file
+        return sum(len(req.script(k)) for k in range(len(req.arrays))) + len(req.table_text())
     if hasattr(req, "table_text"):  # slurm: the script and the table file
         return len(req.materialize()) + len(req.table_text())
     if hasattr(req, "resource"):  # kubernetes: the Job and its table's ConfigMap
