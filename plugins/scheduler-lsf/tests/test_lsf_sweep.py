@@ -104,3 +104,15 @@ def test_grid_runs_as_one_array(lsf_cluster: Any, tmp_path: Path, monkeypatch: p
         listed = sw.collapse_listed(runner.list("lsf"), [rec])
         row = next(a for a in listed if a.app_handle == handle)
         assert row.state == AppState.FAILED and "4 succeeded, 2 failed" in row.name
+
+
+def test_a_refused_array_leaves_no_table_behind(offline: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bsub refuses the array (here: no LSF on PATH): the table written for its elements is
+    removed, and no trial's AppDef was written: nothing is left in the job directory."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-lsf"))
+    job_dir = tmp_path / "j"
+    info = offline.dryrun_sweep(_app(), GRID, "lsf", cfg={"jobdir": str(job_dir)})
+    assert info.native.request.table_path.startswith(str(job_dir))
+    with pytest.raises(_client.LsfNotInstalledError):
+        offline.schedule_sweep(info)
+    assert not list(job_dir.iterdir())

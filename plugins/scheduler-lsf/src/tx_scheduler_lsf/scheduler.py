@@ -268,7 +268,8 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
         """Submit the job array with one ``bsub`` (one per array where the trials are more
         than ``MAX_JOB_ARRAY_SIZE``: one line says so); returns each trial's app id
-        (``<array project>_<element>``). A bsub refused kills the arrays before it.
+        (``<array project>_<element>``). A bsub refused kills the arrays before it and
+        removes the table: nothing is left in the job directory.
 
         Raises:
             LsfNotInstalledError, LsfCommandError: as :meth:`schedule`.
@@ -276,10 +277,6 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         req: LsfArrayRequest = dryrun_info.request
         os.makedirs(req.job_dir, exist_ok=True)
         ids = req.trial_ids()
-        for trial, app_id in zip(req.trials, ids):
-            if trial.appdef:
-                write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef, "lsf")
-            _index.record(app_id, req.job_dir)
         req.write_table()  # the elements read their rows from it: before bsub
         jobs: List[str] = []
         try:
@@ -297,6 +294,11 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
             finally:
                 req.remove_table()  # a refused array leaves no table behind
             raise
+        # after bsub, so that a refused array leaves nothing behind (describe reads them later)
+        for trial, app_id in zip(req.trials, ids):
+            if trial.appdef:
+                write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef, "lsf")
+            _index.record(app_id, req.job_dir)
         log.info("lsf_submitted_array", project=req.base, arrays=len(jobs), tasks=len(ids))
         if len(jobs) > 1:
             log.warning(f"{req.split_line()}: jobs {', '.join(jobs)}")
