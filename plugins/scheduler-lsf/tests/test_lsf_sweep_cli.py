@@ -68,6 +68,10 @@ TRIAL = ("import json, os, sys; a = dict(zip(sys.argv[1::2], sys.argv[2::2])); "
 @pytest.mark.lsf
 def test_a_2x3_grid_through_the_cli_is_two_arrays_under_one_handle(small_arrays, tx, tx_env, tmp_path):
     env = _env(small_arrays, tx_env)
+    dry = tx("sweep", "-s", "lsf", "--dryrun", "-cfg", f"jobdir={tmp_path / 'job'}", "--grid", "lr=0.05,0.1",
+             "--grid", "batch=16,32,64", "--max_parallel", "2", "utils.sh", "--", "echo", "${lr}", "${batch}", env=env)
+    assert dry.returncode == 0 and "# lsf: 6 trials as 2 job arrays of at most 4 elements" in dry.stdout, dry.stderr
+    assert "-sh-0[1-4]%2'" in dry.stdout and "-sh-0[5-6]%2'" in dry.stdout and "'ended(<array 0>)'" in dry.stdout
     p = tx("sweep", "-s", "lsf", "-cfg", f"jobdir={tmp_path / 'job'}", "--grid", "lr=0.05,0.1",
            "--grid", "batch=16,32,64", "--max_parallel", "2", "--wait", "utils.sh", "--entrypoint", PY, "--",
            "-c", TRIAL, "--lr", "${lr}", "--batch-size", "${batch}", "--output-dir", str(tmp_path / "out-${lr}-${batch}"),

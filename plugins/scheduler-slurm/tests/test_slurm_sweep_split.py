@@ -99,6 +99,11 @@ def _env(cluster: SlurmCluster, tx_env: Dict[str, str]) -> Dict[str, str]:
 @pytest.mark.slurm
 def test_a_grid_larger_than_max_array_size_is_three_arrays_under_one_handle(small_arrays, tx, tx_env, tmp_path):
     env = _env(small_arrays, tx_env)
+    dry = tx("sweep", "-s", "slurm", "--dryrun", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64,128,256",
+             "--max_parallel", "3", "utils.sh", "--", "echo", "${lr}", "${batch}", env=env)
+    assert dry.returncode == 0 and ("# slurm: 10 trials as 3 job arrays of at most 4 tasks (the cluster's MaxArraySize); "
+                                    "each starts after the one before has ended") in dry.stdout, dry.stdout + dry.stderr
+    assert dry.stdout.count("$SBATCH_SCRIPT_") == 3 and "--dependency=afterany:<array 1>" in dry.stdout
     p = tx("sweep", "-s", "slurm", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64,128,256", "--max_parallel", "3",
            "--wait", "utils.sh", "--entrypoint", "python", "--", "-c", TRIAL, "--lr", "${lr}",
            "--batch-size", "${batch}", "--output-dir", "out-${lr}-${batch}", env=env, timeout=240)
