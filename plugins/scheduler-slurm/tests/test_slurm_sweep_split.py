@@ -3,10 +3,11 @@
 Offline: every task of every array runs exactly its trial's srun words (bash runs the
 scripts' lookups against the table). On a private cluster of this module started with
 ``MaxArraySize=4`` and ``MaxJobCount=100`` (scripts/start-slurm.sh's ``SLURM_MAX_ARRAY_SIZE``,
-``SLURM_MAX_JOB_COUNT``; about 2 s): a 2x5 grid through ``tx sweep`` is 3 arrays (4, 4 and 2
+``SLURM_MAX_JOB_COUNT``; about 2 s): a 2x3 grid through ``tx sweep`` is 2 arrays (4 and 2
 tasks) chained under ``--max_parallel``, every trial prints and writes its own parameters,
 ``tx status`` and ``tx log`` follow it as one; cancel of one trial, then of the sweep; 101
-trials are refused in one line before anything is submitted.
+trials are refused in one line before anything is submitted; an array refused midway
+(the queue full) cancels those before it (the module's last test: it fills the queue).
 """
 import json
 import os
@@ -97,31 +98,31 @@ def _env(cluster: SlurmCluster, tx_env: Dict[str, str]) -> Dict[str, str]:
 
 
 @pytest.mark.slurm
-def test_a_grid_larger_than_max_array_size_is_three_arrays_under_one_handle(small_arrays, tx, tx_env, tmp_path):
+def test_a_grid_larger_than_max_array_size_is_two_arrays_under_one_handle(small_arrays, tx, tx_env, tmp_path):
     env = _env(small_arrays, tx_env)
-    dry = tx("sweep", "-s", "slurm", "--dryrun", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64,128,256",
+    dry = tx("sweep", "-s", "slurm", "--dryrun", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64",
              "--max_parallel", "3", "utils.sh", "--", "echo", "${lr}", "${batch}", env=env)
-    assert dry.returncode == 0 and ("# slurm: 10 trials as 3 job arrays of at most 4 tasks (the cluster's MaxArraySize); "
+    assert dry.returncode == 0 and ("# slurm: 6 trials as 2 job arrays of at most 4 tasks (the cluster's MaxArraySize); "
                                     "each starts after the one before has ended") in dry.stdout, dry.stdout + dry.stderr
-    assert dry.stdout.count("$SBATCH_SCRIPT_") == 3 and "--dependency=afterany:<array 1>" in dry.stdout
-    p = tx("sweep", "-s", "slurm", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64,128,256", "--max_parallel", "3",
+    assert dry.stdout.count("$SBATCH_SCRIPT_") == 2 and "--dependency=afterany:<array 0>" in dry.stdout
+    p = tx("sweep", "-s", "slurm", "--grid", "lr=0.05,0.1", "--grid", "batch=16,32,64", "--max_parallel", "3",
            "--wait", "utils.sh", "--entrypoint", "python", "--", "-c", TRIAL, "--lr", "${lr}",
            "--batch-size", "${batch}", "--output-dir", "out-${lr}-${batch}", env=env, timeout=240)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     handle = p.stdout.splitlines()[0]
-    assert "SUCCEEDED (10 succeeded)" in p.stdout
+    assert "SUCCEEDED (6 succeeded)" in p.stdout
     split = [ln for ln in p.stderr.splitlines() if "job arrays" in ln]
-    assert len(split) == 1 and "10 trials as 3 job arrays of at most 4 tasks" in split[0], p.stderr
+    assert len(split) == 1 and "6 trials as 2 job arrays of at most 4 tasks" in split[0], p.stderr
     status = json.loads(tx("status", handle, "--json", env=env).stdout)
     apps = [re.fullmatch(r"slurm://tx/(\d+)_(\d+)", t["app_handle"]).groups() for t in status["trials"]]
     arrays = sorted({a for a, _ in apps}, key=int)
-    assert len(arrays) == 3
-    assert apps == [(arrays[i // 4], str(i % 4)) for i in range(10)]  # trial i: task i % 4 of array i // 4
-    trials = [(lr, b) for lr in (0.05, 0.1) for b in (16, 32, 64, 128, 256)]
+    assert len(arrays) == 2
+    assert apps == [(arrays[i // 4], str(i % 4)) for i in range(6)]  # trial i: task i % 4 of array i // 4
+    trials = [(lr, b) for lr in (0.05, 0.1) for b in (16, 32, 64)]
     for k, (lr, b) in enumerate(trials):
         assert json.loads((tmp_path / f"out-{lr}-{b}" / "result.json").read_text()) == {"trial": k, "lr": lr, "batch": b}
         assert status["trials"][k]["params"] == {"lr": lr, "batch": b}
-    for k in (3, 4, 9):  # the last task of array 0, the first of array 1, the last of array 2
+    for k in (3, 4, 5):  # the last task of array 0, both of array 1
         log = tx("log", f"{handle}/{k}/sh/0", env=env)
         lr, b = trials[k]
         assert log.stdout.strip().endswith(f'trained {{"batch": {b}, "lr": {lr}, "trial": {k}}}'), log.stdout + log.stderr
@@ -161,3 +162,40 @@ def test_a_sweep_beyond_max_job_count_is_refused_before_anything_is_submitted(sm
                        capture_output=True, text=True, timeout=30)
     assert q.returncode == 0 and q.stdout.strip() == "", q.stdout + q.stderr
     assert not list((tmp_path / "state").glob("sweeps/slurm/*.json"))
+
+
+@pytest.mark.slurm
+def test_an_array_refused_midway_cancels_the_arrays_before_it(small_arrays, tmp_path, monkeypatch):
+    """The queue holds all but 6 of MaxJobCount's jobs: the sweep's first array (4 tasks) is
+    accepted, its second is not (sbatch retries "temporarily unable to accept job" for about
+    30 s before it refuses: tx's timeout, 4 s here, ends it first); tx cancels the first,
+    removes the table and records no sweep: nothing is left behind."""
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("TX_SLURM_TIMEOUT", "4")
+    env = {**os.environ, "SLURM_CONF": str(small_arrays.conf)}
+
+    def run(*argv: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60)
+
+    held = run("squeue", "--noheader", "--array", "--states=all", "--format=%i").stdout.split()
+    fill = 100 - 6 - len(held)
+    fillers = []  # held arrays of at most MaxArraySize (4) tasks
+    for n in [4] * (fill // 4) + ([fill % 4] if fill % 4 else []):
+        p = run("sbatch", "--parsable", "--hold", f"--array=0-{n - 1}", "--wrap=true", f"--output={tmp_path}/f-%A_%a")
+        assert p.returncode == 0, p.stderr
+        fillers.append(p.stdout.strip())
+    try:
+        app = AppDef("mid", [Role("r", image="", entrypoint="sleep", args=["600"], env={"I": "${i}"},
+                                  resource=Resource(cpu=1, gpu=0, memMB=64))])
+        job_dir = tmp_path / "job"
+        with Runner() as runner:
+            with pytest.raises(Exception, match="sbatch"):  # noqa: B017 - SlurmCommandError
+                runner.run_sweep(app, SweepSpec(grid={"i": list(range(10))}), "slurm", cfg={"job_dir": str(job_dir)})
+        mine = [ln for ln in run("squeue", "--noheader", "--array", "--format=%i %j %T").stdout.splitlines()
+                if " mid@" in ln]
+        assert mine and all(ln.endswith(("CANCELLED", "COMPLETING")) for ln in mine), mine  # the first array
+        assert not list(job_dir.glob("tx-sweep-*.table"))
+        assert not list((tmp_path / "state").glob("sweeps/slurm/*.json"))
+    finally:
+        if fillers:
+            run("scancel", *fillers)
