@@ -134,7 +134,6 @@ def clone_run_record(run_handle: str, app_ids: List[str], watch: Optional[bool] 
         tx.runner.failover.UnknownRunError: no such run.
     """
     from tx.runner import failover
-    from tx.runner._runs import write_record
     from tx.runner.handles import new_run_id
 
     rec = failover.load_record(run_handle)
@@ -145,7 +144,10 @@ def clone_run_record(run_handle: str, app_ids: List[str], watch: Optional[bool] 
         data["hops"][-1]["app_id"] = app_id
         if watch is not None:
             data["watch"] = watch
-        copy = type(rec).from_json(data)
-        write_record(copy)
+        copy = failover.RunRecord.from_json(data)
+        # as tx writes a record: mode 0600 (it holds the launch context's environment)
+        fd = os.open(failover.record_path(copy.run_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(copy.to_json(), f)
         out.append(copy.handle)
     return out
