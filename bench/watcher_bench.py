@@ -164,6 +164,28 @@ def table(results: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def verdict(results: List[Dict[str, Any]], olds: List[Dict[str, Any]]) -> str:
+    """The section's verdict: the calls a tick do not grow with the runs (the same at every
+    size), and the largest size's tick takes less CPU than the watcher's poll interval."""
+    calls = {calls_text(t["calls"]) for r in results for t in r["ticks"]}
+    big = max(results, key=lambda r: r["n"])
+    sizes = ", ".join(f"{r['n']:,}" for r in results)
+    cpu = statistics.median(t["cpu"] for t in big["ticks"])
+    lines = ["Verdict (from the rows above):", "",
+             f"- Backend calls a tick do not grow with the runs: **{'HOLDS' if len(calls) == 1 else 'FAILS'}** "
+             f"({' / '.join(sorted(calls))} at {sizes} runs).",
+             f"- The watcher's work at {big['n']:,} runs fits its {big['poll_s']:g} s tick: "
+             f"**{'HOLDS' if cpu < big['poll_s'] else 'FAILS'}** ({cpu:.2f} s of CPU a tick, "
+             f"{cpu / big['n'] * 1000:.2f} ms a run)."]
+    old = [r for r in olds if r["n"] == big["n"]]
+    if old:
+        ocpu = statistics.median(t["cpu"] for t in old[0]["ticks"])
+        lines.append(f"- Before: {ocpu:.2f} s of CPU a tick at {big['n']:,} runs ({ocpu / cpu:.1f}x), "
+                     f"RSS {old[0]['rss_after_mb']:.1f} MB (now {big['rss_after_mb']:.1f} MB).")
+    lines.append("- Not measured here: the watcher over Slurm and moto hops (issue 40 asks for them too).")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=5, help="ticks measured per size (after a first one)")
@@ -196,6 +218,7 @@ def main() -> int:
             "(`list`, `describe`, `list_page`; a call made inside another is its work).\n\n" + table(results) + "\n")
     if olds:
         text += f"\nThe same at commit {args.before} (before this bench's fixes), interleaved:\n\n" + table(olds) + "\n"
+    text += "\n" + verdict(results, olds) + "\n"
     print(text)
     if not args.no_write:
         doc = OUT.read_text()
