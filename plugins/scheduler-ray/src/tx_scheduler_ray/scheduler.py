@@ -247,6 +247,8 @@ class RayScheduler(Scheduler[RayJob]):
                                      lambda sid, item: self._read_state(url, sid, item.get("driver_node_id")))
         try:
             return p.get(fetch)
+        except SchedulerError:  # no dashboard answers (make_client), ThrottledError: already one line
+            raise
         except RuntimeError as e:
             raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
         except OSError as e:  # requests' ConnectionError
@@ -268,6 +270,8 @@ class RayScheduler(Scheduler[RayJob]):
         asked = time.time()
         try:
             info = _plane.call(url, lambda: client.get_job_info(sid), "get_job_info")
+        except SchedulerError:  # ThrottledError (a SchedulerError is a RuntimeError too)
+            raise
         except RuntimeError as e:
             if "404" in str(e) or "does not exist" in str(e):
                 return url, sid, None
@@ -344,6 +348,8 @@ class RayScheduler(Scheduler[RayJob]):
         client = self._job_client(url)
         try:
             _plane.call(url, lambda: client.stop_job(sid), "stop_job", read=False)
+        except SchedulerError:
+            raise
         except RuntimeError as e:
             raise SchedulerError(f"Ray dashboard {url}: cannot stop {sid}: {_client.one_line(e)}") from None
         _plane.plane(url).invalidate()  # the next look asks the head
