@@ -70,7 +70,8 @@ def child(n: int, ticks: int) -> Dict[str, Any]:
         live = failover.load_record(handle).live
         assert live is not None and live.app_id
         deadline = time.monotonic() + 120
-        while runner.status(handle).state != AppState.RUNNING:
+        while (runner.status(handle).state != AppState.RUNNING
+               or failover.load_record(handle).live.state != "RUNNING"):  # copies of a settled record
             if time.monotonic() > deadline:
                 raise SystemExit("the run did not start within 120 s")
             time.sleep(0.2)

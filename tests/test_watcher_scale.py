@@ -41,7 +41,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tuple[Run
         handle = runner.run_with_fallback(app, [("local_cwd", {}), ("local_dir", {})], pending_timeout=3600.0,
                                           watch=False)
         deadline = time.monotonic() + 120
-        while runner.status(handle).state != AppState.RUNNING:
+        # until its record says RUNNING (a look's step writes it): copies of a record that
+        # still says SUBMITTED would each be stepped, and written, by the first tick
+        while runner.status(handle).state != AppState.RUNNING or failover.load_record(handle).live.state != "RUNNING":
             assert time.monotonic() < deadline, "the run did not start"
             time.sleep(0.1)
         depth = [0]
