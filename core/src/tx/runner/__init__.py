@@ -18,6 +18,7 @@ _LAZY = {
     "RunRef": "tx.runner.handles",
     "SweepRef": "tx.runner.handles",
     "TrialRef": "tx.runner.handles",
+    "new_run_id": "tx.runner.handles",
     "parse_handle": "tx.runner.handles:parse",
     # what the CLI and the UI both show (tx.views, tx.durations)
     "ACTIVE_STATES": "tx.views",
@@ -29,10 +30,12 @@ _LAZY = {
     "format_age": "tx.durations",
     "format_duration": "tx.durations",
     # the records of runs with failover (tx.runner.failover)
+    "RunRecord": "tx.runner._runs",
     "UnknownRunError": "tx.runner._runs",
     "collapse_runs": "tx.runner._runs:collapse_listed",
     "list_runs": "tx.runner._runs:list_records",
     "load_run": "tx.runner._runs:load_record",
+    "run_record_path": "tx.runner._runs:record_path",
     # the records of sweeps (tx.runner.sweep)
     "UnknownSweepError": "tx.runner._sweep_records",
     "collapse_sweeps": "tx.runner.sweep:collapse_listed",
