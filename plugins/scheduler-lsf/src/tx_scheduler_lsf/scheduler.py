@@ -37,6 +37,7 @@ from tx_scheduler_lsf import _client, _index
 from tx_scheduler_lsf._array import TRIAL_ID, LsfArrayRequest, array_unsupported, element_job
 from tx_scheduler_lsf._client import (
     Capabilities, LsfCommandError, LsfError, LsfNotInstalledError, LsfTimeoutError, capabilities, lsf_conf,
+    terminate_interval,
 )
 from tx_scheduler_lsf._logs import LogFiles
 from tx_scheduler_lsf._parse import Job, appstate_from_lsf, parse_bjobs_l, parse_bjobs_w, split_job_name
@@ -109,7 +110,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         unit = lsf_conf().get("LSF_UNIT_FOR_LIMITS", "KB")
         app_id = make_unique(clean_name(app.name).lower())
         req = build_request(app, app_id, cfg, job_dir=jobdir_of(cfg), modern=caps.modern, mem_unit=unit,
-                            cluster=caps.name)
+                            cluster=caps.name, grace=terminate_interval(self._timeout))
         return AppDryRunInfo(req, repr)
 
     # -- submit ---------------------------------------------------------------------------

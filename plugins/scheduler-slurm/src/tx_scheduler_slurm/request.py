@@ -54,12 +54,13 @@ from __future__ import annotations
 
 import re
 import shlex
+import textwrap
 from typing import Dict, List, Mapping, Optional
 
 import attrs
 
 from tx.schedulers import env as env_contract
-from tx.schedulers.batch import validate_host_app
+from tx.schedulers.batch import run_program, validate_host_app
 from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
 from tx.specs import AppDef, Role, macros
 from tx.specs.files import appdef_to_stored
@@ -133,13 +134,7 @@ unset tx_a tx_n
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
-  exec 4>&1
-  exec 3< <(trap '' TERM INT HUP $tx_ws; (trap - TERM INT HUP QUIT; exec "${tx_argv[@]}" 3<&- 4>&-) <&0 >&4 4>&- &
-    echo "$!"; wait "$!"; echo "$?")
-  exec 4>&-
-  until read -r tx_pid <&3; [ $? -le 128 ]; do :; done  # a trap ends a read: read on
-  if [ -n "$tx_sig" ]; then kill -s "$(kill -l "$tx_sig")" "$tx_pid" 2>/dev/null; fi  # came while it started
-  tx_rc=; until read -r tx_rc <&3; [ $? -le 128 ]; do :; done; exec 3<&-
+""" + textwrap.indent(run_program("<&0 >&4", "$tx_ws"), "  ") + r"""
   [ -n "$tx_rc" ] || exit 137  # the recorder was SIGKILLed: 'running' stays (_record_terminated)
   if [ -n "$tx_sig" ] && [ "$tx_rc" = 137 ]; then tx_rc="137 slurm"; fi
 fi
