@@ -52,6 +52,12 @@ def tx(env: Dict[str, str], cwd: Path, *args: str) -> "subprocess.CompletedProce
 
 def test_requeued_replica_saves_its_last_step_and_resumes_there(env: Dict[str, str], tmp_path: Path,
                                                                 lsf_cluster: Any) -> None:
+    """brequeue of the running replica: both ranks (armed for SIGINT by TX_PREEMPT_SIGNAL=INT;
+    torchrun passes LSF's SIGINT on to them) save the step they completed, the next run
+    resumes there, and the attempt is ``infra`` naming the step; then ``tx cancel`` (bkill):
+    they save again and the app ends CANCELLED. On the old script (the program's SIGINT
+    ignored, turned into SIGTERM) torchrun sent its workers SIGINT: a KeyboardInterrupt, no
+    save, the next run resumed from the epoch's periodic save."""
     job = tmp_path / "job"
     p = tx(env, tmp_path, "run", "-s", "lsf", "-cfg", f"jobdir={job}", "dist.ddp", "-j", "1x2",
            "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "50", "--step-sleep", "0.2",
@@ -60,7 +66,6 @@ def test_requeued_replica_saves_its_last_step_and_resumes_there(env: Dict[str, s
     handle = p.stdout.strip()
     app_id = handle.rsplit("/", 1)[1]
     try:
-        desc = json.loads(tx(env, tmp_path, "status", "--json", handle).stdout)
         out = job / f"{app_id}-train-0.out"
         _until(lambda: out.exists() and ": starting fresh" in out.read_text(), timeout=180)
         ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", tx(env, tmp_path, "describe", handle).stdout).group(1))
@@ -76,6 +81,18 @@ def test_requeued_replica_saves_its_last_step_and_resumes_there(env: Dict[str, s
         (step,) = {int(n) for _, n in seen}
         assert RESUMED.search(text).groups() == (str(step), str(ckpt)), text[-3000:]
         assert json.loads((ckpt / f"step-{step:09d}" / ".tx-complete").read_text())["step"] == step
-        del desc
+        status = json.loads(tx(env, tmp_path, "status", "--json", handle).stdout)
+        a0 = status["attempts"][0]
+        assert a0["kind"] == "infra" and a0["retried"], status["attempts"]
+        assert re.fullmatch(rf"train\[0\]: requeued by an administrator \(brequeue\); saved step {step} in [\d.]+ s",
+                            a0["reason"]), a0
+        # tx cancel is a bkill: the same warning; the resumed run saves again and the app is CANCELLED
+        assert tx(env, tmp_path, "cancel", handle).returncode == 0
+        _until(lambda: json.loads(tx(env, tmp_path, "status", "--json", handle).stdout)["state"] == "CANCELLED",
+               timeout=120, every=0.5)
+        again = PREEMPTED.findall(out.read_text())[2:]
+        assert sorted(r for r, _ in again) == ["0", "1"], out.read_text()[-3000:]
+        (last,) = {int(n) for _, n in again}
+        assert last >= step and (ckpt / f"step-{last:09d}" / ".tx-complete").exists()
     finally:
         tx(env, tmp_path, "cancel", handle)

@@ -85,3 +85,30 @@ def test_terminate_interval_is_read_from_bparams() -> None:
     text = "System default queue for batch jobs:  normal\n    JOB_TERMINATE_INTERVAL = 10 \n\n"
     assert parse_terminate_interval(text) == 10
     assert parse_terminate_interval("Job Dispatch Interval:  1 seconds\n") is None
+
+
+def test_requeued_run_names_what_it_saved_after_the_warning(tmp_path: Path) -> None:
+    """The script notes the first of LSF's signals (``warned``); an infrastructure failure
+    after it names the newest checkpoint completed between the warning and the next run
+    (the old script wrote no such line, and the reason said only who requeued it)."""
+    import json
+
+    from tx.specs import AppState, FailureKind
+    from tx_scheduler_lsf._attempts import build_attempts, read_attempts
+
+    ckpt = tmp_path / "ckpt"
+    for step, done in ((10, 1000.2), (12, 1003.5)):
+        (ckpt / f"step-{step:09d}").mkdir(parents=True)
+        (ckpt / f"step-{step:09d}" / ".tx-complete").write_text(
+            json.dumps({"step": step, "seconds": 0.31, "completed": done}))
+    att = tmp_path / "a.attempts"
+    att.write_text("990 run\n1003.25 warned 2\n1009 infra requeued\n1009 run\n")
+    events = {"train[0]": read_attempts(str(att))}
+    got = build_attempts(events, AppState.RUNNING, location=str(ckpt))
+    assert [(a.kind, a.reason) for a in got] == [
+        (FailureKind.INFRA, "train[0]: requeued by an administrator (brequeue); saved step 12 in 0.31 s"),
+        (None, ""),
+    ]
+    att.write_text("990 run\n1004.0 warned 2\n1009 infra requeued\n1009 run\n")  # saved before the warning
+    got = build_attempts({"train[0]": read_attempts(str(att))}, AppState.RUNNING, location=str(ckpt))
+    assert got[0].reason.endswith("; no checkpoint saved before the kill; resumed from step 12"), got[0].reason

@@ -26,7 +26,8 @@ rank 0's host (rank 0: the first host of ``LSB_HOSTS``; the others: the ``EXEC_H
 job directory) as ``TX_RANK0_HOST``, runs the program with its arguments exactly as given,
 and records its exit status in ``<app id>-<role>-<k>.exitcode``. A role's ``max_retries``
 are runs of the program again in the same job. ``<app id>-<role>-<k>.attempts`` records
-every attempt as ``<epoch s> run`` when a run of the job starts, ``<epoch s> user <status>``
+every attempt as ``<epoch s> run`` when a run of the job starts, ``<epoch s> warned <signal
+number>`` when the first of LSF's signals that end a job came (the warning), ``<epoch s> user <status>``
 when the program failed and runs again, ``<epoch s> infra requeued|host`` when LSF runs the
 job again (an administrator's ``brequeue``: the job's last report in its ``-o`` file has a
 line ``Job was killed by user or admin, and will be re-queued ...``; else a host failure of a job submitted rerunnable, ``-r``, as every job is with
@@ -140,7 +141,9 @@ fi
 export {rank0_env}="${{tx_rank0:-${{LSB_HOSTS%% *}}}}"
 export {torchx_rank0_env}="${rank0_env}"
 echo "[tx] job $LSB_JOBID: replica {role}/{replica_id} of {app_id} on ${{LSB_HOSTS%% *}}, rank 0 on ${rank0_env}"
-tx_sig=; trap 'tx_sig=15' TERM; trap 'tx_sig=2' INT; trap 'tx_sig=1' HUP
+# the first of LSF's signals is the warning: noted with its time (what a requeued run saved)
+tx_sig=; tx_note() {{ [ -n "$tx_sig" ] || printf '%s warned %s\n' "$(date +%s.%N)" "$1" >> "$tx_att"; tx_sig=$1; }}
+trap 'tx_note 15' TERM; trap 'tx_note 2' INT; trap 'tx_note 1' HUP
 tx_argv=({argv})
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))

@@ -196,12 +196,15 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
             return None
         details = self._details(jobs)
         job_dir = self._job_dir(app_id, jobs)
-        desc = build_describe(app_id, jobs, details, job_dir)
+        stored = read_text(os.path.join(job_dir, appdef_file(app_id))) if job_dir else None
+        app, why, options = read_stored_appdef_and_options(
+            stored, f"{appdef_file(app_id)} in the job directory {job_dir or '(unknown)'}")
+        ckpt = next((r.env.get("TX_CHECKPOINT_DIR") for r in (app.roles if app else [])
+                     if r.env.get("TX_CHECKPOINT_DIR")), None)
+        desc = build_describe(app_id, jobs, details, job_dir, ckpt)
         if desc is None:
             return None
-        stored = read_text(os.path.join(job_dir, appdef_file(app_id))) if job_dir else None
-        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
-            stored, f"{appdef_file(app_id)} in the job directory {job_dir or '(unknown)'}")
+        desc.app, desc.metadata["run_options"] = app, options
         if why:
             desc.metadata["app_not_stored"] = why
         return desc
