@@ -84,6 +84,7 @@ def test_the_programs_own_status_is_recorded(tmp_path: Path) -> None:
 def test_terminate_interval_is_read_from_bparams() -> None:
     text = "System default queue for batch jobs:  normal\n    JOB_TERMINATE_INTERVAL = 10 \n\n"
     assert parse_terminate_interval(text) == 10
+    assert parse_terminate_interval("The interval for terminating a job:\n  JOB_TERMINATE_INTERVAL = 30 (seconds)\n") == 30
     assert parse_terminate_interval("Job Dispatch Interval:  1 seconds\n") is None
 
 
@@ -112,3 +113,12 @@ def test_requeued_run_names_what_it_saved_after_the_warning(tmp_path: Path) -> N
     att.write_text("990 run\n1004.0 warned 2\n1009 infra requeued\n1009 run\n")  # saved before the warning
     got = build_attempts({"train[0]": read_attempts(str(att))}, AppState.RUNNING, location=str(ckpt))
     assert got[0].reason.endswith("; no checkpoint saved before the kill; resumed from step 12"), got[0].reason
+
+
+def test_every_replica_is_armed_for_sigint_and_a_roles_own_values_win(tmp_path: Path) -> None:
+    own = Role("o", image="", entrypoint="x", env={"TX_PREEMPT_SIGNAL": "TERM"})
+    app = AppDef("s", roles=[Role("w", image="", entrypoint="x"), own])
+    req = build_request(app, "s-1", {}, job_dir=str(tmp_path), grace=10)
+    assert "export TX_PREEMPT_SIGNAL=INT\nexport TX_PREEMPT_GRACE=10\n" in req.replicas["w-0"].script
+    assert "export TX_PREEMPT_SIGNAL=TERM\n" in req.replicas["o-0"].script
+    assert "TX_PREEMPT_GRACE" not in build_request(app, "s-1", {}, job_dir=str(tmp_path)).replicas["w-0"].script

@@ -164,7 +164,7 @@ def capabilities(timeout: Optional[float] = None) -> Capabilities:
     return caps
 
 
-_TERMINATE = re.compile(r"^\s*JOB_TERMINATE_INTERVAL\s*=\s*(\d+)\s*$", re.MULTILINE)
+_TERMINATE = re.compile(r"^\s*JOB_TERMINATE_INTERVAL\s*=\s*(\d+)\b", re.MULTILINE)
 _intervals: Dict[str, Optional[int]] = {}
 
 
