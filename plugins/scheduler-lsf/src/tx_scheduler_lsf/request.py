@@ -142,7 +142,9 @@ export {rank0_env}="${{tx_rank0:-${{LSB_HOSTS%% *}}}}"
 export {torchx_rank0_env}="${rank0_env}"
 echo "[tx] job $LSB_JOBID: replica {role}/{replica_id} of {app_id} on ${{LSB_HOSTS%% *}}, rank 0 on ${rank0_env}"
 # the first of LSF's signals is the warning: noted with its time (what a requeued run saved)
-tx_sig=; tx_note() {{ [ -n "$tx_sig" ] || printf '%s warned %s\n' "$(date +%s.%N)" "$1" >> "$tx_att"; tx_sig=$1; }}
+tx_sig=; tx_note() {{
+  local t=${{EPOCHREALTIME/,/.}}; [ -n "$tx_sig" ] || printf '%s warned %s\n' "${{t:-$(date +%s)}}" "$1" >> "$tx_att"; tx_sig=$1
+}}
 trap 'tx_note 15' TERM; trap 'tx_note 2' INT; trap 'tx_note 1' HUP
 tx_argv=({argv})
 if [ -n "$tx_sig" ]; then

@@ -111,7 +111,7 @@ tx_tree() {  # signal $1 to $2 and every process below it
 }
 tx_warned() {
   if [ -z "$tx_warn" ]; then
-    tx_warn=$(date +%s.%N 2>/dev/null); tx_warn=${tx_warn:-0}
+    tx_warn=${EPOCHREALTIME/,/.}; [ -n "$tx_warn" ] || tx_warn=$(date +%s.%N 2>/dev/null); tx_warn=${tx_warn:-0}
     [ -z "$tx_wf" ] || printf "%s warned %s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_ws" "$tx_warn" >> "$tx_wf" 2>/dev/null
   fi
   [ -n "$tx_all" ] || [ -z "$tx_pid" ] || tx_tree "$tx_ws" "$tx_pid"
