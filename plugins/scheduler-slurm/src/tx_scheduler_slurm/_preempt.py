@@ -13,7 +13,10 @@ batch script (:func:`script_lines`) sees Slurm's ``PreemptTime`` on its own job,
 ``<attempt> preempted <status> <PreemptTime, epoch s>`` to ``slurm-<jobid>.attempts`` and
 requeues the job itself: the nodes are given back at once, the attempt counts as an
 infrastructure failure (never against ``max_retries``), and :func:`tx.schedulers.saves.what_saved` reads the
-newest checkpoint's completion marker to name the step saved after the warning.
+newest checkpoint's completion marker to name the step saved after the warning. The time
+limit's warning (run option ``signal``) is told to the batch script by the replicas'
+launchers (``<attempt> warned SIG <epoch s>`` lines): a job that left on it is recorded and
+requeued the same way, its ``preempted`` line ending with the signal's name.
 """
 from __future__ import annotations
 
