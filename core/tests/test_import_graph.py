@@ -50,6 +50,7 @@ IMPORT_LIGHT: Dict[str, str] = {
     "tx.runner.api": "Runner.run of an AppDef needs no component system",
     "tx.runner.engine": "Runner.run of an AppDef needs no component system",
     "tx.runner.archiver": "fsspec only once logs are archived or read (`archive = off` never loads it)",
+    "tx.runner.archive": "fsspec only for an archive that is not a local directory (the detached copier's imports)",
     "tx.apps": "helper programs: fsspec only for the URL they were given",
     "tx.cli": "`tx --version`, `tx --help` and the `tx run` cold path",
     "tx.specs.file_linter": "TorchX's path of a module above the model: its names resolve on first use",

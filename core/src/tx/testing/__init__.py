@@ -66,6 +66,12 @@ It provides:
   TorchX's names) with the right values; and a scheduler created by name in a
   **fresh process** (as ``tx status``/``log``/``cancel`` from another shell) describes,
   lists, reads the logs of and cancels the apps (no state kept only in memory).
+
+Beside it, :mod:`tx.testing.preemption` has the preemptable job every backend's preemption
+test runs (``TRAIN``: arm the warning, count steps, save the step reached and leave as
+preempted; resume from it), ``until`` (wait for an event, never a sleep) and ``app_pids``
+(a local app's processes, to warn from outside); :mod:`tx.testing.backends` starts real
+backends.
 """
 from typing import Iterator
 

@@ -417,14 +417,14 @@ class LocalScheduler(HostMounts, Scheduler[LocalRequest]):
     def _blocks(self, app_id: str, path: str, should_tail: bool) -> Iterator[Tuple[int, bytes]]:
         app_dir = os.path.join(self.apps_dir, app_id)
 
-        def done() -> bool:
+        def looked() -> bool:  # a describe, only once state.json changed (unless_state_changed)
             desc = self.describe(app_id)
             return desc is None or is_terminal(desc.state)
 
         state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
         pid = state.get("pid") if should_tail and _where.elsewhere(state) is None else None
         with _logs.open_notifier(app_dir, pid) as n:
-            yield from _logs.iter_blocks(path, done, should_tail, n)
+            yield from _logs.iter_blocks(path, _logs.unless_state_changed(app_dir, looked, n), should_tail, n)
 
     def log_iter(
         self,

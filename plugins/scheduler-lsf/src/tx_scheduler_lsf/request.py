@@ -182,6 +182,8 @@ class LsfReplicaRequest:
         job_name: ``<app id>-<role>-<replica>``.
         bsub: the bsub command line (the script goes to its stdin).
         script: the job's bash script.
+        env: what the script exports (``export K=V`` lines, in order).
+        argv: the program the script runs (``tx_argv=(...)``).
     """
 
     role: str
@@ -189,6 +191,8 @@ class LsfReplicaRequest:
     job_name: str
     bsub: List[str]
     script: str
+    env: Dict[str, str] = attrs.field(factory=dict, repr=False, eq=False)
+    argv: List[str] = attrs.field(factory=list, repr=False, eq=False)
 
     def command_line(self) -> str:
         """The bsub command line, shell-quoted."""
@@ -327,7 +331,8 @@ def build_request(
                 argv=" ".join(shlex.quote(a) for a in [r.entrypoint, *r.args]), max_retries=max(0, role.max_retries),
                 infra_retries=infra, run=textwrap.indent(RUN, "    "),
             )
-            replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script)
+            replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script, env,
+                                                             [r.entrypoint, *r.args])
     return LsfBsubRequest(
         app_id=app_id, job_dir=job_dir, replicas=replicas, cluster=cluster,
         appdef=appdef_to_stored(app, cfg=cfg) or "",
