@@ -183,11 +183,15 @@ def test_every_run_option(sched: SlurmScheduler, tmp_path: Path) -> None:
     # the job's tx.distributed.preempted() is armed for the signal, and knows its grace
     for r in req.replicas.values():
         assert (r.env["TX_PREEMPT_SIGNAL"], r.env["TX_PREEMPT_GRACE"]) == ("USR1", "120"), r.env
+    # every launcher passes it on and records it; B: (the batch shell only) becomes the steps'
+    assert "export TX_WARN_SIGNAL=USR1 TX_WARN_FILE=" in req.materialize()
+    assert "--signal=R:USR1@90" in request(sched, AppDef("o", roles=[trainer()]), {"signal": "RB:10@90"}).cmd
+    assert "export TX_WARN_SIGNAL" not in request(sched, AppDef("o", roles=[trainer()])).materialize()
 
 
 @pytest.mark.parametrize("given, env", [
     (None, {}), ("B:USR1@90", {"TX_PREEMPT_SIGNAL": "USR1", "TX_PREEMPT_GRACE": "90"}),
-    ("TERM", {"TX_PREEMPT_SIGNAL": "TERM", "TX_PREEMPT_GRACE": "60"}),  # sbatch's default: 60 s
+    ("SIGUSR2", {"TX_PREEMPT_SIGNAL": "USR2", "TX_PREEMPT_GRACE": "60"}),  # sbatch's default: 60 s
 ])
 def test_signal_sets_the_preemption_env_and_a_roles_own_wins(sched: SlurmScheduler, given, env) -> None:
     req = request(sched, AppDef("o", roles=[trainer()]), {} if given is None else {"signal": given})
@@ -340,6 +344,7 @@ def test_app_name_in_job_names_and_comment(sched: SlurmScheduler) -> None:
 
 @pytest.mark.parametrize("cfg, match", [
     ({"signal": "USR1 now"}, "'signal' must be SIG@SECONDS"),
+    ({"signal": "TERM@60"}, "SIGTERM cannot be the warning"),
     ({"dependency": "after 12"}, "'dependency' must be"),
     ({"time": "99999999999"}, "more than 365 days"),
     ({"time": "3-00:00:00", "partition": "short"}, "allows at most 1440 minutes"),

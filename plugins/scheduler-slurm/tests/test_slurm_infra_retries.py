@@ -110,18 +110,18 @@ def test_a_preempted_attempt_names_what_it_saved(tmp_path: Any) -> None:
     from tx_scheduler_slurm._preempt import preempted_reason, read_preempted
 
     (tmp_path / "slurm-9.attempts").write_text("0 preempted 143 1000 1010.5\n1 user 3\n2 preempted 1\n")
-    assert read_preempted(str(tmp_path), "slurm-9.attempts") == {0: (1000.0, 1010.5)}
+    assert read_preempted(str(tmp_path), "slurm-9.attempts") == {0: (1000.0, 1010.5, "")}
     ckpt = tmp_path / "ckpt"
     for step, done in ((40, 990.0), (41, 1003.0), (60, 1020.0)):  # 60: a later attempt's save
         (ckpt / f"step-{step:09d}").mkdir(parents=True)
         (ckpt / f"step-{step:09d}" / ".tx-complete").write_text(
             json.dumps({"step": step, "seconds": 1.25, "completed": done}))
     (ckpt / "step-000000050").mkdir()  # no marker: never counted
-    assert preempted_reason("9", (1000.0, 1010.5), str(ckpt)).endswith("; saved step 41 in 1.2 s")
-    assert preempted_reason("9", (1005.0, 1010.5), str(ckpt)).endswith(
+    assert preempted_reason("9", (1000.0, 1010.5, ""), str(ckpt)).endswith("; saved step 41 in 1.2 s")
+    assert preempted_reason("9", (1005.0, 1010.5, ""), str(ckpt)).endswith(
         "; no checkpoint saved before the kill; resumed from step 41")
-    assert preempted_reason("9", (1000.0, 1010.5), str(tmp_path / "none")).endswith(
+    assert preempted_reason("9", (1000.0, 1010.5, ""), str(tmp_path / "none")).endswith(
         "; no checkpoint saved before the kill; starts fresh")
-    assert preempted_reason("9", (1000.0, 1010.5), "s3://b/ckpt").startswith("preempted by Slurm (job 9 warned at ")
+    assert preempted_reason("9", (1000.0, 1010.5, ""), "s3://b/ckpt").startswith("preempted by Slurm (job 9 warned at ")
     got = build_attempts(1, AppState.SUCCEEDED, "COMPLETED", {0: ("preempted", 143)}, ["PENDING"], {0: "why"})
     assert [(a.kind, a.reason, a.retried) for a in got] == [(FailureKind.INFRA, "why", True), (None, "", False)]

@@ -90,3 +90,65 @@ def test_high_priority_job_preempts_saves_requeues_and_resumes(env: Dict[str, st
     assert f"#0 FAILED (infra: {a0['reason']}), retried" in text, text
     p = tx(env, tmp_path, "status", "--json", high.stdout.strip())
     assert json.loads(p.stdout)["state"] == "SUCCEEDED", p.stdout + p.stderr
+
+
+def _scontrol_job(job_id: str, env: Dict[str, str]) -> Dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "job", job_id, "-o"], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return dict(w.split("=", 1) for w in out.split() if "=" in w)
+
+
+def _seconds(text: str) -> int:
+    """scontrol's RunTime (``[days-]hh:mm:ss``) in seconds."""
+    days, _, hms = text.rpartition("-")
+    h, m, s = (int(x) for x in hms.split(":"))
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + s
+
+
+def test_time_limits_warning_saves_the_last_step_and_requeues(env: Dict[str, str], tmp_path: Path) -> None:
+    """``-cfg time=10,signal=USR1@60``: Slurm sends SIGUSR1 to the job's steps 60 s before
+    its time limit (up to 60 s earlier: slurmctld checks limits on a 30 s timer). The
+    session cluster signals every process of a step (proctrack/linuxproc): torchrun, started
+    with SIGUSR1 ignored, lives on; both ranks, armed for it by ``TX_PREEMPT_SIGNAL=USR1``,
+    save the same step and leave; the batch script, told by the launchers, records the
+    attempt as preempted by the time limit and requeues the job. So that the warning never
+    comes before the ranks armed (a loaded host starts torch slowly), the test shortens the
+    running job's limit once they did (``scontrol update TimeLimit``, as a user may) to
+    between 35 and 95 s ahead: the warning comes at slurmctld's next one or two checks."""
+    p = tx(env, tmp_path, "run", "--dryrun", "-s", "slurm", "-cfg", "time=10,signal=B:USR1@60", "utils.echo")
+    sbatch = next(ln for ln in p.stdout.splitlines() if ln.startswith("sbatch "))
+    assert p.returncode == 0 and "--signal=USR1@60" in sbatch.split(), sbatch
+    assert "TX_PREEMPT_SIGNAL=USR1" in p.stdout and "TX_PREEMPT_GRACE=60" in p.stdout, p.stdout
+    p = tx(env, tmp_path, "run", "-s", "slurm", "-cfg", "time=10,signal=USR1@60", "dist.ddp", "-j", "1x2",
+           "--script", str(REPO / "examples" / "train.py"), "--", "--epochs", "50", "--step-sleep", "0.2",
+           "--output-dir", "out")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    app_id = handle.rsplit("/", 1)[1]
+    try:
+        out = tmp_path / f"slurm-{app_id}-train-0.out"
+        _until(lambda: out.exists() and ": starting fresh" in out.read_text(), timeout=180)
+        elapsed = _seconds(_scontrol_job(app_id, env)["RunTime"])
+        minutes = -(-(elapsed + 35) // 60)
+        subprocess.run(["scontrol", "update", f"JobId={app_id}", f"TimeLimit={minutes}"], env=env, check=True,
+                       capture_output=True, timeout=60)
+
+        def requeued() -> dict:
+            s = json.loads(tx(env, tmp_path, "status", "--json", handle).stdout)
+            return s if s.get("attempts") and len(s["attempts"]) > 1 else {}
+
+        status = _until(requeued, timeout=150, every=0.5)
+        log = tx(env, tmp_path, "log", handle).stdout
+        seen = PREEMPTED.findall(log)
+        assert sorted((a, b) for a, b, _ in seen) == [("0", "0"), ("1", "1")], log[-3000:]
+        (step,) = {int(n) for _, _, n in seen}
+        ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", tx(env, tmp_path, "describe", handle).stdout).group(1))
+        assert json.loads((ckpt / f"step-{step:09d}" / ".tx-complete").read_text())["step"] == step
+        a0 = status["attempts"][0]
+        assert a0["kind"] == "infra" and a0["retried"], a0
+        assert re.fullmatch(rf"preempted by its time limit \(job {app_id} warned with SIGUSR1 at \S+\); "
+                            rf"saved step {step} in [\d.]+ s", a0["reason"]), a0
+        batch = (tmp_path / f"slurm-{app_id}.out").read_text()
+        assert "[tx] warned by Slurm (SIGUSR1) before the time limit and left: the job requeues itself" in batch
+    finally:
+        tx(env, tmp_path, "cancel", handle)

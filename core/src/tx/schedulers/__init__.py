@@ -55,6 +55,7 @@ _NAMES = {
     "failure_line": "tx.schedulers.batch",
     "read_tail": "tx.schedulers.batch",
     "read_text": "tx.schedulers.batch",
+    "run_program": "tx.schedulers.batch",
     "validate_host_app": "tx.schedulers.batch",
     "write_atomic": "tx.schedulers.batch",
     # calls a backend allows (:mod:`tx.schedulers.budget`)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAUSE_TAIL_BYTES", "Client", "ENV_NAME", "ROLE_NAME", "failure_line", "last_line", "read_tail", "read_text",
-    "timeout_from_env", "validate_host_app", "write_atomic",
+    "run_program", "timeout_from_env", "validate_host_app", "write_atomic",
 ]
 
 #: a role name that can name jobs and log files: letters, digits, ``.``, ``_``, ``-`` (not first)
@@ -163,6 +163,36 @@ class Client:
             output = (out.stderr.strip() or out.stdout) if self.output_fallback else out.stderr
             raise self.failed(argv, out.returncode, output)
         return out
+
+
+def run_program(redirect: str, ignore: str = "") -> str:
+    """Bash lines of a replica's launcher script that run its program and take its exit
+    status, for a script that traps the signals its batch system ends jobs with (TERM, INT,
+    HUP: each trap sets ``tx_sig`` to the signal's number and may pass it on to ``$tx_pid``).
+
+    The program (``"${tx_argv[@]}"``) runs in the background, so that the script's traps
+    run while it runs, with the default SIGINT and SIGQUIT (which bash takes from background
+    commands: a batch system's SIGINT must reach it, and torchrun's workers must not inherit
+    an ignored one) and TERM, INT and HUP as the script was given them. Its status comes from
+    a recorder process that ignores those signals and waits for it: bash's own ``wait``,
+    interrupted by a trap as the program dies, can lose the status (-1 in 4-7 of 20-30 tries
+    on Slurm), and a loop of waits took the trap's 128+N for the program's. A signal trapped
+    while the program started is sent to it once it runs. After the lines ``$tx_pid`` is the
+    program's pid and ``$tx_rc`` its status, empty where the recorder was SIGKILLed.
+
+    Args:
+        redirect: the program's redirections; file descriptor 4 is the script's stdout
+            (``<&0 >&4``: the script's stdin and stdout).
+        ignore: more signals (shell words, e.g. ``$tx_ws``) that the recorder ignores and the
+            program starts with ignored.
+    """
+    return f"""exec 4>&1
+exec 3< <(trap '' TERM INT HUP{" " + ignore if ignore else ""}; (trap - TERM INT HUP QUIT; exec "${{tx_argv[@]}}" 3<&- 4>&-) {redirect} 4>&- &
+  echo "$!"; wait "$!"; echo "$?")
+exec 4>&-
+until read -r tx_pid <&3; [ $? -le 128 ]; do :; done  # a trap ends a read: read on
+if [ -n "$tx_sig" ]; then kill -s "$(kill -l "$tx_sig")" "$tx_pid" 2>/dev/null; fi  # came while it started
+tx_rc=; until read -r tx_rc <&3; [ $? -le 128 ]; do :; done; exec 3<&-"""
 
 
 def write_atomic(path: str, text: str, what: str = "") -> bool:

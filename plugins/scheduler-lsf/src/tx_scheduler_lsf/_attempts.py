@@ -5,14 +5,17 @@ Each replica's script records its job's runs in ``<app id>-<role>-<k>.attempts``
 <status>`` when the program failed and runs again (``max_retries``), ``<epoch s> infra
 requeued|host`` when LSF ran the job again (an administrator's ``brequeue``; a host failure
 of a rerunnable job): an infrastructure failure (``infra_retries``), and ``<epoch s>
-exhausted`` when one infrastructure failure too many failed the job. The app's attempts are
-the failures of all its replicas in time order, then the attempt that is going or ended.
+exhausted`` when one infrastructure failure too many failed the job; ``<epoch s> warned
+<signal>`` when the first signal LSF ends a job with came (SIGINT: ``bkill``, ``brequeue``).
+The app's attempts are the failures of all its replicas in time order, then the attempt that
+is going or ended; an infrastructure failure after a warning names what the job saved in
+between (:func:`tx.schedulers.saves.what_saved`).
 """
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from tx.schedulers import signal_text
+from tx.schedulers import signal_text, what_saved
 from tx.specs import AppState, Attempt, FailureKind
 
 __all__ = ["EXHAUSTED", "INFRA_WORDS", "Event", "build_attempts", "read_attempts", "runs"]
@@ -40,9 +43,13 @@ def read_attempts(path: str) -> List[Event]:
     out: List[Event] = []
     for line in lines:
         words = line.split()
-        if len(words) < 2 or not words[0].isdigit() or words[1] not in ("run", "user", "infra", "exhausted"):
+        if len(words) < 2 or words[1] not in ("run", "user", "infra", "exhausted", "warned"):
             continue
-        out.append((float(words[0]), words[1], " ".join(words[2:])))
+        try:
+            when = float(words[0])
+        except ValueError:
+            continue
+        out.append((when, words[1], " ".join(words[2:])))
     return out
 
 
@@ -51,8 +58,17 @@ def runs(events: List[Event]) -> int:
     return sum(1 for _, what, _ in events if what == "run")
 
 
+def _warned(evs: List[Event], until: float) -> Optional[float]:
+    """When the run that ended before ``until`` was warned (its ``warned`` event after its
+    ``run``); None where it was not."""
+    started = max((when for when, what, _ in evs if what == "run" and when < until), default=None)
+    return max((when for when, what, _ in evs if what == "warned" and when < until
+                and (started is None or when >= started)), default=None)
+
+
 def build_attempts(events: Dict[str, List[Event]], app_state: AppState,
-                   final: Optional[Tuple[FailureKind, str]] = None) -> List[Attempt]:
+                   final: Optional[Tuple[FailureKind, str]] = None,
+                   location: Optional[str] = None) -> List[Attempt]:
     """Every attempt of an app, oldest first.
 
     Args:
@@ -60,19 +76,24 @@ def build_attempts(events: Dict[str, List[Event]], app_state: AppState,
         app_state: the app's state now (that of the last attempt).
         final: whose failure ended the app and why, where it FAILED (None: not known;
             a replica that found infra_retries spent decides it).
+        location: the app's ``TX_CHECKPOINT_DIR``: an infrastructure failure after a warning
+            names what was saved between the warning and the next run (None: not named).
     """
     failures = sorted((when, who, what, detail) for who, evs in events.items()
                       for when, what, detail in evs if what in ("user", "infra"))
     attempts = []
-    for i, (_, who, what, detail) in enumerate(failures):
+    for i, (when, who, what, detail) in enumerate(failures):
         if what == "user":
             status = int(detail) if detail.lstrip("-").isdigit() else None
             attempts.append(Attempt(i, AppState.FAILED, FailureKind.USER,
                                     f"{who}: " + (signal_text(status) if status is not None else "failed"),
                                     retried=True))
         else:
-            attempts.append(Attempt(i, AppState.FAILED, FailureKind.INFRA,
-                                    f"{who}: {INFRA_WORDS.get(detail, INFRA_WORDS['host'])}", retried=True))
+            reason = f"{who}: {INFRA_WORDS.get(detail, INFRA_WORDS['host'])}"
+            warned = _warned(events[who], when)
+            saved = what_saved(location, warned, when) if warned is not None else ""
+            attempts.append(Attempt(i, AppState.FAILED, FailureKind.INFRA, reason + (f"; {saved}" if saved else ""),
+                                    retried=True))
     kind: Optional[FailureKind] = None
     reason = ""
     if app_state == AppState.FAILED:

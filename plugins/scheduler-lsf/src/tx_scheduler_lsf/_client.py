@@ -163,6 +163,33 @@ def capabilities(timeout: Optional[float] = None) -> Capabilities:
     return caps
 
 
+_TERMINATE = re.compile(r"^\s*JOB_TERMINATE_INTERVAL\s*=\s*(\d+)\b", re.MULTILINE)
+_intervals: Dict[str, Optional[int]] = {}
+
+
+def parse_terminate_interval(text: str) -> Optional[int]:
+    """``JOB_TERMINATE_INTERVAL`` (s) in ``bparams -l`` output (pure); None where absent."""
+    m = _TERMINATE.search(text)
+    return int(m.group(1)) if m else None
+
+
+def terminate_interval(timeout: Optional[float] = None) -> Optional[int]:
+    """The seconds LSF waits between the signals that end a job (SIGINT, SIGTERM, SIGKILL),
+    ``JOB_TERMINATE_INTERVAL`` from ``bparams -l``, asked once per process and cluster; None
+    where bparams is missing, fails, does not answer in time or does not say."""
+    key = os.environ.get("LSF_ENVDIR", "")
+    with _lock:
+        if key in _intervals:
+            return _intervals[key]
+    try:
+        value = parse_terminate_interval(run(["bparams", "-l"], timeout).stdout)
+    except LsfError:
+        value = None
+    with _lock:
+        _intervals[key] = value
+    return value
+
+
 def lsf_conf() -> Dict[str, str]:
     """``$LSF_ENVDIR/lsf.conf`` (default ``/etc/lsf.conf``) as a dict; {} where unreadable."""
     path = os.path.join(os.environ.get("LSF_ENVDIR") or "/etc", "lsf.conf")

@@ -123,10 +123,12 @@ def pending_msg(jobs: List[Job], details: Dict[str, Job]) -> str:
     return "PEND"
 
 
-def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_dir: str) -> Optional[DescribeAppResponse]:
+def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_dir: str,
+                   location: Optional[str] = None) -> Optional[DescribeAppResponse]:
     """The description of ``app_id`` from its jobs (``bjobs -w``), the ``bjobs -l`` details
     of its pending and exited jobs, and its job directory ("" when unknown); None when no
-    job is one of its replicas."""
+    job is one of its replicas. ``location``: its ``TX_CHECKPOINT_DIR``, where a requeued
+    run's reason names what it saved (:func:`tx_scheduler_lsf._attempts.build_attempts`)."""
     cancelled = bool(job_dir) and os.path.exists(os.path.join(job_dir, f"{app_id}.cancelled"))
     roles: Dict[str, List[ReplicaStatus]] = {}
     failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]] = []
@@ -167,7 +169,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         rep.structured_error_msg = error
         rep.root_cause = cause
         final = _final_kind(rep, detail)
-    attempts = build_attempts(events, app_state, final)
+    attempts = build_attempts(events, app_state, final, location)
     msg = _msg(app_state, jobs, details, cancelled)
     if requeues and app_state == AppState.PENDING:
         msg = "; ".join(requeues) + ("" if msg == "PEND" else f" ({msg})")

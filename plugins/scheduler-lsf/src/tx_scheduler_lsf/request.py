@@ -26,7 +26,8 @@ rank 0's host (rank 0: the first host of ``LSB_HOSTS``; the others: the ``EXEC_H
 job directory) as ``TX_RANK0_HOST``, runs the program with its arguments exactly as given,
 and records its exit status in ``<app id>-<role>-<k>.exitcode``. A role's ``max_retries``
 are runs of the program again in the same job. ``<app id>-<role>-<k>.attempts`` records
-every attempt as ``<epoch s> run`` when a run of the job starts, ``<epoch s> user <status>``
+every attempt as ``<epoch s> run`` when a run of the job starts, ``<epoch s> warned <signal
+number>`` when the first of LSF's signals that end a job came (the warning), ``<epoch s> user <status>``
 when the program failed and runs again, ``<epoch s> infra requeued|host`` when LSF runs the
 job again (an administrator's ``brequeue``: the job's last report in its ``-o`` file has a
 line ``Job was killed by user or admin, and will be re-queued ...``; else a host failure of a job submitted rerunnable, ``-r``, as every job is with
@@ -40,15 +41,19 @@ ends its app: its script ``bkill``\\ s the app's other jobs (as Slurm's
 from __future__ import annotations
 
 import shlex
-from typing import Dict, List, Mapping
+import textwrap
+from typing import Dict, List, Mapping, Optional
 
 import attrs
 
-from tx.schedulers import env as env_contract, infra_retries, validate_host_app
+from tx.schedulers import env as env_contract, infra_retries, run_program, validate_host_app
 from tx.specs import AppDef, Role, appdef_to_stored, macros
 
 from tx_scheduler_lsf.version import __version__
 
+#: what ``tx.distributed.preempted()`` reads (tx.distributed._preempt; not imported: torch-free
+#: as it is, the plugin does not load tx.distributed)
+PREEMPT_SIGNAL_ENV, PREEMPT_GRACE_ENV = "TX_PREEMPT_SIGNAL", "TX_PREEMPT_GRACE"
 RANK0_ENV = env_contract.RANK0_HOST
 TORCHX_RANK0_ENV = env_contract.TORCHX_NAMES[RANK0_ENV]
 
@@ -82,6 +87,10 @@ def rank0_file(app_id: str) -> str:
     """``<app id>.rank0``: rank 0's host, written by rank 0's script in the job directory."""
     return f"{app_id}.rank0"
 
+
+#: how the script runs the program (:func:`tx.schedulers.batch.run_program`): stdin from
+#: /dev/null, output to the replica's ``.out`` and ``.err`` files in the job directory
+RUN = run_program('</dev/null >> "$tx_base.out" 2>> "$tx_base.err"')
 
 #: the script of one replica; formatted with the values of :meth:`LsfReplicaRequest.script`
 SCRIPT = r"""#!/bin/bash
@@ -129,22 +138,22 @@ fi
 export {rank0_env}="${{tx_rank0:-${{LSB_HOSTS%% *}}}}"
 export {torchx_rank0_env}="${rank0_env}"
 echo "[tx] job $LSB_JOBID: replica {role}/{replica_id} of {app_id} on ${{LSB_HOSTS%% *}}, rank 0 on ${rank0_env}"
-tx_sig=; trap 'tx_sig=15' TERM; trap 'tx_sig=2' INT; trap 'tx_sig=1' HUP
+# the first of LSF's signals is the warning: noted with its time (what a requeued run saved)
+tx_sig=; tx_note() {{
+  local t=${{EPOCHREALTIME/,/.}}; [ -n "$tx_sig" ] || printf '%s warned %s\n' "${{t:-$(date +%s)}}" "$1" >> "$tx_att"; tx_sig=$1
+}}
+trap 'tx_note 15' TERM; trap 'tx_note 2' INT; trap 'tx_note 1' HUP
 tx_argv=({argv})
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
   tx_try=$(grep -c ' user ' "$tx_att" 2>/dev/null); tx_try=${{tx_try:-0}}
   while :; do
-    "${{tx_argv[@]}}" >> "$tx_base.out" 2>> "$tx_base.err" &
-    tx_pid=$!
-    while :; do
-      wait "$tx_pid"; tx_rc=$?
-      kill -0 "$tx_pid" 2>/dev/null || break
-      # bkill's first signal is SIGINT, which a background program and its children ignore:
-      # SIGTERM to the job's process group (this script's trap only notes it)
-      kill -TERM "$tx_pid" 2>/dev/null; kill -TERM 0 2>/dev/null
-    done
+    # LSF signals every process group of the job (bkill, brequeue: SIGINT, SIGTERM and
+    # SIGKILL JOB_TERMINATE_INTERVAL apart): the program gets them itself, with SIGINT at
+    # its default (the warning: TX_PREEMPT_SIGNAL=INT); this script's traps only note them
+{run}
+    tx_rc=${{tx_rc:-137}}  # the recorder was SIGKILLed
     [ "$tx_rc" -eq 0 ] || [ -n "$tx_sig" ] || [ "$tx_try" -ge {max_retries} ] && break
     tx_try=$((tx_try + 1))
     echo "[tx] the replica failed (exit $tx_rc): retry $tx_try of {max_retries}"
@@ -244,6 +253,19 @@ def mem_rusage(mem_mb: int, modern: bool, unit: str) -> str:
     return str(max(1, -(-int(mem_mb) // per))) if per > 1 else str(mem_mb)
 
 
+def preempt_env(grace: Optional[int]) -> Dict[str, str]:
+    """``TX_PREEMPT_SIGNAL=INT`` and ``TX_PREEMPT_GRACE`` for ``tx.distributed.preempted()``:
+    LSF ends a job (``bkill``, ``brequeue``, a preemption that kills) with SIGINT, then
+    SIGTERM and SIGKILL ``JOB_TERMINATE_INTERVAL`` seconds apart, to every process group of
+    the job; SIGINT is the warning, and the job can count on ``grace`` (that interval) before
+    the SIGTERM, whose default action ends what has no handler for it. No grace where it is
+    unknown (``bparams`` did not answer)."""
+    env = {PREEMPT_SIGNAL_ENV: "INT"}
+    if grace:
+        env[PREEMPT_GRACE_ENV] = str(grace)
+    return env
+
+
 def build_request(
     app: AppDef,
     app_id: str,
@@ -253,6 +275,7 @@ def build_request(
     modern: bool = False,
     mem_unit: str = "KB",
     cluster: str = "",
+    grace: Optional[int] = None,
 ) -> LsfBsubRequest:
     """Build the bsubs of ``app`` (pure).
 
@@ -264,6 +287,8 @@ def build_request(
         modern: the cluster is IBM LSF 10 (its option forms may be used).
         mem_unit: ``LSF_UNIT_FOR_LIMITS`` of the cluster (``-M``'s unit elsewhere).
         cluster: the cluster's name, for the dryrun's header.
+        grace: the cluster's ``JOB_TERMINATE_INTERVAL`` (s; :func:`preempt_env`), None
+            where unknown.
 
     Raises:
         ValueError: see :func:`validate_app`; a GPU request on a cluster other than LSF 10.
@@ -289,7 +314,7 @@ def build_request(
                 bsub.append("-r")  # rerun after a host failure: an infrastructure retry
             if name != rank0:
                 bsub += ["-w", f"started({rank0})"]
-            env = dict(r.env)
+            env = {**preempt_env(grace), **r.env}  # a role's own values win
             env.update(env_contract.replica_env(
                 app_id=app_id, role_name=role.name, replica_id=str(k), role_idx=role_idx,
                 num_replicas=role.num_replicas,
@@ -301,7 +326,7 @@ def build_request(
                 rank0_file=shlex.quote(rank0_file(app_id)), rank0_name=shlex.quote(rank0),
                 rank0_env=RANK0_ENV, torchx_rank0_env=TORCHX_RANK0_ENV,
                 argv=" ".join(shlex.quote(a) for a in [r.entrypoint, *r.args]), max_retries=max(0, role.max_retries),
-                infra_retries=infra,
+                infra_retries=infra, run=textwrap.indent(RUN, "    "),
             )
             replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script, env,
                                                              [r.entrypoint, *r.args])

@@ -35,6 +35,7 @@ from tx_scheduler_lsf import _client, _index
 from tx_scheduler_lsf._array import TRIAL_ID, LsfArrayRequest, array_unsupported, element_job
 from tx_scheduler_lsf._client import (
     Capabilities, LsfCommandError, LsfError, LsfNotInstalledError, LsfTimeoutError, capabilities, lsf_conf,
+    terminate_interval,
 )
 from tx_scheduler_lsf._logs import LogFiles
 from tx_scheduler_lsf._parse import Job, appstate_from_lsf, parse_bjobs_l, parse_bjobs_w, split_job_name
@@ -111,7 +112,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         unit = lsf_conf().get("LSF_UNIT_FOR_LIMITS", "KB")
         app_id = make_unique(clean_name(app.name).lower())
         req = build_request(app, app_id, cfg, job_dir=jobdir_of(cfg), modern=caps.modern, mem_unit=unit,
-                            cluster=caps.name)
+                            cluster=caps.name, grace=terminate_interval(self._timeout))
         return AppDryRunInfo(req, repr)
 
     # -- submit ---------------------------------------------------------------------------
@@ -197,12 +198,15 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
             return None
         details = self._details(jobs)
         job_dir = self._job_dir(app_id, jobs)
-        desc = build_describe(app_id, jobs, details, job_dir)
+        stored = read_text(os.path.join(job_dir, appdef_file(app_id))) if job_dir else None
+        app, why, options = read_stored_appdef_and_options(
+            stored, f"{appdef_file(app_id)} in the job directory {job_dir or '(unknown)'}")
+        ckpt = next((r.env.get("TX_CHECKPOINT_DIR") for r in (app.roles if app else [])
+                     if r.env.get("TX_CHECKPOINT_DIR")), None)
+        desc = build_describe(app_id, jobs, details, job_dir, ckpt)
         if desc is None:
             return None
-        stored = read_text(os.path.join(job_dir, appdef_file(app_id))) if job_dir else None
-        desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
-            stored, f"{appdef_file(app_id)} in the job directory {job_dir or '(unknown)'}")
+        desc.app, desc.metadata["run_options"] = app, options
         if why:
             desc.metadata["app_not_stored"] = why
         return desc

@@ -36,8 +36,10 @@ _REQUEUED_BY_SLURM = "requeued by Slurm (a node failure, a preemption or scontro
 
 def read_attempts_file(work_dir: str, app_id: str) -> Dict[int, Tuple[str, Optional[int]]]:
     """``{attempt: (what, status)}`` from ``slurm-<app_id>.attempts`` in ``work_dir``: what is
-    ``user`` (with the ``srun`` status) or ``exhausted`` (status None); empty where the file
-    is missing or unreadable. Malformed lines are skipped."""
+    ``user`` (with the ``srun`` status), ``preempted`` (with it) or ``exhausted`` (status
+    None); empty where the file is missing or unreadable. Malformed lines are skipped, and
+    so are the launchers' ``warned`` lines (a time limit's warning got: the batch script
+    writes the attempt's ``preempted`` line after them where the job left on it)."""
     out: Dict[int, Tuple[str, Optional[int]]] = {}
     try:
         with open(os.path.join(work_dir, attempts_file(app_id)), encoding="utf-8", errors="replace") as f:
@@ -46,7 +48,7 @@ def read_attempts_file(work_dir: str, app_id: str) -> Dict[int, Tuple[str, Optio
         return out
     for line in lines:
         words = line.split()
-        if len(words) < 2 or not words[0].isdigit():
+        if len(words) < 2 or not words[0].isdigit() or words[1] == "warned":
             continue
         status = int(words[2]) if len(words) > 2 and words[2].lstrip("-").isdigit() else None
         out[int(words[0])] = (words[1], status)

@@ -14,6 +14,7 @@ from tx.schedulers import add_infra_retries_opt, infra_retries
 from tx.specs import InvalidRunConfigException, markdown_table, runopts
 
 from tx_scheduler_slurm._parse import parse_time_min
+from tx_scheduler_slurm._preempt import NOT_A_WARNING, signal_name, split_signal
 
 #: the longest ``time`` accepted: 365 days (Slurm would store a larger one as nonsense)
 MAX_TIME_MIN = 365 * 24 * 60
@@ -66,7 +67,8 @@ def slurm_runopts() -> runopts:
     opts.add("dependency", type_=str, help="start after other jobs: afterok:123,afterany:124 ... (sbatch --dependency)")
     opts.add(
         "signal", type_=str,
-        help="signal the replicas this many seconds before the time limit: SIG@SECONDS, e.g. USR1@120 (sbatch --signal)",
+        help="signal every replica's program this many seconds before the time limit: SIG@SECONDS, e.g. USR1@120 "
+        "(sbatch --signal); tx.distributed.preempted() is armed for it and the job requeues itself once it saved and left",
     )
     opts.add(
         "requeue", type_=bool,
@@ -115,6 +117,15 @@ def check_cfg(cfg: Mapping[str, object]) -> None:
             f"run option 'signal' must be SIG@SECONDS (USR1@120, 10@60; optional R: or B: first), got {signal!r}",
             "signal", cfg,
         )
+    if signal is not None:
+        sig = split_signal(signal)[1]
+        name = signal_name(sig)
+        if name is None or name in NOT_A_WARNING:
+            why = "names no signal" if name is None else (
+                f"SIG{name} cannot be the warning: Slurm ends jobs with SIGTERM (after SIGCONT, before SIGKILL), "
+                "tx's cancel and srun with SIGINT/SIGTERM, and SIGKILL/SIGSTOP cannot be caught")
+            raise InvalidRunConfigException(
+                f"run option 'signal': {sig!r} {why}; use USR1, USR2 or another signal (USR1@120)", "signal", cfg)
     dep = cfg.get("dependency")
     if dep is not None and not _DEPENDENCY.match(str(dep)):
         raise InvalidRunConfigException(

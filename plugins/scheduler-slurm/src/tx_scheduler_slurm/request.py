@@ -54,14 +54,15 @@ from __future__ import annotations
 
 import re
 import shlex
+import textwrap
 from typing import Dict, List, Mapping, Optional
 
 import attrs
 
-from tx.schedulers import DEFAULT_INFRA_RETRIES, env as env_contract, infra_retries, validate_host_app
+from tx.schedulers import DEFAULT_INFRA_RETRIES, env as env_contract, infra_retries, run_program, validate_host_app
 from tx.specs import AppDef, Role, appdef_to_stored, macros
 
-from tx_scheduler_slurm._preempt import preempt_env, script_lines
+from tx_scheduler_slurm._preempt import preempt_env, sbatch_signal, script_lines
 from tx_scheduler_slurm.version import __version__
 
 #: the environment variable that holds the rank-0 replica's address (``${rank0_env}``)
@@ -83,7 +84,36 @@ APP_ID_SHELL = '"$SLURM_JOB_ID"'
 #: waits for it (bash's own ``wait``, interrupted by a trap as the program dies, can lose
 #: the status: -1). The program keeps the launcher's stdin and stdout, and the default
 #: SIGINT/SIGQUIT that bash takes from background commands.
+#: The time limit's warning (run option ``signal``: the batch script exports
+#: ``TX_WARN_SIGNAL=USR1`` and ``TX_WARN_FILE``, the attempts file) is trapped too: the
+#: launcher appends ``<attempt> warned USR1 <epoch s>`` to that file once (the batch script
+#: then records the attempt as preempted) and passes the signal on to the program and every
+#: process below it (torchrun's workers run in sessions of their own), unless Slurm signals
+#: every process itself (``TX_SIGNALS_REACH_ALL``). The program starts with that signal
+#: ignored, so that what stands between the launcher and the ranks (torchrun, a shell) is
+#: not ended by it; a process that installs a handler (``tx.distributed.preempted()``,
+#: Lightning's, submitit's) gets it.
 LAUNCHER = r"""tx_sig=; tx_pid=; tx_fwd() { tx_sig=$1; [ -n "$tx_all" ] || [ -z "$tx_pid" ] || kill -s "$2" "$tx_pid" 2>/dev/null; }; trap 'tx_fwd 15 TERM' TERM; trap 'tx_fwd 2 INT' INT; trap 'tx_fwd 1 HUP' HUP
+tx_warn=; tx_ws=${TX_WARN_SIGNAL:-}; tx_wf=${TX_WARN_FILE:-}; unset TX_WARN_SIGNAL TX_WARN_FILE
+tx_tree() {  # signal $1 to $2 and every process below it
+  local s=$1 todo=$2 all= f l p q pairs=
+  for f in /proc/[0-9]*/stat; do
+    read -r l < "$f" 2>/dev/null || continue; l=${l##*) }; q=${f#/proc/}; set -- $l; pairs="$pairs ${q%/stat}:$2"
+  done
+  while [ -n "$todo" ]; do
+    set -- $todo; p=$1; shift; todo="$*"; all="$all $p"
+    for q in $pairs; do [ "${q#*:}" != "$p" ] || todo="$todo ${q%%:*}"; done
+  done
+  kill -s "$s" $all 2>/dev/null
+}
+tx_warned() {
+  if [ -z "$tx_warn" ]; then
+    tx_warn=${EPOCHREALTIME/,/.}; [ -n "$tx_warn" ] || tx_warn=$(date +%s.%N 2>/dev/null); tx_warn=${tx_warn:-0}
+    [ -z "$tx_wf" ] || printf "%s warned %s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_ws" "$tx_warn" >> "$tx_wf" 2>/dev/null
+  fi
+  [ -n "$tx_all" ] || [ -z "$tx_pid" ] || tx_tree "$tx_ws" "$tx_pid"
+}
+if [ -n "$tx_ws" ]; then trap tx_warned "$tx_ws"; fi
 tx_all=${TX_SIGNALS_REACH_ALL:-}; unset TX_SIGNALS_REACH_ALL
 tx_exit_file=$1; tx_n=$2; shift 2; printf "%s running\n" "${SLURM_RESTART_COUNT:-0}" 2>/dev/null > "$tx_exit_file"
 while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
@@ -101,13 +131,7 @@ unset tx_a tx_n
 if [ -n "$tx_sig" ]; then
   tx_rc=$((128 + tx_sig))
 else
-  exec 4>&1
-  exec 3< <(trap '' TERM INT HUP; (trap - TERM INT HUP QUIT; exec "${tx_argv[@]}" 3<&- 4>&-) <&0 >&4 4>&- &
-    echo "$!"; wait "$!"; echo "$?")
-  exec 4>&-
-  until read -r tx_pid <&3; [ $? -le 128 ]; do :; done  # a trap ends a read: read on
-  if [ -n "$tx_sig" ]; then kill -s "$(kill -l "$tx_sig")" "$tx_pid" 2>/dev/null; fi  # came while it started
-  tx_rc=; until read -r tx_rc <&3; [ $? -le 128 ]; do :; done; exec 3<&-
+""" + textwrap.indent(run_program("<&0 >&4", "$tx_ws"), "  ") + r"""
   [ -n "$tx_rc" ] || exit 137  # the recorder was SIGKILLed: 'running' stays (_record_terminated)
   if [ -n "$tx_sig" ] && [ "$tx_rc" = 137 ]; then tx_rc="137 slurm"; fi
 fi
@@ -258,6 +282,8 @@ class SlurmBatchRequest:
             ``infra_retries``).
         appdef: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), written
             to :func:`appdef_file` in ``workdir`` once sbatch gave the job id.
+        warn_signal: the time limit's warning signal (run option ``signal``; ``USR1``), which
+            every replica's launcher passes on to its program and records; None: none.
     """
 
     cmd: List[str]
@@ -267,6 +293,7 @@ class SlurmBatchRequest:
     workdir: str = ""
     infra_retries: int = DEFAULT_INFRA_RETRIES
     appdef: str = attrs.field(default="", repr=False)
+    warn_signal: Optional[str] = None
 
     def materialize(self) -> str:
         """The batch script text."""
@@ -311,6 +338,7 @@ case "$(timeout 60 scontrol show config 2>/dev/null | grep -m 1 '^ProctrackType'
   *linuxproc*|*pgid*) export TX_SIGNALS_REACH_ALL=1 ;;
 esac
 TX_LAUNCHER={shlex.quote(LAUNCHER)}
+{self._warn_lines()}
 
 srun {srun}
 tx_rc=$?
@@ -319,7 +347,7 @@ echo "[tx] job exited with code $tx_rc"
 # the user's failure only while Slurm still runs this attempt: a job that Slurm requeued,
 # cancelled or timed out (its srun then fails too) is not running this attempt any more
 tx_now=$(timeout 60 scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | head -n 1)
-{script_lines('"$tx_attempts_file"')}
+{script_lines('"$tx_attempts_file"', warned=self.warn_signal is not None)}
 case "$tx_now" in
   ""|*"JobState=RUNNING "*"Restarts=$tx_attempt "*) tx_own=1 ;;
   *) tx_own=; echo "[tx] the job left attempt $tx_attempt under the app: not its failure" ;;
@@ -333,6 +361,14 @@ if [ "$tx_rc" -ne 0 ] && [ -n "$tx_own" ]; then
 fi
 exit "$tx_rc"
 """
+
+    def _warn_lines(self) -> str:
+        """Batch-script lines that tell every launcher the time limit's warning signal and
+        where to record it (:data:`LAUNCHER`); nothing without one."""
+        if self.warn_signal is None:
+            return ""
+        return (f"# the time limit's warning (run option signal): each launcher passes it on and records it\n"
+                f"export TX_WARN_SIGNAL={shlex.quote(self.warn_signal)} TX_WARN_FILE=\"$PWD/$tx_attempts_file\"")
 
     def _record_terminated(self) -> str:
         """Shell lines run after ``srun``: when a replica recorded a non-zero status in this
@@ -472,7 +508,8 @@ def build_request(
     for key in JOB_OPTS:
         value = cfg.get(key)
         if value is not None:
-            cmd.append(f"--{key}={value}")
+            cmd.append(f"--{key}={sbatch_signal(value) if key == 'signal' else value}")
+    signal_opt = cfg.get("signal")
     return SlurmBatchRequest(
         cmd=cmd,
         replicas=replicas,
@@ -481,6 +518,7 @@ def build_request(
         workdir=workdir,
         infra_retries=infra,
         appdef=appdef_to_stored(app, cfg=cfg) or "",
+        warn_signal=None if signal_opt is None else preempt_env(signal_opt)["TX_PREEMPT_SIGNAL"],
     )
 
 
