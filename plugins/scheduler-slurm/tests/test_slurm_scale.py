@@ -104,6 +104,9 @@ def test_a_sites_bucket_holds_for_1000_apps(sched: Any, tmp_path: Path, monkeypa
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TXCONFIG", raising=False)
     (tmp_path / ".txconfig").write_text("[slurm]\nmax_calls_per_minute = 4\nmax_call_burst = 40\n")
+    # a tick is what invalidate() ends: the snapshot never ages out within one, however long
+    # describing 1,000 apps takes on a loaded machine (seen: 13 calls at load 18)
+    monkeypatch.setenv("TX_STATUS_MAX_AGE", "3600")
     budget_mod._reset_for_tests()
     job = _client.run(["sbatch", "--parsable", "--hold", "--array=0-999", f"--output={tmp_path}/%A_%a.out",
                        "--job-name=bucket", "--wrap", "true"]).stdout.strip()
