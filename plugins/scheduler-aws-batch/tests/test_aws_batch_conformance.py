@@ -33,7 +33,8 @@ class _AwsKit(SchedulerConformance):
 
 class TestAwsBatchSimpleMode(_AwsKit):
     """moto's simple mode: every job SUCCEEDS inside SubmitJob, no container runs, no log
-    is written; so no logs, no failing replica, nothing running to cancel."""
+    is written; so no logs, no failing replica, nothing running to cancel (Docker mode runs
+    those kit tests, and reads the log lines this mode's submit/describe/logs cannot)."""
 
     timeout = 60.0
     log_streams = ()
@@ -48,8 +49,7 @@ class TestAwsBatchSimpleMode(_AwsKit):
         return {"queue": aws_simple.queue}
 
     def test_failing_replica(self) -> None:  # type: ignore[override]
-        pytest.skip("moto's simple mode succeeds every job; Docker mode runs failing apps "
-                    "(test_failing_replicas: moto cannot give replicas of one role different commands)")
+        pytest.skip("moto's simple mode succeeds every job; Docker mode runs the kit's failing replica")
 
     def test_cancel(self) -> None:  # type: ignore[override]
         pytest.skip("moto's simple mode ends jobs inside SubmitJob: nothing runs to cancel; see Docker mode")
