@@ -21,7 +21,8 @@ class _Containers:
 
     def run(self, **kw: Any) -> Any:
         self.started.append(kw)
-        return SimpleNamespace(attrs={"NetworkSettings": {"Networks": {"podman": {"IPAddress": "10.88.0.7"}}}},
+        n = len(self.started)
+        return SimpleNamespace(attrs={"NetworkSettings": {"Networks": {"podman": {"IPAddress": f"10.88.0.{n}"}}}},
                                reload=lambda: None)
 
 
@@ -42,10 +43,12 @@ def _job(main: int = 0) -> Any:
 
 def test_each_node_gets_the_documented_variables() -> None:
     job, containers = _job(), _Containers()
-    _moto_nodes._NodeContainers(job, containers).run(name="app-1234-1", environment={"A": "1"})
-    assert containers.started[0]["environment"] == {
-        "A": "1", "AWS_BATCH_JOB_NODE_INDEX": "1", "AWS_BATCH_JOB_NUM_NODES": "2", "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0"}
-    assert job._tx_nodes[1].address == "10.88.0.7" and job._tx_nodes[1].stream == "def/default/1234/node1"
+    for i in (0, 1):
+        _moto_nodes._NodeContainers(job, containers).run(name=f"app-1234-{i}", environment={"A": "1"})
+    for i in (0, 1):
+        assert containers.started[i]["environment"] == {"A": "1", "AWS_BATCH_JOB_NODE_INDEX": str(i),
+                                                        "AWS_BATCH_JOB_NUM_NODES": "2", "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0"}
+    assert job._tx_nodes[1].address == "10.88.0.2" and job._tx_nodes[1].stream == "def/default/1234/node1"
 
 
 @pytest.mark.parametrize("name, main, why", [
@@ -76,4 +79,16 @@ def test_install_refuses_a_moto_without_the_seams(monkeypatch: pytest.MonkeyPatc
     assert isinstance(models.Job.docker_client, property)
     monkeypatch.delattr(models.BatchBackend, "describe_jobs")
     with pytest.raises(_moto_nodes.MotoChanged, match="update tx_scheduler_aws_batch._moto_nodes"):
+        _moto_nodes.install()
+
+
+def test_install_refuses_a_moto_that_starts_nodes_another_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.batch import models
+
+    def run(self: Any) -> None:
+        for i in range(2):
+            self.some_client.start(name=f"node-{i}")
+
+    monkeypatch.setattr(models.Job, "run", run)
+    with pytest.raises(_moto_nodes.MotoChanged, match="would start without the node variables"):
         _moto_nodes.install()

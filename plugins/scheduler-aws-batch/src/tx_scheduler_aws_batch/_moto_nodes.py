@@ -23,11 +23,13 @@ Docker client) and its ``DescribeJobs``, and then runs moto's own server:
 
 Where moto's internals no longer match what this wraps (a container name of another form, a
 node started twice, a main node other than 0, moto's ``Job.docker_client`` or
-``BatchBackend.describe_jobs`` gone), the server refuses to start or the job fails with the
-reason in the server's log: never a job that runs without the variables.
+``BatchBackend.describe_jobs`` gone, ``Job.run`` no longer starting nodes through them), the
+server refuses to start or the job fails with the reason in the server's log: never a job
+that runs without the variables.
 """
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 import threading
@@ -208,6 +210,12 @@ def install() -> None:
     if not isinstance(docker_prop, property) or describe is None or not hasattr(backend_cls, "get_job_by_id"):
         raise MotoChanged("moto.batch.models has no Job.docker_client property or BatchBackend.describe_jobs: "
                           "update tx_scheduler_aws_batch._moto_nodes for this moto")
+    # the seam itself: Job.run starts every node through the job's Docker client, named by index
+    run_src = inspect.getsource(job_cls.run)  # type: ignore[union-attr]
+    for needed in ("self.docker_client.containers.run(", "-{self.job_id}-{i}", "self._log_backend.put_log_events("):
+        if needed not in run_src:
+            raise MotoChanged(f"moto's Batch Job.run no longer has {needed!r}: the node containers would start "
+                              "without the node variables; update tx_scheduler_aws_batch._moto_nodes for this moto")
     lock = threading.Lock()
 
     def docker_client(self: Any) -> Any:
