@@ -194,7 +194,41 @@ def terminal() -> Iterator[Callable[..., Pane]]:
         p.close()
 
 
+#: the session backends whose tests one pytest-xdist worker runs, all of them (``--dist
+#: loadgroup``: an ``xdist_group`` each), by the fixtures that start them: podman's engines
+#: share the host's bridge names (two engines name their first network alike); a test that
+#: restarts a backend (the podman engine, the Ray head: ``restarts_engine``) must come after
+#: every other test that uses it, which holds when one worker runs them all; and Slurm, Ray
+#: and OpenLava start once instead of once per worker. First match wins (a test of several
+#: backends goes with the first).
+XDIST_GROUPS = (
+    ("podman", ("podman_engine", "registry", "moto_docker")),
+    ("slurm", ("slurm_cluster",)),
+    ("ray", ("ray_head_service",)),
+    ("lsf", ("lsf_cluster",)),
+)
+
+
+def xdist_group(item: pytest.Item) -> Optional[str]:
+    """The :data:`XDIST_GROUPS` group of ``item``: by the fixtures it uses, or by its
+    ``backend("NAME")`` marker (a test that asks for its backend's fixture at run time,
+    ``request.getfixturevalue``, says which with it); None for a test of none of them."""
+    marker = item.get_closest_marker("backend")
+    names = set(getattr(item, "fixturenames", ()))
+    for group, fixtures in XDIST_GROUPS:
+        if (marker is not None and group in marker.args) or names.intersection(fixtures):
+            return group
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Move the tests marked ``restarts_engine`` to the end of the session (a stable sort:
-    every other test keeps its place)."""
+    every other test keeps its place); under pytest-xdist's ``--dist loadgroup``, put each
+    test of a backend of :data:`XDIST_GROUPS` in that backend's group (one worker runs the
+    group in this order, so its ``restarts_engine`` tests still run after its others)."""
     items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        for item in items:
+            group = xdist_group(item)
+            if group is not None and item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(group))

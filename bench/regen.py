@@ -115,8 +115,10 @@ TOPICS: List[Topic] = [
           [["bench/chaos_preemption.py", "-n", "100"]], _need(TORCH),
           "100 preemptions per backend and warning (local_cwd: to a rank, to the supervisor; "
           "slurm where it is installed and this is root; about 1-2 hours)", cheap=False, n_arg=False),
-    Topic("scale", ["RESULTS-scale.md"], [["bench/scale_bench.py", "-n", "{n}"]], _need(TX_UI, TORCHX),
-          "tx list and tx ui at 1,000 and 10,000 local apps beside TorchX (no backend; a few minutes)"),
+    Topic("scale", ["RESULTS-scale.md"], [["bench/scale_bench.py", "-n", "{n}"], ["bench/watcher_bench.py", "-n", "{n}"]],
+          _need(TX_UI, TORCHX),
+          "tx list and tx ui at 1,000 and 10,000 local apps beside TorchX, the failover watcher following "
+          "2,000 local_cwd runs (no backend; a few minutes)"),
     Topic("aws_batch", ["RESULTS-aws-batch.md"], [["bench/aws_batch_bench.py", "-n", "{n}"]],
           _need(MOTO), "a private moto_server (simple mode)", stdout_to="RESULTS-aws-batch.md",
           title="aws_batch on a private moto_server: what a user waits for (tx alone; moto "

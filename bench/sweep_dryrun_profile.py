@@ -1,13 +1,14 @@
 """CPU seconds and peak RSS of a 10,000-trial sweep dryrun (utils.python, a 100x100 grid),
 as bench/RESULTS-sweeps.md reports them.
 
-    python bench/sweep_dryrun_profile.py local_cwd|slurm|kubernetes|gcp_batch|aws_batch [profile]
+    python bench/sweep_dryrun_profile.py local_cwd|slurm|kubernetes|gcp_batch|aws_batch [profile] [--trials N]
 
 slurm runs offline (fixed cluster facts: no Slurm needed), and so do the others (a dryrun
 calls no backend); with a second argument, the cProfile of the dryrun is printed
-(cumulative, top 45). Prints one line on stderr: scheduler, CPU seconds of the dryrun and
+(cumulative, top 45). ``--trials N`` (a multiple of 100; default 10,000): a (N/100)x100
+grid. Prints one line on stderr: scheduler, CPU seconds of the dryrun and
 its printing, peak RSS (MB), bytes printed, and the native request's size in bytes
-(``request_bytes``: Slurm's script and table, the Kubernetes Job and its ConfigMap as JSON,
+(``request_bytes``: Slurm's script and table, LSF's scripts and table, the Kubernetes Job and its ConfigMap as JSON,
 the GCP Batch job's protobuf, the AWS job definition and submit as JSON; or why there is
 no native request).
 """
@@ -31,6 +32,8 @@ def request_bytes(info: object) -> object:
     if native is None:
         return f"none: {getattr(info, 'not_native', '')}"
     req = native.request
+    if hasattr(req, "trial_ids"):  # lsf: every array's script and the table file
+        return sum(len(req.script(k)) for k in range(len(req.arrays))) + len(req.table_text())
     if hasattr(req, "table_text"):  # slurm: the script and the table file
         return len(req.materialize()) + len(req.table_text())
     if hasattr(req, "resource"):  # kubernetes: the Job and its table's ConfigMap
@@ -43,8 +46,14 @@ def request_bytes(info: object) -> object:
 
 def main() -> None:
     os.environ.setdefault("TX_STATE_DIR", tempfile.mkdtemp())
-    which = sys.argv[1]
-    spec = SweepSpec(grid={"lr": list(range(100)), "b": list(range(100))})
+    argv = sys.argv[1:]
+    trials = 10_000
+    if "--trials" in argv:
+        at = argv.index("--trials")
+        trials = int(argv[at + 1])
+        del argv[at:at + 2]
+    which = argv[0]
+    spec = SweepSpec(grid={"lr": list(range(trials // 100)), "b": list(range(100))})
     args = ["-c", "print('${lr} ${b}')"]
     factories = None
     if which == "slurm":
@@ -57,7 +66,7 @@ def main() -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     with Runner(scheduler_factories=factories) as r:
         t0 = time.process_time()
-        prof = cProfile.Profile() if len(sys.argv) > 2 else None
+        prof = cProfile.Profile() if len(argv) > 1 else None
         if prof:
             prof.enable()
         try:
@@ -70,7 +79,7 @@ def main() -> None:
             prof.disable()
         cpu = time.process_time() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    print(which, "cpu", round(cpu, 2), "rss_mb", rss, "out_bytes", len(text), "request_bytes", size, file=sys.stderr)
+    print(which, "trials", trials, "cpu", round(cpu, 2), "rss_mb", rss, "out_bytes", len(text), "request_bytes", size, file=sys.stderr)
     if prof:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
 

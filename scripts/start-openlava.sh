@@ -9,7 +9,8 @@
 #
 # Env: OL_PREFIX (the build, /tmp/tx-openlava), OL_BASE (the cluster, default OL_PREFIX),
 #      OL_PORT_BASE (16322: LIM, RES, mbatchd, sbatchd on the next four ports), OL_CLUSTER (tx),
-#      OL_SLOTS (job slots of the host, 8).
+#      OL_SLOTS (job slots of the host, 8), OL_MAX_JOB_ARRAY_SIZE (lsb.params' MAX_JOB_ARRAY_SIZE;
+#      unset: OpenLava's default, 1000), for tests of sweeps larger than one job array.
 #
 # Facts found while making this recipe (they matter to an LSF scheduler tested against it):
 # - OpenLava's CLI is a subset of IBM LSF 10's: no `bjobs -o`, `-json`, `-X`; no `bhosts -o/-noheader`.
@@ -24,6 +25,9 @@
 #   write their own output files as they run.
 # - root may submit only with LSF_ROOT_REX=local (set below). MBD/SBD_SLEEP_TIME=1 make a trivial
 #   job finish in ~1 s instead of 3-12 s. Each mbatchd restart advances job ids by ~100.
+# - Job arrays: MAX_JOB_ARRAY_SIZE (lsb.params, default 1000; `bparams -l` prints it) bounds the
+#   elements of one bsub, indices stay below 65535; `-w "ended(<array job id>)"` waits for every
+#   element; `bkill "id[i]"` kills one element.
 # - A job killed in the second it started can be reported DONE with empty output (an OpenLava race).
 # - One host only (127.0.0.1 under this machine's host name): multi-host placement can only pend.
 set -euo pipefail
@@ -33,6 +37,8 @@ OL_BASE=${OL_BASE:-$OL_PREFIX}
 BASE=${OL_PORT_BASE:-16322}
 CLUSTER=${OL_CLUSTER:-tx}
 SLOTS=${OL_SLOTS:-8}
+MAX_ARRAY=${OL_MAX_JOB_ARRAY_SIZE:-}
+case "$MAX_ARRAY" in *[!0-9]*) echo "OL_MAX_JOB_ARRAY_SIZE must be a number, got '$MAX_ARRAY'" >&2; exit 2;; esac
 H=$(hostname)
 [ -x "$OL_PREFIX/sbin/mbatchd" ] || OL_PREFIX=$OL_PREFIX bash "$HERE/install-openlava.sh" >&2
 E=$OL_BASE/etc
@@ -51,6 +57,8 @@ grep -q '^LSF_ROOT_REX=local' "$E/lsf.conf" || echo 'LSF_ROOT_REX=local' >> "$E/
 sed -i "s/^LSF_LIM_PORT=.*/LSF_LIM_PORT=$BASE/; s/^LSF_RES_PORT=.*/LSF_RES_PORT=$((BASE + 1))/; \
         s/^LSB_MBD_PORT=.*/LSB_MBD_PORT=$((BASE + 2))/; s/^LSB_SBD_PORT=.*/LSB_SBD_PORT=$((BASE + 3))/" "$E/lsf.conf"
 sed -i 's/^MBD_SLEEP_TIME = .*/MBD_SLEEP_TIME = 1/; s/^SBD_SLEEP_TIME = .*/SBD_SLEEP_TIME = 1/' "$E/lsb.params"
+sed -i '/^MAX_JOB_ARRAY_SIZE *=/d' "$E/lsb.params"
+[ -z "$MAX_ARRAY" ] || sed -i "/^End Parameters/i MAX_JOB_ARRAY_SIZE = $MAX_ARRAY" "$E/lsb.params"
 # the host's job slots (MXJ; "!" = its CPUs): the tests run apps of 4 one-slot replicas on 2 cores
 grep -q "^$H " "$E/lsb.hosts" || sed -i "s/^default .*/$H  $SLOTS  ()  ()  ()  ()  ()  ()\n&/" "$E/lsb.hosts"
 export LSF_ENVDIR=$E LSF_SERVERDIR=$OL_PREFIX/sbin LSF_BINDIR=$OL_PREFIX/bin LSF_LIBDIR=$OL_PREFIX/lib

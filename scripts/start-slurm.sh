@@ -43,7 +43,10 @@
 #      cgroup tree (slurm_<node>/uid_<uid>/job_<id>), so give them distinct job ids;
 #      SLURM_PREEMPT_GRACE (seconds, default 5): GraceTime of partition `low`, which a job
 #      of partition `high` preempts (both on the last node; PreemptMode=REQUEUE);
-#      SLURM_CLUSTER_NAME (default txcluster).
+#      SLURM_CLUSTER_NAME (default txcluster);
+#      SLURM_MAX_ARRAY_SIZE, SLURM_MAX_JOB_COUNT (default: unset, Slurm's 1001 and 10000):
+#      MaxArraySize (array task ids run up to one less) and MaxJobCount (jobs slurmctld
+#      holds; every array task counts as one), for tests of sweeps larger than one array.
 # Ports on 127.0.0.1: SLURM_CTLD_PORT (slurmctld, default 6817), SLURMDBD_PORT (6820),
 #      SLURM_MARIADB_PORT (3307), slurmd of node K: SLURMD_PORT_BASE + K (base 6830).
 #      The tests start their own cluster (tx_scheduler_slurm.testing) with
@@ -65,6 +68,8 @@ FAKE_GPUS=${SLURM_FAKE_GPUS:-2}
 ENFORCE_MEM=${SLURM_ENFORCE_MEM:-0}
 FIRST_JOB_ID=${SLURM_FIRST_JOB_ID:-1}
 PREEMPT_GRACE=${SLURM_PREEMPT_GRACE:-5}
+MAX_ARRAY_SIZE=${SLURM_MAX_ARRAY_SIZE:-}
+MAX_JOB_COUNT=${SLURM_MAX_JOB_COUNT:-}
 H=$(hostname)
 log() { echo "[start-slurm] $*" >&2; }
 
@@ -76,6 +81,9 @@ for v in CTLD_PORT DBD_PORT DB_PORT SLURMD_BASE; do
 done
 case "$FIRST_JOB_ID" in ''|*[!0-9]*|0) log "SLURM_FIRST_JOB_ID must be a job id (1 or more), got '$FIRST_JOB_ID'"; exit 2;; esac
 case "$PREEMPT_GRACE" in ''|*[!0-9]*) log "SLURM_PREEMPT_GRACE must be seconds, got '$PREEMPT_GRACE'"; exit 2;; esac
+for v in MAX_ARRAY_SIZE MAX_JOB_COUNT; do
+  case "${!v}" in *[!0-9]*) log "SLURM_$v must be a number, got '${!v}'"; exit 2;; esac
+done
 for v in ACCT ENFORCE_MEM; do
   case "${!v}" in 0|1) ;; *) log "SLURM_$v must be 0 or 1, got '${!v}'"; exit 2;; esac
 done
@@ -145,6 +153,8 @@ write_conf() { # stdout: slurm.conf
     fi
   fi
   acct=$(printf '%s\n' "$acct" "JobAcctGatherType=$gather" "JobAcctGatherFrequency=task=$freq")
+  [ -z "$MAX_ARRAY_SIZE" ] || acct=$(printf '%s\n' "$acct" "MaxArraySize=$MAX_ARRAY_SIZE")
+  [ -z "$MAX_JOB_COUNT" ] || acct=$(printf '%s\n' "$acct" "MaxJobCount=$MAX_JOB_COUNT")
   cat <<CONF
 ClusterName=$CLUSTER
 SlurmctldHost=$H(127.0.0.1)

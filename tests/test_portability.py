@@ -532,8 +532,13 @@ def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, s
     return cells, {"cancel": cancel, "capacity back": capacity}
 
 
+#: the session backend each column starts at run time (conftest.py's XDIST_GROUPS)
+_STARTS = {"local_docker": "podman", "aws_batch": "podman", "slurm": "slurm", "lsf": "lsf", "ray": "ray"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.backend(_STARTS[b])) if b in _STARTS else b
+                                     for b in BACKENDS], indirect=True)
 def test_portability(backend: Env) -> None:
     """Every app on this backend, measured and compared with docs/portability.md."""
     not_run = load_explained().get("not_run", {}).get(backend.name, {})

@@ -16,11 +16,13 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import pytest
 
 from tx.testing.backends import require_module
+from tx.testing.preemption import app_pids as _app_pids, train_script
+from tx.testing.preemption import until as _until
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples" / "train.py"
@@ -33,17 +35,6 @@ PREEMPTED = re.compile(r"\[(\d)\]:rank (\d): preempted at step (\d+)\n")
 RESUMED = re.compile(r"\[0\]:resumed from checkpoint step (\d+) at (\S+) \(an earlier attempt of this run\)\n")
 EPOCH = re.compile(r"epoch (\d+)/\d+ train_loss=")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-
-
-def _until(what, timeout: float = 120.0, every: float = 0.1):
-    """Poll for an event (a file, a process ending); its value, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _launch(tx, tx_env, grace: float, *job: str, component=("dist.ddp", "-j", "1x2")) -> tuple:
@@ -60,25 +51,6 @@ def _launch(tx, tx_env, grace: float, *job: str, component=("dist.ddp", "-j", "1
 
 def _complete(ckpt: Path) -> List[int]:
     return sorted(int(p.parent.name.split("-")[1]) for p in ckpt.glob("step-*/.tx-complete"))
-
-
-def _env_of(pid: int) -> Optional[List[str]]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().decode(errors="replace").split("\0")
-    except OSError:
-        return None
-
-
-def _app_pids(app_id: str, *needles: str) -> List[int]:
-    """The live processes of the app (``TX_APP_ID``) whose environment has every needle."""
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            env = _env_of(int(name))
-            if env and f"TX_APP_ID={app_id}" in env and all(n in env for n in needles):
-                out.append(int(name))
-    return out
 
 
 def _status(tx, handle: str) -> dict:
@@ -129,6 +101,34 @@ def test_warning_to_one_rank_reaches_every_rank_which_save_and_resume(tx, tx_env
                         first["reason"]), first
     text = tx("status", handle).stdout
     assert f"#0 FAILED (infra: {first['reason']}), retried" in text, text
+
+
+def test_status_json_has_the_saved_step_its_save_time_and_the_resumed_step_as_fields(tx, tx_env, tmp_path):
+    """``tx status --json``: the preempted attempt's ``saved_step`` and ``save_seconds`` and
+    the next attempt's ``resumed_step`` are fields (not only words of the reason), equal to
+    what the job printed and to the completion marker; the run's tracker (the file tracker)
+    has them too, recorded by the job's rank 0."""
+    tx_env.update(TX_TRACKERS="file", TX_TRACKER_FILE_CONFIG=str(tmp_path / "runs"))
+    handle, app_id, ckpt, state = _launch(tx, tx_env, 20, component=(
+        "utils.python", "--script", str(train_script(tmp_path))))
+    out = Path(tx_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx" / app_id / "python" / "0" / "stdout.log"
+    _until(lambda: out.exists() and "started grace" in out.read_text())
+    (pid,) = _app_pids(app_id, "TX_REPLICA_ID=0")
+    os.kill(pid, signal.SIGTERM)  # from outside
+    status = _ended(tx, handle, state)
+    log = tx("log", handle).stdout
+    saved = int(re.search(r"python/0 saved (\d+)\n", log).group(1))
+    assert f"python/0 resumed at {saved} grace 20.0\n" in log, log
+    assert status["state"] == "SUCCEEDED", status
+    first, second = status["attempts"]
+    marker = json.loads((ckpt / f"step-{saved:09d}" / ".tx-complete").read_text())
+    assert (first["kind"], first["saved_step"], second["resumed_step"]) == ("infra", saved, saved), status["attempts"]
+    assert first["save_seconds"] == pytest.approx(marker["seconds"], abs=0.051), (first, marker)
+    assert first["resumed_step"] is None and second["saved_step"] is None and second["save_seconds"] is None
+    p = tx("tracker", "list", "metadata", "--json", "--tracker", "file", handle)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {f"preempted_at_step_{saved}": {"saved_step": saved, "save_seconds": marker["seconds"]},
+                                    f"resumed_from_step_{saved}": {"resumed_step": saved}}, p.stdout
 
 
 def test_warning_to_the_supervisor_saves_within_the_grace_and_resumes(tx, tx_env):

@@ -293,3 +293,28 @@ def test_preemption_env_read(monkeypatch):
     monkeypatch.delenv("TX_PREEMPT_GRACE")
     monkeypatch.delenv("TX_PREEMPT_SIGNAL")
     assert (txd.preempt_grace(), txd.preempt_signal()) == (None, signal.SIGTERM)
+
+
+def test_saving_checkpoint_marks_another_librarys_save_complete_only_when_the_block_ends(tmp_path, monkeypatch):
+    """What another library writes inside the block counts once it ends (the marker, with
+    the block's duration; older ones beyond ``keep`` deleted); a block that raises leaves
+    its step unread (the previous complete one is the newest)."""
+    import json
+
+    monkeypatch.setenv("TX_CHECKPOINT_DIR", str(tmp_path))
+    for step in (1, 2, 3):
+        with txd.saving_checkpoint(step) as where:
+            assert where == str(tmp_path / f"step-{step:09d}") and os.path.isdir(where)
+            assert txd.latest_checkpoint() == ((step - 1, str(tmp_path / f"step-{step - 1:09d}")) if step > 1 else None)
+            (tmp_path / f"step-{step:09d}" / "lightning.ckpt").write_bytes(b"weights")
+    assert txd.latest_checkpoint() == (3, str(tmp_path / "step-000000003"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000000002", "step-000000003"]  # keep=2
+    marker = json.loads((tmp_path / "step-000000003" / txd.CHECKPOINT_COMPLETE).read_text())
+    assert marker["step"] == 3 and marker["seconds"] >= 0
+    with pytest.raises(OSError, match="disk full"):
+        with txd.saving_checkpoint(4):
+            raise OSError("disk full")
+    assert txd.latest_checkpoint()[0] == 3 and not (tmp_path / "step-000000004" / txd.CHECKPOINT_COMPLETE).exists()
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        with txd.saving_checkpoint(-1):
+            pass

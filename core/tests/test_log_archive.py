@@ -329,3 +329,74 @@ def test_tx_log_of_a_live_app_prints_the_archived_earlier_attempts_first(
     assert b"".join(runner.log_blocks(H, "r", 0)) == b"attempt 1 \xff\nattempt 2\nno newline"
     del logs["r/0"]  # then the backend's log is gone: every attempt from the archive, once
     assert b"".join(runner.log_blocks(H, "r", 0)) == b"attempt 1 \xff\nattempt 2\nno newline"
+
+
+def test_a_local_archive_is_written_without_fsspec(tmp_path: Path) -> None:
+    """An archive given as a local path (the default, under tx's state directory) copies,
+    reads, finds restarts and prunes with the standard library: the detached copier never
+    imports fsspec (~100 ms of imports, more than all of the runner); a URL still goes
+    through fsspec."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tx.runner.archive import LogArchive\n"
+        f"a = LogArchive({str(tmp_path / 'arch')!r})\n"
+        "H = 'fake://s/app-1'\n"
+        "a.copy(H, [('r', 0)], lambda r, k: iter([b'one\\n', b'two']))\n"
+        "a.copy(H, [('r', 0)], lambda r, k: iter([b'one\\n', b'two', b' three\\n']))\n"
+        "a.copy(H, [('r', 0)], lambda r, k: iter([b'again\\n']), ended='FAILED')\n"
+        "print(b''.join(a.read_blocks(H, 'r', 0)), a.segments(H, 'r', 0), a.is_complete(H))\n"
+        "print(a.prune(keep=-1.0, now=4e9), 'fsspec' in sys.modules)\n"
+        "LogArchive('memory://x')\n"
+        "print('fsspec' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["b'one\\ntwo three\\nagain\\n' 2 True", "['fake://s/app-1'] False", "True"]
+
+
+def test_the_local_archive_files_answer_as_fsspecs_local_filesystem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call LogArchive makes on a local directory answers as fsspec's LocalFileSystem
+    does: its root (absolute, ``~``, ``.``, relative, trailing ``/``), ls, exists, cat_file
+    ranges, glob (hidden names included), mv over a file, rm."""
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
+    from tx.runner.archive import _LocalFS
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for url in (str(tmp_path / "a") + "/", "~/a", ".", "./a/b", "a/b/", "/"):
+        assert _LocalFS.root(url) == fsspec.core.url_to_fs(url)[1], url
+    mine, theirs = _LocalFS(), LocalFileSystem()
+    root = str(tmp_path / "t")
+    for d in ("s/x/app", "s/.hid/app", "s/y/other"):
+        (tmp_path / "t" / d).mkdir(parents=True)
+    (tmp_path / "t" / "s/x/app/complete").write_bytes(b"0123456789")
+    (tmp_path / "t" / "s/.hid/app/complete").write_bytes(b"x")
+    (tmp_path / "t" / "s/x/app/part-000000").write_bytes(b"abc")
+    pattern = f"{root}/*/*/*/complete"
+    assert mine.glob(pattern) == sorted(theirs.glob(pattern))
+    assert mine.glob(f"{root}/nothing/*/x") == theirs.glob(f"{root}/nothing/*/x") == []
+
+    def listing(fs: Any) -> List[Any]:
+        return sorted((e["name"], e["size"], e["type"]) for e in fs.ls(f"{root}/s/x/app", detail=True))
+
+    assert listing(mine) == listing(theirs)
+    for fs in (mine, theirs):
+        with pytest.raises(FileNotFoundError):
+            fs.ls(f"{root}/missing", detail=True)
+    path = f"{root}/s/x/app/complete"
+    for start, end in ((None, None), (3, None), (3, 7), (-4, None), (-40, 2), (2, -3), (5, 50)):
+        assert mine.cat_file(path, start=start, end=end) == theirs.cat_file(path, start=start, end=end), (start, end)
+    assert mine.exists(path) and not mine.exists(f"{root}/missing") and theirs.exists(path)
+    mine.makedirs(f"{root}/new/dir", exist_ok=True)
+    mine.makedirs(f"{root}/new/dir", exist_ok=True)
+    with mine.open(f"{root}/new/dir/f", "wb") as f:
+        f.write(b"new")
+    mine.mv(f"{root}/new/dir/f", f"{root}/s/x/app/part-000000")  # over an existing file
+    assert (tmp_path / "t/s/x/app/part-000000").read_bytes() == b"new"
+    mine.rm(f"{root}/s/x/app/complete")
+    mine.rm(f"{root}/s", recursive=True)
+    assert not (tmp_path / "t/s").exists() and (tmp_path / "t/new/dir").is_dir()

@@ -321,3 +321,28 @@ def test_the_direct_scan_finds_what_importlib_metadata_finds(tmp_path, monkeypat
     scanned = list(pc._scan_entry_points())
     assert scanned == [("dup", "one.hooks", "tx-scheduler-dup", "1.0"), ("egg", "tx_egg.hooks", "tx-egg", "0.2")]
     assert sorted(scanned) == sorted(pc._metadata_entry_points())
+
+
+def test_every_group_is_read_as_importlib_metadata_reads_it(tmp_path, monkeypatch):
+    """tx.plugins.entry_points(group) (one scan for every group, kept while no distribution
+    is installed or removed: tx-torchx-compat asks for four of TorchX's groups on a cache
+    miss) gives what importlib.metadata gives for each group of this environment, and sees a
+    distribution installed after the first call in the same process."""
+    from importlib.metadata import entry_points as md_entry_points
+
+    from tx import _plugin_cache as pc
+    from tx.plugins import entry_points
+
+    groups = sorted(set(md_entry_points().groups) | {"torchx.schedulers", "no.such.group"})
+    for group in groups:
+        assert sorted(entry_points(group)) == sorted(pc._metadata_entry_points(group)), group
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert entry_points("torchx.schedulers") == []
+    d = site / "late-1.0.dist-info"
+    d.mkdir()
+    (d / "METADATA").write_text("Name: late\nVersion: 1.0\n")
+    (d / "entry_points.txt").write_text("[torchx.schedulers]\nlate = late.sched:create\n[tx]\nlate = late.hooks\n")
+    assert entry_points("torchx.schedulers") == [("late", "late.sched:create", "late", "1.0")]
+    assert entry_points("tx") == [("late", "late.hooks", "late", "1.0")]

@@ -276,7 +276,7 @@ def test_attempts_say_whose_failure_ended_each():
     ), text
     assert _status(attempts=attempts).to_json()["attempts"][0] == {
         "index": 0, "state": "FAILED", "kind": "infra", "reason": "NODE_FAIL: a node of the job failed",
-        "retried": True}
+        "retried": True, "saved_step": None, "save_seconds": None, "resumed_step": None}
     # no failed attempt: the text is TorchX's, unchanged
     assert "Attempts" not in _status(attempts=[Attempt(0, AppState.RUNNING)]).format()
     assert FailureKind("infra") is FailureKind.INFRA and str(FailureKind.USER) == "user"

@@ -40,6 +40,7 @@ from tx._plugin_cache import (  # noqa: F401 - re-exported: the cache is part of
     _tracing,
     _write_snapshot,
     cached_entry_points,
+    entry_points,
 )
 from tx._install_hints import KNOWN_PLUGINS_FILE, install_hint, known_plugins, not_installed_hint, pip_install
 from tx._registers import (
@@ -52,7 +53,7 @@ from tx.specs.named_resources import set_source as _set_named_resource_source
 from tx.version import PLUGIN_API_VERSION, __version__
 
 __all__ = [
-    "CommandRegister", "ComponentRegister", "CORE_PLUGIN", "get_registry", "import_object",
+    "CommandRegister", "ComponentRegister", "CORE_PLUGIN", "entry_points", "get_registry", "import_object",
     "install_hint", "known_plugins", "KNOWN_PLUGINS_FILE", "NamedResourceRegister",
     "not_installed_hint", "pip_install", "PluginConflictError", "PluginError", "PluginInfo", "PluginRegistry",
     "Register", "REGISTER_CLASSES", "Registration", "SchedulerRegister", "set_registry",

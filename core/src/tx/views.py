@@ -12,11 +12,11 @@ import time
 from typing import Any, List, Optional, Tuple
 
 from tx.durations import format_age, format_duration
-from tx.specs.api import AppState
+from tx.specs.api import NONE, AppState
 from tx.specs.status import AppStatus, _render_error
 
-__all__ = ["ACTIVE_STATES", "STATE_COLORS", "color_state", "newest_first", "status_text", "submitted", "table",
-           "why"]
+__all__ = ["ACTIVE_STATES", "STATE_COLORS", "color_state", "newest_first", "run_summary", "status_text", "submitted",
+           "table", "why"]
 
 #: the state names ``active`` stands for (``tx list --state active``, the UI's filter): not finished
 ACTIVE_STATES = frozenset({"UNSUBMITTED", "SUBMITTED", "PENDING", "RUNNING"})
@@ -136,3 +136,29 @@ def why(status: AppStatus) -> str:
     if status.msg and status.msg != "<NONE>":
         return " ".join(status.msg.split())
     return ""
+
+
+def run_summary(handle: str, status: AppStatus, seconds: float, logs_shown: bool) -> str:
+    """What ``tx run`` prints (to stderr) when a waited-for app ends: one line with the final
+    state, how long it ran, the handle and where its logs are; for an app that did not
+    succeed, the reason in that line, and before it, once, the failed replica's last
+    stderr lines unless they were relayed already (``logs_shown``). ``seconds``: how long it
+    ran. The notebook's ``%tx run`` prints the same."""
+    state = status.state.name
+    url = status.ui_url or ""
+    logs = url[len("file://"):] if url.startswith("file://") else f"`tx log {handle}`"
+    out = ""
+    reason = ""
+    if state != "SUCCEEDED":
+        err = status.structured_error_msg if status.structured_error_msg not in (NONE, None) else ""
+        msg = status.msg if status.msg not in (NONE, None) else ""
+        err_lines = [ln for ln in str(err).splitlines() if ln.strip()]
+        msg_lines = [ln for ln in str(msg).splitlines() if ln.strip()]
+        first = (err_lines or msg_lines or [""])[0]
+        if first:
+            reason = f" ({first if len(first) <= 160 else first[:157] + '...'})"
+        if not logs_shown:  # the failed replica's last stderr lines, once
+            tail = err_lines[1:] or msg_lines[1:]
+            out += "".join(f"  {ln}\n" for ln in tail)
+    out += f"tx run: {state} after {format_duration(seconds)}: {handle}{reason}; logs: {logs}\n"
+    return out

@@ -22,28 +22,13 @@ from typing import Any, List
 from tx.distributed import latest_checkpoint
 from tx.specs import AppDef, AppState, FailureKind, Resource, Role
 from tx.testing.backends import require_module
+from tx.testing.preemption import TRAIN, until
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
 from tx_scheduler_aws_batch.testing import Moto
 
 IMAGE = "localhost/busybox:tx"
 RECLAIMED = "Host EC2 (instance i-0123456789abcdef0) terminated."
 
-TRAIN = """
-import os, sys, time
-import torch
-from tx.distributed import exit_preempted, preempt_grace, preempted, save_checkpoint
-preempted()
-print(f"started grace {preempt_grace()}", flush=True)
-open(os.path.join(sys.argv[1], "started"), "w").close()
-step = 0
-while True:
-    time.sleep(0.05)
-    step += 1
-    if preempted():
-        save_checkpoint({"w": torch.tensor([float(step)])}, step=step)
-        print(f"saved {step}", flush=True)
-        exit_preempted()
-"""
 
 
 #: this checkout: tx's sources, where the environment's editable installs (.pth files) and
@@ -77,10 +62,7 @@ def reclaim(aws: Moto, sched: AwsBatchScheduler, app_id: str, started: Path, gra
     seconds the stop took."""
     import docker
 
-    deadline = time.monotonic() + 180
-    while not started.exists():
-        assert time.monotonic() < deadline, "the job never started"
-        time.sleep(0.2)
+    until(started.exists, timeout=180, every=0.2)
     job_id = sched.describe(app_id).metadata["job_id"]  # type: ignore[union-attr]
     client = docker.DockerClient(base_url=aws.extra_env["DOCKER_HOST"])
     try:
@@ -97,7 +79,7 @@ def reclaim(aws: Moto, sched: AwsBatchScheduler, app_id: str, started: Path, gra
 def test_a_reclaimed_job_saves_in_the_stop_timeout(aws_docker: Moto, tmp_path: Path) -> None:
     require_module("torch", "the job saves with tx.distributed.save_checkpoint: pip install torch==2.13.0")
     sched = create_scheduler("tx", poll_interval=0.5)
-    app_id = sched.submit(AppDef("spot", roles=[role(tmp_path, "python", ["-c", TRAIN, str(tmp_path)])]),
+    app_id = sched.submit(AppDef("spot", roles=[role(tmp_path, "python", ["-c", TRAIN, str(tmp_path / "started")])]),
                           {"queue": aws_docker.queue, "infra_retries": 0, "preempt_grace": 20})
     took = reclaim(aws_docker, sched, app_id, tmp_path / "started", 20)
     assert took < 15, took  # it left on the warning, long before the SIGKILL

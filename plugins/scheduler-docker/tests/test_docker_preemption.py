@@ -20,6 +20,7 @@ from typing import Any, Dict, List
 import pytest
 
 from tx.testing.backends import require_module
+from tx.testing.preemption import until
 
 REPO = Path(__file__).resolve().parents[3]
 TRAIN = REPO / "examples" / "train.py"
@@ -32,16 +33,6 @@ PREEMPTED = re.compile(r"train/(\d) \[0\]:rank (\d): preempted at step (\d+)\n")
 RESUMED = re.compile(r"\[0\]:resumed from checkpoint step (\d+) at (\S+) \(an earlier attempt of this run\)")
 EPOCH = re.compile(r"epoch (\d+)/\d+ train_loss=")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-
-
-def _until(what: Any, timeout: float = 180.0, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _complete(ckpt: Path) -> List[int]:
@@ -74,13 +65,13 @@ def test_a_container_stopped_from_outside_saves_within_the_grace_and_resumes(
     rank1 = docker_client.containers.get(f"{app_id}-train-1")
     assert rank1.attrs["Config"]["StopTimeout"] == grace
     assert f"TX_PREEMPT_GRACE={grace}" in rank1.attrs["Config"]["Env"]
-    _until(lambda: _complete(ckpt))  # epoch 1 saved: the loop is running
+    until(lambda: _complete(ckpt), timeout=180, every=0.2)  # epoch 1 saved: the loop is running
     t0 = time.monotonic()
     docker_client.api.stop(rank1.id)  # from outside, the container's own timeout: SIGTERM, SIGKILL after 20 s
     took = time.monotonic() - t0
     assert took < grace - 5, took  # the job saved and left on its own, well before the kill
     # each look (describe) may start the next attempt: here in this process, then tx status once
-    _until(lambda: scheduler.describe(app_id).state.name in TERMINAL, timeout=300, every=0.5)
+    until(lambda: scheduler.describe(app_id).state.name in TERMINAL, timeout=300, every=0.5)
     status = _status(tx, handle)
     log = tx("log", handle, env=env).stdout
     seen = PREEMPTED.findall(log)

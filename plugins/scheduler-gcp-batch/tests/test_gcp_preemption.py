@@ -16,30 +16,12 @@ from pathlib import Path
 
 from fake_gcp import FakeGcp
 from tx.specs import AppDef, AppState, FailureKind, Role
+from tx.testing.preemption import TRAIN
 from tx_scheduler_gcp_batch.scheduler import GcpBatchScheduler, create_scheduler
 
 from test_gcp_backend import wait_for_line
 from test_gcp_errors import cli_env
 
-TRAIN = """
-import sys, time
-import torch
-from tx.distributed import exit_preempted, latest_checkpoint, preempt_grace, preempted, save_checkpoint
-found = latest_checkpoint()
-if found:
-    print(f"resumed at {found[0]} grace {preempt_grace()}", flush=True)
-    sys.exit(0)
-preempted()
-print(f"started grace {preempt_grace()}", flush=True)
-step = 0
-while True:
-    time.sleep(0.05)
-    step += 1
-    if preempted():
-        save_checkpoint({"w": torch.tensor([float(step)])}, step=step)
-        print(f"saved {step}", flush=True)
-        exit_preempted()
-"""
 
 
 def role(tmp_path: Path, entrypoint: str, args: list) -> Role:

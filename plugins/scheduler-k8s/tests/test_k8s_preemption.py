@@ -20,35 +20,13 @@ import pytest
 from k8s_apps import shared
 from test_k8s_eviction import evict_when
 from tx.specs import AppDef, AppState, FailureKind, Resource, Role
+from tx.testing.preemption import TRAIN
 from tx_scheduler_k8s import kubernetes_scheduler
 from tx_scheduler_k8s.scheduler import KubernetesBase
 
 SMALL = Resource(cpu=1, gpu=0, memMB=64)
 BIN = os.path.dirname(sys.executable)
 
-#: a job that arms the warning, counts steps and, once warned, saves the step it reached with
-#: tx.distributed.save_checkpoint and leaves with exit_preempted(); the next attempt resumes
-#: from the newest complete checkpoint and ends
-TRAIN = """
-import os, sys, time
-import torch
-from tx.distributed import exit_preempted, latest_checkpoint, preempt_grace, preempted, save_checkpoint
-found = latest_checkpoint()
-if found:
-    print(f"resumed at {found[0]} grace {preempt_grace()}", flush=True)
-    sys.exit(0)
-preempted()
-print(f"started grace {preempt_grace()}", flush=True)
-open(sys.argv[1], "w").close()
-step = 0
-while True:
-    time.sleep(0.05)
-    step += 1
-    if preempted():
-        save_checkpoint({"w": torch.tensor([float(step)])}, step=step)
-        print(f"saved {step}", flush=True)
-        exit_preempted()
-"""
 
 
 @pytest.fixture

@@ -111,6 +111,90 @@ def test_tail_follows_until_the_app_ends(sched: Any, cfg: Dict[str, Any], tmp_pa
     assert sched.describe(app_id).state == AppState.SUCCEEDED
 
 
+def test_a_follower_describes_the_app_when_its_state_changes_not_per_wake_up(
+        sched: Any, cfg: Dict[str, Any], h: Any, monkeypatch: Any) -> None:
+    """A follower looks at the app's state (a describe) when state.json was replaced, not at
+    every wake-up: 60 lines written 10 ms apart wake it about 60 times, and it describes the
+    app a handful of times (each state the supervisor records, with the time bound set
+    high); it still sees the end and reads every line. Before, one describe per wake-up."""
+    from tx_scheduler_local import _logs
+
+    monkeypatch.setattr(_logs, "DONE_TTL_S", 600.0, raising=False)
+    looks = []
+    describe = sched.describe
+    monkeypatch.setattr(sched, "describe", lambda app_id: looks.append(app_id) or describe(app_id))
+    app_id = sched.submit(AppDef("trickle", roles=[
+        h.sh("r", "for i in $(seq 60); do echo line $i; sleep 0.01; done")]), cfg)
+    blocks = list(sched.log_iter_blocks(app_id, "r", 0, should_tail=True, streams="stdout"))
+    assert b"".join(blocks) == b"".join(b"line %d\n" % i for i in range(1, 61))
+    assert len(blocks) >= 20, len(blocks)  # woken (and read) once per line or few
+    assert len(looks) <= 8, (len(looks), len(blocks))
+
+
+def test_a_follower_sees_the_end_of_an_app_whose_supervisor_died_without_a_word(
+        sched: Any, cfg: Dict[str, Any], h: Any, monkeypatch: Any) -> None:
+    """The supervisor SIGKILLed writes no state file: the follower looks at the app again
+    when it sees the supervisor exit (not only when the time bound passes, set high here),
+    the look finalizes the app, and the follow ends with every line."""
+    import os
+    import signal
+    import threading
+
+    from tx_scheduler_local import _logs
+
+    monkeypatch.setattr(_logs, "DONE_TTL_S", 600.0, raising=False)
+    app_id = sched.submit(AppDef("orphan", roles=[h.sh("r", "echo up; exec sleep 300")]), {**cfg, "infra_retries": 0})
+    lines = iter(sched.log_iter(app_id, "r", 0, should_tail=True))
+    assert next(lines) == "up\n"
+    rest: List[Any] = []
+    follower = threading.Thread(target=lambda: rest.extend(lines), daemon=True)
+    follower.start()
+    os.kill(sched.describe(app_id).metadata["supervisor_pid"], signal.SIGKILL)
+    follower.join(60)
+    assert not follower.is_alive(), "the follow did not end after its supervisor died"
+    assert rest == [] and sched.describe(app_id).state == AppState.FAILED
+
+
+def test_unless_state_changed_looks_again_once_the_state_file_is_replaced_or_gone(tmp_path: Path) -> None:
+    """The follower's end check: the last answer while state.json is the same file and the
+    time bound holds; a look once it is replaced (os.replace, as the supervisor writes it),
+    once it is gone, and once the bound passed."""
+    from tx_scheduler_local import _inotify, _logs, _store
+
+    answers = iter([False, False, True, True, True, True, True])
+    looks = []
+
+    def look() -> bool:
+        looks.append(1)
+        return next(answers)
+
+    _store.write_json_atomic(str(tmp_path / _store.STATE), {"state": "RUNNING"})
+    done = _logs.unless_state_changed(str(tmp_path), look, ttl=600.0)
+    assert [done() for _ in range(50)] == [False] * 50 and len(looks) == 1
+    _store.write_json_atomic(str(tmp_path / _store.STATE), {"state": "RUNNING", "n": 1})
+    assert done() is False and len(looks) == 2
+    _store.write_json_atomic(str(tmp_path / _store.STATE), {"state": "SUCCEEDED"})
+    assert done() is True and done() is True and len(looks) == 3
+    (tmp_path / _store.STATE).unlink()
+    assert done() is True and done() is True and len(looks) == 5
+    _store.write_json_atomic(str(tmp_path / _store.STATE), {"state": "SUCCEEDED"})
+    bounded = _logs.unless_state_changed(str(tmp_path), look, ttl=0.0)
+    assert bounded() is True and bounded() is True and len(looks) == 7
+    sleeper = subprocess.Popen(["sleep", "60"])
+    notifier = _inotify.Notifier()
+    try:
+        assert notifier.watch_process(sleeper.pid)
+        watched = _logs.unless_state_changed(str(tmp_path), lambda: bool(looks.append(1)), notifier, ttl=600.0)
+        assert watched() is False and watched() is False and len(looks) == 8
+        sleeper.kill()
+        assert notifier.wait(30) and notifier.exited == 1  # the process is gone: look again
+        assert watched() is False and len(looks) == 9
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        notifier.close()
+
+
 def test_since_and_until(sched: Any, cfg: Dict[str, Any], tmp_path: Path, h: Any) -> None:
     go = tmp_path / "go"
     app_id = sched.submit(AppDef("times", roles=[

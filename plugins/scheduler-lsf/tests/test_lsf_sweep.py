@@ -2,6 +2,8 @@
 offline dryrun, then on the session's private OpenLava cluster a 2x3 grid with
 max_parallel, one bsub, each trial's status and logs, list; apps of several replicas one app
 per trial."""
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, List
@@ -39,7 +41,39 @@ def test_dryrun_of_single_replica_trials_is_one_array(offline: Any, tmp_path: Pa
     info = offline.dryrun_sweep(_app(), GRID, "lsf", cfg={"jobdir": str(tmp_path / "j")}, max_parallel=2)
     text = str(info)
     assert "one native array request for 6 trials, at most 2 at once" in text
-    assert "-r-0[1-6]%2'" in text and text.count(") bash -c ") == 6 and "lr=1 b=3" in text
+    assert "-r-0[1-6]%2'" in text and text.count("\ntx_argv=(") == 1 and "# TABLE " in text  # one script, a table
+
+
+def _element(script: str, element: int, names: List[str]) -> List[str]:
+    """What element ``element`` of the array runs: bash runs the script's head (its row
+    read from the table) and prints the exported ``names`` and ``tx_argv``, NUL-separated."""
+    head = script[script.index("tx_app_id="):]
+    head = head[:head.index("\n", head.index("\ntx_argv=(") + 1)]
+    prog = (f"LSB_JOBINDEX={element}\n{head}\n"
+            + "".join(f'printf "%s\\0" "${{{n}}}"\n' for n in names) + 'printf "%s\\0" "${tx_argv[@]}"\n')
+    return subprocess.run(["bash", "-c", prog], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+
+
+def test_each_element_runs_its_own_trial(offline: Any, tmp_path: Path) -> None:
+    """The array's one script and its table give element i exactly trial i-1's environment
+    and program (its app id as the element's), for values with spaces and quotes, across
+    arrays split at MAX_JOB_ARRAY_SIZE: bash runs the script's lookup for real."""
+    odd = SweepSpec(grid={"lr": [0.1, 1], "b": ["x y", "it's", '$HOME"', 4, 5]})
+    info = offline.dryrun_sweep(_app(), odd, "lsf", cfg={"jobdir": str(tmp_path / "j")})
+    req = info.native.request
+    req.max_array_size = 4
+    assert req.arrays == [(1, 4), (5, 8), (9, 10)] and req.template() is not None
+    req.write_table()
+    assert os.path.isfile(req.table_path)
+    ids = req.trial_ids()
+    for k, (first, last) in enumerate(req.arrays):
+        script = req.script(k)
+        for e in range(first, last + 1):
+            r = next(iter(req.trials[e - 1].replicas.values()))
+            own = [v.replace(req.trials[e - 1].app_id, ids[e - 1]) for v in [*r.env.values(), *r.argv]]
+            assert _element(script, e, list(r.env)) == own, (k, e)
+            assert f"lr={odd.grid['lr'][(e - 1) // 5]} b={odd.grid['b'][(e - 1) % 5]}" in own[-1]
+    assert len(req.script(0)) < 6000 and req.script(0) == req.script(2)  # one script, whatever the trials
 
 
 def test_dryrun_of_multi_replica_trials_is_one_app_per_trial(offline: Any, tmp_path: Path) -> None:
@@ -70,3 +104,15 @@ def test_grid_runs_as_one_array(lsf_cluster: Any, tmp_path: Path, monkeypatch: p
         listed = sw.collapse_listed(runner.list("lsf"), [rec])
         row = next(a for a in listed if a.app_handle == handle)
         assert row.state == AppState.FAILED and "4 succeeded, 2 failed" in row.name
+
+
+def test_a_refused_array_leaves_no_table_behind(offline: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bsub refuses the array (here: no LSF on PATH): the table written for its elements is
+    removed, and no trial's AppDef was written: nothing is left in the job directory."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-lsf"))
+    job_dir = tmp_path / "j"
+    info = offline.dryrun_sweep(_app(), GRID, "lsf", cfg={"jobdir": str(job_dir)})
+    assert info.native.request.table_path.startswith(str(job_dir))
+    with pytest.raises(_client.LsfNotInstalledError):
+        offline.schedule_sweep(info)
+    assert not list(job_dir.iterdir())

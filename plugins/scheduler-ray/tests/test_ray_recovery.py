@@ -165,7 +165,7 @@ def test_a_lost_driver_is_an_infra_failure() -> None:
     it; a driver that wrote its own end is not."""
     from types import SimpleNamespace
 
-    from tx_scheduler_ray.scheduler import _attempts
+    from tx_scheduler_ray._describe import _attempts
 
     info = SimpleNamespace(error_type="JOB_ENTRYPOINT_COMMAND_ERROR", message="Job entrypoint command failed with exit code -9")
     [lost] = _attempts(AppState.FAILED, {"state": "RUNNING", "num_restarts": 0}, info)

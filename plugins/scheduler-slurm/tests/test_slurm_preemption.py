@@ -11,13 +11,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
 
 from tx.testing.backends import require_module
+from tx.testing.preemption import until as _until
 
 pytestmark = pytest.mark.slurm
 require_module("torch", "the main job trains with torch: pip install torch==2.13.0")
@@ -26,16 +26,6 @@ REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 PREEMPTED = re.compile(r"\[(\d)\]:rank (\d): preempted at step (\d+)\n")
 RESUMED = re.compile(r"\[0\]:resumed from checkpoint step (\d+) at (\S+) \(an earlier attempt of this run\)")
-
-
-def _until(what, timeout: float = 120.0, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from urllib.parse import quote
 import yaml
 
 from tx.testing.backends import require_module
+from tx.testing.preemption import app_pids, train_script, until
 from tx_ui.testing import json_lines, request, serve
 
 #: a log with what must survive the trip: `\r`, tabs, non-ASCII, a long line, empty lines
@@ -251,6 +254,29 @@ def test_app_page_has_a_timeline_of_each_replicas_attempts_and_the_run_options(u
     assert float(bars[0][1]) == 0.0 and float(bars[1][1]) >= float(bars[0][2])  # the retry comes after
     assert "attempt 1:" in row and "exit code 4" in row
     assert re.search(r'<pre class="yaml" id="record">log_dir: ', page)
+
+
+def test_app_page_shows_the_step_a_preempted_attempt_saved_and_the_next_resumed_from(ui, txm, handle, ui_env,
+                                                                                     tmp_path):
+    """A local_cwd app warned from outside (SIGTERM to its replica) saves, leaves and resumes:
+    the page's attempts table has the saved step, how long the save took and the step the
+    next attempt resumed from, the same as ``tx status --json``."""
+    require_module("torch", "the preemptable job saves with tx.distributed: pip install torch==2.13.0")
+    h = handle(txm("run", "--detach", "-s", "local_cwd", "-cfg", "preempt_grace=20", "utils.python", "--script",
+                   str(train_script(tmp_path))))
+    app_id = h.rsplit("/", 1)[1]
+    out = Path(ui_env["TMPDIR"]) / f"tx-{os.getuid()}" / "tx" / app_id / "python" / "0" / "stdout.log"
+    until(lambda: out.exists() and "started grace" in out.read_text())
+    (pid,) = app_pids(app_id, "TX_REPLICA_ID=0")
+    os.kill(pid, signal.SIGTERM)
+    until(lambda: json.loads(txm("status", "--json", h).stdout)["state"] == "SUCCEEDED", every=0.3)
+    attempts = json.loads(txm("status", "--json", h).stdout)["attempts"]
+    saved = attempts[0]["saved_step"]
+    assert saved is not None and attempts[1]["resumed_step"] == saved, attempts
+    page = ui.get("/app", handle=h)[1]
+    rows = re.findall(r'<tr class="attempt" data-index="(\d+)">.*?<td class="saved-step">(.*?)</td>\s*'
+                      r'<td class="save-seconds">(.*?)</td>\s*<td class="resumed-step">(.*?)</td></tr>', page, re.S)
+    assert rows == [("0", str(saved), "%g s" % attempts[0]["save_seconds"], ""), ("1", "", "", str(saved))], page
 
 
 RECORD = """

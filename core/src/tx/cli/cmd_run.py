@@ -300,31 +300,10 @@ def _say(stream: Any, text: str) -> None:
 
 
 def summary(handle: str, status: AppStatus, seconds: float, logs_shown: bool) -> str:
-    """What ``tx run`` prints (to stderr) when a waited-for app ends: one line with the final
-    state, how long it ran, the handle and where its logs are; for an app that did not
-    succeed, the reason in that line, and before it, once, the failed replica's last
-    stderr lines unless they were relayed already (``logs_shown``)."""
-    # the model is imported when the command runs, not when its parser is built
-    from tx.specs.api import NONE
+    """What ``tx run`` prints (to stderr) when a waited-for app ends: :func:`tx.views.run_summary`."""
+    from tx.views import run_summary  # the views and the model when the command runs, not when its parser is built
 
-    state = status.state.name
-    url = status.ui_url or ""
-    logs = url[len("file://"):] if url.startswith("file://") else f"`tx log {handle}`"
-    out = ""
-    reason = ""
-    if state != "SUCCEEDED":
-        err = status.structured_error_msg if status.structured_error_msg not in (NONE, None) else ""
-        msg = status.msg if status.msg not in (NONE, None) else ""
-        err_lines = [ln for ln in str(err).splitlines() if ln.strip()]
-        msg_lines = [ln for ln in str(msg).splitlines() if ln.strip()]
-        first = (err_lines or msg_lines or [""])[0]
-        if first:
-            reason = f" ({first if len(first) <= 160 else first[:157] + '...'})"
-        if not logs_shown:  # the failed replica's last stderr lines, once
-            tail = err_lines[1:] or msg_lines[1:]
-            out += "".join(f"  {ln}\n" for ln in tail)
-    out += f"tx run: {state} after {format_duration(seconds)}: {handle}{reason}; logs: {logs}\n"
-    return out
+    return run_summary(handle, status, seconds, logs_shown)
 
 
 def _print_dryrun(info: AppDryRunInfo) -> None:

@@ -13,7 +13,7 @@
 This package (without :mod:`~tx.config.run_options`) needs the standard library only, so
 the CLI's cold path and a replica's supervisor can read settings cheaply.
 """
-from tx.config.environ import getenv, state_dir
+from tx.config.environ import CHECKPOINT_DIR, JOB_ID, getenv, state_dir
 from tx.config.files import (
     CONFIG_FILE,
     ENV_TXCONFIG,
@@ -31,7 +31,7 @@ from tx.config.gc import GC_KEEP, GC_SECTION, parse_duration
 from tx.config.trackers import configured_trackers, tracker_configs
 
 __all__ = [
-    "CONFIG_FILE", "ENV_TXCONFIG", "GC_KEEP", "GC_SECTION", "ConfigError", "configured_trackers",
+    "CHECKPOINT_DIR", "CONFIG_FILE", "JOB_ID", "ENV_TXCONFIG", "GC_KEEP", "GC_SECTION", "ConfigError", "configured_trackers",
     "default_config_dirs", "find_configs", "find_files", "get_config", "get_configs", "getenv",
     "load_sections", "parse_duration", "scheduler_section", "search_dirs", "state_dir",
     "tracker_configs",

@@ -45,11 +45,13 @@ import json
 import os
 import posixpath
 import re
+import sys
 import time
 import warnings
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
+from tx.distributed import _preempt
 from tx.distributed._preempt import exit_preempted, preempt_grace, preempt_signal, preempted
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ __all__ = [
     "CHECKPOINT_COMPLETE", "checkpoint_dir", "exit_preempted", "init_pg", "is_local_rank0", "is_rank0",
     "latest_checkpoint", "load_latest_checkpoint", "local_cuda_device", "local_device",
     "local_rank", "on_local_rank0_first", "on_rank0_first", "preempt_grace", "preempt_signal", "preempted",
-    "rank", "save_checkpoint", "world_size",
+    "rank", "save_checkpoint", "saving_checkpoint", "world_size",
 ]
 
 #: the marker :func:`save_checkpoint` writes into a checkpoint once every rank wrote it: one
@@ -314,33 +316,35 @@ def latest_checkpoint(root: Optional[str] = None) -> Optional[Tuple[int, str]]:
     return (steps[-1], _join(root, f"step-{steps[-1]:09d}")) if steps else None
 
 
-def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] = None,
-                    keep: int = 2) -> str:
-    """Save ``state_dict`` as checkpoint ``step`` with ``torch.distributed.checkpoint.save``
-    (https://pytorch.org/docs/stable/distributed.checkpoint.html), then mark it complete.
+@contextmanager
+def saving_checkpoint(step: int, root: Optional[str] = None, keep: int = 2) -> Iterator[str]:
+    """Count a checkpoint that another library writes (Lightning's ``trainer.save_checkpoint``,
+    torchtitan's ``CheckpointManager``, ``torch.save``) as tx counts its own: the block gets the
+    directory of checkpoint ``step`` (``step-<9 digits>`` under ``root``, created), every rank
+    writes its part there, and once the block ends without an exception every rank waits for
+    the others and rank 0 writes the :data:`CHECKPOINT_COMPLETE` marker (with the seconds the
+    block took) and deletes the oldest complete checkpoints beyond ``keep``, as
+    :func:`save_checkpoint` does. A block that raises leaves no marker: the checkpoint is
+    never read (:func:`latest_checkpoint` takes the previous complete one), and tx's record of
+    a preempted attempt names the step only once the marker is there::
 
-    Every rank calls it (a collective when a process group is initialized). The checkpoint
-    counts for :func:`latest_checkpoint` only once every rank has written and rank 0 has
-    written the :data:`CHECKPOINT_COMPLETE` marker (saving a step that is complete already
-    removes its marker first: a reader never takes a checkpoint being rewritten, it takes the
-    previous complete one); rank 0 then deletes the oldest complete
-    checkpoints beyond ``keep`` (and nothing newer than the one just saved).
+        with saving_checkpoint(trainer.global_step) as where:
+            trainer.save_checkpoint(where + "/lightning.ckpt")   # every rank calls it
+
+    Every rank enters it (a collective when a process group is initialized). Saving a step
+    that is complete already removes its marker first.
 
     Args:
-        state_dict: what to save (tensors, ``state_dict()`` of modules and optimizers,
-            picklable values).
-        step: a non-negative number that grows with progress (an epoch, a global step).
+        step: a non-negative number that grows with progress.
         root: the location (default :func:`checkpoint_dir`).
         keep: complete checkpoints to keep (at least 1).
 
-    Returns:
-        the checkpoint's location.
+    Yields:
+        the checkpoint's location (a path or an fsspec URL, as ``root``).
 
     Raises:
         ValueError: no location, a negative ``step`` or ``keep`` < 1.
     """
-    import torch.distributed.checkpoint as dcp  # deferred: torch only when a helper is called
-
     if step < 0 or keep < 1:
         raise ValueError(f"step must be >= 0 and keep >= 1, got step={step}, keep={keep}")
     t0 = time.monotonic()
@@ -357,24 +361,73 @@ def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] =
 
             dist.barrier()  # no rank writes before the marker is gone
     fs.makedirs(path, exist_ok=True)
-    with warnings.catch_warnings():  # DCP warns that a process without a group saves alone
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        warnings.filterwarnings("ignore", message="Detected an existing checkpoint")  # a step saved again
-        dcp.save(state_dict, checkpoint_id=where, no_dist=not initialized)
+    yield where
     if initialized:
         import torch.distributed as dist  # deferred: torch only when a helper is called
 
         dist.barrier()  # every rank has written its part
     if rank() == 0:
+        secs = round(time.monotonic() - t0, 3)
         with fs.open(marker, "wb") as f:
-            f.write(json.dumps({"step": step, "seconds": round(time.monotonic() - t0, 3),
+            f.write(json.dumps({"step": step, "seconds": secs,
                                 # to the millisecond, cut (never after it happened)
                                 "completed": int(time.time() * 1000) / 1000}).encode() + b"\n")
         _, base = _fs(root)
         older = [n for n in _complete_steps(root) if n < step]
         for old in older[:max(0, len(older) - (keep - 1))]:
             fs.rm(posixpath.join(base, f"step-{old:09d}"), recursive=True)
+        if _preempt._decided:  # the save after the warning: the run's trackers note it
+            _record(f"preempted_at_step_{step}", {"saved_step": step, "save_seconds": secs})
+
+
+def save_checkpoint(state_dict: Dict[str, Any], step: int, root: Optional[str] = None,
+                    keep: int = 2) -> str:
+    """Save ``state_dict`` as checkpoint ``step`` with ``torch.distributed.checkpoint.save``
+    (https://pytorch.org/docs/stable/distributed.checkpoint.html), then mark it complete.
+
+    Every rank calls it (a collective when a process group is initialized). The checkpoint
+    counts for :func:`latest_checkpoint` only once every rank has written and rank 0 has
+    written the :data:`CHECKPOINT_COMPLETE` marker (saving a step that is complete already
+    removes its marker first: a reader never takes a checkpoint being rewritten, it takes the
+    previous complete one); rank 0 then deletes the oldest complete
+    checkpoints beyond ``keep`` (and nothing newer than the one just saved):
+    :func:`saving_checkpoint` around a DCP save.
+
+    Args:
+        state_dict: what to save (tensors, ``state_dict()`` of modules and optimizers,
+            picklable values).
+        step: a non-negative number that grows with progress (an epoch, a global step).
+        root: the location (default :func:`checkpoint_dir`).
+        keep: complete checkpoints to keep (at least 1).
+
+    Returns:
+        the checkpoint's location.
+
+    Raises:
+        ValueError: no location, a negative ``step`` or ``keep`` < 1.
+    """
+    import torch.distributed.checkpoint as dcp  # deferred: torch only when a helper is called
+
+    with saving_checkpoint(step, root, keep) as where:
+        with warnings.catch_warnings():  # DCP warns that a process without a group saves alone
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            warnings.filterwarnings("ignore", message="Detected an existing checkpoint")  # a step saved again
+            dcp.save(state_dict, checkpoint_id=where, no_dist=not _pg_initialized())
     return where
+
+
+def _record(key: str, values: Dict[str, Any]) -> None:
+    """On rank 0 of a job with trackers (``TX_TRACKERS``), add ``{key: values}`` to the job's
+    tracker run (:func:`tx.tracker.app_run_from_env`; MLflow: params ``key.name``). Best
+    effort: a tracker that fails is one line on stderr, never the save's failure."""
+    if rank() != 0 or not (os.environ.get("TX_TRACKERS") or os.environ.get("TORCHX_TRACKERS") or "").strip():
+        return
+    try:
+        from tx.tracker.api import app_run_from_env  # deferred: only in a job with trackers
+
+        app_run_from_env().add_metadata(**{key: values})
+    except Exception as e:  # noqa: BLE001 - the checkpoint is saved; the record is a courtesy
+        print(f"tx.distributed: could not record {key} in the run's trackers: {e}", file=sys.stderr, flush=True)
 
 
 def _why_resumed(root: str) -> str:
@@ -409,8 +462,11 @@ def load_latest_checkpoint(state_dict: Dict[str, Any], root: Optional[str] = Non
             print(f"no checkpoint at {root}: starting fresh", flush=True)
         return None
     step, where = found
+    why = _why_resumed(root)
     if announce and rank() == 0:
-        print(f"resumed from checkpoint step {step} at {root} ({_why_resumed(root)})", flush=True)
+        print(f"resumed from checkpoint step {step} at {root} ({why})", flush=True)
+    if why == "an earlier attempt of this run":
+        _record(f"resumed_from_step_{step}", {"resumed_step": step})
     with warnings.catch_warnings():  # DCP warns that a process without a group loads alone
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
         dcp.load(state_dict, checkpoint_id=where, no_dist=not _pg_initialized())

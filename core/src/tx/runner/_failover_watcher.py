@@ -7,7 +7,10 @@ Started by :func:`tx.runner.failover.ensure_watcher`, detached from the process 
 Runner) and found unfinished runs and no watcher. One watcher per state directory: it holds
 ``runs/watcher.lock`` (a ``flock``, released by the kernel when it dies; its pid inside),
 and a second one exits at once. Each poll costs one status call per backend (a
-``Scheduler.list`` where a backend holds several live hops). Also runnable by hand, or at
+``Scheduler.list`` where a backend holds several live hops); a run's record is read again
+only when its file changed, and a run listed in the state its record has is not stepped
+(:func:`tx.runner.failover.poll`): following 2,000 runs, its work per run and tick is a
+``stat`` and a look-up (bench/RESULTS-scale.md). Also runnable by hand, or at
 boot (docs/recovery.md); it exits at once when no run is left.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ import fcntl
 import os
 import sys
 import time
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from tx.runner.api import Runner
 from tx.runner.failover import list_records, poll, watcher_lock_path
@@ -45,9 +48,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         _say_pid(lf)
         runners = {}
+        cache: Dict[str, Any] = {}  # the records read, by file: one not changed is not read again
         try:
             while True:
-                records = list_records(unfinished=True, watched=True)
+                records = list_records(unfinished=True, watched=True, cache=cache)
                 if not records:
                     # a run recorded after that look started a watcher (or a look probed,
                     # ensure_watcher) that found the lock held: unlock, look again, and go on

@@ -7,7 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
-from typing import Any, Callable, Iterator, List, Mapping, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -39,15 +39,38 @@ def flocked(path: str, blocking: bool = True) -> Iterator[bool]:
         yield True
 
 
-def read_all(directory: str, from_json: Callable[[Mapping[str, Any]], T]) -> List[T]:
+def read_all(directory: str, from_json: Callable[[Mapping[str, Any]], T],
+             cache: Optional[Dict[str, Tuple[Tuple[int, int, int], T]]] = None) -> List[T]:
     """Every ``*.json`` record of ``directory`` (none if it does not exist), by file name;
-    one that cannot be read or parsed (being replaced, damaged) is left out."""
+    one that cannot be read or parsed (being replaced, damaged) is left out.
+
+    ``cache``: a dict the caller keeps from call to call (a watcher's): a record whose file
+    is the same (inode, modification time, size) as when it was last read is not read
+    again, and the same object is returned: the caller must not change the records then.
+    """
     out = []
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         if name.endswith(".json"):
+            path = os.path.join(directory, name)
             try:
-                with open(os.path.join(directory, name), encoding="utf-8") as f:
-                    out.append(from_json(json.load(f)))
+                if cache is None:
+                    with open(path, encoding="utf-8") as f:
+                        out.append(from_json(json.load(f)))
+                    continue
+                with open(path, encoding="utf-8") as f:
+                    st = os.fstat(f.fileno())
+                    version = (st.st_ino, st.st_mtime_ns, st.st_size)
+                    hit = cache.get(name)
+                    if hit is not None and hit[0] == version:
+                        out.append(hit[1])
+                        continue
+                    rec = from_json(json.load(f))
+                cache[name] = (version, rec)
+                out.append(rec)
             except (OSError, ValueError, TypeError):
                 continue
+    if cache is not None and len(cache) > len(out):  # records gone (pruned)
+        kept = {id(r) for r in out}
+        for name in [n for n, (_v, r) in cache.items() if id(r) not in kept]:
+            del cache[name]
     return out

@@ -204,11 +204,14 @@ def locked(run_id: str, blocking: bool = True) -> ContextManager[bool]:
     return flocked(record_path(run_id) + ".lock", blocking)
 
 
-def list_records(session: Optional[str] = None, unfinished: bool = False, watched: bool = False) -> List[RunRecord]:
+def list_records(session: Optional[str] = None, unfinished: bool = False, watched: bool = False,
+                 cache: Optional[Dict[str, Any]] = None) -> List[RunRecord]:
     """The runs recorded on this host (of ``session`` if given; only those not ended with
     ``unfinished``; only those a watcher follows, :attr:`RunRecord.watch`, with
-    ``watched``), oldest first."""
-    recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json)
+    ``watched``), oldest first. ``cache``: as :func:`tx.runner._records.read_all`'s (the
+    watcher's: a record not changed since the last call is not read again; the records
+    returned are shared with that cache and must not be changed)."""
+    recs = read_all(os.path.join(state_dir(), "runs"), RunRecord.from_json, cache)
     return sorted((r for r in recs if (session is None or r.session == session) and not (unfinished and r.final)
                    and not (watched and not r.watch)), key=lambda r: r.created)
 

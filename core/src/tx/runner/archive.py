@@ -5,7 +5,11 @@ it finished (:meth:`tx.runner.Runner.status`), the Runner copies each replica's 
 scheduler's ``log_iter_blocks`` gives it (bytes, unfiltered, the default stream), into the
 archive; ``tx log`` reads it there when the backend no longer has the log. The archive is
 any fsspec filesystem (https://filesystem-spec.readthedocs.io/): a local directory, ``s3://``,
-``gs://``, ``memory://`` ... Layout under its root::
+``gs://``, ``memory://`` ... A local directory given as a path (no ``:`` in it, no storage
+options: the default archive under tx's state directory) is written with the standard
+library alone (:class:`_LocalFS`, what fsspec's local filesystem does for these calls):
+fsspec's import (asyncio, ssl, zipfile...) cost more than all of the runner in the detached
+copier. Layout under its root::
 
     <scheduler>/<session>/<app_id>/app.json               handle and replicas
     <scheduler>/<session>/<app_id>/<role>/<k>/part-000000 the log's first bytes ...
@@ -47,17 +51,16 @@ are percent-encoded in paths.
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
 import posixpath
+import shutil
 import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import quote
-
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from tx.config.recovery import archive_url
 from tx.log import get_logger
@@ -115,6 +118,90 @@ def _segment(parts: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
     return [p for p in parts if _part_key(p[0])[0] == last]  # type: ignore[index]
 
 
+class _LocalFS:
+    """The calls :class:`LogArchive` makes, on a local directory, as fsspec's
+    ``LocalFileSystem`` makes them, with the standard library (no fsspec import)."""
+
+    protocol = ("file", "local")
+
+    @staticmethod
+    def root(url: str) -> str:
+        """The absolute path of ``url`` (a path without ``:``) as fsspec's local filesystem
+        makes it: ``~`` expanded, a relative path under the working directory, no trailing
+        ``/``."""
+        if url.startswith("~"):
+            path = os.path.expanduser(url)
+        elif url.startswith("/"):
+            path = url
+        else:
+            rel = url[2:] if url.startswith("./") else ("" if url == "." else url)
+            path = f"{os.getcwd()}/{rel}"
+        return path.rstrip("/") or "/"
+
+    def ls(self, path: str, detail: bool = True) -> List[Any]:
+        with os.scandir(path) as entries:  # FileNotFoundError for a missing directory, as fsspec
+            found = [(posixpath.join(path, e.name), e.stat().st_size, e.is_dir()) for e in entries]
+        return [{"name": n, "size": size, "type": "directory" if d else "file"} for n, size, d in found]
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def open(self, path: str, mode: str = "rb") -> Any:
+        return open(path, mode)
+
+    def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None) -> bytes:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if start is not None:
+                f.seek(start if start >= 0 else max(0, size + start))
+            if end is None:
+                return f.read()
+            if end < 0:
+                end = size + end
+            return f.read(max(0, end - f.tell()))
+
+    def mv(self, path1: str, path2: str) -> None:
+        shutil.move(path1, path2)
+
+    def rm(self, path: str, recursive: bool = False) -> None:
+        if recursive and os.path.isdir(path):
+            if os.path.abspath(path) == os.getcwd():
+                raise ValueError("Cannot delete current working directory")
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        os.makedirs(path, exist_ok=exist_ok)
+
+    def glob(self, pattern: str) -> List[str]:
+        """Paths matching ``pattern`` (``*`` within one name, hidden names included, as
+        fsspec), sorted."""
+        parts = pattern.strip("/").split("/")
+        found = ["/"]
+        for part in parts:
+            nxt = []
+            for d in found:
+                if not any(c in part for c in "*?["):
+                    p = posixpath.join(d, part)
+                    if os.path.lexists(p):
+                        nxt.append(p)
+                    continue
+                try:
+                    names = os.listdir(d)
+                except OSError:  # not a directory, gone, unreadable
+                    continue
+                nxt.extend(posixpath.join(d, n) for n in names if fnmatch.fnmatchcase(n, part))
+            found = nxt
+        return sorted(found)
+
+
+def _is_local(fs: Any) -> bool:
+    """Whether ``fs`` (:class:`_LocalFS` or an fsspec filesystem) is this host's files."""
+    protocol = getattr(fs, "protocol", ())
+    return "file" in ((protocol,) if isinstance(protocol, str) else tuple(protocol))
+
+
 class LogArchive:
     """An archive of app logs at ``url`` (an fsspec URL or a local path).
 
@@ -125,7 +212,13 @@ class LogArchive:
 
     def __init__(self, url: str, **storage_options: Any) -> None:
         self.url = url
-        self.fs, self.root = fsspec.core.url_to_fs(url, **storage_options)
+        self.fs: Any
+        if url and ":" not in url and not storage_options:
+            self.fs, self.root = _LocalFS(), _LocalFS.root(url)
+        else:
+            import fsspec  # only for an archive that is not a local directory (~100 ms of imports)
+
+            self.fs, self.root = fsspec.core.url_to_fs(url, **storage_options)
 
     # -- paths ---------------------------------------------------------------------------
     def app_dir(self, handle: str) -> str:
@@ -243,7 +336,7 @@ class LogArchive:
         (a hard link fails on an existing name); elsewhere, and where the filesystem has no
         hard links, the caller's check and a move are two steps (fsspec has no create-only
         move)."""
-        if not isinstance(self.fs, LocalFileSystem):
+        if not _is_local(self.fs):
             self._write_atomic(path, data)
             return True
         tmp = posixpath.join(posixpath.dirname(path), f".tmp-{uuid.uuid4().hex}")

@@ -31,6 +31,7 @@ from tx.runner.handles import AppRef, check_not_reserved
 from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
 from tx.schedulers.paging import ListPage, page_of
 from tx.schedulers.env import with_torchx_names
+from tx.schedulers.saves import with_saves
 from tx.workspace.api import localize_workspace
 from tx.specs.api import (
     MISSING,
@@ -505,7 +506,9 @@ def check_roles(app: AppDef) -> None:
 
 
 def status_of(desc: Any) -> AppStatus:
-    """The :class:`tx.specs.AppStatus` of a :class:`tx.schedulers.DescribeAppResponse`."""
+    """The :class:`tx.specs.AppStatus` of a :class:`tx.schedulers.DescribeAppResponse`; each
+    preempted attempt with the step it saved and the next with the step it resumed from
+    (:func:`tx.schedulers.saves.with_saves`)."""
     return AppStatus(
         state=desc.state,
         num_restarts=desc.num_restarts,
@@ -514,5 +517,5 @@ def status_of(desc: Any) -> AppStatus:
         ui_url=desc.ui_url,
         roles=desc.roles_statuses,
         root_cause=desc.root_cause,
-        attempts=list(desc.attempts),
+        attempts=with_saves(list(desc.attempts)),
     )

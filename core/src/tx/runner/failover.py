@@ -528,10 +528,31 @@ def ensure_watcher(new_run: bool = False) -> bool:
     return True
 
 
+def _settled(rec: RunRecord, listed: Mapping[Tuple[str, str], AppState]) -> bool:
+    """Whether :func:`step` of ``rec`` would do nothing with ``listed``: its live hop is
+    listed in the state its record has (RUNNING, or PENDING/SUBMITTED within the pending
+    timeout) and no failover is under way. The watcher then takes no lock and reads no
+    record again: its work per followed run is a dict look-up."""
+    hop = rec.live
+    if hop is None or hop.app_id is None or rec.failing_over or rec.final:
+        return False
+    state = listed.get((hop.scheduler, hop.app_id))
+    if state is None or state.name != hop.state:
+        return False
+    if state == AppState.RUNNING:
+        return True
+    if state in (AppState.PENDING, AppState.SUBMITTED):
+        nxt = len(rec.hops) < len(rec.chain) and not rec.cancelled
+        return not (nxt and rec.pending_timeout is not None and time.time() - hop.submitted >= rec.pending_timeout)
+    return False
+
+
 def poll(engine: Engine, records: Sequence[RunRecord]) -> Dict[str, int]:
     """One poll of the watcher over ``records``: per scheduler with live hops, one call
     for their states (``Scheduler.list`` when it holds several, else the hop's status in
-    :func:`step`), then a step of each run. Returns scheduler -> list calls made."""
+    :func:`step`), then a step of each run whose listed state asks for one (a run listed
+    as its record has it, and not due to fail over, is left: :func:`_settled`). Returns
+    scheduler -> list calls made."""
     by_sched: Dict[str, List[RunRecord]] = {}
     for rec in records:
         hop = rec.live
@@ -551,6 +572,8 @@ def poll(engine: Engine, records: Sequence[RunRecord]) -> Dict[str, int]:
         calls[sched] = 1
         listed.update({(sched, a.app_id): a.state for a in apps})
     for rec in records:
+        if _settled(rec, listed):
+            continue
         try:
             step(engine, rec.handle, listed, blocking=False)
         except Exception as e:  # noqa: BLE001 - one run's backend down must not stop the others

@@ -273,7 +273,7 @@ MAX_TRIALS = 10_000
 
 def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> None:
     """Refuse ``count`` trials (:func:`tx.specs.sweep.count_trials`, not expanded) beyond
-    ``scheduler``'s limit: its native array's (Slurm's MaxArraySize, AWS Batch's 10,000...),
+    ``scheduler``'s limit: its native request's (Slurm's MaxJobCount, AWS Batch's 10,000...),
     else :data:`MAX_TRIALS`.
 
     Raises:
@@ -282,7 +282,7 @@ def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> No
     limit = sched.sweep_array_limit
     if limit is not None:
         if count > limit:
-            raise SweepFormatError(f"{count} trials are more than {scheduler}'s array limit of {limit}")
+            raise SweepFormatError(f"{count} trials are more than {scheduler}'s {sched.sweep_limit_name} of {limit}")
     elif count > MAX_TRIALS:
         raise SweepFormatError(f"{count} trials are more than a sweep on {scheduler} may have ({MAX_TRIALS}): "
                                "split it into several sweeps")

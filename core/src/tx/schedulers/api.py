@@ -317,10 +317,13 @@ class Scheduler(abc.ABC, Generic[T]):
                 )
 
     # -- sweeps (optional) ---------------------------------------------------------------
-    #: the most trials one native array request may hold (Slurm's MaxArraySize, AWS Batch's
-    #: 10,000); None: no limit of its own. A sweep with more trials is refused before
-    #: anything is submitted.
+    #: the most trials one sweep's native request may hold (AWS Batch's 10,000 children of an
+    #: array; Slurm's MaxJobCount, its arrays split at MaxArraySize); None: no limit of its
+    #: own. A sweep with more trials is refused before anything is submitted.
     sweep_array_limit: ClassVar[Optional[int]] = None
+    #: what :attr:`sweep_array_limit` is, for that refusal's one line
+    #: (``"N trials are more than <scheduler>'s <this> of <limit>"``)
+    sweep_limit_name: ClassVar[str] = "array limit"
 
     def submit_sweep_dryrun(
         self, trials: Sequence[AppDryRunInfo[T]], max_parallel: Optional[int]

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
-__all__ = ["local_path", "newest_save", "what_saved"]
+if TYPE_CHECKING:
+    from tx.specs.status import Attempt
+
+__all__ = ["local_path", "newest_save", "read_saved", "what_saved", "with_saves"]
 
 #: :data:`tx.distributed.CHECKPOINT_COMPLETE` (the same name: core/tests checks it)
 COMPLETE = ".tx-complete"
@@ -73,3 +76,50 @@ def what_saved(location: Optional[str], since: float, until: float = float("inf"
     if done is not None and done >= since - 0.001:  # the marker rounds to milliseconds
         return f"saved step {step}" + (f" in {secs:.{1 if secs >= 1 else 2}f} s" if secs is not None else "")
     return f"no checkpoint saved before the kill; resumed from step {step}"
+
+
+#: the phrases :func:`what_saved` writes, as one part of a reason (parts are joined by ``"; "``)
+_SAVED = re.compile(r"(?:^|; )saved step (\d+)(?: in (\d+(?:\.\d+)?) s)?(?=;|$)")
+_NOT_SAVED = re.compile(r"(?:^|; )no checkpoint saved before the kill; (?:resumed from step (\d+)|starts fresh)(?=;|$)")
+
+
+def read_saved(reason: str) -> Tuple[Optional[int], Optional[float], Optional[int], bool]:
+    """What a preempted attempt's ``reason`` says :func:`what_saved` found, as
+    ``(saved step, seconds the save took, step the next attempt resumes from, whether the
+    reason says it at all)``: ``saved step 412 in 3.1 s`` is ``(412, 3.1, 412, True)`` (the
+    seconds as the reason rounds them: 0.01 s below 1 s, 0.1 s above), ``no checkpoint saved
+    before the kill; resumed from step 400`` is ``(None, None, 400, True)``, ``...; starts
+    fresh`` ``(None, None, None, True)``, and a reason without either ``(None, None, None, False)``."""
+    m = _SAVED.search(reason or "")
+    if m:
+        return int(m.group(1)), (float(m.group(2)) if m.group(2) else None), int(m.group(1)), True
+    m = _NOT_SAVED.search(reason or "")
+    if m:
+        return None, None, (int(m.group(1)) if m.group(1) else None), True
+    return None, None, None, False
+
+
+def with_saves(attempts: "List[Attempt]") -> "List[Attempt]":
+    """``attempts`` (oldest first) with :attr:`~tx.specs.Attempt.saved_step` and
+    :attr:`~tx.specs.Attempt.save_seconds` set on each infra attempt whose reason names what
+    the job saved (:func:`read_saved`), and :attr:`~tx.specs.Attempt.resumed_step` on the
+    attempt after it (the newest complete checkpoint when the preempted attempt ended, which
+    the next attempt's :func:`tx.distributed.load_latest_checkpoint` reads). Fields a
+    scheduler set already are kept; the list is not changed in place."""
+    import attrs  # deferred: attrs is the model's; saves itself is standard library
+
+    out: "List[Attempt]" = []
+    resumes: Optional[int] = None
+    for a in attempts:
+        changes = {}
+        if resumes is not None and a.resumed_step is None:
+            changes["resumed_step"] = resumes
+        resumes = None
+        if a.kind is not None and str(a.kind) == "infra":
+            step, secs, resumes, said = read_saved(a.reason)
+            if said and a.saved_step is None and step is not None:
+                changes["saved_step"] = step
+                if a.save_seconds is None and secs is not None:
+                    changes["save_seconds"] = secs
+        out.append(attrs.evolve(a, **changes) if changes else a)
+    return out

@@ -346,12 +346,25 @@ def trusted_appdef(data: Mapping[str, Any]) -> AppDef:
     return AppDef(data["name"], roles=roles, metadata=dict(data["metadata"]))
 
 
+#: types :func:`_plain` returns as they are (exactly these: a subclass, such as an enum, is not)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: attrs class -> its fields' names (or None: not an attrs class), for :func:`_plain`
+_ATTRS_FIELDS: Dict[type, Optional[Tuple[str, ...]]] = {}
+
+
 def _plain(value: Any) -> Any:
     """``value`` as plain types: attrs classes field by field (mounts tagged), enums by
     value, containers recursively; what the converter's unstructure gives."""
-    if attrs.has(type(value)):
-        out = {a.name: _plain(getattr(value, a.name)) for a in attrs.fields(type(value))}
-        tag = _MOUNT_TAGS.get(type(value))
+    cls = type(value)
+    if cls in _SCALARS:  # most values (a sweep unstructures an AppDef per trial)
+        return value
+    if cls in _ATTRS_FIELDS:
+        names = _ATTRS_FIELDS[cls]
+    else:
+        names = _ATTRS_FIELDS[cls] = tuple(a.name for a in attrs.fields(cls)) if attrs.has(cls) else None
+    if names is not None:
+        out = {n: _plain(getattr(value, n)) for n in names}
+        tag = _MOUNT_TAGS.get(cls)
         if tag is not None:
             out["type"] = tag
         return out

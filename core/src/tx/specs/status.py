@@ -125,6 +125,13 @@ class Attempt:
         reason: the backend's own words for why it ended (``NODE_FAIL``, ``PREEMPTED``,
             ``exit code 3``), "" when the backend does not say.
         retried: whether the scheduler started another attempt after it.
+        saved_step: for a preempted attempt, the step of the checkpoint its job saved
+            after the warning (``saved step 412`` in ``reason``); None where it saved none
+            or tx cannot read the checkpoint location from this host.
+        save_seconds: how long that save took, in seconds (as ``reason`` rounds it).
+        resumed_step: the step of the checkpoint this attempt resumed from (the newest
+            complete one when the previous attempt was preempted); None where it started
+            fresh or tx cannot tell.
     """
 
     index: int
@@ -132,6 +139,9 @@ class Attempt:
     kind: Optional[FailureKind] = None
     reason: str = ""
     retried: bool = False
+    saved_step: Optional[int] = None
+    save_seconds: Optional[float] = None
+    resumed_step: Optional[int] = None
 
     @property
     def text(self) -> str:
@@ -142,7 +152,8 @@ class Attempt:
     def to_json(self) -> Dict[str, Any]:
         """The fields as a dict (state and kind as their names)."""
         return {"index": self.index, "state": str(self.state),
-                "kind": str(self.kind) if self.kind else None, "reason": self.reason, "retried": self.retried}
+                "kind": str(self.kind) if self.kind else None, "reason": self.reason, "retried": self.retried,
+                "saved_step": self.saved_step, "save_seconds": self.save_seconds, "resumed_step": self.resumed_step}
 
 
 @attrs.define

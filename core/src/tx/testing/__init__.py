@@ -66,6 +66,12 @@ It provides:
   TorchX's names) with the right values; and a scheduler created by name in a
   **fresh process** (as ``tx status``/``log``/``cancel`` from another shell) describes,
   lists, reads the logs of and cancels the apps (no state kept only in memory).
+
+Beside it, :mod:`tx.testing.preemption` has the preemptable job every backend's preemption
+test runs (``TRAIN``: arm the warning, count steps, save the step reached and leave as
+preempted; resume from it), ``until`` (wait for an event, never a sleep) and ``app_pids``
+(a local app's processes, to warn from outside); :mod:`tx.testing.backends` starts real
+backends.
 """
 from typing import Iterator
 
@@ -75,10 +81,22 @@ from tx.plugins import PluginRegistry
 from tx.testing._conformance import SchedulerConformance, is_subsequence
 from tx.testing._registry import isolated_registry, recording_workspace, register_plugin
 from tx.testing._status import find_replica
+from tx.testing.backends import (
+    ServiceProcess,
+    backend_unavailable,
+    environ,
+    free_port,
+    port_open,
+    record_stop,
+    require_module,
+    script_backend,
+    wait_for,
+)
 
 __all__ = [
-    "SchedulerConformance", "find_replica", "is_subsequence", "isolated_registry", "recording_workspace",
-    "register_plugin", "tx_registry",
+    "SchedulerConformance", "ServiceProcess", "backend_unavailable", "environ", "find_replica", "free_port",
+    "is_subsequence", "isolated_registry", "port_open", "record_stop", "recording_workspace", "register_plugin",
+    "require_module", "script_backend", "tx_registry", "wait_for",
 ]
 
 

@@ -42,19 +42,12 @@ def real_torchx() -> Optional[str]:
 
 
 def torchx_entry_points(group: str) -> Iterator[Tuple[str, str, str, str]]:
-    """``(name, value, distribution, version)`` of each entry point in ``group``."""
-    from importlib.metadata import entry_points
+    """``(name, value, distribution, version)`` of each entry point in ``group``
+    (:func:`tx.plugins.entry_points`: the distributions' metadata read once for every group,
+    not importlib.metadata's ~30 ms per group after its ~70 ms import)."""
+    from tx.plugins import entry_points
 
-    eps = entry_points()
-    selected = eps.select(group=group) if hasattr(eps, "select") else eps.get(group, [])
-    seen = set()
-    for ep in selected:
-        if (ep.name, ep.value) in seen:
-            continue
-        seen.add((ep.name, ep.value))
-        dist = getattr(ep, "dist", None)
-        yield (ep.name, ep.value, dist.metadata["Name"] if dist is not None else "?",
-               dist.version if dist is not None else "?")
+    yield from entry_points(group)
 
 
 def _note_real_torchx(where: str) -> None:

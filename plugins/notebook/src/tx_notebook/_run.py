@@ -10,9 +10,8 @@ import threading
 import time
 from typing import Any, List, Mapping, Optional, TextIO
 
-from tx.cli.cmd_run import summary
-from tx.errors import UserError
-from tx.runner import Runner, get_runner
+from tx import UserError
+from tx.runner import Runner, get_runner, run_summary
 from tx.specs import AppStatus
 from tx_notebook.workspace import WORKSPACE
 
@@ -86,7 +85,7 @@ def run(component: str, args: List[str], scheduler: str = "local_cwd",
             runner.cancel(handle)
             status = runner.wait(handle, wait_interval=0.2, timeout=60)
         if status is not None:
-            out.write(summary(handle, status, time.monotonic() - start, logs_shown=True))
+            out.write(run_summary(handle, status, time.monotonic() - start, logs_shown=True))
             out.flush()
         return status
     finally:

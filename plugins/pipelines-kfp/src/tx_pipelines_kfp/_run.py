@@ -9,8 +9,7 @@ import threading
 from typing import Any, Dict, Iterator, List, Optional
 
 from tx.runner import Runner, get_runner
-from tx.specs import NONE, AppState, AppStatus
-from tx.specs.files import appdef_from_dict
+from tx.specs import NONE, AppState, AppStatus, appdef_from_dict
 
 __all__ = ["run_and_wait", "AppStepError"]
 

@@ -16,8 +16,7 @@ and reach the scheduler (its CLI, API server or cloud credentials) as ``tx run``
 import json
 from typing import Any, List, Mapping, Optional
 
-from tx.specs import AppDef
-from tx.specs.files import appdef_to_json
+from tx.specs import AppDef, appdef_to_json
 
 from tx_pipelines_kfp import _sdk  # noqa: F401 - kfp 2.x, or one line saying what to install
 from tx_pipelines_kfp._run import AppStepError, run_and_wait

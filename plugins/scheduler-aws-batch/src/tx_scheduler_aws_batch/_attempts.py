@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from tx.schedulers.saves import local_path, what_saved
+from tx.schedulers import local_path, what_saved
 from tx.specs import AppState, Attempt, FailureKind
 
 from tx_scheduler_aws_batch.request import DEFAULT_PREEMPT_GRACE, HOST_FAILURE_REASON, PREEMPT_GRACE_ENV

@@ -20,8 +20,7 @@ import os
 import re
 from typing import Any, Callable, Optional, TypeVar
 
-from tx.schedulers import SchedulerError
-from tx.schedulers.budget import ThrottledError, budget_for
+from tx.schedulers import SchedulerError, ThrottledError, budget_for
 
 T = TypeVar("T")
 

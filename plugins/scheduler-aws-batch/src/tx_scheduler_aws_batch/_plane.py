@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from tx.schedulers.plane import StatusPlane
+from tx.schedulers import StatusPlane
 
 from tx_scheduler_aws_batch._client import account_key
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tx.schedulers import env as env_contract
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs import AppState, ReplicaStatus, Resource, Role, RoleStatus, macros
-from tx.specs.status import RootCause
+from tx.schedulers import env as env_contract, names_cause, root_cause
+from tx.specs import AppState, ReplicaStatus, Resource, Role, RoleStatus, RootCause, macros
 
 from tx_scheduler_aws_batch._states import appstate_from_batch
 from tx_scheduler_aws_batch.request import PREEMPT_GRACE_ENV, REPLICA_ID_TOKEN, unwrap_command

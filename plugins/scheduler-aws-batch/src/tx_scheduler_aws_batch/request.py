@@ -19,12 +19,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
-from tx.schedulers import env as env_contract
-from tx.schedulers.api import infra_retries
-from tx.schedulers.sweep_table import compact, sh_statements, split_words, table_text
-from tx.log import get_logger
-from tx.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, macros
-from tx.specs.files import appdef_to_stored
+from tx.schedulers import compact, env as env_contract, infra_retries, sh_statements, split_words, table_text
+from tx import get_logger
+from tx.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, appdef_to_stored, macros
 
 from tx_scheduler_aws_batch.resources import EFA_DEVICE, NEURON_DEVICE, instance_type_from_resource
 

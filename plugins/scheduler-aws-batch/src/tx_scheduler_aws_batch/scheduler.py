@@ -27,13 +27,10 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.api import add_infra_retries_opt
-from tx.schedulers.ids import make_unique
-from tx.schedulers.why import failure_once
-from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, runopts
-from tx.specs.files import read_stored_appdef_and_options
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, add_infra_retries_opt, failure_once, make_unique)
+from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_appdef_and_options, runopts
 
 from tx_scheduler_aws_batch import _plane
 from tx_scheduler_aws_batch._attempts import batch_attempts, saves_of
@@ -98,7 +95,7 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         return opts
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[BatchJob]:
-        from tx.version import __version__ as tx_version
+        from tx import __version__ as tx_version
 
         share_id = str(cfg["share_id"]) if cfg.get("share_id") else None
         if cfg.get("priority") and not share_id:

@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import attrs
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
+from tx.testing import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
 __all__ = ["REGION", "Moto", "make_queue", "moto_auth", "moto_docker", "moto_nodes_cmd", "moto_server_exe",
            "moto_simple", "start_moto"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict
 
-from tx.log import get_logger
+from tx import get_logger
 
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason

@@ -13,7 +13,7 @@ import functools
 import os
 from typing import Any, Callable, TypeVar
 
-from tx.schedulers.api import SchedulerError
+from tx.schedulers import SchedulerError
 
 #: seconds one API call may take (image builds and pulls stream, so this bounds silence)
 DEFAULT_TIMEOUT = 120

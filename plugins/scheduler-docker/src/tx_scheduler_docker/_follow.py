@@ -35,7 +35,7 @@ import weakref
 from datetime import datetime
 from typing import Any, Dict, Iterator, Optional
 
-from tx.specs.api import is_terminal
+from tx.specs import is_terminal
 from tx_scheduler_docker._states import container_state, engine_time_ns
 
 #: the pause after each of the first reads of a follow on podman (seconds), and how many

@@ -9,7 +9,7 @@ import codecs
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from tx.schedulers.streams import Stream, filter_regex
+from tx.schedulers import Stream, filter_regex
 
 from tx_scheduler_docker._client import engine_call
 from tx_scheduler_docker._follow import follow as follow_log

@@ -21,8 +21,8 @@ import signal
 import time
 from typing import Any, Dict, List, Optional
 
-from tx.log import get_logger
-from tx.schedulers.saves import what_saved
+from tx import get_logger
+from tx.schedulers import what_saved
 
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._status import CANCELLED_SUFFIX, RETIRED, labels, name_of

@@ -14,8 +14,7 @@ import re
 import signal
 from typing import Any, Dict, List, Optional, Tuple
 
-from tx.specs.api import NONE, AppState, is_terminal
-from tx.specs.status import ReplicaStatus
+from tx.specs import NONE, AppState, ReplicaStatus, is_terminal
 
 #: container state -> tx state for states that say nothing about the exit code
 _STATES = {

@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs.api import NONE, AppState, Role
-from tx.specs.status import ReplicaStatus, RootCause
+from tx.schedulers import names_cause, root_cause
+from tx.specs import NONE, AppState, ReplicaStatus, Role, RootCause
 
 from tx_scheduler_docker import _states
 from tx_scheduler_docker.request import LABEL_MEM_MB, LABEL_NUM_REPLICAS

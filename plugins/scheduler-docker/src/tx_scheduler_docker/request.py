@@ -17,14 +17,10 @@ from typing import Any, Dict, Iterable, List, Mapping
 
 import attrs
 
-from tx.config.environ import CHECKPOINT_DIR
-from tx.log import get_logger
-from tx.schedulers.env import RANK0_HOST, replica_env
-from tx.schedulers.ids import make_unique
-from tx.specs.api import NULL_RESOURCE, AppDef, Role, macros
-from tx.specs.files import appdef_to_stored
-from tx.specs.mounts import BindMount, DeviceMount, VolumeMount
-from tx.specs.runopts import CfgVal
+from tx.config import CHECKPOINT_DIR
+from tx import get_logger
+from tx.schedulers import RANK0_HOST, make_unique, replica_env
+from tx.specs import NULL_RESOURCE, AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, appdef_to_stored, macros
 from tx_scheduler_docker.version import __version__
 
 log = get_logger(__name__)

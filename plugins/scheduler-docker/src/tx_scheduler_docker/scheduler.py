@@ -20,14 +20,12 @@ import os
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers.api import (
-    DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, add_infra_retries_opt, infra_retries,
-)
-from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, InvalidRunConfigException, Role
-from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, add_infra_retries_opt, infra_retries)
+from tx.specs import (
+    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, ReplicaStatus, Role,
+    RoleStatus, read_stored_appdef_and_options, runopts)
 from tx_scheduler_docker import _preempted, _states
 from tx_scheduler_docker._attempts import start_again, start_quietly
 from tx_scheduler_docker._client import api_reason, engine_call, engine_location

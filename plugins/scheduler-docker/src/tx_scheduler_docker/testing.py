@@ -32,9 +32,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from tx.testing.backends import (
-    ServiceProcess, backend_unavailable, environ, free_port, port_open, script_backend, wait_for,
-)
+from tx.testing import ServiceProcess, backend_unavailable, environ, free_port, port_open, script_backend, wait_for
 
 __all__ = ["IMAGE", "SCRIPTS", "podman_engine", "podman_service", "registry"]
 

@@ -31,11 +31,10 @@ import sys
 import tarfile
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.workspace.api import IGNORE_FILE, Workspace, WorkspaceError, walk_workspace
+from tx.workspace import IGNORE_FILE, Workspace, WorkspaceError, walk_workspace
 
 if TYPE_CHECKING:
-    from tx.specs.api import Role
-    from tx.specs.runopts import CfgVal, runopts
+    from tx.specs import CfgVal, Role, runopts
 
 #: the workspace's own Dockerfile, used instead of the default when present
 DOCKERFILE = "Dockerfile.tx"
@@ -61,7 +60,7 @@ class DockerWorkspace(Workspace):
     kind = "docker"
 
     def run_opts(self) -> "runopts":
-        from tx.specs.runopts import runopts
+        from tx.specs import runopts
 
         opts = runopts()
         opts.add(
@@ -184,7 +183,7 @@ def _context(files: List[Tuple[str, str]], dockerfile: bytes) -> io.BytesIO:
 
 
 def _client() -> Any:
-    from tx.schedulers.api import SchedulerError
+    from tx.schedulers import SchedulerError
     from tx_scheduler_docker._client import make_client
 
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from tx.schedulers.saves import local_path, what_saved
+from tx.schedulers import local_path, what_saved
 from tx.specs import AppState, Attempt, FailureKind, is_terminal
 
 from tx_scheduler_gcp_batch._status import Failed, task_index

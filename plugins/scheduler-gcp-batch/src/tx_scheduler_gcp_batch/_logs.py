@@ -9,8 +9,7 @@ import datetime as _dt
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, Optional
 
-from tx.schedulers import env as envc
-from tx.schedulers import Stream, filter_regex
+from tx.schedulers import Stream, env as envc, filter_regex
 from tx.specs import AppState, is_terminal
 
 from tx_scheduler_gcp_batch._states import JOB_STATES

@@ -26,8 +26,7 @@ import base64
 import json
 from typing import Any, Dict, List, Optional
 
-from tx.schedulers.budget import CallBudget, budget_for
-from tx.schedulers.plane import StatusPlane
+from tx.schedulers import CallBudget, StatusPlane, budget_for
 
 __all__ = ["DEFAULT_CALLS_PER_MINUTE", "LIST_PAGE_SIZE", "RETRY_TIMEOUT_S", "budget", "fetch_location", "job_of", "plane",
            "read_retry", "task_of", "with_budget"]

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tx.schedulers.api import SchedulerError
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs import AppState, ReplicaStatus, RoleStatus, is_terminal
-from tx.specs.status import RootCause
+from tx.schedulers import SchedulerError, names_cause, root_cause
+from tx.specs import AppState, ReplicaStatus, RoleStatus, RootCause, is_terminal
 
 from tx_scheduler_gcp_batch._states import TASK_STATES
 from tx_scheduler_gcp_batch.request import TaskInfo

@@ -6,8 +6,7 @@ import json
 import shlex
 from typing import Any, Dict, List, Tuple
 
-from tx.schedulers import env as envc
-from tx.schedulers.sweep_table import SweepTable, compact, sh_statements, split_words, table_text
+from tx.schedulers import SweepTable, compact, env as envc, sh_statements, split_words, table_text
 from tx.specs import macros
 
 from tx_scheduler_gcp_batch.request import ENV_APPDEF, GcpBatchJob, parse_role_script

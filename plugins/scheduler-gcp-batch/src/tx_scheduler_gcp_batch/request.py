@@ -56,12 +56,9 @@ from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 import attrs
 
-from tx.schedulers import env as envc
-from tx.schedulers.api import infra_retries
-from tx.schedulers.ids import make_unique
-from tx.log import get_logger
-from tx.specs import AppDef, CfgVal, Resource, Role, macros
-from tx.specs.files import appdef_to_stored
+from tx.schedulers import env as envc, infra_retries, make_unique
+from tx import get_logger
+from tx.specs import AppDef, CfgVal, Resource, Role, appdef_to_stored, macros
 
 #: Batch's reserved exit codes for a task whose VM failed under it, each with the reason tx
 #: gives (https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes): the

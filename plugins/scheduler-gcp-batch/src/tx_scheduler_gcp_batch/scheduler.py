@@ -30,14 +30,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
-from tx.log import get_logger
-from tx.schedulers import env as envc
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError
-from tx.schedulers.api import add_infra_retries_opt, infra_retries
-from tx.schedulers.why import failure_once
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException
-from tx.specs import runopts
-from tx.specs.files import read_stored_appdef_and_options
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, add_infra_retries_opt, env as envc, failure_once,
+    infra_retries)
+from tx.specs import (
+    AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, read_stored_appdef_and_options, runopts)
 
 from tx_scheduler_gcp_batch import _client, _plane
 from tx_scheduler_gcp_batch._attempts import batch_attempts, retries
@@ -368,7 +366,7 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         """
         from google.api_core import exceptions as gex
 
-        from tx.schedulers.budget import ThrottledError
+        from tx.schedulers import ThrottledError
 
         name = self._job_name(app_id)
         parent, job_id = name.rsplit("/jobs/", 1)

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from tx.testing.backends import backend_unavailable
+from tx.testing import backend_unavailable
 
 __all__ = ["LOCATION", "PROJECT", "fake_gcp"]
 

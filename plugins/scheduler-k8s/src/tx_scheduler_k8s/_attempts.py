@@ -8,8 +8,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import attrs
 
-from tx.specs import AppState
-from tx.specs.status import Attempt, FailureKind
+from tx.specs import AppState, Attempt, FailureKind
 
 from tx_scheduler_k8s._preempt import saved_since
 from tx_scheduler_k8s._status import DISRUPTION_TARGET, Failed, disruption, terminated, ts

@@ -22,8 +22,7 @@ import json
 import re
 from typing import Any, Dict, Iterator, List, Optional
 
-from tx.schedulers import SchedulerError
-from tx.schedulers.budget import CallBudget, ThrottledError, budget_for
+from tx.schedulers import CallBudget, SchedulerError, ThrottledError, budget_for
 
 #: seconds a request may take (connect, read); log streams with follow have no read timeout
 REQUEST_TIMEOUT = (10.0, 60.0)

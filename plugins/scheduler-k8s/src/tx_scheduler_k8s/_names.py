@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, List
 
-from tx.schedulers.ids import get_len_random_id
+from tx.schedulers import get_len_random_id
 
 MAX_LABEL = 63
 #: characters of the random part of an app id (20 * 29**7 ~ 3e11 ids)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from tx.schedulers.plane import StatusPlane
+from tx.schedulers import StatusPlane
 
 __all__ = ["group_pods", "plane"]
 

@@ -25,11 +25,10 @@ import re
 import string
 from typing import Any, Dict, List, Mapping, Optional
 
-from tx.log import get_logger
+from tx import get_logger
 from tx.schedulers import env as envc
-from tx.specs import BindMount, DeviceMount, Resource, Role, VolumeMount, macros
-from tx.specs.api import MISSING, NULL_RESOURCE
-from tx.specs.files import appdef_to_stored
+from tx.specs import (
+    MISSING, NULL_RESOURCE, BindMount, DeviceMount, Resource, Role, VolumeMount, appdef_to_stored, macros)
 
 from tx_scheduler_k8s import _names, _preempt
 from tx_scheduler_k8s.version import __version__

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from tx.schedulers.saves import local_path, what_saved
+from tx.schedulers import local_path, what_saved
 from tx.specs import CfgVal, InvalidRunConfigException
 
 __all__ = ["DEFAULT_GRACE", "GRACE_ENV", "OPTION", "checkpoint_dir", "grace", "pod_grace", "saved_since"]

@@ -11,9 +11,8 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs import AppState, Role, is_terminal
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+from tx.schedulers import names_cause, root_cause
+from tx.specs import AppState, ReplicaStatus, Role, RoleStatus, RootCause, is_terminal
 
 from tx_scheduler_k8s import _pod
 from tx_scheduler_k8s._client import Kube, KubeError

@@ -46,8 +46,7 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from tx.schedulers import env as envc
-from tx.schedulers.sweep_table import SweepTable, compact, sh_statements, split_words, table_text
+from tx.schedulers import SweepTable, compact, env as envc, sh_statements, split_words, table_text
 from tx.specs import AppDef, AppState, Role
 
 from tx_scheduler_k8s import _names, _pod

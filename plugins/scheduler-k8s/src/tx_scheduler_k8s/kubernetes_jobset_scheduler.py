@@ -41,9 +41,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers.api import add_infra_retries_opt, infra_retries
-from tx.schedulers import env as envc
+from tx import get_logger
+from tx.schedulers import add_infra_retries_opt, env as envc, infra_retries
 from tx.specs import (AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, RetryPolicy, Role,
                       runopts)
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
+from tx import get_logger
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, runopts
 
 from tx_scheduler_k8s import _names, _pod

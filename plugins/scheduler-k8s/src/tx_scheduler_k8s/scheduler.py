@@ -17,13 +17,11 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
-from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.why import failure_once
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, is_terminal, runopts
-from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.runopts import markdown_table
-from tx.specs.status import FailureKind, RoleStatus
+from tx import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, failure_once
+from tx.specs import (
+    AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, Role, RoleStatus, is_terminal,
+    markdown_table, read_stored_appdef_and_options, runopts)
 
 from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep
 from tx_scheduler_k8s._attempts import Saves, build_attempts

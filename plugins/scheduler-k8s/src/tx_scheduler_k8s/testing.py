@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
+from tx.testing import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
 __all__ = ["ADMIN_TOKEN", "TESTS", "VIEWER_TOKEN", "fake_cluster", "kubeconfig"]
 

@@ -9,11 +9,8 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from tx.schedulers.api import DescribeAppResponse
-from tx.schedulers.env import APP_ID
-from tx.schedulers.why import names_cause, root_cause
-from tx.specs.api import NONE, AppState, Role
-from tx.specs.status import Attempt, FailureKind, ReplicaStatus, RoleStatus, RootCause
+from tx.schedulers import APP_ID, DescribeAppResponse, names_cause, root_cause
+from tx.specs import NONE, AppState, Attempt, FailureKind, ReplicaStatus, Role, RoleStatus, RootCause
 from tx_scheduler_local import _procs, _store, _where
 from tx_scheduler_local._relay import ERR, FILES
 

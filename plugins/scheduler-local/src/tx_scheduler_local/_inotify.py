@@ -69,6 +69,8 @@ class Notifier:
 
     def __init__(self) -> None:
         self._pidfds: List[int] = []
+        #: how many watched processes were seen to exit (a follower looks at the app again then)
+        self.exited = 0
         self._wds: List[int] = []
         self._backoff = 0.001
         self.fd = _acquire()
@@ -123,6 +125,7 @@ class Notifier:
             if fd in self._pidfds:
                 self._pidfds.remove(fd)
                 os.close(fd)
+                self.exited += 1
 
     @staticmethod
     def _poll(fds: List[int], timeout: Optional[float]) -> List[int]:

@@ -29,11 +29,9 @@ from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Optional, T
 
 import attrs
 
-from tx.schedulers.api import ListAppResponse
-from tx.schedulers.paging import ListPage
-from tx.specs.api import AppState
-from tx.log import get_logger
-from tx.specs.handles import make_app_handle
+from tx.schedulers import ListAppResponse, ListPage
+from tx.specs import AppState, make_app_handle
+from tx import get_logger
 from tx_scheduler_local import _apps, _procs, _store
 
 log = get_logger(__name__)
@@ -227,7 +225,12 @@ def _entry(apps_dir: str, app_id: str, describe: Callable[[str], Any],
             pass
     if name in _store.TERMINAL:
         app_state = AppState[name]
-    else:  # running, or a supervisor that died: as describe sees it
+    elif _apps.is_running(state) and os.path.exists(os.path.join(app_dir, _store.REQUEST)):
+        # its supervisor runs (or runs where this process cannot check it): describe would
+        # answer the state it recorded, after building the whole description (a watcher
+        # following 2,000 running apps lists them every second)
+        app_state = AppState[name or "SUBMITTED"]
+    else:  # a supervisor that died: as describe sees it (it records the end, or restarts the app)
         desc = describe(app_id)
         if desc is None:
             return None

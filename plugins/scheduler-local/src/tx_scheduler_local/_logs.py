@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from tx.schedulers.streams import Stream
+from tx.schedulers import Stream
 from tx_scheduler_local import _store
 from tx_scheduler_local._inotify import Notifier
 from tx_scheduler_local._relay import FILES, TIME_RECORD
@@ -89,6 +89,41 @@ def iter_blocks(
     finally:
         if f is not None:
             f.close()
+
+
+#: how long a follower trusts the last look at an app whose state file has not changed (s)
+DONE_TTL_S = 0.25
+
+
+def unless_state_changed(app_dir: str, look: Callable[[], bool], notifier: Optional[Notifier] = None,
+                         ttl: Optional[float] = None) -> Callable[[], bool]:
+    """``is_done`` for :func:`iter_blocks` that calls ``look`` (a describe: state.json
+    parsed, the replicas' statuses built) only when the state file of the app whose
+    registry directory is ``app_dir`` is another file than at the last call, once
+    ``notifier`` saw a watched process (the supervisor) exit since, or ``ttl`` seconds after
+    that call (default :data:`DONE_TTL_S`); else it gives the last answer again. A describe per wake-up
+    (~110 a second for a fast writer) was most of a follower's CPU; the supervisor replaces
+    state.json on every change (``os.replace``: another inode, mtime and size), so while it
+    is the same file the answer holds. A supervisor gone without a word changes no state
+    file: its exit (``notifier``) or ``ttl`` makes the describe that finalizes the app."""
+    state_path = os.path.join(app_dir, _store.STATE)
+    trust = DONE_TTL_S if ttl is None else ttl
+    last: List[Any] = [None, 0.0, False]  # (inode, mtime, size, exits) at the last look, when, the answer
+
+    def done() -> bool:
+        try:
+            st = os.stat(state_path)
+            key: Any = (st.st_ino, st.st_mtime_ns, st.st_size, notifier.exited if notifier is not None else 0)
+        except OSError:  # gone (tx gc) or unreadable: look
+            key = None
+        now = time.monotonic()
+        if key is not None and key == last[0] and now - last[1] < trust:
+            return bool(last[2])
+        answer = look()
+        last[:] = [key, now, answer]
+        return answer
+
+    return done
 
 
 class TimeIndex:

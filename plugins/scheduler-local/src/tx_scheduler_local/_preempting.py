@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from tx_scheduler_local import _where
-from tx.schedulers.saves import what_saved
+from tx.schedulers import what_saved
 from tx_scheduler_local._preempt import checkpoint_location, warned_at, warning_signal
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class PreemptMixin:
             r.state = "CANCELLED"
             return True
         why = f"preempted: {signal.Signals(sig).name} to replica {r.name}{worker or ''}, not sent by tx"
-        from tx.schedulers.api import infra_retries  # deferred: only on a preemption
+        from tx.schedulers import infra_retries  # deferred: only on a preemption
 
         limit = infra_retries(self.request.get("run_options") or {})
         if self.infra_used >= limit:
@@ -111,7 +111,7 @@ class PreemptMixin:
         failure. None otherwise (tx sent no such signal: a replica tx stops never comes here)."""
         import os  # deferred: only for a replica that failed
 
-        from tx.schedulers.why import parse_report
+        from tx.schedulers import parse_report
         from tx_scheduler_local._apps import _CAUSE_TAIL_BYTES, _read_tail
         from tx_scheduler_local._relay import ERR, FILES
 

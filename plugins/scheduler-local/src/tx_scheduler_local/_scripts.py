@@ -15,7 +15,7 @@ import os
 import shlex
 from typing import Any, List, Optional
 
-from tx.specs.api import Role
+from tx.specs import Role
 
 #: torchrun options that take no value
 _TORCHRUN_FLAGS = {"--standalone", "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank"}

@@ -21,7 +21,7 @@ import os
 import re
 from typing import Any, Callable, Dict, Optional
 
-from tx.config.environ import state_dir
+from tx.config import state_dir
 
 REQUEST = "request.json"
 STATE = "state.json"

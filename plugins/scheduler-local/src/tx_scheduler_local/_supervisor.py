@@ -35,7 +35,7 @@ import signal
 import time
 from typing import Any, Dict, List, Optional
 
-from tx.schedulers.env import APP_ID, REPLICA_ID, ROLE_NAME
+from tx.schedulers import APP_ID, REPLICA_ID, ROLE_NAME
 from tx_scheduler_local import _memory, _preempt, _preempting, _procs, _store, _where
 from tx_scheduler_local._apps import recorded_cause
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs

@@ -12,12 +12,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import attrs
 
-from tx.schedulers.env import RANK0_HOST, replica_env
-from tx.schedulers.ids import clean_name, make_unique
-from tx.specs.api import MISSING, AppDef, InvalidRunConfigException, Role, macros
-from tx.specs.mounts import BindMount
-from tx.specs.runopts import CfgVal
-from tx.workspace.api import WorkspaceError
+from tx.schedulers import RANK0_HOST, clean_name, make_unique, replica_env
+from tx.specs import MISSING, AppDef, BindMount, CfgVal, InvalidRunConfigException, Role, macros
+from tx.workspace import WorkspaceError
 from tx_scheduler_local import _cuda, _preempt
 
 RANK0_ENV = RANK0_HOST
@@ -350,8 +347,7 @@ def app_from_json(data: Dict[str, Any]) -> Optional[AppDef]:
     """The AppDef stored in a request (:func:`tx.specs.files.appdef_to_dict`); a request
     written by tx-scheduler-local 0.1 (its own role layout) is read as far as it goes;
     None when there is none or it cannot be read."""
-    from tx.specs.api import AppDefFormatError, Resource, RetryPolicy
-    from tx.specs.files import appdef_from_dict
+    from tx.specs import AppDefFormatError, Resource, RetryPolicy, appdef_from_dict
 
     if not data.get("roles"):
         return None

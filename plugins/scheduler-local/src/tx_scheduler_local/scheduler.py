@@ -39,15 +39,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
-from tx.log import get_logger
-from tx.schedulers.api import (
-    DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, add_infra_retries_opt, infra_retries,
-)
-from tx.schedulers.streams import Stream
-from tx.specs.api import AppDef, AppDryRunInfo, InvalidRunConfigException, Role, UnknownAppException, is_terminal
-from tx.specs.files import appdef_to_dict, storable_run_options
-from tx.specs.handles import make_app_handle
-from tx.specs.runopts import CfgVal, runopts
+from tx import get_logger
+from tx.schedulers import (
+    DEFAULT_INFRA_RETRIES, DescribeAppResponse, ListAppResponse, Scheduler, Stream, add_infra_retries_opt,
+    infra_retries)
+from tx.specs import (
+    AppDef, AppDryRunInfo, CfgVal, InvalidRunConfigException, Role, UnknownAppException, appdef_to_dict, is_terminal,
+    make_app_handle, runopts, storable_run_options)
 from tx_scheduler_local import _apps, _launch, _listing, _logs, _procs, _scripts, _store, _where
 from tx_scheduler_local._relay import TIMES
 from tx_scheduler_local.request import (HostMounts, LocalRequest, app_from_json, build_request, dumps_default,
@@ -417,14 +415,14 @@ class LocalScheduler(HostMounts, Scheduler[LocalRequest]):
     def _blocks(self, app_id: str, path: str, should_tail: bool) -> Iterator[Tuple[int, bytes]]:
         app_dir = os.path.join(self.apps_dir, app_id)
 
-        def done() -> bool:
+        def looked() -> bool:  # a describe, only once state.json changed (unless_state_changed)
             desc = self.describe(app_id)
             return desc is None or is_terminal(desc.state)
 
         state = _store.read_json(os.path.join(app_dir, _store.STATE)) or {}
         pid = state.get("pid") if should_tail and _where.elsewhere(state) is None else None
         with _logs.open_notifier(app_dir, pid) as n:
-            yield from _logs.iter_blocks(path, done, should_tail, n)
+            yield from _logs.iter_blocks(path, _logs.unless_state_changed(app_dir, looked, n), should_tail, n)
 
     def log_iter(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from tx.schedulers.why import signal_text
+from tx.schedulers import signal_text
 from tx.specs import AppState, Attempt, FailureKind
 
 __all__ = ["EXHAUSTED", "INFRA_WORDS", "Event", "build_attempts", "read_attempts", "runs"]

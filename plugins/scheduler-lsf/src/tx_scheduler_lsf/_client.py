@@ -22,8 +22,7 @@ from typing import Dict, List, Optional, Sequence
 
 import attrs
 
-from tx.schedulers.api import SchedulerError
-from tx.schedulers.batch import Client, failure_line
+from tx.schedulers import BatchClient as Client, SchedulerError, failure_line
 
 #: seconds an LSF client command may take (env ``TX_LSF_TIMEOUT`` overrides)
 DEFAULT_TIMEOUT: float = 30.0

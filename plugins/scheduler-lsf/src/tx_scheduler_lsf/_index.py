@@ -14,8 +14,8 @@ import os
 import tempfile
 from typing import Optional
 
-from tx.config.environ import state_dir
-from tx.log import get_logger
+from tx.config import state_dir
+from tx import get_logger
 
 log = get_logger(__name__)
 

@@ -21,11 +21,8 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from tx.schedulers import DescribeAppResponse
-from tx.schedulers.batch import read_tail
-from tx.schedulers.why import names_cause, root_cause, signal_text, telling_line
-from tx.specs import NONE, AppState, FailureKind, ReplicaStatus, RoleStatus, is_terminal
-from tx.specs.status import RootCause
+from tx.schedulers import DescribeAppResponse, names_cause, read_tail, root_cause, signal_text, telling_line
+from tx.specs import NONE, AppState, FailureKind, ReplicaStatus, RoleStatus, RootCause, is_terminal
 
 from tx_scheduler_lsf._attempts import Event, build_attempts, read_attempts, runs
 from tx_scheduler_lsf._parse import STATE_TEXT, Job, appstate_from_lsf, split_job_name

@@ -12,9 +12,8 @@ import os
 import re
 from typing import Mapping
 
-from tx.schedulers.api import add_infra_retries_opt, infra_retries
-from tx.specs import InvalidRunConfigException, runopts
-from tx.specs.runopts import markdown_table
+from tx.schedulers import add_infra_retries_opt, infra_retries
+from tx.specs import InvalidRunConfigException, markdown_table, runopts
 
 # [hours:]minutes (bsub -W)
 _TIME = re.compile(r"^(?:\d{1,6}:)?\d{1,6}$")

@@ -44,11 +44,8 @@ from typing import Dict, List, Mapping
 
 import attrs
 
-from tx.schedulers import env as env_contract
-from tx.schedulers.api import infra_retries
-from tx.schedulers.batch import validate_host_app
-from tx.specs import AppDef, Role, macros
-from tx.specs.files import appdef_to_stored
+from tx.schedulers import env as env_contract, infra_retries, validate_host_app
+from tx.specs import AppDef, Role, appdef_to_stored, macros
 
 from tx_scheduler_lsf.version import __version__
 
@@ -173,6 +170,8 @@ class LsfReplicaRequest:
         job_name: ``<app id>-<role>-<replica>``.
         bsub: the bsub command line (the script goes to its stdin).
         script: the job's bash script.
+        env: what the script exports (``export K=V`` lines, in order).
+        argv: the program the script runs (``tx_argv=(...)``).
     """
 
     role: str
@@ -180,6 +179,8 @@ class LsfReplicaRequest:
     job_name: str
     bsub: List[str]
     script: str
+    env: Dict[str, str] = attrs.field(factory=dict, repr=False, eq=False)
+    argv: List[str] = attrs.field(factory=list, repr=False, eq=False)
 
     def command_line(self) -> str:
         """The bsub command line, shell-quoted."""
@@ -302,7 +303,8 @@ def build_request(
                 argv=" ".join(shlex.quote(a) for a in [r.entrypoint, *r.args]), max_retries=max(0, role.max_retries),
                 infra_retries=infra,
             )
-            replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script)
+            replicas[f"{role.name}-{k}"] = LsfReplicaRequest(role.name, k, name, bsub, script, env,
+                                                             [r.entrypoint, *r.args])
     return LsfBsubRequest(
         app_id=app_id, job_dir=job_dir, replicas=replicas, cluster=cluster,
         appdef=appdef_to_stored(app, cfg=cfg) or "",

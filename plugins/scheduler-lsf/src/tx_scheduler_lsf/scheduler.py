@@ -26,12 +26,10 @@ import re
 import attrs
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.batch import read_text, write_atomic
-from tx.schedulers.ids import clean_name, make_unique
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
-from tx.specs.files import read_stored_appdef_and_options
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, clean_name, make_unique, read_text, write_atomic)
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_appdef_and_options, runopts
 
 from tx_scheduler_lsf import _client, _index
 from tx_scheduler_lsf._array import TRIAL_ID, LsfArrayRequest, array_unsupported, element_job
@@ -54,6 +52,9 @@ log = get_logger(__name__)
 _NO_JOB = re.compile(r"No (?:unfinished )?job found|is not found|No matching job found|has already finished",
                      re.IGNORECASE)
 _SUBMITTED = re.compile(r"Job <(\d+)> is submitted")
+_MAX_ARRAY = re.compile(r"MAX_JOB_ARRAY_SIZE\s*=\s*(\d+)")
+#: MAX_JOB_ARRAY_SIZE where lsb.params does not set it (IBM LSF 10 and OpenLava)
+DEFAULT_MAX_JOB_ARRAY_SIZE = 1000
 #: app ids tx makes: clean_name's characters
 _APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -76,6 +77,7 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         super().__init__("lsf", session_name)
         self._caps = caps
         self._timeout = timeout
+        self._max_array: Optional[int] = None if caps is None else 0  # MAX_JOB_ARRAY_SIZE; 0: one array
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -241,15 +243,31 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
             log.info("lsf_sweep_not_an_array", reason=why)
             return None
         base = make_unique(reqs[0].app_id.rsplit("-", 1)[0])
-        return AppDryRunInfo(LsfArrayRequest(base, reqs, max_parallel), repr)
+        return AppDryRunInfo(LsfArrayRequest(base, reqs, max_parallel, self.max_array_size()), repr)
+
+    def max_array_size(self) -> Optional[int]:
+        """The cluster's ``MAX_JOB_ARRAY_SIZE`` (lsb.params; LSF's and OpenLava's default
+        1000 where unset) from one ``bparams -l``, asked once per scheduler; None where it
+        cannot be asked (fixed cluster facts for offline dryruns, no LSF here): one array."""
+        if self._max_array is None:
+            self._max_array = 0
+            try:
+                out = _client.run(["bparams", "-l"], self._timeout).stdout
+                m = _MAX_ARRAY.search(out)
+                self._max_array = int(m.group(1)) if m else DEFAULT_MAX_JOB_ARRAY_SIZE
+            except LsfError as e:
+                log.debug("lsf_bparams_unavailable", error=str(e))
+        return self._max_array or None
 
     def sweep_not_an_array(self, trials: Any) -> str:
         """Why these trials are one app each (:func:`tx_scheduler_lsf._array.array_unsupported`)."""
         return array_unsupported([t.request for t in trials]) or "lsf has no array for these trials"
 
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
-        """Submit the job array with one ``bsub``; returns each trial's app id
-        (``<array project>_<element>``).
+        """Submit the job array with one ``bsub`` (one per array where the trials are more
+        than ``MAX_JOB_ARRAY_SIZE``: one line says so); returns each trial's app id
+        (``<array project>_<element>``). A bsub refused kills the arrays before it and
+        removes the table: nothing is left in the job directory.
 
         Raises:
             LsfNotInstalledError, LsfCommandError: as :meth:`schedule`.
@@ -257,14 +275,31 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         req: LsfArrayRequest = dryrun_info.request
         os.makedirs(req.job_dir, exist_ok=True)
         ids = req.trial_ids()
+        req.write_table()  # the elements read their rows from it: before bsub
+        jobs: List[str] = []
+        try:
+            for k in range(len(req.arrays)):
+                after = jobs[-1] if jobs and req.max_parallel else None
+                out = _client.run(req.array_bsub(k, after), self._timeout, input=req.script(k), cwd=req.job_dir)
+                m = _SUBMITTED.search(out.stdout)
+                if m is None:
+                    raise LsfError(f"bsub printed no job id (stdout {out.stdout.strip()!r})")
+                jobs.append(m.group(1))
+        except BaseException:
+            try:
+                if jobs:
+                    _client.run(["bkill", *jobs], self._timeout, check=False)
+            finally:
+                req.remove_table()  # a refused array leaves no table behind
+            raise
+        # after bsub, so that a refused array leaves nothing behind (describe reads them later)
         for trial, app_id in zip(req.trials, ids):
             if trial.appdef:
                 write_atomic(os.path.join(req.job_dir, appdef_file(app_id)), trial.appdef, "lsf")
             _index.record(app_id, req.job_dir)
-        out = _client.run(req.bsub, self._timeout, input=req.script(), cwd=req.job_dir)
-        if _SUBMITTED.search(out.stdout) is None:
-            raise LsfError(f"bsub printed no job id (stdout {out.stdout.strip()!r})")
-        log.info("lsf_submitted_array", project=req.base, tasks=len(ids))
+        log.info("lsf_submitted_array", project=req.base, arrays=len(jobs), tasks=len(ids))
+        if len(jobs) > 1:
+            log.warning(f"{req.split_line()}: jobs {', '.join(jobs)}")
         return ids
 
     # -- cancel -----------------------------------------------------------------------------
@@ -276,13 +311,53 @@ class LsfScheduler(LogFiles, Scheduler[LsfBsubRequest]):
         if job_dir:
             write_atomic(os.path.join(job_dir, cancelled_file(app_id)), "cancelled by tx\n", "lsf")
         ids = [j.job_id for j in jobs if appstate_from_lsf(j.stat) not in (AppState.SUCCEEDED, AppState.FAILED)]
-        if ids:
-            proc = _client.run(["bkill", *ids], self._timeout, check=False)
+        self._bkill(ids)
+        log.info("lsf_cancelled", app_id=app_id, jobs=len(ids))
+
+    def _bkill(self, ids: Sequence[str]) -> None:
+        """``bkill`` the jobs (500 a call); jobs that ended or are gone are not errors."""
+        for i in range(0, len(ids), 500):
+            argv = ["bkill", *ids[i:i + 500]]
+            proc = _client.run(argv, self._timeout, check=False)
             errors = [ln for ln in (proc.stderr + proc.stdout).splitlines()
                       if ln.strip() and not _NO_JOB.search(ln) and "is being terminated" not in ln]
             if proc.returncode != 0 and errors:
-                raise LsfCommandError(["bkill", *ids], proc.returncode, "\n".join(errors))
-        log.info("lsf_cancelled", app_id=app_id, jobs=len(ids))
+                raise LsfCommandError(argv, proc.returncode, "\n".join(errors))
+
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """A sweep's trials: one ``bjobs`` of each job array's project and one ``bkill`` of
+        the unfinished elements (``<job id>[<i>]``), each trial marked cancelled in its job
+        directory first; any other app (or a trial LSF does not list) as :meth:`cancel`.
+
+        Raises:
+            LsfNotInstalledError, LsfTimeoutError, LsfCommandError: bjobs or bkill failed.
+        """
+        by_base: Dict[str, List[str]] = {}
+        for app_id in app_ids:
+            m = TRIAL_ID.match(app_id) if _APP_ID.match(app_id) else None
+            if m:
+                by_base.setdefault(m.group(1), []).append(app_id)
+            else:
+                self.cancel(app_id)
+        if not by_base:
+            return
+        self.capabilities()
+        kill: List[str] = []
+        for base, apps in by_base.items():
+            wanted = set(apps)
+            jobs = [j for j in (element_job(attrs.evolve(j, project=base))
+                                for j in parse_bjobs_w(self._bjobs(["-a", "-noheader", "-w", "-P", base])))
+                    if j.project in wanted and split_job_name(j.project, j.name) is not None]
+            found = {j.project for j in jobs}
+            for app_id in sorted(found):
+                job_dir = _index.lookup(app_id)
+                if job_dir:
+                    write_atomic(os.path.join(job_dir, cancelled_file(app_id)), "cancelled by tx\n", "lsf")
+            kill += [j.job_id for j in jobs if appstate_from_lsf(j.stat) not in (AppState.SUCCEEDED, AppState.FAILED)]
+            for app_id in sorted(wanted - found):
+                self.cancel(app_id)
+        self._bkill(kill)
+        log.info("lsf_cancelled", apps=len(app_ids), jobs=len(kill))
 
 
 def create_scheduler(session_name: str, caps: Optional[Capabilities] = None, timeout: Optional[float] = None,

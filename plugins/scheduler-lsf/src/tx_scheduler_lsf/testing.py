@@ -24,7 +24,7 @@ from typing import Callable, Dict, Iterator, List
 import attrs
 import pytest
 
-from tx.testing.backends import backend_unavailable, environ, record_stop
+from tx.testing import backend_unavailable, environ, record_stop
 
 __all__ = ["LsfCluster", "SCRIPTS", "build_prefix", "lsf_cluster", "require_openlava"]
 
@@ -100,8 +100,9 @@ def _pick_ports(n: int) -> List[int]:
     raise RuntimeError(f"no {n} consecutive free ports in 20000-29999 on 127.0.0.1")
 
 
-def start_cluster(base: Path) -> LsfCluster:
-    """Start a private cluster in ``base`` (about 3-10 s).
+def start_cluster(base: Path, **settings: str) -> LsfCluster:
+    """Start a private cluster in ``base`` (about 3-10 s); ``settings`` are more of
+    start-openlava.sh's variables (``OL_MAX_JOB_ARRAY_SIZE="4"`` ...).
 
     Raises:
         RuntimeError: start-openlava.sh failed (its stderr tail in the message).
@@ -109,7 +110,7 @@ def start_cluster(base: Path) -> LsfCluster:
     ports = _pick_ports(4)
     script_env = {k: v for k, v in os.environ.items() if not k.startswith(("LSF_", "LSB_"))}
     script_env.update(OL_PREFIX=str(build_prefix()), OL_BASE=str(base), OL_PORT_BASE=str(ports[0]),
-                      OL_SLOTS=str(SLOTS))
+                      OL_SLOTS=str(SLOTS), **settings)
     stop = ["bash", str(SCRIPTS / "stop-openlava.sh")]
     clear = record_stop(stop, script_env)
     p = subprocess.run(["bash", str(SCRIPTS / "start-openlava.sh")], env=script_env, capture_output=True, text=True,

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import threading
 from typing import Any, Iterator
 
 from tx.schedulers import SchedulerError
 
 
+#: the variables with which Ray's SDK replaces the address a client is given
+_ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
+_ENV_LOCK = threading.Lock()
+
+
 def make_client(url: str) -> Any:
-    """A ``ray.job_submission.JobSubmissionClient`` for the dashboard at ``url``.
+    """A ``ray.job_submission.JobSubmissionClient`` for the dashboard at ``url``, and no
+    other: Ray's SDK replaces the address it is given with ``$RAY_API_SERVER_ADDRESS`` or
+    ``$RAY_ADDRESS`` where they are set (``ray.dashboard.utils.
+    get_address_for_submission_client``), so an app id naming one head would be asked at
+    another; they are hidden from it while the client is made (under a lock).
 
     Raises:
         SchedulerError: no dashboard answers there.
@@ -22,7 +33,13 @@ def make_client(url: str) -> Any:
     from ray.job_submission import JobSubmissionClient
 
     try:
-        return JobSubmissionClient(url)
+        with _ENV_LOCK:
+            saved = {k: os.environ.pop(k) for k in _ADDRESS_ENV if k in os.environ}
+            try:
+                client = JobSubmissionClient(url)
+            finally:
+                os.environ.update(saved)
+        return client
     except ConnectionError as e:
         raise SchedulerError(f"no Ray dashboard answers at {url}: {one_line(e)} "
                              "(set dashboard_address or RAY_ADDRESS)") from None

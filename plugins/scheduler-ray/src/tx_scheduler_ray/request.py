@@ -30,10 +30,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import attrs
 
-from tx.schedulers import env as env_contract
-from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
-from tx.specs import NULL_RESOURCE, AppDef, CfgVal, InvalidRunConfigException, Role, macros
-from tx.specs.files import appdef_to_stored
+from tx.schedulers import DEFAULT_INFRA_RETRIES, env as env_contract, infra_retries
+from tx.specs import NULL_RESOURCE, AppDef, CfgVal, InvalidRunConfigException, Role, appdef_to_stored, macros
 from tx.workspace import IGNORE_FILE
 
 from tx_scheduler_ray import tx_ray_driver

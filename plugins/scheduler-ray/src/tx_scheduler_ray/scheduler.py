@@ -7,7 +7,10 @@
   so ``tx status/log/cancel`` find the cluster from the handle alone.
 * status: the Ray job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED -> CANCELLED)
   and the driver's ``state.json`` (per-replica state, host, exit code; why the app waits;
-  its first failure), read through the dashboard's log API.
+  its first failure), read through the dashboard's log API. The job's status comes from the
+  head's shared snapshot (:mod:`tx_scheduler_ray._plane`: one ``list_jobs`` a tick for every
+  app followed, an ended job's final ``state.json`` kept in it), and every call of the head
+  takes a token of its call budget (``.txconfig`` ``[ray] max_calls_per_minute``).
 * logs: each replica's own ``stdout``, ``stderr`` and line-merged ``combined`` files, never
   the job's mixed output; regex, streams and following (``should_tail``).
 * cancel: ``stop_job``: the driver stops every replica (SIGTERM, then SIGKILL after 5 s),
@@ -23,24 +26,21 @@ import datetime as _dt
 import json
 import os
 import re
+import time
+from types import SimpleNamespace
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers import (DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, filter_regex,
-                           line_blocks, split_lines)
-from tx.schedulers.api import add_infra_retries_opt
-from tx.schedulers.saves import what_saved
-from tx.schedulers.ids import make_unique
-from tx.schedulers.why import names_cause, root_cause
+from tx import get_logger
+from tx.schedulers import (
+    DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, Stream, add_infra_retries_opt, filter_regex,
+    line_blocks, make_unique, split_lines)
 from tx.specs import (
-    NONE, AppDef, AppDryRunInfo, AppState, Attempt, CfgVal, FailureKind, InvalidRunConfigException, Resource,
-    RetryPolicy, Role, UnknownAppException, is_terminal, make_app_handle, runopts,
-)
-from tx.specs.files import read_stored_appdef_and_options
-from tx.specs.status import ReplicaStatus, RoleStatus, RootCause
+    AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, UnknownAppException, make_app_handle,
+    read_stored_appdef_and_options, runopts)
 
-from tx_scheduler_ray import _client, _logs, tx_ray_driver
-from tx_scheduler_ray._states import JOB_STATES, replica_state
+from tx_scheduler_ray import _client, _logs, _plane, tx_ray_driver
+from tx_scheduler_ray._describe import describe_job, replica_record, roles_of
+from tx_scheduler_ray._states import JOB_STATES
 from tx_scheduler_ray.request import DEFAULT_PREEMPT_GRACE, METADATA_APPDEF, RayJob, build_request, hostport, submission_name, validate_app
 
 __all__ = ["DEFAULT_DASHBOARD", "RayScheduler", "create_scheduler", "ray_runopts"]
@@ -51,7 +51,6 @@ log = get_logger(__name__)
 DEFAULT_DASHBOARD = "127.0.0.1:8265"
 _APP_ID = re.compile(r"^(?P<addr>[^/\s]+?:\d+)-(?P<sid>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
 _SID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_MB = 1 << 20
 
 
 def ray_runopts() -> runopts:
@@ -218,40 +217,78 @@ class RayScheduler(Scheduler[RayJob]):
         client = self._job_client(req.address)
         try:
             with _client.quiet_sdk():
-                client.submit_job(
+                _plane.call(req.address, lambda: client.submit_job(
                     entrypoint=req.entrypoint, submission_id=req.submission_id,
                     runtime_env=req.runtime_env, metadata=req.metadata,
-                )
+                ), "submit_job", read=False)
+        except SchedulerError:
+            raise
         except Exception as e:  # noqa: BLE001 - the SDK raises RuntimeError, ValueError, OSError...
             raise SchedulerError(f"Ray refused job {req.submission_id} at {req.address}: {_client.one_line(e)}") from None
+        _plane.plane(req.address).invalidate()  # the next look asks the head
         log.info("ray_submitted", app_id=req.app_id, replicas=sum(r["num_replicas"] for r in req.spec["roles"]))
         return req.app_id
 
     # -- status ---------------------------------------------------------------------------------
+    def _snapshot(self, url: str) -> Any:
+        """The head's shared snapshot (:mod:`tx_scheduler_ray._plane`).
+
+        Raises:
+            SchedulerError: the dashboard cannot be reached or answered an error
+                (:class:`tx.schedulers.budget.ThrottledError` while it stays busy).
+        """
+        p = _plane.plane(url)
+
+        def fetch() -> Dict[str, Any]:
+            last = p.last()
+            return _plane.fetch_jobs(url, self._job_client(url), last.items if last is not None else None,
+                                     lambda sid, item: self._read_state(url, sid, item.get("driver_node_id")))
+        try:
+            return p.get(fetch)
+        except SchedulerError:  # no dashboard answers (make_client), ThrottledError: already one line
+            raise
+        except RuntimeError as e:
+            raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
+        except OSError as e:  # requests' ConnectionError
+            raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
+
     def _job(self, app_id: str) -> Tuple[str, str, Any]:
+        """``(dashboard URL, submission id, job info)``: the info from the head's shared
+        snapshot (a namespace of :func:`tx_scheduler_ray._plane.job_item`'s fields, with
+        ``fetched_at``), else asked on its own (a job submitted since, or not tx's); None
+        where the head does not know the job."""
         url, sid = self._parse(app_id)
         if not url:
             return "", "", None
+        snap = self._snapshot(url)
+        item = (snap.items.get("jobs") or {}).get(sid)
+        if item is not None:
+            return url, sid, SimpleNamespace(**item, fetched_at=snap.fetched_at)
         client = self._job_client(url)
+        asked = time.time()
         try:
-            info = client.get_job_info(sid)
+            info = _plane.call(url, lambda: client.get_job_info(sid), "get_job_info")
+        except SchedulerError:  # ThrottledError (a SchedulerError is a RuntimeError too)
+            raise
         except RuntimeError as e:
             if "404" in str(e) or "does not exist" in str(e):
                 return url, sid, None
             raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
         except OSError as e:  # requests' ConnectionError: the head went away since the client was made
             raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
-        return url, sid, info
+        return url, sid, SimpleNamespace(**_plane.job_item(info), fetched_at=asked)
 
-    def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
-        node = getattr(info, "driver_node_id", None)
+    def _read_state(self, url: str, sid: str, node: Optional[str]) -> Optional[Dict[str, Any]]:
+        """The driver's ``state.json`` (one log-API read, within the head's budget); None
+        where it has written none (or no driver started).
+
+        Raises:
+            tx_scheduler_ray._logs.LogAPIError, requests.RequestException: the read failed.
+        """
         if not node:
             return None
-        try:
-            data = _logs.read_file(url, node, f"{tx_ray_driver.state_dir(sid)}/{tx_ray_driver.STATE_FILE}", self._session())
-        except _logs.LogAPIError as e:
-            log.debug("ray_state_unreadable", error=str(e))
-            return None
+        name = f"{tx_ray_driver.state_dir(sid)}/{tx_ray_driver.STATE_FILE}"
+        data = _plane.call(url, lambda: _logs.read_file(url, node, name, self._session()), "read state.json")
         if not data:
             return None
         try:
@@ -259,51 +296,61 @@ class RayScheduler(Scheduler[RayJob]):
         except ValueError:  # written atomically, so this is not a partial write
             return None
 
+    def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
+        if getattr(info, "settled", False):  # an ended job's final state, kept by the snapshot
+            return info.state  # type: ignore[no-any-return]
+        try:
+            return self._read_state(url, sid, getattr(info, "driver_node_id", None))
+        except _logs.LogAPIError as e:
+            log.debug("ray_state_unreadable", error=str(e))
+            return None
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """The app's state, replicas (state, host, exit code) and roles; None if the cluster
-        does not know the job (or ``app_id`` is malformed).
+        does not know the job (or ``app_id`` is malformed). The job's status is the head's
+        shared snapshot's (``metadata["status_fetched_at"]``: when the head was asked, epoch s).
 
         Raises:
-            SchedulerError: the dashboard cannot be reached.
+            SchedulerError: the dashboard cannot be reached; a head that stays busy (429,
+                5xx) is :class:`tx.schedulers.budget.ThrottledError`, never a failed app.
         """
         url, sid, info = self._job(app_id)
         if info is None:
             return None
         state = self._state(url, sid, info)
-        desc = _describe(app_id, url, sid, info, state)
+        desc = describe_job(app_id, url, sid, info, state)
         stored = (getattr(info, "metadata", None) or {}).get(METADATA_APPDEF)
         desc.app, why, desc.metadata["run_options"] = read_stored_appdef_and_options(
             stored, f"the job's metadata {METADATA_APPDEF}")
         if why:
             desc.metadata["app_not_stored"] = why
+        desc.metadata["status_fetched_at"] = info.fetched_at  # epoch s; the status is at most this old
         return desc
 
     def list(self) -> List[ListAppResponse]:
         """The tx apps of the default dashboard (``$RAY_ADDRESS`` or 127.0.0.1:8265),
         oldest first; Ray jobs not submitted by tx are left out."""
         url = self._default_url()
-        try:
-            jobs = self._job_client(url).list_jobs()
-        except RuntimeError as e:
-            raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
+        jobs = (self._snapshot(url).items.get("jobs") or {})
         out = []
-        for job in sorted(jobs, key=lambda j: j.start_time or 0):
-            meta = job.metadata or {}
-            if "tx_app" not in meta or not job.submission_id:
-                continue
+        for sid, job in sorted(jobs.items(), key=lambda kv: kv[1].get("start_time") or 0):
             out.append(ListAppResponse(
-                app_id=f"{hostport(url)}-{job.submission_id}",
-                state=JOB_STATES.get(str(job.status), AppState.UNKNOWN), name=meta["tx_app"],
+                app_id=f"{hostport(url)}-{sid}",
+                state=JOB_STATES.get(str(job["status"]), AppState.UNKNOWN), name=job["metadata"]["tx_app"],
             ))
         return out
 
     def _cancel_existing(self, app_id: str) -> None:
         """``stop_job``: the driver stops the replicas; a job that already ended is left."""
         url, sid = self._parse(app_id)
+        client = self._job_client(url)
         try:
-            self._job_client(url).stop_job(sid)
+            _plane.call(url, lambda: client.stop_job(sid), "stop_job", read=False)
+        except SchedulerError:
+            raise
         except RuntimeError as e:
             raise SchedulerError(f"Ray dashboard {url}: cannot stop {sid}: {_client.one_line(e)}") from None
+        _plane.plane(url).invalidate()  # the next look asks the head
         log.info("ray_cancelled", app_id=app_id)
 
     # -- logs -------------------------------------------------------------------------------------
@@ -312,11 +359,11 @@ class RayScheduler(Scheduler[RayJob]):
         if info is None:  # e.g. the head restarted: the log archive may stand in (tx.runner)
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
         state = self._state(url, sid, info)
-        roles = _roles_of(info, state)
+        roles = roles_of(info, state)
         known = [f"{r}/{i}" for r, n in roles for i in range(n)]
         if f"{role_name}/{k}" not in known:
             raise ValueError(f"app {app_id} has no replica {role_name}/{k}; replicas: {', '.join(known)}")
-        return url, sid, info, state, _replica_record(state, role_name, k)
+        return url, sid, info, state, replica_record(state, role_name, k)
 
     def log_iter_blocks(
         self,
@@ -360,7 +407,7 @@ class RayScheduler(Scheduler[RayJob]):
         while rec is None or not rec.get("node_id"):
             desc_url, sid, info = self._job(app_id)
             state = self._state(desc_url, sid, info) if info is not None else None
-            rec = _replica_record(state, role_name, k)
+            rec = replica_record(state, role_name, k)
             if rec is not None and rec.get("node_id"):
                 break
             if info is None or str(info.status) in ("SUCCEEDED", "FAILED", "STOPPED"):
@@ -375,7 +422,7 @@ class RayScheduler(Scheduler[RayJob]):
             if str(info2.status) not in ("SUCCEEDED", "FAILED", "STOPPED"):
                 return None
             st = self._state(url, sid2, info2)
-            r = _replica_record(st, role_name, k)
+            r = replica_record(st, role_name, k)
             if r is None or r.get("node_id") != node or stream not in (r.get("sizes") or {}):
                 return -1
             return int(r["sizes"][stream])
@@ -421,173 +468,6 @@ class RayScheduler(Scheduler[RayJob]):
 def _lines(blocks: Iterable[bytes]) -> Iterator[str]:
     for block in blocks:
         yield from split_lines(block.decode("utf-8", "replace"))
-
-
-def _spec_of(info: Any) -> Dict[str, Any]:
-    env = ((getattr(info, "runtime_env", None) or {}).get("env_vars") or {})
-    try:
-        return json.loads(env.get(tx_ray_driver.SPEC_ENV, "{}"))
-    except ValueError:
-        return {}
-
-
-def _roles_of(info: Any, state: Optional[Dict[str, Any]]) -> List[Tuple[str, int]]:
-    if state and state.get("roles"):
-        return [(r["name"], len(r["replicas"])) for r in state["roles"]]
-    return [(r["name"], int(r["num_replicas"])) for r in _spec_of(info).get("roles", [])]
-
-
-def _replica_record(state: Optional[Dict[str, Any]], role: str, k: int) -> Optional[Dict[str, Any]]:
-    if not state:
-        return None
-    for r in state.get("roles", []):
-        if r["name"] == role:
-            for rep in r["replicas"]:
-                if rep["id"] == k:
-                    return rep
-    return None
-
-
-def _failure_cause(f: Dict[str, Any]) -> Optional[RootCause]:
-    """Why the replica of the driver's failure record failed, as :mod:`tx.schedulers.why`
-    reads the end of its stderr (``cause_tail``, this attempt's; ``stderr_tail``, its last
-    lines, from a driver before it); None where nothing beyond its status and a last line
-    is named."""
-    code = f.get("exit_code")
-    try:
-        cause = root_cause(str(f["role"]), int(f["replica"]), f.get("cause_tail") or f.get("stderr_tail") or "",
-                           exit_code=code if isinstance(code, int) else None)
-    except (KeyError, TypeError, ValueError):
-        return None
-    return cause if names_cause(cause) else None
-
-
-def _failure_text(f: Dict[str, Any]) -> str:
-    """One line: which replica failed, how, where, and its last stderr lines."""
-    code = f.get("exit_code")
-    how = (f"exited with code {code}" if code is not None and code >= 0
-           else f"was killed by signal {-code}" if code is not None else (f.get("msg") or "failed"))
-    where = f" on {f['hostname']}" + (f" ({f['node_ip']})" if f.get("node_ip") else "") if f.get("hostname") else ""
-    tail = " | ".join(ln.strip() for ln in (f.get("stderr_tail") or "").splitlines()[-3:] if ln.strip())
-    text = f"{f['role']}/{f['replica']} {how}{where}"
-    if f.get("attempt"):
-        text += f" (attempt {f['attempt'] + 1})"
-    if tail:
-        text += f": {tail}"
-    return text[:800]
-
-
-def _describe(app_id: str, url: str, sid: str, info: Any, state: Optional[Dict[str, Any]]) -> DescribeAppResponse:
-    job_status = str(info.status)
-    app_state = JOB_STATES.get(job_status, AppState.UNKNOWN)
-    msg = info.message or job_status
-    spec = _spec_of(info)
-    if app_state == AppState.RUNNING:
-        if state is None:
-            app_state, msg = AppState.PENDING, "tx's Ray driver is starting"
-        elif state.get("state") == "PENDING":
-            app_state, msg = AppState.PENDING, state.get("msg") or "reserving resources"
-        else:
-            msg = state.get("msg") or "running"
-    elif app_state == AppState.PENDING:
-        msg = f"Ray job pending: {info.message}" if info.message else "Ray job pending"
-    elif state is not None and state.get("msg"):
-        msg = state["msg"]
-    error = NONE
-    cause: Optional[RootCause] = None
-    if state and state.get("failure"):
-        cause = _failure_cause(state["failure"])
-        error = cause.text if cause is not None else _failure_text(state["failure"])
-    elif app_state == AppState.FAILED:
-        error = _client.one_line(Exception(info.message or "the Ray job failed"))
-    roles_statuses = []
-    if state and state.get("roles"):
-        for r in state["roles"]:
-            reps = []
-            for rep in r["replicas"]:
-                st = replica_state(rep.get("state"))
-                if is_terminal(app_state) and not is_terminal(st):
-                    st = {AppState.CANCELLED: AppState.CANCELLED, AppState.FAILED: AppState.FAILED}.get(app_state, AppState.UNKNOWN)
-                err = NONE
-                mine = cause if cause is not None and (cause.role, cause.replica) == (r["name"], rep["id"]) else None
-                if st == AppState.FAILED:
-                    err = mine.text if mine is not None else (rep.get("stderr_tail") or rep.get("msg") or NONE)
-                reps.append(ReplicaStatus(id=rep["id"], state=st, role=r["name"], hostname=rep.get("hostname") or "",
-                                          structured_error_msg=err, exit_code=rep.get("exit_code"),
-                                          root_cause=mine if st == AppState.FAILED else None))
-            roles_statuses.append(RoleStatus(r["name"], reps))
-    else:
-        rep_state = app_state if is_terminal(app_state) else AppState.PENDING
-        for r in spec.get("roles", []):
-            roles_statuses.append(RoleStatus(r["name"], [
-                ReplicaStatus(id=i, state=rep_state, role=r["name"]) for i in range(int(r["num_replicas"]))]))
-    attempts = _attempts(app_state, state, info)
-    return DescribeAppResponse(
-        app_id=app_id,
-        state=app_state,
-        attempts=attempts,
-        num_restarts=int(state.get("num_restarts", 0)) if state else 0,
-        msg=_client.one_line(Exception(msg)) if msg else NONE,
-        structured_error_msg=error,
-        root_cause=cause,
-        ui_url=f"{url}/#/jobs/{sid}",
-        roles_statuses=roles_statuses,
-        roles=[_role(r) for r in spec.get("roles", [])],
-        metadata={
-            "submission_id": sid, "job_id": getattr(info, "job_id", None),
-            "driver_node_id": getattr(info, "driver_node_id", None), "dashboard": url,
-            "rank0": (state or {}).get("rank0") or {}, "ray_status": job_status,
-            "attempts": [a.to_json() for a in attempts],
-            "infra_retries": {k: (state or {}).get(k) for k in ("infra_retries", "infra_used")},
-            "replicas": {
-                f"{r['name']}/{rep['id']}": {k: rep.get(k) for k in ("pid", "actor_pid", "node_ip", "node_id", "attempt", "msg")}
-                for r in (state or {}).get("roles", []) for rep in r["replicas"]
-            },
-        },
-    )
-
-
-def _attempts(app_state: AppState, state: Optional[Dict[str, Any]], info: Any) -> List[Attempt]:
-    """The app's attempts from the driver's ``state.json``: each that ended in a failure
-    (``infra``: a replica's actor or node lost; ``user``: a replica's own failure), then the
-    current one (the app's state) unless the last recorded one ended the app; empty before
-    the driver wrote its state. A Ray job that FAILED while its driver's state still says
-    it runs lost its driver (the driver's process or node died: Ray's ``JobInfo.message``
-    and ``error_type``, e.g. ``JOB_SUPERVISOR_ACTOR_DIED``): an infrastructure failure."""
-    if not state:
-        return []
-    out = []
-    for a in state.get("attempts") or []:
-        try:
-            kind = FailureKind(a["kind"]) if a.get("kind") else None
-            reason = str(a.get("reason") or "")
-            if kind == FailureKind.INFRA and a.get("checkpoint_dir") and a.get("since") is not None:
-                saved = what_saved(str(a["checkpoint_dir"]), float(a["since"]), float(a.get("until") or float("inf")))
-                reason += f"; {saved}" if saved else ""  # what the lost replica saved, where this host reads it
-            out.append(Attempt(int(a["index"]), replica_state(a.get("state")), kind, reason, bool(a.get("retried"))))
-        except (KeyError, TypeError, ValueError):
-            continue
-    current = int(state.get("num_restarts", 0) or 0)
-    if not out or out[-1].retried or out[-1].index < current:
-        if app_state == AppState.FAILED and state.get("state") in ("PENDING", "RUNNING"):
-            what = " ".join(x for x in (getattr(info, "error_type", None), getattr(info, "message", None)) if x)
-            out.append(Attempt(current, app_state, FailureKind.INFRA,
-                               _client.one_line(Exception(f"the job's driver was lost: {what or 'FAILED'}"))))
-        else:
-            out.append(Attempt(current, app_state))
-    return out
-
-
-def _role(r: Dict[str, Any]) -> Role:
-    res = r.get("resources") or {}
-    env = {k: v for k, v in (r.get("env") or {}).items() if not (k.startswith("TX_") or k.startswith("TORCHX_"))}
-    return Role(
-        r["name"], image=r.get("image", ""), entrypoint=r["entrypoint"], args=r.get("args", []), env=env,
-        num_replicas=int(r["num_replicas"]), min_replicas=r.get("min_replicas"),
-        max_retries=int(r.get("max_retries", 0)), retry_policy=RetryPolicy(r.get("retry_policy", "APPLICATION")),
-        resource=Resource(cpu=int(res.get("CPU", 1)), gpu=int(res.get("GPU", 0)),
-                          memMB=int(res.get("memory", 0)) // _MB),
-    )
 
 
 def create_scheduler(session_name: str, dashboard_address: Optional[str] = None, **kwargs: Any) -> RayScheduler:

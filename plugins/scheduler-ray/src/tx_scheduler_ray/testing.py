@@ -33,7 +33,7 @@ from typing import Dict, Iterator, List, Optional
 
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, wait_for
+from tx.testing import ServiceProcess, backend_unavailable, free_port, wait_for
 
 __all__ = ["NUM_CPUS", "RayHead", "ray_head", "ray_head_service"]
 

@@ -1,16 +1,17 @@
 """Sweeps on Slurm as job arrays (https://slurm.schedmd.com/job_array.html): one ``sbatch
---array`` whose tasks are the trials, the trials' varying words in a table file beside the
-job (:mod:`tx.schedulers.sweep_table`)."""
+--array`` whose tasks are the trials (the fewest arrays where the trials are more than the
+cluster's ``MaxArraySize``), the trials' varying words in one table file beside the job
+(:mod:`tx.schedulers.sweep_table`)."""
 from __future__ import annotations
 
 import contextlib
 import os
 import shlex
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import attrs
 
-from tx.schedulers.sweep_table import SweepTable, split_words
+from tx.schedulers import SweepTable, split_words
 
 from tx_scheduler_slurm.request import APP_ID_SHELL, SlurmBatchRequest, shell_word
 
@@ -54,21 +55,53 @@ class SlurmArrayRequest:
     ``srun`` line. Trial ``i``'s app id is ``<array job id>_<i>``; its replica files are
     ``slurm-<array job id>_<i>-<role>-0.*``, as any app's.
 
+    More trials than ``max_array_size`` (the cluster's ``MaxArraySize``: task ids run up to
+    one less) are the fewest arrays (:attr:`arrays`): array ``k`` holds trials ``offset_k``
+    to ``offset_k + size_k - 1``, its task ``i`` runs trial ``offset_k + i`` (app id
+    ``<array k's job id>_<i>``); with ``max_parallel`` each array waits for the one before
+    to end (``--dependency=afterany``), so that at most ``max_parallel`` run at once.
+
     Attributes:
         trials: each trial's own request (single-replica, the same sbatch options).
         max_parallel: the most tasks running at once (``%``), None for no bound.
+        max_array_size: the cluster's ``MaxArraySize`` (None: one array, however many).
     """
 
     trials: List[SlurmBatchRequest]
     max_parallel: Optional[int] = None
+    max_array_size: Optional[int] = None
     _table: Any = attrs.field(default=None, init=False, repr=False, eq=False)
     _path: Optional[str] = attrs.field(default=None, init=False, repr=False, eq=False)
 
     @property
+    def arrays(self) -> List[Tuple[int, int]]:
+        """``(offset, size)`` of each array: the trials in runs of at most
+        ``max_array_size``, in trial order."""
+        n = len(self.trials)
+        size = self.max_array_size if self.max_array_size and self.max_array_size > 0 else n
+        return [(o, min(size, n - o)) for o in range(0, n, size)]
+
+    def array_cmd(self, k: int = 0, after: Optional[str] = None) -> List[str]:
+        """Array ``k``'s ``sbatch ... --array=0-<size-1>[%<max_parallel>]``, after the
+        job ``after`` has ended where given (``--dependency=afterany:<after>``)."""
+        size = self.arrays[k][1]
+        spec = f"0-{size - 1}" + (f"%{self.max_parallel}" if self.max_parallel else "")
+        return [*self.trials[0].cmd, f"--array={spec}", *([f"--dependency=afterany:{after}"] if after else [])]
+
+    @property
     def cmd(self) -> List[str]:
-        """``sbatch ... --array=0-<N-1>[%<max_parallel>]``."""
-        spec = f"0-{len(self.trials) - 1}" + (f"%{self.max_parallel}" if self.max_parallel else "")
-        return [*self.trials[0].cmd, f"--array={spec}"]
+        """The (first) array's ``sbatch ... --array=0-<N-1>[%<max_parallel>]``."""
+        return self.array_cmd(0)
+
+    def split_line(self) -> str:
+        """The one line that says the sweep is several arrays ("" for one)."""
+        arrays = self.arrays
+        if len(arrays) < 2:
+            return ""
+        chained = (f"; each starts after the one before has ended, so that at most {self.max_parallel} run at once"
+                   if self.max_parallel else "")
+        return (f"slurm: {len(self.trials)} trials as {len(arrays)} job arrays of at most {self.max_array_size} "
+                f"tasks (the cluster's MaxArraySize){chained}")
 
     @property
     def job_dir(self) -> Optional[str]:
@@ -123,16 +156,17 @@ class SlurmArrayRequest:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
 
-    def materialize(self) -> str:
-        """The batch script: trial 0's, with its ``srun`` line replaced by the words every
-        trial shares and, at the others, row ``$SLURM_ARRAY_TASK_ID`` of the table file
-        (:attr:`table_path`), so that its size does not grow with the trials. Where the
-        trials' lines differ in length, one line per trial selected by
-        ``$SLURM_ARRAY_TASK_ID``. ``${app_id}`` is the task's array id."""
+    def materialize(self, k: int = 0) -> str:
+        """Array ``k``'s batch script: trial 0's, with its ``srun`` line replaced by the
+        words every trial shares and, at the others, row ``offset + $SLURM_ARRAY_TASK_ID``
+        of the table file (:attr:`table_path`), so that its size does not grow with the
+        trials. Where the trials' lines differ in length, one line per trial of the array
+        selected by ``$SLURM_ARRAY_TASK_ID``. ``${app_id}`` is the task's array id."""
         first = self.trials[0]
+        offset, size = self.arrays[k]
         script = first.materialize().replace(
             "# Run with: " + " ".join(shlex.quote(c) for c in first.cmd),
-            "# Run with: " + " ".join(shlex.quote(c) for c in self.cmd), 1)
+            "# Run with: " + " ".join(shlex.quote(c) for c in self.array_cmd(k)), 1)
         srun0 = "srun " + " ".join(next(iter(first.replicas.values())).srun_words())
         assert script.count(srun0) == 1
         script = script.replace(APP_ID_SHELL, ARRAY_APP_ID_SHELL)
@@ -142,7 +176,7 @@ class SlurmArrayRequest:
             words = " ".join("".join(f'"${{tx_words[{p}]}}"' if isinstance(p, int) else _quoted(p) for p in w)
                              for w in table.template)
             lookup = (f"tx_table={shlex.quote(str(self.table_path))}\n"
-                      'if tx_row=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$tx_table") && [ -n "$tx_row" ] '
+                      f'if tx_row=$(sed -n "$((SLURM_ARRAY_TASK_ID + {offset + 1}))p" "$tx_table") && [ -n "$tx_row" ] '
                       '&& eval "tx_words=($tx_row)"; then\n'
                       f"  srun {words}\n"
                       'else\n  echo "[tx] no row $SLURM_ARRAY_TASK_ID in $tx_table" >&2\n  false\nfi')
@@ -150,7 +184,7 @@ class SlurmArrayRequest:
         else:
             cases = "".join(
                 f"  {i}) srun {' '.join(next(iter(t.replicas.values())).srun_words())} ;;\n"
-                for i, t in enumerate(self.trials)).replace(APP_ID_SHELL, ARRAY_APP_ID_SHELL)
+                for i, t in enumerate(self.trials[offset:offset + size])).replace(APP_ID_SHELL, ARRAY_APP_ID_SHELL)
             script = script.replace(srun0, f'case "$SLURM_ARRAY_TASK_ID" in\n{cases}  *) false ;;\nesac')
         head, sep, rest = script.partition("\nexport PYTHONUNBUFFERED=1\n")
         return f"{head}\n{ARRAY_APP_ID_LINE}{sep}{rest}"
@@ -167,9 +201,16 @@ class SlurmArrayRequest:
                 f"#----------------\n{shown}")
 
     def __repr__(self) -> str:
-        return (
-            " ".join(shlex.quote(c) for c in self.cmd) + " $SBATCH_SCRIPT\n\n"
-            "#----------------\n# SBATCH_SCRIPT\n#----------------\n" + self.materialize() + self.table_head()
-        )
+        arrays = self.arrays
+        if len(arrays) < 2:
+            return (
+                " ".join(shlex.quote(c) for c in self.cmd) + " $SBATCH_SCRIPT\n\n"
+                "#----------------\n# SBATCH_SCRIPT\n#----------------\n" + self.materialize() + self.table_head()
+            )
+        cmds = "".join(
+            " ".join(shlex.quote(c) for c in self.array_cmd(k, f"<array {k - 1}>" if k and self.max_parallel else None))
+            + f" $SBATCH_SCRIPT_{k}    # trials {o}-{o + n - 1}\n" for k, (o, n) in enumerate(arrays))
+        return (f"# {self.split_line()}\n{cmds}\n#----------------\n# SBATCH_SCRIPT_0 (array k's reads row "
+                "offset_k + $SLURM_ARRAY_TASK_ID + 1)\n#----------------\n" + self.materialize(0) + self.table_head())
 
     __str__ = __repr__

@@ -12,9 +12,7 @@ from __future__ import annotations
 import subprocess
 from typing import Callable, List, Optional, Sequence
 
-from tx.schedulers.api import SchedulerError
-from tx.schedulers.batch import Client, failure_line
-from tx.schedulers.budget import BackendThrottled
+from tx.schedulers import BackendThrottled, BatchClient as Client, SchedulerError, failure_line
 
 from tx_scheduler_slurm._plane import budget
 

@@ -13,8 +13,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
-from tx.config.environ import state_dir
-from tx.log import get_logger
+from tx.config import state_dir
+from tx import get_logger
 from tx.specs import AppDef, CfgVal, InvalidRunConfigException
 from tx_scheduler_slurm import _client
 from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_time_min, parse_version

@@ -13,10 +13,10 @@ import hashlib
 import json
 import os
 import tempfile
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from tx.config.environ import state_dir
-from tx.log import get_logger
+from tx.config import state_dir
+from tx import get_logger
 
 log = get_logger(__name__)
 
@@ -86,24 +86,46 @@ def accounting_in_conf() -> Optional[bool]:
     return value != "accounting_storage/none"
 
 
-#: Slurm's MaxArraySize where slurm.conf does not set it (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize)
-DEFAULT_MAX_ARRAY_SIZE = 1001
+#: Slurm's defaults where slurm.conf does not set them: MaxArraySize
+#: (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize) and MaxJobCount
+#: (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxJobCount)
+DEFAULT_LIMITS = {"MaxArraySize": 1001, "MaxJobCount": 10000}
 
 
-def max_array_size_in_conf() -> Optional[int]:
-    """``MaxArraySize`` of slurm.conf (:func:`conf_path`; Slurm's default where unset); None
-    when the file cannot be read or includes others, so that the caller asks ``scontrol``."""
+def limits_in_conf() -> Optional[Dict[str, int]]:
+    """``MaxArraySize`` and ``MaxJobCount`` of slurm.conf (:func:`conf_path`; Slurm's
+    defaults where unset); None when the file cannot be read or includes others, so that
+    the caller asks ``scontrol show config``."""
     try:
         with open(conf_path(), encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
         return None
-    value = DEFAULT_MAX_ARRAY_SIZE
+    values = dict(DEFAULT_LIMITS)
+    names = {k.lower(): k for k in values}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         key, sep, val = line.partition("=")
-        if sep and key.strip().lower() == "maxarraysize" and val.strip().isdigit():
-            value = int(val.strip())
+        if sep and key.strip().lower() in names and val.strip().isdigit():
+            values[names[key.strip().lower()]] = int(val.strip())
         if line.lower().startswith("include"):
             return None
-    return value
+    return values
+
+
+def mark_cancelled(app_id: str) -> None:
+    """Record that tx cancelled the array task ``app_id`` (``<array>_<task>``): slurmctld
+    keeps no record of a pending task it cancels (it leaves the array's pending range), so
+    :func:`cancelled` is what still tells it from a task Slurm forgot. Never raises."""
+    try:
+        d = index_dir()
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"{app_id}.cancelled"), "w", encoding="utf-8"):
+            pass
+    except OSError as e:
+        log.warning(f"slurm: cannot record the cancel of {app_id} in {index_dir()}: {e}")
+
+
+def cancelled(app_id: str) -> bool:
+    """Whether :func:`mark_cancelled` recorded ``app_id`` here."""
+    return os.path.exists(os.path.join(index_dir(), f"{app_id}.cancelled"))

@@ -10,10 +10,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers import Stream, filter_regex, split_lines
-from tx.schedulers.streams import follow_file
-from tx.schedulers.api import SchedulerError
+from tx import get_logger
+from tx.schedulers import SchedulerError, Stream, filter_regex, follow_file, split_lines
 from tx.specs import AppState, is_terminal
 
 from tx_scheduler_slurm import _index

@@ -21,8 +21,7 @@ from typing import Any, Dict, List, Optional
 
 import attrs
 
-from tx.schedulers.budget import CallBudget, budget_for
-from tx.schedulers.plane import StatusPlane
+from tx.schedulers import CallBudget, StatusPlane, budget_for
 
 from tx_scheduler_slurm._parse import JobRecord, in_array_tasks
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional, Tuple
 
-from tx.schedulers.saves import what_saved
+from tx.schedulers import what_saved
 
 __all__ = ["parse_grace", "preempt_env", "preempted_reason", "read_preempted", "script_lines"]
 

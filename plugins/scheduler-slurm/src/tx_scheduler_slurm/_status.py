@@ -16,11 +16,9 @@ from typing import Dict, List, Optional, Tuple
 
 import attrs
 
-from tx.schedulers import DescribeAppResponse
-from tx.schedulers.batch import read_tail
-from tx.schedulers.why import names_cause, root_cause, signal_text, telling_line
-from tx.specs import MISSING, NONE, NULL_RESOURCE, AppState, ReplicaStatus, Resource, Role, RoleStatus, is_terminal
-from tx.specs.status import RootCause
+from tx.schedulers import DescribeAppResponse, names_cause, read_tail, root_cause, signal_text, telling_line
+from tx.specs import (
+    MISSING, NONE, NULL_RESOURCE, AppState, ReplicaStatus, Resource, Role, RoleStatus, RootCause, is_terminal)
 
 from tx_scheduler_slurm._parse import JobRecord, split_job_name
 from tx_scheduler_slurm._states import appstate_from_slurm

@@ -58,11 +58,8 @@ from typing import Dict, List, Mapping, Optional
 
 import attrs
 
-from tx.schedulers import env as env_contract
-from tx.schedulers.batch import validate_host_app
-from tx.schedulers.api import DEFAULT_INFRA_RETRIES, infra_retries
-from tx.specs import AppDef, Role, macros
-from tx.specs.files import appdef_to_stored
+from tx.schedulers import DEFAULT_INFRA_RETRIES, env as env_contract, infra_retries, validate_host_app
+from tx.specs import AppDef, Role, appdef_to_stored, macros
 
 from tx_scheduler_slurm._preempt import preempt_env, script_lines
 from tx_scheduler_slurm.version import __version__

@@ -26,12 +26,9 @@ import time
 import attrs
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.log import get_logger
-from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.api import PartialListError
-from tx.schedulers.batch import read_text, write_atomic
-from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
-from tx.specs.files import read_stored_appdef_and_options
+from tx import get_logger
+from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, Scheduler, read_text, write_atomic
+from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_appdef_and_options, runopts
 
 from tx_scheduler_slurm import _client, _index, _plane
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
@@ -98,7 +95,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         self._acct_configured: Optional[bool] = None
         self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, sinfo's answer)
         self._partitions: Optional[Tuple[float, str]] = None  # (when, scontrol show partition's answer)
-        self._max_array: Optional[int] = None  # MaxArraySize, -1 once known to be unknown
+        self._config_limits: Optional[Tuple[float, Dict[str, int]]] = None  # (when, MaxArraySize...)
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -160,58 +157,93 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         return self._queried[1]
 
     # -- sweeps: one job array ---------------------------------------------------------
-    @property
-    def sweep_array_limit(self) -> Optional[int]:  # type: ignore[override]
-        """The most tasks of one array: the cluster's ``MaxArraySize`` (task ids run up to
-        MaxArraySize - 1; https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize), read
-        from slurm.conf where readable, else from ``scontrol show config``; None when it
-        cannot be read (or the cluster facts are fixed for offline dryruns)."""
-        if self._max_array is None:
-            self._max_array = -1
-            in_conf = _index.max_array_size_in_conf() if self._cluster is None else None
-            if in_conf is not None:
-                self._max_array = in_conf
-            elif self._cluster is None:
+    #: the limit :attr:`sweep_array_limit` gives, as the refusal names it
+    sweep_limit_name = "MaxJobCount (each array task is one of the jobs slurmctld holds)"
+
+    def _limits(self) -> Dict[str, int]:
+        """The cluster's ``MaxArraySize`` and ``MaxJobCount`` (only those it states): from
+        slurm.conf where readable (no call), else one ``scontrol show config``, kept for
+        :data:`CLUSTER_TTL_S` as the other cluster facts; {} where neither answers or the
+        cluster facts are fixed (offline dryruns: no limit, one array)."""
+        if self._cluster is not None:
+            return {}
+        now = time.monotonic()
+        if self._config_limits is None or now - self._config_limits[0] > CLUSTER_TTL_S:
+            found = _index.limits_in_conf()
+            if found is None:
                 try:
                     conf = parse_config(_client.run(["scontrol", "show", "config"], self._timeout).stdout)
-                    value = conf.get("MaxArraySize", "")
-                    self._max_array = int(value) if value.isdigit() else -1
+                    found = {k: int(conf[k]) for k in _index.DEFAULT_LIMITS if conf.get(k, "").isdigit()}
                 except SlurmError as e:
                     log.debug("slurm_config_unavailable", error=str(e))
-        return self._max_array if self._max_array > 0 else None
+                    found = {}
+            self._config_limits = (now, found)
+        return self._config_limits[1]
+
+    @property
+    def sweep_array_limit(self) -> Optional[int]:  # type: ignore[override]
+        """The most trials of one sweep: the cluster's ``MaxJobCount`` (each task of an
+        array is one of the jobs slurmctld holds; https://slurm.schedmd.com/job_array.html),
+        so that a sweep that cannot fit is refused before anything is submitted; None when
+        it cannot be read. A sweep larger than ``MaxArraySize`` is several arrays
+        (:meth:`submit_sweep_dryrun`)."""
+        return self._limits().get("MaxJobCount")
+
+    def _not_an_array(self, reqs: List[Any]) -> Optional[str]:
+        """Why these trials cannot be job arrays (:func:`array_unsupported`, or a cluster
+        whose ``MaxArraySize`` is 0: arrays disabled), else None."""
+        why = array_unsupported(reqs)
+        if why is None and self._limits().get("MaxArraySize") == 0:
+            why = "the cluster's MaxArraySize is 0 (job arrays disabled)"
+        return why
 
     def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
-        """One ``sbatch --array`` for trials of one replica each
+        """One ``sbatch --array`` for trials of one replica each, or the fewest arrays of at
+        most the cluster's ``MaxArraySize`` tasks
         (:class:`tx_scheduler_slurm._array.SlurmArrayRequest`); None (one job per trial)
         for heterogeneous apps, which Slurm cannot put in an array."""
         reqs = [t.request for t in trials]
-        why = array_unsupported(reqs)
+        why = self._not_an_array(reqs)
         if why is not None:
             log.info("slurm_sweep_not_an_array", reason=why)
             return None
-        return AppDryRunInfo(SlurmArrayRequest(reqs, max_parallel), repr)
+        return AppDryRunInfo(SlurmArrayRequest(reqs, max_parallel, self._limits().get("MaxArraySize")), repr)
 
     def sweep_not_an_array(self, trials: Any) -> str:
         """Why these trials are one job each (:func:`tx_scheduler_slurm._array.array_unsupported`)."""
-        return array_unsupported([t.request for t in trials]) or "slurm has no array for these trials"
+        return self._not_an_array([t.request for t in trials]) or "slurm has no array for these trials"
 
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
-        """Submit the array with one ``sbatch``; returns ``<array job id>_<i>`` for each trial.
+        """Submit the array with one ``sbatch`` (one per array where the trials are more than
+        ``MaxArraySize``: one line says so); returns ``<array job id>_<i>`` for each trial,
+        in trial order. An sbatch refused cancels the arrays submitted before it and removes
+        the table: nothing is left behind.
 
         Raises:
             SlurmNotInstalledError, SlurmCommandError: as :meth:`schedule`.
         """
         req: SlurmArrayRequest = dryrun_info.request
         req.write_table()  # the tasks read their rows from it: before sbatch
+        arrays = req.arrays
+        jobs: List[str] = []
         try:
-            job_id = self._sbatch(req.cmd, req.materialize(), req.job_dir)
+            for k in range(len(arrays)):
+                after = jobs[-1] if jobs and req.max_parallel else None
+                jobs.append(self._sbatch(req.array_cmd(k, after), req.materialize(k), req.job_dir))
         except BaseException:
-            req.remove_table()  # a refused array leaves nothing behind
+            try:
+                if jobs:
+                    self.cancel_many(jobs)
+            finally:
+                req.remove_table()  # a refused array leaves nothing behind
             raise
-        ids = [f"{job_id}_{i}" for i in range(len(req.trials))]
-        log.info("slurm_submitted_array", app_id=job_id, tasks=len(ids))
-        # one index entry for the array: its tasks' replicas are alike (array_unsupported)
-        _index.record(job_id, req.workdir, [(r.role, r.replica_id) for r in req.trials[0].replicas.values()])
+        ids = [f"{job}_{i}" for job, (_, size) in zip(jobs, arrays) for i in range(size)]
+        log.info("slurm_submitted_array", app_id=jobs[0], arrays=len(jobs), tasks=len(ids))
+        if len(jobs) > 1:
+            log.warning(f"{req.split_line()}: jobs {', '.join(jobs)}")
+        # one index entry per array: its tasks' replicas are alike (array_unsupported)
+        for job in jobs:
+            _index.record(job, req.workdir, [(r.role, r.replica_id) for r in req.trials[0].replicas.values()])
         return ids
 
     def _hostnames(self, nodelist: str) -> List[str]:
@@ -270,6 +302,10 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         """
         records, source, fetched_at = self._records(app_id)
         if not records:
+            if "_" in app_id and APP_ID.match(app_id) and _index.cancelled(app_id):
+                return DescribeAppResponse(app_id=app_id, state=AppState.CANCELLED, msg=(
+                    "cancelled by tx before it started (slurmctld keeps no record of a pending array task "
+                    "it cancels)"))
             return None
         desc = build_describe(app_id, records, source)
         desc.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
@@ -500,7 +536,10 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         return self._acct_configured
 
     def _cancel_existing(self, app_id: str) -> None:
-        """``scancel`` the job (every component); a job that just ended is not an error."""
+        """``scancel`` the job (every component); a job that just ended is not an error. An
+        array task is recorded as cancelled first (:func:`_index.mark_cancelled`)."""
+        if "_" in app_id:
+            _index.mark_cancelled(app_id)
         try:
             proc = _client.run(["scancel", app_id], self._timeout, check=False)
         finally:

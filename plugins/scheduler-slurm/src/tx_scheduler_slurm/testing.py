@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import attrs
 import pytest
 
-from tx.testing.backends import backend_unavailable, environ, port_open, record_stop
+from tx.testing import backend_unavailable, environ, port_open, record_stop
 
 __all__ = ["COMMANDS", "NODES", "SCRIPTS", "SlurmCluster", "memory_clusters", "require_slurm", "slurm_cluster",
            "slurm_nodes", "slurm_support", "start_cluster", "stop_cluster", "user_env"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from tx.errors import UserError
+from tx import UserError
 
 
 class TrackingServerUnreachable(UserError, ConnectionError):

@@ -19,7 +19,7 @@ from typing import Iterator, Optional, Union
 
 import pytest
 
-from tx.testing.backends import ServiceProcess, backend_unavailable, free_port, wait_for
+from tx.testing import ServiceProcess, backend_unavailable, free_port, wait_for
 
 __all__ = ["INSTALL", "MLflowServer", "full_mlflow_installed", "mlflow_executable", "mlflow_server"]
 

@@ -47,9 +47,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from tx.errors import UserError
-from tx.config.environ import JOB_ID, getenv
-from tx.tracker.api import TrackerArtifact, TrackerBase, TrackerSource, is_rank0
+from tx import UserError
+from tx.config import JOB_ID, getenv
+from tx.tracker import TrackerArtifact, TrackerBase, TrackerSource, is_rank0
 from tx_tracker_mlflow._client import TrackingServerUnreachable as TrackingServerUnreachable  # raised by the tracker
 from tx_tracker_mlflow._client import make_client
 

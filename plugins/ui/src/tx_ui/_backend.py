@@ -17,15 +17,12 @@ import queue
 from concurrent.futures import Future
 from typing import AbstractSet, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from tx.errors import UserError
-from tx.runner import DEFAULT_SESSION, Runner
-from tx.runner.failover import collapse_listed as collapse_runs
-from tx.runner.failover import list_records as list_runs, load_record
-from tx.runner.handles import RunRef, TrialRef, parse
-from tx.runner.sweep import UnknownSweepError, list_records as list_sweeps, load_record as load_sweep
+from tx import UserError
+from tx.runner import (
+    DEFAULT_SESSION, Runner, RunRef, TrialRef, UnknownSweepError, collapse_runs, list_runs, list_sweeps,
+    load_run, load_sweep, newest_first, parse_handle)
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, get_scheduler_factories
 from tx.specs import make_app_handle, parse_app_handle
-from tx.views import newest_first
 from tx_ui._sweeps import list_apps
 
 __all__ = ["Backend", "NoAnswer", "PAGE_SIZE", "describe_problem", "record"]
@@ -211,7 +208,7 @@ class Backend:
 
     def _with_runs(self, apps: List[ListAppResponse], schedulers: Sequence[str]) -> List[ListAppResponse]:
         """``apps`` with each run with failover of this session as one row under its run
-        handle (its hops inside: :func:`tx.runner.failover.collapse_listed`), as ``tx list``
+        handle (its hops inside: :func:`tx.runner.collapse_runs`), as ``tx list``
         shows it, once whichever of its schedulers are listed."""
         records = list_runs(self._session or DEFAULT_SESSION)
         return collapse_runs(apps, records, schedulers) if records else apps
@@ -251,9 +248,9 @@ def record(backend: Backend, handle: str) -> Optional[DescribeAppResponse]:
     of a run handle, its live hop's (None while a hop is being submitted); of a trial's
     (``SWEEP/4``), its last attempt's (None before it is submitted). Raises UnknownRunError,
     UnknownSweepError: no such run or sweep recorded here."""
-    ref = parse(handle)
+    ref = parse_handle(handle)
     if isinstance(ref, RunRef):
-        rec = load_record(handle)
+        rec = load_run(handle)
         live = rec.live.handle(rec.session) if rec.live is not None else None
         if live is None:
             return None

@@ -18,12 +18,10 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from tx.durations import format_age, format_duration
-from tx.runner.handles import RunRef, SweepRef, parse
-from tx.specs import AppState, is_terminal, parse_app_handle
-from tx.specs.files import appdef_to_yaml
-from tx.specs.sweep import format_value
-from tx.views import ACTIVE_STATES, newest_first, status_text, submitted, why
+from tx.runner import (
+    ACTIVE_STATES, RunRef, SweepRef, format_age, format_duration, newest_first, parse_handle, status_text,
+    submitted, why)
+from tx.specs import AppState, appdef_to_yaml, format_value, is_terminal, parse_app_handle
 from tx_ui._backend import PAGE_SIZE, Backend, NoAnswer, describe_problem, record
 from tx_ui._logs import log_events
 from tx_ui._sweeps import plot_points, plot_svg, trial_metrics
@@ -75,9 +73,9 @@ def _row(app: Any, now: float) -> Dict[str, Any]:
         scheduler = parse_app_handle(app.app_handle).scheduler_backend
     except Exception:  # noqa: BLE001 - a handle a scheduler set oddly still shows
         scheduler = ""
-    # a sweep's row (tx.runner.sweep.collapse_listed): its handle has a sweep's form
+    # a sweep's row (tx.runner.collapse_sweeps): its handle has a sweep's form
     try:
-        sweep = isinstance(parse(app.app_handle), SweepRef)
+        sweep = isinstance(parse_handle(app.app_handle), SweepRef)
     except Exception:  # noqa: BLE001 - a handle a scheduler set oddly is an app's row
         sweep = False
     return {"handle": app.app_handle, "state": app.state.name, "name": app.name or app.app_id,
@@ -226,7 +224,7 @@ async def app_view(ui: UI, handle: str) -> Dict[str, Any]:
     """Status and AppDef of one app; ``problem`` is one line where they cannot be read."""
     view: Dict[str, Any] = {"handle": handle, "problem": "", "status": None, "appdef": None}
     try:
-        ref = parse(handle)  # the kind follows from the syntax: no record is read to learn it
+        ref = parse_handle(handle)  # the kind follows from the syntax: no record is read to learn it
     except Exception as e:  # noqa: BLE001 - a malformed handle is one line on the page
         view["problem"] = describe_problem(e)
         return view
@@ -317,7 +315,7 @@ async def sweep_view(ui: UI, handle: str) -> Dict[str, Any]:
     be read."""
     view: Dict[str, Any] = {"handle": handle, "problem": "", "sweep": None}
     try:
-        if not isinstance(parse(handle), SweepRef):  # never read as a sweep of another kind's id
+        if not isinstance(parse_handle(handle), SweepRef):  # never read as a sweep of another kind's id
             raise ValueError(f"{handle} is not a sweep's handle (see /app?handle={quote(handle, safe='')})")
         status = await ui.backend.call(("sweep", handle), lambda r, h: r.sweep_status(h), handle)
     except Exception as e:  # noqa: BLE001 - an unknown sweep or the backend's failure is one line
@@ -411,7 +409,7 @@ async def log_stream(ui: UI, request: Request) -> Response:
     p = request.query_params
     handle, role = p.get("handle", ""), p.get("role", "")
     try:
-        parse(handle)
+        parse_handle(handle)
         replica = int(p.get("replica", "0"))
         skip = int(request.headers.get("last-event-id") or p.get("from") or 0)
     except Exception as e:  # noqa: BLE001 - bad parameters are one line
@@ -438,11 +436,11 @@ async def cancel(ui: UI, request: Request) -> Response:
         return PlainTextResponse("tx ui: cancel refused: the form's CSRF token is missing or wrong\n",
                                  status_code=403)
     try:
-        sweep = isinstance(parse(handle), SweepRef)  # by the handle's syntax
+        sweep = isinstance(parse_handle(handle), SweepRef)  # by the handle's syntax
     except Exception:  # noqa: BLE001 - the cancel below says it is malformed
         sweep = False
     try:
-        parse(handle)
+        parse_handle(handle)
         if sweep:
             await ui.backend.call(("cancel", handle), lambda r, h: r.cancel_sweep(h), handle)
             msg = f"asked every trial of {handle} to cancel"

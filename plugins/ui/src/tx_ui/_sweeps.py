@@ -16,11 +16,9 @@ import pygal
 from pygal.style import Style
 
 from tx.config import configured_trackers
-from tx.runner import Runner
-from tx.runner.sweep import collapse_listed, list_records, load_record
+from tx.runner import Runner, collapse_sweeps, list_sweeps, load_sweep
 from tx.schedulers import ListAppResponse, PartialListError
-from tx.specs import make_app_handle
-from tx.specs.sweep import format_value
+from tx.specs import format_value, make_app_handle
 from tx.tracker import build_trackers
 
 __all__ = ["TRIAL_KEYS", "list_apps", "plot_points", "plot_svg", "trial_metrics"]
@@ -37,10 +35,10 @@ def list_apps(runner: Runner, scheduler: str) -> List[ListAppResponse]:
     try:
         apps = runner.list(scheduler)
     except PartialListError as e:
-        records = list_records(scheduler, runner.name())
-        raise PartialListError(str(e), collapse_listed(e.apps, records) if records else e.apps) from None
-    records = list_records(scheduler, runner.name())
-    return collapse_listed(apps, records) if records else apps
+        records = list_sweeps(scheduler, runner.name())
+        raise PartialListError(str(e), collapse_sweeps(e.apps, records) if records else e.apps) from None
+    records = list_sweeps(scheduler, runner.name())
+    return collapse_sweeps(apps, records) if records else apps
 
 
 def _number(value: Any) -> Optional[float]:
@@ -56,9 +54,9 @@ def trial_metrics(_runner: Any, handle: str) -> Dict[str, Any]:
     configured: ``tracker`` is "" and ``metrics`` empty.
 
     Raises:
-        tx.runner.sweep.UnknownSweepError: no such sweep on this host.
+        tx.runner.UnknownSweepError: no such sweep on this host.
     """
-    rec = load_record(handle)
+    rec = load_sweep(handle)
     configured = configured_trackers()
     trackers = build_trackers(configured)
     if not trackers:

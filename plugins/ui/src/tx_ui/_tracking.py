@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from tx.config import configured_trackers
-from tx.errors import UserError
+from tx import UserError
 from tx.tracker import TrackerBase, build_trackers
 
 __all__ = ["NO_TRACKER", "TrackingError", "run_record", "runs", "tracker_names"]

@@ -7,8 +7,7 @@ import socket
 import sys
 from typing import List
 
-from tx.cli.command import Argument, Command
-from tx.cli.errors import CLIError
+from tx import Argument, CLIError, Command
 
 __all__ = ["COMMAND", "schedulers_to_show"]
 
@@ -23,7 +22,7 @@ def schedulers_to_show(asked: List[str]) -> List[str]:
     """
     # the settings, the registry and the scheduler API: only when the command runs
     from tx.config import get_config, scheduler_section
-    from tx.plugins import get_registry, install_hint
+    from tx import get_registry, install_hint
     from tx.schedulers import get_default_scheduler_name
 
     installed = get_registry().names("schedulers")

@@ -33,7 +33,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tx.views import ACTIVE_STATES
+from tx.runner import ACTIVE_STATES
 from tx_ui._backend import Backend
 from tx_ui._pages import REFRESH_S, ROUTES, UI, Handler, timeline
 

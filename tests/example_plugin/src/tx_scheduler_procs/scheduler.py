@@ -25,13 +25,28 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import attrs
 
-from tx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
-from tx.schedulers.env import replica_env
-from tx.schedulers.ids import clean_name, make_unique
-from tx.schedulers.streams import Stream, filter_regex
-from tx.specs.api import NONE, AppDef, AppDryRunInfo, AppState, is_terminal, macros
-from tx.specs.runopts import CfgVal, runopts
-from tx.specs.status import ReplicaStatus, RoleStatus
+from tx.schedulers import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    clean_name,
+    filter_regex,
+    make_unique,
+    replica_env,
+)
+from tx.specs import (
+    NONE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    RoleStatus,
+    is_terminal,
+    macros,
+    runopts,
+)
 
 
 def _default_state_dir() -> str:
