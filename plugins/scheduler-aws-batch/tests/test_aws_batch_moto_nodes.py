@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from tx.testing.backends import require_module
+from tx.testing import require_module
 from tx_scheduler_aws_batch import _moto_nodes
 
 require_module("moto", "the test server wraps moto: pip install 'moto[server,batch,logs]'")
