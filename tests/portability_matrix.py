@@ -37,7 +37,8 @@ BACKEND_KINDS: Dict[str, Tuple[str, str]] = {
     "slurm": (REAL, "Slurm from Debian's packages (a private slurmctld with slurmd nodes)"),
     "lsf": (REAL, "OpenLava 4, an LSF-compatible batch system built from source (a private one-host cluster)"),
     "ray": (REAL, "a private Ray head (pinned ray[default])"),
-    "aws_batch": (EMULATOR, "moto's Batch and CloudWatch Logs in Docker mode over the podman engine"),
+    "aws_batch": (EMULATOR, "moto's Batch and CloudWatch Logs in Docker mode over the podman engine, with the "
+                  "node variables, node jobs and node log streams AWS documents added by tx's test launcher"),
     "kubernetes": (TEST_SERVER, "fakekube: an API server that validates Volcano Jobs against their CRD "
                    "schema and runs pods as local processes"),
     "kubernetes_jobset": (TEST_SERVER, "fakekube with the JobSet and Kueue CRDs"),

@@ -49,12 +49,15 @@ def test_two_role_app_runs_in_containers_with_logs(aws_docker: Moto) -> None:
             break
         time.sleep(0.3)
     assert AppState.RUNNING in seen and seen[-1] == AppState.SUCCEEDED, seen
-    lines = list(sched.log_iter(app_id, "reader", 0))
-    assert any(ln.startswith("role=reader idx=1 replica=0 rank0=10.") for ln in lines), lines
-    assert f"role=trainer idx=0 replica=0 rank0=localhost app={app_id}\n" in lines, lines
+    # each node writes a log stream of its own (its node job's), as on AWS Batch
     desc = sched.describe(app_id)
-    assert {rs.role: [(r.id, r.state) for r in rs.replicas] for rs in desc.roles_statuses} == {
-        "trainer": [(0, AppState.SUCCEEDED)], "reader": [(0, AppState.SUCCEEDED)]}
+    trainer_host = find_replica(desc, "trainer", 0).hostname
+    assert trainer_host.startswith("10."), desc
+    assert list(sched.log_iter(app_id, "reader", 0)) == [
+        f"role=reader idx=1 replica=0 rank0={trainer_host} app={app_id}\n"]
+    assert list(sched.log_iter(app_id, "trainer", 0)) == [f"role=trainer idx=0 replica=0 rank0=localhost app={app_id}\n"]
+    assert {rs.role: [(r.id, r.state, r.exit_code) for r in rs.replicas] for rs in desc.roles_statuses} == {
+        "trainer": [(0, AppState.SUCCEEDED, 0)], "reader": [(0, AppState.SUCCEEDED, 0)]}
     assert desc.structured_error_msg == "<NONE>" and desc.num_restarts == 0
 
 
@@ -67,10 +70,11 @@ def test_failing_node(aws_docker: Moto) -> None:
     app_id = sched.submit(app, {"queue": aws_docker.queue})
     desc = wait(sched, app_id)
     assert desc.state == AppState.FAILED, desc
-    # moto has no node jobs: the job's exit code (from its job summary) and last log lines, in one line
-    assert desc.structured_error_msg.startswith(f"job {app_id.split(':')[1]} failed with exit code 3"), desc.structured_error_msg
-    assert "boom on bad" in desc.structured_error_msg and "\n" not in desc.structured_error_msg
-    assert find_replica(desc, "bad", 0).state == AppState.FAILED
+    # the failed node (its node job: exit code, log stream) and its last log lines, in one line
+    assert desc.structured_error_msg == "bad[0] (node 1) failed with exit code 3; last lines: about to fail | boom on bad", (
+        desc.structured_error_msg)
+    assert (find_replica(desc, "bad", 0).state, find_replica(desc, "bad", 0).exit_code) == (AppState.FAILED, 3)
+    assert (find_replica(desc, "ok", 0).state, find_replica(desc, "ok", 0).exit_code) == (AppState.SUCCEEDED, 0)
     assert "boom on bad\n" in list(sched.log_iter(app_id, "bad", 0))
 
 
@@ -132,8 +136,8 @@ def test_runnable_job_says_why_it_waits_and_cancel_before_start(aws_docker: Moto
 
 
 def test_wrapper_in_the_image_shell_with_aws_node_variables(aws_docker: Moto) -> None:
-    """The node command in the container image's own shell (busybox), with the variables
-    AWS sets on node 3 of a job (and moto does not): replica 1 of the role starting at 2."""
+    """The node command in the container image's own shell (busybox), run directly with the
+    variables AWS sets on node 3 of a job: replica 1 of the role starting at 2."""
     import docker
 
     app = AppDef("wrap", roles=[

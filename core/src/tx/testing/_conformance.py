@@ -49,6 +49,10 @@ class SchedulerConformance(ConformanceKit):
     * ``appdef_not_stored`` (default None): a backend that keeps no copy of the submitted
       AppDef says why here; None: ``describe`` must give back the whole AppDef
       (``DescribeAppResponse.app``), here and in a fresh process in another directory.
+    * ``rank0_is_localhost_on_rank0`` (default None): a backend whose replica 0 of role 0
+      gets ``TX_RANK0_HOST=localhost`` (itself) while the others get its address says why
+      here; the kit then requires exactly that (``localhost`` there, one other value
+      everywhere else). None: every replica has the same value.
     * ``run_options_not_stored`` (default None): a backend that keeps the AppDef but not
       the run options says why here; None: ``describe`` must give back the run options
       it was submitted with in ``metadata["run_options"]`` (see :meth:`kept_run_option`).
@@ -241,7 +245,9 @@ class SchedulerConformance(ConformanceKit):
         """Every replica has the replica environment contract (:mod:`tx.schedulers.env`):
         all of ``TX_APP_ID``, ``TX_JOB_ID``, ``TX_ROLE_NAME``, ``TX_ROLE_IDX``,
         ``TX_REPLICA_ID``, ``TX_NUM_REPLICAS`` and ``TX_RANK0_HOST`` and their TorchX names,
-        with values that match the replica; one app id and one rank-0 host for the app."""
+        with values that match the replica; one app id and one rank-0 host for the app
+        (but ``localhost`` on replica 0 of role 0 where ``rank0_is_localhost_on_rank0``
+        says why)."""
         if not self.log_streams:
             pytest.skip("the scheduler keeps no logs to read the environment from (log_streams is empty)")
         names = [*env_contract.REQUIRED, *(env_contract.TORCHX_NAMES[n] for n in env_contract.REQUIRED)]
@@ -262,6 +268,12 @@ class SchedulerConformance(ConformanceKit):
             seen[f"{role}/{k}"] = got
         for name in (env_contract.APP_ID, env_contract.RANK0_HOST):
             values = {where: got[name] for where, got in seen.items()}
+            if name == env_contract.RANK0_HOST and self.rank0_is_localhost_on_rank0:
+                own = values.pop("alpha/0")
+                assert own == "localhost", (
+                    f"{app_id}: alpha/0 has {name}={own!r}, declared localhost "
+                    f"({self.rank0_is_localhost_on_rank0})")
+                assert "localhost" not in values.values(), f"{app_id}: only alpha/0 may have {name}=localhost: {values}"
             assert len(set(values.values())) == 1, f"{app_id}: the replicas disagree on {name}: {values}"
 
     def test_describe_gives_back_the_appdef(

@@ -63,6 +63,9 @@ class ConformanceKit:
     #: why this backend keeps no copy of the run options (None: it keeps them, and
     #: :meth:`test_describe_gives_back_the_appdef` requires ``metadata["run_options"]``)
     run_options_not_stored: Optional[str] = None
+    #: why replica 0 of role 0 has ``TX_RANK0_HOST=localhost`` while every other replica has
+    #: its address (None: every replica has the same value, and the kit requires it)
+    rank0_is_localhost_on_rank0: Optional[str] = None
     #: dotted path of the factory a fresh process creates the scheduler with (None: by
     #: name through the plugin registry, as the ``tx`` CLI does)
     fresh_factory: Optional[str] = None

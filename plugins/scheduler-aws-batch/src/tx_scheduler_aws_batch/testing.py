@@ -8,7 +8,11 @@ end-to-end tests. Loaded as a pytest plugin by the repository's root ``conftest.
 * ``moto_docker``: moto's Batch in Docker mode whose Docker client is the session's private
   podman engine (the ``podman_engine`` fixture of :mod:`tx_scheduler_docker.testing`), so
   nodes run as real containers of ``localhost/busybox:tx`` and their output lands in
-  CloudWatch Logs.
+  CloudWatch Logs. It is the test server made to set what AWS documents
+  (:mod:`tx_scheduler_aws_batch._moto_nodes`): each node of a multi-node job gets
+  ``AWS_BATCH_JOB_NODE_INDEX``, ``AWS_BATCH_JOB_NUM_NODES`` and
+  ``AWS_BATCH_JOB_MAIN_NODE_INDEX`` (moto sets none), its own log stream, and a node job
+  ``<jobId>#<i>`` that ``DescribeJobs`` answers (moto has none).
 * ``moto_auth``: a server that checks IAM, with a user that has no policy.
 
 Each of the first two has its own IAM role, compute environment and job queue
@@ -18,21 +22,22 @@ with the fix (:func:`tx.testing.backends.backend_unavailable`; a failure with
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import sys
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import attrs
 import pytest
 
 from tx.testing import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
 
-__all__ = ["REGION", "Moto", "make_queue", "moto_auth", "moto_docker", "moto_server_exe", "moto_simple",
-           "start_moto"]
+__all__ = ["REGION", "Moto", "make_queue", "moto_auth", "moto_docker", "moto_nodes_cmd", "moto_server_exe",
+           "moto_simple", "start_moto"]
 
 #: the region every server and client of the tests uses
 REGION = "us-east-1"
@@ -79,15 +84,28 @@ def moto_server_exe() -> str:
     return exe
 
 
-def start_moto(log: Path, env: Optional[Dict[str, str]] = None, use_docker: bool = False) -> Tuple[str, ServiceProcess]:
+def moto_nodes_cmd() -> List[str]:
+    """The command of the test server made to set what AWS documents for multi-node jobs
+    (:mod:`tx_scheduler_aws_batch._moto_nodes`: moto_server with the node variables, node
+    log streams and node jobs), run by this interpreter; skips (:func:`backend_unavailable`)
+    where this interpreter has no moto server."""
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("moto.server") is None:
+        backend_unavailable("moto", "moto's server is not installed here: pip install 'moto[server,batch,logs]'")
+    return [sys.executable, "-m", "tx_scheduler_aws_batch._moto_nodes"]
+
+
+def start_moto(log: Path, env: Optional[Dict[str, str]] = None, use_docker: bool = False,
+               nodes: bool = False) -> Tuple[str, ServiceProcess]:
     """Start moto_server on a free port of 127.0.0.1 with its output in ``log`` (``env``:
-    more variables) and set its Batch mode; returns (endpoint, service).
+    more variables) and set its Batch mode; returns (endpoint, service). ``nodes``: start
+    it through :func:`moto_nodes_cmd` (multi-node jobs as AWS runs them).
 
     Raises:
         RuntimeError: it did not listen within 60 s (with its log's last lines).
     """
     port = free_port()
-    svc = ServiceProcess.start([moto_server_exe(), "-H", "127.0.0.1", "-p", str(port)], log=log,
+    exe = moto_nodes_cmd() if nodes else [moto_server_exe()]
+    svc = ServiceProcess.start([*exe, "-H", "127.0.0.1", "-p", str(port)], log=log,
                                env={**os.environ, **(env or {})})
     try:
         wait_for(lambda: port_open(port), timeout=60, what="moto_server to listen", service=svc)
@@ -140,7 +158,8 @@ def moto_docker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     except pytest.FixtureLookupError:
         backend_unavailable("moto Docker mode", "no podman_engine fixture: install tx-scheduler-docker, whose "
                             "testing module starts the engine")
-    endpoint, svc = start_moto(tmp_path_factory.mktemp("moto-docker") / "moto.log", env=engine, use_docker=True)
+    endpoint, svc = start_moto(tmp_path_factory.mktemp("moto-docker") / "moto.log", env=engine, use_docker=True,
+                               nodes=True)
     try:
         m = make_queue(endpoint, svc, "docker")
         m.extra_env = dict(engine)
