@@ -202,7 +202,7 @@ def terminal() -> Iterator[Callable[..., Pane]]:
 #: and OpenLava start once instead of once per worker. First match wins (a test of several
 #: backends goes with the first).
 XDIST_GROUPS = (
-    ("podman", ("podman_engine", "registry", "moto_docker")),
+    ("podman", ("podman_engine", "moto_docker")),
     ("slurm", ("slurm_cluster",)),
     ("ray", ("ray_head_service",)),
     ("lsf", ("lsf_cluster",)),
@@ -221,14 +221,61 @@ def xdist_group(item: pytest.Item) -> Optional[str]:
     return None
 
 
+def _groups_dir(config: pytest.Config) -> Path:
+    """Where each pytest-xdist worker writes the :data:`XDIST_GROUPS` group of its tests
+    (``{nodeid: group}``) for the controller's scheduler: the controller's base temporary
+    directory, whose ``popen-gwN`` is each worker's."""
+    base = Path(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+    return (base.parent if hasattr(config, "workerinput") else base) / "xdist-groups"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Move the tests marked ``restarts_engine`` to the end of the session (a stable sort:
-    every other test keeps its place); under pytest-xdist's ``--dist loadgroup``, put each
-    test of a backend of :data:`XDIST_GROUPS` in that backend's group (one worker runs the
-    group in this order, so its ``restarts_engine`` tests still run after its others)."""
+    every other test keeps its place); under pytest-xdist's ``--dist loadgroup``, a worker
+    writes the :data:`XDIST_GROUPS` group of each test of a backend for the controller's
+    scheduler (:func:`pytest_xdist_make_scheduler`), which sends one worker all of a group's
+    tests, in this order (so its ``restarts_engine`` tests still run after its others)."""
     items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)
-    if getattr(config.option, "dist", "no") == "loadgroup":
-        for item in items:
-            group = xdist_group(item)
-            if group is not None and item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(group))
+    # a worker sees ``dist`` as "no" and ``loadgroup`` as True (xdist.remote.setup_config)
+    if hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False):
+        import json
+
+        groups = {item.nodeid: g for item in items if (g := xdist_group(item)) is not None}
+        d = _groups_dir(config)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
+        tmp.write_text(json.dumps(groups))
+        tmp.rename(d / tmp.name[1:])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's ``--dist loadgroup``, its groups read from what the workers wrote
+    (:func:`pytest_collection_modifyitems`): xdist 3.8 marks a group by appending
+    ``@group`` to the test's node id, which pytest 9 no longer lets a plugin change (a
+    node's id is computed), so its own ``loadgroup`` ran every test anywhere. Each group is
+    one unit of work (LoadScopeScheduling sends a unit to one worker, the largest first);
+    every other test is a unit of its own."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return None
+    import json
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups_dir = _groups_dir(config)
+
+    class BackendGroups(LoadScopeScheduling):  # type: ignore[misc]
+        _groups: Optional[Dict[str, str]] = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:  # read once all workers collected (schedule() calls this)
+                self._groups = {}
+                for f in sorted(groups_dir.glob("gw*.json")):
+                    self._groups.update(json.loads(f.read_text()))
+            if nodeid in self._groups:
+                return f"group:{self._groups[nodeid]}"
+            if "@" in nodeid:  # an older pytest, where xdist's own suffix still works
+                return "group:" + nodeid.rsplit("@", 1)[1]
+            return nodeid
+
+    return BackendGroups(config, log)
