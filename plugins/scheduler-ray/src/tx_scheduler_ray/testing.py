@@ -200,7 +200,10 @@ def ray_head_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHe
     except ImportError as e:
         backend_unavailable("ray", f"{e}: pip install 'ray[default]'")
     temp = tmp_path_factory.mktemp("ray")
-    if len(str(temp)) > 48:  # Ray's unix socket paths under it must stay below 108 bytes
+    # Ray's unix socket paths under it must stay below 108 bytes: it adds up to 62
+    # (session_<date>_<time>_<usec>_<pid>/sockets/plasma_store); a pytest-xdist worker's
+    # base temporary directory is 10 longer (popen-gwN/)
+    if len(str(temp)) > 40:
         temp = Path(tempfile.mkdtemp(prefix="txray-", dir="/tmp"))
     head = RayHead(ray_exe, temp)
     try:
