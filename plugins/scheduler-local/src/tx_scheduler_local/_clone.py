@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from tx_scheduler_local import _store
 
@@ -16,6 +16,23 @@ __all__ = ["clone_finished_app", "clone_run_record", "clone_running_app"]
 #: the files of an app directory that name its id (rewritten in each copy)
 _ID_FILES = ("request.json", "state.json", "summary.json", "environ.json")
 
+
+
+def _read_id_files(src: str) -> Dict[str, str]:
+    """The texts of the app directory ``src``'s files that name its app id (:data:`_ID_FILES`),
+    by file name; a file it lacks is left out.
+
+    Raises:
+        OSError: a file exists but cannot be read.
+    """
+    texts = {}
+    for name in _ID_FILES:
+        try:
+            with open(os.path.join(src, name)) as f:
+                texts[name] = f.read()
+        except FileNotFoundError:
+            continue
+    return texts
 
 def clone_finished_app(apps_dir: str, app_id: str, n: int, prefix: str = "clone",
                        submitted: Optional[Callable[[int], float]] = None,
@@ -38,13 +55,7 @@ def clone_finished_app(apps_dir: str, app_id: str, n: int, prefix: str = "clone"
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     src = os.path.join(apps_dir, app_id)
-    texts = {}
-    for name in _ID_FILES:
-        try:
-            with open(os.path.join(src, name)) as f:
-                texts[name] = f.read()
-        except FileNotFoundError:
-            continue
+    texts = _read_id_files(src)
     first = json.loads(texts["state.json"])
     if first.get("state") not in _store.TERMINAL:
         raise ValueError(f"app {app_id} is {first.get('state')}, not finished: clone a finished app")
@@ -97,13 +108,7 @@ def clone_running_app(apps_dir: str, app_id: str, n: int, prefix: str = "live") 
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     src = os.path.join(apps_dir, app_id)
-    texts = {}
-    for name in _ID_FILES:
-        try:
-            with open(os.path.join(src, name)) as f:
-                texts[name] = f.read()
-        except FileNotFoundError:
-            continue
+    texts = _read_id_files(src)
     if json.loads(texts["state.json"]).get("state") in _store.TERMINAL:
         raise ValueError(f"app {app_id} has ended: clone a running app")
     others = [name for name in os.listdir(src) if name not in texts and os.path.isfile(os.path.join(src, name))]
