@@ -7,7 +7,7 @@
 #
 #   scripts/install-podman.sh && eval "$(scripts/start-podman.sh)"   # exports DOCKER_HOST, CONTAINERS_CONF, CONTAINERS_STORAGE_CONF, CONTAINERS_REGISTRIES_CONF
 #
-# Env: PODMAN_BASE (default /tmp/tx-podman); PODMAN_INSECURE_REGISTRIES=host:port,... registries
+# Env: PODMAN_BASE (default /tmp/tx-podman; at most 46 characters, podman's runroot limit); PODMAN_INSECURE_REGISTRIES=host:port,... registries
 #      reached over plain HTTP (read when the service starts); PODMAN_EVENTS_LOGGER (default file):
 #      containers.conf's events_logger, "none" for an engine that keeps no events (its compat
 #      logs?follow=1 streams then never end: tests/test_docker_follow.py).
@@ -25,8 +25,15 @@ log() { echo "[start-podman] $*" >&2; }
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
   bash "$(dirname "$0")/install-podman.sh"
 fi
+B=$(realpath -m "$B")
+# podman refuses a runroot longer than 50 characters, but only in `podman container cleanup`,
+# the command conmon runs when a container exits: the service starts, containers run, and a
+# restart policy silently never fires (the exit command fails with code 125 into syslog)
+if [ $(( ${#B} + 4 )) -gt 50 ]; then
+  log "PODMAN_BASE $B is longer than 46 characters: podman refuses its runroot $B/run (over 50)"
+  exit 2
+fi
 mkdir -p "$B/conf" "$B/networks" "$B/tmp"
-B=$(cd "$B" && pwd)
 cat > "$B/conf/containers.conf.new" <<EOC
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]

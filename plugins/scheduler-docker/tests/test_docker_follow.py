@@ -41,6 +41,20 @@ def silent_engine(podman_engine: Dict[str, str]) -> Iterator[Dict[str, str]]:
         pytest.fail(str(e), pytrace=False)
 
 
+def test_a_base_podman_would_refuse_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """A ``PODMAN_BASE`` over 46 characters: podman's ``container cleanup`` (conmon's exit
+    command) refuses a runroot over 50, so restart policies would silently never fire. The
+    script says so in one line, exits 2 and makes nothing."""
+    base = tmp_path / ("b" * max(1, 47 - len(str(tmp_path)) - 1))
+    assert len(str(base)) >= 47
+    p = subprocess.run(["bash", str(SCRIPTS / "start-podman.sh")], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PODMAN_BASE": str(base)})
+    assert (p.returncode, p.stdout) == (2, ""), p
+    assert p.stderr == (f"[start-podman] PODMAN_BASE {base} is longer than 46 characters: podman refuses its "
+                        f"runroot {base}/run (over 50)\n")
+    assert not base.exists()
+
+
 def test_an_unknown_events_logger_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
     """``PODMAN_EVENTS_LOGGER`` other than file, none or journald: one line, exit 2, nothing made."""
     base = tmp_path / "engine"

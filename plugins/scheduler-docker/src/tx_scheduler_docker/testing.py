@@ -58,7 +58,7 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str
     if not (SCRIPTS / "start-podman.sh").is_file():
         backend_unavailable("podman", f"{SCRIPTS / 'start-podman.sh'} is missing: run the tests from a checkout")
     base = tmp_path_factory.mktemp("podman")
-    if len(str(base)) > 60:  # the engine's unix socket paths under it must stay below 108 bytes
+    if len(str(base)) > 46:  # podman refuses a runroot (base/run) over 50 characters (start-podman.sh)
         base = Path(tempfile.mkdtemp(prefix="tx-podman-"))
     registry = f"127.0.0.1:{free_port()}"
     try:
@@ -76,7 +76,7 @@ def podman_service(base: Path, **settings: str) -> Iterator[Dict[str, str]]:
     engine variables (``DOCKER_HOST`` ...) are left out of the scripts' environment.
 
     Args:
-        base: its ``PODMAN_BASE``; short (its unix socket paths must stay below 108 bytes).
+        base: its ``PODMAN_BASE``; at most 46 characters (podman refuses a runroot, ``base/run``, over 50).
         settings: more variables of the start script (``PODMAN_INSECURE_REGISTRIES``,
             ``PODMAN_EVENTS_LOGGER``).
 
