@@ -169,6 +169,5 @@ def driver_state(url: str, sid: str, info: Any,
         item: Dict[str, Any] = {"state": read(), "status": status, "end_time": end}
         item["settled"] = status in ENDED and _settled(item, time.time())
         return item
-    # fresh while it was read after the listing: its age at most the listing's
-    snap = record.get(fetch, max_age=max(1e-6, time.time() - since))
+    snap = record.get(fetch, newer_than=since)  # read after the listing: as fresh as it
     return snap.items.get("state")  # type: ignore[no-any-return]
