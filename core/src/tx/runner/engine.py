@@ -206,9 +206,12 @@ class Engine:
             return builders.materialize_appdef_from_dict(comp.fn, component_args, defaults, name=component)
         return builders.materialize_appdef(comp.fn, list(component_args), defaults, name=component)
 
-    def component_maker(self, component: str) -> Callable[[Sequence[str]], AppDef]:
+    def component_maker(self, component: str,
+                        defaults: Optional[Mapping[str, str]] = None) -> Callable[[Sequence[str]], AppDef]:
         """:meth:`component_app` of many command lines of ``component`` (a sweep's trials):
-        the component is found, linted and its parser built once.
+        the component is found, linted and its parser built once. ``defaults``: the
+        component's argument defaults to use (a sweep's, as captured at its launch; None:
+        this session's).
 
         Raises:
             as :meth:`component_app`, when called for the component, and for each call
@@ -217,7 +220,9 @@ class Engine:
         from tx.components.system import builders, finder  # deferred: as component_app's
 
         comp = finder.get_component(component)
-        return builders.component_maker(comp.fn, self.component_defaults.get(component), name=component)
+        if defaults is None:
+            defaults = self.component_defaults.get(component)
+        return builders.component_maker(comp.fn, defaults, name=component)
 
     def submission_env(self, scheduler: str, parent_run_id: Optional[str],
                        job_id: Optional[str] = None) -> Dict[str, str]:
