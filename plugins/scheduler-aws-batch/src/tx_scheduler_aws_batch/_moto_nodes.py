@@ -23,7 +23,8 @@ Docker client) and its ``DescribeJobs``, and then runs moto's own server:
 
 It also asks the engine for its API version once per server, not once per job: moto makes
 each job's Docker client with ``docker.from_env()``, whose version negotiation
-(``GET /version``) took 2.4-3.8 s on the test podman engine of a loaded 2-core machine,
+(``GET /version``, which podman answers from its whole ``info``: it runs conmon and the OCI
+runtime for their versions) took 1.9-3.8 s on the test engine of a loaded 2-core machine,
 before each job's first container; every later job's client speaks the version the engine
 gave the first (tx's docker scheduler likewise pins one, ``DOCKER_API_VERSION``).
 
