@@ -123,10 +123,21 @@ def reasons(res: Dict[str, Any]) -> List[str]:
             ca, wa = _med(tx, "run_echo_cold"), echo
             cb, wb = _med(tv, "run_echo_cold"), _med(tv, "run_echo")
             if None not in (ca, wa, cb, wb):
-                text = (f"Empty caches add {(ca - wa) * 1000:.0f} ms to tx's `run` ({wa:.3f} -> {ca:.3f} s: "
-                        f"the entry-point scan of every installed distribution, then written to "
-                        f"$XDG_CACHE_HOME/tx) and {(cb - wb) * 1000:.0f} ms to TorchX's ({wb:.3f} -> "
-                        f"{cb:.3f} s). The warm part is the phase table's.")
+                text = (f"Empty caches add {(ca - wa) * 1000:.0f} ms to tx's `run` ({wa:.3f} -> {ca:.3f} s) "
+                        f"and {(cb - wb) * 1000:.0f} ms to TorchX's ({wb:.3f} -> {cb:.3f} s).")
+                cold = res["sides"].get("tx", {}).get("phases_cold", {})
+                crow = {r["phase"]: r for r in cold.get("rows", [])}
+                key = next((p for p in crow if p.startswith("load the scheduler plugin")), None)
+                if rows and key and key in rows:
+                    text += (f" In-process (bench/_phases.py with an empty XDG_CACHE_HOME, n={cold['n']}), "
+                             f"tx's CPU after start-up is {cold['cpu_ms'] - cold['interpreter_cpu_ms']:.0f} ms "
+                             f"against {ph['cpu_ms'] - ph['interpreter_cpu_ms']:.0f} ms warm; loading the "
+                             f"scheduler plugin takes {crow[key]['cpu_ms_med']:.0f} ms and imports "
+                             f"{crow[key]['modules']:.0f} modules (warm: {rows[key]['cpu_ms_med']:.0f} ms, "
+                             f"{rows[key]['modules']:.0f}): with no snapshot of what each plugin provides, tx "
+                             "scans the entry points and registers every installed plugin with pluggy to learn "
+                             "which one provides local_cwd, then writes the snapshot to $XDG_CACHE_HOME/tx. "
+                             "The rest is the warm phase table's.")
         elif kind == "ddp":
             d, t, c10 = _med(tx, "ddp_torchx_1x2"), _med(tx, "ddp_torchrun"), _med(tx, "ddp_torchrun_c10d")
             if None not in (d, t, c10) and fixed is not None:

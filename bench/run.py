@@ -27,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -249,14 +250,20 @@ def summarize_side(side: Side) -> Dict[str, Any]:
     return out
 
 
-def phase_breakdown(side: Side, wd: str, n: int) -> Dict[str, Any]:
+def phase_breakdown(side: Side, wd: str, n: int, cold: bool = False) -> Dict[str, Any]:
     """Where tx's `run ... utils.echo` spends its time: bench/_phases.py in ``n`` fresh
-    interpreters of the tx side; medians (and min / max) per phase of CPU and wall ms, and
-    the load-independent counts (modules imported, attrs classes built)."""
+    interpreters of the tx side (``cold``: each with an empty XDG_CACHE_HOME, as
+    ``run_echo_cold``); medians (and min / max) per phase of CPU and wall ms, and the
+    load-independent counts (modules imported, attrs classes built)."""
     runs: List[Dict[str, Any]] = []
     out = os.path.join(WORK, "phases.json")
     for _ in range(n):
-        r = sh([side.py, os.path.join(HERE, "_phases.py"), out], cwd=wd, env=side.env)
+        env = dict(side.env)
+        if cold:
+            env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="xdg-", dir=WORK)
+        r = sh([side.py, os.path.join(HERE, "_phases.py"), out], cwd=wd, env=env)
+        if cold:
+            shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
         if r.returncode != 0 or not os.path.exists(out):
             return {"error": (r.stderr or "no output")[-400:]}
         with open(out) as f:
@@ -437,6 +444,7 @@ def main() -> None:
         if side.name == "tx" and (not args.only or "phases" in args.only.split(",")):
             print("phases: tx run ... utils.echo, in-process", flush=True)
             entry["phases"] = phase_breakdown(side, wd, max(args.n, 5))
+            entry["phases_cold"] = phase_breakdown(side, wd, max(args.n, 5), cold=True)
         res["sides"][side.name] = entry
     res["budgets"] = budgets(res, args.lines)
     if not args.no_confirm:
