@@ -322,6 +322,27 @@ def test_the_runner_facade_stays_thin():
     assert len(MODULES["tx.runner.api"].read_text().splitlines()) <= 400
 
 
+def test_the_architecture_page_shows_the_runners_floors_as_built():
+    """docs/architecture.md's picture of the runner's floors names every runner module on the
+    floor :data:`RUNNER_FLOORS` gives it (a module added, moved or left out is a failing test,
+    not a page that describes another runner)."""
+    import re
+
+    text = (REPO / "docs" / "architecture.md").read_text().split("## The runner's floors", 1)[1]
+    picture = text.split("```", 2)[1]
+    labels = {"ground": 0, "engine": 1, "peers": 2, "facade": 3}
+    shown: Dict[str, int] = {}
+    floor = -1
+    for line in picture.splitlines():
+        word = line.split(maxsplit=1)[0] if line.strip() else ""
+        if word in labels:
+            floor = labels[word]
+        for module in re.findall(r"\btx\.runner(?:\.\w+)?\b", line):
+            shown[module] = floor
+    expected = {m: i for i, names in enumerate(RUNNER_FLOORS) for m in names}
+    assert shown == expected
+
+
 #: modules whose imports are being reworked in the same change (issue 23: the CLI as data,
 #: TorchX shims leaving the Scheduler base); emptied when that lands
 PENDING: set = set()

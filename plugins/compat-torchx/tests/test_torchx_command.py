@@ -221,3 +221,22 @@ def test_the_compat_package_sets_no_attribute_of_a_tx_module() -> None:
                 if isinstance(t, ast.Attribute) and root(t) in tx_names:
                     bad.append(f"{path.name}:{node.lineno}: {ast.unparse(t)}")
     assert bad == []
+
+
+def test_a_run_from_another_directory_gets_its_own_checkpoint_location(cli: Any, tmp_path: Path) -> None:
+    """Issue 41, item 1, through ``torchx`` as through ``tx``: the same app run again, from
+    another directory, is a new run with a fresh ``TX_CHECKPOINT_DIR`` (before: one location
+    per app name, ``<root>/<session>/<app name>``, so the second run resumed the first's
+    checkpoints); each run's location is under tx's checkpoint root and named after the app."""
+    seen = []
+    for where in ("a", "b"):
+        (tmp_path / where).mkdir()
+        p = cli("run", "-s", "local_cwd", "utils.sh", "--", "sh", "-c", 'echo "ckpt=$TX_CHECKPOINT_DIR"',
+                cwd=tmp_path / where)
+        assert p.returncode == 0, p.stderr
+        said = [ln.split("ckpt=", 1)[1] for ln in (p.stdout + p.stderr).splitlines() if "ckpt=" in ln]
+        assert len(said) == 1 and said[0], (p.stdout, p.stderr)
+        seen.append(said[0])
+    assert seen[0] != seen[1], seen
+    root = tmp_path / "state" / "checkpoints" / "tx"
+    assert all(Path(s).parent == root and Path(s).name.startswith("sh-") for s in seen), seen
