@@ -214,7 +214,17 @@ def load_explained() -> Dict[str, Any]:
 
 def check_and_record(name: str, measured: Dict[str, Dict[str, str]]) -> None:
     """Compare ``name``'s measured rows with docs/portability.md and the explanations; with
-    TX_UPDATE_PORTABILITY=1 write them (and drop explanations no longer needed) instead."""
+    TX_UPDATE_PORTABILITY=1 write them (and drop explanations no longer needed) instead.
+    Each column reads, changes and writes the page under an exclusive lock on it: under
+    pytest-xdist two workers record their columns at once."""
+    import fcntl
+
+    with open(DOC, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _check_and_record(name, measured)
+
+
+def _check_and_record(name: str, measured: Dict[str, Dict[str, str]]) -> None:
     explained = load_explained()
     old = DOC.read_text() if DOC.exists() else ""
     rows = parse(old)

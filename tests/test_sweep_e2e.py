@@ -184,3 +184,37 @@ def test_a_sweeps_row_and_its_trials_are_named_after_the_script(tx, tmp_path):
     trials = _status(tx, handle)["trials"]
     names = {json.loads(tx("describe", t["app_handle"], "--json").stdout)["name"] for t in trials}
     assert names == {"train"}
+
+
+def test_resume_from_another_directory_and_shell_submits_with_the_launchs_options_and_context(tx, tx_env, tmp_path):
+    """`tx sweep resume` (and the supervisor it starts) submit the trials with the run
+    options, component defaults, environment and directory the sweep was launched with,
+    not the resuming process's: its `.txconfig` sets log_dir and no component default, its
+    shell lacks MARK, and it runs elsewhere."""
+    launch, other = tmp_path / "launch", tmp_path / "other"
+    launch.mkdir()
+    other.mkdir()
+    (launch / ".txconfig").write_text("[component:utils.sh]\nnum_replicas = 2\n")  # a component default
+    (other / ".txconfig").write_text(f"[local_cwd]\nlog_dir = {other / 'logs'}\n")
+    p = tx("sweep", "-s", "local_cwd", "--grid", "n=1,2", "--max_parallel", "1", "utils.sh", "--", "sh", "-c",
+           'echo "n=${n} cwd=$PWD mark=$MARK path0=${PATH%%:*}"; test -e fixed', cwd=launch, env={**tx_env, "MARK": "launch"})
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip()
+    st = _wait_all(tx, handle)
+    assert [t["state"] for t in st["trials"]] == ["FAILED", "FAILED"], st
+    (launch / "fixed").write_text("")
+    env = {k: v for k, v in tx_env.items() if k != "MARK"}
+    env["TX_PREPEND_CWD"] = "true"  # an option of the resuming shell: not the sweep's
+    r = tx("sweep", "resume", "--wait", handle, cwd=other, env=env)
+    assert r.stdout.splitlines()[0] == f"{handle}: resumed 2 trial(s): 0,1", r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr  # trial 1 was submitted by the supervisor
+    st = _status(tx, handle)
+    assert [t["attempts"] for t in st["trials"]] == [2, 2] and st["state"] == "SUCCEEDED", st
+    for i in (0, 1):
+        out = tx("log", f"{handle}/{i}/sh/0", cwd=other, env=env)
+        line = out.stdout.strip()
+        assert line.startswith(f"sh/0 n={i + 1} cwd={launch} mark=launch path0="), out.stdout + out.stderr
+        assert line.split("path0=", 1)[1] != str(launch), line  # prepend_cwd stayed False
+        second = tx("log", f"{handle}/{i}/sh/1", cwd=other, env=env).stdout  # the launch's component default
+        assert second.startswith(f"sh/1 n={i + 1} cwd={launch} mark=launch"), second
+    assert not (other / "logs").exists()  # the resumer's .txconfig log_dir was not used

@@ -41,12 +41,15 @@ def _trial_state(tx, sweep, i):
     return st["status"]["state"] if st["status"] is not None else st["trial"]["state"]
 
 
-def test_every_verb_takes_a_sweep_and_a_trial_handle(tx, tmp_path):
-    # one trial at a time: trial 0 runs, 1 and 2 wait their turn
+def test_every_verb_takes_a_sweep_and_a_trial_handle(tx, tmp_path, request):
+    # one trial at a time: trial 0 runs, 1 and 2 wait their turn; a trial runs until the test
+    # cancels it (its hour is only a bound: a trial that ended by itself before its cancel,
+    # seen with 60 s under load, is not what this test is about)
     p = tx("sweep", "-s", "local_cwd", "--grid", "n=0,1,2", "--max_parallel", "1",
-           "utils.sh", "--", "sh", "-c", "echo trial ${n}; exec sleep 60")
+           "utils.sh", "--", "sh", "-c", "echo trial ${n}; exec sleep 3600")
     assert p.returncode == 0, p.stderr
     sweep = p.stdout.strip()
+    request.addfinalizer(lambda: tx("cancel", sweep))  # where an assertion below fails: no trial outlives the test
     # 7: not waiting, it says how to follow it, as `tx run --detach` does
     assert p.stderr.splitlines() == [
         f"tx sweep: launched {sweep}; to follow it:", f"  tx status {sweep}",
@@ -127,7 +130,7 @@ def _pids(where):
 
 
 def test_ctrl_c_on_sweep_wait_cancels_the_trials_in_one_line(tx_env, tmp_path):
-    (tmp_path / "trial.sh").write_text("echo $$ > pid-$1.tmp && mv pid-$1.tmp pid-$1; exec sleep 60\n")
+    (tmp_path / "trial.sh").write_text("echo $$ > pid-$1.tmp && mv pid-$1.tmp pid-$1; exec sleep 3600\n")  # until Ctrl-C
     proc = subprocess.Popen(
         [str(TX), "sweep", "-s", "local_cwd", "--grid", "n=0,1", "--wait", "utils.sh", "--", "sh", "trial.sh", "${n}"],
         cwd=tmp_path, env=tx_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

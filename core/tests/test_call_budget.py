@@ -187,6 +187,27 @@ def test_plane_age_fresh_and_invalidate(tmp_path: Path, monkeypatch: pytest.Monk
         plane.get(fetch)
 
 
+def test_plane_newer_than_another_answer(tmp_path: Path) -> None:
+    """``newer_than``: a record fetched at or after that time is fresh whatever its age (one
+    read per answer of another snapshot, however long the others waited for it); one
+    fetched before it, or before a stale mark, is fetched again."""
+    plane = StatusPlane("fake-state", "c", directory=str(tmp_path))
+    fetches: List[int] = []
+
+    def fetch() -> Any:
+        fetches.append(1)
+        return {"n": len(fetches)}
+
+    listed = time.time()
+    first = plane.get(fetch, newer_than=listed)
+    assert first.fetched_here and first.items == {"n": 1}
+    again = StatusPlane("fake-state", "c", directory=str(tmp_path)).get(fetch, newer_than=listed)  # another process
+    assert not again.fetched_here and again.items == {"n": 1}
+    assert plane.get(fetch, newer_than=first.fetched_at + 0.001).items == {"n": 2}  # a later answer
+    plane.invalidate()
+    assert plane.get(fetch, newer_than=listed).items == {"n": 3}
+
+
 def test_plane_after_a_crash_during_a_fetch(tmp_path: Path) -> None:
     """A process killed while it fetches (holding the lock) stores nothing and blocks no one."""
     holder = _py("""

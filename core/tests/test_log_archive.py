@@ -400,3 +400,54 @@ def test_the_local_archive_files_answer_as_fsspecs_local_filesystem(tmp_path: Pa
     mine.rm(f"{root}/s/x/app/complete")
     mine.rm(f"{root}/s", recursive=True)
     assert not (tmp_path / "t/s").exists() and (tmp_path / "t/new/dir").is_dir()
+
+
+class CausedFileLogs(FileLogs):
+    """A backend that reads why a failed app failed from its log at each describe (as the
+    non-local schedulers do), with two user attempts."""
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        desc = super().describe(app_id)
+        if desc is None or desc.state != AppState.FAILED:
+            return desc
+        from tx.schedulers import root_cause
+        from tx.specs import Attempt, FailureKind, ReplicaStatus, RoleStatus
+
+        cause = root_cause("r", 0, self.logs.get("r/0", b""), exit_code=1)
+        desc.structured_error_msg, desc.root_cause = cause.text, cause
+        desc.roles_statuses = [RoleStatus("r", [ReplicaStatus(0, AppState.FAILED, "r", structured_error_msg=cause.text,
+                                                              exit_code=1, root_cause=cause),
+                                                ReplicaStatus(1, AppState.FAILED, "r", exit_code=1)])]
+        desc.attempts = [Attempt(0, AppState.FAILED, FailureKind.USER, cause.text, retried=True),
+                         Attempt(1, AppState.FAILED, FailureKind.USER, cause.text)]
+        return desc
+
+
+def test_why_it_failed_is_recorded_when_it_ends_and_answers_once_the_log_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / ".txconfig"
+    conf.write_text(f"[tx:logs]\narchive = {tmp_path / 'archive'}\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    logs = {"r/0": b'Traceback (most recent call last):\n  File "/job/fail.py", line 5, in <module>\n'
+                   b"ValueError: bad learning rate\n", "r/1": b""}
+    sched = CausedFileLogs("s", logs)
+    sched.state = AppState.FAILED
+    why = "r/0: ValueError: bad learning rate at fail.py:5 (exit code 1)"
+    runner = Runner("s", scheduler_factories={"fake": lambda session, **kw: sched})
+    assert runner.status(H).structured_error_msg == why  # seen ending: recorded with the archive
+    mark = tmp_path / "archive" / "fake" / "s" / "app-1" / "complete"
+    assert mark.exists()
+    recorded = mark.read_bytes()
+
+    logs["r/0"] = b""  # the backend keeps the app but loses its log
+    later = Runner("s", scheduler_factories={"fake": lambda session, **kw: sched})
+    st = later.status(H)
+    assert st.structured_error_msg == why and st.root_cause is not None and st.root_cause.text == why
+    assert (st.root_cause.exception_type, st.root_cause.file, st.root_cause.line) == ("ValueError", "/job/fail.py", 5)
+    assert st.roles[0].replicas[0].structured_error_msg == why and st.roles[0].replicas[1].root_cause is None
+    assert [a.reason for a in st.attempts] == [why, why]  # the attempts name the cause, not the exit status
+    assert mark.read_bytes() == recorded  # a look does not write
+
+    # a backend answer that names a cause of its own is kept
+    logs["r/0"] = b"Traceback (most recent call last):\nKeyError: 'x'\n"
+    assert "KeyError" in later.status(H).structured_error_msg

@@ -161,3 +161,23 @@ def test_recording_workspace_records_builds_for_the_block(tx_registry: PluginReg
     assert built.image == "reg/x:ws" and role.image == "base:1"
     assert calls == [("/ws", {"image_repo": "reg/x", "other": 1})]
     assert "docker" not in tx_registry.names("workspaces")  # unregistered after the block
+
+
+def test_the_kits_fresh_process_imports_what_tx_status_imports(tmp_path) -> None:
+    """The kit's fresh process (``fresh_call``) runs tx.testing._fresh from its file: it
+    answers (here: local_cwd knows no such app) without importing the tx.testing package
+    or pytest, which cost each call 1.6 s on a loaded machine."""
+    import json
+    import subprocess
+    import sys
+
+    from tx.testing._conformance_kit import _FRESH_MAIN
+
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", _FRESH_MAIN, "describe", "local_cwd", "tx",
+                        "tx-kit-no-such-app"], capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"found": False}
+    imported = {ln.split("|")[-1].strip() for ln in p.stderr.splitlines() if ln.startswith("import time:")}
+    assert "tx.plugins" in imported
+    assert not {m for m in imported if m == "pytest" or m.startswith(("tx.testing", "_pytest"))}, sorted(
+        m for m in imported if "pytest" in m or m.startswith("tx.testing"))

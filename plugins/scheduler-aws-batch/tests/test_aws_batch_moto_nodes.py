@@ -92,3 +92,45 @@ def test_install_refuses_a_moto_that_starts_nodes_another_way(monkeypatch: pytes
     monkeypatch.setattr(models.Job, "run", run)
     with pytest.raises(_moto_nodes.MotoChanged, match="would start without the node variables"):
         _moto_nodes.install()
+
+
+def test_the_engine_is_asked_its_api_version_once_per_server(
+        monkeypatch: pytest.MonkeyPatch, podman_engine: Dict[str, str]) -> None:
+    """moto makes each job's Docker client with ``docker.from_env()``, which asks the engine
+    its API version (``GET /version``: seconds on podman under load); the test server asks
+    once, and every later job's client speaks that version, against the session's real
+    engine."""
+    import docker
+    from moto.batch import models
+    from moto.utilities.docker_utilities import DockerModel
+
+    monkeypatch.setattr(models.Job, "docker_client", models.Job.docker_client)
+    monkeypatch.setattr(models.BatchBackend, "describe_jobs", models.BatchBackend.describe_jobs)
+    asked: List[str] = []
+    retrieve = docker.api.client.APIClient._retrieve_server_version
+
+    def counting(self: Any) -> Any:
+        asked.append(self.base_url)
+        return retrieve(self)
+
+    monkeypatch.setattr(docker.api.client.APIClient, "_retrieve_server_version", counting)
+    _moto_nodes.install()
+    jobs = []
+    for _ in range(3):
+        job = models.Job.__new__(models.Job)  # what moto's client property reads of a job
+        DockerModel.__init__(job)
+        job.job_definition = SimpleNamespace(node_properties=None)
+        jobs.append(job)
+    clients = [job.docker_client for job in jobs]
+    try:
+        assert len(asked) == 1, asked
+        assert len({id(c) for c in clients}) == 3, "each job keeps a client of its own, as in moto"
+        engine = docker.from_env(version="auto")
+        try:
+            assert {c.api.api_version for c in clients} == {engine.api.api_version}
+            assert all(c.ping() for c in clients)
+        finally:
+            engine.close()
+    finally:
+        for c in clients:
+            c.close()

@@ -2,12 +2,18 @@
 comes from one shared job list a tick (``list_jobs``, ``GET /api/jobs/``), counted at the
 head: every HTTP request to the private head's dashboard goes through a counting proxy this
 module starts in front of it (the apps' ids name the proxy, so every later look does too).
-A busy head (503, 429) is retried with jitter, never shown as a failed app."""
+A driver's ``state.json`` is read only for the apps described, once per snapshot whoever
+looks (an ended job's once). A busy head (503, 429) is retried with jitter, never shown as a
+failed app."""
 from __future__ import annotations
 
 import http.client
 import http.server
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, List, Tuple
@@ -134,6 +140,22 @@ def waiting(proxy: CountingProxy, finished: List[str]) -> Iterator[List[str]]:
         client.stop_job(sid)
 
 
+@pytest.fixture(scope="module")
+def unfollowed(proxy: CountingProxy, finished: List[str]) -> List[str]:
+    """2 ended Ray jobs with tx's ``tx_app`` metadata that no test follows (the head of a
+    long-lived cluster holds thousands): a look at other apps must not read their state
+    (submitted with Ray's SDK as setup, waited for until they ended)."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(f"http://{proxy.address}")
+    sids = [client.submit_job(entrypoint="true", metadata={"tx_app": "unfollowed"}) for _ in range(2)]
+    deadline = time.monotonic() + 300
+    while any(str(getattr(s, "value", s)) not in _plane.ENDED for s in (client.get_job_status(i) for i in sids)):
+        assert time.monotonic() < deadline, "the unfollowed jobs did not end within 300 s"
+        time.sleep(0.5)
+    return sids
+
+
 @pytest.fixture
 def sched(proxy: CountingProxy, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[RayScheduler]:
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))  # a host with no snapshot yet
@@ -165,22 +187,24 @@ def _tick(sched: RayScheduler, proxy: CountingProxy, ids: List[str], finished: L
 
 
 def test_calls_per_tick_do_not_grow_with_the_apps(sched: RayScheduler, proxy: CountingProxy, ray_head: str,
-                                                  finished: List[str], waiting: List[str]) -> None:
+                                                  finished: List[str], waiting: List[str],
+                                                  unfollowed: List[str]) -> None:
     """Following 10 apps or 100 (3 ended, the others PENDING): the first tick lists the
-    jobs once and reads each ended tx job's final ``state.json`` once (every ended tx job on
-    the head: the session's head also holds the earlier tests' apps); every later tick is one
-    ``GET /api/jobs/``, for 10 apps as for 100 (the old code: a ``GET /api/jobs/<id>`` per
-    app and tick and a log-API read per app with a driver, and with ``RAY_ADDRESS`` set,
-    every call asked at that head rather than the app id's)."""
+    jobs once and reads the final ``state.json`` of each ended app described, once: not of
+    the head's other ended tx jobs (2 here, and the earlier tests' apps; the old code read
+    every ended tx job's on the host's first snapshot); every later tick is one
+    ``GET /api/jobs/``, for 10 apps as for 100 (the old code before the plane: a ``GET
+    /api/jobs/<id>`` per app and tick and a log-API read per app with a driver, and with
+    ``RAY_ADDRESS`` set, every call asked at that head rather than the app id's)."""
     sched._job_client(f"http://{proxy.address}")  # its version check (once per process), outside the ticks
     ten, every = finished + waiting[:7], finished + waiting
     from ray.job_submission import JobSubmissionClient
 
     ended = [j for j in JobSubmissionClient(ray_head).list_jobs()  # straight to the head, not counted
              if "tx_app" in (j.metadata or {}) and str(getattr(j.status, "value", j.status)) in _plane.ENDED]
-    assert len(ended) >= len(finished)
+    assert len(ended) >= len(finished) + len(unfollowed)
     first = _tick(sched, proxy, every, finished)
-    assert first == Counter({"GET /api/jobs/": 1, "GET /api/v0/logs/file": len(ended)}), (first, len(ended))
+    assert first == Counter({"GET /api/jobs/": 1, "GET /api/v0/logs/file": len(finished)}), (first, len(ended))
     tens = [_tick(sched, proxy, ten, finished) for _ in range(2)]
     many = [_tick(sched, proxy, every, finished) for _ in range(2)]
     assert tens == [Counter({"GET /api/jobs/": 1})] * 2, tens
@@ -224,3 +248,43 @@ def test_the_budget_is_set_in_txconfig(sched: RayScheduler, proxy: CountingProxy
     budget_mod._reset_for_tests()
     with pytest.raises(ConfigError, match=r"\[ray\] max_calls_per_minute"):
         _plane.budget(url)
+
+
+def test_a_running_apps_state_is_read_once_per_snapshot(sched: RayScheduler, proxy: CountingProxy,
+                                                        tmp_path: Path) -> None:
+    """A running app looked at three times within one snapshot (three followers) costs one
+    job list and one ``state.json`` read, and ``tx status`` in another process of the host
+    none (the old code: a read per look); the next snapshot reads it again (it changes while
+    the app runs)."""
+    app = AppDef("running", roles=[Role("r", image="", entrypoint="sleep", args=["600"],
+                                        resource=Resource(cpu=1, gpu=0, memMB=64))])
+    app_id = sched.submit(app, {})
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # the driver has written its state: the replica is RUNNING
+            _plane.plane(f"http://{proxy.address}").invalidate()
+            desc = sched.describe(app_id)
+            assert desc is not None and not is_terminal(desc.state), desc
+            if desc.state == AppState.RUNNING and desc.roles_statuses[0].replicas[0].state == AppState.RUNNING:
+                break
+            assert time.monotonic() < deadline, f"not running within 300 s: {desc}"
+            time.sleep(0.5)
+        _plane.plane(f"http://{proxy.address}").invalidate()
+        proxy.reset()
+        for _ in range(3):
+            desc = sched.describe(app_id)
+            assert desc is not None and desc.roles_statuses[0].replicas[0].state == AppState.RUNNING, desc
+        assert proxy.counts() == Counter({"GET /api/jobs/": 1, "GET /api/v0/logs/file": 1}), proxy.counts()
+        proxy.reset()
+        tx = str(Path(sys.executable).parent / "tx")
+        p = subprocess.run([tx, "status", f"ray://tx/{app_id}"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "TX_STATUS_MAX_AGE": "600"}, cwd=str(tmp_path))
+        assert p.returncode == 0 and "RUNNING" in p.stdout, (p.stdout, p.stderr)
+        looks = proxy.counts()
+        assert looks["GET /api/jobs/"] == 0 and looks["GET /api/v0/logs/file"] == 0, looks
+        _plane.plane(f"http://{proxy.address}").invalidate()
+        proxy.reset()
+        assert sched.describe(app_id).state == AppState.RUNNING  # type: ignore[union-attr]
+        assert proxy.counts() == Counter({"GET /api/jobs/": 1, "GET /api/v0/logs/file": 1}), proxy.counts()
+    finally:
+        sched.cancel(app_id)

@@ -315,7 +315,7 @@ def test_batch_script_records_the_replicas_slurm_terminated(sched: SlurmSchedule
     """After srun, when a replica failed: a launcher that started (``0 running``) and never
     recorded was SIGKILLed by Slurm after KillWait (it traps SIGTERM): ``0 137 slurm``; no
     record of this attempt (SIGTERM before the launcher ran): ``0 143 slurm``. Without a
-    failed replica nothing is written."""
+    failed replica nothing is written. A launcher's leftover ``.new`` record is removed."""
     req = request(sched, AppDef("t", roles=[trainer(replicas=4)]))
     snippet = f"SLURM_JOB_ID=4242\ntx_attempt=1\n{req._record_terminated()}\n"
     files = [tmp_path / f"slurm-4242-trainer-{k}.exitcode" for k in range(4)]
@@ -330,6 +330,12 @@ def test_batch_script_records_the_replicas_slurm_terminated(sched: SlurmSchedule
 
     assert run("1 running\n", "1 3\n", "0 3\n", None) == ["1 137 slurm\n", "1 3\n", "1 143 slurm\n", "1 143 slurm\n"]
     assert run("1 running\n", "1 0\n", "0 3\n", None) == ["1 running\n", "1 0\n", "0 3\n", None]
+    # a launcher SIGKILLed between writing its last record beside the file and renaming it
+    # (test_slurm_hardening's strace test) left a .new: its record stays 'running', the
+    # batch script records the SIGKILL and removes the .new; every record replaces a file whole
+    (tmp_path / "slurm-4242-trainer-0.exitcode.new").write_text("1 0\n")
+    assert run("1 running\n", "1 3\n", "1 0\n", "1 0\n") == ["1 137 slurm\n", "1 3\n", "1 0\n", "1 0\n"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == [f.name for f in files]
 
 
 def test_app_name_in_job_names_and_comment(sched: SlurmScheduler) -> None:

@@ -4,6 +4,7 @@ listed and named by their app, the retry policy instead of always ``--requeue``,
 without slurmctld, deleted logs, run options. Why an app failed (time limit, memory, a
 signal) and a hanging sacct, with and without accounting: test_slurm_why_failed.py."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from tx.schedulers.api import SchedulerError
 from tx.specs import AppState, FailureKind
+from tx.testing.backends import backend_unavailable
 from tx_scheduler_slurm import _client, _plane
 from tx_scheduler_slurm._client import SlurmError
 from tx_scheduler_slurm.request import LAUNCHER
@@ -72,6 +74,31 @@ def test_launcher_that_outlives_its_programs_sigkill_records_slurms_kill(tmp_pat
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     assert exit_file.read_text() == "0 137 slurm\n"
+
+
+def test_launcher_killed_while_writing_its_record_leaves_a_whole_one(tmp_path: Path) -> None:
+    """Slurm's SIGKILL after KillWait may take the launcher in the middle of writing its
+    record: proctrack/linuxproc kills the step's processes one by one, the program first,
+    and under load the launcher runs between those kills (seen at load 16: 25 ms between
+    the program's SIGKILL and the launcher's, 2 stubborn apps of 20). A record written in
+    place was then an empty file, which the batch script took for a launcher that never ran
+    (``0 143 slurm`` for a replica Slurm SIGKILLed: the [143, 3] flake of
+    test_failed_replicas_get_a_status_even_when_killed_before_recording). strace forces
+    that moment: the launcher is SIGKILLed at its second write to the record (its last
+    record; the first is ``running``); the file must still hold a whole record (the batch
+    script then records ``0 137 slurm``: test_slurm_dryrun)."""
+    if shutil.which("strace") is None:
+        backend_unavailable("strace", "strace is not installed (apt-get install strace; .ci/run installs it)")
+    probe = subprocess.run(["strace", "-qq", "-o", "/dev/null", "true"], capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        backend_unavailable("strace", f"strace cannot trace here (ptrace refused?): {probe.stderr.strip()[:200]}")
+    exit_file = tmp_path / "x.exitcode"
+    p = subprocess.run(["strace", "-f", "-qq", "-o", str(tmp_path / "strace.log"), "-P", str(exit_file),
+                        "-P", f"{exit_file}.new", "-e", "trace=write", "-e", "inject=write:signal=KILL:when=2",
+                        "bash", "-c", LAUNCHER, "tx-launcher", str(exit_file), "0", "sh", "-c", "exit 3"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)  # killed, as forced
+    assert exit_file.read_text() == "0 running\n"
 
 
 def test_launcher_passes_a_sigterm_that_only_it_gets_to_the_program(tmp_path: Path) -> None:
@@ -183,7 +210,10 @@ def test_failed_replicas_get_a_status_even_when_killed_before_recording(apps: An
     script then turns its ``0 running`` into ``0 137 slurm``) and sometimes, under load,
     outlives its program and writes ``0 137 slurm`` itself: the same record either way.
     Before, the first was '0 143 slurm' (the batch script's guess for no record) and the
-    second '0 137' (1 run in 4 to 7 under load): the flake of issue 37.
+    second '0 137' (1 run in 4 to 7 under load): the flake of issue 37. Then, at load 16-18,
+    [143, 3] again (2 runs of 20): the launcher was SIGKILLed while it rewrote its record in
+    place, and the batch script read the empty file as no record; records now replace the
+    file whole (test_launcher_killed_while_writing_its_record_leaves_a_whole_one).
     Replica 1 fails only once replica 0 ignores SIGTERM (its ``up`` line is in its file):
     failing at once, the SIGTERM could come while replica 0 was still starting, and its
     launcher then recorded 143 itself (``0 143``, once at load 4-7)."""

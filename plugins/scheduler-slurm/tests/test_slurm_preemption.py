@@ -114,7 +114,15 @@ def test_time_limits_warning_saves_the_last_step_and_requeues(env: Dict[str, str
     attempt as preempted by the time limit and requeues the job. So that the warning never
     comes before the ranks armed (a loaded host starts torch slowly), the test shortens the
     running job's limit once they did (``scontrol update TimeLimit``, as a user may) to
-    between 35 and 95 s ahead: the warning comes at slurmctld's next one or two checks."""
+    between 35 and 95 s ahead: the warning comes at slurmctld's next one or two checks.
+
+    Two orders are forced, not hoped for. slurmctld's timer also ends the job at the limit,
+    at its first check after it: as little as one check (30 s) after the warning, when the
+    warning's check found 30 s or less left; a loaded host may take longer than that to
+    save, end torchrun and srun and requeue, and the job then ended TIMEOUT, never requeued.
+    And the requeued attempt keeps the short limit, so slurmctld warns it again a minute
+    later. So once a launcher recorded the warning, the test moves the limit 30 minutes out
+    (the warning is sent once per attempt: it does not come again)."""
     p = tx(env, tmp_path, "run", "--dryrun", "-s", "slurm", "-cfg", "time=10,signal=B:USR1@60", "utils.echo")
     sbatch = next(ln for ln in p.stdout.splitlines() if ln.startswith("sbatch "))
     assert p.returncode == 0 and "--signal=USR1@60" in sbatch.split(), sbatch
@@ -132,6 +140,17 @@ def test_time_limits_warning_saves_the_last_step_and_requeues(env: Dict[str, str
         minutes = -(-(elapsed + 35) // 60)
         subprocess.run(["scontrol", "update", f"JobId={app_id}", f"TimeLimit={minutes}"], env=env, check=True,
                        capture_output=True, timeout=60)
+
+        # the warning reached a launcher (its 'warned' line): the time limit moves out of the way
+        attempts = tmp_path / f"slurm-{app_id}.attempts"
+        _until(lambda: attempts.exists() and " warned USR1 " in attempts.read_text(), timeout=150, every=0.2)
+
+        def limit_moved() -> bool:  # a job being requeued may refuse the update for a moment
+            subprocess.run(["scontrol", "update", f"JobId={app_id}", "TimeLimit=30"], env=env,
+                           capture_output=True, timeout=60)
+            return _scontrol_job(app_id, env)["TimeLimit"] == "00:30:00"
+
+        _until(limit_moved, timeout=60, every=0.5)
 
         def requeued() -> dict:
             s = json.loads(tx(env, tmp_path, "status", "--json", handle).stdout)

@@ -5,19 +5,17 @@ run's launch context), locked across processes with ``flock``; listing them, pru
 that ended, and a run as one row of ``tx list``."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import threading
 import time
-from typing import Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, ContextManager, Dict, List, Mapping, Optional, Sequence, Union
 
 import attrs
 
 from tx.config.environ import state_dir
 from tx.errors import UserError
 from tx.runner.handles import RUN_ID
-from tx.runner._records import flocked, read_all, write_json
+from tx.runner._records import capture_context, flocked, in_context, read_all, write_json
 from tx.schedulers.api import ListAppResponse
 from tx.specs.api import AppState
 from tx.specs.handles import make_app_handle, parse_app_handle
@@ -29,8 +27,6 @@ __all__ = [
 ]
 
 _ID = RUN_ID  # the form of the ids (tx.runner.handles): one definition
-#: held while a run's launch context replaces the process's (:func:`in_context`)
-_CONTEXT_LOCK = threading.RLock()
 
 
 class UnknownRunError(UserError, LookupError):
@@ -296,62 +292,6 @@ def collapse_listed(apps: Sequence[Any], records: Sequence[RunRecord],
                                        name=f"{rec.name} [{chain}]", submitted=rec.created,
                                        hops=[h for h in hops if h], ended=hop.ended if rec.final and hop else None))
     return rows + [a for a in apps if a.app_handle not in taken]
-
-
-def capture_context() -> Dict[str, Any]:
-    """The launch context of a run created by this process (:attr:`RunRecord.context`)."""
-    return {"env": dict(os.environ), "cwd": os.getcwd()}
-
-
-@contextlib.contextmanager
-def in_context(rec: RunRecord) -> Iterator[None]:
-    """Run the body in the run's launch context: ``os.environ`` and the working directory
-    replaced by those the run was created with, restored after (a record without a context:
-    as it is).
-
-    The environment and the working directory are the process's: the schedulers read them
-    where they dry-run and submit (the local ones: ``PATH``, ``TMPDIR``, the directory
-    ``local_cwd`` runs in and the environment its supervisor hands the replicas; the
-    trackers' ``.txconfig``; a workspace's relative path), through interfaces that take
-    neither (TorchX's ``submit_dryrun(app, cfg)`` and ``schedule(info)``). So the swap is
-    serialised by one process-wide lock, held for the whole body: two runs stepped by two
-    threads of one process (tx-ui's workers) each get their own context, one after the
-    other. A thread of the same process that reads ``os.environ`` outside a failover step
-    meanwhile still sees the swapped one.
-
-    Raises:
-        ValueError: the directory the run was launched in is gone.
-    """
-    ctx = rec.context
-    if not ctx:
-        yield
-        return
-    with _CONTEXT_LOCK:
-        with _swapped(rec, ctx):
-            yield
-
-
-@contextlib.contextmanager
-def _swapped(rec: "RunRecord", ctx: Dict[str, Any]) -> Iterator[None]:
-    saved = dict(os.environ)
-    try:
-        here: Optional[str] = os.getcwd()
-    except FileNotFoundError:
-        here = None
-    try:
-        os.chdir(ctx["cwd"])
-    except OSError as e:
-        raise ValueError(f"the directory {rec.handle} was launched in, {ctx['cwd']}, cannot be entered: "
-                         f"{e.strerror}") from None
-    os.environ.clear()
-    os.environ.update(ctx["env"])
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        if here is not None:
-            os.chdir(here)
 
 
 @attrs.define

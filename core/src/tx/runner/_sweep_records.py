@@ -69,12 +69,20 @@ class SweepRecord:
         name: the app's name.
         source: ``{"component": name, "args": [...]}`` or ``{"appdef": {...}}``.
         env: env added to every role (``${name}`` substituted per trial).
-        cfg: the run options.
+        cfg: the trials' run options as merged at launch (-cfg, ``.txconfig``, ``TX_*``:
+            :meth:`tx.runner.Runner.dryrun_sweep`); every later submission (the
+            supervisor's, ``tx sweep resume``'s) uses them as they are, merging nothing.
         max_parallel: the most trials running at once (None: no bound).
         native: how the backend holds the trials (``"array"`` or ``"apps"``).
         cancelled: ``tx cancel`` was asked (no trial is submitted any more until resumed).
         created: when the sweep was submitted (seconds since the epoch).
         trials: the trials.
+        component_defaults: the component's ``[component:NAME]`` defaults at launch (None:
+            none, or a record written before tx kept them: the submitting process's).
+        context: the launch context every later submission is dry-run and submitted in
+            (:func:`tx.runner._records.capture_context`: the environment and working
+            directory of the process that ran ``tx sweep``; None: a record written before
+            tx kept it; the submitting process's own).
     """
 
     sweep_id: str
@@ -89,6 +97,8 @@ class SweepRecord:
     cancelled: bool = False
     created: float = 0.0
     trials: List[TrialRecord] = attrs.field(factory=list)
+    component_defaults: Optional[Dict[str, str]] = None
+    context: Optional[Dict[str, Any]] = None
 
     @property
     def handle(self) -> str:
@@ -146,7 +156,8 @@ def load_record(handle: str) -> SweepRecord:
 
 
 def _write(rec: SweepRecord) -> None:
-    write_json(record_path(rec.scheduler, rec.sweep_id), rec.to_json())
+    # private: the launch context holds the launching process's environment
+    write_json(record_path(rec.scheduler, rec.sweep_id), rec.to_json(), private=True)
 
 
 @contextlib.contextmanager

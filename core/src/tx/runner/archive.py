@@ -59,7 +59,7 @@ import posixpath
 import shutil
 import time
 import uuid
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 from tx.config.recovery import archive_url
@@ -360,15 +360,16 @@ class LogArchive:
         self.fs.makedirs(path, exist_ok=True)
 
     def copy(self, handle: str, replicas: Sequence[Replica], read: BlockReader,
-             ended: Optional[str] = None) -> int:
+             ended: Optional[str] = None, why: Optional[Dict[str, Any]] = None) -> int:
         """Copy what is new in each replica's log; with ``ended`` (the app's terminal state),
-        then mark the app complete.
+        then mark the app complete, with ``why`` in the mark (:meth:`recorded_why`).
 
         Args:
             handle: the app's handle.
             replicas: its replicas.
             read: reads one replica's log from the backend, once (not followed).
             ended: the app's terminal state's name, or None while it runs.
+            why: why the app failed, as seen when it ended (JSON-ready; None: nothing to keep).
 
         Returns:
             the bytes written.
@@ -394,9 +395,21 @@ class LogArchive:
         if failed is not None:
             raise failed
         if ended is not None:
-            self._write_atomic(posixpath.join(app_dir, _COMPLETE), json.dumps(
-                {"state": ended, "ended": time.time()}).encode("utf-8"))
+            mark: Dict[str, Any] = {"state": ended, "ended": time.time()}
+            if why is not None:
+                mark["why"] = why
+            self._write_atomic(posixpath.join(app_dir, _COMPLETE), json.dumps(mark).encode("utf-8"))
         return written
+
+    def recorded_why(self, handle: str) -> Optional[Dict[str, Any]]:
+        """Why the app failed as recorded when it ended (:meth:`copy`'s ``why``); None where
+        nothing was recorded (the app is not archived, not complete, or did not fail)."""
+        try:
+            with self.fs.open(posixpath.join(self.app_dir(handle), _COMPLETE), "rb") as f:
+                why = json.loads(f.read().decode("utf-8")).get("why")
+        except (FileNotFoundError, ValueError, AttributeError):
+            return None
+        return why if isinstance(why, dict) else None
 
     def _copy_one(self, handle: str, role: str, k: int, read: BlockReader) -> int:
         parts = self._parts(handle, role, k)

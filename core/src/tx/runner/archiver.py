@@ -5,7 +5,11 @@ the backend no longer has it, from the archive (docs/recovery.md).
 :class:`Archiver` subscribes to :class:`tx.runner.engine.Engine`: an app seen terminal (by a
 status or a wait) has what is new of its logs copied and is marked complete; an app being
 waited for has its logs copied every ``[tx:logs] interval`` seconds; an app about to be
-cancelled has its logs copied first. The last copy of an app a wait saw end, on a scheduler
+cancelled has its logs copied first; an app that failed has why (its root cause: rank,
+exception, file:line, exit status or signal) recorded beside its logs when the archive marks
+it complete, and a later look at it whose backend answer names no better cause (the
+backend's log is gone) answers with the record (:meth:`Archiver.amend`, a read).
+The last copy of an app a wait saw end, on a scheduler
 whose replicas run on this host, is made by a detached process
 (:mod:`tx.runner._archive_copier`): the waiting caller pays nothing for it. Nothing else calls it to copy: the runner's reads do
 not write the archive themselves.
@@ -15,14 +19,18 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional
+
+import attrs
 
 from tx.config.recovery import archive_url
 from tx.log import get_logger
 from tx.runner.engine import Engine
 from tx.runner.handles import AppRef
 from tx.schedulers.api import SchedulerError
-from tx.specs.api import UnknownAppException, is_terminal
+from tx.schedulers.why import names_cause
+from tx.specs.api import NONE, AppState, UnknownAppException, is_terminal
+from tx.specs.status import RootCause
 
 if TYPE_CHECKING:
     from tx.runner.archive import LogArchive
@@ -63,7 +71,29 @@ class Archiver:
         self._waited: set = set()  # handles of apps a wait followed, until seen terminal
         self._warned = False
         # a cancelled app's logs are copied first: Kubernetes deletes the pods, and their logs, with it
-        engine.subscribe(terminal=self._on_terminal, follow=self.follow, cancelling=self.archive_logs)
+        engine.subscribe(terminal=self._on_terminal, follow=self.follow, cancelling=self.archive_logs,
+                         amend=self.amend)
+
+    def amend(self, ref: AppRef, desc: Any) -> Any:
+        """``desc`` (a FAILED app's :class:`tx.schedulers.DescribeAppResponse`) with why it
+        failed as recorded when it ended (:meth:`tx.runner.archive.LogArchive.recorded_why`),
+        where the record names a better cause than the backend's answer (the backend lost
+        the log the cause was read from): the app's and the failed replicas'
+        ``structured_error_msg`` and ``root_cause``, and the failed attempts' reasons. Only
+        reads; any other ``desc`` is returned as it is. Never raises."""
+        if desc is None or desc.state != AppState.FAILED or _rank(desc.root_cause, desc.structured_error_msg) >= 3:
+            return desc
+        try:
+            archive = self.log_archive
+            why = archive.recorded_why(ref.handle) if archive is not None else None
+            cause = _cause(why.get("root_cause")) if why else None
+        except Exception as e:  # noqa: BLE001 - a look answers with the backend's words then
+            log.debug("log archive: no recorded cause", handle=ref.handle, error=str(e))
+            return desc
+        if not why or _rank(cause, why.get("structured_error_msg")) <= _rank(desc.root_cause,
+                                                                            desc.structured_error_msg):
+            return desc
+        return _with_why(desc, why, cause)
 
     def _on_terminal(self, ref: AppRef, desc: Any) -> None:
         if ref.handle in self._waited:
@@ -167,7 +197,8 @@ class Archiver:
                     return 0
             replicas = self._replicas_of(ref, desc)
             ended = desc.state.name if is_terminal(desc.state) else None
-            return archive.copy(ref.handle, replicas, _backend_log_reader(self.engine, ref), ended=ended)
+            return archive.copy(ref.handle, replicas, _backend_log_reader(self.engine, ref), ended=ended,
+                                why=why_of(desc))
         except BackendReadError as e:
             log.debug("log archive: the backend did not give a log", handle=ref.handle, error=str(e))
         except Exception as e:  # noqa: BLE001 - the archive must never harm the run
@@ -311,3 +342,59 @@ def _from_archive(archive: "LogArchive", handle: str, role: str, k: int, why: st
     log.warning(f"{handle} {role}/{k}: reading the log from tx's log archive ({why})",
                 archive=archive.url)
     return archive.read_blocks(handle, role, k)
+
+
+def why_of(desc: Any) -> Optional[Dict[str, Any]]:
+    """What is recorded of why a FAILED app failed, from its description as tx saw it end:
+    ``{"structured_error_msg", "root_cause", "replicas": [{"role", "id",
+    "structured_error_msg", "root_cause"}...], "attempts": [[index, reason]...]}``
+    (causes as :meth:`tx.specs.RootCause.to_json`); None for an app that did not fail or
+    with no cause at all."""
+    if desc.state != AppState.FAILED or (desc.root_cause is None and desc.structured_error_msg in ("", NONE)):
+        return None
+
+    def js(c: Optional[RootCause]) -> Optional[Dict[str, Any]]:
+        return c.to_json() if c is not None else None
+
+    return {"structured_error_msg": desc.structured_error_msg, "root_cause": js(desc.root_cause),
+            "replicas": [{"role": rs.role, "id": r.id, "structured_error_msg": r.structured_error_msg,
+                          "root_cause": js(r.root_cause)}
+                         for rs in desc.roles_statuses or [] for r in rs.replicas
+                         if r.root_cause is not None or r.structured_error_msg not in ("", NONE)],
+            "attempts": [[a.index, a.reason] for a in desc.attempts if a.state == AppState.FAILED]}
+
+
+def _cause(data: Optional[Mapping[str, Any]]) -> Optional[RootCause]:
+    if not data:
+        return None
+    fields = {f.name for f in attrs.fields(RootCause)}
+    return RootCause(**{k: v for k, v in data.items() if k in fields})
+
+
+def _rank(cause: Optional[RootCause], text: Optional[str]) -> int:
+    """How much a cause says: 3 names one (an exception, the failing rank), 2 a last line,
+    1 only how it ended, 0 nothing."""
+    if cause is None:
+        return 1 if text not in (None, "", NONE) else 0
+    if names_cause(cause):
+        return 3
+    return 2 if cause.message else 1
+
+
+def _with_why(desc: Any, why: Mapping[str, Any], cause: Optional[RootCause]) -> Any:
+    replicas = {(r["role"], r["id"]): r for r in why.get("replicas") or []}
+    roles = []
+    for rs in desc.roles_statuses or []:
+        reps = []
+        for rep in rs.replicas:
+            got = replicas.get((rs.role, rep.id))
+            if got is not None:
+                rep = attrs.evolve(rep, structured_error_msg=got["structured_error_msg"],
+                                   root_cause=_cause(got.get("root_cause")))
+            reps.append(rep)
+        roles.append(attrs.evolve(rs, replicas=reps))
+    reasons = {int(i): str(r) for i, r in why.get("attempts") or []}
+    attempts = [attrs.evolve(a, reason=reasons[a.index]) if a.state == AppState.FAILED and reasons.get(a.index)
+                else a for a in desc.attempts]
+    return attrs.evolve(desc, structured_error_msg=why["structured_error_msg"], root_cause=cause,
+                        roles_statuses=roles, attempts=attempts)

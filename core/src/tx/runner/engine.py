@@ -58,6 +58,10 @@ TerminalListener = Callable[[AppRef, Any], None]
 FollowListener = Callable[[AppRef], Callable[[], None]]
 #: ``(app, its description)``: a live app about to be cancelled (:meth:`Engine.cancel`)
 CancelListener = Callable[[AppRef, Any], None]
+#: ``(app, its description) -> the description to use``: what a look at the app answers,
+#: completed from what was recorded earlier (why it failed, when the backend's log is gone);
+#: it only reads
+AmendListener = Callable[[AppRef, Any], Any]
 
 
 class Engine:
@@ -91,6 +95,7 @@ class Engine:
         self._on_terminal: List[TerminalListener] = []
         self._on_follow: List[FollowListener] = []
         self._on_cancel: List[CancelListener] = []
+        self._on_amend: List[AmendListener] = []
         #: None: a role's mounts a scheduler would run without (``Scheduler.ignored_mounts``)
         #: are refused by the scheduler (tx); else the prefix of a one-line warning on stderr
         #: (``"torchx run"``) and the mounts are dropped, as TorchX 0.7 ignores them (the
@@ -105,18 +110,26 @@ class Engine:
         return self._registry
 
     def subscribe(self, terminal: Optional[TerminalListener] = None, follow: Optional[FollowListener] = None,
-                  cancelling: Optional[CancelListener] = None) -> None:
+                  cancelling: Optional[CancelListener] = None, amend: Optional[AmendListener] = None) -> None:
         """Be told when an app is seen terminal (``terminal(ref, desc)``, from :meth:`status`
         and :meth:`wait`), when an app is waited for (``follow(ref)`` returns the function
         called when the wait ends), and when a live app is about to be cancelled
-        (``cancelling(ref, desc)``, before :meth:`cancel` asks the scheduler). A listener
-        must not raise."""
+        (``cancelling(ref, desc)``, before :meth:`cancel` asks the scheduler); ``amend(ref,
+        desc)`` returns the description :meth:`status` and :meth:`wait` answer with (a
+        look: it reads, never writes). A listener must not raise."""
+        if amend is not None:
+            self._on_amend.append(amend)
         if terminal is not None:
             self._on_terminal.append(terminal)
         if follow is not None:
             self._on_follow.append(follow)
         if cancelling is not None:
             self._on_cancel.append(cancelling)
+
+    def _amended(self, ref: AppRef, desc: Any) -> Any:
+        for amend in self._on_amend:
+            desc = amend(ref, desc)
+        return desc
 
     def _seen(self, ref: AppRef, desc: Any) -> None:
         if desc is not None and is_terminal(desc.state):
@@ -206,9 +219,12 @@ class Engine:
             return builders.materialize_appdef_from_dict(comp.fn, component_args, defaults, name=component)
         return builders.materialize_appdef(comp.fn, list(component_args), defaults, name=component)
 
-    def component_maker(self, component: str) -> Callable[[Sequence[str]], AppDef]:
+    def component_maker(self, component: str,
+                        defaults: Optional[Mapping[str, str]] = None) -> Callable[[Sequence[str]], AppDef]:
         """:meth:`component_app` of many command lines of ``component`` (a sweep's trials):
-        the component is found, linted and its parser built once.
+        the component is found, linted and its parser built once. ``defaults``: the
+        component's argument defaults to use (a sweep's, as captured at its launch; None:
+        this session's).
 
         Raises:
             as :meth:`component_app`, when called for the component, and for each call
@@ -217,7 +233,9 @@ class Engine:
         from tx.components.system import builders, finder  # deferred: as component_app's
 
         comp = finder.get_component(component)
-        return builders.component_maker(comp.fn, self.component_defaults.get(component), name=component)
+        if defaults is None:
+            defaults = self.component_defaults.get(component)
+        return builders.component_maker(comp.fn, defaults, name=component)
 
     def submission_env(self, scheduler: str, parent_run_id: Optional[str],
                        job_id: Optional[str] = None) -> Dict[str, str]:
@@ -374,6 +392,7 @@ class Engine:
         as_of = desc.metadata.get("status_fetched_at") if isinstance(desc.metadata, dict) else None
         if isinstance(as_of, (int, float)):
             self.status_as_of[ref.handle] = float(as_of)
+        desc = self._amended(ref, desc)
         self._seen(ref, desc)
         return status_of(desc)
 
@@ -393,6 +412,8 @@ class Engine:
         finally:
             for stop in stops:
                 stop()
+        if desc is not None:
+            desc = self._amended(ref, desc)
         self._seen(ref, desc)
         return None if desc is None else status_of(desc)
 

@@ -39,9 +39,9 @@ from tx.schedulers.api import ListAppResponse, PartialListError, Scheduler
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle
-from tx.runner import options
 from tx.runner.engine import Engine
 from tx.runner.handles import AppRef, parse
+from tx.runner._records import capture_context, in_context
 from tx.runner._sweep_records import (
     SweepRecord, TrialMetric, TrialRecord, UnknownSweepError, _write, best_trials, cancel_trial, describe_sweep,
     is_sweep_handle, is_sweep_id, list_records, load_record, record_path, track, trial, trial_handle, updating)
@@ -258,11 +258,14 @@ def trial_app(engine: Engine, rec: SweepRecord, trial: TrialRecord, as_args: Seq
 
 
 def _maker(engine: Engine, rec: SweepRecord) -> Optional[Callable[[Sequence[str]], AppDef]]:
-    """The sweep's component, found and its parser built once for all its trials (None: the
-    sweep's source is an AppDef). Raises as :meth:`Engine.component_maker`."""
+    """The sweep's component, found and its parser built once for all its trials, with the
+    component defaults captured at launch (None: the sweep's source is an AppDef). Raises
+    as :meth:`Engine.component_maker`."""
     if "component" not in rec.source:
         return None
-    return engine.component_maker(rec.source["component"])
+    if rec.context is None:  # a record written before the launch's defaults were kept
+        return engine.component_maker(rec.source["component"])
+    return engine.component_maker(rec.source["component"], rec.component_defaults or {})
 
 
 #: the most trials of one sweep on a scheduler that states no array limit of its own
@@ -286,11 +289,6 @@ def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> No
     elif count > MAX_TRIALS:
         raise SweepFormatError(f"{count} trials are more than a sweep on {scheduler} may have ({MAX_TRIALS}): "
                                "split it into several sweeps")
-
-
-def _merged(engine: Engine, scheduler: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """The trials' run options (:func:`tx.runner.options.merge`)."""
-    return options.merge(scheduler, engine.run_opts(scheduler), dict(cfg or {}))
 
 
 def dryrun_sweep(
@@ -320,10 +318,14 @@ def dryrun_sweep(
     env = dict(env or {})
     as_args = _check_params(source, spec.names, env)
     sched = engine.scheduler(scheduler)
+    # the launch's options (merged by Runner.dryrun_sweep), component defaults and context:
+    # every later submission uses them as they are
+    defaults = engine.component_defaults.get(source["component"]) if "component" in source else None
     rec = SweepRecord(sweep_id=_new_id(name or default_name), scheduler=scheduler, session=engine.session,
                       name=name or default_name, source=source, env=env, cfg=dict(cfg or {}),
                       max_parallel=max_parallel, native="apps",
-                      trials=[TrialRecord(i, p) for i, p in enumerate(trials)])
+                      trials=[TrialRecord(i, p) for i, p in enumerate(trials)],
+                      component_defaults=dict(defaults) if defaults else None, context=capture_context())
     base = app_or_component if isinstance(app_or_component, AppDef) else None
     root = checkpoint_root(scheduler)  # once for all trials: it reads the config files
     make = _maker(engine, rec)
@@ -331,7 +333,7 @@ def dryrun_sweep(
     names = {a.name for a in apps}
     if name is None and len(names) == 1:  # the row is named as its trials are (utils.python -> train)
         rec.name = names.pop()
-    infos = engine.dryrun_many(apps, scheduler, _merged(engine, scheduler, cfg), parent_run_id=rec.handle)
+    infos = engine.dryrun_many(apps, scheduler, dict(rec.cfg), parent_run_id=rec.handle)
     native = sched.submit_sweep_dryrun(infos, max_parallel)
     if native is not None:
         rec.native = "array"
@@ -384,19 +386,20 @@ def submit_pending(engine: Engine, handle: str, infos: Optional[Dict[int, AppDry
             room = max(0, min(room, rec.max_parallel - running))
         todo = pending[:room]
         missing = [t for t in todo if t.index not in (infos or {})]
-        if missing:
-            as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
-            base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
-            root = checkpoint_root(rec.scheduler)
-            make = _maker(engine, rec)
-            made = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root, make) for t in missing],
-                                      rec.scheduler, _merged(engine, rec.scheduler, rec.cfg), parent_run_id=rec.handle)
-            infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
-        for t in todo:
-            t.attempts.append(engine.schedule(infos[t.index]).app_id)
-            t.submitted.append(time.time())
-            t.started = t.ended = None
-            t.pending = False
+        with in_context(rec):  # the launch's environment and directory, whichever process submits
+            if missing:
+                as_args = _check_params(rec.source, list(rec.trials[0].params), rec.env)
+                base = appdef_from_dict(rec.source["appdef"]) if "appdef" in rec.source else None
+                root = checkpoint_root(rec.scheduler)
+                make = _maker(engine, rec)
+                made = engine.dryrun_many([trial_app(engine, rec, t, as_args, base, root, make) for t in missing],
+                                          rec.scheduler, dict(rec.cfg), parent_run_id=rec.handle)
+                infos = {**(infos or {}), **{t.index: i for t, i in zip(missing, made)}}
+            for t in todo:
+                t.attempts.append(engine.schedule(infos[t.index]).app_id)
+                t.submitted.append(time.time())
+                t.started = t.ended = None
+                t.pending = False
         track(rec, todo)
         return len(pending) - room
 
@@ -547,7 +550,7 @@ def trial_appdef(engine: Engine, handle: str, index: int) -> Optional[AppDef]:
     if app_handle is not None:
         return engine.describe(parse(app_handle))  # type: ignore[arg-type]
     as_args = _check_params(rec.source, list(t.params), rec.env)
-    return trial_app(engine, rec, t, as_args)
+    return trial_app(engine, rec, t, as_args, make=_maker(engine, rec))
 
 
 def resume_sweep(engine: Engine, handle: str, supervise: bool = True) -> List[int]:

@@ -138,21 +138,30 @@ class StatusPlane:
         except OSError:
             return 0.0
 
-    def _fresh(self, snap: Optional[Snapshot], max_age: float) -> bool:
-        return (snap is not None and snap.age <= max_age and max_age > 0
-                and snap.fetched_at >= self._stale_since())
+    def _fresh(self, snap: Optional[Snapshot], max_age: float, newer_than: Optional[float] = None) -> bool:
+        if snap is None or snap.fetched_at < self._stale_since():
+            return False
+        if newer_than is not None:
+            return snap.fetched_at >= newer_than
+        return snap.age <= max_age and max_age > 0
 
-    def get(self, fetch: Callable[[], Dict[str, Any]], max_age: Optional[float] = None) -> Snapshot:
+    def get(self, fetch: Callable[[], Dict[str, Any]], max_age: Optional[float] = None,
+            newer_than: Optional[float] = None) -> Snapshot:
         """The snapshot, fetched with ``fetch`` (one batched backend call returning
         JSON-able items by key) when the shared one is older than ``max_age`` seconds
         (default :func:`max_age_for` the backend) or marked stale.
 
+        Args:
+            newer_than: epoch seconds; given, a snapshot fetched at or after it is fresh
+                whatever its age (``max_age`` is not used): what is read once per answer of
+                another snapshot (a Ray driver's state once per job list) and shared.
+
         Raises:
             whatever ``fetch`` raises (nothing is stored then).
         """
-        limit = max_age_for(self.backend) if max_age is None else max_age
+        limit = 0.0 if newer_than is not None else max_age_for(self.backend) if max_age is None else max_age
         snap = self._read()
-        if self._fresh(snap, limit):
+        if self._fresh(snap, limit, newer_than):
             return snap  # type: ignore[return-value]
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -163,7 +172,7 @@ class StatusPlane:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # one fetch at a time; the others wait for it
             snap = self._read()
-            if self._fresh(snap, limit):
+            if self._fresh(snap, limit, newer_than):
                 return snap  # type: ignore[return-value]
             started = time.time()
             items = fetch()

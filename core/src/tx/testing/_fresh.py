@@ -2,7 +2,9 @@
 from another shell would make it: ``python -m tx.testing._fresh OP BACKEND SESSION APP_ID
 [ROLE K STREAM]``. The scheduler is created by name through the plugin registry (or, with
 ``TX_KIT_FACTORY=pkg.module:factory``, by that factory) and the result is printed as one
-line of JSON. Used by :class:`tx.testing.SchedulerConformance`."""
+line of JSON. Used by :class:`tx.testing.SchedulerConformance`, which runs this file itself
+(``runpy.run_path``) so that a fresh process imports what ``tx status`` imports, not the
+``tx.testing`` package and pytest: this module imports nothing of ``tx.testing``."""
 from __future__ import annotations
 
 import json

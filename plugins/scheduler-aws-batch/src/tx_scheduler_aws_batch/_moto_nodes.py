@@ -21,6 +21,13 @@ Docker client) and its ``DescribeJobs``, and then runs moto's own server:
   ``container`` (``exitCode``, ``logStreamName``, ``networkInterfaces`` with the
   container's address), ``attempts`` and ``nodeDetails``.
 
+It also asks the engine for its API version once per server, not once per job: moto makes
+each job's Docker client with ``docker.from_env()``, whose version negotiation
+(``GET /version``, which podman answers from its whole ``info``: it runs conmon and the OCI
+runtime for their versions) took 1.9-3.8 s on the test engine of a loaded 2-core machine,
+before each job's first container; every later job's client speaks the version the engine
+gave the first (tx's docker scheduler likewise pins one, ``DOCKER_API_VERSION``).
+
 Where moto's internals no longer match what this wraps (a container name of another form, a
 node started twice, a main node other than 0, moto's ``Job.docker_client`` or
 ``BatchBackend.describe_jobs`` gone, ``Job.run`` no longer starting nodes through them), the
@@ -39,6 +46,8 @@ __all__ = ["install", "main"]
 
 #: the attribute of a moto job that holds its nodes (index -> :class:`_Node`)
 _NODES = "_tx_nodes"
+#: moto's own attribute of a job that holds its Docker client (``DockerModel.__docker_client``)
+_CLIENT = "_DockerModel__docker_client"
 
 
 class MotoChanged(RuntimeError):
@@ -216,9 +225,28 @@ def install() -> None:
         if needed not in run_src:
             raise MotoChanged(f"moto's Batch Job.run no longer has {needed!r}: the node containers would start "
                               "without the node variables; update tx_scheduler_aws_batch._moto_nodes for this moto")
+    from moto.utilities.docker_utilities import DockerModel
+
+    if not (issubclass(job_cls, DockerModel) and "self.__docker_client = docker.from_env()" in  # type: ignore[arg-type]
+            inspect.getsource(DockerModel)):
+        raise MotoChanged("moto's Batch jobs no longer make their Docker client in DockerModel.docker_client "
+                          "with docker.from_env(): update tx_scheduler_aws_batch._moto_nodes for this moto")
     lock = threading.Lock()
+    versions: List[str] = []  # the engine's API version, asked for by the first job's client
+
+    def engine_client() -> Any:
+        import docker
+
+        if versions:
+            return docker.from_env(version=versions[0])
+        client = docker.from_env()
+        versions.append(str(client.api.api_version))
+        return client
 
     def docker_client(self: Any) -> Any:
+        with lock:
+            if getattr(self, _CLIENT, None) is None:
+                setattr(self, _CLIENT, engine_client())
         client = docker_prop.fget(self)  # type: ignore[misc]
         if getattr(self.job_definition, "node_properties", None) is None:
             return client

@@ -3,12 +3,16 @@
 One snapshot per Ray head (dashboard URL), shared by every tx process of the host for a
 short time: a fetch is one job list (Ray's Job API ``list_jobs``, ``GET /api/jobs/``) of
 which tx's jobs (metadata ``tx_app``) are kept, each with what ``describe`` reads of it
-(status, message, driver node, the app's metadata, the driver's spec). A job that has ended
-carries its driver's final ``state.json`` (read through the dashboard's log API once: the
-first snapshot that sees the job ended, then kept from snapshot to snapshot while the job
-is listed ended): following 1,000 finished apps is one ``list_jobs`` a tick. The state of a
-running job changes while it runs and is read by ``describe`` itself (one log-API read per
-running app and look).
+(status, message, driver node, the app's metadata, the driver's spec). The fetch reads no
+driver's state: following 1,000 finished apps is one ``list_jobs`` a tick, however many
+ended jobs the head holds.
+
+A driver's ``state.json`` (the replicas' states, exit codes, the first failure; one
+log-API read) is read only for an app that is described (:func:`driver_state`), and the
+read is shared by the host's processes like the snapshot (its own small record under the
+state directory): a running app's state is read at most once per job snapshot, whoever
+looks (``tx status`` in three shells and a watcher: one read, not four); an ended job's
+final state is read once and kept while the job is listed ended with the same end time.
 
 Every call of the head (the list, a job's info, a state read, submit, stop) takes a token of
 the head's :class:`~tx.schedulers.budget.CallBudget` (``.txconfig`` ``[ray]
@@ -29,8 +33,8 @@ from typing import Any, Callable, Dict, Optional, TypeVar
 
 from tx.schedulers import BackendThrottled, CallBudget, StatusPlane, budget_for
 
-__all__ = ["DEFAULT_CALL_BURST", "DEFAULT_CALLS_PER_MINUTE", "ENDED", "budget", "call", "fetch_jobs", "job_item",
-           "plane"]
+__all__ = ["DEFAULT_CALL_BURST", "DEFAULT_CALLS_PER_MINUTE", "ENDED", "budget", "call", "driver_state", "fetch_jobs",
+           "job_item", "plane"]
 
 T = TypeVar("T")
 
@@ -50,6 +54,8 @@ SETTLE_S = 30.0
 _BUSY = re.compile(r"status code (429|500|502|503|504)\b")
 _THROTTLED = re.compile(r"status code 429\b")
 _PLANES: Dict[str, StatusPlane] = {}
+#: the backend name of the driver states' records (one per job: ``ray-state-<key>.status``)
+STATE_RECORD = "ray-state"
 
 
 def plane(url: str) -> StatusPlane:
@@ -113,34 +119,55 @@ def _settled(item: Dict[str, Any], now: float) -> bool:
     return isinstance(end, (int, float)) and now - end / 1000.0 > SETTLE_S
 
 
-def fetch_jobs(url: str, client: Any, previous: Optional[Dict[str, Any]],
-               read_state: Callable[[str, Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
+def fetch_jobs(url: str, client: Any) -> Dict[str, Any]:
     """The snapshot's items: ``{"jobs": {submission_id: item}}`` of tx's jobs on the head
-    (see the module's doc). ``read_state(item)`` reads an ended job's driver state (one
-    call); it is not called for a job whose settled state ``previous`` holds.
+    (:func:`job_item`); one call, no driver's state read.
 
     Raises:
         as :func:`call`.
     """
     jobs = call(url, client.list_jobs, "list_jobs")
-    now = time.time()
-    before = (previous or {}).get("jobs") or {}
     out: Dict[str, Any] = {}
     for job in jobs:
         sid = job.submission_id
-        if not sid or "tx_app" not in (job.metadata or {}):
-            continue
-        item = job_item(job)
-        if item["status"] in ENDED:
-            old = before.get(sid)
-            if (old is not None and old.get("settled") and old.get("status") == item["status"]
-                    and old.get("end_time") == item["end_time"]):
-                item["state"], item["settled"] = old.get("state"), True
-            else:
-                try:
-                    item["state"] = read_state(sid, item)
-                    item["settled"] = _settled(item, now)
-                except Exception:  # noqa: BLE001 - the log API's or the head's: asked again next time
-                    item["state"], item["settled"] = None, False
-        out[sid] = item
+        if sid and "tx_app" in (job.metadata or {}):
+            out[sid] = job_item(job)
     return {"jobs": out}
+
+
+def _state_record(url: str, sid: str) -> StatusPlane:
+    p = StatusPlane(STATE_RECORD, f"{url}|{sid}")
+    return _PLANES.setdefault(p.path, p)
+
+
+def driver_state(url: str, sid: str, info: Any,
+                 read: Callable[[], Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    """The driver's ``state.json`` of job ``sid`` at ``url`` whose listing is ``info`` (a
+    :func:`job_item` namespace with ``fetched_at``, epoch s), shared by the host's tx
+    processes through a record of its own under the state directory:
+
+    * an ended job whose recorded state is final (:func:`_settled`) for the same status and
+      end time: that, without a call;
+    * else the recorded state where it was read after ``info`` was fetched: one read per
+      job and snapshot, whoever looks;
+    * else ``read()`` (one log-API read), recorded (one process reads at a time; the
+      others wait for its answer).
+
+    Raises:
+        whatever ``read`` raises (nothing is recorded then).
+    """
+    status, end = str(info.status), getattr(info, "end_time", None)
+    record = _state_record(url, sid)
+    last = record.last()
+    if last is not None:
+        kept = last.items
+        if kept.get("settled") and kept.get("status") == status and kept.get("end_time") == end:
+            return kept.get("state")  # type: ignore[no-any-return]
+    since = float(getattr(info, "fetched_at", 0.0) or 0.0)
+
+    def fetch() -> Dict[str, Any]:
+        item: Dict[str, Any] = {"state": read(), "status": status, "end_time": end}
+        item["settled"] = status in ENDED and _settled(item, time.time())
+        return item
+    snap = record.get(fetch, newer_than=since)  # read after the listing: as fresh as it
+    return snap.items.get("state")  # type: ignore[no-any-return]

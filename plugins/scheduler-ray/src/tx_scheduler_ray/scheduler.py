@@ -9,8 +9,9 @@
   and the driver's ``state.json`` (per-replica state, host, exit code; why the app waits;
   its first failure), read through the dashboard's log API. The job's status comes from the
   head's shared snapshot (:mod:`tx_scheduler_ray._plane`: one ``list_jobs`` a tick for every
-  app followed, an ended job's final ``state.json`` kept in it), and every call of the head
-  takes a token of its call budget (``.txconfig`` ``[ray] max_calls_per_minute``).
+  app followed); the driver's state is read only for the apps described, at most once per
+  snapshot and shared by the host's processes (an ended job's final state once), and every
+  call of the head takes a token of its call budget (``.txconfig`` ``[ray] max_calls_per_minute``).
 * logs: each replica's own ``stdout``, ``stderr`` and line-merged ``combined`` files, never
   the job's mixed output; regex, streams and following (``should_tail``).
 * cancel: ``stop_job``: the driver stops every replica (SIGTERM, then SIGKILL after 5 s),
@@ -239,12 +240,8 @@ class RayScheduler(Scheduler[RayJob]):
         """
         p = _plane.plane(url)
 
-        def fetch() -> Dict[str, Any]:
-            last = p.last()
-            return _plane.fetch_jobs(url, self._job_client(url), last.items if last is not None else None,
-                                     lambda sid, item: self._read_state(url, sid, item.get("driver_node_id")))
         try:
-            return p.get(fetch)
+            return p.get(lambda: _plane.fetch_jobs(url, self._job_client(url)))
         except SchedulerError:  # no dashboard answers (make_client), ThrottledError: already one line
             raise
         except RuntimeError as e:
@@ -297,10 +294,14 @@ class RayScheduler(Scheduler[RayJob]):
             return None
 
     def _state(self, url: str, sid: str, info: Any) -> Optional[Dict[str, Any]]:
-        if getattr(info, "settled", False):  # an ended job's final state, kept by the snapshot
-            return info.state  # type: ignore[no-any-return]
+        """The driver's ``state.json``, shared by the host's processes (one read per job and
+        snapshot; an ended job's final state once: :func:`tx_scheduler_ray._plane.driver_state`);
+        None where there is none yet or the log API cannot read it."""
+        node = getattr(info, "driver_node_id", None)
+        if not node:  # no driver started: nothing to read (and nothing recorded)
+            return None
         try:
-            return self._read_state(url, sid, getattr(info, "driver_node_id", None))
+            return _plane.driver_state(url, sid, info, lambda: self._read_state(url, sid, node))
         except _logs.LogAPIError as e:
             log.debug("ray_state_unreadable", error=str(e))
             return None

@@ -76,6 +76,12 @@ APP_ID_SHELL = '"$SLURM_JOB_ID"'
 #: Arguments that are ``:`` (which srun would take for a het group separator) arrive with
 #: one ``+`` prepended (``+:``, ``++:`` ...), and the launcher removes it. A program SIGKILLed after
 #: the launcher got SIGTERM (``KillWait``) is recorded ``137 slurm``, as ``_record_terminated`` does.
+#: Each record replaces the file whole (written beside it as ``.new``, then renamed: ``tx_rec``):
+#: Slurm's SIGKILL may take the launcher in the middle of writing its record (proctrack/linuxproc
+#: kills the step's processes one by one, the program first), and a record written in place
+#: was then an empty file, which the batch script took for a launcher that never ran (``143 slurm``).
+#: The last record is written with the step's signals ignored (Slurm may signal every process of
+#: the step, ``mv`` too).
 #: SIGTERM, SIGINT and SIGHUP that reach the launcher are passed on to the program: Slurm's
 #: proctrack/cgroup sends them to the task's own process only (its children get only the
 #: SIGKILL after ``KillWait``), so a launcher that kept them let the program run on until
@@ -115,7 +121,9 @@ tx_warned() {
 }
 if [ -n "$tx_ws" ]; then trap tx_warned "$tx_ws"; fi
 tx_all=${TX_SIGNALS_REACH_ALL:-}; unset TX_SIGNALS_REACH_ALL
-tx_exit_file=$1; tx_n=$2; shift 2; printf "%s running\n" "${SLURM_RESTART_COUNT:-0}" 2>/dev/null > "$tx_exit_file"
+tx_exit_file=$1; tx_n=$2; shift 2
+tx_rec() { printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$1" 2>/dev/null > "$tx_exit_file.new" && command -p mv -f "$tx_exit_file.new" "$tx_exit_file" 2>/dev/null; }
+tx_rec running
 while [ "$tx_n" -gt 0 ]; do export "$1"; shift; tx_n=$((tx_n - 1)); done
 if [ -z "${PET_LOCAL_ADDR:-}" ] && [ -n "${SLURMD_NODENAME:-}" ]; then
   tx_addr=$(timeout 30 scontrol show node "$SLURMD_NODENAME" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2-)
@@ -135,7 +143,8 @@ else
   [ -n "$tx_rc" ] || exit 137  # the recorder was SIGKILLed: 'running' stays (_record_terminated)
   if [ -n "$tx_sig" ] && [ "$tx_rc" = 137 ]; then tx_rc="137 slurm"; fi
 fi
-printf "%s %s\n" "${SLURM_RESTART_COUNT:-0}" "$tx_rc" 2>/dev/null > "$tx_exit_file"
+trap '' TERM INT HUP $tx_ws  # the program ended: the signals of a step Slurm stops now must not end mv
+tx_rec "$tx_rc"
 exit "${tx_rc%% *}"
 """
 
@@ -376,18 +385,23 @@ exit "$tx_rc"
         no status of this attempt gets one marked ``slurm`` (terminated by Slurm):
         ``<attempt> 137 slurm`` when its launcher had started (``<attempt> running``: it
         traps SIGTERM, so Slurm's SIGKILL after ``KillWait`` ended it; a launcher that
-        outlives that SIGKILL writes the same), else ``<attempt> 143 slurm`` (SIGTERM)."""
+        outlives that SIGKILL writes the same), else ``<attempt> 143 slurm`` (SIGTERM).
+        Records replace the files whole, as the launcher's do; a ``.new`` file that a launcher
+        SIGKILLed between writing and renaming its record left behind is removed."""
         files = " ".join(shell_word(log_file(macros.app_id, r.role, r.replica_id, "exitcode"))
                          for r in self.replicas.values())
+        news = " ".join(shell_word(log_file(macros.app_id, r.role, r.replica_id, "exitcode.new"))
+                        for r in self.replicas.values())
         return f"""tx_bad=; for tx_f in {files}; do
   read -r tx_a tx_s _ 2>/dev/null < "$tx_f" || continue
   if [ "$tx_a" = "$tx_attempt" ] && [[ $tx_s =~ ^[0-9]+$ ]] && [ "$tx_s" != 0 ]; then tx_bad=1; fi
 done
 if [ -n "$tx_bad" ]; then for tx_f in {files}; do
     tx_a=; tx_s=; read -r tx_a tx_s _ 2>/dev/null < "$tx_f"
-    if [ "$tx_a" != "$tx_attempt" ]; then printf "%s 143 slurm\\n" "$tx_attempt" > "$tx_f"
-    elif [ "$tx_s" = running ]; then printf "%s 137 slurm\\n" "$tx_attempt" > "$tx_f"; fi
-  done; fi"""
+    if [ "$tx_a" != "$tx_attempt" ]; then tx_s="143 slurm"; elif [ "$tx_s" = running ]; then tx_s="137 slurm"; else continue; fi
+    printf "%s %s\\n" "$tx_attempt" "$tx_s" > "$tx_f.new" && command -p mv -f "$tx_f.new" "$tx_f"
+  done; fi
+rm -f {news}"""
 
     def __repr__(self) -> str:
         return (
