@@ -207,6 +207,7 @@ def main() -> int:
             print(f"  {f}: {file_date(HERE / f)}")
         return 0
 
+    started = time.monotonic()
     env = dict(os.environ)
     status: Dict[str, str] = {}  # file -> REWRITTEN ... / STALE ...
     failed = False
@@ -224,13 +225,15 @@ def main() -> int:
         before = {f: digest(HERE / f) for f in t.files}
         git = git_state()
         load_before, date = load_avg(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        t0 = time.monotonic()
         err = run_topic(t, args.n, env)
+        took = f"{time.monotonic() - t0:.0f} s"
         load_after = load_avg()
         for f in t.files:
             path = HERE / f
             if err:
                 failed = True
-                status[f] = f"STALE since {file_date(path)}: {err}" + (
+                status[f] = f"STALE since {file_date(path)}: {err} after {took}" + (
                     " (the file was changed before it failed: check it)"
                     if digest(path) != before[f] else "")
             elif digest(path) == before[f]:
@@ -241,14 +244,16 @@ def main() -> int:
                                   for s in t.steps)
                 put_stamp(path, stamp_text(git, date, load_before, load_after,
                                            args.n if t.n_arg else "see the file", cmd))
-                status[f] = f"REWRITTEN {date} (commit {git['commit'][:12]}, dirty "\
+                status[f] = f"REWRITTEN {date} in {took} (commit {git['commit'][:12]}, dirty "\
                             f"{git['dirty']}, load {load_before} -> {load_after}, n={args.n})"
     for f, why in BY_HAND.items():
         status[f] = f"STALE since {file_date(HERE / f)}: no command regenerates it: {why}"
     for p in sorted(HERE.glob("RESULTS*")):
         status.setdefault(p.name, f"STALE since {file_date(p)}: no topic of bench/regen.py "
                                   "writes it")
-    report = ["| file | state |", "| --- | --- |"]
+    total = time.monotonic() - started
+    report = [f"regen: {total:.0f} s in all, load {load_avg()} at the end", "",
+              "| file | state |", "| --- | --- |"]
     report += [f"| {f} | {s} |" for f, s in sorted(status.items())]
     WORK.mkdir(exist_ok=True)
     (WORK / "regen-report.md").write_text("\n".join(report) + "\n")

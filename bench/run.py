@@ -27,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -249,6 +250,42 @@ def summarize_side(side: Side) -> Dict[str, Any]:
     return out
 
 
+def phase_breakdown(side: Side, wd: str, n: int, cold: bool = False) -> Dict[str, Any]:
+    """Where tx's `run ... utils.echo` spends its time: bench/_phases.py in ``n`` fresh
+    interpreters of the tx side (``cold``: each with an empty XDG_CACHE_HOME, as
+    ``run_echo_cold``); medians (and min / max) per phase of CPU and wall ms, and the
+    load-independent counts (modules imported, attrs classes built)."""
+    runs: List[Dict[str, Any]] = []
+    out = os.path.join(WORK, "phases.json")
+    for _ in range(n):
+        env = dict(side.env)
+        if cold:
+            env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="xdg-", dir=WORK)
+        r = sh([side.py, os.path.join(HERE, "_phases.py"), out], cwd=wd, env=env)
+        if cold:
+            shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
+        if r.returncode != 0 or not os.path.exists(out):
+            return {"error": (r.stderr or "no output")[-400:]}
+        with open(out) as f:
+            runs.append(json.load(f))
+        os.unlink(out)
+    names = [p[0] for p in runs[0]["phases"]]
+    rows = []
+    for name in names:
+        cpu = [p[1] * 1000 for r in runs for p in r["phases"] if p[0] == name]
+        wall = [p[2] * 1000 for r in runs for p in r["phases"] if p[0] == name]
+        mods = [p[3] for r in runs for p in r["phases"] if p[0] == name]
+        rows.append({"phase": name, "cpu_ms_med": statistics.median(cpu), "cpu_ms_min": min(cpu),
+                     "cpu_ms_max": max(cpu), "wall_ms_med": statistics.median(wall),
+                     "modules": statistics.median(mods)})
+    def m(k: str) -> float:
+        return statistics.median(r[k] for r in runs)
+    return {"n": n, "rows": rows, "rcs": sorted({r["rc"] for r in runs}),
+            "interpreter_cpu_ms": m("interpreter_cpu_s") * 1000, "cpu_ms": m("cpu_s") * 1000,
+            "wall_ms": m("wall_s") * 1000, "modules": m("modules"),
+            "attrs_classes": m("attrs_classes"), "load": load_avg()}
+
+
 def forbidden_hits(mods: List[str]) -> List[str]:
     hits = []
     for m in mods:
@@ -404,6 +441,10 @@ def main() -> None:
         if not args.no_importtime and (not args.only or "importtime" in args.only):
             print(f"importtime checks: {side.name}", flush=True)
             entry["importtime"] = importtime_checks(side, wd, reps=max(3, min(args.n, 5)))
+        if side.name == "tx" and (not args.only or "phases" in args.only.split(",")):
+            print("phases: tx run ... utils.echo, in-process", flush=True)
+            entry["phases"] = phase_breakdown(side, wd, max(args.n, 5))
+            entry["phases_cold"] = phase_breakdown(side, wd, max(args.n, 5), cold=True)
         res["sides"][side.name] = entry
     res["budgets"] = budgets(res, args.lines)
     if not args.no_confirm:

@@ -109,3 +109,44 @@ def test_a_ratio_whose_rounds_lie_on_both_sides_of_its_limit_is_marked_for_a_rer
     b = next(b for b in run.budgets(res, 200000) if "dist.ddp" in b["budget"])
     assert b["verdict"] == "PASS" and b["straddles"] is True
     assert b["cases"] == ["ddp_torchrun", "ddp_torchx_1x2"]
+
+
+def _phases(import_ms, work_ms):
+    rows = [{"phase": "import attrs", "cpu_ms_med": import_ms, "cpu_ms_min": import_ms,
+             "cpu_ms_max": import_ms, "wall_ms_med": import_ms, "modules": 30},
+            {"phase": "wait: relay the logs to their end, final status", "cpu_ms_med": work_ms,
+             "cpu_ms_min": work_ms, "cpu_ms_max": work_ms, "wall_ms_med": work_ms, "modules": 1}]
+    return {"n": 5, "rows": rows, "rcs": [0], "interpreter_cpu_ms": 20.0,
+            "cpu_ms": 20.0 + import_ms + work_ms, "wall_ms": import_ms + work_ms, "modules": 31,
+            "attrs_classes": 32, "load": "1.00/1.00/1.00"}
+
+
+def test_issue_37_budgets_and_their_measured_reasons_come_from_the_run():
+    """The echo run is judged against TorchX's fastest and 60 ms over the interpreter floor,
+    the relay against 1.2x; a budget not met gets its reason, its figures computed from the
+    same results (a rerun rewrites them); a run that meets them all gets no reason section."""
+    run = _load("run")
+    tx = {"run_echo": _case([0.20, 0.20, 0.20], [0]), "floor_python": _case([0.02, 0.02, 0.02], [0]),
+          "log_direct": _case([0.20, 0.20, 0.20], [0]), "log_cli": _case([0.40, 0.40, 0.40], [0],
+                                                                          [{"good_lines": 200000}] * 3)}
+    tv = {"run_echo": _case([0.50, 1.50, 1.50], [0])}
+    res = _res(tx, tv)
+    res["meta"]["lines"] = 200000
+    res["sides"]["tx"]["phases"] = _phases(120.0, 30.0)
+    res["budgets"] = run.budgets(res, 200000)
+    by = {b["budget"]: b for b in res["budgets"]}
+    assert by["`tx run ... utils.echo` vs TorchX's fastest run"]["verdict"] == "FAIL"  # 0.40x
+    floor = by["`tx run ... utils.echo` above the interpreter floor (`python -c pass`)"]
+    assert floor["verdict"] == "FAIL" and "**180 ms**" in floor["measured"]
+    relay = by["`tx run --log` of 200,000 lines vs the generator directly"]
+    assert relay["limit"] == "<= 1.2x" and relay["verdict"] == "FAIL"  # 2.00x
+    md = run.render(res)
+    section = md.split("## Measured reasons", 1)[1].split("\n## ", 1)[0]
+    assert "| import attrs | 120.0 (120.0-120.0) |" in section
+    assert "takes 180 ms of wall more than `python -c pass`" in section
+    assert "1.2x allows tx 40 ms" in section and "fixed cost for any local app" in section
+    # every budget met: no section
+    tx["run_echo"] = _case([0.06, 0.06, 0.06], [0])
+    tx["log_cli"] = _case([0.22, 0.22, 0.22], [0], [{"good_lines": 200000}] * 3)
+    res["budgets"] = run.budgets(res, 200000)
+    assert "## Measured reasons" not in run.render(res)

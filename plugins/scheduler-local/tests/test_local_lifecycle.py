@@ -202,6 +202,34 @@ def test_close_keeps_detached_apps_and_cancels_waited_ones(state_dir: Path, cfg:
     assert other.wait(detached, timeout=30).state == AppState.CANCELLED
 
 
+CALLER_STREAM_ON_FD3 = '''
+import os, sys
+fd = os.open(os.devnull, os.O_WRONLY)
+if fd != 3:
+    os.dup2(fd, 3)
+    os.close(fd)
+sys.stdout = open(3, "w")  # the caller's own stream on fd 3, as an embedding program may have
+from tx.specs import AppDef, Role
+from tx_scheduler_local.scheduler import create_cwd_scheduler
+s = create_cwd_scheduler("tx", supervisor=sys.argv[2])
+app_id = s.submit(AppDef("fd3", roles=[Role("r", image="", entrypoint="true")]), {"log_dir": sys.argv[1]})
+os.write(1, (s.wait(app_id, timeout=60).state.name + "\\n").encode())
+'''
+
+
+@pytest.mark.parametrize("method", ["fork", "exec"])
+def test_a_caller_stream_on_the_ack_descriptor_does_not_stop_the_supervisor(
+        state_dir: Path, log_root: Path, tmp_path: Path, method: str) -> None:
+    """A caller whose sys.stdout is a file of its own on fd 3: the forked supervisor moves its
+    ack pipe to fd 3 and then replaces sys.stdout; freeing the caller's stream closed fd 3,
+    the ack never came ("did not start (fork): no acknowledgement")."""
+    script = tmp_path / "fd3.py"
+    script.write_text(CALLER_STREAM_ON_FD3)
+    p = subprocess.run([sys.executable, str(script), str(log_root), method], capture_output=True,
+                       text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (0, "SUCCEEDED\n"), p.stderr[-2000:]
+
+
 def test_concurrent_launches_from_several_processes(sched: Any, launcher: Any, h: Any) -> None:
     started = [launcher("exit", "echo hello ${app_id}", n=3) for _ in range(4)]
     ids = [app_id for proc, app_ids in started for app_id in app_ids]

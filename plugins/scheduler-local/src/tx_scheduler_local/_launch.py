@@ -171,6 +171,10 @@ def _fork(request: Dict[str, Any], app_dir: str, rd: int, ack_fd: int) -> int:
     return 0  # unreachable
 
 
+#: in a forked supervisor: the launching process's sys.stdin / stdout / stderr, kept alive
+_PARENT_STREAMS: list = []
+
+
 def _become_supervisor(app_dir: str, ack_fd: int) -> None:
     """In the forked child: keep nothing of the launching process but the ack pipe (as fd
     3) and our own stdio (/dev/null in, supervisor.log out), drop its signal handlers."""
@@ -197,6 +201,9 @@ def _become_supervisor(app_dir: str, ack_fd: int) -> None:
     os.dup2(log_fd, 2)
     os.dup2(ack_fd, 3, inheritable=False)
     os.closerange(4, _max_fd())
+    # The caller's own streams (sys.stdout made a file of its own, on fd 3 say) must never be
+    # freed here: freeing one closes its descriptor, by now the ack pipe or another of ours.
+    _PARENT_STREAMS.extend((sys.stdin, sys.stdout, sys.stderr))
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = sys.stderr = open(2, "w", buffering=1, closefd=False)
     if faulthandler is not None:
