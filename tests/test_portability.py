@@ -97,13 +97,18 @@ RETRY_SCRIPT = ('if [ -e "$MARK_DIR/${app_id}" ] || [ "${BATCH_TASK_RETRY_ATTEMP
 
 
 def _tell_when_archived(env: "Env", app_id: str, waited: Dict[str, Any]) -> None:
-    """Touch ``<marks>/<app_id>.archived`` once tx's log archive holds the retried role's
-    first line (``attempt 1``), for :data:`RETRY_SCRIPT`'s first attempt, which waits for
-    it; returns then, or when the retry app's wait has returned."""
-    archive, handle = env.runner.log_archive, env.handles[app_id]
+    """Touch ``<marker>.archived`` beside the retried role's marker once tx's log archive
+    holds its first line (``attempt 1``), for :data:`RETRY_SCRIPT`'s first attempt, which
+    waits for it; returns then, or when the retry app's wait has returned. The marker is
+    the one the replica made: its ``${app_id}`` macro is the backend's id, which is not
+    always tx's (Kubernetes: ``retry-x`` where tx's is ``default:retry-x``)."""
+    archive, handle, marks = env.runner.log_archive, env.handles[app_id], env.ws / "marks"
     while "retry" not in waited:
-        if archive.has(handle, "flaky", 0) and b"attempt 1" in b"".join(archive.read_blocks(handle, "flaky", 0)):
-            (env.ws / "marks" / f"{app_id}.archived").touch()
+        made = [m for m in marks.iterdir() if not m.name.endswith(".archived")]
+        if made and archive.has(handle, "flaky", 0) \
+                and b"attempt 1" in b"".join(archive.read_blocks(handle, "flaky", 0)):
+            for m in made:
+                m.with_name(m.name + ".archived").touch()
             return
         time.sleep(0.2)
 
