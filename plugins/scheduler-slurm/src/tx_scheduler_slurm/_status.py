@@ -89,6 +89,35 @@ def replica_root_cause(role: str, idx: int, err_path: str, code: int) -> Optiona
     return cause if names_cause(cause) else None
 
 
+#: what a rank says when another rank died first (gloo, NCCL, torch.distributed's store): a
+#: symptom of the failure, never its cause
+_PEER_LOST = re.compile(
+    r"Connection closed by peer|typically caused by a remote worker crashing|Connection reset by peer"
+    r"|remote process exited or there was a network error|DistNetworkError|Broken pipe")
+#: seconds within which the replicas of one failure end (each torchrun notices its worker's
+#: end and exits on its own: the one whose rank died of a peer's failure may record first)
+_ONE_FAILURE_S = 10.0
+
+
+def _first_cause(failures: List[Tuple[float, str, str, int, ReplicaStatus]]
+                 ) -> Tuple[Tuple[float, str, str, int, ReplicaStatus], Optional[RootCause]]:
+    """The failure that is the app's cause and its root cause: the replica that failed
+    first, except that among the replicas that failed within :data:`_ONE_FAILURE_S` of it,
+    one whose rank raised something other than a lost peer (:data:`_PEER_LOST`) comes
+    before one that only saw its peer go (a DDP rank raising makes the others fail in
+    their next collective, and which torchrun records its end first is a race)."""
+    ordered = sorted(failures, key=lambda f: f[0])
+    seen: List[Tuple[Tuple[float, str, str, int, ReplicaStatus], Optional[RootCause]]] = []
+    for f in ordered:
+        if f[0] - ordered[0][0] > _ONE_FAILURE_S:
+            break
+        cause = replica_root_cause(f[4].role, f[4].id, f[2], f[3])
+        if cause is not None and not _PEER_LOST.search(cause.message or ""):
+            return f, cause
+        seen.append((f, cause))
+    return seen[0]
+
+
 #: lines Slurm writes into the batch script's output (``slurm-<job>.out``) when a step ran
 #: out of memory: srun's ``task 0: Out Of Memory`` and slurmstepd's ``oom-kill event`` under
 #: task/cgroup, slurmstepd's ``exceeded memory limit`` under JobAcctGatherParams=OverMemoryKill
@@ -194,9 +223,10 @@ def build_describe(app_id: str, records: List[JobRecord], source: str) -> Descri
     # the replica that failed first is the cause; srun then kills the others
     first, cause = "", None
     if failures:
-        _, first, err_path, code, rep = min(failures, key=lambda f: f[0])
         if app_state == AppState.FAILED and not failure_state(leader, records):  # TIMEOUT, ... say more
-            cause = replica_root_cause(rep.role, rep.id, err_path, code)
+            (_, first, err_path, code, rep), cause = _first_cause(failures)
+        else:
+            _, first, err_path, code, rep = min(failures, key=lambda f: f[0])
         if cause is not None:
             rep.structured_error_msg, rep.root_cause = cause.text, cause
     error = cause.text if cause is not None else why_failed(app_state, leader, records, first, work_dir)
