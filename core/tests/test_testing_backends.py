@@ -104,6 +104,36 @@ def test_service_process_listens_then_stops_with_its_group(tmp_path):
     svc.stop()  # idempotent
 
 
+def test_a_port_another_process_took_is_not_the_services_and_the_next_port_is_tried(tmp_path, monkeypatch):
+    """CI (stop 46): moto's first request was reset: free_port's port had been taken by
+    another worker's process before moto bound it, and port_open answered for that one."""
+    import socket
+
+    import tx.testing.backends as backends
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    ports = iter([taken])
+    real = backends.free_port
+    monkeypatch.setattr(backends, "free_port", lambda: next(ports, None) or real())
+    argv = lambda port: [sys.executable, "-m", "http.server", "-b", "127.0.0.1", str(port)]  # noqa: E731
+    try:
+        port, svc = ServiceProcess.start_listening(argv, log=tmp_path / "http.log", what="http.server")
+        try:
+            assert port != taken and svc.listens(port)
+            assert port_open(taken) and not svc.listens(taken)  # open, but not this service's
+            assert "in use" in (tmp_path / "http.log").read_text()  # the first start could not bind
+        finally:
+            svc.stop()
+        ports = iter([taken] * 3)
+        with pytest.raises(RuntimeError, match=r"http.server to listen on \d+: the process exited"):
+            ServiceProcess.start_listening(argv, log=tmp_path / "http2.log", what="http.server")
+    finally:
+        squatter.close()
+
+
 def test_wait_for_reports_an_exited_service_with_its_log(tmp_path):
     svc = ServiceProcess.start([sys.executable, "-c", "print('boom: bad config'); raise SystemExit(3)"],
                                log=tmp_path / "x.log")

@@ -30,11 +30,10 @@ Example::
         exe = shutil.which("moto_server")
         if exe is None:
             backend_unavailable("moto", "moto_server not found: pip install 'moto[server]'")
-        port = free_port()
-        svc = ServiceProcess.start([exe, "-H", "127.0.0.1", "-p", str(port)],
-                                   log=tmp_path_factory.mktemp("moto") / "moto.log")
+        port, svc = ServiceProcess.start_listening(
+            lambda port: [exe, "-H", "127.0.0.1", "-p", str(port)],
+            log=tmp_path_factory.mktemp("moto") / "moto.log", what="moto_server")
         try:
-            wait_for(lambda: port_open(port), timeout=30, what="moto_server to listen", service=svc)
             yield f"http://127.0.0.1:{port}"
         finally:
             svc.stop()
@@ -50,7 +49,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NoReturn, Optional, Sequence, Set, Tuple, Union
 
 import pytest
 
@@ -177,8 +176,69 @@ class ServiceProcess:
             )
         return cls(proc, log)
 
+    @classmethod
+    def start_listening(
+        cls,
+        argv_for: Callable[[int], Sequence[str]],
+        log: Union[str, Path],
+        what: str,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[Union[str, Path]] = None,
+        timeout: float = 60.0,
+        attempts: int = 3,
+    ) -> Tuple[int, "ServiceProcess"]:
+        """Start a server on a free port of 127.0.0.1 and wait until *it* listens there:
+        ``argv_for(port)`` is its command line. Returns (port, service).
+
+        :func:`free_port`'s port is only free a moment ago: another process (a test on
+        another xdist worker, a replica's rendezvous store) may take it before the server
+        binds it, and then :func:`port_open` answers for the wrong process, whose reply to
+        the first request is a reset. So this waits for a listening socket of this
+        service's own session (:meth:`listens`), and where the server exited because the
+        port was taken by another process, starts it again on another port (at most
+        ``attempts`` times).
+
+        Raises:
+            RuntimeError: the server exited or did not listen within ``timeout`` seconds
+                (with its log's last lines).
+        """
+        for attempt in range(1, attempts + 1):
+            port = free_port()
+            svc = cls.start(argv_for(port), log=log, env=env, cwd=cwd)
+            try:
+                wait_for(lambda: svc.listens(port), timeout=timeout, what=f"{what} to listen on {port}",
+                         service=svc)
+                return port, svc
+            except RuntimeError:
+                svc.stop()
+                # taken by another process, so the server could not bind it: another port
+                taken = port_open(port) or "in use" in svc.log_tail(5)
+                if not taken or attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def listens(self, port: int) -> bool:
+        """True when a process of this service's session listens on TCP ``port`` (any
+        address), read from Linux's ``/proc/net/tcp{,6}`` and the processes' descriptors."""
+        inodes = _listening_inodes(port)
+        if not inodes:
+            return False
+        want = {f"socket:[{i}]" for i in inodes}
+        for pid in _session_pids(self.proc.pid):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in want:
+                        return True
+                except OSError:
+                    continue
+        return False
 
     def log_tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines of the log, for error messages."""
@@ -207,6 +267,39 @@ class ServiceProcess:
                 pass
             self.proc.wait(timeout=grace)
         self._clear_record()
+
+
+def _listening_inodes(port: int) -> Set[str]:
+    """The socket inodes listening on TCP ``port`` in this network namespace."""
+    found: Set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()  # sl local_address rem_address st ... uid timeout inode
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                found.add(cols[9])
+    return found
+
+
+def _session_pids(sid: int) -> List[int]:
+    """The processes whose session id is ``sid`` (a :class:`ServiceProcess` and its children)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # state ppid pgrp session ...
+        if len(fields) > 3 and int(fields[3]) == sid:
+            pids.append(int(name))
+    return pids
 
 
 def wait_for(

@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import attrs
 import pytest
 
-from tx.testing import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
+from tx.testing import ServiceProcess, backend_unavailable
 
 __all__ = ["REGION", "Moto", "make_queue", "moto_auth", "moto_docker", "moto_nodes_cmd", "moto_server_exe",
            "moto_simple", "start_moto"]
@@ -101,14 +101,14 @@ def start_moto(log: Path, env: Optional[Dict[str, str]] = None, use_docker: bool
     it through :func:`moto_nodes_cmd` (multi-node jobs as AWS runs them).
 
     Raises:
-        RuntimeError: it did not listen within 60 s (with its log's last lines).
+        RuntimeError: it did not listen within 60 s (with its log's last lines);
+            :meth:`~tx.testing.ServiceProcess.start_listening` says why a port is not
+            trusted before its server owns it.
     """
-    port = free_port()
     exe = moto_nodes_cmd() if nodes else [moto_server_exe()]
-    svc = ServiceProcess.start([*exe, "-H", "127.0.0.1", "-p", str(port)], log=log,
-                               env={**os.environ, **(env or {})})
+    port, svc = ServiceProcess.start_listening(lambda port: [*exe, "-H", "127.0.0.1", "-p", str(port)], log=log,
+                                               what="moto_server", env={**os.environ, **(env or {})})
     try:
-        wait_for(lambda: port_open(port), timeout=60, what="moto_server to listen", service=svc)
         endpoint = f"http://127.0.0.1:{port}"
         req = urllib.request.Request(
             f"{endpoint}/moto-api/config", data=json.dumps({"batch": {"use_docker": use_docker}}).encode(),

@@ -32,7 +32,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from tx.testing import ServiceProcess, backend_unavailable, environ, free_port, port_open, script_backend, wait_for
+from tx.testing import ServiceProcess, backend_unavailable, environ, free_port, script_backend, wait_for
 
 __all__ = ["IMAGE", "SCRIPTS", "podman_engine", "podman_service", "registry"]
 
@@ -105,7 +105,9 @@ def registry(podman_engine: Dict[str, str], tmp_path_factory: pytest.TempPathFac
                     f"http:\n  addr: {addr}\n")
     svc = ServiceProcess.start([exe, "serve", str(conf)], log=d / "registry.log")
     try:
-        wait_for(lambda: port_open(int(addr.rsplit(":", 1)[1])), timeout=30, what="docker-registry to listen",
+        # its own socket, not port_open: the port was picked when the engine started, and
+        # another process may hold it now (then the registry exits saying so)
+        wait_for(lambda: svc.listens(int(addr.rsplit(":", 1)[1])), timeout=30, what="docker-registry to listen",
                  service=svc)
         yield addr
     finally:

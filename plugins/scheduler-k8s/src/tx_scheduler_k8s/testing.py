@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from tx.testing import ServiceProcess, backend_unavailable, free_port, port_open, wait_for
+from tx.testing import ServiceProcess, backend_unavailable
 
 __all__ = ["ADMIN_TOKEN", "TESTS", "VIEWER_TOKEN", "fake_cluster", "kubeconfig"]
 
@@ -64,14 +64,13 @@ def fake_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str,
     if not (TESTS / "fakekube" / "server.py").is_file():
         backend_unavailable("kubernetes (fake API server)", f"{TESTS / 'fakekube'} is missing: run from a checkout")
     base = tmp_path_factory.mktemp("fakekube")
-    port = free_port()
-    argv = [sys.executable, str(TESTS / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
+    argv = [sys.executable, str(TESTS / "fakekube" / "server.py"), "--port", "{port}", "--workdir", str(base),
             "--schemas", str(SCHEMAS), "--token", f"admin={ADMIN_TOKEN}", "--token", f"viewer={VIEWER_TOKEN}:get,list",
             "--namespace", "team-a", "--localqueue", "default/user-queue", "--nodes", "2", "--node-cpu", "64", "--node-memory", "64Gi",
             "--cluster-queue", "cpu=16,memory=64Gi,nvidia.com/gpu=0"]  # Kueue's quota: less than the nodes have
-    svc = ServiceProcess.start(argv, log=base / "server.log")
+    port, svc = ServiceProcess.start_listening(lambda port: [a.format(port=port) if a == "{port}" else a for a in argv],
+                                               log=base / "server.log", what="the fake API server", timeout=30)
     try:
-        wait_for(lambda: port_open(port), timeout=30, what="the fake API server to listen", service=svc)
         url = f"http://127.0.0.1:{port}"
         path = base / "kubeconfig"
         path.write_text(yaml.safe_dump(kubeconfig(url)))

@@ -19,7 +19,7 @@ from typing import Iterator, Optional, Union
 
 import pytest
 
-from tx.testing import ServiceProcess, backend_unavailable, free_port, wait_for
+from tx.testing import ServiceProcess, backend_unavailable, wait_for
 
 __all__ = ["INSTALL", "MLflowServer", "full_mlflow_installed", "mlflow_executable", "mlflow_server"]
 
@@ -64,16 +64,15 @@ class MLflowServer:
             raise FileNotFoundError(f"the mlflow command is not installed: {INSTALL}")
         directory = Path(directory)
         (directory / "artifacts").mkdir(parents=True, exist_ok=True)
-        port = free_port()
         env = dict(os.environ)
         # no huey job workers: ~1.4 GB less memory (../shared/env/README.md, MLflow)
         env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
         env.pop("MLFLOW_TRACKING_URI", None)
-        proc = ServiceProcess.start(
-            [exe, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{directory / 'mlflow.db'}",
-             "--artifacts-destination", str(directory / "artifacts")],
-            log=directory / "server.log", env=env, cwd=directory,
+        port, proc = ServiceProcess.start_listening(
+            lambda port: [exe, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                          "--backend-store-uri", f"sqlite:///{directory / 'mlflow.db'}",
+                          "--artifacts-destination", str(directory / "artifacts")],
+            log=directory / "server.log", what="mlflow server", env=env, cwd=directory, timeout=timeout,
         )
         uri = f"http://127.0.0.1:{port}"
         try:
