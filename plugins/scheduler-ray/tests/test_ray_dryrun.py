@@ -44,7 +44,7 @@ def test_request_shape(sched: Any, tmp_path: Path) -> None:
     req = info.request
     assert req.address == "http://10.1.2.3:9999"
     assert req.app_id.startswith("10.1.2.3:9999-my-app-1-") and req.app_id.endswith(req.submission_id)
-    assert req.entrypoint == "python -m tx_ray_driver"
+    assert req.entrypoint == "exec python -m tx_ray_driver"
     env = req.runtime_env
     assert env["working_dir"] == str(tmp_path) and env["excludes"] == ["*.ckpt", "data/"]
     assert env["py_modules"] == [driver_dir()] and os.path.isfile(os.path.join(driver_dir(), "__main__.py"))

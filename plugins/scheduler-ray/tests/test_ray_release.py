@@ -3,7 +3,9 @@ group of it left unremoved, no actor of it alive, every CPU free again, whenever
 came (right after submit, while the driver reserves resources, while running)."""
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from typing import Any, Dict, List
 
 import requests
@@ -57,4 +59,39 @@ def test_cancel_at_any_moment_gives_everything_back(apps: Any, ray_head: str) ->
     # and the head runs the next app at once
     nxt = apps.submit([apps.role("next", "echo next", replicas=NUM_CPUS)], name="next")
     assert apps.wait(nxt, timeout=60).state == AppState.SUCCEEDED
+    assert _released(ray_head) == {"placement groups": [], "actors": [], "CPUs in use": 0}
+
+
+def _drivers_of(name: str) -> List[int]:
+    """The pids of tx's Ray drivers whose job metadata names the app ``name``."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if b"tx_ray_driver" not in argv:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if name.encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            continue
+    return pids
+
+
+def test_the_driver_is_the_process_ray_stops(apps: Any, ray_head: str) -> None:
+    """``ray job stop`` signals the entrypoint's process and the children it has at that
+    moment: a shell between Ray and the driver let a stop right after submit kill only the
+    shell, and the driver ran on with its placement group (CI, stop 46)."""
+    name = f"parent-{uuid.uuid4().hex[:8]}"
+    app_id = apps.submit([apps.role("s", "echo started; sleep 600", replicas=1)], name=name)
+    apps.wait_for(app_id, lambda d: d is not None and d.state == AppState.RUNNING)
+    (pid,) = _drivers_of(name)
+    with open(f"/proc/{pid}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    with open(f"/proc/{ppid}/comm") as f:
+        parent = f.read().strip()
+    assert parent not in ("sh", "dash", "bash"), f"the driver's parent is {parent}: Ray's stop would not reach it"
+    apps.sched.cancel(app_id)
+    assert apps.wait(app_id).state == AppState.CANCELLED
     assert _released(ray_head) == {"placement groups": [], "actors": [], "CPUs in use": 0}

@@ -2,7 +2,7 @@
 
 An AppDef becomes one Ray job (https://docs.ray.io/en/latest/cluster/running-applications/job-submission/sdk.html):
 
-* ``entrypoint``: ``python -m tx_ray_driver`` (:mod:`tx_scheduler_ray.tx_ray_driver`);
+* ``entrypoint``: ``exec python -m tx_ray_driver`` (:mod:`tx_scheduler_ray.tx_ray_driver`);
 * ``runtime_env`` (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html#api-reference):
   ``working_dir`` (the job's code, see :func:`working_dir_of`) with the workspace's
   ``.txignore`` patterns as ``excludes``, ``py_modules`` (the driver package), ``pip`` (the
@@ -64,8 +64,12 @@ def preempt_grace(cfg: Mapping[str, CfgVal]) -> int:
         raise InvalidRunConfigException(f"run option 'preempt_grace' must be seconds >= 0, got {raw!r}",
                                         "preempt_grace", cfg)
     return int(math.ceil(grace))
-#: the driver's entrypoint
-ENTRYPOINT = "python -m tx_ray_driver"
+#: the driver's entrypoint. Ray runs it with ``sh -c`` and, on ``stop_job``, signals that
+#: process and the children it has at that moment; Debian's sh (dash) forks for its last
+#: command, so a stop right after submit could kill the shell before it forked the driver,
+#: which then ran on, unsignalled, while Ray said STOPPED (CI, stop 46: its placement group
+#: and replicas held the head's CPUs). ``exec``: the driver is the process Ray signals.
+ENTRYPOINT = "exec python -m tx_ray_driver"
 
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
