@@ -320,10 +320,16 @@ def test_log_level_renders_library_events(tx, tx_env):
 
 
 def test_two_roles_end_with_a_table_and_status_reads_without_placeholders(tx, tx_env, tmp_path):
+    # the reader fails once both trainers have ended and been reaped (their pids gone), so
+    # its failure does not stop them first, as it did on a loaded machine (CI, stop 46)
+    d = tmp_path
+    trainer = f"read pid x < /proc/self/stat; echo $pid > {d}/t-${{replica_id}}; echo ok"
+    reader = (f"for f in {d}/t-0 {d}/t-1; do while [ ! -s $f ]; do sleep 0.05; done; "
+              "while kill -0 $(cat $f) 2>/dev/null; do sleep 0.05; done; done; echo one >&2; echo two >&2; exit 4")
     (tmp_path / "app.yaml").write_text(
         "name: pair\nroles:\n"
-        "- name: trainer\n  image: .\n  entrypoint: sh\n  args: ['-c', 'echo ok']\n  num_replicas: 2\n"
-        "- name: reader\n  image: .\n  entrypoint: sh\n  args: ['-c', 'echo one >&2; echo two >&2; exit 4']\n"
+        f"- name: trainer\n  image: .\n  entrypoint: sh\n  args: ['-c', '{trainer}']\n  num_replicas: 2\n"
+        f"- name: reader\n  image: .\n  entrypoint: sh\n  args: ['-c', '{reader}']\n"
     )
     p = tx("run", "-s", "local_cwd", "app.yaml")
     assert p.returncode == 1, p.stderr

@@ -268,3 +268,32 @@ def test_sigkill_of_tx_run_while_it_launches_leaves_no_unexplained_app(tmp_path:
         # start: FAILED, and explained
         explained = desc.state == AppState.FAILED and "ended before the app's supervisor started" in desc.msg
         assert desc.state == AppState.SUCCEEDED or explained, f"{d.name}: {desc.state} {desc.msg}"
+
+
+def test_replicas_that_ended_on_their_own_keep_their_end_when_another_fails_beside_them(
+        sched: Any, cfg: Dict[str, Any], h: Any, tmp_path: Path) -> None:
+    """CI (stop 46): a replica that had exited 0 but was not reaped yet when another failed
+    was stopped as if running and recorded CANCELLED. The supervisor is held (SIGSTOP) while
+    all three exit, so it finds them all ended at once; the failing one was started first,
+    so Linux's waitpid gives it first."""
+    go = tmp_path / "go"
+    wait = f"while [ ! -e {go} ]; do sleep 0.01; done"
+    roles = [h.sh("reader", f"echo up; {wait}; exit 4"), h.sh("trainer", f"echo up; {wait}; exit 0", 2)]
+    app_id = sched.submit(AppDef("beside", roles=roles), cfg)
+    for role, k in (("reader", 0), ("trainer", 0), ("trainer", 1)):
+        assert next(iter(sched.log_iter(app_id, role, k, should_tail=True))) == "up\n"
+    supervisor = sched.describe(app_id).metadata["supervisor_pid"]
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        go.touch()
+        deadline = time.monotonic() + 30
+        while h.live_processes(app_id) and time.monotonic() < deadline:  # all three exited, unreaped
+            time.sleep(0.05)
+        assert h.live_processes(app_id) == []
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    desc = sched.wait(app_id, timeout=30)
+    assert desc.state == AppState.FAILED
+    assert (h.replica(desc, "reader", 0).state, h.replica(desc, "reader", 0).exit_code) == (AppState.FAILED, 4)
+    for k in (0, 1):
+        assert (h.replica(desc, "trainer", k).state, h.replica(desc, "trainer", k).exit_code) == (AppState.SUCCEEDED, 0)

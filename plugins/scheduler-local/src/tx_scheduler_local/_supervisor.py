@@ -1,14 +1,10 @@
 """The supervisor of one local app. Standard library only.
 
-One supervisor per app, a detached process in its own session, made the child subreaper
-of everything it starts. It
-
-1. starts every replica with ``os.posix_spawn`` in a new session (so its own process
-   group), stdin from /dev/null, stdout and stderr into pipes;
+One per app: a detached process in its own session, the child subreaper of what it starts. It:
+1. starts every replica (``os.posix_spawn``) in its own session, stdin /dev/null, output to pipes;
 2. relays the pipes into the replica's log files (:mod:`._relay`);
-3. reaps replicas (SIGCHLD), records exit codes, restarts replicas as the role's
-   ``max_retries`` and ``retry_policy`` allow, and on a failure without retries left
-   stops the other replicas;
+3. reaps replicas (SIGCHLD), records exit codes, restarts replicas as ``max_retries`` and
+   ``retry_policy`` allow, and on a failure without retries left stops the other replicas;
 4. on SIGINT (what ``cancel`` sends) stops every replica: SIGTERM to each replica's
    process group, SIGKILL to every remaining descendant after ``cancel_timeout`` seconds;
    a SIGTERM tx did not send (the host shutting down) is a preemption warning
@@ -16,14 +12,12 @@ of everything it starts. It
    then the supervisor exits leaving the app to be started again (an infra attempt); a
    replica warned from outside (its job's note, or its death by the warning signal) makes
    every replica start again, an infra attempt within ``infra_retries``;
-5. when no replica is left, kills any descendant still running (daemons a replica left
-   behind, found because the supervisor is their subreaper), drains the pipes, writes
-   the final ``state.json`` and ``SUCCESS`` and exits.
+5. when no replica is left, kills any descendant still running (daemons a replica left behind:
+   it is their subreaper), drains the pipes, writes the final ``state.json``, ``SUCCESS``, exits.
 
 ``state.json`` is rewritten atomically at each change, after the output so far: complete logs.
 
-Started by :mod:`._launch` through :mod:`._supervise` (set up, acknowledge, run, record a
-crash): forked from the launching process, or ``python -m tx_scheduler_local._supervise``.
+Started by :mod:`._launch` through :mod:`._supervise` (forked, or ``python -m ...``).
 """
 from __future__ import annotations
 
@@ -290,15 +284,17 @@ class Supervisor(_preempting.PreemptMixin):
                 if r.logs.full is not None:
                     self._no_space(r)
 
-    def _reap(self) -> None:
+    def _reap(self, only: int = -1) -> bool:
+        """Reap the children that exited (``only``: that one); whether one was."""
+        reaped = False
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(only, os.WNOHANG)
             except ChildProcessError:
-                return
+                return reaped
             if pid == 0:
-                return
-            r = self.by_pid.pop(pid, None)
+                return reaped
+            r, reaped = self.by_pid.pop(pid, None), True
             if r is not None:
                 self._exited(r, os.waitstatus_to_exitcode(status))
 
@@ -465,6 +461,10 @@ class Supervisor(_preempting.PreemptMixin):
 
     def _stop(self, r: Replica, reason: str, grace: Optional[float] = None,
               sig: int = signal.SIGTERM) -> None:
+        # one that ended on its own (not yet reaped) before the app's end stopped it keeps its
+        # own end: a replica that exited 0 is SUCCEEDED, not CANCELLED (CI, stop 46)
+        if reason in ("failed", "cancel") and r.pid is not None and self._reap(r.pid):
+            return
         if r.stop_reason is None or reason != "restart":
             r.stop_reason = reason
         if r.stop_deadline is None and r.pid is not None:
