@@ -106,9 +106,12 @@ class Node:
 class Container:
     """One running container: its process and its log records ``(time, stream, bytes)``."""
 
-    def __init__(self, pod: Dict[str, Any], workdir: str, sandbox: Optional[List[str]] = None) -> None:
+    def __init__(self, pod: Dict[str, Any], workdir: str, sandbox: Optional[List[str]] = None,
+                 on_exit: Optional[Any] = None) -> None:
         """``sandbox``: the argv prefix (:func:`podnet.sandbox_prefix`) and its argument, the
-        pod's setup script (:func:`podfs.script`), that run the command in the pod's namespaces."""
+        pod's setup script (:func:`podfs.script`), that run the command in the pod's namespaces;
+        ``on_exit``: called (no arguments) once the process ended and its output is read."""
+        self._on_exit = on_exit
         c = pod["spec"]["containers"][0]
         argv = list(c.get("command") or []) + list(c.get("args") or [])
         # the pod's own directory is its working directory, home and temporary directory:
@@ -155,6 +158,8 @@ class Container:
                 self.exit_code = rc
             self.finished = now()
             self.cond.notify_all()
+        if self._on_exit is not None:
+            self._on_exit()
 
     def kill(self, grace: float) -> None:
         if self.proc.poll() is not None:
@@ -254,7 +259,7 @@ class Kubelet:
                         for key, text in data.items():
                             with open(os.path.join(podfs.configmap_dir(d, vol), key), "w") as f:
                                 f.write(text)
-                    self.containers[uid] = Container(pod, d, self._net_start(pod, d))
+                    self.containers[uid] = Container(pod, d, self._net_start(pod, d), self.store.changed.set)
                 except OSError as e:
                     st.update(phase="Failed", containerStatuses=[{**image, "ready": False, "restartCount": 0, "state": {
                         "terminated": {"exitCode": 128, "reason": "StartError", "message": str(e),

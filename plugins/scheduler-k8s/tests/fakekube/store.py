@@ -52,6 +52,8 @@ class Store:
         self._rv = itertools.count(1)
         self.version = "0"  # the latest resourceVersion (of lists)
         self.namespaces = {"default", "kube-system"}
+        #: set at each write (and by a container's end): wakes the server's controller loop
+        self.changed = threading.Event()
         self.on_delete: List[Callable[[str, Dict[str, Any]], None]] = []
         #: what the API server rejects in an object (``"<field>: <why>"``) or None; objects
         #: the fake's controllers create go through it too, so the fake cannot store what
@@ -73,6 +75,7 @@ class Store:
             self.version = str(next(self._rv))
             meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now(), resourceVersion=self.version)
             self.objects[(resource, ns, meta["name"])] = obj
+            self.changed.set()
             return copy.deepcopy(obj)
 
     def exists(self, resource: str, ns: str, name: str) -> bool:
@@ -89,6 +92,7 @@ class Store:
 
     def touch(self, obj: Dict[str, Any]) -> None:
         obj["metadata"]["resourceVersion"] = self.version = str(next(self._rv))
+        self.changed.set()
 
     def items(self, resource: str, ns: Optional[str] = None, selector: str = "") -> Iterator[Dict[str, Any]]:
         """The stored objects themselves (hold :attr:`lock`)."""
@@ -112,6 +116,8 @@ class Store:
                 owners = other["metadata"].get("ownerReferences") or []
                 if ons == ns and any(o.get("uid") == uid for o in owners):
                     self.delete(res, ons, oname)
+            self.version = str(next(self._rv))  # a delete is a new revision, as etcd's
+            self.changed.set()
         for cb in self.on_delete:
             cb(resource, obj)
         return obj
