@@ -199,13 +199,17 @@ def terminal() -> Iterator[Callable[..., Pane]]:
 #: share the host's bridge names (two engines name their first network alike); a test that
 #: restarts a backend (the podman engine, the Ray head: ``restarts_engine``) must come after
 #: every other test that uses it, which holds when one worker runs them all; and Slurm, Ray
-#: and OpenLava start once instead of once per worker. First match wins (a test of several
-#: backends goes with the first).
+#: and OpenLava start once instead of once per worker; so do the fake Kubernetes API server
+#: and the MLflow server, which each worker started for itself (x8: two of each, their
+#: start and idle CPU paid twice). First match wins (a test of several backends goes with
+#: the first).
 XDIST_GROUPS = (
     ("podman", ("podman_engine", "moto_docker")),
     ("slurm", ("slurm_cluster",)),
     ("ray", ("ray_head_service",)),
     ("lsf", ("lsf_cluster",)),
+    ("k8s", ("fake_cluster",)),
+    ("mlflow", ("mlflow_server", "store_uri")),  # store_uri: tracker-mlflow's tests, the server among its params
 )
 
 

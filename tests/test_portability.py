@@ -571,7 +571,8 @@ def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, s
 
 
 #: the session backend each column starts at run time (conftest.py's XDIST_GROUPS)
-_STARTS = {"local_docker": "podman", "aws_batch": "podman", "slurm": "slurm", "lsf": "lsf", "ray": "ray"}
+_STARTS = {"local_docker": "podman", "aws_batch": "podman", "slurm": "slurm", "lsf": "lsf", "ray": "ray",
+           "kubernetes": "k8s", "kubernetes_jobset": "k8s", "kubernetes_mcad": "k8s"}
 
 
 @pytest.mark.slow

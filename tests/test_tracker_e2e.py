@@ -59,6 +59,7 @@ def mlflow_uri(request: pytest.FixtureRequest) -> str:
         backend_unavailable("mlflow", "tx-tracker-mlflow is not installed: pip install -e 'plugins/tracker-mlflow[test]'")
 
 
+@pytest.mark.backend("mlflow")
 def test_ddp_job_recorded_in_file_tracker_and_mlflow_with_lineage(mlflow_uri, tmp_path):
     require_module("torch", "dist.ddp runs torchrun: pip install torch==2.13.0")
     runs = tmp_path / "runs"
