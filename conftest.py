@@ -252,6 +252,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
         tmp.rename(d / tmp.name[1:])
 
 
+def _loadgroup_worker(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker of ``--dist loadgroup``."""
+    # a worker sees ``dist`` as "no" and ``loadgroup`` as True (xdist.remote.setup_config)
+    return hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
+    """Under ``--dist loadgroup``, stop a group's session backend once the worker ran the
+    group's last test, not when the session ends: the groups are the largest units, so
+    they run first, and their backends idled through the rest of the session (x8: the Ray
+    head alone about 6 CPU-s a minute, on a machine whose two cores the suite keeps busy).
+    A worker runs all of a group's tests one after the other (:func:`pytest_xdist_make_scheduler`),
+    and knows the test it runs next; a test that asks for the backend later gets a new one
+    (pytest sets up a finished fixture again)."""
+    result = yield
+    group = xdist_group(item)
+    if group is None or nextitem is None or not _loadgroup_worker(item.config):
+        return result
+    if xdist_group(nextitem) == group:
+        return result
+    names = dict(XDIST_GROUPS)[group]
+    manager = item.session._fixturemanager  # pytest's own, as its fixtures use it
+    for name in names:
+        for fixturedef in manager.getfixturedefs(name, item) or ():
+            if fixturedef.scope == "session" and fixturedef.cached_result is not None:
+                # finishing it finishes the fixtures set up on it first (their finalizers)
+                fixturedef.finish(item._request)  # type: ignore[attr-defined]
+    return result
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """pytest-xdist's ``--dist loadgroup``, its groups read from what the workers wrote
