@@ -47,3 +47,21 @@ def test_only_lost_peers_or_a_later_failure_keep_the_first(tmp_path: Path) -> No
     late = _failure(tmp_path, 1, 200.0, RAISED)
     (_w, _l, _e, _c, rep), cause = _first_cause([a, late])
     assert rep.id == 0 and cause is not None and "Connection closed by peer" in cause.message
+
+
+def test_a_programs_own_socket_error_is_its_cause_not_a_lost_peer(tmp_path: Path) -> None:
+    """Only a collective's socket errors are a lost peer: a rank whose program died of its
+    own BrokenPipeError (or a reset HTTP connection) first is the cause, even when another
+    rank raises something else right after."""
+    for text in ("BrokenPipeError: [Errno 32] Broken pipe",
+                 "requests.exceptions.ConnectionError: ('Connection aborted.', "
+                 "ConnectionResetError(104, 'Connection reset by peer'))"):
+        own = _failure(tmp_path, 0, 100.0, "[rank0]: Traceback (most recent call last):\n"
+                       '[rank0]:   File "/w/fetch.py", line 9, in <module>\n'
+                       f"[rank0]:     send()\n[rank0]: {text}\n")
+        other = _failure(tmp_path, 1, 100.5, RAISED)
+        (_w, _l, _e, _c, rep), cause = _first_cause([other, own])
+        assert rep.id == 0 and cause is not None and cause.rank == 0, (text, cause)
+    # a collective's broken pipe is still a lost peer
+    gloo = PEER.replace("Connection closed by peer", "Write error [127.0.0.1]:39612: Broken pipe")
+    assert _first_cause([_failure(tmp_path, 0, 100.0, gloo), _failure(tmp_path, 1, 100.4, RAISED)])[0][4].id == 1

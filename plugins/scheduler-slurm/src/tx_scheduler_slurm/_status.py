@@ -92,8 +92,11 @@ def replica_root_cause(role: str, idx: int, err_path: str, code: int) -> Optiona
 #: what a rank says when another rank died first (gloo, NCCL, torch.distributed's store): a
 #: symptom of the failure, never its cause
 _PEER_LOST = re.compile(
-    r"Connection closed by peer|typically caused by a remote worker crashing|Connection reset by peer"
-    r"|remote process exited or there was a network error|DistNetworkError|Broken pipe")
+    r"typically caused by a remote worker crashing|remote process exited or there was a network error"
+    r"|DistNetworkError"
+    # a socket error counts only in a collective's message (gloo's pair.cc, NCCL, c10d): a
+    # program's own BrokenPipeError or reset HTTP connection is its cause
+    r"|(?:gloo|nccl|NCCL|c10d|ProcessGroup|pair\.cc)[^\n]*(?:Connection closed by peer|Connection reset by peer|Broken pipe)")
 #: seconds within which the replicas of one failure end (each torchrun notices its worker's
 #: end and exits on its own: the one whose rank died of a peer's failure may record first)
 _ONE_FAILURE_S = 10.0
