@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -258,6 +259,49 @@ def _loadgroup_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
 
 
+#: the signals whose disposition a test must leave as it found it
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE, signal.SIGCHLD)
+
+
+def _signal_state() -> Tuple[Dict[int, object], Set[int]]:
+    return {s: signal.getsignal(s) for s in _SIGNALS}, set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[_SIGNAL_STATE] = _signal_state()
+    return (yield)
+
+
+_SIGNAL_STATE = pytest.StashKey[Tuple[Dict[int, object], Set[int]]]()
+
+
+def _restore_signals(item: pytest.Item) -> None:
+    """Put back the signal dispositions and mask this process had when ``item`` started,
+    with a warning naming the test that changed them. Children inherit an ignored signal
+    and a blocked one: an earlier test of the same worker that left SIGINT ignored made a
+    launcher deaf to SIGINT and an LSF script unable to trap it (x10, x11: 3 failures,
+    each reproduced by starting pytest with SIGINT ignored)."""
+    saved = item.stash.get(_SIGNAL_STATE, None)
+    if saved is None:
+        return
+    handlers, mask = saved
+    now_handlers, now_mask = _signal_state()
+    changed = [f"{signal.Signals(s).name} {handlers[s]} -> {now_handlers[s]}"
+               for s in _SIGNALS if now_handlers[s] is not handlers[s] and now_handlers[s] != handlers[s]]
+    for s in _SIGNALS:
+        if now_handlers[s] != handlers[s] and handlers[s] is not None:
+            signal.signal(s, handlers[s])  # type: ignore[arg-type]
+    if now_mask != mask:
+        changed.append(f"blocked {sorted(now_mask)} (was {sorted(mask)})")
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if changed:
+        import warnings
+
+        warnings.warn(f"{item.nodeid} left this process's signals changed, put back: {'; '.join(changed)}",
+                      stacklevel=1)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) -> Iterator[None]:
     """Under ``--dist loadgroup``, stop a group's session backend once the worker ran the
@@ -267,7 +311,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) 
     A worker runs all of a group's tests one after the other (:func:`pytest_xdist_make_scheduler`),
     and knows the test it runs next; a test that asks for the backend later gets a new one
     (pytest sets up a finished fixture again)."""
-    result = yield
+    try:
+        result = yield
+    finally:
+        _restore_signals(item)
     group = xdist_group(item)
     if group is None or nextitem is None or not _loadgroup_worker(item.config):
         return result
@@ -280,6 +327,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) 
             if fixturedef.scope == "session" and fixturedef.cached_result is not None:
                 # finishing it finishes the fixtures set up on it first (their finalizers)
                 fixturedef.finish(item._request)  # type: ignore[attr-defined]
+    _restore_signals(item)
     return result
 
 
