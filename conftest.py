@@ -263,8 +263,23 @@ def _loadgroup_worker(config: pytest.Config) -> bool:
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE, signal.SIGCHLD)
 
 
+def _ignored() -> Set[int]:
+    """The signals this process ignores as the kernel has it (``/proc/self/status``
+    ``SigIgn``): a library's C code can ignore one without Python's ``signal.getsignal``
+    seeing it."""
+    try:
+        with open("/proc/self/status") as f:
+            bits = int(next(ln for ln in f if ln.startswith("SigIgn:")).split()[1], 16)
+    except (OSError, StopIteration, ValueError):
+        return set()
+    return {s for s in _SIGNALS if bits >> (int(s) - 1) & 1}
+
+
 def _signal_state() -> Tuple[Dict[int, object], Set[int]]:
-    return {s: signal.getsignal(s) for s in _SIGNALS}, set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    handlers: Dict[int, object] = {s: signal.getsignal(s) for s in _SIGNALS}
+    for s in _ignored():  # ignored underneath Python's table
+        handlers[s] = signal.SIG_IGN
+    return handlers, set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -291,6 +306,8 @@ def _restore_signals(item: pytest.Item) -> None:
                for s in _SIGNALS if now_handlers[s] is not handlers[s] and now_handlers[s] != handlers[s]]
     for s in _SIGNALS:
         if now_handlers[s] != handlers[s] and handlers[s] is not None:
+            # where only the kernel's disposition changed, Python's table still holds the
+            # old handler: setting it again puts the kernel's back too
             signal.signal(s, handlers[s])  # type: ignore[arg-type]
     if now_mask != mask:
         changed.append(f"blocked {sorted(now_mask)} (was {sorted(mask)})")
