@@ -282,28 +282,42 @@ def _signal_state() -> Tuple[Dict[int, object], Set[int]]:
     return handlers, set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
 
+#: the signal dispositions and mask this process had when the session started
+_SESSION_SIGNALS: List[Tuple[Dict[int, object], Set[int]]] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The tests run with SIGINT and SIGQUIT as a terminal gives them. A session started in
+    the background by a non-interactive shell (``cmd &``, as this stop's full runs were)
+    starts with both ignored, and its workers and every process a test starts inherit that:
+    a launcher deaf to SIGINT, an LSF script that cannot trap it (x10-x12: 3 failures on the
+    workers where no earlier test had set SIGINT back; each reproduced by starting pytest
+    with SIGINT ignored)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    _SESSION_SIGNALS.append(_signal_state())
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    item.stash[_SIGNAL_STATE] = _signal_state()
+    _restore_signals(item, "before")
     return (yield)
 
 
-_SIGNAL_STATE = pytest.StashKey[Tuple[Dict[int, object], Set[int]]]()
-
-
-def _restore_signals(item: pytest.Item) -> None:
-    """Put back the signal dispositions and mask this process had when ``item`` started,
-    with a warning naming the test that changed them. Children inherit an ignored signal
-    and a blocked one: an earlier test of the same worker that left SIGINT ignored made a
-    launcher deaf to SIGINT and an LSF script unable to trap it (x10, x11: 3 failures,
-    each reproduced by starting pytest with SIGINT ignored)."""
-    saved = item.stash.get(_SIGNAL_STATE, None)
-    if saved is None:
+def _restore_signals(item: pytest.Item, when: str) -> None:
+    """Put back the signal dispositions and mask this process had when the session started,
+    with a warning naming the test before or after which they had changed: each test starts
+    from the session's (:func:`pytest_sessionstart`). Children inherit an ignored signal
+    and a blocked one. Seen: compat's DistributedTestCase leaves torch elastic's handlers,
+    test_notebook sets SIGTERM to SIG_DFL (the session reaper's handler gone)."""
+    if not _SESSION_SIGNALS:
         return
-    handlers, mask = saved
+    handlers, mask = _SESSION_SIGNALS[0]
     now_handlers, now_mask = _signal_state()
     changed = [f"{signal.Signals(s).name} {handlers[s]} -> {now_handlers[s]}"
-               for s in _SIGNALS if now_handlers[s] is not handlers[s] and now_handlers[s] != handlers[s]]
+               for s in _SIGNALS if now_handlers[s] != handlers[s]]
     for s in _SIGNALS:
         if now_handlers[s] != handlers[s] and handlers[s] is not None:
             # where only the kernel's disposition changed, Python's table still holds the
@@ -315,8 +329,7 @@ def _restore_signals(item: pytest.Item) -> None:
     if changed:
         import warnings
 
-        warnings.warn(f"{item.nodeid} left this process's signals changed, put back: {'; '.join(changed)}",
-                      stacklevel=1)
+        warnings.warn(f"signals found changed {when} {item.nodeid}, put back: {'; '.join(changed)}", stacklevel=1)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -331,7 +344,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) 
     try:
         result = yield
     finally:
-        _restore_signals(item)
+        _restore_signals(item, "after")
     group = xdist_group(item)
     if group is None or nextitem is None or not _loadgroup_worker(item.config):
         return result
@@ -344,7 +357,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) 
             if fixturedef.scope == "session" and fixturedef.cached_result is not None:
                 # finishing it finishes the fixtures set up on it first (their finalizers)
                 fixturedef.finish(item._request)  # type: ignore[attr-defined]
-    _restore_signals(item)
+    _restore_signals(item, "after")
     return result
 
 
