@@ -286,6 +286,7 @@ def _signal_state() -> Tuple[Dict[int, object], Set[int]]:
 _SESSION_SIGNALS: List[Tuple[Dict[int, object], Set[int]]] = []
 
 
+@pytest.hookimpl(trylast=True)  # after tx.testing's reaper installed its SIGTERM handler
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The tests run with SIGINT and SIGQUIT as a terminal gives them. A session started in
     the background by a non-interactive shell (``cmd &``, as this stop's full runs were)
