@@ -241,8 +241,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     scheduler (:func:`pytest_xdist_make_scheduler`), which sends one worker all of a group's
     tests, in this order (so its ``restarts_engine`` tests still run after its others)."""
     items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)
-    # a worker sees ``dist`` as "no" and ``loadgroup`` as True (xdist.remote.setup_config)
-    if hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False):
+    if _loadgroup_worker(config):
         import json
 
         groups = {item.nodeid: g for item in items if (g := xdist_group(item)) is not None}
