@@ -167,6 +167,24 @@ def _containers() -> Any:
         client.close()
 
 
+def _container_said(prefix: str, text: str) -> bool:
+    """Whether a container of the engine whose name starts with ``prefix`` (moto names a job's
+    containers ``<job name>-<job id>-<node>``) has ``text`` in its log."""
+    import docker
+
+    client = docker.APIClient(base_url=os.environ["DOCKER_HOST"], timeout=60)
+    try:
+        for c in client.containers(all=True, filters={"name": prefix}):  # a summary each: no inspect
+            try:
+                if text in client.logs(c["Id"]).decode(errors="replace"):
+                    return True
+            except docker.errors.NotFound:  # the other apps' containers end and go meanwhile
+                pass
+        return False
+    finally:
+        client.close()
+
+
 def _slurm_capacity() -> Any:
     import subprocess
 
@@ -525,9 +543,12 @@ def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, s
     started = "cancel" not in ids or wait_until(lambda: (d := env.scheduler.describe(ids["cancel"])) is not None
                          and d.state in (AppState.RUNNING, *[s for s in AppState if is_terminal(s)]), TIMEOUT / 2)
     assert started, f"{env.name}: the cancel app never ran"
-    if "cancel" in ids and env.name != "aws_batch":  # moto writes a container's log when it ends
-        # RUNNING may come before the replica's program does (Slurm: the batch script runs, the
-        # step not yet): cancel once its first line is there, so the app was really running
+    # RUNNING may come before the replica's program does (Slurm: the batch script runs, the
+    # step not yet; moto says RUNNING before it starts the container): cancel once its first
+    # line is there, so the app was really running
+    if "cancel" in ids and env.name == "aws_batch":  # moto writes a container's log when it ends
+        wait_until(lambda: _container_said(ids["cancel"].split(":")[-1] + "-", "started"), 60)
+    elif "cancel" in ids:
         wait_until(lambda: any("started" in ln for ln in read(env, ids["cancel"], "sleeper", 0, "combined")
                                or read(env, ids["cancel"], "sleeper", 0, "stdout") or []), 60)
     if "cancel" in ids:
