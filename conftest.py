@@ -328,15 +328,18 @@ def _restore_signals(item: pytest.Item, when: str) -> None:
     with a warning naming the test before or after which they had changed: each test starts
     from the session's (:func:`pytest_sessionstart`). Children inherit an ignored signal
     and a blocked one. Seen: compat's DistributedTestCase leaves torch elastic's handlers,
-    test_notebook sets SIGTERM to SIG_DFL (the session reaper's handler gone)."""
+    nbclient (test_notebook) set SIGTERM to SIG_DFL (the session reaper's handler gone); both
+    now put theirs back."""
     if not _SESSION_SIGNALS:
         return
     handlers, mask = _SESSION_SIGNALS[0]
     now_handlers, now_mask = _signal_state()
-    changed = [f"{signal.Signals(s).name} {handlers[s]} -> {now_handlers[s]}"
-               for s in _SIGNALS if now_handlers[s] != handlers[s]]
+    changed = []
     for s in _SIGNALS:
-        if now_handlers[s] != handlers[s] and handlers[s] is not None:
+        if now_handlers[s] == handlers[s]:
+            continue
+        changed.append(f"{signal.Signals(s).name} {handlers[s]} -> {now_handlers[s]}")
+        if handlers[s] is not None:
             # where only the kernel's disposition changed, Python's table still holds the
             # old handler: setting it again puts the kernel's back too
             signal.signal(s, handlers[s])  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ argparse actions and ``get_logs``, ``torchx.schedulers.devices``, the schedulers
 types, the fsspec and MLflow tracker factories, ``DockerWorkspaceMixin``."""
 import argparse
 import io
+import signal
 import tarfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
@@ -236,6 +237,8 @@ def test_distributed_test_case_runs_fn_on_each_rank() -> None:
         def runTest(self) -> None:  # noqa: N802 - unittest's name
             pass
 
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    before = {s: signal.getsignal(s) for s in signals}
     t = T()
     t.setUp()
     try:
@@ -243,6 +246,8 @@ def test_distributed_test_case_runs_fn_on_each_rank() -> None:
     finally:
         t.tearDown()
     assert sorted(pids) == [0, 1] and len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    # torch's elastic agent sets its own handlers in the launching process: they are put back
+    assert {s: signal.getsignal(s) for s in signals} == before
 
 
 def test_config_load_takes_back_what_dump_wrote_none_included() -> None:

@@ -4,6 +4,7 @@ tx_notebook``, ``%%workspacefile`` cells, ``%tx run`` on local_cwd; and the piec
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +15,12 @@ import pytest
 
 from tx.runner import Runner
 from tx.specs import AppDef, Role
+from tx.testing.backends import require_module
 from tx.workspace import WorkspaceError, localize_workspace
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+nbformat = require_module("nbformat", "the notebook tests write notebooks: pip install nbformat")
+nbclient = require_module("nbclient", "the notebook tests execute notebooks headless: pip install nbclient")
+require_module("ipykernel", "the notebook tests run a real kernel: pip install ipykernel")
 
 TRAIN = "import os\nprint('train cwd', os.path.basename(os.getcwd())[:12])\nprint(open('data/msg.txt').read())\n"
 FAIL = "print('about to fail')\nraise SystemExit(3)\n"
@@ -33,7 +35,12 @@ def _execute(cells: List[str], env: Dict[str, str], cwd: Path) -> List[str]:
     nb = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(cwd)}}, allow_errors=True)
-    client.execute(env=env)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        client.execute(env=env)
+    finally:  # nbclient's asyncio loop.remove_signal_handler leaves SIGTERM at SIG_DFL
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
     out = []
     for cell in nb.cells:
         text = ""

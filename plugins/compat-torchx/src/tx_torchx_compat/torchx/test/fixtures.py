@@ -3,7 +3,9 @@
 for tx-torchx-compat from TorchX's documented behaviour."""
 import os
 import shutil
+import signal
 import sys
+import threading
 import tempfile
 import unittest
 import uuid
@@ -65,7 +67,9 @@ class DistributedTestCase(TestWithTmpDir):
     processes (torch's elastic launcher, c10d rendezvous on a free localhost port, no
     restarts; ``fn`` must be picklable: a module-level function) and returns
     ``{rank: return value}``. ``fn`` initialises its process group itself (e.g.
-    ``torchx.distributed.init_pg()``), as TorchX documents.
+    ``torchx.distributed.init_pg()``), as TorchX documents. Unlike TorchX's, the call puts
+    back the test process's handlers of SIGINT, SIGTERM, SIGHUP and SIGQUIT, which torch's
+    elastic agent replaces (with its own that raise in the test process) and leaves set.
     """
 
     def run_ddp(self, world_size: int, fn: Callable[..., Ret]) -> Callable[..., Dict[int, Ret]]:
@@ -81,4 +85,17 @@ class DistributedTestCase(TestWithTmpDir):
         config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
                               rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
                               monitor_interval=0.1)
-        return elastic_launch(config, entrypoint=fn)
+        launch = elastic_launch(config, entrypoint=fn)
+
+        def run(*args: object) -> Dict[int, Ret]:
+            if threading.current_thread() is not threading.main_thread():  # no handler to set
+                return launch(*args)
+            signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+            saved = {s: signal.getsignal(s) for s in signals}
+            try:
+                return launch(*args)
+            finally:
+                for s, handler in saved.items():
+                    if handler is not None:  # None: set outside Python, nothing to put back
+                        signal.signal(s, handler)
+        return run
