@@ -42,7 +42,11 @@ _NAMES = {
     "get_len_random_id": "tx.schedulers.ids",
     "make_unique": "tx.schedulers.ids",
     # why an app failed (:mod:`tx.schedulers.why`)
+    "ONE_FAILURE_S": "tx.schedulers.why",
+    "PEER_LOST": "tx.schedulers.why",
     "failure_once": "tx.schedulers.why",
+    "first_cause": "tx.schedulers.why",
+    "lost_peer": "tx.schedulers.why",
     "names_cause": "tx.schedulers.why",
     "parse_report": "tx.schedulers.why",
     "root_cause": "tx.schedulers.why",

@@ -39,6 +39,9 @@ still names how the worker (or replica) ended and the last line it wrote, as sch
 before; :func:`names_cause` tells whether anything beyond that was found, so that a
 scheduler with a better message of its own (an OOM kill it detected) can keep it.
 
+Which failed replica is the app's cause: :func:`first_cause` (the one that failed first,
+unless it only saw a peer go: :data:`PEER_LOST`).
+
 Where each scheduler finds these: the local scheduler sets ``TORCHELASTIC_ERROR_FILE`` in the
 replica's directory and reads its ``stderr.log``; a scheduler that can read only logs passes
 the tail of the replica's log and no error file.
@@ -48,12 +51,13 @@ from __future__ import annotations
 import json
 import re
 import signal
-from typing import Any, Callable, Dict, Hashable, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Hashable, Iterable, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 from tx.specs.status import RootCause
 
-__all__ = ["RootCause", "failure_once", "names_cause", "parse_error_file", "parse_report", "parse_traceback", "root_cause",
-           "signal_text", "telling_line", "why_failed"]
+__all__ = ["ONE_FAILURE_S", "PEER_LOST", "RootCause", "failure_once", "first_cause", "lost_peer", "names_cause",
+           "parse_error_file", "parse_report", "parse_traceback", "root_cause", "signal_text", "telling_line",
+           "why_failed"]
 
 Text = Union[str, bytes, None]
 
@@ -433,3 +437,77 @@ def failure_once(cache: Dict[Any, Tuple[str, Optional[RootCause]]], key: Hashabl
                 if (rs.role, rep.id) == (cause.role, cause.replica):
                     rep.structured_error_msg, rep.root_cause = cause.text, cause
     return text, cause
+
+
+#: what a rank says when another rank died first (gloo, NCCL, torch.distributed's store): a
+#: symptom of the failure, never its cause (searched in a cause's ``exception_type: message``)
+PEER_LOST = re.compile(
+    r"typically caused by a remote worker crashing|remote process exited or there was a network error"
+    r"|DistNetworkError"
+    # a socket error counts only in a collective's message (gloo's pair.cc, NCCL, c10d): a
+    # program's own BrokenPipeError or reset HTTP connection is its cause
+    r"|(?:gloo|nccl|NCCL|c10d|ProcessGroup|pair\.cc)[^\n]*(?:Connection closed by peer|Connection reset by peer|Broken pipe)")
+#: seconds within which the replicas of one failure end: each notices its own workers' end
+#: and exits on its own, so the one whose rank died of a peer's failure may end first
+ONE_FAILURE_S = 10.0
+
+_F = TypeVar("_F")
+
+
+def lost_peer(cause: Optional[RootCause]) -> bool:
+    """Whether ``cause`` only says that its rank lost a peer (:data:`PEER_LOST` in its
+    ``exception_type: message``): a symptom of another rank's failure. False for None."""
+    if cause is None:
+        return False
+    return PEER_LOST.search(f"{cause.exception_type}: {cause.message or ''}") is not None
+
+
+def first_cause(failures: Iterable[_F], when: Callable[[_F], float], cause_of: Callable[[_F], Optional[RootCause]],
+                window_s: float = ONE_FAILURE_S, known: Optional[Callable[[_F], bool]] = None
+                ) -> Tuple[_F, Optional[RootCause]]:
+    """The failure that is an app's cause, and its root cause: the replica that failed first,
+    except that among the failures that ended within ``window_s`` seconds of the first
+    one, the first that names a cause other than a lost peer comes before it. A DDP rank
+    that raises makes the other ranks fail in their next collective ("Connection closed by
+    peer", :data:`PEER_LOST`), and which replica's end a backend records first is a race.
+
+    Args:
+        failures: the failed replicas, any records (at least one).
+        when: a failure's end, in seconds (any epoch, the same for all; ``math.inf`` where
+            unknown: such failures come after the others, and count as one failure with
+            each other). Ties keep the order of ``failures``.
+        cause_of: a failure's :class:`~tx.specs.RootCause`, or None where nothing is named
+            beyond how it ended. Called lazily, in time order, only for failures within the
+            window, until one names a cause that is not a lost peer (each at most once):
+            a backend that must read a replica's log for it reads only those.
+        window_s: seconds after the first failure's end within which a failure is part of
+            the same failure (:data:`ONE_FAILURE_S`); one ending later is not its cause.
+        known: whether the scheduler itself knows why a failure ended without its log
+            (an out-of-memory kill, a lost host): such a failure is a cause too, returned
+            with None and ``cause_of`` not called for it.
+
+    Returns:
+        ``(failure, cause)``: the first failure within the window that is ``known`` or
+        whose cause is not a lost peer, with its cause (None for a known one); else, where
+        every one in the window names nothing or only a lost peer, the first failure and
+        ``cause_of(first)``.
+
+    Raises:
+        ValueError: ``failures`` is empty. What ``when``, ``cause_of`` or ``known`` raise.
+    """
+    ordered = sorted(failures, key=when)
+    if not ordered:
+        raise ValueError("first_cause: no failures")
+    start = when(ordered[0])
+    first: Optional[Tuple[_F, Optional[RootCause]]] = None
+    for f in ordered:
+        if when(f) > start + window_s:  # inf > inf is False: unknown ends count as one failure
+            break
+        if known is not None and known(f):
+            return f, None
+        cause = cause_of(f)
+        if cause is not None and not lost_peer(cause):
+            return f, cause
+        if first is None:
+            first = (f, cause)
+    return first if first is not None else (ordered[0], cause_of(ordered[0]))  # (a NaN time)

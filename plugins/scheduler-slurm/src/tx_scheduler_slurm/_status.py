@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Tuple
 
 import attrs
 
-from tx.schedulers import DescribeAppResponse, names_cause, read_tail, root_cause, signal_text, telling_line
+from tx.schedulers import (
+    DescribeAppResponse, first_cause, names_cause, read_tail, root_cause, signal_text, telling_line)
 from tx.specs import (
     MISSING, NONE, NULL_RESOURCE, AppState, ReplicaStatus, Resource, Role, RoleStatus, RootCause, is_terminal)
 
@@ -89,36 +90,16 @@ def replica_root_cause(role: str, idx: int, err_path: str, code: int) -> Optiona
     return cause if names_cause(cause) else None
 
 
-#: what a rank says when another rank died first (gloo, NCCL, torch.distributed's store): a
-#: symptom of the failure, never its cause
-_PEER_LOST = re.compile(
-    r"typically caused by a remote worker crashing|remote process exited or there was a network error"
-    r"|DistNetworkError"
-    # a socket error counts only in a collective's message (gloo's pair.cc, NCCL, c10d): a
-    # program's own BrokenPipeError or reset HTTP connection is its cause
-    r"|(?:gloo|nccl|NCCL|c10d|ProcessGroup|pair\.cc)[^\n]*(?:Connection closed by peer|Connection reset by peer|Broken pipe)")
-#: seconds within which the replicas of one failure end (each torchrun notices its worker's
-#: end and exits on its own: the one whose rank died of a peer's failure may record first)
-_ONE_FAILURE_S = 10.0
-
-
 def _first_cause(failures: List[Tuple[float, str, str, int, ReplicaStatus]]
                  ) -> Tuple[Tuple[float, str, str, int, ReplicaStatus], Optional[RootCause]]:
-    """The failure that is the app's cause and its root cause: the replica that failed
-    first, except that among the replicas that failed within :data:`_ONE_FAILURE_S` of it,
-    one whose rank raised something other than a lost peer (:data:`_PEER_LOST`) comes
-    before one that only saw its peer go (a DDP rank raising makes the others fail in
-    their next collective, and which torchrun records its end first is a race)."""
-    ordered = sorted(failures, key=lambda f: f[0])
-    seen: List[Tuple[Tuple[float, str, str, int, ReplicaStatus], Optional[RootCause]]] = []
-    for f in ordered:
-        if f[0] - ordered[0][0] > _ONE_FAILURE_S:
-            break
-        cause = replica_root_cause(f[4].role, f[4].id, f[2], f[3])
-        if cause is not None and not _PEER_LOST.search(cause.message or ""):
-            return f, cause
-        seen.append((f, cause))
-    return seen[0]
+    """The failure (``(when, one-line cause, stderr file, exit status, replica)``) that is
+    the app's cause and its root cause, by :func:`tx.schedulers.why.first_cause`: the
+    replica that failed first (its ``.exitcode`` file's mtime), except that among the
+    replicas that failed within 10 s of it, one whose rank raised something other than a
+    lost peer comes before one that only saw its peer go (a DDP rank raising makes the
+    others fail in their next collective, and which torchrun records its end first is a
+    race). A replica's stderr is read only where the rule needs it."""
+    return first_cause(failures, lambda f: f[0], lambda f: replica_root_cause(f[4].role, f[4].id, f[2], f[3]))
 
 
 #: lines Slurm writes into the batch script's output (``slurm-<job>.out``) when a step ran
