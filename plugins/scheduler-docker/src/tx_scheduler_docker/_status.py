@@ -1,13 +1,15 @@
 """Containers as replicas: what tx reads back from a container's inspect record (its
-labels, name, attempt, role) and why a failed app failed (the root cause its first failed
-replica's output names). Used by :class:`tx_scheduler_docker.scheduler.DockerScheduler`.
+labels, name, attempt, role) and why a failed app failed (the root cause the output of the
+replica that failed first names, :func:`tx.schedulers.why.first_cause`). Used by
+:class:`tx_scheduler_docker.scheduler.DockerScheduler`.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tx.schedulers import names_cause, root_cause
+from tx.schedulers import first_cause, names_cause, root_cause
 from tx.specs import NONE, AppState, ReplicaStatus, Role, RootCause
 
 from tx_scheduler_docker import _states
@@ -71,15 +73,45 @@ def to_int(value: Any, default: int) -> int:
 
 def failure(replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str, Any]],
             output: Callable[[str], bytes], oom_reported: Callable[[], bool]) -> Tuple[str, Optional[RootCause]]:
-    """Why the first failed replica failed: the root cause its output names (a torchrun
-    worker's exception, :mod:`tx.schedulers.why`), set on that replica too; else how it
-    ended and its last lines. ``output(container id)``: the last :data:`CAUSE_TAIL_LINES`
+    """Why the app failed: the root cause (a torchrun worker's exception,
+    :mod:`tx.schedulers.why`) the output of the replica that is the app's cause names, set
+    on that replica too; else how it ended and its last lines. That replica is the one
+    whose container finished first (``State.FinishedAt``), except that among the replicas
+    that finished within 10 s of it, one whose output names a cause other than a lost peer,
+    or that the engine reports out-of-memory killed, comes first
+    (:func:`tx.schedulers.why.first_cause`: a DDP rank that raises makes the others fail in
+    their next collective, and which container ends first is a race); only those
+    replicas' output is read. ``output(container id)``: the last :data:`CAUSE_TAIL_LINES`
     lines of a container's output; ``oom_reported()``: whether the engine reports every
     out-of-memory kill."""
     failed = [r for r in replicas if r.state == AppState.FAILED]
     if not failed:
         return NONE, None
-    first = min(failed, key=lambda r: (infos[(r.role, r.id)].get("State") or {}).get("FinishedAt") or "")
+    raws: Dict[Tuple[str, int], bytes] = {}
+
+    def state_of(r: ReplicaStatus) -> Dict[str, Any]:
+        return infos[(r.role, r.id)].get("State") or {}
+
+    def raw_of(r: ReplicaStatus) -> bytes:
+        if (r.role, r.id) not in raws:
+            try:
+                raws[(r.role, r.id)] = output(infos[(r.role, r.id)]["Id"])
+            except Exception:  # noqa: BLE001 - the message is still useful without the tail
+                raws[(r.role, r.id)] = b""
+        return raws[(r.role, r.id)]
+
+    def ended(r: ReplicaStatus) -> float:
+        ns = _states.engine_time_ns(state_of(r).get("FinishedAt"))
+        return ns / 1e9 if ns is not None else math.inf
+
+    def cause_of(r: ReplicaStatus) -> Optional[RootCause]:
+        cause = root_cause(r.role, r.id, raw_of(r), exit_code=int(state_of(r).get("ExitCode") or 0))
+        return cause if names_cause(cause) else None
+
+    first, cause = first_cause(failed, ended, cause_of, known=lambda r: bool(state_of(r).get("OOMKilled")))
+    if cause is not None:
+        first.structured_error_msg, first.root_cause = cause.text, cause
+        return cause.text, cause
     info = infos[(first.role, first.id)]
     st = info.get("State") or {}
     labels = (info.get("Config") or {}).get("Labels") or {}
@@ -90,16 +122,7 @@ def failure(replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str
     text = f"{first.role}[{first.id}] (container {name}) failed first: {how}"
     if st.get("Error"):
         text += f"; engine: {st['Error']}"
-    try:
-        raw = output(info["Id"])
-    except Exception:  # noqa: BLE001 - the message is still useful without the tail
-        raw = b""
-    if not st.get("OOMKilled"):
-        cause = root_cause(first.role, first.id, raw, exit_code=code)
-        if names_cause(cause):
-            first.structured_error_msg, first.root_cause = cause.text, cause
-            return cause.text, cause
-    tail = raw.decode("utf-8", "replace").strip()
+    tail = raw_of(first).decode("utf-8", "replace").strip()
     if tail:
         text += "; last lines: " + " | ".join(tail.splitlines()[-ERROR_TAIL_LINES:])
     if len(failed) > 1:

@@ -273,8 +273,9 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
         """The app's state from its containers (None: no container has its label).
 
         ``roles_statuses`` has one replica per container with its exit code; for a failed
-        app, ``structured_error_msg`` names the first replica that failed, how it ended
-        (exit code, signal, out of memory) and its last lines of output.
+        app, ``structured_error_msg`` names the replica that failed first (unless it only
+        lost a peer that failed within 10 s of it: :func:`tx.schedulers.why.first_cause`),
+        how it ended (exit code, signal, out of memory) and its last lines of output.
 
         A replica whose container the engine lost while it ran (a host reboot,
         :func:`tx_scheduler_docker._states.lost_while_running`) is started again here, in a
