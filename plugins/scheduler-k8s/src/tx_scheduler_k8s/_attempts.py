@@ -54,8 +54,9 @@ def build_attempts(kinds: List[FailureKind], infra_end: Callable[[], str], pods:
     user's where only theirs do; where both may, the controller does not record which one it
     was (kind unknown). The last attempt of a FAILED app is the infrastructure's when a pod
     of it has the ``DisruptionTarget`` condition or the controller says it acted on one
-    (``infra_end()``: why, "" if it does not), else the user's (the first failed replica's
-    exit code). An attempt evicted names what the job saved after the warning where
+    (``infra_end()``: why, "" if it does not), else the user's (the exit code of the
+    replica that is the app's cause: ``failed``'s first, as
+    :func:`tx_scheduler_k8s._status.cause_first` orders it). An attempt evicted names what the job saved after the warning where
     ``saves`` can tell: the last one from its pod's condition to its container's end, or
     (the pod gone) in the grace before the app's end; a restarted one, the last only, in
     the grace before the next attempt's first pod."""

@@ -1,5 +1,6 @@
 """Pods as replicas: their states, exit codes and host names, why a pending app waits and
-why a failed one failed (the root cause its first failed pod's log names).
+why a failed one failed (the root cause the log of the pod that failed first names,
+:func:`tx.schedulers.why.first_cause`).
 
 Functions of the API server's pod objects (dicts in the API's JSON shape), used by
 :meth:`tx_scheduler_k8s.scheduler.KubernetesBase.describe`.
@@ -11,15 +12,15 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from tx.schedulers import names_cause, root_cause
+from tx.schedulers import first_cause, names_cause, root_cause
 from tx.specs import AppState, ReplicaStatus, Role, RoleStatus, RootCause, is_terminal
 
 from tx_scheduler_k8s import _pod
 from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._states import POD_STATES
 
-__all__ = ["CAUSE_TAIL_LINES", "DISRUPTION_TARGET", "ERROR_TAIL_LINES", "Failed", "disruption", "failure",
-           "pending_reason", "pod_error", "replica_statuses", "terminated", "ts"]
+__all__ = ["CAUSE_TAIL_LINES", "DISRUPTION_TARGET", "ERROR_TAIL_LINES", "Failed", "cause_first", "disruption", "failure",
+           "oom_killed", "pending_reason", "pod_error", "replica_statuses", "terminated", "ts"]
 
 #: lines of a failed pod's log read for its root cause (tx.schedulers.why): torchrun prints
 #: its report after the failed worker's traceback, and other workers' lines may follow
@@ -140,33 +141,67 @@ def pod_error(pod: Dict[str, Any]) -> str:
         parts.append(" ".join(str(message).split()))
     return ", ".join(parts) or "failed"
 
+def oom_killed(f: Failed) -> bool:
+    """Whether the kernel's OOM killer ended the failed replica's container (its reason says
+    so): a cause the pod itself explains, without its log."""
+    return terminated(f[3]).get("reason") == "OOMKilled"
+
+
 def failure(kube: Kube, ns: str, failed: List[Failed], msg: str,
             statuses: List[RoleStatus]) -> Tuple[str, Optional[RootCause]]:
-    """Why the pod that failed first failed: the root cause the end of its log names (a
-    torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too; else
-    how its container ended and its last lines. Not for a pod the kernel's OOM killer
-    ended (its reason says so)."""
+    """Why the app failed: the root cause (a torchrun worker's exception,
+    :mod:`tx.schedulers.why`) the end of the log of the pod that is the app's cause names,
+    set on its replica too; else how its container ended and its last lines. That pod is
+    the one whose container finished first (``failed``'s order: ``terminated.finishedAt``,
+    whole seconds, then role and index), except that among the pods that finished within
+    10 s of it, one whose log names a cause other than a lost peer, or one the OOM killer
+    ended (no root cause is read for it: its reason says so), comes first
+    (:func:`tx.schedulers.why.first_cause`: a DDP rank that raises makes the others fail in
+    their next collective, and which pod ends first is a race); only those pods' logs are
+    read."""
     if not failed:
         return msg or "the app failed", None
-    _, role, k, pod = failed[0]
+    raws: Dict[str, bytes] = {}
+
+    def raw_of(f: Failed) -> bytes:
+        name = f[3]["metadata"]["name"]
+        if name not in raws:
+            try:
+                raws[name] = b"".join(kube.pod_log(ns, name, tail_lines=CAUSE_TAIL_LINES))
+            except KubeError:
+                raws[name] = b""
+        return raws[name]
+
+    def cause_of(f: Failed) -> Optional[RootCause]:
+        term = terminated(f[3])
+        cause = root_cause(f[1], f[2], raw_of(f), exit_code=container_status(term.get("exitCode"), term.get("signal")))
+        return cause if names_cause(cause) else None
+
+    chosen, cause = first_cause(failed, lambda f: f[0], cause_of, known=oom_killed)
+    _, role, k, pod = chosen
+    if cause is not None:
+        rep = next((r for rs in statuses if rs.role == role for r in rs.replicas if r.id == k), None)
+        if rep is not None:
+            rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return cause.text, cause
     text = f"{role}/{k} (pod {pod['metadata']['name']}) failed first: {pod_error(pod)}"
-    try:
-        raw = b"".join(kube.pod_log(ns, pod["metadata"]["name"], tail_lines=CAUSE_TAIL_LINES))
-    except KubeError:
-        raw = b""
-    term = terminated(pod)
-    if term.get("reason") != "OOMKilled":
-        code = term.get("exitCode")
-        cause = root_cause(role, k, raw, exit_code=container_status(code, term.get("signal")))
-        if names_cause(cause):
-            rep = next((r for rs in statuses if rs.role == role for r in rs.replicas if r.id == k), None)
-            if rep is not None:
-                rep.structured_error_msg, rep.root_cause = cause.text, cause
-            return cause.text, cause
-    lines = [ln.strip() for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()][-ERROR_TAIL_LINES:]
+    lines = [ln.strip() for ln in raw_of(chosen).decode("utf-8", "replace").splitlines() if ln.strip()][-ERROR_TAIL_LINES:]
     if lines:
         text += "; last lines: " + " | ".join(lines)
     return text, None
+
+
+def cause_first(failed: List[Failed], cause: Optional[RootCause]) -> List[Failed]:
+    """``failed`` with the failure :func:`failure` named as the app's cause first: the one
+    of ``cause``'s replica, else (no root cause named) the first OOM-killed one within 10 s
+    of the first failure, else the first; the others in their order. Reads no log."""
+    if not failed:
+        return failed
+    chosen = next((f for f in failed if cause is not None and (f[1], f[2]) == (cause.role, cause.replica)), None)
+    if chosen is None:
+        chosen = first_cause(failed, lambda f: f[0], lambda f: None, known=oom_killed)[0]
+    return [chosen, *(f for f in failed if f is not chosen)]
+
 
 def pending_reason(pods: List[Dict[str, Any]], roles: List[Role]) -> str:
     """Why a pending app waits: its first unschedulable or waiting pod, "" if none says."""

@@ -28,8 +28,8 @@ from tx_scheduler_k8s._attempts import Saves, build_attempts
 from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._logs import PodLogs
 from tx_scheduler_k8s._names import DEFAULT_NAMESPACE
-from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, disruption,
-                                      failure, pending_reason, replica_statuses, ts)
+from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, cause_first,
+                                      disruption, failure, pending_reason, replica_statuses, ts)
 
 __all__ = ["CAUSE_TAIL_LINES", "DEFAULT_NAMESPACE", "DISRUPTION_TARGET", "ERROR_TAIL_LINES", "KubernetesBase",
            "KubernetesJob", "check_namespace", "common_runopts", "disruption", "runopts_markdown"]
@@ -337,17 +337,17 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
             resp.structured_error_msg, resp.root_cause = self._failure(ns, failed, msg, statuses)
         if trial is None:
             resp.attempts = build_attempts(self._restart_kinds(obj), lambda: self._infra_end(obj, pods), pods, state,
-                                           restarts, failed, self._saves(resp, obj, pods))
+                                           restarts, cause_first(failed, resp.root_cause), self._saves(resp, obj, pods))
             resp.metadata["attempts"] = [a.to_json() for a in resp.attempts]
         return resp
 
     def _failure(self, ns: str, failed: List[Failed], msg: str, statuses: List[RoleStatus]) -> Any:
-        """:func:`failure`, its pod's log read once per process while the pod is unchanged
-        (following 1,000 failed apps reads their logs once, not every tick)."""
+        """:func:`failure`, its pods' logs read once per process while the failed pods are
+        unchanged (following 1,000 failed apps reads their logs once, not every tick; a pod
+        that fails after a look is another key: it may be the cause)."""
         if not failed:
             return failure(self.kube, ns, failed, msg, statuses)
-        meta = failed[0][3]["metadata"]
-        key = (ns, meta.get("uid"), meta.get("resourceVersion"), msg)
+        key = (ns, tuple((f[3]["metadata"].get("uid"), f[3]["metadata"].get("resourceVersion")) for f in failed), msg)
         return failure_once(self.__dict__.setdefault("_failures", {}), key, statuses,
                             lambda: failure(self.kube, ns, failed, msg, statuses))
 
