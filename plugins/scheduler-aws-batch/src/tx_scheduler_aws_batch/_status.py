@@ -1,20 +1,22 @@
 """Batch jobs as apps: the roles and node ranges of a job (rebuilt from its definition), the
 state of each replica (from the node jobs ``<jobId>#<node>`` where Batch has them) and why a
-failed job failed (the root cause the end of its first failed node's log names). Functions
+failed job failed (the root cause the end of the log of the node that failed first names,
+:func:`tx.schedulers.why.first_cause`). Functions
 of ``describe_jobs`` records, used by :meth:`tx_scheduler_aws_batch.scheduler.AwsBatchScheduler.describe`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import math
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from tx.schedulers import env as env_contract, names_cause, root_cause
+from tx.schedulers import env as env_contract, first_cause, names_cause, root_cause
 from tx.specs import AppState, ReplicaStatus, Resource, Role, RoleStatus, RootCause, macros
 
 from tx_scheduler_aws_batch._states import appstate_from_batch
 from tx_scheduler_aws_batch.request import PREEMPT_GRACE_ENV, REPLICA_ID_TOKEN, unwrap_command
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
-__all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "FirstNode", "failure", "replica_statuses", "role_of",
+__all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "FailedNode", "failure", "replica_statuses", "role_of",
            "role_ranges"]
 
 #: log events (lines) of a failed node read for its root cause (tx.schedulers.why): torchrun
@@ -22,8 +24,17 @@ __all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "FirstNode", "failure", "repl
 CAUSE_TAIL_LINES = 1000
 #: log lines of a failed node quoted in ``structured_error_msg`` when no root cause is named
 ERROR_TAIL_LINES = 3
-#: the node that failed first: (role name, replica index, node index, exit code)
-FirstNode = Tuple[str, int, int, Any]
+
+
+class FailedNode(NamedTuple):
+    """A failed replica's node job."""
+
+    ended: float  #: its ``stoppedAt``, epoch s (inf where Batch gives none)
+    role: str
+    replica: int  #: index within the role
+    node: int  #: node index within the job
+    exit_code: Any  #: its container's, None where unknown
+    line: str  #: one line: ``<role>[k] (node n) failed with exit code c: <reason>``
 
 
 def _range(target: str, num_nodes: int) -> Tuple[int, int]:
@@ -73,14 +84,13 @@ def role_of(name: str, start: int, end: int, container: Dict[str, Any]) -> Role:
 
 
 def replica_statuses(job: Dict[str, Any], nodes: Dict[int, Dict[str, Any]], state: AppState, reason: str,
-                     ) -> Tuple[List[RoleStatus], List[Role], Optional[str], Optional[FirstNode]]:
+                     ) -> Tuple[List[RoleStatus], List[Role], List[FailedNode]]:
     """The status of each replica of ``job`` (``nodes``: its node jobs by index, where Batch
-    has them; else each replica has the job's ``state``), its roles, and the first failed
-    replica: one line saying how it failed, and :data:`FirstNode`."""
+    has them; else each replica has the job's ``state``), its roles, and its failed node
+    jobs, in node order (:class:`FailedNode`)."""
     roles_statuses = []
     roles = []
-    first_failure: Optional[str] = None
-    first_node: Optional[FirstNode] = None
+    failed: List[FailedNode] = []
     for name, start, end, container in role_ranges(job):
         replicas = []
         for idx in range(start, end + 1):
@@ -93,52 +103,64 @@ def replica_statuses(job: Dict[str, Any], nodes: Dict[int, Dict[str, Any]], stat
                 exit_code = ncontainer.get("exitCode")
                 nics = ncontainer.get("networkInterfaces") or [{}]
                 host = str(nics[0].get("privateIpv4Address", ""))
-                if rstate == AppState.FAILED and first_failure is None:
+                if rstate == AppState.FAILED:
                     why = ncontainer.get("reason") or nreason
-                    first_failure = (
+                    line = (
                         f"{name}[{idx - start}] (node {idx}) failed"
                         + (f" with exit code {exit_code}" if exit_code is not None else "")
                         + (f": {why}" if why else "")
                     )
-                    first_node = (name, idx - start, idx, exit_code)
+                    stopped = node.get("stoppedAt")
+                    ended = stopped / 1000.0 if isinstance(stopped, (int, float)) and stopped > 0 else math.inf
+                    failed.append(FailedNode(ended, name, idx - start, idx, exit_code, line))
             else:
                 rstate, exit_code, host = state, None, ""
             replicas.append(ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code))
         roles_statuses.append(RoleStatus(name, replicas))
         roles.append(role_of(name, start, end, container))
-    return roles_statuses, roles, first_failure, first_node
+    return roles_statuses, roles, failed
 
 
-def failure(job: Dict[str, Any], first_failure: Optional[str], first_node: Optional[FirstNode], reason: str,
-            statuses: List[RoleStatus], last_lines: Callable[[Optional[int]], List[str]]) -> Tuple[str, Optional[RootCause]]:
-    """Why the job failed: the root cause the end of the first failed node's log names
-    (a torchrun worker's exception, :mod:`tx.schedulers.why`), set on its replica too;
-    else one line with the first failed node (exit code, reason) or the job's, and its
-    last log lines. Without node jobs (moto) the job's own log and exit code stand for
-    its replica when it has only one; with several, which one failed is unknown and no
-    root cause is named. ``last_lines(node index)``: the last
-    :data:`CAUSE_TAIL_LINES` lines of the node's log (None: of the job's own log)."""
-    name = job.get("jobName", "")
-    container = job.get("container", {}) or {}
-    if first_failure is None:
-        code = container.get("exitCode")
-        why = container.get("reason") or reason
-        first_failure = f"job {name} failed" + (f" with exit code {code}" if code is not None else "") + (
-            f": {why}" if why else "")
+def failure(job: Dict[str, Any], failed: List[FailedNode], reason: str, statuses: List[RoleStatus],
+            last_lines: Callable[[Optional[int]], List[str]]) -> Tuple[str, Optional[RootCause]]:
+    """Why the job failed: the root cause (a torchrun worker's exception,
+    :mod:`tx.schedulers.why`) the end of the log of the node that is the job's cause names,
+    set on its replica too; else one line with that node (exit code, reason), or the job's,
+    and its last log lines. That node is the one that stopped first (``stoppedAt``; the
+    lower node index on a tie), except that among the nodes that stopped within 10 s of it,
+    one whose log names a cause other than a lost peer comes first
+    (:func:`tx.schedulers.why.first_cause`: a DDP rank that raises makes the others fail in
+    their next collective, and which node stops first is a race); only those nodes' logs
+    are read. Without node jobs (moto) the job's own log and exit code stand for its
+    replica when it has only one; with several, which one failed is unknown and no root
+    cause is named. ``last_lines(node index)``: the last :data:`CAUSE_TAIL_LINES` lines of
+    the node's log (None: of the job's own log)."""
     reps = [(rs.role, r) for rs in statuses for r in rs.replicas]
-    who: Optional[Tuple[str, int, Any]] = None
-    if first_node is not None:
-        who = first_node[0], first_node[1], first_node[3]
-    elif len(reps) == 1:
-        who = reps[0][0], reps[0][1].id, container.get("exitCode")
-    lines = last_lines(first_node[2] if first_node is not None else None)
-    if who is not None:
-        role, k, code = who
-        cause = root_cause(role, k, "\n".join(lines), exit_code=code if isinstance(code, int) else None)
-        if names_cause(cause):
-            for r_role, rep in reps:
-                if (r_role, rep.id) == (role, k):
-                    rep.structured_error_msg, rep.root_cause = cause.text, cause
-            return cause.text, cause
-    tail = [" ".join(ln.split())[:200] for ln in lines if ln.strip()][-ERROR_TAIL_LINES:]
-    return first_failure + (f"; last lines: {' | '.join(tail)}" if tail else ""), None
+    read: Dict[Optional[int], List[str]] = {}
+
+    def lines_of(node: Optional[int]) -> List[str]:
+        if node not in read:
+            read[node] = last_lines(node)
+        return read[node]
+
+    def cause_of(role: str, k: int, node: Optional[int], code: Any) -> Optional[RootCause]:
+        cause = root_cause(role, k, "\n".join(lines_of(node)), exit_code=code if isinstance(code, int) else None)
+        return cause if names_cause(cause) else None
+
+    if failed:
+        chosen, cause = first_cause(failed, lambda f: f.ended, lambda f: cause_of(f.role, f.replica, f.node, f.exit_code))
+        line, node = chosen.line, chosen.node
+    else:
+        name = job.get("jobName", "")
+        container = job.get("container", {}) or {}
+        code, why = container.get("exitCode"), container.get("reason") or reason
+        line = f"job {name} failed" + (f" with exit code {code}" if code is not None else "") + (
+            f": {why}" if why else "")
+        node, cause = None, (cause_of(reps[0][0], reps[0][1].id, None, code) if len(reps) == 1 else None)
+    if cause is not None:
+        for r_role, rep in reps:
+            if (r_role, rep.id) == (cause.role, cause.replica):
+                rep.structured_error_msg, rep.root_cause = cause.text, cause
+        return cause.text, cause
+    tail = [" ".join(ln.split())[:200] for ln in lines_of(node) if ln.strip()][-ERROR_TAIL_LINES:]
+    return line + (f"; last lines: {' | '.join(tail)}" if tail else ""), None

@@ -380,12 +380,12 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         status = str(job.get("status", ""))
         reason = str(job.get("statusReason", ""))
         state = appstate_from_batch(status, reason)
-        roles_statuses, roles, first_failure, first_node = replica_statuses(
+        roles_statuses, roles, failed = replica_statuses(
             job, nodes if nodes is not None else self._nodes(job), state, reason)
         msg = self._message(job, state, status, reason, problem)
         err, cause = NONE, None
         if state == AppState.FAILED:
-            err, cause = self._failure(job, first_failure, first_node, reason, roles_statuses)
+            err, cause = self._failure(job, failed, reason, roles_statuses)
         attempts = job.get("attempts") or []
         history = batch_attempts(attempts, state, reason, saves_of(job))
         kept = (job.get("parameters") or {}).get(PARAM_APPDEF)
@@ -409,15 +409,13 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         desc.metadata["status_fetched_at"] = fetched_at  # epoch s; the status is at most this old
         return desc
 
-    def _failure(self, job: Dict[str, Any], first_failure: Optional[str], first_node: Any, reason: str,
-                 statuses: Any) -> Any:
-        """:func:`failure` of an ended job, read from its log once per process (a failed
-        job's log does not change): following 1,000 failed apps reads 1,000 logs once, not
-        every tick."""
-        key = (str(job.get("jobId")), len(job.get("attempts") or []))
+    def _failure(self, job: Dict[str, Any], failed: Any, reason: str, statuses: Any) -> Any:
+        """:func:`failure` of an ended job, read from its logs once per process while its
+        failed nodes are the same (a failed job's logs do not change): following 1,000
+        failed apps reads their logs once, not every tick."""
+        key = (str(job.get("jobId")), len(job.get("attempts") or []), tuple((f.node, f.ended) for f in failed))
         return failure_once(self.__dict__.setdefault("_failures", {}), key, statuses,
-                            lambda: failure(job, first_failure, first_node, reason, statuses,
-                                            lambda node: self._cause_lines(job, node)))
+                            lambda: failure(job, failed, reason, statuses, lambda node: self._cause_lines(job, node)))
 
     def _message(self, job: Dict[str, Any], state: AppState, status: str, reason: str,
                  problem: Optional[str] = None) -> str:
