@@ -88,8 +88,9 @@ def batch_attempts(job: Any, layout: Dict[int, TaskInfo], tasks: List[Any], stat
     """The app's attempts with why each ended. Batch retries each task on its own: every
     failed execution of a task that Batch ran again (a later execution, or one due by the
     task spec's retry rules, :func:`_batch_retries`) is an attempt, ``retried``, in the order
-    they ended; then the app's last attempt: where it FAILED, the first failed replica's
-    last execution (``failed``, as :func:`tx_scheduler_gcp_batch._status.replica_statuses` chose it: ``infra`` for one of
+    they ended; then the app's last attempt: where it FAILED, the last execution of the
+    replica that is the app's cause (``failed``, as
+    :func:`tx_scheduler_gcp_batch._status.cause_failure` chose it: ``infra`` for one of
     :data:`INFRA_EXIT_CODES`, else ``user``), else the app's state. ``state`` is the job's.
     A task preempted on a Spot VM (50001) names what it saved in the notice before its
     status event (the completion markers under its ``TX_CHECKPOINT_DIR``, where that is a

@@ -41,8 +41,8 @@ from tx_scheduler_gcp_batch import _client, _plane
 from tx_scheduler_gcp_batch._attempts import batch_attempts, retries
 from tx_scheduler_gcp_batch._logs import LOG_NAME, TaskLogs
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
-from tx_scheduler_gcp_batch._status import (CAUSE_TAIL_LINES, ERROR_TAIL_LINES, console_url, failure, replica_statuses,
-                                            state_name, task_index)
+from tx_scheduler_gcp_batch._status import (CAUSE_TAIL_LINES, ERROR_TAIL_LINES, cause_failure, console_url, failure,
+                                            replica_statuses, state_name, task_index)
 from tx_scheduler_gcp_batch._sweep import (
     MAX_TASKS, SWEEP_TEMPLATE_ENV, TRIAL_SCRIPT_ENV, build_sweep_job, is_sweep_job, make_trial_id, parse_trial_id,
     sweep_unsupported, trial_env, trial_words,
@@ -274,7 +274,8 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         if state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = failure(
                 job, failed, statuses, lambda i, n: self._last_lines(job, i, n))
-        desc.attempts = batch_attempts(job, {index: info}, [task] if task is not None else [], state, failed)
+        desc.attempts = batch_attempts(job, {index: info}, [task] if task is not None else [], state,
+                                       cause_failure(failed, desc.root_cause))
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
 
@@ -396,8 +397,10 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         asked on its own); None for an unknown job.
 
         ``msg``: the job's latest status event (why it waits, or how it ended);
-        ``structured_error_msg``: the first failed replica, its exit code and event, and
-        its last stderr lines. Raises SchedulerError for API errors other than not found
+        ``structured_error_msg``: the failed replica that is the app's cause (the first
+        that failed, unless it only lost a peer that failed within 10 s of it:
+        :func:`tx.schedulers.why.first_cause`), its exit code and event, and its last
+        stderr lines. Raises SchedulerError for API errors other than not found
         (:class:`tx.schedulers.budget.ThrottledError` when Batch kept throttling the look).
         """
         trial = parse_trial_id(app_id)
@@ -439,14 +442,15 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
             desc.metadata["app_not_stored"] = why
         if state == AppState.FAILED:
             desc.structured_error_msg, desc.root_cause = self._failure(job, failed, roles_statuses)
-        desc.attempts = batch_attempts(job, layout, tasks, state, failed)
+        desc.attempts = batch_attempts(job, layout, tasks, state, cause_failure(failed, desc.root_cause))
         desc.metadata["attempts"] = [a.to_json() for a in desc.attempts]
         return desc
 
 
     def _failure(self, job: Any, failed: Any, statuses: Any) -> Any:
-        """:func:`failure` of an ended job, its log read once per process (it does not change)."""
-        key = (job.uid, len(job.status.status_events))
+        """:func:`failure` of an ended job, its tasks' logs read once per process while its
+        failed tasks are the same (the logs do not change)."""
+        key = (job.uid, len(job.status.status_events), tuple((f[0].index, f[3]) for f in failed))
         return failure_once(self.__dict__.setdefault("_failures", {}), key, statuses,
                             lambda: failure(job, failed, statuses, lambda index, n: self._last_lines(job, index, n)))
 
