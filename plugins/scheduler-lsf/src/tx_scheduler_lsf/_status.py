@@ -21,7 +21,8 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from tx.schedulers import DescribeAppResponse, names_cause, read_tail, root_cause, signal_text, telling_line
+from tx.schedulers import (
+    DescribeAppResponse, first_cause, names_cause, read_tail, root_cause, signal_text, telling_line)
 from tx.specs import NONE, AppState, FailureKind, ReplicaStatus, RoleStatus, RootCause, is_terminal
 
 from tx_scheduler_lsf._attempts import Event, build_attempts, read_attempts, runs
@@ -164,8 +165,7 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     error, cause = NONE, None
     final: Optional[Tuple[FailureKind, str]] = None
     if app_state == AppState.FAILED and failures:
-        _, rep, job, detail = min(failures, key=lambda f: f[0])
-        error, cause = _why_failed(app_id, rep, job, detail, job_dir)
+        (_, rep, job, detail), (error, cause) = _first_cause(app_id, failures, job_dir)
         rep.structured_error_msg = error
         rep.root_cause = cause
         final = _final_kind(rep, detail)
@@ -187,8 +187,31 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     )
 
 
+def _first_cause(app_id: str, failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]], job_dir: str
+                 ) -> Tuple[Tuple[float, ReplicaStatus, Job, Optional[Job]], Tuple[str, Optional[RootCause]]]:
+    """The failure that is the app's cause and why it failed (:func:`_why_failed`), by
+    :func:`tx.schedulers.why.first_cause`: the replica whose script recorded its exit
+    status first (its ``.exitcode`` file's mtime), except that among the replicas that
+    failed within 10 s of it, one whose stderr names a cause other than a lost peer, or one
+    LSF says why it ended (a ``TERM_*`` reason, its host lost), comes first (a DDP rank that
+    raises makes the others fail in their next collective, and which script records first
+    is a race). Only those replicas' stderr is read."""
+    whys: Dict[Tuple[str, int], Tuple[str, Optional[RootCause]]] = {}
+
+    def why(f: Tuple[float, ReplicaStatus, Job, Optional[Job]]) -> Tuple[str, Optional[RootCause]]:
+        if (f[1].role, f[1].id) not in whys:
+            whys[(f[1].role, f[1].id)] = _why_failed(app_id, f[1], f[2], f[3], job_dir)
+        return whys[(f[1].role, f[1].id)]
+
+    def known(f: Tuple[float, ReplicaStatus, Job, Optional[Job]]) -> bool:
+        return f[3] is not None and (bool(f[3].term_reason) or f[3].host_lost)
+
+    chosen, _ = first_cause(failures, lambda f: f[0], lambda f: why(f)[1], known=known)
+    return chosen, why(chosen)
+
+
 def _final_kind(rep: ReplicaStatus, detail: Optional[Job]) -> Tuple[FailureKind, str]:
-    """Whose failure ended the app, and why, from its first failed replica."""
+    """Whose failure ended the app, and why, from the failed replica that is its cause."""
     who = f"{rep.role}[{rep.id}]"
     if detail is not None and detail.host_lost:
         return FailureKind.INFRA, f"{who}: {HOST_LOST}"
