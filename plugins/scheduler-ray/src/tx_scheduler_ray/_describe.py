@@ -1,11 +1,13 @@
 """How the ray scheduler reads a Ray job and its driver's ``state.json`` into a
-:class:`tx.specs.DescribeAppResponse` (its roles, replicas, attempts and first failure)."""
+:class:`tx.specs.DescribeAppResponse` (its roles, replicas, attempts and the failure that is
+its cause)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from tx.schedulers import DescribeAppResponse, names_cause, root_cause, what_saved
+from tx.schedulers import DescribeAppResponse, first_cause, names_cause, root_cause, what_saved
 from tx.specs import (
     NONE, AppState, Attempt, FailureKind, ReplicaStatus, Resource, RetryPolicy, Role, RoleStatus, RootCause,
     is_terminal)
@@ -57,6 +59,23 @@ def _failure_cause(f: Dict[str, Any]) -> Optional[RootCause]:
     return cause if names_cause(cause) else None
 
 
+def _app_failure(f: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[RootCause]]:
+    """The failure record that is the app's cause, and its root cause: the driver's
+    ``failure`` (the replica whose end it saw first), except that among its ``others`` (the
+    replicas that failed on their own while the driver waited, where that replica only lost
+    its peer: :mod:`tx_scheduler_ray.tx_ray_driver._peers`), one that ended within 10 s of
+    the first and names a cause other than a lost peer comes first
+    (:func:`tx.schedulers.why.first_cause`, by each record's ``ended``, epoch s)."""
+    others = [o for o in f.get("others") or [] if isinstance(o, dict)]
+
+    def ended(rec: Dict[str, Any]) -> float:
+        try:
+            return float(rec["ended"])
+        except (KeyError, TypeError, ValueError):
+            return math.inf
+    return first_cause([f, *others], ended, _failure_cause)
+
+
 def _failure_text(f: Dict[str, Any]) -> str:
     """One line: which replica failed, how, where, and its last stderr lines."""
     code = f.get("exit_code")
@@ -91,8 +110,8 @@ def describe_job(app_id: str, url: str, sid: str, info: Any, state: Optional[Dic
     error = NONE
     cause: Optional[RootCause] = None
     if state and state.get("failure"):
-        cause = _failure_cause(state["failure"])
-        error = cause.text if cause is not None else _failure_text(state["failure"])
+        failure, cause = _app_failure(state["failure"])
+        error = cause.text if cause is not None else _failure_text(failure)
     elif app_state == AppState.FAILED:
         error = _client.one_line(Exception(info.message or "the Ray job failed"))
     roles_statuses = []

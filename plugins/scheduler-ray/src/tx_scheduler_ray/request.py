@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import attrs
 
-from tx.schedulers import DEFAULT_INFRA_RETRIES, env as env_contract, infra_retries
+from tx.schedulers import DEFAULT_INFRA_RETRIES, ONE_FAILURE_S, PEER_LOST, env as env_contract, infra_retries
 from tx.specs import NULL_RESOURCE, AppDef, CfgVal, InvalidRunConfigException, Role, appdef_to_stored, macros
 from tx.workspace import IGNORE_FILE
 
@@ -294,6 +294,9 @@ def build_spec(app: AppDef, app_id: str, address: str, infra: int = DEFAULT_INFR
         "placement_strategy": "SPREAD",
         "infra_retries": infra,
         "preempt_grace_s": grace,
+        # a replica that only lost its peer: the driver waits this long for the others' own ends
+        "peer_lost": PEER_LOST.pattern,
+        "one_failure_s": ONE_FAILURE_S,
         "roles": roles,
     }
 

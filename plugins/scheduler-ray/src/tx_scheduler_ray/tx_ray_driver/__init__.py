@@ -17,9 +17,13 @@ What it does, in order:
    ``--local_addr``) = its node's address, and writes the child's stdout, stderr
    and a line-merged ``combined`` stream to files under the node's Ray log directory
    (``<logs>/tx/<submission_id>/<role>-<replica>.<stream>``), which the Ray dashboard serves;
-4. restarts failed replicas per the role's ``max_retries`` and ``retry_policy``;
+4. restarts failed replicas per the role's ``max_retries`` and ``retry_policy``; on a failure
+   that ends the app it stops the other replicas, after waiting (up to the spec's
+   ``one_failure_s``) for them to end on their own where the failed one only lost its peer
+   (:mod:`tx_scheduler_ray.tx_ray_driver._peers`);
 5. keeps ``<logs>/tx/<submission_id>/state.json`` on its own node up to date: the app's state,
-   why it waits, its first failure, and each replica's state, host, exit code and log sizes.
+   why it waits, its first failure (and the replicas that failed beside it), and each
+   replica's state, host, exit code and log sizes.
 
 On SIGTERM (``ray job stop``) it stops every replica (SIGTERM to the replica's process group,
 SIGKILL after a grace period), removes its placement groups and records CANCELLED.

@@ -9,6 +9,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from . import FORMAT_VERSION, STATE_FILE, STREAMS, log_name, state_dir
+from ._peers import ended_on_their_own, failure_record
 from ._replica import actor_class, logs_dir
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"
@@ -470,11 +471,11 @@ class App:
         if r.infra:
             why = f"infra_retries exhausted ({self.infra_used} used): {why}"
         self._attempt("infra" if r.infra else "user", why, False, **saved)
-        self.failure = {
-            "role": role["name"], "replica": r.id, "exit_code": r.exit_code, "hostname": r.info.get("hostname", ""),
-            "node_ip": r.info.get("node_ip", ""), "msg": r.msg, "stderr_tail": r.tail, "attempt": r.attempt,
-            "cause_tail": r.cause, "infra": r.infra,
-        }
+        others = [x for x in self.replicas if x is not r and x.state == RUNNING and x.wait_ref is not None]
+        for x, res in ended_on_their_own(self, r, others):  # r only lost its peer: the others' own ends
+            self._record(x, res)
+            x.state, x.msg = (SUCCEEDED, "") if x.exit_code == 0 else (FAILED, f"exited with code {x.exit_code}")
+        self.failure = failure_record(r, [x for x in others if x.state == FAILED])
         self.stop(self.replicas, CANCELLED, f"stopped: {r.name} failed")
         self.state = FAILED
         self.msg = f"{r.name} failed: {r.msg}"
@@ -486,10 +487,7 @@ class App:
             if r.state == PENDING:
                 r.state, r.msg = CANCELLED, "not placed before the app ended"
         if any(r.state == FAILED for r in self.replicas) and self.failure is None:
-            f = next(r for r in self.replicas if r.state == FAILED)
-            self.failure = {"role": f.role["name"], "replica": f.id, "exit_code": f.exit_code,
-                            "hostname": f.info.get("hostname", ""), "node_ip": f.info.get("node_ip", ""),
-                            "msg": f.msg, "stderr_tail": f.tail, "attempt": f.attempt, "cause_tail": f.cause}
+            self.failure = failure_record(next(r for r in self.replicas if r.state == FAILED))
         self.state, self.msg = SUCCEEDED, ""
         return 0
 
