@@ -30,7 +30,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from tx.schedulers import APP_ID, REPLICA_ID, ROLE_NAME
-from tx_scheduler_local import _memory, _preempt, _preempting, _procs, _store, _where
+from tx_scheduler_local import _memory, _peering, _preempt, _preempting, _procs, _store, _where
 from tx_scheduler_local._apps import recorded_cause
 from tx_scheduler_local._relay import ERR, OUT, ReplicaLogs
 from tx_scheduler_local._replica import (
@@ -46,7 +46,7 @@ _CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT cancels; SIGTERM fro
 _NEVER = float("inf")
 
 
-class Supervisor(_preempting.PreemptMixin):
+class Supervisor(_preempting.PreemptMixin, _peering.PeerMixin):
     """Runs the app described by ``request`` (the JSON form of the dryrun request) and
     records its state in ``app_dir`` (the app's registry directory)."""
 
@@ -186,7 +186,7 @@ class Supervisor(_preempting.PreemptMixin):
 
     def _timeout(self) -> Optional[float]:
         deadlines = [d for d in (r.stop_deadline for r in self.replicas) if d is not None and d != _NEVER]
-        deadlines.extend(self.group_deadline.values())
+        deadlines.extend([*self.group_deadline.values(), *self._stop_others_deadline()])
         if not deadlines:
             return None
         return max(0.0, min(deadlines) - time.monotonic())
@@ -359,9 +359,7 @@ class Supervisor(_preempting.PreemptMixin):
         self.msg = f"replica {r.name} {why}" + (f"; last lines of stderr:\n{tail}" if tail else "")
         self.error = r.error
         self._log(self.msg)
-        for x in self.replicas:
-            if x.pid is not None:
-                self._stop(x, "failed")
+        self._stop_others(r)  # now, or (r only lost its peer) once the others had a while to end
         self._drop_restarts()
 
     def _record_restart_cause(self, r: Replica) -> None:
@@ -472,6 +470,7 @@ class Supervisor(_preempting.PreemptMixin):
             r.stop_deadline = time.monotonic() + (self.grace if grace is None else grace)
 
     def _check_deadlines(self) -> None:
+        self._stop_others_when_due()
         now = time.monotonic()
         late = [r for r in self.replicas if r.pid is not None and r.stop_deadline is not None and r.stop_deadline <= now]
         if not late:
@@ -534,6 +533,7 @@ class Supervisor(_preempting.PreemptMixin):
             self._record_restart_cause(r)
             if r.state == "FAILED":
                 r.cause = recorded_cause(r.role.name, r.to_json(), r.dir)
+        self._name_cause()  # the replica that failed first, unless it only lost its peer
         if self.failed is not None:
             self.state = "FAILED"
         elif self.cancelled:
