@@ -127,8 +127,9 @@ def status_text(status: AppStatus, roles: Optional[List[str]] = None, started: O
 
 def why(status: AppStatus) -> str:
     """Why the app waits or failed, in one line, as ``tx status`` says it: the root cause of
-    the first failed replica, else the scheduler's error (at most 500 characters), else its
-    message; "" when there is nothing to say."""
+    the failed replica that is the app's cause (the first that failed, unless it only lost
+    a peer: :func:`tx.schedulers.why.first_cause`), else the scheduler's error (at most 500
+    characters), else its message; "" when there is nothing to say."""
     if status.root_cause is not None:
         return status.root_cause.text
     if status.state == AppState.FAILED and status.structured_error_msg not in ("", "<NONE>"):

@@ -73,7 +73,7 @@ class TrialStatus:
         duration: seconds its last attempt ran, from the start and end times its
             scheduler recorded (where it records none: from its submission until tx first
             saw it end); until now while it runs; None before it is submitted.
-        why: why it failed (the scheduler's first failed replica), else "".
+        why: why it failed (the scheduler's failed replica that is its cause), else "".
     """
 
     index: int

@@ -199,10 +199,12 @@ class AppStatus:
         state: the app's :class:`AppState`.
         num_restarts: how many times replicas were restarted (-1: unknown).
         msg: a human-readable message from the scheduler.
-        structured_error_msg: the error of the first failed replica, if any.
+        structured_error_msg: the error of the failed replica that is the app's cause, if
+            any: the first that failed, unless it only lost a peer that failed within 10 s
+            of it (:func:`tx.schedulers.why.first_cause`).
         ui_url: where to see the app (file:// for local apps, a console URL for clouds).
         roles: per-role replica statuses.
-        root_cause: the first failed replica's :class:`RootCause`, where the scheduler
+        root_cause: that replica's :class:`RootCause`, where the scheduler
             read one (its ``text`` is then ``structured_error_msg``).
         attempts: every attempt with why it ended (:class:`Attempt`), oldest first; empty
             where the scheduler keeps no history.
