@@ -23,6 +23,7 @@ class PeerMixin:
     failed: Optional["Replica"]
     replicas: List["Replica"]
     error: str
+    msg: str
     dirty: bool
     #: when the replicas still running are stopped (monotonic s): the failure that ends the
     #: app only lost its peer, and the others may end on their own first (None: no such wait)
@@ -84,4 +85,7 @@ class PeerMixin:
 
         chosen = first_cause(failed, ended, cause_of)[0]
         if chosen is not self.failed and chosen.error:
+            # the app's state message names the same replica as its error
+            tail = chosen.logs.tail_text() if chosen.logs is not None else ""
+            self.msg = f"replica {chosen.name} {chosen.reason}" + (f"; last lines of stderr:\n{tail}" if tail else "")
             self.failed, self.error, self.dirty = chosen, chosen.error, True
