@@ -11,21 +11,10 @@ import pytest
 from tx.schedulers import ONE_FAILURE_S, PEER_LOST, first_cause, lost_peer
 from tx.schedulers.why import root_cause
 from tx.specs import RootCause
+from tx.testing.failures import peer_lost_text, raised_text
 
-#: what a gloo rank prints when its peer's process died (torch 2.x, shortened)
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/w/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer \
-[127.0.0.1]:158. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/w/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(path="/w/fail.py", peer="127.0.0.1:158")
+RAISED = raised_text(path="/w/fail.py")
 
 
 class Failed(NamedTuple):

@@ -9,20 +9,10 @@ from typing import Any, Dict, List, Optional
 from tx.schedulers import env as env_contract
 from tx.specs import AppState
 from tx_scheduler_aws_batch._status import failure, replica_statuses
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[10.0.1.7]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(peer="10.0.1.7:41234")
+RAISED = raised_text()
 JOB = {"jobId": "j1", "jobName": "ddp-abc", "status": "FAILED", "statusReason": "Essential container exited",
        "nodeProperties": {"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [{"targetNodes": "0:1", "container": {
            "image": "img", "command": ["python", "fail.py"],

@@ -7,20 +7,10 @@ from typing import Any, Dict, List, Tuple
 
 from tx.specs import AppState, ReplicaStatus
 from tx_scheduler_docker._status import failure
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[10.88.0.3]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(peer="10.88.0.3:41234")
+RAISED = raised_text()
 
 
 def _info(k: int, finished: str, oom: bool = False, code: int = 1) -> Dict[str, Any]:

@@ -12,20 +12,10 @@ from tx.specs import AppState, FailureKind
 from tx_scheduler_gcp_batch._attempts import batch_attempts
 from tx_scheduler_gcp_batch._status import cause_failure, failure, replica_statuses
 from tx_scheduler_gcp_batch.request import TaskInfo
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[10.128.0.7]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(peer="10.128.0.7:41234")
+RAISED = raised_text()
 JOB = batch_v1.Job(name="projects/p/locations/us-central1/jobs/ddp-abc")
 LAYOUT = {k: TaskInfo(k, "trainer", 0, k) for k in (0, 1)}
 T0 = dt.datetime(2026, 11, 26, 4, 16, tzinfo=dt.timezone.utc)

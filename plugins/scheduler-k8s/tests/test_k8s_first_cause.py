@@ -10,20 +10,10 @@ from tx.specs import AppState, FailureKind, Role
 from tx_scheduler_k8s import _pod
 from tx_scheduler_k8s._attempts import build_attempts
 from tx_scheduler_k8s._status import cause_first, failure, replica_statuses
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[10.244.0.7]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(peer="10.244.0.7:41234")
+RAISED = raised_text()
 
 
 class Logs:

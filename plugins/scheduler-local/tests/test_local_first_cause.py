@@ -9,20 +9,10 @@ from typing import Any, Dict
 
 from tx.specs import AppState, Role
 from tx_scheduler_local._store import SUPERVISOR_LOG
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[127.0.0.1]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text()
+RAISED = raised_text()
 
 
 def _roles(tmp_path: Path, first: str, second: str, second_after_s: float) -> list:

@@ -11,21 +11,11 @@ from tx.specs import AppState, FailureKind
 from tx_scheduler_lsf._parse import Job
 from tx_scheduler_lsf._status import build_describe
 from tx_scheduler_lsf.request import job_name, replica_file
+from tx.testing.failures import peer_lost_text, raised_text
 
 APP = "ddp-abc"
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[10.0.0.7]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(peer="10.0.0.7:41234")
+RAISED = raised_text()
 
 
 def _replica(d: Path, k: int, recorded: float, code: int, err: str) -> Job:

@@ -12,20 +12,10 @@ from tx.schedulers import PEER_LOST
 from tx.specs import AppState
 from tx_scheduler_ray._describe import describe_job
 from tx_scheduler_ray.tx_ray_driver._peers import ended_on_their_own, failure_record
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/job/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
-[10.0.0.7]:41234. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/job/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("rank 1 fails on purpose")
-[rank1]: RuntimeError: rank 1 fails on purpose
-"""
+PEER = peer_lost_text(peer="10.0.0.7:41234")
+RAISED = raised_text()
 SPEC = {"peer_lost": PEER_LOST.pattern, "one_failure_s": 10.0, "roles": [{"name": "trainer", "num_replicas": 2}]}
 
 

@@ -7,20 +7,10 @@ from pathlib import Path
 
 from tx.specs import AppState, ReplicaStatus
 from tx_scheduler_slurm._status import _first_cause
+from tx.testing.failures import peer_lost_text, raised_text
 
-PEER = """\
-[rank0]: Traceback (most recent call last):
-[rank0]:   File "/w/fail.py", line 6, in <module>
-[rank0]:     dist.barrier()
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer \
-[127.0.0.1]:158. This is typically caused by a remote worker crashing.
-"""
-RAISED = """\
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/w/fail.py", line 5, in <module>
-[rank1]:     raise RuntimeError("matrix rank 1 fails on purpose")
-[rank1]: RuntimeError: matrix rank 1 fails on purpose
-"""
+PEER = peer_lost_text(path="/w/fail.py", peer="127.0.0.1:158")
+RAISED = raised_text(path="/w/fail.py", message="matrix rank 1 fails on purpose")
 
 
 def _failure(tmp_path: Path, idx: int, when: float, text: str):
