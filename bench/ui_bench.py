@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from tx_ui._backend import PAGE_SIZE
 from tx_ui.testing import json_lines, serve
 
 BIN = Path(sys.executable).parent
@@ -89,18 +90,20 @@ def main() -> int:
         make_apps(env, args.apps)
         log_app = _tx(env, "run", "-s", "local_cwd", "utils.python", "-c",
                       f"import sys\nfor i in range({args.lines}): sys.stdout.write(f'line {{i}} of the log\\n')").splitlines()[0]
+        shown = min(args.apps + 1, PAGE_SIZE)
         with serve(env, "-s", "local_cwd") as ui:
             t0 = time.perf_counter()
             status, page = ui.get("/")
             first = time.perf_counter() - t0
-            assert status == 200 and page.count('<tr class="app"') == args.apps + 1, page[:500]
+            # the apps page shows one page of PAGE_SIZE apps (paged on the server since issue 40)
+            assert status == 200 and page.count('<tr class="app"') == shown, page[:500]
             times = []
             for _ in range(args.n):
                 t0 = time.perf_counter()
                 ui.get("/")
                 times.append(time.perf_counter() - t0)
-            rows.append(f"| apps page over HTTP, {args.apps + 1} apps, first request | 1 | {first:.3f} s |")
-            rows.append(f"| apps page over HTTP, {args.apps + 1} apps, later requests | {args.n} | "
+            rows.append(f"| apps page over HTTP, {args.apps + 1} apps ({shown} shown), first request | 1 | {first:.3f} s |")
+            rows.append(f"| apps page over HTTP, {args.apps + 1} apps ({shown} shown), later requests | {args.n} | "
                         f"{statistics.median(times):.3f} s (min {min(times):.3f}, max {max(times):.3f}) |")
 
             times, counts = [], []
@@ -136,10 +139,10 @@ def main() -> int:
                             "const n = performance.getEntriesByType('navigation')[0];"
                             "return [n.loadEventEnd, n.responseEnd]")
                         responses.append(response / 1000)
-                        assert len(browser.find_elements("css selector", "tr.app")) == args.apps + 1
+                        assert len(browser.find_elements("css selector", "tr.app")) == shown
                         paints.append(paint / 1000)
                         loads.append(nav / 1000)
-                    rows.append(f"| apps page in chromium, {args.apps + 1} apps: first contentful paint | {args.n} | "
+                    rows.append(f"| apps page in chromium, {args.apps + 1} apps ({shown} shown): first contentful paint | {args.n} | "
                                 f"{statistics.median(paints):.3f} s (max {max(paints):.3f}) |")
                     rows.append(f"| apps page in chromium: the HTML received (responseEnd) | {args.n} | "
                                 f"{statistics.median(responses):.3f} s |")
