@@ -73,6 +73,7 @@ def test_the_rank_that_raised_is_the_cause_though_the_driver_saw_its_peer_first(
     assert (cause.replica, cause.rank, cause.exception_type, cause.message) == (
         1, 1, "RuntimeError", "rank 1 fails on purpose"), desc.structured_error_msg
     assert desc.structured_error_msg == "trainer/1 rank 1: RuntimeError: rank 1 fails on purpose at fail.py:5 (exit code 1)"
+    assert desc.msg == "trainer/1 failed: exited with code 1"  # not the driver's "trainer/0 failed"
     reps = desc.roles_statuses[0].replicas
     assert reps[1].root_cause == cause and reps[0].root_cause is None
     # one that ended more than 10 s after the first is another failure; without others, the first

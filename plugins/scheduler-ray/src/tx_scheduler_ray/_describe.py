@@ -112,6 +112,10 @@ def describe_job(app_id: str, url: str, sid: str, info: Any, state: Optional[Dic
     if state and state.get("failure"):
         failure, cause = _app_failure(state["failure"])
         error = cause.text if cause is not None else _failure_text(failure)
+        if failure is not state["failure"] and app_state == AppState.FAILED:
+            # the driver's message names the replica whose end it saw first: name the cause's
+            msg = f"{failure.get('role')}/{failure.get('replica')} failed: " \
+                  f"{failure.get('msg') or 'exited with code ' + str(failure.get('exit_code'))}"
     elif app_state == AppState.FAILED:
         error = _client.one_line(Exception(info.message or "the Ray job failed"))
     roles_statuses = []
