@@ -369,6 +369,7 @@ def read(env: Env, app_id: str, role: str, k: int, stream: Optional[str]) -> Opt
     None: the default stream); None where the backend keeps no such stream, ``[]`` where
     neither the backend nor the archive knows the app any more. Any other exception is raised:
     a crash is never a cell."""
+    from tx.schedulers import SchedulerError
     from tx.specs import UnknownAppException
 
     handle = env.handles.get(app_id) or f"{env.name}://txmatrix/{app_id}"
@@ -380,6 +381,16 @@ def read(env: Env, app_id: str, role: str, k: int, stream: Optional[str]) -> Opt
         return None  # a stream the backend does not keep: an answer (tx log says so in one line)
     except UnknownAppException:
         return []
+    except SchedulerError as e:
+        # Volcano's TerminateJob (a pod failed, no retry left), like a JobSet's or an
+        # AppWrapper's failure, deletes the pods still running: a DDP peer whose pod the
+        # controller stopped before it failed on its own is gone with its log, before tx's
+        # archive copies the app's logs at its end. tx log says so in one line (an answer);
+        # any other scheduler error is raised
+        if not (env.name.startswith("kubernetes") and "is gone although the app ran" in str(e)):
+            raise
+        print(f"{env.name} {app_id} {role}/{k}: {e}")
+        return None
 
 
 def _subseq(want: List[str], got: List[str]) -> bool:
