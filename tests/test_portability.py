@@ -59,6 +59,8 @@ from tx.schedulers import get_scheduler_factories
 from tx.specs import AppDef, AppState, BindMount, Resource, Role, is_terminal, parse_app_handle
 from tx.testing.backends import backend_unavailable, free_port
 
+from portability_probes import (  # tests/portability_probes.py
+    container_said, containers, gcp_capacity, k8s_capacity, local_capacity, lsf_capacity, ray_capacity, slurm_capacity)
 from portability_matrix import (  # tests/portability_matrix.py (pytest.ini: pythonpath)
     APPS, ASPECTS, BACKENDS, REPO, check_and_record, describe_category, load_explained, why_category,
 )
@@ -150,87 +152,6 @@ def _python_mounts() -> List[str]:
     return out
 
 
-def _local_capacity(app_ids: List[str]) -> Any:
-    from tx_scheduler_local import _procs
-
-    live = [p for a in app_ids for p in _procs.pids_with_env([f"TX_APP_ID={a}".encode()]) if _procs.is_alive(p)]
-    return {"live replica processes": len(live)}
-
-
-def _containers() -> Any:
-    import docker
-
-    client = docker.DockerClient(base_url=os.environ["DOCKER_HOST"], timeout=60)
-    try:
-        return {"running containers": len(client.containers.list())}
-    finally:
-        client.close()
-
-
-def _container_said(prefix: str, text: str) -> bool:
-    """Whether a container of the engine whose name starts with ``prefix`` (moto names a job's
-    containers ``<job name>-<job id>-<node>``) has ``text`` in its log."""
-    import docker
-
-    client = docker.APIClient(base_url=os.environ["DOCKER_HOST"], timeout=60)
-    try:
-        for c in client.containers(all=True, filters={"name": prefix}):  # a summary each: no inspect
-            try:
-                if text in client.logs(c["Id"]).decode(errors="replace"):
-                    return True
-            except docker.errors.NotFound:  # the other apps' containers end and go meanwhile
-                pass
-        return False
-    finally:
-        client.close()
-
-
-def _slurm_capacity() -> Any:
-    import subprocess
-
-    # partition debug's nodes: down1 (partition down) turns down* when a ping fails, at any time
-    p = subprocess.run(["sinfo", "--noheader", "--Node", "--partition=debug", "--format=%N %t"], capture_output=True,
-                       text=True, timeout=30)
-    states = sorted(set(p.stdout.split("\n")) - {""})
-    q = subprocess.run(["squeue", "--noheader", "--format=%i"], capture_output=True, text=True, timeout=30)
-    return {"nodes": states, "jobs in queue": len(q.stdout.split())}
-
-
-def _lsf_capacity() -> Any:
-    import subprocess
-
-    q = subprocess.run(["bjobs", "-u", "all", "-noheader", "-w"], capture_output=True, text=True, timeout=30)
-    h = subprocess.run(["bhosts", "-w"], capture_output=True, text=True, timeout=30)
-    return {"unfinished jobs": len(q.stdout.splitlines()),
-            "hosts": sorted(" ".join(ln.split()[:2]) for ln in h.stdout.splitlines()[1:] if ln.strip())}
-
-
-def _ray_capacity() -> Any:
-    from ray.util.state import list_actors, list_placement_groups
-
-    address = os.environ["RAY_ADDRESS"]
-    import requests
-
-    status = requests.get(f"{address}/api/cluster_status", timeout=10).json()
-    usage = (status.get("data", {}).get("clusterStatus", {}).get("loadMetricsReport", {}) or {}).get("usage", {})
-    used_cpu = (usage.get("CPU") or [0, 0])[0]
-    pgs = [p for p in list_placement_groups(address=address, limit=1000) if p.state != "REMOVED"]
-    actors = [a for a in list_actors(address=address, limit=1000) if a.state == "ALIVE"]
-    return {"CPUs in use": used_cpu, "placement groups": len(pgs), "live actors": len(actors)}
-
-
-def _k8s_capacity(kubeconfig: str) -> Any:
-    from kubernetes import client, config
-
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-    pods = api.list_namespaced_pod("default").items  # the namespace tx submits to
-    return {"pods not ended": len([p for p in pods if p.status.phase not in ("Succeeded", "Failed")])}
-
-
-def _gcp_capacity(server: Any) -> Any:
-    return {"running task processes": len(server.running_tasks())} if hasattr(server, "running_tasks") else {}
-
-
 def _aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, moto: Any) -> None:
     for var in ("AWS_PROFILE", "AWS_REGION", "AWS_ENDPOINT_URL_BATCH", "AWS_ENDPOINT_URL_LOGS",
                 "AWS_SESSION_TOKEN", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"):
@@ -268,42 +189,42 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
             image = str(tmp_path / "image")
             os.makedirs(image)
         sched = factories[name]("txmatrix")
-        capacity = lambda: _local_capacity(extra.get("app_ids", []))  # noqa: E731
+        capacity = lambda: local_capacity(extra.get("app_ids", []))  # noqa: E731
     elif name == "local_docker":
         request.getfixturevalue("podman_engine")
         sched = factories[name]("txmatrix")
         image, mounts, mark = "localhost/busybox:tx", _python_mounts(), True
         cfg = {"quiet": True}
-        capacity = _containers
+        capacity = containers
     elif name == "slurm":
         request.getfixturevalue("slurm_cluster")
         sched = factories[name]("txmatrix")
         cfg = {"job_dir": str(tmp_path / "job")}
-        capacity = _slurm_capacity
+        capacity = slurm_capacity
     elif name == "lsf":
         request.getfixturevalue("lsf_cluster")
         sched = factories[name]("txmatrix")
         cfg = {"jobdir": str(tmp_path / "job")}
-        capacity = _lsf_capacity
+        capacity = lsf_capacity
     elif name == "ray":
         request.getfixturevalue("ray_head")
         sched = factories[name]("txmatrix")
         image = str(tmp_path / "image")
         os.makedirs(image)
-        capacity = _ray_capacity
+        capacity = ray_capacity
         # the head is the session's: an earlier Ray test's app may still be ending (x5: 1 live
         # actor, 1 CPU, released during this column, which then read "held" against a
         # "before" that was not the head's own); the column starts once the head is idle
         idle = {"CPUs in use": 0.0, "placement groups": 0, "live actors": 0}
-        assert wait_until(lambda: _ray_capacity() == idle, 120), \
-            f"the session's Ray head still holds {_ray_capacity()} of an earlier test after 120 s"
+        assert wait_until(lambda: ray_capacity() == idle, 120), \
+            f"the session's Ray head still holds {ray_capacity()} of an earlier test after 120 s"
     elif name == "aws_batch":
         moto = request.getfixturevalue("moto_docker")
         _aws_env(monkeypatch, tmp_path, moto)
         sched = factories[name]("txmatrix", poll_interval=0.5)
         image, mounts, mark = "localhost/busybox:tx", _python_mounts(), True
         cfg = {"queue": moto.queue}
-        capacity = _containers
+        capacity = containers
     elif name.startswith("kubernetes"):
         cluster = request.getfixturevalue("fake_cluster")
         if cluster["no_dns"]:  # DDP's replicas meet at rank 0's Service name
@@ -311,13 +232,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         sched = factories[name]("txmatrix")
         image, mounts, mark = "busybox:1.36", _python_mounts(), True
         cfg = {"kubernetes": {"queue": "default"}, "kubernetes_jobset": {"queue": "user-queue"}}.get(name, {})
-        capacity = lambda: _k8s_capacity(cluster["kubeconfig"])  # noqa: E731
+        capacity = lambda: k8s_capacity(cluster["kubeconfig"])  # noqa: E731
     elif name == "gcp_batch":
         server = request.getfixturevalue("fake_gcp")
         monkeypatch.setenv("PATH", BIN + os.pathsep + os.environ["PATH"])  # the tasks run on this host
         sched = factories[name]("txmatrix")
         image = "ghcr.io/pytorch/torchx:0.7.0"
-        capacity = lambda: _gcp_capacity(server)  # noqa: E731
+        capacity = lambda: gcp_capacity(server)  # noqa: E731
     else:  # pragma: no cover - BACKENDS and this function list the same names
         raise AssertionError(name)
     runner = get_runner("txmatrix")
@@ -558,7 +479,7 @@ def run_matrix(env: Env, not_run: Dict[str, str]) -> Tuple[Dict[str, Dict[str, s
     # step not yet; moto says RUNNING before it starts the container): cancel once its first
     # line is there, so the app was really running
     if "cancel" in ids and env.name == "aws_batch":  # moto writes a container's log when it ends
-        wait_until(lambda: _container_said(ids["cancel"].split(":")[-1] + "-", "started"), 60)
+        wait_until(lambda: container_said(ids["cancel"].split(":")[-1] + "-", "started"), 60)
     elif "cancel" in ids:
         wait_until(lambda: any("started" in ln for ln in read(env, ids["cancel"], "sleeper", 0, "combined")
                                or read(env, ids["cancel"], "sleeper", 0, "stdout") or []), 60)
