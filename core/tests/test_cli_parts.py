@@ -51,6 +51,38 @@ def test_relay_never_interleaves_mid_line():
         assert mine == [f"w/{r} w{r} line {j}" for j in range(n)]
 
 
+def test_relay_never_writes_a_line_before_its_end():
+    """The losing order, forced: replica a/0's last block ends mid-line ("tail", as a log
+    archive's last block does) and replica b/0 writes a whole line before a/0's stream ends.
+    The unfinished line waits for its end: b/0's line never lands in the middle of it (the
+    full run's `tx log` of a Slurm job once printed "talker/0 tail, no newlinetalker/1 r1 ...")."""
+    buf = io.BytesIO()
+    relay = Relay(buf, color=False)
+    a_sent, b_written = threading.Event(), threading.Event()
+
+    def a_blocks():
+        yield b"r0 line 1\nr0 tail"
+        a_sent.set()  # the relay asks for the next block: it has handled the first
+        assert b_written.wait(10)
+
+    def b_blocks():
+        assert a_sent.wait(10)
+        yield b"r1 line 1\n"
+        b_written.set()  # the relay asks for the next block: it has written the line
+
+    relay.add("a/0", a_blocks)
+    relay.add("b/0", b_blocks)
+    relay.join(timeout=20)
+    assert buf.getvalue() == b"a/0 r0 line 1\nb/0 r1 line 1\na/0 r0 tail\n"
+
+    # an unfinished line continued by the next block is one line, prefixed once
+    buf = io.BytesIO()
+    relay = Relay(buf, color=False)
+    relay.add("a/0", lambda: iter([b"x\npar", b"tial\r50%", b"\r100%\nnext\n"]))
+    relay.join()
+    assert buf.getvalue() == b"a/0 x\na/0 partial\r50%\r100%\na/0 next\n"
+
+
 def test_relay_terminates_a_last_partial_line_and_reports_errors():
     buf = io.BytesIO()
     relay = Relay(buf, color=False)

@@ -168,10 +168,11 @@ def test_a_sweep_beyond_max_job_count_is_refused_before_anything_is_submitted(sm
 def test_an_array_refused_midway_cancels_the_arrays_before_it(small_arrays, tmp_path, monkeypatch):
     """The queue holds all but 6 of MaxJobCount's jobs: the sweep's first array (4 tasks) is
     accepted, its second is not (sbatch retries "temporarily unable to accept job" for about
-    30 s before it refuses: tx's timeout, 4 s here, ends it first); tx cancels the first,
-    removes the table and records no sweep: nothing is left behind."""
+    30 s before it refuses: tx's timeout, 10 s here, ends it first); tx cancels the first,
+    removes the table and records no sweep: nothing is left behind. (The timeout was 4 s
+    until a full run's load made the first sbatch itself time out: nothing was submitted.)"""
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("TX_SLURM_TIMEOUT", "4")
+    monkeypatch.setenv("TX_SLURM_TIMEOUT", "10")
     env = {**os.environ, "SLURM_CONF": str(small_arrays.conf)}
 
     def run(*argv: str) -> "subprocess.CompletedProcess[str]":
@@ -189,11 +190,12 @@ def test_an_array_refused_midway_cancels_the_arrays_before_it(small_arrays, tmp_
                                   resource=Resource(cpu=1, gpu=0, memMB=64))])
         job_dir = tmp_path / "job"
         with Runner() as runner:
-            with pytest.raises(Exception, match="sbatch"):  # noqa: B017 - SlurmCommandError
+            with pytest.raises(Exception, match="sbatch") as refused:  # noqa: B017 - SlurmCommandError
                 runner.run_sweep(app, SweepSpec(grid={"i": list(range(10))}), "slurm", cfg={"job_dir": str(job_dir)})
         mine = [ln for ln in run("squeue", "--noheader", "--array", "--format=%i %j %T").stdout.splitlines()
                 if " mid@" in ln]
-        assert mine and all(ln.endswith(("CANCELLED", "COMPLETING")) for ln in mine), mine  # the first array
+        # the first array, cancelled
+        assert mine and all(ln.endswith(("CANCELLED", "COMPLETING")) for ln in mine), (mine, str(refused.value))
         assert not list(job_dir.glob("tx-sweep-*.table"))
         assert not list((tmp_path / "state").glob("sweeps/slurm/*.json"))
     finally:

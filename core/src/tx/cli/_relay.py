@@ -1,9 +1,11 @@
 """Relay the logs of many replicas to one stream, each line prefixed ``role/replica``.
 
-Each replica gets a thread that reads byte blocks of whole lines
-(:meth:`tx.runner.Runner.log_blocks`) and writes them, prefixed, with one ``write`` under a
-lock: lines of different replicas never interleave mid-line and each replica's lines keep
-their order. A replica's last line without ``\\n`` is written when its stream ends.
+Each replica gets a thread that reads byte blocks (:meth:`tx.runner.Runner.log_blocks`)
+and writes their whole lines, prefixed, with one ``write`` under a lock: lines of different
+replicas never interleave mid-line and each replica's lines keep their order. A block's
+unfinished last line (a log archive's block, a progress line of ``\\r`` updates) waits for
+the rest of its line; a replica's last line without ``\\n`` is written, ended, when its
+stream ends.
 """
 from __future__ import annotations
 
@@ -88,13 +90,17 @@ class Relay:
         prefix = self._prefix(label, len(self.threads) if index is None else index, dest)
 
         def pump() -> None:
-            at_start = True
-            try:
+            part = b""  # the unfinished line: written with its end, never alone (another
+            try:        # replica's line would land in the middle of it)
                 for block in blocks():
-                    data, at_start = prefix_block(block, prefix, at_start)
-                    self._write(dest, data)
-                if not at_start:
-                    self._write(dest, b"\n")
+                    cut = block.rfind(b"\n") + 1
+                    if not cut:
+                        part += block
+                        continue
+                    self._write(dest, prefix_block(part + block[:cut], prefix, True)[0])
+                    part = block[cut:]
+                if part:
+                    self._write(dest, prefix + part + b"\n")
             except BrokenPipeError:
                 pass
             except BaseException as e:  # noqa: BLE001 - reported by join()
