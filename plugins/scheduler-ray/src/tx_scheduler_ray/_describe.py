@@ -171,9 +171,13 @@ def _attempts(app_state: AppState, state: Optional[Dict[str, Any]], info: Any) -
     current one (the app's state) unless the last recorded one ended the app; empty before
     the driver wrote its state. A Ray job that FAILED while its driver's state still says
     it runs lost its driver (the driver's process or node died: Ray's ``JobInfo.message``
-    and ``error_type``, e.g. ``JOB_SUPERVISOR_ACTOR_DIED``): an infrastructure failure."""
+    and ``error_type``, e.g. ``JOB_SUPERVISOR_ACTOR_DIED``): an infrastructure failure. So is
+    a job that FAILED before its driver ran, where Ray lost the driver or the job's code
+    package (:func:`_lost_before_the_driver`); other failures before the driver (a ``pip``
+    requirement that does not install, no node that fits) give no attempt."""
     if not state:
-        return []
+        lost = _lost_before_the_driver(info) if app_state == AppState.FAILED else ""
+        return [Attempt(0, app_state, FailureKind.INFRA, lost)] if lost else []
     out = []
     for a in state.get("attempts") or []:
         try:
@@ -194,6 +198,26 @@ def _attempts(app_state: AppState, state: Optional[Dict[str, Any]], info: Any) -
         else:
             out.append(Attempt(current, app_state))
     return out
+
+
+#: what Ray says (``JobInfo.message``) when a job's code package is gone from the GCS as
+#: the job's runtime environment is set up: Ray deleted it (its reference counting of
+#: packages, ray-project/ray#36703, #46625), not the user's code
+PACKAGE_LOST = "Failed to download runtime_env file package"
+
+
+def _lost_before_the_driver(info: Any) -> str:
+    """Why a Ray job that FAILED before tx's driver wrote its state is an infrastructure
+    failure, in one line ("" where it is not): the job supervisor actor (which runs the
+    driver) died, or its runtime environment found the job's ``working_dir`` or
+    ``py_modules`` package gone (``error_type`` ``RUNTIME_ENV_SETUP_FAILURE`` with
+    :data:`PACKAGE_LOST`). Ray's ``JobErrorType``:
+    https://docs.ray.io/en/latest/cluster/running-applications/job-submission/doc/ray.job_submission.JobDetails.html"""
+    kind = str(getattr(getattr(info, "error_type", None), "value", getattr(info, "error_type", None)) or "")
+    message = str(getattr(info, "message", None) or "")
+    if kind == "JOB_SUPERVISOR_ACTOR_DIED" or (kind == "RUNTIME_ENV_SETUP_FAILURE" and PACKAGE_LOST in message):
+        return _client.one_line(Exception(f"Ray lost the job before tx's driver ran: {kind}: {message}"))
+    return ""
 
 
 def _role(r: Dict[str, Any]) -> Role:
