@@ -113,6 +113,11 @@ def test_unknown_end_times_come_last_and_ties_keep_the_given_order() -> None:
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there "
      "was a network error", True),
     ("torch.distributed.DistNetworkError: failed to recv, got 0 bytes", True),
+    # a Slurm column of the portability matrix: replica 0's torchrun lost the store that
+    # replica 1's agent hosted (both on 127.0.0.1) when rank 1 raised
+    ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+     "failed. See inner exception for details.", True),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", True),
     ("BrokenPipeError: [Errno 32] Broken pipe", False),
     ("requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, "
      "'Connection reset by peer'))", False),

@@ -168,11 +168,12 @@ def test_a_sweep_beyond_max_job_count_is_refused_before_anything_is_submitted(sm
 def test_an_array_refused_midway_cancels_the_arrays_before_it(small_arrays, tmp_path, monkeypatch):
     """The queue holds all but 6 of MaxJobCount's jobs: the sweep's first array (4 tasks) is
     accepted, its second is not (sbatch retries "temporarily unable to accept job" for about
-    30 s before it refuses: tx's timeout, 10 s here, ends it first); tx cancels the first,
-    removes the table and records no sweep: nothing is left behind. (The timeout was 4 s
-    until a full run's load made the first sbatch itself time out: nothing was submitted.)"""
+    30 s before it refuses: tx's timeout, 4 s here, ends it first); tx cancels the first,
+    removes the table and records no sweep: nothing is left behind. The first array's tasks
+    are looked for in every state: a cancelled task leaves squeue's default states (pending,
+    running, completing) as soon as its processes are gone, which can be before the look."""
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("TX_SLURM_TIMEOUT", "10")
+    monkeypatch.setenv("TX_SLURM_TIMEOUT", "4")
     env = {**os.environ, "SLURM_CONF": str(small_arrays.conf)}
 
     def run(*argv: str) -> "subprocess.CompletedProcess[str]":
@@ -192,8 +193,9 @@ def test_an_array_refused_midway_cancels_the_arrays_before_it(small_arrays, tmp_
         with Runner() as runner:
             with pytest.raises(Exception, match="sbatch") as refused:  # noqa: B017 - SlurmCommandError
                 runner.run_sweep(app, SweepSpec(grid={"i": list(range(10))}), "slurm", cfg={"job_dir": str(job_dir)})
-        mine = [ln for ln in run("squeue", "--noheader", "--array", "--format=%i %j %T").stdout.splitlines()
-                if " mid@" in ln]
+        q = run("squeue", "--noheader", "--array", "--states=all", "--format=%i %j %T")
+        assert q.returncode == 0, q.stderr
+        mine = [ln for ln in q.stdout.splitlines() if " mid@" in ln]
         # the first array, cancelled
         assert mine and all(ln.endswith(("CANCELLED", "COMPLETING")) for ln in mine), (mine, str(refused.value))
         assert not list(job_dir.glob("tx-sweep-*.table"))

@@ -444,6 +444,8 @@ def failure_once(cache: Dict[Any, Tuple[str, Optional[RootCause]]], key: Hashabl
 PEER_LOST = re.compile(
     r"typically caused by a remote worker crashing|remote process exited or there was a network error"
     r"|DistNetworkError"
+    # torchrun's agent whose rendezvous store (hosted by another replica's agent) went away
+    r"|RendezvousConnectionError|RendezvousClosedError"
     # a socket error counts only in a collective's message (gloo's pair.cc, NCCL, c10d): a
     # program's own BrokenPipeError or reset HTTP connection is its cause
     r"|(?:gloo|nccl|NCCL|c10d|ProcessGroup|pair\.cc)[^\n]*(?:Connection closed by peer|Connection reset by peer|Broken pipe)")
