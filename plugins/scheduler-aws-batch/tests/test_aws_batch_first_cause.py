@@ -61,3 +61,37 @@ def test_without_a_cause_the_node_that_stopped_first_is_named() -> None:
     _statuses, text, cause, _read = _describe(nodes, {0: "bad shard 0\n", 1: "bad shard 1\n"})
     assert cause is None and text == ("trainer[1] (node 1) failed with exit code 4: Essential container in task "
                                       "exited; last lines: bad shard 1"), text
+
+
+def test_a_node_killed_for_memory_is_the_cause_though_its_peer_stopped_first() -> None:
+    """ECS killed node 1 for memory (its container's ``reason``); node 0 only lost it and
+    stopped 0.4 s before. Before ``known``, node 0's lost peer was named."""
+    oom = _node(1, 1_800_000_000_400, code=137)
+    oom["container"]["reason"] = "OutOfMemoryError: Container killed due to memory usage"
+    nodes = {0: _node(0, 1_800_000_000_000), 1: oom}
+    statuses, text, cause, read = _describe(nodes, {0: PEER, 1: "step 41\n"})
+    line = "trainer[1] (node 1) failed with exit code 137: OutOfMemoryError: Container killed due to memory usage"
+    assert cause is None and text == f"{line}; last lines: step 41", text
+    assert statuses[0].replicas[1].structured_error_msg == line
+    assert statuses[0].replicas[0].root_cause is None and read == [0, 1]  # node 0 is read first, in time order
+
+
+def test_a_node_whose_host_was_lost_is_the_cause_though_its_peer_stopped_first() -> None:
+    """Node 1's instance went away (``statusReason`` ``Host EC2 ...``, as ``_attempts`` reads
+    an infrastructure failure); node 0 only lost it and stopped first."""
+    lost = _node(1, 1_800_000_000_400, code=137)
+    lost["statusReason"] = "Host EC2 (instance i-0a1b2c3d4e5f67890) terminated."
+    nodes = {0: _node(0, 1_800_000_000_000), 1: lost}
+    statuses, text, cause, read = _describe(nodes, {0: PEER, 1: ""})
+    line = ("trainer[1] (node 1) failed with exit code 137: Host EC2 (instance i-0a1b2c3d4e5f67890) "
+            "terminated.")
+    assert cause is None and text == line and statuses[0].replicas[1].structured_error_msg == line, text
+    assert read == [0, 1]
+
+
+def test_a_node_killed_for_memory_after_the_window_is_not_the_cause() -> None:
+    oom = _node(1, 1_800_000_010_001, code=137)
+    oom["container"]["reason"] = "OutOfMemoryError: Container killed due to memory usage"
+    _statuses, text, cause, read = _describe({0: _node(0, 1_800_000_000_000), 1: oom}, {0: PEER, 1: ""})
+    assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text
+    assert read == [0]

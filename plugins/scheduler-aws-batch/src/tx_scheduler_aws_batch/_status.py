@@ -13,17 +13,23 @@ from tx.schedulers import env as env_contract, first_cause, names_cause, root_ca
 from tx.specs import AppState, ReplicaStatus, Resource, Role, RoleStatus, RootCause, macros
 
 from tx_scheduler_aws_batch._states import appstate_from_batch
-from tx_scheduler_aws_batch.request import PREEMPT_GRACE_ENV, REPLICA_ID_TOKEN, unwrap_command
+from tx_scheduler_aws_batch.request import HOST_FAILURE_REASON, PREEMPT_GRACE_ENV, REPLICA_ID_TOKEN, unwrap_command
 from tx_scheduler_aws_batch.resources import K8S_ITYPE
 
-__all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "FailedNode", "failure", "replica_statuses", "role_of",
-           "role_ranges"]
+__all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "OOM_REASON", "FailedNode", "failure", "known_failure",
+           "replica_statuses", "role_of", "role_ranges"]
 
 #: log events (lines) of a failed node read for its root cause (tx.schedulers.why): torchrun
 #: prints its report after the failed worker's traceback
 CAUSE_TAIL_LINES = 1000
 #: log lines of a failed node quoted in ``structured_error_msg`` when no root cause is named
 ERROR_TAIL_LINES = 3
+#: how a container's ``reason`` (``ContainerDetail.reason``, a string of at most 255
+#: characters: https://docs.aws.amazon.com/batch/latest/APIReference/API_ContainerDetail.html)
+#: begins when ECS stopped it for using more memory than it was given
+#: (``OutOfMemoryError: Container killed due to memory usage``:
+#: https://docs.aws.amazon.com/AmazonECS/latest/developerguide/out-of-memory.html)
+OOM_REASON = "OutOfMemoryError"
 
 
 class FailedNode(NamedTuple):
@@ -35,6 +41,18 @@ class FailedNode(NamedTuple):
     node: int  #: node index within the job
     exit_code: Any  #: its container's, None where unknown
     line: str  #: one line: ``<role>[k] (node n) failed with exit code c: <reason>``
+    known: bool = False  #: Batch says why it ended (:func:`known_failure`), no log needed
+
+
+def known_failure(status_reason: str, container_reason: str) -> bool:
+    """Whether Batch itself says why a node job (or attempt) ended, so that it is a cause
+    without its log (:func:`tx.schedulers.why.first_cause`'s ``known``): its container's
+    ``reason`` (str) begins with :data:`OOM_REASON` (ECS killed it for memory), or its
+    ``statusReason`` (str) begins with
+    :data:`~tx_scheduler_aws_batch.request.HOST_FAILURE_REASON` (its host went away, the
+    infrastructure failure of :func:`tx_scheduler_aws_batch._attempts.batch_attempts`).
+    ``DescribeJobs``' fields: https://docs.aws.amazon.com/batch/latest/APIReference/API_JobDetail.html"""
+    return container_reason.startswith(OOM_REASON) or status_reason.startswith(HOST_FAILURE_REASON)
 
 
 def _range(target: str, num_nodes: int) -> Tuple[int, int]:
@@ -87,7 +105,10 @@ def replica_statuses(job: Dict[str, Any], nodes: Dict[int, Dict[str, Any]], stat
                      ) -> Tuple[List[RoleStatus], List[Role], List[FailedNode]]:
     """The status of each replica of ``job`` (``nodes``: its node jobs by index, where Batch
     has them; else each replica has the job's ``state``), its roles, and its failed node
-    jobs, in node order (:class:`FailedNode`)."""
+    jobs, in node order (:class:`FailedNode`). A failed replica whose end Batch explains
+    (:func:`known_failure`: killed for memory, its host lost) has its one line in
+    ``structured_error_msg`` (``trainer[1] (node 1) failed with exit code 137:
+    OutOfMemoryError: ...``)."""
     roles_statuses = []
     roles = []
     failed: List[FailedNode] = []
@@ -103,8 +124,10 @@ def replica_statuses(job: Dict[str, Any], nodes: Dict[int, Dict[str, Any]], stat
                 exit_code = ncontainer.get("exitCode")
                 nics = ncontainer.get("networkInterfaces") or [{}]
                 host = str(nics[0].get("privateIpv4Address", ""))
+                known = False
                 if rstate == AppState.FAILED:
                     why = ncontainer.get("reason") or nreason
+                    known = known_failure(nreason, str(ncontainer.get("reason") or ""))
                     line = (
                         f"{name}[{idx - start}] (node {idx}) failed"
                         + (f" with exit code {exit_code}" if exit_code is not None else "")
@@ -112,10 +135,13 @@ def replica_statuses(job: Dict[str, Any], nodes: Dict[int, Dict[str, Any]], stat
                     )
                     stopped = node.get("stoppedAt")
                     ended = stopped / 1000.0 if isinstance(stopped, (int, float)) and stopped > 0 else math.inf
-                    failed.append(FailedNode(ended, name, idx - start, idx, exit_code, line))
+                    failed.append(FailedNode(ended, name, idx - start, idx, exit_code, line, known))
             else:
-                rstate, exit_code, host = state, None, ""
-            replicas.append(ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code))
+                rstate, exit_code, host, known = state, None, "", False
+            rep = ReplicaStatus(id=idx - start, state=rstate, role=name, hostname=host, exit_code=exit_code)
+            if known:
+                rep.structured_error_msg = failed[-1].line
+            replicas.append(rep)
         roles_statuses.append(RoleStatus(name, replicas))
         roles.append(role_of(name, start, end, container))
     return roles_statuses, roles, failed
@@ -128,7 +154,9 @@ def failure(job: Dict[str, Any], failed: List[FailedNode], reason: str, statuses
     set on its replica too; else one line with that node (exit code, reason), or the job's,
     and its last log lines. That node is the one that stopped first (``stoppedAt``; the
     lower node index on a tie), except that among the nodes that stopped within 10 s of it,
-    one whose log names a cause other than a lost peer comes first
+    one whose log names a cause other than a lost peer, or one whose end Batch explains
+    (:attr:`FailedNode.known`: killed for memory, its host lost; its log is not read for a
+    root cause, its line says why), comes first
     (:func:`tx.schedulers.why.first_cause`: a DDP rank that raises makes the others fail in
     their next collective, and which node stops first is a race); only those nodes' logs
     are read. Without node jobs (moto) the job's own log and exit code stand for its
@@ -148,7 +176,8 @@ def failure(job: Dict[str, Any], failed: List[FailedNode], reason: str, statuses
         return cause if names_cause(cause) else None
 
     if failed:
-        chosen, cause = first_cause(failed, lambda f: f.ended, lambda f: cause_of(f.role, f.replica, f.node, f.exit_code))
+        chosen, cause = first_cause(failed, lambda f: f.ended, lambda f: cause_of(f.role, f.replica, f.node, f.exit_code),
+                                    known=lambda f: f.known)
         line, node = chosen.line, chosen.node
     else:
         name = job.get("jobName", "")
