@@ -59,3 +59,24 @@ def test_a_cause_more_than_10s_after_the_first_failure_is_another_failure() -> N
     _statuses, text, cause, attempts, read = _describe(tasks, {0: PEER, 1: RAISED})
     assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text
     assert attempts[-1].reason == "trainer/0: exit code 1" and read == [0]
+
+
+def test_a_task_whose_vm_was_lost_is_the_cause_though_its_peer_ended_first() -> None:
+    """Task 1's Spot VM was preempted (Batch's reserved exit code 50001); task 0 only lost its
+    peer and ended 0.4 s before. Before ``known``, task 0's lost peer was named (and the
+    last attempt was the user's)."""
+    tasks = [_task(0, 50.0, 1), _task(1, 50.4, 50001)]
+    statuses, text, cause, attempts, read = _describe(tasks, {0: PEER, 1: "step 41\n"})
+    event = ("Task state is updated from RUNNING to FAILED on zones/us-central1-a/instances/vm-1 with exit "
+             "code 50001.")
+    assert cause is None and text == f"trainer[1] (task 1) failed with exit code 50001: {event} | last stderr: step 41"
+    assert statuses[0].replicas[1].structured_error_msg == event and statuses[0].replicas[0].root_cause is None
+    assert (attempts[-1].kind, attempts[-1].reason) == (FailureKind.INFRA, "trainer/1: Spot VM preemption, exit code 50001")
+    assert read == [0, 1]
+
+
+def test_a_lost_vm_after_the_window_is_not_the_cause() -> None:
+    tasks = [_task(0, 50.0, 1), _task(1, 60.5, 50003)]
+    _statuses, text, cause, attempts, read = _describe(tasks, {0: PEER, 1: ""})
+    assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text
+    assert attempts[-1].reason == "trainer/0: exit code 1" and read == [0]

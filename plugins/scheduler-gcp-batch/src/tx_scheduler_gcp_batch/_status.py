@@ -12,10 +12,10 @@ from tx.schedulers import SchedulerError, first_cause, names_cause, root_cause
 from tx.specs import AppState, ReplicaStatus, RoleStatus, RootCause, is_terminal
 
 from tx_scheduler_gcp_batch._states import TASK_STATES
-from tx_scheduler_gcp_batch.request import TaskInfo
+from tx_scheduler_gcp_batch.request import INFRA_EXIT_CODES, TaskInfo
 
 __all__ = ["CAUSE_TAIL_LINES", "ERROR_TAIL_LINES", "Failed", "cause_failure", "console_url", "failure",
-           "replica_statuses", "state_name", "task_index"]
+           "known_failure", "replica_statuses", "state_name", "task_index"]
 
 #: stderr lines of a failed task read for its root cause (tx.schedulers.why): torchrun prints
 #: its report after the failed worker's traceback
@@ -96,6 +96,18 @@ def replica_statuses(
     return list(by_role.values()), failed
 
 
+def known_failure(f: Failed) -> bool:
+    """Whether Batch itself says why failed replica ``f`` ended, so that it is a cause
+    without its stderr (:func:`tx.schedulers.why.first_cause`'s ``known``): its last
+    execution's exit code (``StatusEvent.taskExecution.exitCode``, an int) is one of
+    Batch's reserved codes for a VM lost under the task
+    (:data:`tx_scheduler_gcp_batch.request.INFRA_EXIT_CODES`, the infrastructure failures
+    of :func:`tx_scheduler_gcp_batch._attempts.batch_attempts`:
+    https://cloud.google.com/batch/docs/troubleshooting#reserved-exit-codes); its status
+    event says so (``replica_statuses`` puts it in ``structured_error_msg``)."""
+    return f[1] in INFRA_EXIT_CODES
+
+
 def console_url(job_name: str) -> str:
     """The Cloud Console page of the job named ``job_name`` ("" for a name not of that shape)."""
     parts = job_name.split("/")
@@ -111,8 +123,9 @@ def failure(job: Any, failed: List[Failed], statuses: List[RoleStatus],
     names, set on its replica too; else one line with that task, its exit code and event,
     and its last stderr lines; else (no failed task) the job's last status event. That task
     is the one that ended first (``failed``'s first), except that among the tasks that
-    ended within 10 s of it, one whose stderr names a cause other than a lost peer comes
-    first (:func:`tx.schedulers.why.first_cause`: a DDP rank that raises makes the others
+    ended within 10 s of it, one whose stderr names a cause other than a lost peer, or one
+    whose VM Batch lost (:func:`known_failure`: its stderr is not read for a root cause, its
+    exit code and event say why), comes first (:func:`tx.schedulers.why.first_cause`: a DDP rank that raises makes the others
     fail in their next collective, and which task ends first is a race); only those
     tasks' stderr is read. ``last_lines(task index, n)``: the last ``n`` stderr lines of a
     task."""
@@ -133,7 +146,7 @@ def failure(job: Any, failed: List[Failed], statuses: List[RoleStatus],
         cause = root_cause(f[0].role, f[0].replica_id, "\n".join(lines_of(f[0])), exit_code=f[1])
         return cause if names_cause(cause) else None
 
-    (info, code, event, _), cause = first_cause(failed, lambda f: f[3], cause_of)
+    (info, code, event, _), cause = first_cause(failed, lambda f: f[3], cause_of, known=known_failure)
     if cause is not None:
         for rs in statuses:
             for rep in rs.replicas:
@@ -153,9 +166,10 @@ def failure(job: Any, failed: List[Failed], statuses: List[RoleStatus],
 
 def cause_failure(failed: List[Failed], cause: Optional[RootCause]) -> Optional[Failed]:
     """The failure :func:`failure` named as the job's cause: the one of ``cause``'s replica,
-    else (no root cause named) the first; None without failures. Reads no log."""
+    else (no root cause named) the first whose VM was lost (:func:`known_failure`) within
+    10 s of the first failure, else the first; None without failures. Reads no log."""
     if cause is not None:
         for f in failed:
             if (f[0].role, f[0].replica_id) == (cause.role, cause.replica):
                 return f
-    return failed[0] if failed else None
+    return first_cause(failed, lambda f: f[3], lambda f: None, known=known_failure)[0] if failed else None
