@@ -398,8 +398,9 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
 
         ``msg``: the job's latest status event (why it waits, or how it ended);
         ``structured_error_msg``: the failed replica that is the app's cause (the first
-        that failed, unless it only lost a peer that failed within 10 s of it:
-        :func:`tx.schedulers.why.first_cause`), its exit code and event, and its last
+        that failed, unless it only lost a peer that failed within 10 s of it, or a task
+        whose VM Batch lost ended within those 10 s: :func:`tx.schedulers.why.first_cause`,
+        :func:`tx_scheduler_gcp_batch._status.known_failure`), its exit code and event, and its last
         stderr lines. Raises SchedulerError for API errors other than not found
         (:class:`tx.schedulers.budget.ThrottledError` when Batch kept throttling the look).
         """
