@@ -171,3 +171,33 @@ def test_script_backend_yields_exports_and_always_runs_stop(tmp_path):
         with script_backend(["sh", str(start)], ["sh", str(stop)], {**env, "FAIL": "1"}):
             pass  # pragma: no cover
     assert (tmp_path / "stopped").read_text() == "unix:///x 1\n 1\n"  # stopped, without the exports
+
+
+def test_free_port_is_below_the_ephemeral_range_and_each_worker_has_its_own(monkeypatch):
+    """Ports the OS gives to outgoing connections are never handed out (one took a
+    rendezvous port before torchrun bound it); workers' ports never meet; a port in use is
+    passed over."""
+    import socket
+
+    from tx.testing import backends
+
+    top = backends._ephemeral_from()
+    seen = {}
+    for worker in ("gw0", "gw1", "gw2"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+        seen[worker] = [backends.free_port() for _ in range(40)]
+        assert all(backends.PORTS_FROM <= p < top for p in seen[worker])
+        assert len(set(seen[worker])) == 40
+    assert not set(seen["gw0"]) & set(seen["gw1"]) and not set(seen["gw1"]) & set(seen["gw2"])
+    assert max(seen["gw0"]) < min(seen["gw1"]) and max(seen["gw1"]) < min(seen["gw2"])
+    # the next port of gw2's turn, held by someone else: passed over
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
+    size = (top - backends.PORTS_FROM) // 3
+    start = backends.PORTS_FROM + 2 * size
+    held = start + backends._port_next[(start, size)]
+    after = held + 1 if held + 1 < start + size else start
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", held))
+        s.listen()
+        assert backends.free_port() == after

@@ -43,9 +43,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -124,11 +126,56 @@ def require_module(name: str, why: str) -> ModuleType:
     pytest.skip(text, allow_module_level=True)
 
 
+#: the lowest port :func:`free_port` hands out
+PORTS_FROM = 15000
+_port_lock = threading.Lock()
+_port_next: Dict[Tuple[int, int], int] = {}
+
+
+def _ephemeral_from() -> int:
+    """The first port of the OS's ephemeral range (Linux: ``ip_local_port_range``; 32768
+    where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A TCP port that was free on ``host`` a moment ago, for a backend or a job to listen
+    on later (int).
+
+    Below the OS's ephemeral range (from :data:`PORTS_FROM`): the kernel gives ports of that
+    range to every outgoing connection, and one of them took a rendezvous port chosen there
+    before the job's torchrun bound it (the LSF column of a full run: EADDRINUSE). Each
+    pytest-xdist worker takes its own slice of the range, in turn from a random start, so
+    that two workers, or two calls of one, do not hand out the same port; the OS picks one
+    where the range below the ephemeral ports is too small (under 1,000 a worker).
+    """
+    low, high = PORTS_FROM, _ephemeral_from()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    size = (high - low) // max(count, 1)
+    if size < 1000 or index >= count:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            return int(s.getsockname()[1])
+    start = low + index * size
+    with _port_lock:
+        offset = _port_next.get((start, size))
+        if offset is None:
+            offset = random.randrange(size)
+        for _ in range(size):
+            port, offset = start + offset, (offset + 1) % size
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+            _port_next[(start, size)] = offset
+            return port
+    raise OSError(f"no free port in {start}-{start + size - 1} on {host}")
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
