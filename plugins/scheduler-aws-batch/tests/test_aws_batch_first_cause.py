@@ -48,8 +48,8 @@ def test_the_rank_that_raised_is_the_cause_though_its_peer_stopped_first() -> No
         assert read == [first, second]
 
 
-def test_a_cause_more_than_10s_after_the_first_failure_is_another_failure() -> None:
-    nodes = {0: _node(0, 1_800_000_000_000), 1: _node(1, 1_800_000_010_001, code=2)}
+def test_a_cause_more_than_2_min_after_the_first_failure_is_another_failure() -> None:
+    nodes = {0: _node(0, 1_800_000_000_000), 1: _node(1, 1_800_000_130_001, code=2)}
     _statuses, text, cause, read = _describe(nodes, {0: PEER, 1: RAISED})
     assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text
     assert read == [0]
@@ -89,8 +89,8 @@ def test_a_node_whose_host_was_lost_is_the_cause_though_its_peer_stopped_first()
     assert read == [0, 1]
 
 
-def test_a_node_killed_for_memory_after_the_window_is_not_the_cause() -> None:
-    oom = _node(1, 1_800_000_010_001, code=137)
+def test_a_node_killed_for_memory_2_min_later_is_not_the_cause() -> None:
+    oom = _node(1, 1_800_000_130_001, code=137)
     oom["container"]["reason"] = "OutOfMemoryError: Container killed due to memory usage"
     _statuses, text, cause, read = _describe({0: _node(0, 1_800_000_000_000), 1: oom}, {0: PEER, 1: ""})
     assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text

@@ -54,8 +54,8 @@ def test_the_rank_that_raised_is_the_cause_though_its_peer_ended_first() -> None
     assert read == [0, 1]
 
 
-def test_a_cause_more_than_10s_after_the_first_failure_is_another_failure() -> None:
-    tasks = [_task(0, 50.0, 1), _task(1, 60.5, 2)]
+def test_a_cause_more_than_2_min_after_the_first_failure_is_another_failure() -> None:
+    tasks = [_task(0, 50.0, 1), _task(1, 180.5, 2)]
     _statuses, text, cause, attempts, read = _describe(tasks, {0: PEER, 1: RAISED})
     assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text
     assert attempts[-1].reason == "trainer/0: exit code 1" and read == [0]
@@ -75,8 +75,8 @@ def test_a_task_whose_vm_was_lost_is_the_cause_though_its_peer_ended_first() -> 
     assert read == [0, 1]
 
 
-def test_a_lost_vm_after_the_window_is_not_the_cause() -> None:
-    tasks = [_task(0, 50.0, 1), _task(1, 60.5, 50003)]
+def test_a_lost_vm_2_min_later_is_not_the_cause() -> None:
+    tasks = [_task(0, 50.0, 1), _task(1, 180.5, 50003)]
     _statuses, text, cause, attempts, read = _describe(tasks, {0: PEER, 1: ""})
     assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message, text
     assert attempts[-1].reason == "trainer/0: exit code 1" and read == [0]

@@ -59,8 +59,8 @@ def test_the_rank_that_raised_is_the_cause_though_its_peer_finished_first() -> N
     assert _describe(pods, logs)[2] == cause
 
 
-def test_a_cause_more_than_10s_after_the_first_failure_is_another_failure() -> None:
-    pods = [_pod_of(0, "2026-11-26T04:16:00Z"), _pod_of(1, "2026-11-26T04:16:11Z", code=2)]
+def test_a_cause_more_than_2_min_after_the_first_failure_is_another_failure() -> None:
+    pods = [_pod_of(0, "2026-11-26T04:16:00Z"), _pod_of(1, "2026-11-26T04:18:11Z", code=2)]
     logs = Logs({"ddp-abc-trainer-0-0": PEER, "ddp-abc-trainer-0-1": RAISED})
     _statuses, _text, cause, attempts = _describe(pods, logs)
     assert cause is not None and cause.replica == 0 and "Connection closed by peer" in cause.message

@@ -34,7 +34,7 @@ def test_only_lost_peers_or_a_later_failure_keep_the_first(tmp_path: Path) -> No
     a, b = _failure(tmp_path, 0, 100.0, PEER), _failure(tmp_path, 1, 100.5, PEER.replace("rank0", "rank1"))
     assert _first_cause([b, a])[0][4].id == 0
     # a failure long after the first is another failure, not the same one's cause
-    late = _failure(tmp_path, 1, 200.0, RAISED)
+    late = _failure(tmp_path, 1, 230.0, RAISED)  # more than LATE_CAUSE_S (2 min) after
     (_w, _l, _e, _c, rep), cause = _first_cause([a, late])
     assert rep.id == 0 and cause is not None and "Connection closed by peer" in cause.message
 

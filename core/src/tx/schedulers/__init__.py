@@ -42,6 +42,7 @@ _NAMES = {
     "get_len_random_id": "tx.schedulers.ids",
     "make_unique": "tx.schedulers.ids",
     # why an app failed (:mod:`tx.schedulers.why`)
+    "LATE_CAUSE_S": "tx.schedulers.why",
     "ONE_FAILURE_S": "tx.schedulers.why",
     "PEER_LOST": "tx.schedulers.why",
     "failure_once": "tx.schedulers.why",

@@ -55,7 +55,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, NamedTuple, Op
 
 from tx.specs.status import RootCause
 
-__all__ = ["ONE_FAILURE_S", "PEER_LOST", "RootCause", "failure_once", "first_cause", "lost_peer", "names_cause",
+__all__ = ["LATE_CAUSE_S", "ONE_FAILURE_S", "PEER_LOST", "RootCause", "failure_once", "first_cause", "lost_peer", "names_cause",
            "parse_error_file", "parse_report", "parse_traceback", "root_cause", "signal_text", "telling_line",
            "why_failed"]
 
@@ -452,6 +452,12 @@ PEER_LOST = re.compile(
 #: seconds within which the replicas of one failure end: each notices its own workers' end
 #: and exits on its own, so the one whose rank died of a peer's failure may end first
 ONE_FAILURE_S = 10.0
+#: seconds after the first failure's end within which the rank that raised may still end,
+#: where every failure within :data:`ONE_FAILURE_S` only lost its peer: torchrun's agent of
+#: a replica whose rank raised closes its rendezvous on the store that another replica's
+#: agent hosts, and where that agent has exited already it waits out the store client's
+#: timeout (60 s) before it ends
+LATE_CAUSE_S = 120.0
 
 _F = TypeVar("_F")
 
@@ -465,13 +471,17 @@ def lost_peer(cause: Optional[RootCause]) -> bool:
 
 
 def first_cause(failures: Iterable[_F], when: Callable[[_F], float], cause_of: Callable[[_F], Optional[RootCause]],
-                window_s: float = ONE_FAILURE_S, known: Optional[Callable[[_F], bool]] = None
-                ) -> Tuple[_F, Optional[RootCause]]:
+                window_s: float = ONE_FAILURE_S, known: Optional[Callable[[_F], bool]] = None,
+                late_s: float = LATE_CAUSE_S) -> Tuple[_F, Optional[RootCause]]:
     """The failure that is an app's cause, and its root cause: the replica that failed first,
     except that among the failures that ended within ``window_s`` seconds of the first
     one, the first that names a cause other than a lost peer comes before it. A DDP rank
     that raises makes the other ranks fail in their next collective ("Connection closed by
     peer", :data:`PEER_LOST`), and which replica's end a backend records first is a race.
+    Where every failure within ``window_s`` names only a lost peer, the search goes on, in
+    time order, through those that ended within ``late_s`` of the first: the replica whose
+    rank raised can end that much later (:data:`LATE_CAUSE_S`); it stops at a failure that
+    names nothing (an unexplained failure may be the source: the first failure is kept).
 
     Args:
         failures: the failed replicas, any records (at least one).
@@ -483,16 +493,19 @@ def first_cause(failures: Iterable[_F], when: Callable[[_F], float], cause_of: C
             window, until one names a cause that is not a lost peer (each at most once):
             a backend that must read a replica's log for it reads only those.
         window_s: seconds after the first failure's end within which a failure is part of
-            the same failure (:data:`ONE_FAILURE_S`); one ending later is not its cause.
+            the same failure (:data:`ONE_FAILURE_S`); one ending later is not its cause,
+            except as above.
         known: whether the scheduler itself knows why a failure ended without its log
             (an out-of-memory kill, a lost host): such a failure is a cause too, returned
             with None and ``cause_of`` not called for it.
+        late_s: seconds after the first failure's end within which a failure may still
+            be the cause where every one within ``window_s`` lost a peer (:data:`LATE_CAUSE_S`).
 
     Returns:
         ``(failure, cause)``: the first failure within the window that is ``known`` or
         whose cause is not a lost peer, with its cause (None for a known one); else, where
-        every one in the window names nothing or only a lost peer, the first failure and
-        ``cause_of(first)``.
+        every one in the window lost a peer, the first such failure within ``late_s``
+        before any that names nothing; else the first failure and ``cause_of(first)``.
 
     Raises:
         ValueError: ``failures`` is empty. What ``when``, ``cause_of`` or ``known`` raise.
@@ -502,14 +515,20 @@ def first_cause(failures: Iterable[_F], when: Callable[[_F], float], cause_of: C
         raise ValueError("first_cause: no failures")
     start = when(ordered[0])
     first: Optional[Tuple[_F, Optional[RootCause]]] = None
+    all_lost = True  # every failure so far named only a lost peer
     for f in ordered:
-        if when(f) > start + window_s:  # inf > inf is False: unknown ends count as one failure
+        late = when(f) > start + window_s  # inf > inf is False: unknown ends count as one failure
+        if late and (not all_lost or first is None or when(f) > start + late_s):
             break
         if known is not None and known(f):
             return f, None
         cause = cause_of(f)
         if cause is not None and not lost_peer(cause):
             return f, cause
+        if cause is None:
+            all_lost = False
+            if late:
+                break
         if first is None:
             first = (f, cause)
     return first if first is not None else (ordered[0], cause_of(ordered[0]))  # (a NaN time)
