@@ -39,7 +39,7 @@ from tx.specs import (
     AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, Role, UnknownAppException, make_app_handle,
     read_stored_appdef_and_options, runopts)
 
-from tx_scheduler_ray import _client, _logs, _plane, tx_ray_driver
+from tx_scheduler_ray import _client, _logs, _package, _plane, tx_ray_driver
 from tx_scheduler_ray._describe import describe_job, replica_record, roles_of
 from tx_scheduler_ray._states import JOB_STATES
 from tx_scheduler_ray.request import DEFAULT_PREEMPT_GRACE, METADATA_APPDEF, RayJob, build_request, hostport, submission_name, validate_app
@@ -218,9 +218,12 @@ class RayScheduler(Scheduler[RayJob]):
         client = self._job_client(req.address)
         try:
             with _client.quiet_sdk():
+                # one zip of the working_dir, under its own hash (_package: the SDK's own
+                # upload can name a package it never uploaded)
+                runtime_env = _package.upload_working_dir(client, req.runtime_env)
                 _plane.call(req.address, lambda: client.submit_job(
                     entrypoint=req.entrypoint, submission_id=req.submission_id,
-                    runtime_env=req.runtime_env, metadata=req.metadata,
+                    runtime_env=runtime_env, metadata=req.metadata,
                 ), "submit_job", read=False)
         except SchedulerError:
             raise
