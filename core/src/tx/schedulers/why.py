@@ -518,7 +518,7 @@ def first_cause(failures: Iterable[_F], when: Callable[[_F], float], cause_of: C
     all_lost = True  # every failure so far named only a lost peer
     for f in ordered:
         late = when(f) > start + window_s  # inf > inf is False: unknown ends count as one failure
-        if late and (not all_lost or first is None or when(f) > start + late_s):
+        if late and (not all_lost or when(f) > start + late_s):  # (the first failure is never late)
             break
         if known is not None and known(f):
             return f, None

@@ -44,8 +44,9 @@ def upload_working_dir(client: Any, runtime_env: Dict[str, Any]) -> Dict[str, An
         from ray._private.runtime_env.packaging import create_package, get_uri_for_package
 
         default_excludes = ray_constants.get_runtime_env_default_excludes()
-        client._package_exists, client._upload_package  # noqa: B018 - the SDK's upload, checked before use
     except (ImportError, AttributeError):
+        return runtime_env
+    if not (hasattr(client, "_package_exists") and hasattr(client, "_upload_package")):
         return runtime_env
     # as the SDK decides (dashboard_sdk.SubmissionClient._upload_working_dir_if_needed)
     include_gitignore = os.environ.get(getattr(ray_constants, "RAY_RUNTIME_ENV_IGNORE_GITIGNORE",
