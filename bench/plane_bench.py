@@ -59,22 +59,18 @@ from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
-from _common import git_state, load_avg, start_slurm, stop_slurm  # noqa: E402 - the benches' shared helpers
+from _common import git_state, load_avg, replace_section, sdiag_rpcs, start_slurm, stop_slurm  # noqa: E402 - the benches' shared helpers
 
 OUT = REPO / "bench" / "RESULTS-scale.md"
 SECTION = "## Status plane: backend calls"
 BIN = Path(sys.executable).parent
 #: the query message types (squeue, scontrol show, sinfo); daemons' traffic is not among them
 _QUERY = re.compile(r"^\s*(REQUEST_\w*INFO\w*)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
-_ALL = re.compile(r"^\s*(REQUEST_\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
 
 
 def rpcs() -> Dict[str, int]:
     """slurmctld's count of each client request type so far (``sdiag``), sdiag's own left out."""
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, timeout=60, check=True).stdout
-    part = out.split("Remote Procedure Call statistics by message type", 1)[1]
-    part = part.split("Remote Procedure Call statistics by user", 1)[0]
-    return {k: int(v) for k, v in _ALL.findall(part) if k != "REQUEST_STATS_INFO"}
+    return {k: v for k, v in sdiag_rpcs().items() if k.startswith("REQUEST_")}
 
 
 def _diff(a: Dict[str, int], b: Dict[str, int]) -> Dict[str, int]:
@@ -421,14 +417,7 @@ def section(res: List[Dict[str, Any]], args: Any, stamp: str, runs_after: Dict[s
 
 
 def write(text: str, out: Path) -> None:
-    old = out.read_text()
-    if SECTION in old:
-        start = old.index(SECTION)
-        nxt = old.find("\n## ", start + 1)
-        new = old[:start] + text.rstrip() + "\n" + (old[nxt:] if nxt > 0 else "")
-    else:
-        new = old.rstrip() + "\n\n" + text
-    out.write_text(new)
+    replace_section(out, SECTION, text)
 
 
 def main() -> None:

@@ -63,6 +63,7 @@ RAY = ("ray in this interpreter", lambda: _has("ray"))
 MOTO = ("moto_server next to this interpreter",
         lambda: (Path(sys.executable).parent / "moto_server").exists())
 K8S = ("tx_scheduler_k8s", lambda: _has("tx_scheduler_k8s"))
+GCP = ("tx_scheduler_gcp_batch", lambda: _has("tx_scheduler_gcp_batch"))
 CHROME = ("chromium + chromedriver + selenium",
           lambda: bool(shutil.which("chromedriver")) and _has("selenium"))
 TX_UI = ("tx_ui", lambda: _has("tx_ui"))
@@ -115,10 +116,13 @@ TOPICS: List[Topic] = [
           [["bench/chaos_preemption.py", "-n", "100"]], _need(TORCH),
           "100 preemptions per backend and warning (local_cwd: to a rank, to the supervisor; "
           "slurm where it is installed and this is root; about 1-2 hours)", cheap=False, n_arg=False),
-    Topic("scale", ["RESULTS-scale.md"], [["bench/scale_bench.py", "-n", "{n}"], ["bench/watcher_bench.py", "-n", "{n}"]],
-          _need(TX_UI, TORCHX),
+    Topic("scale", ["RESULTS-scale.md"], [["bench/scale_bench.py", "-n", "{n}"], ["bench/watcher_bench.py", "-n", "{n}"],
+                                          ["bench/sweep10k_bench.py", "-n", "{n}"]],
+          _need(TX_UI, TORCHX, ROOT, SLURM, MOTO, K8S, GCP),
           "tx list and tx ui at 1,000 and 10,000 local apps beside TorchX, the failover watcher following "
-          "2,000 local_cwd runs (no backend; a few minutes)"),
+          "2,000 local_cwd runs (no backend; a few minutes), then a 10,000-trial sweep's submit, status and "
+          "resume on a private Slurm cluster, and its submit and status on moto and the tests' GCP and "
+          "Kubernetes servers (sweep10k_bench.py)", cheap=False),
     Topic("aws_batch", ["RESULTS-aws-batch.md"], [["bench/aws_batch_bench.py", "-n", "{n}"]],
           _need(MOTO), "a private moto_server (simple mode)", stdout_to="RESULTS-aws-batch.md",
           title="aws_batch on a private moto_server: what a user waits for (tx alone; moto "

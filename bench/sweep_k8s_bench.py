@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,12 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = REPO / "plugins" / "scheduler-k8s" / "tests"
-sys.path.insert(0, str(TESTS))
-from tx_scheduler_k8s.testing import ADMIN_TOKEN, kubeconfig  # noqa: E402 - the tests' kubeconfig helper
-
 sys.path.insert(0, str(REPO / "bench"))
-from slurm_bench import free_ports  # noqa: E402 - the sibling bench's port helper
+from _common import start_fakekube  # noqa: E402 - the benches' shared helpers
 
 
 def requests(log: Path, start: int, fn: Callable[[], Any]) -> Tuple[Any, float, List[str], int]:
@@ -44,23 +39,11 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    import yaml
-
     base = Path(tempfile.mkdtemp(prefix="tx-k8s-sweep-bench-"))
-    port = free_ports(1)
     log = base / "server.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, str(TESTS / "fakekube" / "server.py"), "--port", str(port), "--workdir", str(base),
-             "--schemas", str(TESTS / "data" / "schemas"), "--token", f"admin={ADMIN_TOKEN}", "--nodes", "1",
-             "--node-cpu", "8", "--node-memory", "8Gi"], stdout=out, stderr=out)
+    server, _ = start_fakekube(base)
     try:
-        (base / "kubeconfig").write_text(yaml.safe_dump(kubeconfig(f"http://127.0.0.1:{port}")))
-        os.environ["KUBECONFIG"] = str(base / "kubeconfig")
         os.environ["TX_STATE_DIR"] = str(base / "state")
-        deadline = time.monotonic() + 60
-        while "PORT " not in log.read_text(errors="replace") and time.monotonic() < deadline:
-            time.sleep(0.2)
         from tx.runner import Runner
         from tx.specs import AppDef, Resource, Role
         from tx.specs.sweep import SweepSpec
