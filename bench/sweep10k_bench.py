@@ -27,19 +27,15 @@ directory, stopped at the end (everything cancelled first); the backends' runs i
   as bench/sweep_k8s_bench.py: 4 pods sleep): trials ``sleep 3600``; ``run_sweep``,
   ``sweep_status``, ``cancel_sweep``.
 
-Before each measured status, the shared status snapshot of the step before has aged out (1
-s), so the status asks the backend. Each step is counted twice: at tx (Slurm: every command
-through ``tx_scheduler_slurm._client.run``, as bench/sweep_bench.py wraps it; the others:
-every HTTP request through urllib3, under boto3, google-cloud-batch's REST transport and
-kubernetes) and at the backend (slurmctld's ``sdiag`` RPC counts by message type, reset with
-``sdiag -r`` before the step, its own traffic left out: the heartbeat's
-REQUEST_UPDATE_PARTITION, slurmd's and the trials' messages; moto's request log; the test
-servers' request counters). Times: the wall time; tx's time, the wall time less the time
-waiting for the backend (inside Slurm's commands; in the sockets' connect, send and
-receive); tx's CPU seconds (``time.process_time``: the servers and Slurm's commands are
-other processes); and the seconds spent importing modules. The first run of each backend
-also profiles (cProfile, not counted) the submit's dryrun and a status: where a step over
-its budget spends its time.
+Before each measured look the shared status snapshot (1 s) has aged out. Calls are counted at
+tx (Slurm's commands through ``tx_scheduler_slurm._client.run``, as bench/sweep_bench.py
+wraps it; HTTP requests through urllib3, under boto3, google-cloud-batch and kubernetes) and
+at the backend (``sdiag`` by message type, reset with ``sdiag -r`` before the step, less
+the heartbeat's REQUEST_UPDATE_PARTITION, slurmd's and the trials' own RPCs; moto's request
+log; the test servers' counters). Times: wall; tx time (wall less the waits inside Slurm's
+commands or in the sockets' connect/send/receive); tx CPU (``time.process_time``); imports.
+The first run also profiles (cProfile, not counted) the submit's dryrun and a status, and on
+Slurm looks once more with the snapshot's largest age at 0.25 s (``TX_STATUS_MAX_AGE``).
 
 Budgets (issue 40): a submit at most 2 backend calls and 2 s of tx time; the status of every
 trial at most 1 call and 1 s; a resume of 100 failed trials one call. Calls are judged on
@@ -112,19 +108,20 @@ def trial_app(failing: bool) -> Any:
 
 
 @contextlib.contextmanager
-def counted(*targets: Tuple[Any, str, Optional[Callable[..., str]], bool]) -> Iterator[Tuple[Counter, List[float]]]:
+def counted(*targets: Tuple[Any, str, Optional[Callable[..., str]], bool]) -> Iterator[Tuple[Counter, List[float], List[Any]]]:
     """Count the calls of each ``owner.attr`` of ``targets`` ``(owner, attr, name, timed)``
     by ``name(*args)`` (None: not counted), and the seconds spent inside the ``timed`` ones
     (the outermost call only)."""
     calls: Counter = Counter()
-    inside = [0.0]
-    depth = [0]
+    inside, depth, order = [0.0], [0], []  # order: (perf_counter, name) of each counted call
     reals = [(owner, attr, getattr(owner, attr)) for owner, attr, _, _ in targets]
 
     def wrap(real: Callable[..., Any], name: Optional[Callable[..., str]], timed: bool) -> Callable[..., Any]:
         def wrapper(*a: Any, **kw: Any) -> Any:
             if name is not None:
-                calls[name(*a, **kw)] += 1
+                called = name(*a, **kw)
+                calls[called] += 1
+                order.append((time.perf_counter(), called))
             if not timed:
                 return real(*a, **kw)
             depth[0] += 1
@@ -140,7 +137,7 @@ def counted(*targets: Tuple[Any, str, Optional[Callable[..., str]], bool]) -> It
     for (owner, attr, real), (_, _, name, timed) in zip(reals, targets):
         setattr(owner, attr, wrap(real, name, timed))
     try:
-        yield calls, inside
+        yield calls, inside, order
     finally:
         for owner, attr, real in reals:
             setattr(owner, attr, real)
@@ -342,8 +339,8 @@ def step(backend: Backend, fn: Callable[[], Any], loads: List[float]) -> Tuple[A
 
     say(f"{backend.name}: a measured step")
     backend.reset()
-    with tx_calls(backend.name) as (calls, inside), \
-            counted((_frozen_importlib, "_find_and_load", None, True)) as (_, imports):
+    with tx_calls(backend.name) as (calls, inside, order), \
+            counted((_frozen_importlib, "_find_and_load", None, True)) as (_, imports, _):
         loads.append(os.getloadavg()[0])
         modules = len(sys.modules)
         cpu0, t0 = time.process_time(), time.perf_counter()
@@ -352,7 +349,7 @@ def step(backend: Backend, fn: Callable[[], Any], loads: List[float]) -> Tuple[A
     at_backend, own = backend.count()
     return out, {"wall": wall, "tx": wall - inside[0], "cpu": cpu, "calls": dict(calls),
                  "backend": dict(at_backend), "own": dict(own), "imports": imports[0],
-                 "modules": len(sys.modules) - modules}
+                 "modules": len(sys.modules) - modules, "timeline": [(round(t - t0, 2), c) for t, c in order[:12]]}
 
 
 def where_time_went(fn: Callable[[], Any], top: int = 6) -> str:
@@ -425,11 +422,25 @@ def run_once(name: str, n: int, profile: bool, loads: List[float], notes: Dict[s
                 st, out["status, 100 failed"] = step(backend, lambda: runner.sweep_status(handle), loads)
                 notes.setdefault(f"{name} status, 100 failed", []).append(
                     f"{calls_text(st.counts())} (after {looks} looks and {windows} quiet-check windows of 2 s)")
+            if profile and slurm:  # the same look where fetching the snapshot takes longer than its age
+                os.environ["TX_STATUS_MAX_AGE"] = "0.25"
+                try:
+                    aged(name)
+                    _, m = step(backend, lambda: runner.sweep_status(handle), loads)
+                finally:
+                    del os.environ["TX_STATUS_MAX_AGE"]
+                notes["slurm status, 100 failed, with the shared snapshot's largest age 0.25 s (TX_STATUS_MAX_AGE; "
+                      "the first run)"] = [f"{calls_text(m['calls'])} in {m['wall']:.1f} s (" + ", ".join(
+                          f"{c} at {x:.2f} s" for x, c in m["timeline"][:6]) + (", ..." if len(m["timeline"]) > 6 else "")
+                      + ")"]
             if profile:  # not counted: after the measured looks, before the resume
                 notes[f"{name} submit profile (its dryrun)"] = [where_time_went(lambda: runner.dryrun_sweep(
                     app, spec, name, cfg=dict(backend.cfg), max_parallel=backend.max_parallel))]
-                aged(name)
-                notes[f"{name} status profile"] = [where_time_went(lambda: runner.sweep_status(handle))]
+                for f in (base / "tx-state" / "plane").glob("*.status"):
+                    f.unlink()  # one fetch, and no more while the profiler slows the look down (age 60 s)
+                os.environ["TX_STATUS_MAX_AGE"] = "60"
+                notes[f"{name} status profile (one fetch)"] = [where_time_went(lambda: runner.sweep_status(handle))]
+                del os.environ["TX_STATUS_MAX_AGE"]
             if slurm:
                 aged(name)
                 todo, out["resume 100 failed"] = step(backend, lambda: runner.resume_sweep(handle), loads)
@@ -448,25 +459,26 @@ def run_once(name: str, n: int, profile: bool, loads: List[float], notes: Dict[s
     return out
 
 
-def verdict(what: str, runs: List[Dict[str, Any]], backend: str) -> Tuple[str, str]:
-    """(the budget, the verdict with what exceeded it) of one step's runs."""
+def verdict(name: str, what: str, runs: List[Dict[str, Any]], notes: Dict[str, List[str]]) -> Tuple[str, str]:
+    """(the budget, PASS, or FAIL with what went over it and where it went) of one step's runs."""
     calls_max, secs = BUDGETS[what]
-    if backend == "slurm":  # the commands that ask slurmctld; the others: the server's count
-        worst = max(sum(v for k, v in r["calls"].items() if k not in LOCAL_COMMANDS) for r in runs)
+    if name == "slurm":  # the commands that ask slurmctld; the others: the server's count
+        counts = [{k: v for k, v in r["calls"].items() if k not in LOCAL_COMMANDS} for r in runs]
     else:
-        worst = max(sum(r["backend"].values()) for r in runs)
-    tx = statistics.median(r["tx"] for r in runs)
-    cpu = statistics.median(r["cpu"] for r in runs)
+        counts = [r["backend"] for r in runs]
+    worst = max(counts, key=lambda c: sum(c.values()))
+    tx, cpu = statistics.median(r["tx"] for r in runs), statistics.median(r["cpu"] for r in runs)
     budget = f"<= {calls_max} call{'s' if calls_max > 1 else ''}" + (f", <= {secs:g} s" if secs else "")
     over = []
-    if worst > calls_max:
-        over.append(f"{worst} calls")
+    if sum(worst.values()) > calls_max:
+        over.append(f"{sum(worst.values())} calls in the worst run ({calls_text(worst)})")
     if secs is not None and tx > secs:
-        imp = statistics.median(r["imports"] for r in runs)
-        mods = statistics.median(r["modules"] for r in runs)
-        over.append(f"tx time {tx:.2f} s (CPU {cpu:.2f} s{', within the budget: the rest waited for the CPU or the disk' if cpu <= secs else ''}; "
-                    f"of the tx time, {imp:.2f} s importing {mods:.0f} modules on the process's first use)")
-    return budget, ("**PASS**" if not over else "**FAIL**: " + ", ".join(over))
+        imp, mods = statistics.median(r["imports"] for r in runs), statistics.median(r["modules"] for r in runs)
+        prof = notes.get(f"{name} {'submit profile (its dryrun)' if what == 'submit' else 'status profile (one fetch)'}")
+        over.append(f"tx time {tx:.2f} s, CPU {cpu:.2f} s" + (" (the CPU within it: the rest waited for the CPU or "
+                    "the disk)" if cpu <= secs else "") + f"; {imp:.2f} s of it importing {mods:.0f} modules (the "
+                    "process's first use)" + (f"; where the CPU goes, {prof[0]}" if prof else ""))
+    return budget, ("PASS" if not over else "FAIL: " + "; ".join(over))
 
 
 def main() -> int:
@@ -525,68 +537,58 @@ def main() -> int:
 
 def section(results: Dict[Tuple[str, str], List[Dict[str, Any]]], notes: Dict[str, List[str]], args: Any,
             git: Dict[str, str], date: str, load0: str, load1: str, loads: List[float], cmd: str) -> str:
-    n, t = args.n, args.trials
     servers = {"slurm": "private cluster", "aws_batch": "moto_server, simple mode",
                "gcp_batch": "tx's test server", "kubernetes": "tx's test API server"}
-    rows, verdicts = [], []
+    rows, verdicts, own = [], [], Counter()
     for (name, what), runs in results.items():
+        for r in runs if name == "slurm" else []:
+            own.update(r["own"])
         if what not in BUDGETS:
             continue
-        budget, v = verdict(what, runs, name)
-        calls = "; ".join(sorted({calls_text(r["calls"]) for r in runs}))
-        at_backend = "; ".join(sorted({calls_text(r["backend"]) for r in runs}))
+        budget, v = verdict(name, what, runs, notes)
+        calls, at_backend = ("; ".join(sorted({calls_text(r[k]) for r in runs})) for k in ("calls", "backend"))
         rows.append(f"| {name} ({servers[name]}) | {what} | {len(runs)} | {spread([r['wall'] for r in runs])} | "
                     f"{spread([r['tx'] for r in runs])} | {spread([r['cpu'] for r in runs])} | {calls} | "
-                    f"{at_backend} | {budget} | {v} |")
-        verdicts.append((name, what, v))
-    own = Counter()
-    for (name, _), runs in results.items():
-        for r in runs:
-            own.update(r["own"] if name == "slurm" else {})
+                    f"{at_backend} | {budget} | **{v.split(':')[0]}** |")
+        verdicts.append(f"- {name}, {what}: **{v.split(':')[0]}**{v[4:] if v != 'PASS' else ''}")
+    t = args.trials
     lines = [
-        SECTION,
-        "",
+        SECTION, "",
         f"Measured {date} at commit {git['commit'][:12]} (tree dirty: {git['dirty']}) on {os.cpu_count()} CPUs "
         f"shared with other work, load average {load0} before, {load1} after (1-minute load at the measured steps: "
-        f"{min(loads):.2f}-{max(loads):.2f}); n={n}, `{cmd}`.",
-        "",
-        f"A sweep of {t:,} single-replica trials (a grid `i = 0..{t - 1}`), submitted with `Runner.run_sweep`, "
-        "followed with `Runner.sweep_status` (`tx status SWEEP`) and, on Slurm, resumed with "
-        "`Runner.resume_sweep` (`tx sweep resume SWEEP`). Each run starts a fresh backend and tx state directory and "
-        "cancels everything at its end; the backends' runs are interleaved. Slurm: a private cluster "
-        f"(scripts/start-slurm.sh: 4 nodes of 2 CPUs, no accounting, `MaxArraySize={t + 1}`); trials 0-{FAILING - 1} "
-        "run `exit 1`, the others `sleep 3600` (8 run, the rest pend). aws_batch is moto (a private moto_server in "
-        "simple mode: the children end inside SubmitJob); gcp_batch and kubernetes are tx's own test servers "
-        "(plugins/scheduler-gcp-batch/tests/fake_gcp.py, with no VMs: every task stays PENDING; "
-        "plugins/scheduler-k8s/tests/fakekube, `--max_parallel 4`: 4 pods sleep), which validate every request "
-        "against the backends' published schemas (Batch's protos, Kubernetes' OpenAPI); their answers take local "
-        "round trips, not the clouds' latency.",
-        "",
-        "Each cell: median (range) of the n runs. *tx time*: the wall time less the time spent waiting in Slurm's "
-        "commands or in HTTP requests (counted at tx); *tx CPU*: user+sys seconds of the tx process over the step "
-        "(the servers and Slurm's commands are other processes); the wall and tx times carry the machine's load, "
-        "the CPU much less. *Calls at tx*: the Slurm commands tx ran, or its HTTP requests; *at the backend*: "
-        "slurmctld's RPCs (`sdiag` by message type, reset before each step; one `squeue` is 2 RPCs, "
-        "REQUEST_JOB_INFO and REQUEST_PARTITION_INFO), moto's request log, the test servers' request counters. "
-        "The budget's calls are tx's Slurm commands on Slurm and the server's count elsewhere, judged on the worst "
-        "run; its time is the median tx time.",
-        "",
+        f"{min(loads):.2f}-{max(loads):.2f}); n={args.n}, `{cmd}`.", "",
+        f"A sweep of {t:,} single-replica trials (a grid `i = 0..{t - 1}`): `Runner.run_sweep`, `Runner.sweep_status` "
+        "(`tx status SWEEP`) and, on Slurm, `Runner.resume_sweep` (`tx sweep resume SWEEP`). Each run is a process of "
+        "its own with a fresh backend and state directory, everything cancelled at its end; the backends' runs "
+        f"interleave. Slurm: a private cluster (scripts/start-slurm.sh: 4 nodes of 2 CPUs, no accounting, "
+        f"`MaxArraySize={t + 1}`); trials 0-{FAILING - 1} run `exit 1`, the others `sleep 3600`; the nodes are drained "
+        "while tx submits and first looks (the trials' scripts ask slurmctld too), then resumed; the second look and "
+        f"the resume come once trials 0-{FAILING - 1} are FAILED, 8 others run and slurmctld has served nothing but its "
+        "heartbeat for 2 s. aws_batch is moto (a private moto_server in simple mode: the children end inside "
+        "SubmitJob, so the status finds them all SUCCEEDED); gcp_batch and kubernetes are tx's own test servers "
+        "(plugins/scheduler-gcp-batch/tests/fake_gcp.py, no VMs: every task stays PENDING; "
+        "plugins/scheduler-k8s/tests/fakekube, `max_parallel=4`: 4 pods sleep), which validate every request against "
+        "the backends' published schemas (Batch's protos, Kubernetes' OpenAPI); their answers are local round trips, "
+        "not the clouds' latency. Before each measured look the shared status snapshot (1 s) has aged out.", "",
+        "Each cell: median (range) of the n runs. *tx time*: the wall time less the time waiting for the backend "
+        "(inside Slurm's commands; in the HTTP sockets' connect, send and receive); *tx CPU*: user+sys seconds of "
+        "the tx process (the servers and Slurm's commands are other processes); wall and tx time carry this "
+        "shared machine's load (and this process's `nice 19`), the CPU much less. *Calls at tx*: the Slurm "
+        "commands tx ran, or its HTTP requests; *at the backend*: slurmctld's RPCs (`sdiag` by message type, reset "
+        "before each step; one `squeue` is 2 RPCs), moto's request log, the test servers' request counters. A "
+        "budget's calls are tx's commands that ask slurmctld (`sinfo --version` does not) on Slurm and the server's "
+        "count elsewhere, judged on the worst run; its time is the median tx time.", "",
         "| backend | step | n | wall | tx time | tx CPU | calls at tx | calls at the backend | budget | verdict |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *rows,
-        "",
-        "Verdict (from the rows above):",
-        "",
-        *[f"- {name}, {what}: {v}" for name, what, v in verdicts],
-        "",
-        "Notes (measured in these runs):",
-        "",
+        *rows, "", "Verdict (from the rows above):", "", *verdicts, "", "Notes (measured in these runs):", "",
+        f"- Left out of slurmctld's counts as the cluster's own (all steps, all runs): {calls_text(own)}.",
+        *[f"- {key}: {'; '.join(sorted(set(vals)))}." for key, vals in notes.items()],
     ]
-    if own:
-        lines.append(f"- Left out of slurmctld's counts as the cluster's own (all steps, all runs): "
-                     f"{calls_text(own)}.")
-    for key, vals in notes.items():
-        lines.append(f"- {key}: {'; '.join(sorted(set(vals)))}.")
+    for (name, what), runs in results.items():  # when the calls over a look's budget came
+        for k, r in enumerate(runs):
+            if name == "slurm" and what.startswith("status") and sum(r["calls"].values()) > 1:
+                lines.append(f"- {name} {what}, run {k + 1}: " + ", ".join(f"{c} at {x:.2f} s" for x, c in r["timeline"])
+                             + f" of {r['wall']:.2f} s.")
     return "\n".join(lines) + "\n"
 
 
