@@ -476,7 +476,7 @@ def verdict(name: str, what: str, runs: List[Dict[str, Any]], notes: Dict[str, L
         imp, mods = statistics.median(r["imports"] for r in runs), statistics.median(r["modules"] for r in runs)
         prof = notes.get(f"{name} {'submit profile (its dryrun)' if what == 'submit' else 'status profile (one fetch)'}")
         over.append(f"tx time {tx:.2f} s, CPU {cpu:.2f} s" + (" (the CPU within it: the rest waited for the CPU or "
-                    "the disk)" if cpu <= secs else "") + f"; {imp:.2f} s of it importing {mods:.0f} modules (the "
+                    "the disk)" if cpu <= secs else "") + f"; {imp:.2f} s of it importing {mods:.0f} module{'s' * (mods != 1)} (the "
                     "process's first use)" + (f"; where the CPU goes, {prof[0]}" if prof else ""))
     return budget, ("PASS" if not over else "FAIL: " + "; ".join(over))
 
@@ -588,7 +588,7 @@ def section(results: Dict[Tuple[str, str], List[Dict[str, Any]]], notes: Dict[st
         for k, r in enumerate(runs):
             if name == "slurm" and what.startswith("status") and sum(r["calls"].values()) > 1:
                 lines.append(f"- {name} {what}, run {k + 1}: " + ", ".join(f"{c} at {x:.2f} s" for x, c in r["timeline"])
-                             + f" of {r['wall']:.2f} s.")
+                             + (", ..." if sum(r["calls"].values()) > len(r["timeline"]) else "") + f" of {r['wall']:.2f} s.")
     return "\n".join(lines) + "\n"
 
 
