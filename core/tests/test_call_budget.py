@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, List
 
 import pytest
@@ -185,6 +186,42 @@ def test_plane_age_fresh_and_invalidate(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("TX_STATUS_MAX_AGE", "-1")
     with pytest.raises(ConfigError, match="TX_STATUS_MAX_AGE"):
         plane.get(fetch)
+
+
+def test_a_fetch_slower_than_max_age_is_shared_after_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fetch that takes longer than ``max_age`` (a squeue of 10,000 array tasks) is used
+    by the looks that follow it for ``max_age`` after it ended, with its age stated from
+    before it asked; before, every look after it asked the backend again (a sweep status's
+    describe of each of 100 failed trials made 16 squeue). Another process reads the same
+    file the same way, and the writer does not parse what it has just written."""
+    from tx.schedulers import plane as plane_mod
+
+    clock = [1000.0]
+    monkeypatch.setattr(plane_mod, "time", SimpleNamespace(time=lambda: clock[0]))  # the plane's clock only
+    plane = StatusPlane("fake-slow", "c", directory=str(tmp_path))
+    fetches: List[float] = []
+
+    def slow_fetch() -> Any:
+        fetches.append(clock[0])
+        clock[0] += 3.0  # the backend's answer and its parsing take 3 s
+        return {"n": len(fetches)}
+
+    first = plane.get(slow_fetch, max_age=1)
+    assert first.fetched_here and (first.fetched_at, first.done_at) == (1000.0, 1003.0)
+    loads: List[int] = []
+    real_load = plane_mod.json.load
+    monkeypatch.setattr(plane_mod.json, "load", lambda f: loads.append(1) or real_load(f))
+    clock[0] += 0.5
+    again = plane.get(slow_fetch, max_age=1)
+    assert not again.fetched_here and again.items == {"n": 1} and len(fetches) == 1
+    assert again.age == 3.5 and loads == []  # its age counts from before it asked; not parsed again
+    other = StatusPlane("fake-slow", "c", directory=str(tmp_path)).get(slow_fetch, max_age=1)  # another process
+    assert not other.fetched_here and (other.fetched_at, other.done_at) == (1000.0, 1003.0) and loads == [1]
+    clock[0] += 0.6  # 1.1 s after the fetch ended
+    assert plane.get(slow_fetch, max_age=1).items == {"n": 2} and fetches == [1000.0, 1004.1]
+    assert plane.get(slow_fetch, max_age=0).items == {"n": 3}  # --fresh still always asks
+    plane.invalidate()  # a submit from this host: a snapshot fetched before it is not used
+    assert plane.get(slow_fetch, max_age=60).items == {"n": 4}
 
 
 def test_plane_newer_than_another_answer(tmp_path: Path) -> None:

@@ -13,8 +13,12 @@ The snapshot is replaced whole (written beside it, then renamed), so a reader ne
 half-written one.
 
 Its age is stated: ``fetched_at`` is taken *before* the backend is asked, so a status is
-never older than the age it is shown with. A submit or cancel from this host marks the
-snapshot stale (:meth:`StatusPlane.invalidate`), so the next look asks the backend.
+never older than the age it is shown with. A snapshot is shared for ``max_age`` seconds
+after its fetch *ended* (``done_at``): a fetch slower than ``max_age`` (one ``squeue`` of a
+10,000-task array and its parsing take over a second) would otherwise be stale when it is
+stored, and every look after it, such as a sweep status's describe of each failed trial,
+would ask the backend again. A submit or cancel from this host marks the snapshot stale
+(:meth:`StatusPlane.invalidate`), so the next look asks the backend.
 
 How old a snapshot may be: ``--fresh`` (:func:`force_fresh`) or ``TX_STATUS_MAX_AGE=0``
 always asks; else ``$TX_STATUS_MAX_AGE``, else ``.txconfig`` ``[<scheduler>]
@@ -78,14 +82,17 @@ def max_age_for(backend: str) -> float:
 
 class Snapshot:
     """One answer of the backend: ``items`` (what the scheduler stored, by its key) as of
-    ``fetched_at`` (epoch seconds, taken before the backend was asked)."""
+    ``fetched_at`` (epoch seconds, taken before the backend was asked); ``done_at`` (epoch
+    seconds) is when that answer had been read (``fetched_at`` where unknown)."""
 
-    __slots__ = ("fetched_at", "items", "fetched_here")
+    __slots__ = ("fetched_at", "items", "fetched_here", "done_at")
 
-    def __init__(self, fetched_at: float, items: Dict[str, Any], fetched_here: bool = False) -> None:
+    def __init__(self, fetched_at: float, items: Dict[str, Any], fetched_here: bool = False,
+                 done_at: Optional[float] = None) -> None:
         self.fetched_at = fetched_at
         self.items = items
         self.fetched_here = fetched_here  # this call asked the backend
+        self.done_at = fetched_at if done_at is None else max(fetched_at, done_at)
 
     @property
     def age(self) -> float:
@@ -124,11 +131,12 @@ class StatusPlane:
                     return self._cache[1]
                 data = json.load(f)
             fetched_at, items = float(data["fetched_at"]), data["items"]
-        except (OSError, ValueError, KeyError, TypeError):
+            done_at = float(data.get("done_at", fetched_at))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
         if not isinstance(items, dict):
             return None
-        snap = Snapshot(fetched_at, items)
+        snap = Snapshot(fetched_at, items, done_at=done_at)
         self._cache = (version, snap)
         return snap
 
@@ -143,7 +151,8 @@ class StatusPlane:
             return False
         if newer_than is not None:
             return snap.fetched_at >= newer_than
-        return snap.age <= max_age and max_age > 0
+        # shared for max_age after the fetch ended: a fetch slower than max_age is still used
+        return max_age > 0 and time.time() - snap.done_at <= max_age
 
     def get(self, fetch: Callable[[], Dict[str, Any]], max_age: Optional[float] = None,
             newer_than: Optional[float] = None) -> Snapshot:
@@ -168,7 +177,7 @@ class StatusPlane:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:  # a read-only state directory: nothing is shared
             started = time.time()
-            return Snapshot(started, fetch(), fetched_here=True)
+            return Snapshot(started, fetch(), fetched_here=True, done_at=time.time())
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # one fetch at a time; the others wait for it
             snap = self._read()
@@ -176,8 +185,9 @@ class StatusPlane:
                 return snap  # type: ignore[return-value]
             started = time.time()
             items = fetch()
-            self._write(started, items)
-            return Snapshot(started, items, fetched_here=True)
+            snap = Snapshot(started, items, fetched_here=True, done_at=time.time())
+            self._write(snap)
+            return snap
         finally:
             os.close(fd)  # releases the lock
 
@@ -186,15 +196,21 @@ class StatusPlane:
         only for what changed since reads it (inside :meth:`get`'s fetch, under the lock)."""
         return self._read()
 
-    def _write(self, fetched_at: float, items: Dict[str, Any]) -> None:
+    def _write(self, snap: Snapshot) -> None:
+        """Store ``snap`` (replacing the file whole) and remember it as the file's parsed
+        version, so that this process does not parse what it has just written."""
         try:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".status-")
         except OSError:
             return
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"backend": self.backend, "fetched_at": fetched_at, "items": items}, f)
+                json.dump({"backend": self.backend, "fetched_at": snap.fetched_at, "done_at": snap.done_at,
+                           "items": snap.items}, f)
+            st = os.stat(tmp)  # a rename keeps the inode, mtime and size: the version _read sees
             os.replace(tmp, self.path)
+            self._cache = ((st.st_ino, st.st_mtime_ns, st.st_size), Snapshot(
+                snap.fetched_at, snap.items, done_at=snap.done_at))
         except (OSError, TypeError, ValueError):
             try:
                 os.unlink(tmp)
