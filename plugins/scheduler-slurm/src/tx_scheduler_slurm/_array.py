@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import attrs
 
@@ -15,7 +16,7 @@ from tx.schedulers import SweepTable, split_words
 
 from tx_scheduler_slurm.request import APP_ID_SHELL, SlurmBatchRequest, shell_word
 
-__all__ = ["ARRAY_APP_ID_LINE", "ARRAY_APP_ID_SHELL", "SlurmArrayRequest", "array_unsupported"]
+__all__ = ["ARRAY_APP_ID_LINE", "ARRAY_APP_ID_SHELL", "SlurmArrayRequest", "array_unsupported", "scancel_words"]
 
 
 # -- sweeps: job arrays ------------------------------------------------------------------
@@ -24,6 +25,44 @@ __all__ = ["ARRAY_APP_ID_LINE", "ARRAY_APP_ID_SHELL", "SlurmArrayRequest", "arra
 #: squeue, sacct and scancel name a task by (each task's ``$SLURM_JOB_ID`` is its own)
 ARRAY_APP_ID_SHELL = '"$tx_app_id"'
 ARRAY_APP_ID_LINE = 'tx_app_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+
+
+_TASK = re.compile(r"^(\d+)_(\d+)$")
+#: index ranges in one ``<array>_[...]`` word of :func:`scancel_words` (a word stays far
+#: below the kernel's 128 KiB limit of one argument)
+RANGES_PER_WORD = 2000
+
+
+def scancel_words(app_ids: Iterable[str]) -> List[str]:
+    """``app_ids`` as ``scancel``'s job words, each array's tasks folded into Slurm's array
+    expression ``<array>_[0-99,105]`` (https://slurm.schedmd.com/scancel.html: "1234_[1-4,8]");
+    other ids as they are, in their first order. 10,000 tasks of one array are one word,
+    where they were 20 ``scancel`` calls of 500 ids."""
+    words: List[str] = []
+    tasks: Dict[str, List[int]] = {}
+    for app_id in app_ids:
+        m = _TASK.match(app_id)
+        if m is None:
+            words.append(app_id)
+        else:
+            if m.group(1) not in tasks:
+                words.append(m.group(1) + "_")  # a placeholder, keeping the first order
+            tasks.setdefault(m.group(1), []).append(int(m.group(2)))
+    out: List[str] = []
+    for word in words:
+        if not word.endswith("_"):
+            out.append(word)
+            continue
+        ranges: List[str] = []
+        ids = sorted(set(tasks[word[:-1]]))
+        start = prev = ids[0]
+        for i in ids[1:] + [-2]:
+            if i != prev + 1:
+                ranges.append(str(start) if start == prev else f"{start}-{prev}")
+                start = i
+            prev = i
+        out.extend(f"{word}[{','.join(ranges[k:k + RANGES_PER_WORD])}]" for k in range(0, len(ranges), RANGES_PER_WORD))
+    return out
 
 
 def _quoted(word: str) -> str:

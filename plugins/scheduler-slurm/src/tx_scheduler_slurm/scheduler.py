@@ -43,7 +43,7 @@ from tx_scheduler_slurm._parse import (
 from tx_scheduler_slurm._states import appstate_from_slurm
 from tx_scheduler_slurm._status import build_describe
 from tx_scheduler_slurm.options import check_cfg, slurm_runopts, workdir_of
-from tx_scheduler_slurm._array import SlurmArrayRequest, array_unsupported
+from tx_scheduler_slurm._array import SlurmArrayRequest, array_unsupported, scancel_words
 from tx_scheduler_slurm.request import SlurmBatchRequest, appdef_file, attempts_file, build_request, validate_app
 
 __all__ = [
@@ -549,9 +549,12 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         log.info("slurm_cancelled", app_id=app_id)
 
     def cancel_many(self, app_ids: Any) -> None:
-        """``scancel ID ID ...`` (500 ids a call): a sweep's trials, such as a job array's
-        tasks ``<array>_<i>``, in one call; jobs that ended or are gone are not errors."""
-        ids = list(app_ids)
+        """``scancel ID ID ...`` (500 words a call): a sweep's trials in one call, a job
+        array's tasks ``<array>_<i>`` as one word ``<array>_[ranges]``
+        (:func:`~tx_scheduler_slurm._array.scancel_words`); jobs that ended or are gone are
+        not errors."""
+        app_ids = list(app_ids)
+        ids = scancel_words(app_ids)
         for i in range(0, len(ids), 500):
             argv = ["scancel", *ids[i:i + 500]]
             try:
@@ -562,7 +565,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
                       and "already completing or completed" not in ln and "Invalid job id" not in ln]
             if proc.returncode != 0 and errors:
                 raise SlurmCommandError(argv[:1] + ids[i:i + 1] + ["..."], proc.returncode, "\n".join(errors))
-        log.info("slurm_cancelled", apps=len(ids))
+        log.info("slurm_cancelled", apps=len(app_ids), words=len(ids))
 
 def create_scheduler(
     session_name: str,
