@@ -284,14 +284,14 @@ RUNNER_FLOORS: List[Tuple[str, ...]] = [
     ("tx.runner.handles", "tx.runner.options", "tx.runner.events", "tx.runner._records"),
     ("tx.runner.engine", "tx.runner._checkpoints"),
     ("tx.runner.archive", "tx.runner.archiver", "tx.runner.failover", "tx.runner._runs", "tx.runner.sweep",
-     "tx.runner._sweep_records"),
+     "tx.runner._sweep_records", "tx.runner._sweep_views"),
     ("tx.runner", "tx.runner.api", "tx.runner._failover_watcher", "tx.runner._sweep_supervisor",
      "tx.runner._archive_copier"),
 ]
 #: the peers above the engine: none imports another (what one needs of another arrives as an
 #: argument from the facade)
 RUNNER_PEERS: List[Set[str]] = [{"tx.runner.archive", "tx.runner.archiver"}, {"tx.runner.failover", "tx.runner._runs"},
-                                {"tx.runner.sweep", "tx.runner._sweep_records"}]
+                                {"tx.runner.sweep", "tx.runner._sweep_records", "tx.runner._sweep_views"}]
 
 
 def _runner_floor(module: str) -> int:

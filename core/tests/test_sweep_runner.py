@@ -47,17 +47,23 @@ class StateScheduler(Scheduler[Dict[str, Any]]):
 
 
 class ArrayScheduler(StateScheduler):
-    """Submits a sweep as one array request (ids ``arr_<i>``), at most 4 trials."""
+    """Submits a sweep as one array request (array ``n``'s ids ``arr<n>_<i>``), at most 4
+    trials; like AWS Batch, no array of a single trial."""
 
     sweep_array_limit = 4
+    bounds: List[Optional[int]] = []
 
     def submit_sweep_dryrun(self, trials: Sequence[AppDryRunInfo[Any]], max_parallel: Optional[int]) -> Any:
+        if len(trials) < 2:
+            return None
         return AppDryRunInfo({"trials": [t.request for t in trials], "max_parallel": max_parallel},
                              lambda r: f"array of {len(r['trials'])} %{r['max_parallel']}")
 
     def schedule_sweep(self, dryrun_info: AppDryRunInfo[Any]) -> List[str]:
+        n = len(self.array_calls)
         self.array_calls.append(len(dryrun_info.request["trials"]))
-        ids = [f"arr_{i}" for i in range(len(dryrun_info.request["trials"]))]
+        self.bounds.append(dryrun_info.request["max_parallel"])
+        ids = [f"arr{n}_{i}" for i in range(len(dryrun_info.request["trials"]))]
         for i, t in zip(ids, dryrun_info.request["trials"]):
             self.apps[i] = {"app": t["app"], "state": AppState.RUNNING}
         return ids
@@ -68,6 +74,7 @@ def runner(tmp_path, monkeypatch):
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
     StateScheduler.apps = {}
     StateScheduler.array_calls = []
+    ArrayScheduler.bounds = []
     with Runner(scheduler_factories={"mem": StateScheduler, "arr": ArrayScheduler}) as r:
         yield r
 
@@ -145,7 +152,7 @@ def test_native_array_is_one_call_and_its_limit_is_checked_first(runner, compone
     assert "array of 3 %2" in str(info)
     handle = runner.schedule_sweep(info)
     assert ArrayScheduler.array_calls == [3]
-    assert [t.app_handle for t in runner.sweep_status(handle).trials] == [f"arr://tx/arr_{i}" for i in range(3)]
+    assert [t.app_handle for t in runner.sweep_status(handle).trials] == [f"arr://tx/arr0_{i}" for i in range(3)]
     with pytest.raises(SweepFormatError, match="5 trials are more than arr's array limit of 4"):
         runner.dryrun_sweep(component, grid(lr=[1, 2, 3, 4, 5]), "arr")
 
@@ -198,6 +205,25 @@ def test_resume_submits_exactly_the_failed_and_cancelled_trials(runner, componen
             assert t.attempts == 1 and t.app_handle == before[t.index] and t.state == states[t.index]
     assert len(StateScheduler.apps) == len(states) + len(expected)
     assert runner.resume_sweep(handle) == []  # the new attempts run: nothing to resume
+
+
+def test_a_native_sweep_resumes_as_one_array_of_exactly_its_failed_and_cancelled(runner, component):
+    handle = runner.run_sweep(component, grid(lr=[0, 1, 2, 3]), "arr", max_parallel=3)
+    for app_id, state in (("arr0_0", S), ("arr0_1", F), ("arr0_2", R), ("arr0_3", C)):
+        StateScheduler.apps[app_id]["state"] = state
+    assert runner.resume_sweep(handle) == [1, 3]
+    # one request for both, bounded by the room trial 2 leaves under max_parallel
+    assert ArrayScheduler.array_calls == [4, 2] and ArrayScheduler.bounds == [3, 2]
+    trials = runner.sweep_status(handle).trials
+    assert [(t.attempts, t.app_handle) for t in trials] == [
+        (1, "arr://tx/arr0_0"), (2, "arr://tx/arr1_0"), (1, "arr://tx/arr0_2"), (2, "arr://tx/arr1_1")]
+    for app_id, index in (("arr1_0", 1), ("arr1_1", 3)):  # each task is its own trial
+        env = StateScheduler.apps[app_id]["app"].roles[0].env
+        assert env["TX_TRIAL_INDEX"] == str(index) and json.loads(env["TX_TRIAL_PARAMS"]) == {"lr": index}
+    # one trial to resume: no array of one here, so a request of its own
+    StateScheduler.apps["arr1_1"]["state"] = F
+    assert runner.resume_sweep(handle) == [3]
+    assert ArrayScheduler.array_calls == [4, 2] and runner.sweep_status(handle).trials[3].app_handle == "arr://tx/app6"
 
 
 def test_resume_after_cancel_with_pending_trials_resubmits_them_too(runner, component):

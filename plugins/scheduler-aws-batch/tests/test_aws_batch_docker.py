@@ -246,7 +246,7 @@ def test_a_2x3_grid_one_array_and_resume_reruns_exactly_the_cancelled(
     AWS_BATCH_JOB_ID (``<array job id>:<i>``, all moto sets: it has no
     AWS_BATCH_JOB_ARRAY_INDEX), each writing its result (a bind mount). Trials 1 and 4 wait
     for the gate and are cancelled (``terminate_job`` of their children); `tx sweep resume`
-    reruns exactly those, each as a job of its own. Python is bind-mounted read-only into the
+    reruns exactly those, as one new array job of two children. Python is bind-mounted read-only into the
     busybox image at its paths, as in :func:`test_failed_rank_is_named`; ``python -S``: the
     trial needs only the standard library, and the environment's .pth files (editable
     installs) name paths that are not mounted in the container."""
@@ -303,8 +303,10 @@ def test_a_2x3_grid_one_array_and_resume_reruns_exactly_the_cancelled(
     assert r.stdout.startswith(f"{handle}: resumed 2 trial(s): 1,4\n"), r.stdout
     st = json.loads(tx("status", handle, "--json").stdout)
     assert st["state"] == "SUCCEEDED" and [t["attempts"] for t in st["trials"]] == [1, 2, 1, 1, 2, 1], st
-    # the reruns are jobs of their own (<queue>:<job name>), not array children
-    assert [t["app_handle"].rsplit("/", 1)[1].count(":") for t in st["trials"]] == [2, 1, 2, 2, 1, 2], st
+    # the reruns are the two children of one new array job
+    again = st["trials"][1]["app_handle"].rsplit(":", 1)[0]
+    assert again != f"{session}/{array}", st
+    assert [st["trials"][i]["app_handle"] for i in (1, 4)] == [f"{again}:0", f"{again}:1"], st
     trials = [(lr, b) for lr in (0.05, 0.1) for b in (16, 32, 64)]
     assert sorted(os.listdir(out)) == sorted([f"{lr}-{b}" for lr, b in trials] + ["go"])
     for k, (lr, b) in enumerate(trials):

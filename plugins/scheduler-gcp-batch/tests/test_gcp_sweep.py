@@ -195,8 +195,12 @@ def test_grid_runs_as_one_job_and_resume_reruns_exactly_the_failed(fake_gcp, tmp
         assert runner.resume_sweep(handle) == [3, 4, 5]
         rec = sw.load_record(handle)
         assert [len(t.attempts) for t in rec.trials] == [1, 1, 1, 2, 2, 2]
-        assert len(fake_gcp.created) == created + 4  # the resumed trials go as one job each
-        runner.cancel_sweep(handle)  # the resumed trials, each its own job
+        # the resumed trials are the three tasks of one new job (one create_job)
+        assert len(fake_gcp.created) == created + 2
+        job = rec.trials[3].attempts[1].rsplit(":", 1)[0]
+        assert job != rec.trials[0].attempts[0].rsplit(":", 1)[0]
+        assert [t.attempts[-1] for t in rec.trials[3:]] == [f"{job}:{i}" for i in range(3)]
+        runner.cancel_sweep(handle)  # the resumed trials' job
         deadline = time.monotonic() + 120
         while True:
             st = runner.sweep_status(handle)

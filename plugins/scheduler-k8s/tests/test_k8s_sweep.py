@@ -203,13 +203,18 @@ def test_indexed_job_runs_the_grid_in_parallel_retries_and_resumes_exactly_the_f
     # logs of one trial
     lines = list(runner.log_lines(st.trials[7].app_handle, "w", 0))
     assert lines == ['trial 1 3 params={"b": 3, "lr": 1}\n'], lines
-    # resume: exactly trials 1 and 6, each as an app of its own
+    # resume: exactly trials 1 and 6, as the two indexes of one new Indexed Job
     (d / "fixed").write_text("")
     assert runner.resume_sweep(handle) == [1, 6]
     st2 = _wait(runner, handle)
     assert [t.attempts for t in st2.trials] == [1, 2, 1, 1, 1, 1, 2, 1, 1, 1]
     assert all(t.state == AppState.SUCCEEDED for t in st2.trials)
-    assert not re.search(r"_\d+$", st2.trials[1].app_handle) and st2.trials[0].app_handle == st.trials[0].app_handle
+    job = st2.trials[1].app_handle.rsplit("_", 1)[0]
+    assert job != st.trials[1].app_handle.rsplit("_", 1)[0] and st2.trials[0].app_handle == st.trials[0].app_handle
+    assert [st2.trials[1].app_handle, st2.trials[6].app_handle] == [f"{job}_0", f"{job}_1"]
+    # index 1 of the new Job ran trial 6, with trial 6's parameters
+    lines = list(runner.log_lines(st2.trials[6].app_handle, "w", 0))
+    assert lines == ['trial 1 2 params={"b": 2, "lr": 1}\n'], lines
 
 
 def test_cancel_suspends_the_job_and_leaves_finished_trials_alone(fake_cluster: Dict[str, Any],

@@ -1,6 +1,6 @@
 """Sweeps on LSF: single-replica trials as one job array (``bsub -J "name[1-N]%k"``):
 offline dryrun, then on the session's private OpenLava cluster a 2x3 grid with
-max_parallel, one bsub, each trial's status and logs, list; apps of several replicas one app
+max_parallel, one bsub, each trial's status and logs, list, a resume as one new array; apps of several replicas one app
 per trial."""
 import os
 import subprocess
@@ -104,6 +104,21 @@ def test_grid_runs_as_one_array(lsf_cluster: Any, tmp_path: Path, monkeypatch: p
         listed = sw.collapse_listed(runner.list("lsf"), [rec])
         row = next(a for a in listed if a.app_handle == handle)
         assert row.state == AppState.FAILED and "4 succeeded, 2 failed" in row.name
+        # resume: the two failed trials as one new array of two elements (one bsub)
+        calls.clear()
+        assert runner.resume_sweep(handle) == [1, 4]
+        bsubs = [c for c in calls if c[0] == "bsub"]
+        assert len(bsubs) == 1 and bsubs[0][bsubs[0].index("-J") + 1].endswith("-r-0[1-2]%2"), bsubs
+        rec = sw.load_record(handle)
+        again = rec.trials[1].attempts[1].rsplit("_", 1)[0]
+        assert again != base and [rec.trials[i].attempts[1] for i in (1, 4)] == [f"{again}_1", f"{again}_2"]
+        for i in (1, 4):
+            runner.wait(f"lsf://tx/{rec.trials[i].attempts[1]}", wait_interval=0.5, timeout=120)
+        st = runner.sweep_status(handle)
+        assert [t.attempts for t in st.trials] == [1, 2, 1, 1, 2, 1]
+        # element 2 of the new array ran trial 4 (which fails again: b=2)
+        out = "".join(runner.log_lines(st.trials[4].app_handle, "r", 0))
+        assert out == f"lr=1 b=2 4 {again}_2\n" and st.trials[4].state == AppState.FAILED, out
 
 
 def test_a_refused_array_leaves_no_table_behind(offline: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

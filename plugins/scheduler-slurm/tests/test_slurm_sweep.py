@@ -135,14 +135,23 @@ def test_grid_runs_as_one_array_and_resume_reruns_exactly_the_failed(slurm_nodes
         assert not any(a.app_id.startswith(f"{array}_") for a in listed)
 
         (job_dir / "fixed").write_text("")
+        sbatch_calls.clear()
         assert runner.resume_sweep(handle) == [1, 4]
+        # the two failed trials are one new array of two tasks (one sbatch, still at most 2 at once)
+        sbatches = [c for c in sbatch_calls if c[0] == "sbatch"]
+        assert len(sbatches) == 1 and "--array=0-1%2" in sbatches[0], sbatch_calls
         st2 = runner.sweep_status(handle)
+        again = st2.trials[1].app_handle.rsplit("/", 1)[1].split("_")[0]
+        assert again != array
+        assert [(t.attempts, t.app_handle.rsplit("/", 1)[1]) for t in st2.trials if t.index in (1, 4)] == \
+            [(2, f"{again}_0"), (2, f"{again}_1")]
         for t in st2.trials:
-            if t.index in (1, 4):
-                assert t.attempts == 2 and "_" not in t.app_handle.rsplit("/", 1)[1]  # a job of its own
-                runner.wait(t.app_handle, wait_interval=0.5, timeout=180)
+            runner.wait(t.app_handle, wait_interval=0.5, timeout=180)
         st2 = runner.sweep_status(handle)
         assert st2.state == AppState.SUCCEEDED, st2.format()
+        # task 1 of the new array ran trial 4, with trial 4's parameters and index
+        out = "".join(runner.log_lines(st2.trials[4].app_handle, "r", 0))
+        assert out == f"lr=1 b=2 4 {again}_1\n", out
 
 
 #: a trial's program for the CLI sweep: python reads its parameters (``--lr`` and
