@@ -137,6 +137,9 @@ def test_sinfo_partitions() -> None:
     text = f"debug*{US}4096{US}3{US}2{US}1-00:00:00\ndebug*{US}8192{US}1{US}16+{US}1-00:00:00\nlong{US}100{US}1{US}4{US}infinite\n"
     more = parse_sinfo(text)
     assert (more["debug"].cpus, more["debug"].max_time_min, more["long"].max_time_min) == (16, 1440, None)
+    assert more["debug"].preempt_mode is None
+    modes = parse_sinfo(f"low{US}100{US}1{US}4{US}infinite{US}REQUEUE\nhigh*{US}100{US}1{US}4{US}infinite{US}off\n")
+    assert (modes["low"].preempt_mode, modes["high"].preempt_mode) == ("REQUEUE", "OFF")
     info = ClusterInfo(parts, (22, 5))
     assert info.partition(None).name == "debug" and info.partition("nope") is None
     assert info.nomem("gpu") and not info.nomem(None) and not info.nomem("nope")

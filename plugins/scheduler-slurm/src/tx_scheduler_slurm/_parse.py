@@ -344,6 +344,8 @@ class Partition:
         cpus: the most CPUs of one of its nodes, None if unknown.
         max_time_min: its time limit in minutes, None if unknown or unlimited.
         max_mem_mb: the largest RealMemory of its nodes in MB, None if unknown.
+        preempt_mode: its ``PreemptMode`` as sinfo's ``%M`` prints it (``OFF``: its jobs
+            are never preempted; ``REQUEUE``, ``CANCEL``, ``SUSPEND,GANG``...), None if unknown.
     """
 
     name: str
@@ -353,10 +355,12 @@ class Partition:
     cpus: Optional[int] = None
     max_time_min: Optional[int] = None
     max_mem_mb: Optional[int] = None
+    preempt_mode: Optional[str] = None
 
 
-#: sinfo --format matching :func:`parse_sinfo`
-SINFO_FORMAT = f"%P{SEP}%m{SEP}%D{SEP}%c{SEP}%l"
+#: sinfo --format matching :func:`parse_sinfo` (https://slurm.schedmd.com/sinfo.html:
+#: partition, memory, node count, CPUs, time limit, PreemptionMode)
+SINFO_FORMAT = f"%P{SEP}%m{SEP}%D{SEP}%c{SEP}%l{SEP}%M"
 
 
 def parse_time_min(text: str) -> Optional[int]:
@@ -390,13 +394,14 @@ def parse_sinfo(text: str) -> Dict[str, Partition]:
     cpus: Dict[str, Optional[int]] = {}
     limit: Dict[str, Optional[int]] = {}
     big: Dict[str, Optional[int]] = {}
+    preempt: Dict[str, Optional[str]] = {}
     for line in text.splitlines():
         parts = line.split(SEP)
-        if len(parts) == 3:
-            parts += ["", ""]
-        if len(parts) != 5:
+        if len(parts) in (3, 5):
+            parts += [""] * (6 - len(parts))
+        if len(parts) != 6:
             continue
-        raw, m, d, c, lim = (p.strip() for p in parts)
+        raw, m, d, c, lim, mode = (p.strip() for p in parts)
         name = raw.rstrip("*")
         if not name:
             continue
@@ -410,7 +415,8 @@ def parse_sinfo(text: str) -> Dict[str, Partition]:
         cpus[name] = max(filter(None, (cpus.get(name), c_value)), default=None)
         limit[name] = parse_time_min(lim)
         big[name] = max(filter(None, (big.get(name), value)), default=None)
-    return {n: Partition(n, mem[n], nodes[n], default[n], cpus[n], limit[n], big[n]) for n in nodes}
+        preempt[name] = mode.upper() or None
+    return {n: Partition(n, mem[n], nodes[n], default[n], cpus[n], limit[n], big[n], preempt[n]) for n in nodes}
 
 
 def parse_version(text: str) -> Optional[Tuple[int, int]]:

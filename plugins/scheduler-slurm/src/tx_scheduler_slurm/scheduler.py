@@ -131,8 +131,13 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         None: the default partition) from ``scontrol show partition``, asked once per
         dryrun and kept for :data:`CLUSTER_TTL_S` (a sweep's trials share one answer); None
         where scontrol is missing or fails, or the fixed cluster facts were given (no
-        cluster to ask)."""
+        cluster to ask), and without asking where sinfo said every one of those partitions
+        has ``PreemptMode=OFF`` (no preemption, so no grace: a submit is ``sinfo`` and
+        ``sbatch``)."""
         if self._cluster is not None:
+            return None
+        parts = [self._cluster_info().partition(n) for n in (name.split(",") if name else [None])]
+        if parts and all(p is not None and p.preempt_mode == "OFF" for p in parts):
             return None
         now = time.monotonic()
         if self._partitions is None or now - self._partitions[0] > CLUSTER_TTL_S:
