@@ -77,10 +77,17 @@ def test_volumes_option_and_the_checkpoint_location_mounted_at_its_path() -> Non
         "/home/u/.local/state/tx/checkpoints/tx/train": {"bind": "/home/u/.local/state/tx/checkpoints/tx/train",
                                                          "mode": "rw"}}
     assert job.host_dirs == ["/home/u/.local/state/tx/checkpoints/tx/train"]  # created before the containers
-    for url in ("/shared/ckpt/tx/train", "s3://b/ckpt", "ckpt"):  # under a volume already; not a host path
+    for url in ("s3://b/ckpt", "ckpt"):  # not a host path
         job = build_request(AppDef("c", roles=[_role(env={"TX_CHECKPOINT_DIR": url})]), {"volumes": ["/shared:/shared"]},
                             "s")
         assert list(job.containers[0].kwargs["volumes"]) == ["/shared"] and job.host_dirs == [], url
+    # under a bind mount already: not mounted again, but made before the containers (the
+    # preemption note is written there before the job's first save), at its host path
+    for vol, want in (("/shared:/shared", ["/shared/ckpt/tx/train"]), ("/data/x:/shared", ["/data/x/ckpt/tx/train"]),
+                      ("cache:/shared", [])):
+        job = build_request(AppDef("c", roles=[_role(env={"TX_CHECKPOINT_DIR": "/shared/ckpt/tx/train"})]),
+                            {"volumes": [vol]}, "s")
+        assert list(job.containers[0].kwargs["volumes"]) == [vol.split(":")[0]] and job.host_dirs == want, vol
     with pytest.raises(ValueError, match=r"run option 'volumes': 'data' is not SRC:DST\[:ro\|rw\]"):
         build_request(AppDef("c", roles=[_role()]), {"volumes": ["data"]}, "s")
 

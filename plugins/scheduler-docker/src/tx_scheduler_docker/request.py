@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import attrs
 
@@ -198,8 +198,18 @@ def preempt_note(checkpoint_dir: str, name: str, attempt: int) -> str:
 
 def _covered(path: str, volumes: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether a volume's destination is ``path`` or a directory above it."""
-    return any(path == v["bind"].rstrip("/") or path.startswith(v["bind"].rstrip("/") + "/")
-               for v in volumes.values())
+    return _host_path_under(path, volumes) is not None
+
+
+def _host_path_under(path: str, volumes: Mapping[str, Mapping[str, str]]) -> Optional[str]:
+    """For a ``path`` of the containers that a volume covers: its path on this host where
+    that volume is a bind mount of a host directory (``""`` where it is a named volume);
+    None where no volume covers it."""
+    for src, v in volumes.items():
+        dst = v["bind"].rstrip("/")
+        if path == dst or path.startswith(dst + "/"):
+            return os.path.normpath(src + path[len(dst):]) if src.startswith("/") else ""
+    return None
 
 
 def stop_timeout(cfg: Mapping[str, CfgVal]) -> int:
@@ -233,9 +243,11 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
 
     ``volumes`` come first, then the role's mounts. The run's checkpoint location
     (``TX_CHECKPOINT_DIR``, docs/recovery.md), when it is a path of this host that no
-    volume or mount covers, is bind-mounted read-write at the same path (and listed in
-    ``host_dirs``, created before the containers), so that a container reads and writes
-    the checkpoints every attempt of the run shares.
+    volume or mount covers, is bind-mounted read-write at the same path, so that a container
+    reads and writes the checkpoints every attempt of the run shares; it is listed in
+    ``host_dirs`` (created before the containers), and so is its host path where a bind
+    mount of the role or of ``volumes`` covers it: the containers' preemption notes
+    (``TX_PREEMPT_NOTE``) are written there from the start, before the job's first save.
 
     Raises:
         ValueError: a malformed ``volumes`` entry, a negative ``preempt_grace``.
@@ -299,10 +311,14 @@ def build_request(app: AppDef, cfg: Mapping[str, CfgVal], session_name: str) -> 
             ckpt = _host_checkpoint_dir(env)
             if ckpt:
                 env[PREEMPT_NOTE_ENV] = preempt_note(ckpt, name, 0)
-            if ckpt and not _covered(ckpt, mounts["volumes"]):
+            host = _host_path_under(ckpt, mounts["volumes"]) if ckpt else None
+            if ckpt and host is None:
                 mounts["volumes"][ckpt] = {"bind": ckpt, "mode": "rw"}
-                if ckpt not in job.host_dirs:
-                    job.host_dirs.append(ckpt)
+                host = ckpt
+            # made before the containers, under a bind mount of the user's too: the job's
+            # preemption note (TX_PREEMPT_NOTE) goes there, from before its first save
+            if host and host not in job.host_dirs:
+                job.host_dirs.append(host)
             if not mounts["volumes"]:
                 del mounts["volumes"]
             kwargs.update(mounts)
