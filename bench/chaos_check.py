@@ -14,16 +14,15 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-#: the backends issue 39 names, and what each needs before this benchmark can run on it
+#: the backends issue 39 names, and how this benchmark warns on each (a row of one not run yet)
 BACKENDS = {
     "local_cwd": "built: SIGTERM from outside to a rank, or to the supervisor",
-    "local_docker": "not yet run: its preemption warning is being built (the engine's stop -t)",
-    "ray": "not yet run: its preemption warning is being built (Ray stops the actor's process)",
-    "kubernetes": "not yet run: its preemption warning is being built (eviction, "
-                  "terminationGracePeriodSeconds)",
-    "gcp_batch": "not yet run: its preemption warning is being built (Spot preemption, ~30 s)",
-    "aws_batch": "not yet run: its preemption warning is being built (SIGTERM then SIGKILL "
-                 "after the stop timeout)",
+    "local_docker": "built: the engine stops the container (podman's Docker API; StopTimeout = preempt_grace)",
+    "ray": "built: ray stop's signals to the replica's actor on a private head, then tx's watchdog warns",
+    "kubernetes": "built: eviction on tx's test API server (fakekube; terminationGracePeriodSeconds)",
+    "gcp_batch": "built: Spot preemption with a 30 s notice on tx's local Batch server (fake_gcp)",
+    "aws_batch": "built: the ECS stop of a Spot reclaim (engine stop -t, TerminateJob) on moto in Docker "
+                 "mode; the next attempt is tx run --resume (moto runs no retry attempts)",
     "slurm": "built: a high-priority job preempts the low partition's job (GraceTime)",
 }
 #: seconds a rank may be seen alive past the grace before it counts as outliving it: the
@@ -75,9 +74,9 @@ def judge(inj: Dict[str, Any], events: List[Dict[str, Any]], marks: Dict[int, Di
     it was injected), ``pids`` (the attempt's ranks), ``ends`` ({pid: when it was seen
     gone}), ``next_pids`` (the next attempt's ranks, [] when none started); ``later``: the
     run's injections after this one (a next attempt preempted before it loaded anything: the
-    one after it is the one that resumes); ``since``: when the attempt before this one was
-    preempted (the run's pids are reused: an event counts for an attempt only within its
-    lifetime).
+    one after it is the one that resumes); ``since``: when the attempt before this one ended
+    (:func:`attempt_start`; the run's pids are reused, in a container every attempt has the
+    same: an event counts for an attempt only within its lifetime).
 
     Returns the record with: ``t_warn``, ``phase``, ``last_step`` (the last step the attempt
     completed), ``saved_at_last_step``, ``save_seconds`` (the preemption save's, None when
@@ -166,8 +165,17 @@ def judge_runs(runs: List[Dict[str, Any]], grace: float) -> List[Dict[str, Any]]
         for k, inj in enumerate(run["inj"]):
             inj = dict(inj, ends={int(p): t for p, t in inj.get("ends", {}).items()})
             out.append(judge(inj, events, marks, grace, run["inj"][k + 1:],
-                             run["inj"][k - 1]["t"] if k else 0.0))
+                             attempt_start(run["inj"][k - 1]) if k else 0.0))
     return out
+
+
+def attempt_start(before: Dict[str, Any]) -> float:
+    """When the attempt after the injection ``before`` can have begun: once every rank of
+    the preempted one was seen gone (its own last lines, ``preempt``, ``saved``, ``exit``,
+    come after the injection and are not the next attempt's, whose ranks have the same pids
+    in a container), else at the injection."""
+    ends = [v for v in (before.get("ends") or {}).values() if v is not None]
+    return max(ends) if len(ends) == len(before.get("ends") or {}) and ends else before["t"]
 
 
 def summary(backend: str, warning: str, judged: List[Dict[str, Any]], real: bool, grace: float,
@@ -252,7 +260,8 @@ def write_results(json_path: Path, md_path: Path, entries: List[Dict[str, Any]],
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for e in rows:
         if not e.get("injected"):
-            md.append(f"| {e['backend']} | - | 0 | - | - | - | - | - | - | - | {e.get('status', '')} | - | - |")
+            md.append(f"| {e['backend']} | - | 0 | - | - | - | - | - | - | - | not yet run; "
+                      f"{e.get('status', '')} | - | - |")
             continue
         ph = ", ".join(f"{k} {v}" for k, v in sorted(e["phases"].items()))
         md.append(f"| {e['backend']} | {e['warning']} | {e['injected']} | {e['saved_at_last_step']} | "

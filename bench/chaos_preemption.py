@@ -5,6 +5,7 @@ DDP training loop, each checked against the four criteria.
     python bench/chaos_preemption.py -n 100                        # every backend runnable here
     python bench/chaos_preemption.py --backend local_cwd --warning rank -n 100 --seed 1
     python bench/chaos_preemption.py --backend slurm -n 30
+    python bench/chaos_preemption.py --backend kubernetes,gcp_batch,aws_batch,local_docker,ray -n 100
     python bench/chaos_preemption.py --backend local_cwd -n 2 --out-dir /tmp/x   # a smoke run
 
 The job is examples/train.py under ``dist.ddp -j 1x2`` (two ranks over gloo, short steps,
@@ -15,13 +16,15 @@ evaluation) and a delay into it; the driver waits for the attempt to enter that 
 ranks' phase log), waits the delay, and warns: ``local_cwd`` SIGTERM to one rank (chosen
 by the RNG) or to the app's supervisor (then ``tx status`` starts it again, as after a
 reboot); ``slurm`` submits an exclusive job to partition ``high`` on the private cluster
-(scripts/start-slurm.sh: partition ``low`` has ``GraceTime=5``), which preempts the job. It
+(scripts/start-slurm.sh: partition ``low`` has ``GraceTime=5``), which preempts the job;
+``local_docker``, ``kubernetes``, ``gcp_batch``, ``aws_batch`` and ``ray``: the mechanism of
+the backend's own preemption test, on a backend started privately (:mod:`chaos_drivers`). It
 records when, which processes were the ranks, when each was seen gone, and the next
 attempt's ranks; :mod:`chaos_check` judges each injection from the checkpoint directory and
 the phase log (the phase actually hit is the job's, not the one aimed at) and writes
 bench/RESULTS-preemption.md and .json (entries of backends not run are kept; those never run
-are listed as not yet run, with no numbers). Backends other than local_cwd and slurm: their
-preemption warning is being built; ``--backend`` names them and says so.
+are listed as not yet run, with no numbers). ``--backend`` takes any of them; by default
+local_cwd, and slurm where it can run.
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import REPO, git_state, load_avg, start_slurm, stop_slurm  # noqa: E402
-from chaos_check import BACKENDS, judge_runs, read_events, summary, write_results  # noqa: E402
+from chaos_check import BACKENDS, attempt_start, judge_runs, read_events, summary, write_results  # noqa: E402
+from chaos_drivers import DRIVERS, Driver, rank_procs, tx_run_argv  # noqa: E402
 
 TRAIN = REPO / "examples" / "train.py"
 PHASES = ("start-up", "mid-step", "periodic save", "evaluation")
@@ -91,22 +95,27 @@ def alive(pid: int) -> bool:
 class Bench:
     """One backend and warning: runs, injections, and what was seen of each."""
 
-    def __init__(self, args: argparse.Namespace, backend: str, warning: str, work: Path) -> None:
+    def __init__(self, args: argparse.Namespace, backend: str, warning: str, work: Path,
+                 driver: Optional[Driver] = None) -> None:
         self.args, self.backend, self.warning, self.work = args, backend, warning, work
+        self.driver = driver
+        if driver is not None:
+            driver.bind(work)
         self.rng = random.Random(f"{args.seed}-{backend}-{warning}")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TX_")}
         self.env.update(TX_STATE_DIR=str(work / "state"), HOME=str(work / "home"), TMPDIR=str(work / "tmp"))
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env['PATH']}"
         for d in ("state", "home", "tmp"):
             (work / d).mkdir(parents=True, exist_ok=True)
-        self.grace = args.grace if backend == "local_cwd" else 5.0
+        self.grace = args.grace if backend == "local_cwd" else driver.grace if driver else 5.0
+        self.hosts: Dict[int, int] = {}  # a rank's pid in the phase log -> its pid on this host (containers)
         self.runs: List[Dict[str, Any]] = []
         self.deadline = time.monotonic() + args.budget
         self.est = {"start-up": 4.0, "mid-step": 0.06, "periodic save": 0.1, "evaluation": 0.3}
 
     def tx(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(["tx", *argv], cwd=self.work, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(["tx", *argv], cwd=getattr(self.driver, "cwd", self.work), env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
 
     def launch(self) -> Dict[str, Any]:
         k = len(self.runs)
@@ -118,15 +127,29 @@ class Bench:
                 *JOB, "--phase-log", str(ph)]
         if self.backend == "local_cwd":
             argv.insert(1, "--detach")
-        p = self.tx(*argv)
+        if self.driver is not None:
+            argv = tx_run_argv(self.driver, TRAIN, JOB, ph)
+        p = self.tx(*argv, timeout=600)
         if p.returncode != 0:
             raise SystemExit(f"tx run failed: {p.stderr[-2000:]}")
         handle = p.stdout.strip().splitlines()[-1]
         desc = self.tx("describe", handle).stdout
         ckpt = Path(re.search(r"TX_CHECKPOINT_DIR: (\S+)", desc).group(1))
-        run = {"handle": handle, "app_id": handle.rsplit("/", 1)[1], "ckpt": ckpt, "phases": ph, "inj": []}
+        run = {"handle": handle, "app_id": handle.rsplit("/", 1)[1], "ckpt": ckpt, "phases": ph, "inj": [],
+               "handles": [handle]}
         self.runs.append(run)
         return run
+
+    def resume(self, run: Dict[str, Any]) -> None:
+        """The next attempt as a new app continuing the run's checkpoints (``tx run --resume``:
+        aws_batch on moto, which runs no retry attempts); the run's handle becomes its."""
+        assert self.driver is not None
+        p = self.tx(*tx_run_argv(self.driver, TRAIN, JOB, run["phases"], resume=run["handle"]), timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"tx run --resume failed: {p.stderr[-2000:]}")
+        run["handle"] = p.stdout.strip().splitlines()[-1]
+        run["app_id"] = run["handle"].rsplit("/", 1)[1]
+        run["handles"].append(run["handle"])
 
     def status(self, run: Dict[str, Any]) -> str:
         p = self.tx("status", "--json", run["handle"])
@@ -139,6 +162,9 @@ class Bench:
         """The next attempt's two ranks (pids not in ``old``), started again by tx where it
         must be (local_cwd after a warning to its supervisor: the next look starts it)."""
         state = Path(self.env["TX_STATE_DIR"]) / "local" / "apps" / run["app_id"] / "state.json"
+
+        if self.driver is not None:
+            return self._driver_ranks(run, old)
 
         def look():
             r = ranks_of(run["app_id"])
@@ -156,9 +182,31 @@ class Bench:
         got = got or until(look, timeout, 0.3)
         return got if isinstance(got, dict) else {}
 
+    def _driver_ranks(self, run: Dict[str, Any], old: List[int]) -> Dict[int, int]:
+        """:meth:`new_ranks` on a driver's backend: the ranks by the phase log named in their
+        command line, known by the pid they log (``self.hosts``: their pid on this host);
+        ``tx status`` every ``look_every`` s where a look starts the next attempt."""
+        assert self.driver is not None
+        oldhost = {self.hosts.get(p, p) for p in old}
+        deadline = time.monotonic() + self.driver.start_timeout
+        last_look = time.monotonic()
+        while time.monotonic() < deadline:
+            r = rank_procs(str(run["phases"]))
+            if len(r) == 2 and not {h for h, _ in r.values()} & oldhost:
+                self.hosts.update({ns: h for h, ns in r.values()})
+                return {k: ns for k, (h, ns) in r.items()}
+            if self.driver.look_every and time.monotonic() - last_look > self.driver.look_every:
+                last_look = time.monotonic()
+                if self.status(run) in TERMINAL:
+                    return {}
+            time.sleep(0.2)
+        return {}
+
     def aim(self, run: Dict[str, Any], pids: List[int], chosen: str, u: float, seen_at: float) -> None:
         """Wait until rank 0 of ``pids`` enters ``chosen`` (from the phase log), then ``u`` of
-        that phase's typical length."""
+        that phase's typical length. Only lines after the previous attempt ended count (in a
+        container every attempt's ranks have the same pids)."""
+        since = attempt_start(run["inj"][-1]) if run["inj"] else 0.0
         want = {"mid-step": ("step",), "periodic save": ("save",), "evaluation": ("eval",)}.get(chosen)
         if want is None:  # start-up: from when the ranks were seen
             time.sleep(max(0.0, seen_at + u * self.est["start-up"] - time.time()))
@@ -174,7 +222,7 @@ class Bench:
                         break
                     pos += len(line)
                     e = json.loads(line)
-                    if e["pid"] in pids and e["rank"] == 0 and e["phase"] in want:
+                    if e["pid"] in pids and e["rank"] == 0 and e["phase"] in want and e["t"] >= since:
                         time.sleep(max(0.0, e["t"] + u * self.est[chosen] - time.time()))
                         return
                 time.sleep(0.01)
@@ -189,7 +237,9 @@ class Bench:
         pids = sorted(ranks.values())
         self.aim(run, pids, chosen, u, seen_at)
         rec: Dict[str, Any] = {"i": i, "chosen": chosen, "u": u, "pids": pids, "exact_time": True}
-        if self.backend == "local_cwd" and self.warning == "rank":
+        if self.driver is not None:
+            rec.update(self.driver.warn(self, run))
+        elif self.backend == "local_cwd" and self.warning == "rank":
             target = self.rng.choice(sorted(ranks))
             rec["t"] = time.time()
             os.kill(ranks[target], signal.SIGTERM)
@@ -210,11 +260,13 @@ class Bench:
 
         def gone() -> bool:
             for pid in pids:
-                if ends[pid] is None and not alive(pid):
+                if ends[pid] is None and not alive(self.hosts.get(pid, pid)):
                     ends[pid] = time.time()
             return all(v is not None for v in ends.values())
         until(gone, self.grace + 60, 0.02)
         rec["ends"] = ends
+        if self.driver is not None:
+            self.driver.after(self, run, rec)
         if self.warning == "supervisor":  # it leaves once the ranks are gone; a look starts it again
             until(lambda: not alive(sup), 60, 0.05)
             self.status(run)
@@ -233,6 +285,8 @@ class Bench:
     def _injections(self, run: Dict[str, Any], todo: int) -> int:
         old: List[int] = []
         done = 0
+        if self.driver is not None:
+            todo = min(todo, self.driver.per_run)
         while done < todo and time.monotonic() < self.deadline:
             ranks = self.new_ranks(run, old)
             if not ranks:
@@ -253,8 +307,10 @@ class Bench:
         if run["inj"] and "next_pids" not in run["inj"][-1] and "after" not in run["inj"][-1]:
             nxt = self.new_ranks(run, old)  # the last one's next attempt must load too
             run["inj"][-1]["next_pids"] = sorted(nxt.values())
-            until(lambda: any(e["pid"] in run["inj"][-1]["next_pids"] and e["phase"] in ("resumed", "fresh")
-                              for e in read_events(run["phases"])), 120, 0.3)
+            if not nxt:
+                run["inj"][-1]["after"] = f"no next attempt; the app is {self.status(run)}"
+            until(lambda: not nxt or any(e["pid"] in run["inj"][-1]["next_pids"] and e["phase"] in ("resumed", "fresh")
+                              and e["t"] > run["inj"][-1]["t"] for e in read_events(run["phases"])), 120, 0.3)
         (self.work / "driver.json").write_text(json.dumps(self.runs, indent=1, default=str))
         self.tx("cancel", run["handle"])
         until(lambda: self.status(run) in TERMINAL, 120, 1.0)
@@ -279,22 +335,26 @@ class Bench:
         return judge_runs(self.runs, self.grace)
 
 
-def run_backend(args: argparse.Namespace, backend: str, warning: str) -> Dict[str, Any]:
+def run_backend(args: argparse.Namespace, backend: str, warning: str,
+                driver: Optional[Driver] = None) -> Dict[str, Any]:
     work = Path(args.out_dir) / ".work" / "chaos" / f"{backend}-{warning}-{int(time.time())}"
     work.mkdir(parents=True, exist_ok=True)
-    b = Bench(args, backend, warning, work)
+    b = Bench(args, backend, warning, work, driver)
     load0, t0 = load_avg(), time.monotonic()
     while sum(len(r["inj"]) for r in b.runs) < args.n and len(b.runs) < args.n + 3 and \
             time.monotonic() < b.deadline:
         b.one_run(args.n - sum(len(r["inj"]) for r in b.runs))
     judged = b.judged()
     (work / "injections.json").write_text(json.dumps(judged, indent=1, default=str) + "\n")
-    real = backend in ("local_cwd", "slurm")
-    what = {"rank": "SIGTERM to one rank (random)", "supervisor": "SIGTERM to the app's supervisor",
-            "high": "a job of partition high preempts (REQUEUE, GraceTime)"}[warning]
-    return summary(backend, what, judged, real, b.grace, {
-        "seed": args.seed, "runs": len(b.runs), "seconds": round(time.monotonic() - t0),
-        "load": f"{load0} -> {load_avg()}", "work": str(work)})
+    real = backend in ("local_cwd", "slurm") or bool(driver and driver.real)
+    what = driver.warning if driver else {
+        "rank": "SIGTERM to one rank (random)", "supervisor": "SIGTERM to the app's supervisor",
+        "high": "a job of partition high preempts (REQUEUE, GraceTime)"}[warning]
+    extra = {"seed": args.seed, "runs": len(b.runs), "seconds": round(time.monotonic() - t0),
+             "load": f"{load0} -> {load_avg()}", "work": str(work)}
+    if driver is not None:
+        extra["note"] = driver.note
+    return summary(backend, what, judged, real, b.grace, extra)
 
 
 def merge(args: argparse.Namespace) -> int:
@@ -318,9 +378,10 @@ def merge(args: argparse.Namespace) -> int:
                                 inj[k] = done[inj["i"]][k]
                     judged = judge_runs(runs, e["grace_s"])
                     e = summary(e["backend"], e["warning"], judged, e["real_backend"],
-                                e["grace_s"], {k: e[k] for k in ("seed", "runs", "seconds", "load", "work")})
+                                e["grace_s"], {k: e[k] for k in ("seed", "runs", "seconds", "load", "work", "note")
+                                               if k in e})
                 kind = {"SIGTERM to one rank (random)": "rank", "SIGTERM to the app's supervisor": "supervisor"}
-                e["analysis"] = notes.get(f"{e['backend']}/{kind.get(e['warning'], 'high')}", e.get("analysis", ""))
+                e["analysis"] = notes.get(f"{e['backend']}/{kind.get(e['warning'], 'high' if e['backend'] == 'slurm' else 'stop')}", e.get("analysis", ""))
                 entries.append(e)
     out = Path(args.out_dir)
     write_results(out / "RESULTS-preemption.json", out / "RESULTS-preemption.md", entries,
@@ -359,14 +420,19 @@ def main() -> int:
     entries = []
     for b in names:
         warnings = ([w for w in args.warning.split(",") if w] or ["rank", "supervisor"]) if b == "local_cwd" \
-            else ["high"]
+            else ["high"] if b == "slurm" else ["stop"]
+        driver = DRIVERS[b]() if b in DRIVERS else None
         if b == "slurm":
             slurm_env = start_slurm(Path(args.out_dir) / ".work" / "chaos-slurm")
+        elif driver is not None:
+            driver.start(Path(args.out_dir) / ".work" / f"chaos-{b}")
         try:
-            entries += [run_backend(args, b, w) for w in warnings]
+            entries += [run_backend(args, b, w, driver) for w in warnings]
         finally:
             if b == "slurm":
                 stop_slurm(slurm_env)
+            elif driver is not None:
+                driver.stop()
     stamp = (f"Stamp: commit {git['commit'][:12]} (tree dirty: {git['dirty']}), "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average now {load_avg()}, "
              f"n={args.n}, `python bench/chaos_preemption.py {' '.join(sys.argv[1:])}`.")
