@@ -120,7 +120,7 @@ TOPICS: List[Topic] = [
                                           ["bench/sweep10k_bench.py", "-n", "{n}"]],
           _need(TX_UI, TORCHX, ROOT, SLURM, MOTO, K8S, GCP),
           "tx list and tx ui at 1,000 and 10,000 local apps beside TorchX, the failover watcher following "
-          "2,000 local_cwd runs (no backend; a few minutes), then a 10,000-trial sweep's submit, status and "
+          "20 to 2,000 runs on local_cwd, a private Slurm cluster and moto (about 15 minutes), then a 10,000-trial sweep's submit, status and "
           "resume on a private Slurm cluster, and its submit and status on moto and the tests' GCP and "
           "Kubernetes servers (sweep10k_bench.py)", cheap=False),
     Topic("aws_batch", ["RESULTS-aws-batch.md"], [["bench/aws_batch_bench.py", "-n", "{n}"]],
