@@ -14,6 +14,8 @@ set in ``RAY_ADDRESS`` for the session (the scheduler reads it as users configur
 starts it again on the same ports (a test doing so is marked ``restarts_engine``: it runs
 after every other test, conftest.py).
 
+:class:`RayNode` joins a second node to the head for a test and removes it for real.
+
 Stopping: never ``ray stop`` (it kills every Ray process on the host by name). The fixture
 stops only what it started: SIGKILL to the process group of its ``ray start --block``, then
 to any process left whose command line or environment names this session's temp dir, or
@@ -22,6 +24,7 @@ started for this head).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,13 +32,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from tx.testing import ServiceProcess, backend_unavailable, free_port, wait_for
 
-__all__ = ["NUM_CPUS", "RayHead", "ray_head", "ray_head_service"]
+__all__ = ["NUM_CPUS", "RayHead", "RayNode", "ray_head", "ray_head_service"]
 
 BIN = os.path.dirname(sys.executable)
 NUM_CPUS = 4
@@ -185,6 +188,124 @@ class RayHead:
         Without ``wait_agent``, call :meth:`wait_agent` before submitting a job."""
         self.stop()
         self.start(wait_agent)
+
+
+#: ``ray start`` for a second node of a head on 127.0.0.1: with the head's environment
+#: (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which keeps every process of it on loopback)
+#: Ray refuses to start a node that joins a head ("Multi-node Ray clusters are not
+#: supported on Windows and OSX"), and with ``=1`` it replaces 127.0.0.1 (the head's GCS,
+#: ``--node-ip-address``) with the host's external address, where the head does not listen.
+#: So this ``ray start`` passes that check and leaves the addresses as given; the node's
+#: raylet, agents and workers keep the head's environment
+_JOIN = """import sys
+from ray._private import ray_constants, services
+ray_constants.ENABLE_RAY_CLUSTER = True
+services.resolve_ip_for_localhost = lambda host: host
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+sys.exit(main())
+"""
+
+
+class RayNode:
+    """A worker node joined to a :class:`RayHead`: ``ray start --address=<its GCS> --block``
+    (through :data:`_JOIN`) with its own temp dir under the head's, free ports on 127.0.0.1,
+    ``num_cpus`` logical CPUs and the custom ``resources`` (which find it in the head's node
+    list). :meth:`remove` takes it away for real, as a machine whose Ray is gone. Use it as a
+    context manager: leaving it stops whatever of it is left, the replicas it ran included.
+
+    Attributes:
+        node_id: its Ray node id (hex), once :meth:`start` returned.
+    """
+
+    def __init__(self, head: RayHead, name: str, num_cpus: int, resources: Dict[str, float]) -> None:
+        self.head, self.resources = head, dict(resources)
+        self.temp = head.temp / name  # under the head's: the head's stop() also ends what is left of it
+        ports = {k: free_port() for k in ("node-manager-port", "object-manager-port", "metrics-export-port",
+                                          "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                                          "runtime-env-agent-port")}
+        self.agent = f"http://127.0.0.1:{ports['dashboard-agent-listen-port']}/api/healthz"
+        self.argv = [sys.executable, "-c", _JOIN, "start", "--block", f"--address=127.0.0.1:{head.ports['port']}",
+                     "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}", f"--resources={json.dumps(resources)}",
+                     f"--temp-dir={self.temp}", "--min-worker-port=0", "--max-worker-port=0",
+                     "--disable-usage-stats", *[f"--{k}={v}" for k, v in ports.items()]]
+        self.svc: Optional[ServiceProcess] = None
+        self.node_id = ""
+        self._left: List[Tuple[int, str]] = []
+
+    def _find(self) -> str:
+        """Its node id where the head lists it ALIVE (found by its custom resources), else ""."""
+        import requests
+
+        try:
+            r = requests.get(f"{self.head.url}/api/v0/nodes", params={"limit": 1000, "detail": "true"}, timeout=10)
+            nodes = r.json()["data"]["result"]["result"] if r.status_code == 200 else []
+        except (requests.RequestException, ValueError, KeyError, TypeError):
+            return ""
+        for n in nodes:
+            total = n.get("resources_total") or {}
+            if n.get("state") == "ALIVE" and all(total.get(k) == v for k, v in self.resources.items()):
+                return str(n.get("node_id") or "")
+        return ""
+
+    def start(self, timeout: float = 120) -> None:
+        """Start the node; wait until the head lists it ALIVE and its dashboard agent answers
+        (the log API reads its files through it).
+
+        Raises:
+            RuntimeError: it exited or did not join in time (with its log's last lines).
+        """
+        self.svc = svc = ServiceProcess.start(self.argv, log=self.temp.parent / f"{self.temp.name}-start.log",
+                                              env=self.head.env)
+        self.node_id = str(wait_for(self._find, timeout=timeout, what="the Ray worker node to join", service=svc))
+        wait_for(lambda: _http_ok(self.agent), timeout=timeout, what="the worker node's dashboard agent", service=svc)
+
+    def logs(self) -> Path:
+        """Its Ray log directory (``<temp>/session_latest/logs``)."""
+        return self.temp / "session_latest" / "logs"
+
+    def remove(self) -> None:
+        """Remove the node as a machine whose Ray is gone: SIGKILL to its ``ray start``'s
+        process group (raylet, agents, log monitor) and to every process below it except
+        those in a session of their own (the replicas tx's actors started: their watchdogs
+        warn them, as on a machine being shut down). Never ``ray stop``."""
+        if self.svc is None:
+            return
+        pid = self.svc.proc.pid
+        below = _descendants(pid)
+        ray_side = [p for p in below if _sid(p) == pid]
+        self._left = [(p, _started(p)) for p in below if p not in ray_side]
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _kill(ray_side)
+        self.svc.proc.wait(timeout=30)
+        self.svc.stop()  # ended already: only clears its record for the session's reaper
+        self.svc = None
+
+    def __enter__(self) -> "RayNode":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+        _kill([p for p, started in self._left if started and _started(p) == started])  # not a reused pid
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started (``/proc/<pid>/stat``'s starttime; "" when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _sid(pid: int) -> int:
+    """The session id of process ``pid`` (-1 when it is gone)."""
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return -1
 
 
 @pytest.fixture(scope="session")

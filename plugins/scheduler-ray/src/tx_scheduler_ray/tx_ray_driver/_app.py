@@ -9,6 +9,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from . import FORMAT_VERSION, STATE_FILE, STREAMS, log_name, state_dir
+from ._loss import infra_reason, saved_since, verdict
 from ._peers import ended_on_their_own, failure_record
 from ._replica import actor_class, logs_dir
 
@@ -337,18 +338,21 @@ class App:
             self.launch([r for r in self.replicas if r.required], new_rank0=True)
             self.write()
             rc = self.loop()
-        except Cancelled:
+        except BaseException as e:  # noqa: BLE001 - a cancel, or record why the driver itself failed
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            say("stop requested: stopping every replica")
-            self.stop(self.replicas, CANCELLED, "app cancelled")
-            self.state, self.msg = CANCELLED, "cancelled (ray job stop)"
-            rc = 0
-        except BaseException as e:  # noqa: BLE001 - record why the driver itself failed
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            say(f"driver error: {e!r}")
-            self.stop(self.replicas, CANCELLED, "driver error")
-            self.state, self.msg = FAILED, f"tx's Ray driver failed: {_short(e)}"
-            rc = 1
+            # the handler's Cancelled, raised while a call of Ray's (ray.wait, ray.get) waited
+            # in its C++ code, comes out of that call as a SystemError ("returned a result
+            # with an exception set"): self.cancelled says the cancel all the same
+            if isinstance(e, Cancelled) or self.cancelled:
+                say("stop requested: stopping every replica")
+                self.stop(self.replicas, CANCELLED, "app cancelled")
+                self.state, self.msg = CANCELLED, "cancelled (ray job stop)"
+                rc = 0
+            else:
+                say(f"driver error: {e!r}")
+                self.stop(self.replicas, CANCELLED, "driver error")
+                self.state, self.msg = FAILED, f"tx's Ray driver failed: {_short(e)}"
+                rc = 1
         self.cleanup()
         self.write()
         say(f"app {self.state}")
@@ -380,8 +384,16 @@ class App:
                 try:
                     self._record(r, self.ray.get(ref))
                 except Exception as e:  # noqa: BLE001 - the actor (or its node) died
-                    r.exit_code, r.tail, r.ended = None, _short(e), time.time()
-                    r.infra = infra_reason(e)
+                    seen = time.time()  # the loss (a node's death is declared seconds later)
+                    if type(e).__name__ == "ActorUnavailableError":
+                        say(f"{r.name}: its actor cannot be reached ({_short(e)}); waiting for Ray's verdict")
+                    died = verdict(self.ray, r.actor, e, self.check_cancel)
+                    if died is None:  # it answers again: its replica still runs
+                        say(f"{r.name}: its actor answers again")
+                        r.wait_ref = r.actor.wait.remote()
+                        continue
+                    r.exit_code, r.tail, r.ended = None, _short(died), seen
+                    r.infra = infra_reason(died)
                     r.actor = None
                 if r.exit_code == 0:
                     r.state, r.msg = SUCCEEDED, ""
@@ -422,7 +434,7 @@ class App:
         since = max(lost - grace, float(r.started or 0))  # Ray may see a node's loss late
         if os.path.isdir(ckpt) or os.path.isdir(os.path.dirname(ckpt.rstrip("/"))):  # (the save may create it)
             deadline = lost + grace + 1
-            while time.time() < deadline and not _saved_since(ckpt, since):
+            while time.time() < deadline and not saved_since(ckpt, since):
                 time.sleep(0.2)
         return {"checkpoint_dir": ckpt, "since": since, "until": time.time()}
 
@@ -506,63 +518,6 @@ class App:
                 remove_placement_group(pg)
             except Exception:  # noqa: BLE001 - already removed
                 pass
-
-
-def _saved_since(root: str, since: float) -> bool:
-    """Whether a checkpoint under ``root`` completed at or after ``since`` (its
-    ``step-*/.tx-complete`` marker's modification time, epoch seconds)."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return False
-    for name in names:
-        if name.startswith("step-"):
-            try:
-                if os.stat(os.path.join(root, name, ".tx-complete")).st_mtime >= since:
-                    return True
-            except OSError:
-                continue
-    return False
-
-
-def infra_reason(e: BaseException) -> str:
-    """Why the infrastructure lost a replica, in Ray's terms, when ``e`` (raised by
-    ``ray.get`` of a call on the replica's actor) says the actor died for a reason outside
-    the replica: ``NODE_DIED`` (its node died or was preempted), ``WORKER_DIED`` (the
-    actor's worker process died: SIGKILLed from outside, its raylet gone), ``OWNER_DIED``,
-    ``RAY_KILL`` (``ray.kill`` from outside the driver); "" for anything else: an error in
-    the actor's own code, or Ray's memory monitor killing the worker (exit type
-    ``NODE_OUT_OF_MEMORY``: the replica's own out-of-memory).
-
-    Ray's reasons are ``ActorDiedErrorContext.Reason`` (``src/ray/protobuf/common.proto``);
-    ``ray.exceptions.ActorDiedError`` carries them only in its text, the GCS's sentences
-    ("The actor is dead because its worker process has died. Worker exit type: ...").
-    """
-    import re
-
-    from ray import exceptions as rx
-
-    text = str(e)
-    if isinstance(e, rx.RayActorError):
-        if e.actor_init_failed:
-            return ""
-        if e.preempted:
-            return "NODE_DIED: the replica actor's node was preempted"
-        if "because its node has died" in text:
-            return "NODE_DIED: the replica actor's node died"
-        if "because its owner has died" in text:
-            return "OWNER_DIED: the replica actor's owner (the driver) died"
-        if "killed by `ray.kill`" in text:
-            return "RAY_KILL: the replica actor was killed by ray.kill"
-        m = re.search(r"Worker exit type: (\w+)", text)
-        if m and m.group(1) == "NODE_OUT_OF_MEMORY":
-            return ""
-        return "WORKER_DIED: the replica actor's worker process died" + (f" ({m.group(1)})" if m else "")
-    if isinstance(e, rx.NodeDiedError):
-        return "NODE_DIED: the replica actor's node died"
-    if isinstance(e, (rx.LocalRayletDiedError, rx.WorkerCrashedError)):
-        return "WORKER_DIED: " + type(e).__name__
-    return ""
 
 
 def _short(e: BaseException) -> str:
