@@ -35,12 +35,13 @@ from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_
 from tx_scheduler_aws_batch import _plane
 from tx_scheduler_aws_batch._attempts import batch_attempts, saves_of
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
+from tx_scheduler_aws_batch._list import list_apps
 from tx_scheduler_aws_batch._logs import CloudWatchLogs
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch._status import CAUSE_TAIL_LINES, ERROR_TAIL_LINES, failure, replica_statuses
 from tx_scheduler_aws_batch.request import (
-    APPDEF_LIMIT, DEFAULT_PREEMPT_GRACE, MAX_ARRAY_SIZE, PARAM_APPDEF, PREEMPT_GRACE_OPT, TAG_VERSION, BatchArrayJob, BatchJob, array_unsupported, build_array,
-    build_request, job_name, make_trial_id, parse_app_id, parse_trial_id,
+    APPDEF_LIMIT, DEFAULT_PREEMPT_GRACE, MAX_ARRAY_SIZE, PARAM_APPDEF, PREEMPT_GRACE_OPT, BatchArrayJob, BatchJob, array_unsupported, build_array,
+    build_request, job_name, parse_app_id, parse_trial_id,
 )
 
 __all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch", "batch_attempts",
@@ -466,51 +467,15 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         return f"https://console.aws.amazon.com/batch/home?region={region}#jobs/mnp-job/{job.get('jobId')}"
 
     def list(self) -> List[ListAppResponse]:
-        """Jobs tagged by tx in every job queue of the region (one ``list_jobs`` per queue
-        and page, then ``describe_jobs`` per 100 jobs to read their tags). A sweep's array
-        job is listed as its trials (ids ``<queue>:<name>:<index>``, as the sweep submitted
-        them), read by ``describe_jobs`` per 100 children, so that ``tx list`` folds them
-        into the sweep's row and shows no extra row for the array."""
-        batch = self._aws.batch
-        out: List[ListAppResponse] = []
-        queues = [q for page in call("listing job queues", lambda: list(
-            batch.get_paginator("describe_job_queues").paginate())) for q in page.get("jobQueues", [])]
-        for q in queues:
-            qname = q["jobQueueName"]
-            summaries = call(f"listing jobs of queue {qname}", lambda: [
-                j for page in batch.get_paginator("list_jobs").paginate(
-                    jobQueue=q["jobQueueArn"], filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}])
-                for j in page.get("jobSummaryList", [])
-            ])
-            # an array's children have ids "<array job id>:<index>" (moto lists them in the queue too)
-            ids = [j["jobId"] for j in summaries if ":" not in j["jobId"]]
-            arrays: List[Dict[str, Any]] = []
-            for i in range(0, len(ids), 100):
-                for job in call("describing jobs", batch.describe_jobs, jobs=ids[i:i + 100])["jobs"]:
-                    if TAG_VERSION not in (job.get("tags") or {}):
-                        continue
-                    if (job.get("arrayProperties") or {}).get("size"):
-                        arrays.append(job)
-                        continue
-                    out.append(ListAppResponse(
-                        app_id=f"{qname}:{job['jobName']}",
-                        state=appstate_from_batch(str(job.get("status", "")), str(job.get("statusReason", ""))),
-                        name=job["jobName"],
-                    ))
-            for job in arrays:
-                children = [f"{job['jobId']}:{k}" for k in range(int(job["arrayProperties"]["size"]))]
-                for i in range(0, len(children), 100):
-                    for child in call(f"describing the children of array job {job['jobName']}",
-                                      batch.describe_jobs, jobs=children[i:i + 100])["jobs"]:
-                        index = (child.get("arrayProperties") or {}).get("index")
-                        if index is None:
-                            index = int(str(child["jobId"]).rpartition(":")[2])
-                        out.append(ListAppResponse(
-                            app_id=make_trial_id(qname, job["jobName"], int(index)),
-                            state=appstate_from_batch(str(child.get("status", "")), str(child.get("statusReason", ""))),
-                            name=job["jobName"],
-                        ))
-        return out
+        """Jobs tagged by tx in every job queue of the region (:mod:`tx_scheduler_aws_batch._list`):
+        ``describe_job_queues``, then one ``list_jobs`` per queue and page, whose summaries
+        give every job's state; ``describe_jobs`` per 100 only of the jobs not met before,
+        to read their tags once (a job's tags, name and array size never change; kept in
+        the process and in a file under tx's state directory). A sweep's array job is listed
+        as its trials (ids ``<queue>:<name>:<index>``, as the sweep submitted them), read by
+        ``describe_jobs`` per 100 children (an ended array's once), so that ``tx list``
+        folds them into the sweep's row and shows no extra row for the array."""
+        return list_apps(self._aws.batch)
 
     def _cancel_existing(self, app_id: str) -> None:
         """``terminate_job`` (Batch cancels a job that has not started and stops a running
