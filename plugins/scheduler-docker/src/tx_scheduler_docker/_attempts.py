@@ -12,6 +12,7 @@ from tx import get_logger
 
 from tx_scheduler_docker import _states
 from tx_scheduler_docker._client import api_reason
+from tx_scheduler_docker._preempted import LABEL_RETRIED_BECAUSE
 from tx_scheduler_docker._status import CANCELLED_SUFFIX, LABEL_ATTEMPT, RETIRED, attempt_of, name_of
 from tx_scheduler_docker.request import LABEL_APP_ID, LABEL_VERSION, PREEMPT_NOTE_ENV
 from tx_scheduler_docker.version import __version__
@@ -26,11 +27,12 @@ _HOST_CONFIG = ("Binds", "Privileged", "Init", "Memory", "MemorySwap", "ShmSize"
                 "Devices", "PortBindings", "RestartPolicy")
 
 
-def start_again(client: Any, app_id: str, info: Dict[str, Any], attempt: int) -> None:
+def start_again(client: Any, app_id: str, info: Dict[str, Any], attempt: int, why: str = "") -> None:
     """Start a replica whose container the engine lost, as attempt ``attempt``: rename
     the lost container ``<name>.infra<its attempt>`` (kept, with its logs), then create
     and start a container of the lost one's name, configuration and labels
-    (``tx.attempt`` added) from its inspect record (the engine API's create body is
+    (``tx.attempt`` added; ``why``, the ended attempt's reason where given, in
+    :data:`tx_scheduler_docker._preempted.LABEL_RETRIED_BECAUSE`) from its inspect record (the engine API's create body is
     its ``Config`` with ``HostConfig``: https://docs.docker.com/reference/api/engine/);
     the ``on-failure`` retries its runs spent stay spent (one at least where it had ended
     before: podman's reset at boot zeroes ``RestartCount``). Another tx process doing the same at once makes the rename or the create fail
@@ -47,7 +49,8 @@ def start_again(client: Any, app_id: str, info: Dict[str, Any], attempt: int) ->
                      error=api_reason(e))
             return
     cfg = dict(info.get("Config") or {})
-    cfg["Labels"] = {**(cfg.get("Labels") or {}), LABEL_ATTEMPT: str(attempt)}
+    cfg["Labels"] = {k: v for k, v in (cfg.get("Labels") or {}).items() if k != LABEL_RETRIED_BECAUSE}
+    cfg["Labels"].update({LABEL_ATTEMPT: str(attempt), **({LABEL_RETRIED_BECAUSE: why} if why else {})})
     # the attempt's own preemption note (an earlier attempt's is not this one's warning)
     cfg["Env"] = [_note_of_attempt(str(v), attempt) for v in (cfg.get("Env") or [])]
     # what build_request sets (podman's inspect adds defaults its own create refuses, such

@@ -102,6 +102,7 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
         #: one client per scheduler, also when relay threads ask for it at once
         self._client_lock = threading.Lock()
         self._cgroup_version: Optional[str] = None
+        self._podman: Optional[bool] = None
 
     # -- the client ------------------------------------------------------------------------------
     def _docker(self) -> Any:
@@ -363,13 +364,23 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
             replica_info[(role, k)] = info
             if role not in role_defs:
                 role_defs[role] = _role_from(role, info)
-        preempted = [] if cancelled or lost or missing else [i for i in infos if _preempted.is_preempted(i)]
+        tails: Dict[str, bytes] = {}  # containers' output read in this describe
+
+        def output(cid: str) -> bytes:
+            if cid not in tails:
+                tails[cid] = self._output_tail(cid)
+            return tails[cid]
+
+        stops = {} if cancelled or lost or missing else _preempted.stopped_from_outside(
+            self._docker(), infos, output, self._is_podman())  # no events call where every container noted or runs
+        preempted = [] if cancelled or lost or missing else [i for i in infos if _preempted.is_preempted(i, stops)]
         if retry and preempted:  # stopped by the engine from outside: the attempt is the infrastructure's
             if any(_preempted.is_live(i) for i in infos):
-                _preempted.warn_the_others(self._docker(), infos)
+                _preempted.warn_the_others(self._docker(), infos, stops)
             elif attempt < self._infra_bound(run_options):
+                why = _preempted.reason(infos, stops)
                 for info in infos:  # every replica again, as the next attempt (they resume)
-                    start_again(self._docker(), app_id, info, attempt + 1)
+                    start_again(self._docker(), app_id, info, attempt + 1, why)
                 return self._describe(app_id, retry=False)
         if retry and not cancelled and (lost or missing):
             if missing or attempt < self._infra_bound(run_options):
@@ -400,7 +411,9 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
         # the attempts tx retried: one per attempt index, why its first lost replica was lost
         earlier: Dict[int, str] = {}
         for n in {_attempt_of(i) for i in retired}:  # an attempt preempted: every replica retired
-            earlier[n] = _preempted.reason([i for i in retired if _attempt_of(i) == n])
+            earlier[n] = _preempted.reason([i for i in retired if _attempt_of(i) == n]) or next(
+                (_labels(i)[_preempted.LABEL_RETRIED_BECAUSE] for i in infos + retired
+                 if _attempt_of(i) == n + 1 and _labels(i).get(_preempted.LABEL_RETRIED_BECAUSE)), "")
         for i in sorted(retired, key=lambda i: (_attempt_of(i), _name_of(i))):
             lb = _labels(i)
             gone = _states.lost_while_running(i.get("State") or {}) or "the engine lost the container"
@@ -414,12 +427,12 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
             desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.INFRA, why_lost[0]))
         elif app_state == AppState.FAILED and preempted:  # beyond infra_retries
             bound = self._infra_bound(run_options)
-            why = _preempted.reason(infos) + (f"; infra_retries={bound} exhausted" if bound
+            why = _preempted.reason(infos, stops) + (f"; infra_retries={bound} exhausted" if bound
                                               else "; infra_retries=0: not restarted")
             desc.structured_error_msg = why
             desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.INFRA, why))
         elif app_state == AppState.FAILED:
-            desc.structured_error_msg, desc.root_cause = failure(replicas, replica_info, self._output_tail, self._oom_reported)
+            desc.structured_error_msg, desc.root_cause = failure(replicas, replica_info, output, self._oom_reported)
             if attempt:
                 desc.attempts.append(Attempt(attempt, AppState.FAILED, FailureKind.USER, desc.structured_error_msg))
         elif attempt:
@@ -449,6 +462,17 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
             except Exception:  # noqa: BLE001 - unknown: the message then names the limit
                 self._cgroup_version = ""
         return self._cgroup_version == "2"
+
+    def _is_podman(self) -> bool:
+        """Whether the engine is podman (a ``Components`` name of its ``/version``); asked
+        once per scheduler; False where it does not say."""
+        if self._podman is None:
+            try:
+                parts = self._docker().version().get("Components") or []
+                self._podman = any("podman" in str(c.get("Name") or "").lower() for c in parts)
+            except Exception:  # noqa: BLE001 - Docker's way then
+                self._podman = False
+        return self._podman
 
     @engine_call
     def list(self) -> List[ListAppResponse]:
