@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -24,29 +23,10 @@ from tx_scheduler_aws_batch import _list
 from tx_scheduler_aws_batch._states import appstate_from_batch
 from tx_scheduler_aws_batch.request import make_trial_id
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
-from tx_scheduler_aws_batch.testing import Moto, make_queue, start_moto
+from tx_scheduler_aws_batch.testing import Moto, batch_calls, make_queue, moto_api, start_moto
 
 #: statuses a job never leaves
 _ENDED = ("SUCCEEDED", "FAILED")
-
-
-def _moto_api(m: Moto, path: str, body: Any = None) -> bytes:
-    data = json.dumps(body).encode() if body is not None else (b"" if path != "recorder/download-recording" else None)
-    req = urllib.request.Request(f"{m.endpoint}/moto-api/{path}", data=data, headers={"Content-Type": "application/json"},
-                                 method="GET" if data is None else "POST")
-    return urllib.request.urlopen(req, timeout=30).read()
-
-
-def _calls(m: Moto) -> Dict[str, int]:
-    """The Batch API calls moto recorded since the last reset, by operation (``listjobs``)."""
-    counts: Dict[str, int] = {}
-    for line in _moto_api(m, "recorder/download-recording").decode().splitlines():
-        if line.strip():
-            url = json.loads(line)["url"]
-            if "/v1/" in url:
-                op = url.split("/v1/", 1)[1].split("?")[0]
-                counts[op] = counts.get(op, 0) + 1
-    return counts
 
 
 def _server(tmp_path_factory: pytest.TempPathFactory, tag: str, docker: bool) -> Iterator[Moto]:
@@ -84,23 +64,23 @@ def _env(m: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Moto:
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
     budget_mod._reset_for_tests()
-    _moto_api(m, "recorder/start-recording")
+    moto_api(m, "recorder/start-recording")
     return m
 
 
 @pytest.fixture
 def held(moto_held: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
-    _moto_api(moto_held, "state-manager/set-transition",
+    moto_api(moto_held, "state-manager/set-transition",
               {"model_name": "batch::job", "transition": {"progression": "manual", "times": 10 ** 9}})
     yield _env(moto_held, monkeypatch, tmp_path)
-    _moto_api(moto_held, "recorder/stop-recording")
+    moto_api(moto_held, "recorder/stop-recording")
     budget_mod._reset_for_tests()
 
 
 @pytest.fixture
 def ended(moto_ended: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
     yield _env(moto_ended, monkeypatch, tmp_path)
-    _moto_api(moto_ended, "recorder/stop-recording")
+    moto_api(moto_ended, "recorder/stop-recording")
     budget_mod._reset_for_tests()
 
 
@@ -158,9 +138,9 @@ def _truth(m: Moto) -> Dict[str, Tuple[str, AppState]]:
 
 def _listed(sched: AwsBatchScheduler, m: Moto) -> Tuple[Dict[str, AppState], Dict[str, int]]:
     """One ``list``: its answer (app id -> state; every name checked) and the calls moto saw."""
-    _moto_api(m, "recorder/reset-recording")
+    moto_api(m, "recorder/reset-recording")
     listed = sched.list()
-    calls = _calls(m)
+    calls = batch_calls(m)
     assert len({a.app_id for a in listed}) == len(listed), "an app listed twice"
     for a in listed:
         assert a.name == a.app_id.split(":")[1], a
@@ -210,7 +190,7 @@ def test_a_second_list_describes_nothing_a_new_job_once_and_sees_state_changes(
     # states change (moto's transitions taken: each job advances, then fails without an
     # engine); one was cancelled by tx first (TerminateJob: FAILED with tx's reason)
     sched.cancel(apps[0])
-    _moto_api(held, "state-manager/set-transition",
+    moto_api(held, "state-manager/set-transition",
               {"model_name": "batch::job", "transition": {"progression": "manual", "times": 1}})
     deadline = time.monotonic() + 120
     while True:

@@ -5,9 +5,7 @@ AWS's throttling answers are retried by botocore (jittered backoff) and never sh
 failed app (counted by the fault proxy in front of moto)."""
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -18,7 +16,7 @@ from tx.schedulers.budget import ThrottledError
 from tx.specs import AppDef, AppState, Resource, Role
 from tx_scheduler_aws_batch import _plane
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
-from tx_scheduler_aws_batch.testing import Moto, make_queue, start_moto
+from tx_scheduler_aws_batch.testing import Moto, batch_calls, make_queue, moto_api, start_moto
 
 FaultProxy = Any  # the fault_proxy fixture's type, of conftest.py
 
@@ -34,24 +32,6 @@ def moto_rec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
         svc.stop()
 
 
-def _moto_api(m: Moto, what: str) -> bytes:
-    req = urllib.request.Request(f"{m.endpoint}/moto-api/recorder/{what}", data=b"" if what != "download-recording" else None,
-                                 method="GET" if what == "download-recording" else "POST")
-    return urllib.request.urlopen(req, timeout=30).read()
-
-
-def _batch_calls(m: Moto) -> Dict[str, int]:
-    """The Batch API calls moto recorded since the last reset, by operation (``listjobs``)."""
-    counts: Dict[str, int] = {}
-    for line in _moto_api(m, "download-recording").decode().splitlines():
-        if line.strip():
-            url = json.loads(line)["url"]
-            if "/v1/" in url:
-                op = url.split("/v1/", 1)[1].split("?")[0]
-                counts[op] = counts.get(op, 0) + 1
-    return counts
-
-
 @pytest.fixture
 def rec_env(moto_rec: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
     for var in ("AWS_PROFILE", "AWS_REGION", "AWS_ENDPOINT_URL_BATCH", "AWS_SESSION_TOKEN", "AWS_MAX_ATTEMPTS",
@@ -64,9 +44,9 @@ def rec_env(moto_rec: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
     budget_mod._reset_for_tests()
-    _moto_api(moto_rec, "start-recording")
+    moto_api(moto_rec, "recorder/start-recording")
     yield moto_rec
-    _moto_api(moto_rec, "stop-recording")
+    moto_api(moto_rec, "recorder/stop-recording")
     budget_mod._reset_for_tests()
 
 
@@ -90,11 +70,11 @@ def _tick(sched: AwsBatchScheduler, m: Moto, app_ids: List[str]) -> Dict[str, in
     """One tick of a follower of ``app_ids`` (``describe`` of each, a snapshot older than the
     plane's age): the Batch calls moto saw. Every app must be SUCCEEDED (moto's simple mode)."""
     _plane.plane(m.queue).invalidate()
-    _moto_api(m, "reset-recording")
+    moto_api(m, "recorder/reset-recording")
     for a in app_ids:
         desc = sched.describe(a)
         assert desc is not None and desc.state == AppState.SUCCEEDED, (a, desc)
-    return _batch_calls(m)
+    return batch_calls(m)
 
 
 def test_calls_per_tick_do_not_grow_with_the_apps_followed(rec_env: Moto, monkeypatch: pytest.MonkeyPatch) -> None:

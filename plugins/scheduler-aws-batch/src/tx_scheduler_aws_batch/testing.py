@@ -36,7 +36,7 @@ import pytest
 
 from tx.testing import ServiceProcess, backend_unavailable
 
-__all__ = ["REGION", "Moto", "make_queue", "moto_auth", "moto_docker", "moto_nodes_cmd", "moto_server_exe",
+__all__ = ["REGION", "Moto", "batch_calls", "make_queue", "moto_api", "moto_auth", "moto_docker", "moto_nodes_cmd", "moto_server_exe",
            "moto_simple", "start_moto"]
 
 #: the region every server and client of the tests uses
@@ -185,3 +185,27 @@ def moto_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, st
         yield {"endpoint": endpoint, "key": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
     finally:
         svc.stop()
+
+
+def moto_api(m: Moto, path: str, body: Any = None) -> bytes:
+    """POST ``body`` (JSON; none: an empty POST) to moto's own API at ``/moto-api/<path>``
+    (``recorder/start-recording``, ``state-manager/set-transition``...), or GET
+    ``recorder/download-recording``; returns the answer's bytes. See
+    https://docs.getmoto.org/en/latest/docs/configuration/recorder/index.html."""
+    data = json.dumps(body).encode() if body is not None else (b"" if path != "recorder/download-recording" else None)
+    req = urllib.request.Request(f"{m.endpoint}/moto-api/{path}", data=data, headers={"Content-Type": "application/json"},
+                                 method="GET" if data is None else "POST")
+    return urllib.request.urlopen(req, timeout=30).read()
+
+
+def batch_calls(m: Moto) -> Dict[str, int]:
+    """The Batch API calls moto's recorder holds since its last reset, by operation
+    (``listjobs``: the path after ``/v1/``): the calls counted at the backend."""
+    counts: Dict[str, int] = {}
+    for line in moto_api(m, "recorder/download-recording").decode().splitlines():
+        if line.strip():
+            url = json.loads(line)["url"]
+            if "/v1/" in url:
+                op = url.split("/v1/", 1)[1].split("?")[0]
+                counts[op] = counts.get(op, 0) + 1
+    return counts
