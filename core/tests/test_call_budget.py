@@ -224,6 +224,46 @@ def test_a_fetch_slower_than_max_age_is_shared_after_it_ends(tmp_path: Path, mon
     assert plane.get(slow_fetch, max_age=60).items == {"n": 4}
 
 
+def test_one_look_asks_each_backend_once_however_long_it_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside :func:`one_look` (a sweep's status: a listing, then a describe of each failed
+    trial) a snapshot fresh at the look's start or fetched during it serves the whole look,
+    also after ``max_age`` has passed (on a loaded host 100 describes took longer than the
+    1 s snapshot: 5 squeue for one status); outside the look it is fetched again; ``--fresh``
+    asks once per look; a stale mark inside the look (a submit) still makes the next get ask."""
+    from tx.schedulers import plane as plane_mod
+
+    clock = [1000.0]
+    monkeypatch.setattr(plane_mod, "time", SimpleNamespace(time=lambda: clock[0]))
+    plane = StatusPlane("fake-look", "c", directory=str(tmp_path))
+    fetches: List[float] = []
+
+    def fetch() -> Any:
+        fetches.append(clock[0])
+        return {"n": len(fetches)}
+
+    plane.get(fetch, max_age=1)  # fetched just before the look
+    clock[0] += 0.5
+    with plane_mod.one_look() as since:
+        assert since == 1000.5
+        for _ in range(100):  # 100 describes, 0.1 s each: the look lasts 10 s
+            assert plane.get(fetch, max_age=1).items == {"n": 1}
+            clock[0] += 0.1
+        with plane_mod.one_look() as inner:  # nested: the same look
+            assert inner == since and plane.get(fetch, max_age=1).items == {"n": 1}
+    assert fetches == [1000.0]
+    assert plane.get(fetch, max_age=1).items == {"n": 2}  # outside the look: 10.5 s old, asked again
+    clock[0] += 0.1
+    with plane_mod.one_look():
+        assert plane.get(fetch, max_age=0).items == {"n": 3}  # --fresh: asked once in the look...
+        clock[0] += 5
+        assert plane.get(fetch, max_age=0).items == {"n": 3}  # ...and that answer serves the rest of it
+        plane.invalidate()  # a submit inside the look
+        assert plane.get(fetch, max_age=60).items == {"n": 4}
+        clock[0] += 5
+        assert plane.get(fetch, max_age=1).items == {"n": 4}
+    assert len(fetches) == 4
+
+
 def test_plane_newer_than_another_answer(tmp_path: Path) -> None:
     """``newer_than``: a record fetched at or after that time is fresh whatever its age (one
     read per answer of another snapshot, however long the others waited for it); one

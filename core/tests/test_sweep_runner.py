@@ -235,6 +235,25 @@ def test_resume_after_cancel_with_pending_trials_resubmits_them_too(runner, comp
     assert runner.sweep_status(handle).counts() == {"RUNNING": 1, "UNSUBMITTED": 2}
 
 
+def test_status_cancel_and_resume_of_a_sweep_are_each_one_look(runner, component, monkeypatch):
+    """Each verb's listing and describes share one status-plane look
+    (tx.schedulers.plane.one_look): the scheduler is asked inside one, the same one."""
+    from tx.schedulers import plane
+
+    handle = runner.run_sweep(component, grid(lr=list(range(12))), "mem")
+    for i in (3, 5):
+        StateScheduler.apps[f"app{i}"]["state"] = AppState.FAILED
+    seen: List[Any] = []
+    real = StateScheduler.describe
+    monkeypatch.setattr(StateScheduler, "describe",
+                        lambda self, app_id: seen.append(getattr(plane._LOOK, "since", None)) or real(self, app_id))
+    for verb in (runner.sweep_status, runner.resume_sweep, runner.cancel_sweep):
+        seen.clear()
+        verb(handle)
+        assert seen and None not in seen and len(set(seen)) == 1, (verb, seen)
+    assert getattr(plane._LOOK, "since", None) is None  # the look ends with the verb
+
+
 def test_unknown_sweep_is_one_line(runner):
     with pytest.raises(sw.UnknownSweepError, match="no sweep mem://tx/sweep-x-0000abcd on this host"):
         runner.sweep_status("mem://tx/sweep-x-0000abcd")

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional
 
 from tx.runner.api import Runner
 from tx.runner.failover import list_records, poll, watcher_lock_path
+from tx.schedulers.plane import one_look
 
 #: seconds between two polls
 POLL_S = 1.0
@@ -68,9 +69,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 by_session = {}
                 for rec in records:
                     by_session.setdefault(rec.session, []).append(rec)
-                for session, recs in by_session.items():
-                    runner = runners.get(session) or runners.setdefault(session, Runner(session))
-                    poll(runner.engine, recs)
+                with one_look():  # a tick is one moment: one snapshot per backend, however long it takes
+                    for session, recs in by_session.items():
+                        runner = runners.get(session) or runners.setdefault(session, Runner(session))
+                        poll(runner.engine, recs)
                 time.sleep(POLL_S)
         finally:
             for r in runners.values():

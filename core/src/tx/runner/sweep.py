@@ -19,6 +19,7 @@ and looks at.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -35,6 +36,7 @@ from tx.components.system.errors import ComponentError
 from tx.config.environ import CHECKPOINT_DIR, SWEEP_ID, TRIAL_INDEX, TRIAL_PARAMS
 from tx.config.recovery import checkpoint_root, checkpoint_url
 from tx.schedulers.api import PartialListError, Scheduler
+from tx.schedulers.plane import one_look
 from tx.specs.api import AppDef, AppDryRunInfo, AppState, check_app_name, is_terminal
 from tx.specs.files import appdef_from_dict, appdef_to_dict
 from tx.specs.handles import make_app_handle
@@ -58,6 +60,17 @@ __all__ = [
 
 #: states after which ``resume`` submits a trial again
 RESUMABLE = (AppState.FAILED, AppState.CANCELLED)
+
+
+def _a_look(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Make a verb one look (:func:`tx.schedulers.plane.one_look`): its listing and its
+    describes of the trials share one snapshot per backend, however long its own work takes
+    (on a loaded host 100 describes outlast a 1 s snapshot)."""
+    @functools.wraps(fn)
+    def look(*args: Any, **kwargs: Any) -> Any:
+        with one_look():
+            return fn(*args, **kwargs)
+    return look
 
 
 # -- building the trials -----------------------------------------------------------------
@@ -248,6 +261,7 @@ def run_sweep(engine: Engine, info: SweepDryRunInfo, supervise: bool = True) -> 
     return rec.handle
 
 
+@_a_look
 def submit_pending(engine: Engine, handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
     """Submit pending trials, in index order, while fewer than ``max_parallel`` run;
     returns how many stay pending (0 too when the sweep is cancelled). ``infos``: trial
@@ -358,6 +372,7 @@ def _trial_state(engine: Engine, rec: SweepRecord, t: TrialRecord,
     return status.state, why
 
 
+@_a_look
 def sweep_status(engine: Engine, handle: str) -> SweepStatus:
     """See :meth:`tx.runner.Runner.sweep_status`."""
     rec = load_record(handle)
@@ -422,6 +437,7 @@ class SweepCancel:
     unsubmitted: List[int]
 
 
+@_a_look
 def cancel_sweep(engine: Engine, handle: str) -> SweepCancel:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
     with updating(handle) as rec:
@@ -453,6 +469,7 @@ def trial_appdef(engine: Engine, handle: str, index: int) -> Optional[AppDef]:
     return trial_app(engine, rec, t, as_args, make=_maker(engine, rec))
 
 
+@_a_look
 def resume_sweep(engine: Engine, handle: str, supervise: bool = True) -> List[int]:
     """See :meth:`tx.runner.Runner.resume_sweep`."""
     status = sweep_status(engine, handle)

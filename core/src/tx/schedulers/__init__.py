@@ -68,8 +68,10 @@ _NAMES = {
     "CallBudget": "tx.schedulers.budget",
     "ThrottledError": "tx.schedulers.budget",
     "budget_for": "tx.schedulers.budget",
+    "plane_dir": "tx.schedulers.budget",
     # one look at many apps (:mod:`tx.schedulers.plane`)
     "StatusPlane": "tx.schedulers.plane",
+    "one_look": "tx.schedulers.plane",
     # a sweep's trials as one array job (:mod:`tx.schedulers.sweep_table`)
     "SweepTable": "tx.schedulers.sweep_table",
     "compact": "tx.schedulers.sweep_table",

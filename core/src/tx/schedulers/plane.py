@@ -23,21 +23,30 @@ would ask the backend again. A submit or cancel from this host marks the snapsho
 How old a snapshot may be: ``--fresh`` (:func:`force_fresh`) or ``TX_STATUS_MAX_AGE=0``
 always asks; else ``$TX_STATUS_MAX_AGE``, else ``.txconfig`` ``[<scheduler>]
 status_max_age_s``, else :data:`DEFAULT_MAX_AGE_S`.
+
+One look at many apps (a sweep's status: one listing, then a describe of each failed
+trial; a cancel or resume of a sweep; a failover watcher's tick) is one moment
+(:func:`one_look`): a snapshot that was fresh when the look began, or was fetched during it,
+serves the whole look whatever its age by then, so that the look asks each backend once
+however long its own work takes (on a loaded host, 100 describes outlast a 1 s snapshot:
+one sweep status made 5 ``squeue``, a resume 10). With ``--fresh`` the look asks once.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
 import os
 import tempfile
+import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from tx.config.files import ConfigError, scheduler_section
 from tx.schedulers.budget import _file_key, plane_dir
 
-__all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force_fresh", "max_age_for"]
+__all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force_fresh", "max_age_for", "one_look"]
 
 #: seconds a snapshot is shared by default: short against a person's eye and a watcher's
 #: tick, long enough that many followers polling at once make one call
@@ -46,6 +55,22 @@ DEFAULT_MAX_AGE_S = 1.0
 ENV_MAX_AGE = "TX_STATUS_MAX_AGE"
 
 _FRESH = False
+_LOOK = threading.local()  # .since: when this thread's current look began (epoch s), else None
+
+
+@contextlib.contextmanager
+def one_look() -> Iterator[float]:
+    """Make what this thread does inside the block one look (see the module's doc): a
+    snapshot fresh at the block's start (epoch seconds, yielded) or fetched inside it is
+    used to its end; a stale mark (a submit or cancel inside it) still makes the next look
+    ask. Nested blocks are one, the outermost's."""
+    outer = getattr(_LOOK, "since", None)
+    since = time.time() if outer is None else outer
+    _LOOK.since = since
+    try:
+        yield since
+    finally:
+        _LOOK.since = outer
 
 
 def force_fresh(on: bool = True) -> None:
@@ -151,6 +176,9 @@ class StatusPlane:
             return False
         if newer_than is not None:
             return snap.fetched_at >= newer_than
+        since = getattr(_LOOK, "since", None)
+        if since is not None and (snap.fetched_at >= since or (max_age > 0 and since - snap.done_at <= max_age)):
+            return True  # one look, one moment: fresh at its start, or fetched during it
         # shared for max_age after the fetch ended: a fetch slower than max_age is still used
         return max_age > 0 and time.time() - snap.done_at <= max_age
 

@@ -43,8 +43,7 @@ import os
 import tempfile
 from typing import Any, Dict, List, Set, Tuple
 
-from tx.schedulers import ListAppResponse
-from tx.schedulers.budget import plane_dir
+from tx.schedulers import ListAppResponse, plane_dir
 
 from tx_scheduler_aws_batch._client import account_key, call
 from tx_scheduler_aws_batch._plane import DESCRIBE_BATCH, TERMINAL
