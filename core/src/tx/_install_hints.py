@@ -19,25 +19,38 @@ def install_hint() -> str:
     return f"no scheduler is installed; install one, e.g.: {pip_install('tx-scheduler-local')}"
 
 
-@functools.lru_cache(maxsize=None)
 def pip_install(distribution: str) -> str:
     """The command that installs ``distribution`` (one of tx's plugin distributions) from
     where tx-core was installed from, as pip recorded it (PEP 610 ``direct_url.json``):
     from a checkout (``pip install ./core``, editable or not), the plugin's directory beside
     it (``pip install ./plugins/scheduler-slurm``, relative to the current directory when
-    under it; ``-e`` when tx-core is editable); from a wheel file, the plugin's wheel in the
-    same directory if there is one; otherwise (an index) ``pip install DISTRIBUTION``.
-    Never raises: a hint is a courtesy."""
+    under it, as it is when the hint is made: where the plugin is is found once per process,
+    how it is shown every time; ``-e`` when tx-core is editable); from a wheel file, the
+    plugin's wheel in the same directory if there is one; otherwise (an index)
+    ``pip install DISTRIBUTION``. Never raises: a hint is a courtesy."""
+    try:
+        found = _located(distribution)
+        if found is not None:
+            return f"pip install {'-e ' if found[1] else ''}{_shown(found[0])}"
+    except Exception:  # noqa: BLE001 - a hint must never fail the command that shows it
+        pass
+    return f"pip install {distribution}"
+
+
+@functools.lru_cache(maxsize=None)
+def _located(distribution: str) -> Optional[Tuple[str, bool]]:
+    """``(the plugin's directory or wheel, tx-core is editable)`` beside where tx-core was
+    installed from, else None; read once per process (the installation does not move)."""
     try:
         where = _core_source()
         if where is not None:
             kind, path, editable = where
             found = _plugin_dir(path, distribution) if kind == "dir" else _wheel_beside(path, distribution)
             if found is not None:
-                return f"pip install {'-e ' if editable else ''}{_shown(found)}"
+                return found, editable
     except Exception:  # noqa: BLE001 - a hint must never fail the command that shows it
         pass
-    return f"pip install {distribution}"
+    return None
 
 
 def _core_source() -> Optional[Tuple[str, str, bool]]:
