@@ -32,6 +32,7 @@ wrong answer.
 """
 from __future__ import annotations
 
+import abc
 import json
 import os
 import subprocess
@@ -63,22 +64,25 @@ def _app(image: str) -> Any:
                               resource=Resource(cpu=1, gpu=0, memMB=64))])
 
 
-class Backend:
+class Backend(abc.ABC):
     """One backend of a size: ``make_runs`` (the watched run handles and their app ids),
     ``reset``/``count`` around a tick (calls at the backend), ``truth`` (app id -> the
     backend's own state name and tx's state name for it), ``stop``."""
 
     name = ""
 
+    @abc.abstractmethod
     def make_runs(self, runner: Any, n: int) -> List[str]:
         raise NotImplementedError
 
     def reset(self) -> None:
         pass
 
+    @abc.abstractmethod
     def count(self) -> Counter:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def truth(self) -> Dict[str, Tuple[str, str]]:
         raise NotImplementedError
 

@@ -36,6 +36,7 @@ Not a bench on its own: chaos_preemption.py imports it.
 """
 from __future__ import annotations
 
+import abc
 import os
 import shutil
 import signal
@@ -94,7 +95,7 @@ def python_mounts(rw: List[str]) -> List[str]:
     return [f"type=bind,src={p},dst={p},readonly" for p in keep] + [f"type=bind,src={p},dst={p}" for p in rw]
 
 
-class Driver:
+class Driver(abc.ABC):
     """One backend's part of the benchmark (chaos_preemption.Bench calls it)."""
 
     name = ""
@@ -136,6 +137,7 @@ class Driver:
     def env(self) -> Dict[str, str]:
         return {}
 
+    @abc.abstractmethod
     def warn(self, bench: Any, run: Dict[str, Any]) -> Dict[str, Any]:
         """Warn the attempt now; ``{"t", "target", "exact_time"}``."""
         raise NotImplementedError
@@ -323,7 +325,6 @@ class AwsDriver(Driver):
     def after(self, bench: Any, run: Dict[str, Any], rec: Dict[str, Any]) -> None:
         self.stopping.join(timeout=self.grace + 60)
         self.moto.client("batch").terminate_job(jobId=self.job_id, reason=RECLAIMED)
-        from chaos_preemption import until
 
         until(lambda: bench.status(run) in ("FAILED", "CANCELLED", "SUCCEEDED"), 120, 1.0)
         rec["reclaimed_state"] = bench.status(run)
@@ -390,6 +391,17 @@ class RayDriver(Driver):
 
 
 DRIVERS = {d.name: d for d in (DockerDriver, K8sDriver, GcpDriver, AwsDriver, RayDriver)}
+
+
+def until(what, timeout: float, every: float = 0.05):
+    """Poll ``what()`` until truthy; its value, or None after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(every)
+    return None
 
 
 def tx_run_argv(driver: Driver, train: Path, job: Tuple[str, ...], phases: Path, resume: str = "") -> List[str]:

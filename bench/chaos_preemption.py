@@ -45,24 +45,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import REPO, git_state, load_avg, start_slurm, stop_slurm  # noqa: E402
 from chaos_check import BACKENDS, attempt_start, judge_runs, read_events, summary, write_results  # noqa: E402
-from chaos_drivers import DRIVERS, Driver, rank_procs, tx_run_argv  # noqa: E402
+from chaos_drivers import DRIVERS, Driver, rank_procs, tx_run_argv, until  # noqa: E402
 
 TRAIN = REPO / "examples" / "train.py"
 PHASES = ("start-up", "mid-step", "periodic save", "evaluation")
 JOB = ("--epochs", "100000", "--step-sleep", "0.05", "--save-every", "6", "--eval-every", "8",
        "--eval-sleep", "0.3", "--keep", "1000000", "--output-dir", "out")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-
-
-def until(what, timeout: float, every: float = 0.05):
-    """Poll ``what()`` until truthy; its value, or None after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(every)
-    return None
 
 
 def ranks_of(app_id: str) -> Dict[int, int]:
