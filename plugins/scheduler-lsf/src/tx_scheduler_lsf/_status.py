@@ -9,7 +9,11 @@ what its script recorded in ``<app id>-<role>-<k>.exitcode`` (``<status>`` or ``
   LSF 10 says ``TERM_OWNER``/``TERM_ADMIN``; the script recorded the signal; a job killed
   while pending has no exit code; TorchX's rule: exit code 130) is CANCELLED;
 * EXIT for another reason is FAILED, with the exit code, LSF 10's termination reason
-  (``TERM_RUNLIMIT``, ``TERM_MEMLIMIT``...) and the root cause in the replica's stderr.
+  (``TERM_RUNLIMIT``, ``TERM_MEMLIMIT``...) and the root cause in the replica's stderr;
+* EXIT of a run LSF signalled, which LSF gives no ``TERM_*`` reason for (OpenLava) and has
+  not yet written the report of into the job's ``-o`` file, is still RUNNING: OpenLava says
+  EXIT before it writes the report that tells a ``brequeue`` (the job runs again) from a
+  ``bkill`` (:data:`REPORT_WAIT_S`).
 
 The app is FAILED as soon as one replica failed (its script then ends the others),
 CANCELLED once every job ended and one was cancelled, SUCCEEDED when every job is DONE,
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Dict, List, Optional, Tuple
 
 from tx.schedulers import (
@@ -37,6 +42,12 @@ INFRA_REASONS = ("TERM_HOST", "TERM_UNKNOWN", "TERM_REQUEUE_ADMIN", "TERM_REQUEU
 #: why a job whose host failed under it ended (OpenLava: "Exited. The CPU time used is
 #: unknown": its sbatchd came back without the job; the script recorded no exit status)
 HOST_LOST = "its host failed under it and LSF lost the job (it does not know how the job ended)"
+
+#: seconds after a signalled run's script ended during which LSF's report of the run (in
+#: the job's ``-o`` file) is awaited before its EXIT is taken as an end: OpenLava marks a
+#: requeued job EXIT some milliseconds before the report that says it will run again (a
+#: report that never comes, sbatchd lost, does not hold the app up longer)
+REPORT_WAIT_S = 30.0
 
 #: OpenLava's and LSF's pending reasons explained where the words alone say little
 PENDING_HINTS: Dict[str, str] = {
@@ -76,6 +87,53 @@ def requeued(report_path: str, detail: Optional[Job]) -> bool:
         return True
     text = read_tail(report_path, 64 * 1024).decode("utf-8", "replace") if report_path else ""
     return bool(_REQUEUED.search(text.rpartition("\nSender: ")[2]))
+
+
+_ELEMENT_ID = re.compile(r"(\d+)\[(\d+)\]")
+
+
+def report_file(job_dir: str, job: Job) -> str:
+    """The job's ``-o`` file: ``<job name>.<job id>.lsf.out``; an array element's (job
+    ``<base>_<i>-<role>-0``, id ``N[i]``: :func:`tx_scheduler_lsf._array.element_job`) is
+    the array's ``<base>-<role>-0.N.i.lsf.out`` (its ``bsub -o ...%J.%I...``)."""
+    m = _ELEMENT_ID.fullmatch(job.job_id)
+    if m is not None and job.project.endswith(f"_{m.group(2)}") and job.name.startswith(f"{job.project}-"):
+        name = job.project[:-len(m.group(2)) - 1] + job.name[len(job.project):]
+        return os.path.join(job_dir, f"{name}.{m.group(1)}.{m.group(2)}.lsf.out")
+    return os.path.join(job_dir, f"{job.name}.{job.job_id}.lsf.out")
+
+
+def starts(evs: List[Event]) -> int:
+    """How many times LSF started the job: its script's ``run`` events, and the run that
+    found ``infra_retries`` spent (``exhausted``: it ends before its ``run``)."""
+    return sum(1 for _, what, _ in evs if what in ("run", "exhausted"))
+
+
+def reports(report_path: str) -> int:
+    """How many of LSF's job reports (one per run that ended, each beginning with a
+    ``Sender:`` line) the job's ``-o`` file holds; 0 without a readable file."""
+    try:
+        with open(report_path, "rb") as f:
+            text = f.read()
+    except OSError:
+        return 0
+    return text.count(b"\nSender: ") + text.startswith(b"Sender: ")
+
+
+def unreported(job: Job, detail: Optional[Job], code: Optional[int], signalled: bool, evs: List[Event],
+               exit_path: str, report_path: str, now: float) -> bool:
+    """Whether the job's EXIT cannot be read yet: LSF signalled its run (the script recorded
+    a signal, or no status), gives no reason of its own (no ``TERM_*``, host not lost), and
+    has not written the run's report (fewer reports than starts) within :data:`REPORT_WAIT_S`
+    of the run's end (its ``.exitcode`` file, else its last recorded event)."""
+    if job.stat != "EXIT" or not (signalled or code is None) or not report_path:
+        return False
+    if detail is not None and (detail.term_reason or detail.host_lost):
+        return False
+    if reports(report_path) >= starts(evs):
+        return False
+    ended = max([_mtime(exit_path) if exit_path else 0.0, *(when for when, _, _ in evs)])
+    return now - ended < REPORT_WAIT_S
 
 
 def replica_state(job: Job, detail: Optional[Job], code: Optional[int], signalled: bool,
@@ -125,11 +183,14 @@ def pending_msg(jobs: List[Job], details: Dict[str, Job]) -> str:
 
 
 def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_dir: str,
-                   location: Optional[str] = None) -> Optional[DescribeAppResponse]:
+                   location: Optional[str] = None, now: Optional[float] = None) -> Optional[DescribeAppResponse]:
     """The description of ``app_id`` from its jobs (``bjobs -w``), the ``bjobs -l`` details
     of its pending and exited jobs, and its job directory ("" when unknown); None when no
     job is one of its replicas. ``location``: its ``TX_CHECKPOINT_DIR``, where a requeued
-    run's reason names what it saved (:func:`tx_scheduler_lsf._attempts.build_attempts`)."""
+    run's reason names what it saved (:func:`tx_scheduler_lsf._attempts.build_attempts`).
+    ``now``: the epoch seconds the look is made at (default the clock; :func:`unreported`)."""
+    now = time.time() if now is None else now
+    ending: List[str] = []
     cancelled = bool(job_dir) and os.path.exists(os.path.join(job_dir, f"{app_id}.cancelled"))
     roles: Dict[str, List[ReplicaStatus]] = {}
     failures: List[Tuple[float, ReplicaStatus, Job, Optional[Job]]] = []
@@ -146,9 +207,14 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
         code, signalled = read_exit_file(exit_path) if exit_path else (None, False)
         evs = read_attempts(os.path.join(job_dir, replica_file(app_id, role, k, "attempts"))) if job_dir else []
         events[f"{role}[{k}]"] = evs
-        report = os.path.join(job_dir, f"{job.name}.{job.job_id}.lsf.out") if job_dir else ""
-        again = job.stat == "EXIT" and requeued(report if job.stat == "EXIT" else "", detail)
-        state, code = replica_state(job, detail, code, signalled, cancelled, again)
+        report = report_file(job_dir, job) if job_dir else ""
+        # the last report is this run's only when there is one per start of the job
+        again = job.stat == "EXIT" and requeued(report if reports(report) >= starts(evs) else "", detail)
+        if not (again or cancelled) and unreported(job, detail, code, signalled, evs, exit_path, report, now):
+            state = AppState.RUNNING  # LSF ended the run and has not said yet whether it runs again
+            ending.append(f"job {job.job_id} ({job.name}) ended: LSF has not reported yet whether it runs again")
+        else:
+            state, code = replica_state(job, detail, code, signalled, cancelled, again)
         if not cancelled and (again or (appstate_from_lsf(job.stat) == AppState.PENDING and runs(evs) > 0)):
             why = ("requeued by an administrator (brequeue)" if requeued(report, detail)
                    else "run again by LSF after its host failed")
@@ -173,6 +239,8 @@ def build_describe(app_id: str, jobs: List[Job], details: Dict[str, Job], job_di
     msg = _msg(app_state, jobs, details, cancelled)
     if requeues and app_state == AppState.PENDING:
         msg = "; ".join(requeues) + ("" if msg == "PEND" else f" ({msg})")
+    if ending and app_state == AppState.RUNNING:
+        msg = "; ".join([msg, *ending])
     return DescribeAppResponse(
         app_id=app_id,
         state=app_state,
