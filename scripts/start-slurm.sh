@@ -52,7 +52,10 @@
 #      The tests start their own cluster (tx_scheduler_slurm.testing) with
 #      another SLURM_BASE and other ports, so it runs beside one started by hand.
 # The environment's SLURM_CONF is ignored: the clients get $SLURM_BASE/etc/slurm.conf.
-set -euo pipefail
+set -Eeuo pipefail
+# a command that fails ends the script (set -e): say which, where, with its status (not
+# for one failing inside $(...), whose status the script tests itself)
+trap 'tx_rc=$?; [ "$BASH_SUBSHELL" != 0 ] || log "failed (status $tx_rc) at line $LINENO: $BASH_COMMAND"' ERR
 B=${SLURM_BASE:-/tmp/tx-slurm}
 CTLD_PORT=${SLURM_CTLD_PORT:-6817}
 DBD_PORT=${SLURMDBD_PORT:-6820}
@@ -208,7 +211,11 @@ CONF
 
 start_mariadb_slurmdbd() {
   if ! alive $B/run/mariadb.pid; then
-    [ -d $B/db/mysql ] || mariadb-install-db --user=root --datadir=$B/db --auth-root-authentication-method=normal >/dev/null 2>&1
+    if [ ! -d $B/db/mysql ] && ! mariadb-install-db --user=root --datadir=$B/db --auth-root-authentication-method=normal \
+        > $B/log/mariadb-install.log 2>&1; then
+      log "mariadb-install-db failed ($B/log/mariadb-install.log): $(tail -5 $B/log/mariadb-install.log | tr '\n' ' ')"
+      exit 1
+    fi
     (mariadbd --user=root --datadir=$B/db --socket=$B/run/mysql.sock --port=$DB_PORT --bind-address=127.0.0.1 \
        --pid-file=$B/run/mariadb.pid --log-error=$B/log/mariadb.log \
        --innodb-buffer-pool-size=64M --innodb-log-file-size=8M </dev/null >/dev/null 2>&1 &)

@@ -158,3 +158,33 @@ def test_start_script_refuses_bad_settings_in_one_line(tmp_path: Path, slurm_sup
     assert (p.returncode, p.stdout) == (2, ""), p.stderr
     assert p.stderr.splitlines() == [f"[start-slurm] {message}"]
     assert not base.exists()
+
+
+def test_start_script_says_which_step_failed(tmp_path: Path, slurm_support: Any) -> None:
+    """A step of scripts/start-slurm.sh that fails says so on stderr, with its output, and
+    the script stops there (c16: an accounting cluster's start ended with status 1 and an
+    empty stderr). Here mariadb-install-db fails (a stand-in first on PATH, printing its
+    reason); and a command that fails under ``set -e`` is named with its line."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "mariadb-install-db").write_text("#!/bin/sh\necho 'Installation of system tables failed!' >&2\nexit 1\n")
+    (fake / "mariadb-install-db").chmod(0o755)
+    base = tmp_path / "base"
+    env = slurm_support.user_env()
+    env.update(SLURM_BASE=str(base), SLURM_ACCT="1", PATH=f"{fake}:{env['PATH']}",
+               SLURM_CTLD_PORT="1", SLURMDBD_PORT="2", SLURM_MARIADB_PORT="3")
+    p = subprocess.run(["bash", str(slurm_support.SCRIPTS / "start-slurm.sh")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    try:
+        assert p.returncode == 1 and p.stdout == "", p.stderr
+        assert f"[start-slurm] mariadb-install-db failed ({base}/log/mariadb-install.log): " \
+               "Installation of system tables failed!" in p.stderr, p.stderr
+        assert not (base / "run" / "mariadb.pid").exists()
+    finally:
+        subprocess.run(["bash", str(slurm_support.SCRIPTS / "stop-slurm.sh")], env=env, capture_output=True, timeout=60)
+    (fake / "mkdir").write_text("#!/bin/sh\nexit 3\n")  # the first thing the start does
+    (fake / "mkdir").chmod(0o755)
+    p = subprocess.run(["bash", str(slurm_support.SCRIPTS / "start-slurm.sh")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 3 and "[start-slurm] failed (status 3) at line " in p.stderr and ": mkdir" in p.stderr, \
+        p.stderr
