@@ -118,10 +118,11 @@ def test_grid_runs_as_one_array_and_resume_reruns_exactly_the_failed(slurm_nodes
     job_dir = tmp_path / "job"
     with Runner() as runner:
         handle = runner.run_sweep(_app(), GRID, "slurm", cfg={"job_dir": str(job_dir)}, max_parallel=2)
-        # what slurmctld is asked: the partitions (sinfo) and the array (sbatch); the debug
-        # partition's PreemptMode=OFF spares scontrol show partition (no GraceTime to read)
+        # what slurmctld is asked: the partitions (scontrol show partition, one RPC; the
+        # nodes' CPUs and memory from slurm.conf, which agree with slurmctld's totals) and the
+        # array (sbatch): no sinfo (two RPCs)
         asked = [c[:2] for c in sbatch_calls if c[:2] != ["sinfo", "--version"]]
-        assert [c[0] for c in asked] == ["sinfo", "sbatch"], sbatch_calls
+        assert asked == [["scontrol", "show"], ["sbatch", "--parsable"]], sbatch_calls
         assert any(a == "--array=0-5%2" for a in next(c for c in sbatch_calls if c[0] == "sbatch"))
         rec = sw.load_record(handle)
         array = rec.trials[0].attempts[0].split("_")[0]

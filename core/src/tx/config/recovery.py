@@ -104,9 +104,15 @@ _RUN_SUFFIX = 9
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 
 
+#: ASCII code -> its ``%XX`` for the ASCII characters :data:`_UNRESERVED` does not hold
+_ASCII_ESCAPES = {b: f"%{b:02X}" for b in range(128) if b not in _UNRESERVED}
+
+
 def percent_encode(text: str) -> str:
     """``urllib.parse.quote(text, safe="")`` (UTF-8, ``%XX`` in upper case), without
     importing urllib.parse (with ipaddress: ~3 ms on every dryrun's checkpoint URL)."""
+    if text.isascii():  # one C call (a sweep encodes a URL per trial)
+        return text.translate(_ASCII_ESCAPES)
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode("utf-8"))
 
 

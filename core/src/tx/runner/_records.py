@@ -25,7 +25,7 @@ def write_json(path: str, data: Any, private: bool = False) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
     with open(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f)
+        f.write(json.dumps(data))  # dumps: the C encoder (dump's chunks are Python's; same text)
     os.replace(tmp, path)
 
 

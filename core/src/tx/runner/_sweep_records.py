@@ -105,13 +105,23 @@ class SweepRecord:
         return make_app_handle(self.scheduler, self.session, self.sweep_id)
 
     def to_json(self) -> Dict[str, Any]:
-        return attrs.asdict(self)
+        """The record as JSON types, in field order, for :func:`_write`: the trials written
+        field by field (a sweep of 10,000 trials through ``attrs.asdict`` cost 0.1 s), their
+        lists and dicts shared with the record (write it, do not keep it)."""
+        data = attrs.asdict(self, filter=lambda a, _: a.name != "trials")
+        trials = [{n: getattr(t, n) for n in _TRIAL_FIELDS} for t in self.trials]
+        return {n: trials if n == "trials" else data[n] for n in _RECORD_FIELDS}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SweepRecord":
         fields = dict(data)
         fields["trials"] = [TrialRecord(**t) for t in fields.get("trials", [])]
         return cls(**fields)
+
+
+#: the fields of a trial and of a sweep, in order, as :meth:`SweepRecord.to_json` writes them
+_TRIAL_FIELDS = tuple(a.name for a in attrs.fields(TrialRecord))
+_RECORD_FIELDS = tuple(a.name for a in attrs.fields(SweepRecord))
 
 
 # -- the record on disk ------------------------------------------------------------------

@@ -312,15 +312,31 @@ class Engine:
         with log_event(self.registry, session=self.session, scheduler=scheduler, api="dryrun_many"):
             extra_env = self.submission_env(scheduler, parent_run_id)
             root = checkpoint_root(scheduler)  # once: it reads the config files
-            out = []
+            ready = []
             for app in apps:
                 check_roles(app)
-                out.append(self._dryrun_with(sched, scheduler, app, extra_env, dict(cfg), ckpt_root=root))
+                ready.append(self._prepared(sched, scheduler, app, extra_env, dict(cfg), ckpt_root=root))
+            # the run options resolved once for all (Scheduler.submit_dryrun_many)
+            out = sched.submit_dryrun_many(ready, dict(cfg))
+            for info in out:
+                info._scheduler = scheduler  # as _dryrun_with
             return out
 
     def _dryrun_with(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
                      cfg: Dict[str, Any], workspace: Optional[str] = None,
                      ckpt_root: Optional[str] = None, ckpt: Optional[Mapping[str, str]] = None) -> AppDryRunInfo[Any]:
+        info = sched.submit_dryrun(self._prepared(sched, scheduler, app, extra_env, cfg, workspace, ckpt_root, ckpt), cfg)
+        # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
+        # under another name than its backend (a subclass of a TorchX scheduler) keeps it
+        info._scheduler = scheduler
+        return info
+
+    def _prepared(self, sched: Scheduler[Any], scheduler: str, app: AppDef, extra_env: Mapping[str, str],
+                  cfg: Dict[str, Any], workspace: Optional[str] = None,
+                  ckpt_root: Optional[str] = None, ckpt: Optional[Mapping[str, str]] = None) -> AppDef:
+        """``app`` as the scheduler dry-runs it: the run's checkpoint location and
+        ``extra_env`` in every role, the workspace built into its first role, mounts the
+        scheduler does not support dropped where this engine drops them (with a warning)."""
         # the run's checkpoint location: a fresh one, or the resumed run's (``ckpt``); a
         # role's own TX_CHECKPOINT_DIR wins (and then nothing of the resumed run is added)
         if ckpt is None and not all(r.env.get(CHECKPOINT_DIR) for r in app.roles):
@@ -339,11 +355,7 @@ class Engine:
             if dropped:
                 print(f"{self.drop_unsupported_mounts}: warning: the {scheduler} scheduler supports no mounts; "
                       f"ignored, as TorchX does: {dropped}", file=sys.stderr)
-        info = sched.submit_dryrun(app, cfg)
-        # the name the app was dryrun for (as TorchX's Runner): a scheduler registered
-        # under another name than its backend (a subclass of a TorchX scheduler) keeps it
-        info._scheduler = scheduler
-        return info
+        return app
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppRef:
         """Submit what :meth:`dryrun` returned; returns the app's reference.

@@ -237,7 +237,18 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: the app cannot run on this scheduler (see :meth:`_validate`), or a
                 role has mounts it would run without (:meth:`ignored_mounts`).
         """
+        return self._dryrun_resolved(app, self.run_opts().resolve(cfg))
+
+    def submit_dryrun_many(self, apps: Sequence[AppDef], cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[T]]:
+        """:meth:`submit_dryrun` of each app (a sweep's trials), ``cfg`` resolved once for all (a
+        scheduler's own :meth:`submit_dryrun` is called for each). Raises as it does."""
+        if getattr(self.submit_dryrun, "__func__", None) is not Scheduler.submit_dryrun:  # its own (or a patch)
+            return [self.submit_dryrun(app, cfg) for app in apps]
         resolved = self.run_opts().resolve(cfg)
+        return [self._dryrun_resolved(app, dict(resolved)) for app in apps]
+
+    def _dryrun_resolved(self, app: AppDef, resolved: Dict[str, CfgVal]) -> AppDryRunInfo[T]:
+        """:meth:`submit_dryrun` of ``app`` with ``cfg`` resolved (its own copy)."""
         self._validate(app, self.backend, resolved)
         refuse_ignored_mounts(app, self.backend, self.ignored_mounts, self.mounts_advice)
         info = self._submit_dryrun(app, resolved)

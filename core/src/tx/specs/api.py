@@ -333,7 +333,7 @@ class macros:
 
         def substitute(self, arg: str) -> str:
             """Substitute the macros in ``arg``; unknown ``$names`` are left as written."""
-            return string.Template(arg).safe_substitute(self._mapping())
+            return string.Template(arg).safe_substitute(self._mapping()) if "$" in arg else arg
 
         def apply(self, role: Role) -> Role:
             """Return a copy of ``role`` with macros substituted in args, env and metadata."""

@@ -111,6 +111,7 @@ class SlurmArrayRequest:
     max_array_size: Optional[int] = None
     _table: Any = attrs.field(default=None, init=False, repr=False, eq=False)
     _path: Optional[str] = attrs.field(default=None, init=False, repr=False, eq=False)
+    _text: Optional[str] = attrs.field(default=None, init=False, repr=False, eq=False)
 
     @property
     def arrays(self) -> List[Tuple[int, int]]:
@@ -162,11 +163,13 @@ class SlurmArrayRequest:
 
     def table_text(self) -> str:
         """The table file's text: row ``i`` (line ``i + 1``) is trial ``i``'s values,
-        shell-quoted and separated by spaces ("" with no table)."""
-        table = self.table
-        if table is None:
-            return ""
-        return "".join(" ".join(_quoted(v) for v in row) + "\n" for row in table.rows)
+        shell-quoted and separated by spaces ("" with no table); made once (the table
+        path's digest and the file both need it)."""
+        if self._text is None:
+            table = self.table
+            self._text = "" if table is None else "".join(" ".join(_quoted(v) for v in row) + "\n"
+                                                          for row in table.rows)
+        return self._text
 
     @property
     def table_path(self) -> Optional[str]:

@@ -1,5 +1,6 @@
-"""Facts about the cluster that shape a request: its partitions (``sinfo``) and its version,
-and the dryrun's checks of an app against its partitions (:func:`check_partitions`).
+"""Facts about the cluster that shape a request: its partitions (``scontrol show partition``
+with the nodes of slurm.conf, :mod:`tx_scheduler_slurm._partitions`, else ``sinfo``) and its
+version, and the dryrun's checks of an app against its partitions (:func:`check_partitions`).
 
 Dryrun asks the cluster when Slurm's commands are there and answer; when they do not
 (``--dryrun`` on a laptop) it goes on without these facts, as TorchX does.
@@ -9,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 import attrs
 
 from tx.config import state_dir
 from tx import get_logger
 from tx.specs import AppDef, CfgVal, InvalidRunConfigException
-from tx_scheduler_slurm import _client
+from tx_scheduler_slurm import _client, _partitions
 from tx_scheduler_slurm._parse import SINFO_FORMAT, Partition, parse_sinfo, parse_time_min, parse_version
 from tx_scheduler_slurm.request import total_replicas
 
@@ -34,10 +35,17 @@ class ClusterInfo:
     Attributes:
         partitions: partition name -> :class:`Partition`; empty when unknown.
         version: Slurm's ``(major, minor)``, None when unknown.
+        partition_text: ``scontrol show partition --oneliner``'s output where it was asked
+            with these facts (its ``GraceTime`` then needs no call of its own), else None.
     """
 
     partitions: Dict[str, Partition] = attrs.field(factory=dict)
     version: Optional[Tuple[int, int]] = None
+    partition_text: Optional[str] = attrs.field(default=None, repr=False)
+    #: what :func:`check_partitions` found fits these facts (its inputs: partitions, time,
+    #: each role's name, CPUs, memory, replicas), so that a sweep's trials of one shape are
+    #: checked once; a refusal is never kept
+    _fits: Set[Tuple[object, ...]] = attrs.field(factory=set, init=False, repr=False, eq=False)
 
     def partition(self, name: Optional[str]) -> Optional[Partition]:
         """The named partition, or the default one for None; None when unknown."""
@@ -62,15 +70,38 @@ class ClusterInfo:
 
 
 def query_cluster(timeout: Optional[float] = None) -> ClusterInfo:
-    """Ask ``sinfo`` for the partitions and the Slurm version; an empty :class:`ClusterInfo`
-    when Slurm is not installed or does not answer (logged at debug level)."""
+    """The partitions and the Slurm version: where slurm.conf defines the nodes
+    (:func:`tx_scheduler_slurm._partitions.nodes_in_conf`), one ``scontrol show partition``
+    (one RPC, which has the partitions' ``GraceTime`` too) with the nodes' CPUs and memory
+    from slurm.conf where they agree with slurmctld's totals of every partition
+    (:func:`tx_scheduler_slurm._partitions.partitions_from`); else, or where they do not
+    agree, ``sinfo`` (two RPCs: partitions and nodes). An empty :class:`ClusterInfo` when
+    Slurm is not installed or does not answer (logged at debug level)."""
+    text: Optional[str] = None
     try:
+        nodes = _partitions.nodes_in_conf()
+        if nodes is not None:
+            text = _client.run(["scontrol", "show", "partition", "--oneliner"], timeout).stdout
+            parts = _partitions.partitions_from(text, nodes)
+            if parts is not None:
+                return ClusterInfo(partitions=parts, version=client_version(timeout), partition_text=text)
+            log.debug("slurm_conf_nodes_differ", conf="slurm.conf's nodes are not slurmctld's: sinfo asked")
         out = _client.run(["sinfo", "--noheader", "--noconvert", f"--format={SINFO_FORMAT}"], timeout)
         version = client_version(timeout)
     except _client.SlurmError as e:
         log.debug("slurm_cluster_unknown", error=str(e))
         return ClusterInfo()
-    return ClusterInfo(partitions=parse_sinfo(out.stdout), version=version)
+    return ClusterInfo(partitions=parse_sinfo(out.stdout), version=version, partition_text=text)
+
+
+def hostnames(nodelist: str, timeout: Optional[float] = None) -> List[str]:
+    """``node[1-2],gpu3`` expanded by ``scontrol show hostnames`` (no RPC); split at commas
+    where Slurm's commands are missing or fail here (dryrun on a laptop)."""
+    try:
+        return _client.run(["scontrol", "show", "hostnames", nodelist], timeout).stdout.split()
+    except _client.SlurmError as e:
+        log.debug("slurm_hostnames_unavailable", error=str(e))
+        return [n for n in nodelist.split(",") if n]
 
 
 def _version_cache() -> str:
@@ -117,10 +148,26 @@ def client_version(timeout: Optional[float] = None) -> Optional[Tuple[int, int]]
 
 
 def check_partitions(app: AppDef, cluster: ClusterInfo, name: Optional[str], cfg: Mapping[str, CfgVal]) -> None:
-    """Where ``sinfo`` answered: every named partition (``a,b`` lists several) exists,
-    and the largest has a node for each replica (het components never share nodes)."""
+    """Where the cluster facts are known: every named partition (``a,b`` lists several)
+    exists, and the largest has a node for each replica (het components never share nodes);
+    each role fits (:func:`check_fits`). What fits is kept in ``cluster`` (one check per
+    shape of app: a sweep's trials).
+
+    Raises:
+        InvalidRunConfigException: no such partition, or ``time`` beyond its limit.
+        ValueError: more replicas than nodes, or a role larger than every node.
+    """
     if not cluster.partitions:
         return
+    key = (name, cfg.get("time"), tuple((r.name, r.resource.cpu, r.resource.memMB, r.num_replicas) for r in app.roles))
+    if key in cluster._fits:
+        return
+    _check_partitions(app, cluster, name, cfg)
+    cluster._fits.add(key)
+
+
+def _check_partitions(app: AppDef, cluster: ClusterInfo, name: Optional[str], cfg: Mapping[str, CfgVal]) -> None:
+    """:func:`check_partitions`, never kept."""
     names = [n for n in name.split(",") if n] if name is not None else [None]
     parts = []
     for n in names:

@@ -52,10 +52,11 @@ https://slurm.schedmd.com/slurm.conf.html#OPT_cred_expire).
 """
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import textwrap
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
@@ -181,6 +182,7 @@ COMMENT_MAX = 1000
 COMMENT_MARKER = "tx-app:"
 
 
+@functools.lru_cache(maxsize=256)  # a sweep's trials share one app name
 def job_name_app(app_name: str) -> str:
     """The app name as it goes into Slurm job names: letters, digits, ``_``, ``.`` and
     ``-`` kept (others become ``_``), at most :data:`APP_NAME_MAX` characters, ``app``
@@ -196,6 +198,7 @@ def component_name(app_name: str, role: str, replica_id: int) -> str:
     return f"{job_name_app(app_name)}@{role}-{replica_id}"
 
 
+@functools.lru_cache(maxsize=256)  # a sweep's trials share one comment
 def job_comment(app_name: str, user_comment: Optional[str]) -> str:
     """``tx-app:<app name>`` plus ``; <user comment>``: the job's ``--comment``, cut to
     :data:`COMMENT_MAX` characters (newlines and control characters become spaces)."""
@@ -290,7 +293,9 @@ class SlurmBatchRequest:
             administrator's requeue) allowed before the job fails (run option
             ``infra_retries``).
         appdef: the AppDef as submitted (:func:`tx.specs.files.appdef_to_stored`), written
-            to :func:`appdef_file` in ``workdir`` once sbatch gave the job id.
+            to :func:`appdef_file` in ``workdir`` once sbatch gave the job id; made on first
+            use where the request was built with ``stored_from`` (a sweep's trials: an
+            array's tasks store none).
         warn_signal: the time limit's warning signal (run option ``signal``; ``USR1``), which
             every replica's launcher passes on to its program and records; None: none.
     """
@@ -301,8 +306,24 @@ class SlurmBatchRequest:
     max_retries: int
     workdir: str = ""
     infra_retries: int = DEFAULT_INFRA_RETRIES
-    appdef: str = attrs.field(default="", repr=False)
+    _appdef: Optional[str] = attrs.field(default="", repr=False, eq=False, alias="appdef")
     warn_signal: Optional[str] = None
+    #: (app, resolved cfg) the stored AppDef is made of on first use (``appdef`` None)
+    _stored_from: Optional[Tuple[AppDef, Dict[str, object]]] = attrs.field(
+        default=None, repr=False, eq=False, alias="stored_from")
+
+    @property
+    def appdef(self) -> str:
+        """See the class's attributes ("" where the AppDef cannot be stored).
+
+        Raises:
+            TypeError: the app's metadata holds values JSON cannot represent (made now).
+        """
+        if self._appdef is None:
+            app, cfg = self._stored_from or (None, None)
+            self._appdef = (appdef_to_stored(app, cfg=cfg) or "") if app is not None else ""
+            self._stored_from = None
+        return self._appdef
 
     def materialize(self) -> str:
         """The batch script text."""
@@ -431,11 +452,13 @@ def validate_app(app: AppDef) -> None:
     validate_host_app(app, "slurm", "Slurm jobs")
 
 
-def replica_env(role: Role, replica_id: int, role_idx: Optional[int] = None) -> Dict[str, str]:
-    """The environment of one replica: the role's, then the replica environment contract
+def replica_env(role: Role, replica_id: int, role_idx: Optional[int] = None,
+                env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The environment of one replica: the role's (``env``: the role's with the macros
+    substituted, where made already), then the replica environment contract
     (:func:`tx.schedulers.env.replica_env`: ``TX_ROLE_NAME``, ``TX_REPLICA_ID``, ``TX_APP_ID``
     and their TorchX names; ``TX_RANK0_HOST`` is exported by the batch script)."""
-    env = dict(role.env)
+    env = dict(role.env if env is None else env)
     env.update(env_contract.replica_env(
         app_id=macros.app_id, role_name=role.name, replica_id=str(replica_id),
         role_idx=role_idx, num_replicas=role.num_replicas,
@@ -452,6 +475,8 @@ def build_request(
     gpus_per_node: bool = False,
     nodes: Optional[List[str]] = None,
     grace: Optional[int] = None,
+    defer_appdef: bool = False,
+    validated: bool = False,
 ) -> SlurmBatchRequest:
     """Build the batch request of ``app`` (pure: no Slurm command is run).
 
@@ -465,11 +490,14 @@ def build_request(
         nodes: the expanded ``nodelist`` run option, one node per replica in het-group
             order (each component gets ``--nodelist`` of its node); None: no nodelist.
         grace: the partition's ``GraceTime`` (s): ``TX_PREEMPT_GRACE`` unless ``signal`` is set.
+        defer_appdef: make the stored AppDef (``SlurmBatchRequest.appdef``) on first use (a
+            sweep's trials: an array stores none). validated: :func:`validate_app` ran already.
 
     Raises:
         ValueError: see :func:`validate_app`; ``nodes`` does not name one node per replica.
     """
-    validate_app(app)
+    if not validated:
+        validate_app(app)
     if nodes is not None and len(nodes) != total_replicas(app):
         raise ValueError(
             f"run option 'nodelist' names {len(nodes)} node(s) but app {app.name!r} has "
@@ -495,7 +523,10 @@ def build_request(
                 replica_id=str(replica_id),
                 rank0_env=RANK0_ENV,
             )
-            r = values.apply(role)
+            # what values.apply(role) would substitute, without copying the rest of the role
+            sub = values.substitute
+            args = [sub(a) if "$" in a else a for a in role.args]
+            env = {k: sub(v) if "$" in v else v for k, v in role.env.items()}
             name = f"{role.name}-{replica_id}"
             group = _group_opts(role, cfg, nomem, gpus_per_node, bool(requeue))
             if nodes is not None:
@@ -505,9 +536,9 @@ def build_request(
                 role=role.name,
                 replica_id=replica_id,
                 job_name=component_name(app.name, role.name, replica_id),
-                entrypoint=r.entrypoint,
-                args=list(r.args),
-                env={**preempt_env(cfg.get("signal"), grace), **replica_env(r, replica_id, role_idx)},
+                entrypoint=role.entrypoint,
+                args=args,
+                env={**preempt_env(cfg.get("signal"), grace), **replica_env(role, replica_id, role_idx, env)},
                 sbatch_opts=group,
                 srun_opts={
                     "output": log_file(macros.app_id, role.name, replica_id, "out"),
@@ -531,7 +562,8 @@ def build_request(
         max_retries=retries,
         workdir=workdir,
         infra_retries=infra,
-        appdef=appdef_to_stored(app, cfg=cfg) or "",
+        appdef=None if defer_appdef else (appdef_to_stored(app, cfg=cfg) or ""),
+        stored_from=(app, dict(cfg)) if defer_appdef else None,
         warn_signal=None if signal_opt is None else preempt_env(signal_opt)["TX_PREEMPT_SIGNAL"],
     )
 

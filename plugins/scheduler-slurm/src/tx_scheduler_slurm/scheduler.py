@@ -34,7 +34,7 @@ from tx_scheduler_slurm import _client, _index, _plane
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
 from tx_scheduler_slurm._preempt import parse_grace, preempted_reason, read_preempted
 from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
-from tx_scheduler_slurm._cluster import ClusterInfo, check_partitions, query_cluster
+from tx_scheduler_slurm._cluster import ClusterInfo, check_partitions, hostnames, query_cluster
 from tx_scheduler_slurm._logs import LogFiles
 from tx_scheduler_slurm._parse import (
     APP_ID, SACCT_FIELDS, JobRecord, in_array_tasks, jobcomp_history, parse_config, parse_jobcomp, parse_sacct,
@@ -93,9 +93,10 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         self._accounting: Optional[bool] = None  # learnt from the first sacct call
         self._jobcomp_path: Optional[str] = None  # "" once known to be unusable
         self._acct_configured: Optional[bool] = None
-        self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, sinfo's answer)
+        self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, query_cluster's answer)
         self._partitions: Optional[Tuple[float, str]] = None  # (when, scontrol show partition's answer)
         self._config_limits: Optional[Tuple[float, Dict[str, int]]] = None  # (when, MaxArraySize...)
+        self._many = False  # inside submit_dryrun_many: the trials' stored AppDefs are made on first use
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -104,18 +105,20 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Roles without resources are allowed (Slurm's defaults apply); see
         :func:`tx_scheduler_slurm.request.validate_app` and
-        :func:`tx_scheduler_slurm.options.check_cfg` for what is rejected."""
+        :func:`tx_scheduler_slurm.options.check_cfg` for what is rejected (a sweep's ``cfg``: once)."""
         validate_app(app)
-        check_cfg(cfg)
+        if not self._many:
+            check_cfg(cfg)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmBatchRequest]:
-        check_cfg(cfg)
+        if not self._many:  # else checked once for all, and app validated just before (_validate)
+            check_cfg(cfg)
         cluster = self._cluster_info()
         name = str(cfg["partition"]) if cfg.get("partition") is not None else None
         check_partitions(app, cluster, name, cfg)
         nodes = None
         if cfg.get("nodelist") is not None:
-            nodes = self._hostnames(str(cfg["nodelist"]))
+            nodes = hostnames(str(cfg["nodelist"]), self._timeout)
         req = build_request(
             app, cfg,
             workdir=workdir_of(cfg),
@@ -123,36 +126,54 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
             gpus_per_node=cluster.gpus_per_node(),
             nodes=nodes,
             grace=self._grace(name) if cfg.get("signal") is None else None,
+            defer_appdef=self._many, validated=self._many,
         )
         return AppDryRunInfo(req, repr)
+
+    def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[SlurmBatchRequest]]:
+        """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does), each trial's
+        stored AppDef (``SlurmBatchRequest.appdef``: an array's tasks keep none) made on first
+        use: the first's now (one that cannot be stored is refused at dryrun), the others'
+        where :meth:`submit_sweep_dryrun` finds they are one job each, or :meth:`schedule`."""
+        check_cfg(self.run_opts().resolve(cfg))  # the same for every trial: once
+        self._many = True
+        try:
+            infos = super().submit_dryrun_many(apps, cfg)
+        finally:
+            self._many = False
+        if infos:
+            _ = infos[0].request.appdef  # noqa: F841 - made now (TypeError: it cannot be stored)
+        return infos
 
     def _grace(self, name: Optional[str]) -> Optional[int]:
         """The preemption ``GraceTime`` (s) of partition ``name`` (``a,b``: the shortest;
         None: the default partition) from ``scontrol show partition``, asked once per
-        dryrun and kept for :data:`CLUSTER_TTL_S` (a sweep's trials share one answer); None
-        where scontrol is missing or fails, or the fixed cluster facts were given (no
-        cluster to ask), and without asking where sinfo said every one of those partitions
-        has ``PreemptMode=OFF`` (no preemption, so no grace: a submit is ``sinfo`` and
-        ``sbatch``)."""
+        dryrun and kept for :data:`CLUSTER_TTL_S` (a sweep's trials share one answer; the
+        cluster facts' own answer where they were read from it, :func:`query_cluster`);
+        None where scontrol is missing or fails, or the fixed cluster facts were given (no
+        cluster to ask), and without asking where the cluster facts say every one of those
+        partitions has ``PreemptMode=OFF`` (no preemption, so no grace)."""
         if self._cluster is not None:
             return None
-        parts = [self._cluster_info().partition(n) for n in (name.split(",") if name else [None])]
+        cluster = self._cluster_info()
+        parts = [cluster.partition(n) for n in (name.split(",") if name else [None])]
         if parts and all(p is not None and p.preempt_mode == "OFF" for p in parts):
             return None
+        out = cluster.partition_text  # asked with the facts (as fresh as they are), else once per TTL
         now = time.monotonic()
-        if self._partitions is None or now - self._partitions[0] > CLUSTER_TTL_S:
+        if out is None and (self._partitions is None or now - self._partitions[0] > CLUSTER_TTL_S):
             try:
                 out = _client.run(["scontrol", "show", "partition", "--oneliner"], self._timeout).stdout
             except SlurmError as e:
                 log.debug("slurm_grace_unknown", error=str(e))
                 out = ""
             self._partitions = (now, out)
-        out = self._partitions[1]
+        out = self._partitions[1] if out is None else out  # type: ignore[index]
         graces = [g for g in (parse_grace(out, n) for n in (name.split(",") if name else [None])) if g is not None]
         return min(graces) if graces else None
 
     def _cluster_info(self) -> ClusterInfo:
-        """The cluster facts dryruns check against: the fixed ones given, else ``sinfo``'s,
+        """The cluster facts dryruns check against: the fixed ones given, else :func:`query_cluster`'s,
         asked again after :data:`CLUSTER_TTL_S` (a sweep's trials share one answer)."""
         if self._cluster is not None:
             return self._cluster
@@ -211,6 +232,8 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         why = self._not_an_array(reqs)
         if why is not None:
             log.info("slurm_sweep_not_an_array", reason=why)
+            for r in reqs:  # each trial is a job that keeps its AppDef: made now, at dryrun
+                _ = r.appdef  # noqa: F841
             return None
         return AppDryRunInfo(SlurmArrayRequest(reqs, max_parallel, self._limits().get("MaxArraySize")), repr)
 
@@ -250,15 +273,6 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         for job in jobs:
             _index.record(job, req.workdir, [(r.role, r.replica_id) for r in req.trials[0].replicas.values()])
         return ids
-
-    def _hostnames(self, nodelist: str) -> List[str]:
-        """``node[1-2],gpu3`` expanded by ``scontrol show hostnames``; split at commas
-        where Slurm's commands are missing or fail here (dryrun on a laptop)."""
-        try:
-            return _client.run(["scontrol", "show", "hostnames", nodelist], self._timeout).stdout.split()
-        except SlurmError as e:
-            log.debug("slurm_hostnames_unavailable", error=str(e))
-            return [n for n in nodelist.split(",") if n]
 
     # -- submit ---------------------------------------------------------------------------
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
