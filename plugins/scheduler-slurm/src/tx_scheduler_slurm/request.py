@@ -523,10 +523,8 @@ def build_request(
                 replica_id=str(replica_id),
                 rank0_env=RANK0_ENV,
             )
-            # what values.apply(role) would substitute, without copying the rest of the role
-            sub = values.substitute
-            args = [sub(a) if "$" in a else a for a in role.args]
-            env = {k: sub(v) if "$" in v else v for k, v in role.env.items()}
+            args = [values.substitute(a) for a in role.args]  # values.apply(role)'s, copying nothing else
+            env = {k: values.substitute(v) for k, v in role.env.items()}
             name = f"{role.name}-{replica_id}"
             group = _group_opts(role, cfg, nomem, gpus_per_node, bool(requeue))
             if nodes is not None:
