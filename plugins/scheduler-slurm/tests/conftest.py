@@ -172,3 +172,17 @@ def _why_failed_apps_early(request: pytest.FixtureRequest, _runs_why_failed: boo
     tests not marked slurm starts no cluster."""
     if _runs_why_failed and request.node.get_closest_marker("slurm") is not None:
         request.getfixturevalue("why_failed_apps")
+
+
+@pytest.fixture
+def sbatch_calls(monkeypatch) -> List[List[str]]:
+    """The Slurm commands tx runs (counted, then run for real)."""
+    calls: List[List[str]] = []
+    real = _client.run
+
+    def run(argv: Any, *a: Any, **kw: Any) -> Any:
+        calls.append(list(argv))
+        return real(argv, *a, **kw)
+
+    monkeypatch.setattr(_client, "run", run)
+    return calls

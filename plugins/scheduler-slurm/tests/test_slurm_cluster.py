@@ -261,23 +261,16 @@ def test_cluster_facts_shape_the_request(slurm_nodes: List[str], sched: SlurmSch
         sched.submit_dryrun(AppDef("p", roles=[too_many]), {})
 
 
-def test_cluster_facts_from_one_partition_rpc_are_sinfos(slurm_nodes: List[str], monkeypatch: Any) -> None:
+def test_cluster_facts_from_one_partition_rpc_are_sinfos(slurm_nodes: List[str], sbatch_calls: List[List[str]]) -> None:
     """One ``scontrol show partition`` (one RPC) with slurm.conf's nodes gives what sinfo
     (two RPCs) gives, GraceTime included in the same answer."""
     from tx_scheduler_slurm._parse import SINFO_FORMAT, parse_sinfo
 
     sinfo = parse_sinfo(_client.run(["sinfo", "--noheader", "--noconvert", f"--format={SINFO_FORMAT}"]).stdout)
-    asked: List[List[str]] = []
-    real = _client.run
-
-    def run(argv: Any, *a: Any, **kw: Any) -> Any:
-        asked.append(list(argv))
-        return real(argv, *a, **kw)
-
-    monkeypatch.setattr(_client, "run", run)
+    sbatch_calls.clear()  # the sinfo above is the test's own
     info = query_cluster()
     assert info.partitions == sinfo
-    assert [a for a in asked if a != ["sinfo", "--version"]] == [["scontrol", "show", "partition", "--oneliner"]]
+    assert [a for a in sbatch_calls if a != ["sinfo", "--version"]] == [["scontrol", "show", "partition", "--oneliner"]]
     assert "GraceTime=" in (info.partition_text or "")
 
 

@@ -14,7 +14,6 @@ from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
 from tx.specs.sweep import SweepSpec
-from tx_scheduler_slurm import _client
 from tx_scheduler_slurm._cluster import ClusterInfo
 from tx_scheduler_slurm.scheduler import create_scheduler
 
@@ -95,20 +94,6 @@ def test_dryrun_of_heterogeneous_trials_is_one_job_per_trial(offline, tmp_path):
     assert ("=== slurm: 6 requests, one per trial (an app of several replicas is a heterogeneous job, which "
             "Slurm cannot put in an array); trial 0's: ===") in str(info)
     assert "--array" not in str(info)
-
-
-@pytest.fixture
-def sbatch_calls(monkeypatch) -> List[List[str]]:
-    """The Slurm commands tx runs (counted, then run for real)."""
-    calls: List[List[str]] = []
-    real = _client.run
-
-    def run(argv: Any, *a: Any, **kw: Any) -> Any:
-        calls.append(list(argv))
-        return real(argv, *a, **kw)
-
-    monkeypatch.setattr(_client, "run", run)
-    return calls
 
 
 @pytest.mark.slurm
