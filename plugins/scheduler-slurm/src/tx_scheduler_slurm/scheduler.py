@@ -20,7 +20,6 @@ https://slurm.schedmd.com/heterogeneous_jobs.html.
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import attrs
@@ -30,7 +29,8 @@ from tx import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, PartialListError, Scheduler, read_text, write_atomic
 from tx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_appdef_and_options, runopts
 
-from tx_scheduler_slurm import _client, _index, _plane
+from tx_scheduler_slurm import _client, _index, _plane, _sbatch
+from tx_scheduler_slurm._sbatch import SCRIPT_NAME  # noqa: F401 - its home before _sbatch
 from tx_scheduler_slurm._attempts import build_attempts, read_attempts_file
 from tx_scheduler_slurm._preempt import parse_grace, preempted_reason, read_preempted
 from tx_scheduler_slurm._client import SlurmCommandError, SlurmError, SlurmNotInstalledError, SlurmTimeoutError
@@ -59,8 +59,6 @@ def _id_key(app_id: str) -> Tuple[int, ...]:
     return tuple(int(p) for p in app_id.split("_"))
 
 
-#: the batch script's file name in ``job_dir``
-SCRIPT_NAME = "tx-sbatch.sh"
 #: seconds a dryrun reuses the cluster facts ``sinfo`` gave (a sweep's trials share them)
 CLUSTER_TTL_S = 30.0
 
@@ -292,24 +290,8 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         return job_id
 
     def _sbatch(self, cmd: List[str], script: str, job_dir: Optional[str]) -> str:
-        """Run ``cmd`` with ``script`` (written to ``job_dir`` as :data:`SCRIPT_NAME` when
-        set, else on stdin); returns the job id sbatch printed."""
-        stdin: Optional[str] = script
-        if job_dir:
-            os.makedirs(job_dir, exist_ok=True)
-            path = os.path.join(os.path.abspath(job_dir), SCRIPT_NAME)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(script)
-            cmd = [*cmd, path]
-            stdin = None
-        try:
-            out = _client.run(cmd, self._timeout, input=stdin)
-        finally:
-            _plane.plane().invalidate()  # the next look asks Slurm
-        job_id = out.stdout.strip().split(";")[0].strip()
-        if not re.match(r"^\d+$", job_id):
-            raise SlurmError(f"sbatch printed no job id (stdout {out.stdout.strip()!r})")
-        return job_id
+        """:func:`tx_scheduler_slurm._sbatch.sbatch` with this scheduler's timeout."""
+        return _sbatch.sbatch(cmd, script, job_dir, self._timeout)
 
     # -- status ---------------------------------------------------------------------------
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
