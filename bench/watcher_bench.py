@@ -248,7 +248,7 @@ def main() -> int:
         f" --backends {args.backends}" if names != list(KINDS) else "") + (
         f" --mixed {args.mixed}" if args.mixed != 2000 else "")
     text = (f"{SECTION}\n\nMeasured {date} at commit {git['commit'][:12]} (tree dirty: {git['dirty']}) on "
-            f"{os.cpu_count()} CPUs shared with other work (a full test run; this bench under `nice -n 19 ionice -c3`), "
+            f"{os.cpu_count()} CPUs, this bench at nice {os.nice(0)} (the load average says what else ran), "
             f"load average {before} before, {after} after; n={args.n} ticks per row after {WARM} left out, median "
             f"(range); `{cmd}`.\n\n"
             "Each row is a process of its own with its own private backends and state directory: one real run with "
@@ -266,7 +266,7 @@ def main() -> int:
             "Slurm's cluster is 4 nodes of 2 CPUs: 8 jobs run (sleep) and the rest are PENDING. *States*: the hop "
             "states the records have after the ticks, and the backend's own states of their apps (squeue, ListJobs, "
             "the state files) read by the bench; *wrong*: runs failed over, marked ended or recorded in a state that "
-            "is not their app's. Wall times carry the machine's load and `nice 19`.\n\n"
+            "is not their app's. Wall times carry the machine's load.\n\n"
             + table(results) + "\n\n" + verdict(results) + "\n")
     print(text)
     if not args.no_write:
