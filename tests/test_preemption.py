@@ -37,9 +37,9 @@ EPOCH = re.compile(r"epoch (\d+)/\d+ train_loss=")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
-def _launch(tx, tx_env, grace: float, *job: str, component=("dist.ddp", "-j", "1x2")) -> tuple:
-    """``tx run --detach``; returns (handle, app id, checkpoint dir, the app's state.json)."""
-    p = tx("run", "--detach", "-s", "local_cwd", "-cfg", f"preempt_grace={grace:g}", *component, *job, timeout=120)
+def _launch(tx, tx_env, grace: float, *job: str, component=("dist.ddp", "-j", "1x2"), sched="local_cwd") -> tuple:
+    """``tx run --detach -s sched``; returns (handle, app id, checkpoint dir, the app's state.json)."""
+    p = tx("run", "--detach", "-s", sched, "-cfg", f"preempt_grace={grace:g}", *component, *job, timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
     handle = p.stdout.strip()
     desc = tx("describe", handle).stdout
@@ -86,8 +86,21 @@ def _check_resumed(log: str, ckpt: Path) -> int:
     return step
 
 
-def test_warning_to_one_rank_reaches_every_rank_which_save_and_resume(tx, tx_env):
-    handle, app_id, ckpt, state = _launch(tx, tx_env, 20, *_train_args())
+def _ddp(sched: str, tmp_path: Path) -> tuple:
+    """dist.ddp of two ranks on ``sched``: local_dir runs each replica in its image, a directory."""
+    if sched == "local_cwd":
+        return ("dist.ddp", "-j", "1x2")
+    (tmp_path / "image").mkdir()
+    return ("dist.ddp", "--image", str(tmp_path / "image"), "-j", "1x2")
+
+
+#: both local schedulers: local_dir is local_cwd's code with the replicas in the image directory
+LOCAL = pytest.mark.parametrize("sched", ["local_cwd", "local_dir"])
+
+
+@LOCAL
+def test_warning_to_one_rank_reaches_every_rank_which_save_and_resume(tx, tx_env, sched, tmp_path):
+    handle, app_id, ckpt, state = _launch(tx, tx_env, 20, *_train_args(), component=_ddp(sched, tmp_path), sched=sched)
     _until(lambda: _complete(ckpt))  # epoch 1 saved: the loop is running
     (worker,) = _app_pids(app_id, "RANK=1", "LOCAL_RANK=1")
     os.kill(worker, signal.SIGTERM)  # from outside, to rank 1 alone
@@ -131,9 +144,11 @@ def test_status_json_has_the_saved_step_its_save_time_and_the_resumed_step_as_fi
                                     f"resumed_from_step_{saved}": {"resumed_step": saved}}, p.stdout
 
 
-def test_warning_to_the_supervisor_saves_within_the_grace_and_resumes(tx, tx_env):
+@LOCAL
+def test_warning_to_the_supervisor_saves_within_the_grace_and_resumes(tx, tx_env, sched, tmp_path):
     grace = 20.0
-    handle, app_id, ckpt, state = _launch(tx, tx_env, grace, *_train_args())
+    handle, app_id, ckpt, state = _launch(tx, tx_env, grace, *_train_args(), component=_ddp(sched, tmp_path),
+                                          sched=sched)
     _until(lambda: _complete(ckpt))
     sup = json.loads(state.read_text())["pid"]
     t0 = time.monotonic()
