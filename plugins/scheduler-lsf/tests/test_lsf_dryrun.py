@@ -122,6 +122,43 @@ def test_bjobs_l_parsing_joins_wrapped_lines() -> None:
     assert jobs["102"].exit_code == 130 and jobs["102"].exec_host == "vm"
 
 
+def _prt_line(line: str) -> str:
+    """``line`` as OpenLava's ``bjobs -l`` prints it (lsbatch/cmd/cmd.misc.c ``prtLine``): at
+    column 80 a newline and 21 spaces, and a space that comes next is skipped (not printed)."""
+    out, cursor, i = [], 0, 0
+    while i < len(line):
+        if cursor == 80:
+            out.append("\n" + " " * 21)
+            cursor = 22
+            if line[i] == " ":
+                i += 1
+        out.append(line[i])
+        cursor = 1 if line[i] == "\n" else cursor + 1
+        i += 1
+    return "".join(out)
+
+
+def test_bjobs_l_fields_wrapped_at_any_column() -> None:
+    """The wrap falls wherever the app's name puts it, also at the space before ``<`` of
+    ``Project <...>`` (then dropped): every field is still read, for every name length. A
+    ``tx list`` lost a finished app that way (c21: its jobs, ids of 3 digits, read without a
+    project, in TestLsfConformance.test_fresh_process_sees_the_app)."""
+    for n in range(1, 70):
+        app = "p" * n
+        text = "".join(_prt_line("\n" + ln) for ln in (  # prtHeader (cmd.job.c): "\nJob Id <%s>," ...
+            f"Job Id <7>, Job Name <{app}-alpha-0>, User <root>, Project <{app}>, Status <EXIT>, Queue <normal>, "
+            "Command <sleep 1>",
+            "Sat Nov 28 17:58:30: Submitted from host <vm>, CWD </tmp/x>, Output File </dev/null>;",
+            f"Sat Nov 28 17:58:31: Started on <vm{'m' * (n % 9)}>, Execution Home </root>, Execution CWD </tmp/x>;",
+            f"Sat Nov 28 17:58:35: {'x' * (n % 40)} Exited with exit code 3. The CPU time used is unknown; "
+            "TERM_OWNER: job killed by owner."))
+        job = parse_bjobs_l(text)["7"]
+        assert (job.name, job.project, job.stat, job.queue, job.cwd, job.exit_code, job.exec_host) == (
+            f"{app}-alpha-0", app, "EXIT", "normal", "/tmp/x", 3, f"vm{'m' * (n % 9)}"), (n, text)
+        # a space of a value's own text, dropped at the wrap, cannot be told apart: the words stay
+        assert job.term_reason.replace(" ", "") == "TERM_OWNER:jobkilledbyowner", (n, job.term_reason)
+
+
 def test_bjobs_w_parsing_and_states() -> None:
     jobs = parse_bjobs_w("107     root    RUN   normal     vm          vm:vm       pz-a-0     Nov 28 17:59\n"
                          "108     root    PEND  normal     vm             -        pz-a-1     Nov 28 17:59\n"

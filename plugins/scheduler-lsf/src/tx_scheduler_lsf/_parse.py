@@ -102,12 +102,22 @@ def parse_bjobs_w(text: str) -> List[Job]:
     return jobs
 
 
+def _wrapped(pattern: str, flags: int = 0) -> "re.Pattern[str]":
+    """``pattern`` with each of its spaces optional: where ``bjobs -l`` wraps a line at a
+    space, it drops that space (OpenLava's ``prtLine``: at column 80 it prints a newline and
+    21 spaces and skips a space that comes next), so ``Project <p>`` can read ``Project<p>``
+    once :func:`unwrap` has joined the lines."""
+    return re.compile(pattern.replace(" ", " ?"), flags)
+
+
 _BLOCK_SEP = re.compile(r"^-{20,}\s*$", re.MULTILINE)
-_FIELD = re.compile(r"(Job Id|Job|Job Name|Project|Status|Queue|CWD|Execution CWD) <([^>]*)>")
-_EXIT = re.compile(r"Exited with exit code (\d+)")
-_TERM = re.compile(r"\b(TERM_[A-Z_]+): ([^;.\n]*)")
-_HOST_LOST = re.compile(r"Exited\.? The CPU time used is unknown")
-_STARTED = re.compile(r"Started (?:\d+ Task\(s\) )?on (?:Host\(s\) )?<(?:\d+\*)?([^>]*)>", re.IGNORECASE)
+_FIELD = _wrapped(r"(Job Id|Job|Job Name|Project|Status|Queue|CWD|Execution CWD) <([^>]*)>")
+#: a field's name as matched (a dropped space removed) -> its name
+_FIELD_NAMES = {"JobId": "Job Id", "Job": "Job Id", "JobName": "Job Name", "ExecutionCWD": "Execution CWD"}
+_EXIT = _wrapped(r"Exited with exit code (\d+)")
+_TERM = _wrapped(r"\b(TERM_[A-Z_]+): ([^;.\n]*)")
+_HOST_LOST = _wrapped(r"Exited\.? The CPU time used is unknown")
+_STARTED = _wrapped(r"Started (?:\d+ Task\(s\) )?on (?:Host\(s\) )?<(?:\d+\*)?([^>]*)>", re.IGNORECASE)
 
 
 def unwrap(block: str) -> str:
@@ -130,7 +140,8 @@ def parse_bjobs_l(text: str) -> Dict[str, Job]:
         flat = unwrap(block)
         fields: Dict[str, str] = {}
         for key, value in _FIELD.findall(flat):
-            fields.setdefault("Job Id" if key == "Job" else key, value)
+            key = key.replace(" ", "")
+            fields.setdefault(_FIELD_NAMES.get(key, key), value)
         if "Job Id" not in fields:
             continue
         job = Job(job_id=fields["Job Id"], stat=fields.get("Status", ""), name=fields.get("Job Name", ""),
