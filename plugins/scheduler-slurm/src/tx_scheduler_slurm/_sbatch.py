@@ -23,7 +23,7 @@ import os
 import re
 import time
 import uuid
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from tx import get_logger
 
@@ -66,9 +66,10 @@ def _unanswered(e: SlurmError) -> bool:
     return isinstance(e, SlurmCommandError) and any(w in e.stderr for w in _UNANSWERED)
 
 
-def _withdraw(token: str, timeout: Optional[float]) -> Tuple[List[str], int]:
-    """Cancel the jobs whose comment carries ``token``; returns their ids and how many looks
-    slurmctld answered (2, or fewer where it answered none within twice ``timeout``)."""
+def _withdraw(token: str, timeout: Optional[float], cancel: Callable[[List[str]], None]) -> Tuple[List[str], int]:
+    """Cancel (with ``cancel``: the scheduler's ``cancel_many``) the jobs whose comment
+    carries ``token``; returns their ids and how many looks slurmctld answered (2, or fewer
+    where it answered none within twice ``timeout``)."""
     wait = 2 * (timeout if timeout is not None else _client.default_timeout())
     end, answered, found = time.monotonic() + wait, 0, []
     argv = ["squeue", "--noheader", "--user", str(os.getuid()), "--format=%i|%k"]
@@ -82,18 +83,17 @@ def _withdraw(token: str, timeout: Optional[float]) -> Tuple[List[str], int]:
         ids = sorted({m[1] for m in (re.match(r"^(\d+)", ln) for ln in out.splitlines()
                                      if f"{TOKEN_MARKER}{token}" in ln) if m} - set(found))
         if ids:
-            proc = _client.run(["scancel", *ids], timeout, check=False)
-            if proc.returncode != 0 and "already completing or completed" not in proc.stderr:
-                raise SlurmError(f"scancel {' '.join(ids)} of the submit tx gave up on failed: "
-                                 f"{proc.stderr.strip()}")
+            cancel(ids)
             found += ids
     return found, answered
 
 
-def sbatch(cmd: List[str], script: str, job_dir: Optional[str], timeout: Optional[float]) -> str:
+def sbatch(cmd: List[str], script: str, job_dir: Optional[str], timeout: Optional[float],
+           cancel: Callable[[List[str]], None]) -> str:
     """Run ``cmd`` (an ``sbatch --parsable`` command line) with ``script`` (written to
     ``job_dir`` as :data:`SCRIPT_NAME` when set, else given on stdin) and a submission token;
-    returns the job id sbatch printed.
+    returns the job id sbatch printed. ``cancel``: how a job accepted after sbatch gave up is
+    cancelled (the scheduler's ``cancel_many``: ids -> None, raises as ``scancel`` fails).
 
     Raises:
         SlurmNotInstalledError: sbatch is not on PATH.
@@ -115,7 +115,7 @@ def sbatch(cmd: List[str], script: str, job_dir: Optional[str], timeout: Optiona
     except SlurmError as e:
         if not _unanswered(e):
             raise
-        found, answered = _withdraw(token, timeout)
+        found, answered = _withdraw(token, timeout, cancel)
         log.warning("slurm_sbatch_unanswered", token=token, cancelled=found, looks=answered)
         if found:
             what = f"slurmctld accepted it anyway as job {', '.join(found)}, which tx cancelled"
@@ -124,7 +124,8 @@ def sbatch(cmd: List[str], script: str, job_dir: Optional[str], timeout: Optiona
         else:
             what = (f"tx could not check whether slurmctld accepted it: a job whose comment has "
                     f"{TOKEN_MARKER}{token} (squeue --me --format='%i %k') is that submit's, cancel it")
-        raise type(e)(f"{e}; {what}") if isinstance(e, SlurmTimeoutError) else SlurmError(f"{e}; {what}") from None
+        error = SlurmTimeoutError if isinstance(e, SlurmTimeoutError) else SlurmError
+        raise error(f"{e}; {what}") from None
     finally:
         _plane.plane().invalidate()  # the next look asks Slurm
     job_id = out.stdout.strip().split(";")[0].strip()

@@ -290,8 +290,8 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         return job_id
 
     def _sbatch(self, cmd: List[str], script: str, job_dir: Optional[str]) -> str:
-        """:func:`tx_scheduler_slurm._sbatch.sbatch` with this scheduler's timeout."""
-        return _sbatch.sbatch(cmd, script, job_dir, self._timeout)
+        """:func:`tx_scheduler_slurm._sbatch.sbatch` with this scheduler's timeout and cancel."""
+        return _sbatch.sbatch(cmd, script, job_dir, self._timeout, self.cancel_many)
 
     # -- status ---------------------------------------------------------------------------
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
