@@ -451,3 +451,38 @@ def test_why_it_failed_is_recorded_when_it_ends_and_answers_once_the_log_is_gone
     # a backend answer that names a cause of its own is kept
     logs["r/0"] = b"Traceback (most recent call last):\nKeyError: 'x'\n"
     assert "KeyError" in later.status(H).structured_error_msg
+
+
+def test_a_look_that_reads_more_than_the_one_that_saw_the_end_is_kept_and_never_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process that saw the app end read less than a later look (the backend had not
+    given the failing replica's log yet, or could not be read at that moment): the later,
+    better cause is recorded, and no later weaker write (a copier that described first and
+    wrote last) replaces it."""
+    conf = tmp_path / ".txconfig"
+    conf.write_text(f"[tx:logs]\narchive = {tmp_path / 'archive'}\n")
+    monkeypatch.setenv("TXCONFIG", str(conf))
+    full = b'Traceback (most recent call last):\n  File "/job/fail.py", line 5, in <module>\nValueError: bad learning rate\n'
+    logs = {"r/0": b"", "r/1": b""}
+    sched = CausedFileLogs("s", logs)
+    sched.state = AppState.FAILED
+    why = "r/0: ValueError: bad learning rate at fail.py:5 (exit code 1)"
+
+    def runner() -> Runner:
+        return Runner("s", scheduler_factories={"fake": lambda session, **kw: sched})
+
+    weak = runner().status(H).structured_error_msg  # seen ending with nothing to read
+    assert "ValueError" not in weak and (tmp_path / "archive" / "fake" / "s" / "app-1" / "complete").exists()
+    weak_desc = sched.describe("app-1")
+
+    logs["r/0"] = full
+    assert runner().status(H).structured_error_msg == why  # a later look reads the cause: kept
+
+    r = runner()  # a copier that described while nothing was readable writes last
+    r.archive_logs(H, weak_desc)
+    r.log_archive.copy(H, [("r", 0), ("r", 1)], lambda role, k: iter([]), ended="FAILED",
+                       why={"structured_error_msg": weak, "root_cause": None, "replicas": [], "attempts": []})
+
+    logs["r/0"] = b""  # the backend keeps the app but loses its log
+    st = runner().status(H)
+    assert st.structured_error_msg == why and st.root_cause is not None and st.root_cause.line == 5

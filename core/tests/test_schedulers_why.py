@@ -15,7 +15,7 @@ import pytest
 
 from tx.testing.backends import require_module
 
-from tx.schedulers.why import names_cause, parse_error_file, parse_report, root_cause, why_failed
+from tx.schedulers.why import names_cause, parse_error_file, parse_failures, parse_report, root_cause, why_failed
 from tx.specs import RootCause
 
 BIN = Path(sys.executable).parent
@@ -187,6 +187,70 @@ def test_the_error_file_wins_and_the_report_gives_the_rank():
     assert alone.text == "train/0: RuntimeError: CUDA out of memory (simulated) at train.py:41 (exit code 1)"
 
 
+# torchrun names as root cause the worker it observed first: of two ranks that end together,
+# the one that only lost its peer (as c31 of 7d3ac94 printed it, shortened)
+RACE = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-30_13:03:49
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code1} (pid: 17635)
+  error_file: {file1}
+  traceback : {tb1}
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-30_13:03:49
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 17634)
+  error_file: {file0}
+  traceback : {tb0}
+============================================================
+"""
+NO_TB = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+RANK0_LOST = {"message": {
+    "message": "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:19367.",
+    "extraInfo": {"py_callstack": 'Traceback (most recent call last):\n  File "/work/train.py", line 14, in main\n'
+                                  "    dist.barrier()\nRuntimeError: [pair.cc:553] Connection closed by peer "
+                                  "[127.0.0.1]:19367.\n", "timestamp": "1795610061"},
+    "errorCode": 1}}
+
+
+def test_a_rank_that_only_lost_its_peer_is_not_the_cause_where_the_report_names_it():
+    log = rank_tb(1, "RuntimeError: CUDA out of memory (simulated)") + RANK0_TB + RACE.format(
+        code1=7, file1="<N/A>", tb1=NO_TB, file0="<N/A>", tb0=NO_TB)
+    cause = root_cause("train", 0, log, exit_code=1)
+    # rank 1's exception, and its own exit code from the report's other failures
+    assert cause.text == "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:41 (exit code 7)"
+    assert (cause.rank, cause.local_rank, cause.source) == (1, 1, "traceback")
+
+
+def test_a_lost_peers_error_file_gives_way_to_the_other_failures_recorded_traceback():
+    # @record and --log-dir: torchrun copied rank 0's file; the report holds rank 1's callstack
+    stack = ERROR_FILE["message"]["extraInfo"]["py_callstack"].replace("\n", "\n  ")
+    log = RACE.format(code1=1, file1="/logs/1/error.json", tb1=stack, file0="/logs/0/error.json",
+                      tb0=RANK0_LOST["message"]["extraInfo"]["py_callstack"].replace("\n", "\n  "))
+    cause = root_cause("train", 0, log, json.dumps(RANK0_LOST), exit_code=1)
+    assert cause.text == "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:41 (exit code 1)"
+    assert cause.source == "report"
+    # without the report: only the lost peer is known, and it is said as it is
+    assert "Connection closed by peer" in root_cause("train", 0, None, json.dumps(RANK0_LOST), exit_code=1).text
+
+
+def test_without_a_report_a_lost_peers_traceback_printed_first_gives_way():
+    cause = root_cause("train", 0, RANK0_TB + rank_tb(1, "ValueError: bad batch", line=77), exit_code=1)
+    assert cause.text == "train/0 rank 1: ValueError: bad batch at train.py:77 (exit code 1)"
+    # every rank lost a peer: the first is said, not nothing
+    both = root_cause("train", 0, RANK0_TB + rank_tb(1, "RuntimeError: [pair.cc:553] Connection closed by peer"), exit_code=1)
+    assert both.rank == 0 and "Connection closed by peer" in both.text
+
+
 @pytest.mark.parametrize("data,want", [
     ("", (None, None)),
     ("not json\nsecond", ("", "not json", None)),
@@ -205,6 +269,11 @@ def test_the_report_behind_a_label_a_backend_adds():
     rep = parse_report(labelled.splitlines())
     assert rep is not None and (rep.rank, rep.local_rank, rep.exit_code, rep.signal) == (3, 1, -6, "SIGABRT")
     assert parse_report(["nothing here"]) is None
+    # the other failures, behind the same label
+    others = parse_failures(labelled.splitlines())[1:]
+    assert [(r.rank, r.local_rank, r.exit_code, r.signal) for r in others] == [(0, 0, -15, "SIGTERM")]
+    assert others[0].traceback == ["Signal 15 (SIGTERM) received by PID 1997"]
+    assert parse_failures(["nothing here"]) == []
 
 
 def test_root_cause_json_has_the_fields_and_the_line():
@@ -239,6 +308,9 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)
         if os.environ.get("CHAINED"):
             load()
+        if os.environ.get("PEER_FIRST"):  # after its traceback: close the group, live until stopped
+            import atexit, time
+            atexit.register(lambda: (dist.destroy_process_group(), time.sleep(120)))
         raise RuntimeError("CUDA out of memory (simulated)")
     dist.barrier()
 
@@ -281,9 +353,12 @@ torchrun_cases = pytest.mark.parametrize("env,args,want", [
     ({"CHAINED": "1"}, ("--tee", "3", "--role", ""),
      f"train/0 rank 1: RuntimeError: no checkpoint to resume from at train.py:{LOAD_LINE} (exit code 1)"),
     ({"KILL": "1"}, ("--tee", "3"), "train/0 rank 1: killed by signal SIGKILL"),
+    # rank 0 fails first (its peer gone) and the report names it; rank 1, stopped by torchrun, raised
+    ({"PEER_FIRST": "1"}, (), f"train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:{RAISE_LINE} "
+                              "(signal SIGTERM)"),
     # before init_process_group: no prefix, the last traceback that is not torchrun's own
     ({"EARLY": "1"}, (), f"train/0 rank 1: ValueError: bad config before init at train.py:{EARLY_LINE} (exit code 1)"),
-], ids=["plain", "record-log-dir", "tee-chained", "sigkill", "before-init"])
+], ids=["plain", "record-log-dir", "tee-chained", "sigkill", "peer-first", "before-init"])
 
 
 @pytest.mark.slow
@@ -295,7 +370,9 @@ def test_real_torchrun_rank_1_fails(tmp_path, env, args, want):
     cause = root_cause("train", 0, p.stderr, _error_file(tmp_path), exit_code=p.returncode)
     assert cause.text == want, p.stderr.decode(errors="replace")[-4000:]
     if env.get("RECORD"):
-        assert cause.source == "error_file"
+        # the error file torchrun copied; where that was rank 0's lost peer (the two ranks end in
+        # the same second, a race), the report's traceback of rank 1 from its own file
+        assert cause.source in ("error_file", "report")
         # the log alone (a scheduler that cannot read the file) gives the same line
         assert root_cause("train", 0, p.stderr, exit_code=1).text == want
 

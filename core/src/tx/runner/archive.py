@@ -77,6 +77,9 @@ _CONT = "-c"
 #: the archived bytes at a segment's end compared with the backend's, at most
 _TAIL = 4096
 _COMPLETE = "complete"
+#: why a failed app failed, one file per rank of how much it says (:meth:`LogArchive.record_why`)
+_WHY = "why-{rank}.json"
+_TOP_RANK = 3
 _APP = "app.json"
 
 #: ``(role, replica id)`` of one replica
@@ -360,7 +363,7 @@ class LogArchive:
         self.fs.makedirs(path, exist_ok=True)
 
     def copy(self, handle: str, replicas: Sequence[Replica], read: BlockReader,
-             ended: Optional[str] = None, why: Optional[Dict[str, Any]] = None) -> int:
+             ended: Optional[str] = None, why: Optional[Dict[str, Any]] = None, why_rank: int = 1) -> int:
         """Copy what is new in each replica's log; with ``ended`` (the app's terminal state),
         then mark the app complete, with ``why`` in the mark (:meth:`recorded_why`).
 
@@ -370,6 +373,7 @@ class LogArchive:
             read: reads one replica's log from the backend, once (not followed).
             ended: the app's terminal state's name, or None while it runs.
             why: why the app failed, as seen when it ended (JSON-ready; None: nothing to keep).
+            why_rank: how much ``why`` says (:meth:`record_why`).
 
         Returns:
             the bytes written.
@@ -399,17 +403,46 @@ class LogArchive:
             if why is not None:
                 mark["why"] = why
             self._write_atomic(posixpath.join(app_dir, _COMPLETE), json.dumps(mark).encode("utf-8"))
+            if why is not None:
+                self.record_why(handle, why, why_rank)
         return written
 
+    def record_why(self, handle: str, why: Dict[str, Any], rank: int) -> bool:
+        """Keep ``why`` (as :meth:`copy`'s) under ``rank`` (how much it says: 1 how the app
+        ended, 2 a last line, 3 a named cause: ``tx.runner.archiver._rank``), unless
+        the archive already holds a why of that rank: each rank's first is kept and never
+        overwritten, so a later look that read less (a log the backend had not yet given,
+        or no longer gives) never replaces a better record, whichever process writes last.
+
+        Returns:
+            whether it was written.
+
+        Raises:
+            OSError: the archive cannot be written.
+        """
+        if rank <= 0:
+            return False
+        path = posixpath.join(self.app_dir(handle), _WHY.format(rank=rank))
+        if self.fs.exists(path):
+            return False
+        return self._write_new(path, json.dumps(why).encode("utf-8"))
+
     def recorded_why(self, handle: str) -> Optional[Dict[str, Any]]:
-        """Why the app failed as recorded when it ended (:meth:`copy`'s ``why``); None where
-        nothing was recorded (the app is not archived, not complete, or did not fail)."""
-        try:
-            with self.fs.open(posixpath.join(self.app_dir(handle), _COMPLETE), "rb") as f:
-                why = json.loads(f.read().decode("utf-8")).get("why")
-        except (FileNotFoundError, ValueError, AttributeError):
-            return None
-        return why if isinstance(why, dict) else None
+        """Why the app failed as recorded when it ended (:meth:`copy`'s ``why``), the best
+        of those recorded (:meth:`record_why`'s highest rank, else the ``complete`` mark's);
+        None where nothing was recorded (the app is not archived, not complete, or did not
+        fail)."""
+        app_dir = self.app_dir(handle)
+        for name in [_WHY.format(rank=r) for r in range(_TOP_RANK, 0, -1)] + [_COMPLETE]:
+            try:
+                with self.fs.open(posixpath.join(app_dir, name), "rb") as f:
+                    data = json.loads(f.read().decode("utf-8"))
+            except (FileNotFoundError, ValueError):
+                continue
+            why = data.get("why") if name == _COMPLETE and isinstance(data, dict) else data
+            if isinstance(why, dict):
+                return why
+        return None
 
     def _copy_one(self, handle: str, role: str, k: int, read: BlockReader) -> int:
         parts = self._parts(handle, role, k)

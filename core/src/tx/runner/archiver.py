@@ -190,6 +190,9 @@ class Archiver:
 
         try:
             if catch_up and archive.is_complete(ref.handle):
+                why = why_of(desc) if desc is not None else None
+                if why is not None:  # a look that reads more than the one that saw the end
+                    archive.record_why(ref.handle, why, _rank(desc.root_cause, desc.structured_error_msg))
                 return 0
             if desc is None:
                 desc = self.engine.describe_raw(ref)
@@ -198,7 +201,7 @@ class Archiver:
             replicas = self._replicas_of(ref, desc)
             ended = desc.state.name if is_terminal(desc.state) else None
             return archive.copy(ref.handle, replicas, _backend_log_reader(self.engine, ref), ended=ended,
-                                why=why_of(desc))
+                                why=why_of(desc), why_rank=_rank(desc.root_cause, desc.structured_error_msg))
         except BackendReadError as e:
             log.debug("log archive: the backend did not give a log", handle=ref.handle, error=str(e))
         except Exception as e:  # noqa: BLE001 - the archive must never harm the run

@@ -20,6 +20,7 @@ and looks at.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import json
 import re
@@ -71,6 +72,26 @@ def _a_look(fn: Callable[..., Any]) -> Callable[..., Any]:
         with one_look():
             return fn(*args, **kwargs)
     return look
+
+
+
+def _in_bulk(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a verb that makes an object or more for each of up to 10,000 trials with Python's
+    cyclic garbage collector paused (reference counting still frees what it drops; what it
+    leaves in cycles is collected once the collector is back). Else the collector sweeps
+    every object made so far again and again as they add up: a fifth to a third of a
+    10,000-trial dryrun's CPU (bench/RESULTS-scale.md). The collector is back on at the end
+    where it was on at the start (nested verbs leave it to the outermost)."""
+    @functools.wraps(fn)
+    def bulk(*args: Any, **kwargs: Any) -> Any:
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+    return bulk
 
 
 # -- building the trials -----------------------------------------------------------------
@@ -188,6 +209,7 @@ def check_trial_count(sched: "Scheduler[Any]", scheduler: str, count: int) -> No
                                "split it into several sweeps")
 
 
+@_in_bulk
 def dryrun_sweep(
     engine: Engine,
     app_or_component: Any,
@@ -238,6 +260,7 @@ def dryrun_sweep(
                            not_native="" if native is not None else sched.sweep_not_an_array(infos))
 
 
+@_in_bulk
 def run_sweep(engine: Engine, info: SweepDryRunInfo, supervise: bool = True) -> str:
     """See :meth:`tx.runner.Runner.schedule_sweep`."""
     rec = info.record
@@ -261,6 +284,7 @@ def run_sweep(engine: Engine, info: SweepDryRunInfo, supervise: bool = True) -> 
     return rec.handle
 
 
+@_in_bulk
 @_a_look
 def submit_pending(engine: Engine, handle: str, infos: Optional[Dict[int, AppDryRunInfo[Any]]] = None) -> int:
     """Submit pending trials, in index order, while fewer than ``max_parallel`` run;
@@ -372,6 +396,7 @@ def _trial_state(engine: Engine, rec: SweepRecord, t: TrialRecord,
     return status.state, why
 
 
+@_in_bulk
 @_a_look
 def sweep_status(engine: Engine, handle: str) -> SweepStatus:
     """See :meth:`tx.runner.Runner.sweep_status`."""
@@ -437,6 +462,7 @@ class SweepCancel:
     unsubmitted: List[int]
 
 
+@_in_bulk
 @_a_look
 def cancel_sweep(engine: Engine, handle: str) -> SweepCancel:
     """See :meth:`tx.runner.Runner.cancel_sweep`."""
@@ -469,6 +495,7 @@ def trial_appdef(engine: Engine, handle: str, index: int) -> Optional[AppDef]:
     return trial_app(engine, rec, t, as_args, make=_maker(engine, rec))
 
 
+@_in_bulk
 @_a_look
 def resume_sweep(engine: Engine, handle: str, supervise: bool = True) -> List[int]:
     """See :meth:`tx.runner.Runner.resume_sweep`."""

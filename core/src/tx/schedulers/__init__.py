@@ -49,6 +49,7 @@ _NAMES = {
     "first_cause": "tx.schedulers.why",
     "lost_peer": "tx.schedulers.why",
     "names_cause": "tx.schedulers.why",
+    "parse_failures": "tx.schedulers.why",
     "parse_report": "tx.schedulers.why",
     "root_cause": "tx.schedulers.why",
     "signal_text": "tx.schedulers.why",
@@ -71,6 +72,7 @@ _NAMES = {
     "plane_dir": "tx.schedulers.budget",
     # one look at many apps (:mod:`tx.schedulers.plane`)
     "StatusPlane": "tx.schedulers.plane",
+    "look_since": "tx.schedulers.plane",
     "one_look": "tx.schedulers.plane",
     # a sweep's trials as one array job (:mod:`tx.schedulers.sweep_table`)
     "SweepTable": "tx.schedulers.sweep_table",

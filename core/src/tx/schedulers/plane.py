@@ -46,7 +46,8 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 from tx.config.files import ConfigError, scheduler_section
 from tx.schedulers.budget import _file_key, plane_dir
 
-__all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force_fresh", "max_age_for", "one_look"]
+__all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force_fresh", "look_since", "max_age_for",
+           "one_look"]
 
 #: seconds a snapshot is shared by default: short against a person's eye and a watcher's
 #: tick, long enough that many followers polling at once make one call
@@ -71,6 +72,13 @@ def one_look() -> Iterator[float]:
         yield since
     finally:
         _LOOK.since = outer
+
+
+def look_since() -> Optional[float]:
+    """When this thread's current look (:func:`one_look`) began, epoch seconds; None outside
+    one. A scheduler may keep what it read during a look (a sweep's job, read for its
+    trials' states) to answer the rest of that look (each failed trial's describe)."""
+    return getattr(_LOOK, "since", None)
 
 
 def force_fresh(on: bool = True) -> None:

@@ -56,7 +56,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, NamedTuple, Op
 from tx.specs.status import RootCause
 
 __all__ = ["LATE_CAUSE_S", "ONE_FAILURE_S", "PEER_LOST", "RootCause", "failure_once", "first_cause", "lost_peer", "names_cause",
-           "parse_error_file", "parse_report", "parse_traceback", "root_cause", "signal_text", "telling_line",
+           "parse_error_file", "parse_failures", "parse_report", "parse_traceback", "root_cause", "signal_text", "telling_line",
            "why_failed"]
 
 Text = Union[str, bytes, None]
@@ -229,13 +229,38 @@ def parse_report(lines: List[str]) -> Optional[Report]:
     and the lines of its traceback field. None if there is no report. Text before the
     fields on each line (a label a backend adds) is allowed."""
     start = max((i for i, ln in enumerate(lines) if _ROOT_HEADER in ln), default=-1)
-    if start < 0:
-        return None
+    return _parse_block(lines[start + 1:]) if start >= 0 else None
+
+
+_BLOCK_START = re.compile(r"(?:^|\s)\[\d+\]:\s*$")
+
+
+def parse_failures(lines: List[str]) -> List[Report]:
+    """Every failed worker of the last ChildFailedError report in ``lines``: the root cause
+    block first (:func:`parse_report`), then the report's other ``Failures:``, in its order.
+    Empty if there is no report. torchrun's root cause is the worker whose failure it
+    observed first (by its error file's timestamp, else its own order): of two ranks that
+    end together, the one that only lost its peer may be named (see :func:`root_cause`)."""
+    root = parse_report(lines)
+    if root is None:
+        return []
+    start = max(i for i, ln in enumerate(lines) if _ROOT_HEADER in ln)
+    head = max((i for i, ln in enumerate(lines[:start]) if ln.strip().endswith("Failures:")), default=start)
+    blocks: List[List[str]] = []
+    for ln in lines[head + 1:start]:
+        if _BLOCK_START.search(ln):
+            blocks.append([])
+        elif blocks and not ln.strip().strip("-").strip() == "":
+            blocks[-1].append(ln)
+    return [root, *(_parse_block(b) for b in blocks)]
+
+
+def _parse_block(lines: List[str]) -> Report:
     rank = local = code = None
     sig, error_file = "", ""
     tb: List[str] = []
     lead: Optional[str] = None
-    for ln in lines[start + 1:]:
+    for ln in lines:
         body = ln.strip()
         if body.startswith("=====") or body.endswith("====="):
             break
@@ -324,6 +349,10 @@ def root_cause(role: str, replica: int, log_tail: Text = None, error_file: Text 
     the output (told by torch's prefixes; the worker the report names as root cause, else
     the first that printed one), the report's traceback field, the last traceback without
     prefixes. Without any, ``message`` is the last line the worker (or replica) wrote.
+    Where that exception only says the worker lost a peer (:data:`PEER_LOST`: gloo's
+    "Connection closed by peer" when another rank died), the first other failed worker
+    whose own exception is not that is the cause instead: of two ranks that end together,
+    which one torchrun observed first is a race.
     """
     lines = _text(log_tail).splitlines()
     report = parse_report(lines)
@@ -367,6 +396,14 @@ def root_cause(role: str, replica: int, log_tail: Text = None, error_file: Text 
         last = _last_line(worker_lines) or (_last_line(_unprefixed_before_report(parsed)) if not worker_lines else "")
         if last:
             err, source = PyError("", _cap(last), "", None), "output"
+    if err is not None and _says_peer_lost(err):  # a symptom: another worker's own exception is the cause
+        other = _other_worker(lines, parsed, (rank, local))
+        if other is not None:
+            (rank, local, block), err, source = other
+            if block is not None and block.exit_code is not None:
+                code, sig = block.exit_code, block.signal
+            else:
+                code, sig = exit_code, _signal_name(-exit_code) if exit_code is not None and exit_code < 0 else ""
     if err is not None and source == "error_file" and not err.file and report and report.traceback:
         tb = parse_traceback(report.traceback)  # the error file's message alone: where from the report
         if tb is not None:
@@ -377,6 +414,32 @@ def root_cause(role: str, replica: int, log_tail: Text = None, error_file: Text 
         file=err.file if err else "", line=err.line if err else None,
         exit_code=code, signal=sig, source=source,
     )
+
+
+def _says_peer_lost(err: PyError) -> bool:
+    return PEER_LOST.search(f"{err.exception_type}: {err.message}") is not None
+
+
+def _other_worker(lines: List[str], parsed: List[_Line], skip: Tuple[Optional[int], Optional[int]]
+                  ) -> Optional[Tuple[Tuple[Optional[int], Optional[int], Optional[Report]], PyError, str]]:
+    """The first other failed worker (the report's other failures, then any rank that printed
+    a traceback) whose exception is not a lost peer: ``((rank, local rank, its report block
+    or None), exception, source)``; None if there is none."""
+    workers: List[Tuple[Optional[int], Optional[int], Optional[Report]]] = [
+        (b.rank, b.local_rank, b) for b in parse_failures(lines)[1:]]
+    workers += [(p.rank, p.local, None) for p in parsed if p.text.strip() == _TB_HEADER and (p.rank, p.local) != (None, None)]
+    seen = {skip}
+    for rank, local, block in workers:
+        if (rank, local) in seen:
+            continue
+        seen.add((rank, local))
+        mine = _lines_of(parsed, rank, local)
+        found = [(parse_traceback(mine) if mine else None, "traceback"),
+                 (parse_traceback(block.traceback) if block and block.traceback else None, "report")]
+        for err, source in found:
+            if err is not None and not _says_peer_lost(err):
+                return (rank, local, block), err, source
+    return None
 
 
 def names_cause(cause: RootCause) -> bool:
