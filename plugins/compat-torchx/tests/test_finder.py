@@ -69,3 +69,36 @@ def test_tx_says_once_that_a_real_torchx_wins(py: Any, install: Any) -> None:
     assert "acme" not in first.stdout.split()  # TorchX's groups are left to the real TorchX
     second = py("plugins", tx=True, extra={"TX_NO_CACHE": "1"})
     assert second.returncode == 0 and "a real TorchX is installed" not in second.stderr, second.stderr
+
+
+def _site_with_pth(tmp_path: Any, finder: str = "") -> Any:
+    import shutil
+    from pathlib import Path
+    d = tmp_path / "pth-site"
+    d.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "src" / "tx_torchx_compat.pth", d)
+    if finder:
+        (d / "tx_torchx_compat").mkdir()
+        (d / "tx_torchx_compat" / "__init__.py").write_text("")
+        (d / "tx_torchx_compat" / "_finder.py").write_text(finder)
+    return d
+
+
+def test_the_pth_says_nothing_where_the_package_is_not_importable(tmp_path: Any) -> None:
+    """A container that mounts the venv but not the editable install's sources (local_docker)
+    sees the .pth without its package: Python starts quietly, as without the .pth."""
+    import subprocess
+    import sys
+    d = _site_with_pth(tmp_path)
+    p = subprocess.run([sys.executable, "-S", "-c", f"import site; site.addsitedir({str(d)!r}); print('up')"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "up\n", "")
+
+
+def test_the_pth_still_reports_a_finder_that_cannot_import(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    d = _site_with_pth(tmp_path, finder="import no_such_module_of_tx\n")
+    p = subprocess.run([sys.executable, "-S", "-c", f"import site; site.addsitedir({str(d)!r}); print('up')"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert "Error processing line 1" in p.stderr and "no_such_module_of_tx" in p.stderr, p.stderr

@@ -23,7 +23,7 @@ def test_wheel_contents(tmp_path: Path) -> None:
     assert "tx_torchx_compat/_finder.py" in names and "tx_torchx_compat/torchx/specs/api.py" in names
     assert not [n for n in names if n.startswith(("torchx/", "torchx-")) or "/scripts/" in n], names
     with zipfile.ZipFile(wheel) as z:
-        assert z.read("tx_torchx_compat.pth").decode().strip() == "import tx_torchx_compat._finder"
+        assert z.read("tx_torchx_compat.pth") == (PLUGIN / "src" / "tx_torchx_compat.pth").read_bytes()
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "[tx]" in entry_points and "torchx_compat = tx_torchx_compat.hooks" in entry_points
     # the `torchx` command (it hands over to a real TorchX where one is installed)
