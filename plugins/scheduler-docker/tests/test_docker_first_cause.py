@@ -57,3 +57,18 @@ def test_an_out_of_memory_kill_comes_before_a_peer_that_finished_first() -> None
     text, cause = failure(replicas, infos, output, lambda: True)
     assert cause is None and text.startswith("trainer[1] (container ddp-abc-trainer-1) failed first: killed: out of "
                                              "memory (memory limit 1024 MB, exit code 137)"), text
+
+
+def test_output_the_engine_did_not_give_is_said_not_taken_for_silence() -> None:
+    """A failed replica whose output read raised (the engine busy, a dropped connection) is not
+    reported as one that wrote nothing: the answer says its output could not be read."""
+    replicas, infos, _output, _read = _app(("2026-11-26T04:16:00.1Z", "2026-11-26T04:16:01Z"), ("", ""))
+
+    def output(cid: str) -> bytes:
+        raise ConnectionError("Connection aborted.\nRemoteDisconnected")
+
+    text, cause = failure(replicas, infos, output, lambda: True)
+    assert cause is None and text == ("trainer[0] (container ddp-abc-trainer-0) failed first: exit code 1; "
+                                      "its output could not be read: Connection aborted. (2 replicas failed)"), text
+    replicas, infos, output, _read = _app(("2026-11-26T04:16:00.1Z", "2026-11-26T04:16:01Z"), ("", ""))
+    assert "could not be read" not in failure(replicas, infos, output, lambda: True)[0]  # it wrote nothing

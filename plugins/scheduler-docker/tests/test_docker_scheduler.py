@@ -293,3 +293,26 @@ def test_networks_of_ended_apps_are_collected(
     assert docker_client.networks.list(names=[f"tx-{second}"]), "the running app lost its network"
     assert list(scheduler.log_iter(first, "a", 1)) == ["one\n"]
     assert scheduler.describe(first).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_a_network_another_submit_is_filling_is_not_collected(
+    scheduler: DockerScheduler, submitted: List[str], docker_client: Any, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two submits at once: one has made its app's network and not yet its containers when
+    the other collects networks. That network is left alone (it was removed, and the first
+    submit failed with "network not found"); one left with no container for longer than
+    NETWORK_GRACE (a submit that died in between) is collected."""
+    import tx_scheduler_docker.scheduler as mod
+
+    filling = docker_client.networks.create("tx-filling-0", driver="bridge", labels={LABEL_APP_ID: "filling-0"})
+    try:
+        _submit(scheduler, submitted, _app(image, "gc", [_sh("a", image, "true")]))
+        assert docker_client.networks.list(names=["tx-filling-0"]), "a submit removed another submit's new network"
+        monkeypatch.setattr(mod, "NETWORK_GRACE", 0)  # now it is a dead submit's
+        _submit(scheduler, submitted, _app(image, "gc", [_sh("a", image, "true")]))
+        assert not docker_client.networks.list(names=["tx-filling-0"])
+    finally:
+        try:
+            filling.remove()
+        except Exception:  # noqa: BLE001 - collected
+            pass

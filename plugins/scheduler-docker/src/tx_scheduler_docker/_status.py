@@ -88,6 +88,7 @@ def failure(replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str
     if not failed:
         return NONE, None
     raws: Dict[Tuple[str, int], bytes] = {}
+    unread: Dict[Tuple[str, int], str] = {}  # replicas whose output the engine did not give: why
 
     def state_of(r: ReplicaStatus) -> Dict[str, Any]:
         return infos[(r.role, r.id)].get("State") or {}
@@ -96,8 +97,9 @@ def failure(replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str
         if (r.role, r.id) not in raws:
             try:
                 raws[(r.role, r.id)] = output(infos[(r.role, r.id)]["Id"])
-            except Exception:  # noqa: BLE001 - the message is still useful without the tail
+            except Exception as e:  # noqa: BLE001 - the message is still useful without the tail
                 raws[(r.role, r.id)] = b""
+                unread[(r.role, r.id)] = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return raws[(r.role, r.id)]
 
     def ended(r: ReplicaStatus) -> float:
@@ -125,6 +127,8 @@ def failure(replicas: List[ReplicaStatus], infos: Dict[Tuple[str, int], Dict[str
     tail = raw_of(first).decode("utf-8", "replace").strip()
     if tail:
         text += "; last lines: " + " | ".join(tail.splitlines()[-ERROR_TAIL_LINES:])
+    elif (first.role, first.id) in unread:  # not "it wrote nothing": the engine did not answer
+        text += f"; its output could not be read: {unread[(first.role, first.id)]}"
     if len(failed) > 1:
         text += f" ({len(failed)} replicas failed)"
     return text, None

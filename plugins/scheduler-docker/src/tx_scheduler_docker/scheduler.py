@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx import get_logger
@@ -53,6 +54,9 @@ log = get_logger(__name__)
 
 #: seconds a cancelled container has to exit after SIGTERM before SIGKILL
 STOP_TIMEOUT = 5
+#: seconds an app's network with no container yet is left alone: another submit made it and
+#: is creating the containers (older: a submit that died in between; collected)
+NETWORK_GRACE = 600
 
 
 def local_docker_runopts() -> runopts:
@@ -225,7 +229,9 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
 
     def _collect_networks(self, client: Any) -> None:
         """Remove the networks of tx apps whose containers have all ended (each app makes
-        one; ended apps keep their containers but need no network)."""
+        one; ended apps keep their containers but need no network). A network with no
+        container is another submit's, between creating it and its containers, until it is
+        :data:`NETWORK_GRACE` seconds old."""
         try:
             nets = client.api.networks(filters={"label": LABEL_APP_ID})
         except Exception:  # noqa: BLE001 - housekeeping never fails a submit
@@ -236,6 +242,9 @@ class DockerScheduler(ContainerLogs, Scheduler[DockerJob]):
                 continue
             try:
                 summaries = client.api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+                created = _states.engine_time_ns(net.get("Created"))
+                if not summaries and (created is None or time.time() - created / 1e9 < NETWORK_GRACE):
+                    continue
                 if any(not _RETIRED.search(_summary_name(s))
                        and (s.get("State") or "").lower() in ("running", "created", "restarting", "paused", "configured",
                                                           "initialized", "stopping") for s in summaries):
