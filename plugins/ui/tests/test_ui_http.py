@@ -334,11 +334,19 @@ def test_a_sweep_is_one_row_and_its_page_shows_the_trials_as_tx_status(ui, txm):
     assert dict(durations) == _column(txm("status", sweep).stdout, "DURATION")
     assert all(d.endswith(" s") for _, d in durations), durations
     assert "no tracker is configured, so no metric to plot" in page  # this server has none
-    status, page = ui.get("/sweep", handle="local_cwd://tx/sweep-nope-0000000a")
-    assert status == 404 and "no sweep local_cwd://tx/sweep-nope-0000000a on this host" in page
+    # the page's live updates: the plot only where it differs from the one the page shows (its
+    # choices are not replaced under a person choosing a metric); an unknown digest gets it
+    from urllib.parse import parse_qsl, urlsplit
+
+    url = html.unescape(re.search(r'<section id="sweep" data-events="([^"]+)"', page).group(1))
+    events = ui.events("/events/sweep", **dict(parse_qsl(urlsplit(url).query)))
+    assert [e["event"] for e in events] == ["sweep", "end"]
+    assert json.loads(events[0]["data"])["terminal"] is True and "plot" not in json.loads(events[0]["data"])
     events = ui.events("/events/sweep", handle=sweep)
     assert [e["event"] for e in events] == ["sweep", "end"]
-    assert json.loads(events[0]["data"])["terminal"] is True
+    assert "no tracker is configured, so no metric to plot" in json.loads(events[0]["data"])["plot"]
+    status, page = ui.get("/sweep", handle="local_cwd://tx/sweep-nope-0000000a")
+    assert status == 404 and "no sweep local_cwd://tx/sweep-nope-0000000a on this host" in page
 
 
 def test_a_run_or_sweep_handle_with_no_record_is_never_shown_as_an_app(ui):

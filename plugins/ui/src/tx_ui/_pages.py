@@ -6,6 +6,7 @@ serves (see :mod:`tx_ui.server` for what each page shows).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import time
@@ -368,20 +369,29 @@ async def sweep_page(ui: UI, request: Request) -> Response:
     handle = p.get("handle", "")
     view = await sweep_view(ui, handle)
     plot = await sweep_plot(ui, view, p.get("metric", ""), p.get("param", "")) if view["sweep"] else None
-    q = {"handle": handle, "metric": p.get("metric", ""), "param": p.get("param", "")}
+    q = {"handle": handle, "metric": p.get("metric", ""), "param": p.get("param", ""),
+         "plot": _digest(ui.render("_plot.html", plot=plot, handle=handle))}  # the plot this page shows
     response = ui.page("sweep.html", **view, plot=plot, csrf=ui.csrf, message=p.get("msg", ""),
                        events_url="/events/sweep?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in q.items()))
     response.status_code = 404 if view["sweep"] is None else 200
     return response
 
 
+def _digest(html: str) -> str:
+    """A short digest of a rendered fragment (which one a page shows)."""
+    return hashlib.sha256(html.encode("utf-8")).hexdigest()[:16]
+
+
 async def sweep_events(ui: UI, request: Request) -> Response:
-    """``/events/sweep?handle=H``: the trials (and the plot) until the sweep ends."""
+    """``/events/sweep?handle=H&plot=D``: the trials until the sweep ends, and the plot
+    whenever it differs from the one the page shows (``D``: its digest, then the last one
+    sent): the plot's metric and parameter choices are replaced only by a new plot, never
+    under a person choosing one."""
     p = request.query_params
     handle = p.get("handle", "")
 
     async def events() -> AsyncIterator[Dict[str, Any]]:
-        last, states, plotted = "", None, 0.0
+        last, states, plotted, shown = "", None, 0.0, p.get("plot", "")
         while True:
             await asyncio.sleep(REFRESH_S)  # the page was rendered just now
             view = await sweep_view(ui, handle)
@@ -392,7 +402,9 @@ async def sweep_events(ui: UI, request: Request) -> Response:
             if view["sweep"] is not None and (now_states != states or time.monotonic() - plotted > 15):
                 states, plotted = now_states, time.monotonic()
                 plot = await sweep_plot(ui, view, p.get("metric", ""), p.get("param", ""))
-                data["plot"] = ui.render("_plot.html", plot=plot, handle=handle)
+                html = ui.render("_plot.html", plot=plot, handle=handle)
+                if _digest(html) != shown:
+                    shown, data["plot"] = _digest(html), html
             text = json.dumps(data)
             if text != last:
                 last = text
