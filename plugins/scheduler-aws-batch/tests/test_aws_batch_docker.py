@@ -217,6 +217,66 @@ def test_sweep_array_children_run_their_trials(aws_docker: Moto, tmp_path: Any, 
     assert out.strip() == 'lr=1 b=2 trial=4 params={"b": 2, "lr": 1}', out
 
 
+def test_an_ended_array_is_read_from_its_counts_and_its_failed_children(aws_docker: Moto, tmp_path: Any,
+                                                                        monkeypatch: Any) -> None:
+    """Once every child of a sweep's array has ended, its status is the parent's child counts
+    (statusSummary: moto has them only in DescribeJobs) and one ListJobs of its FAILED
+    children, the others SUCCEEDED, not a DescribeJobs per 100 children; while children
+    run, they are described as before. Trials 1 and 3 exit 3 (moto runs the children as
+    containers): the status names exactly those FAILED (the status of the sweep then also
+    reads each FAILED trial's error, a describe each: ``tx status`` shows why it failed)."""
+    from tx.runner import Runner
+    from tx.runner import sweep as sw
+    from tx.specs.sweep import SweepSpec
+
+    monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
+    app = AppDef("ended", roles=[sh_role("t", 'test "$((${k} % 2))" = 1 && exit 3; exit 0')])
+    with Runner() as runner:
+        calls: List[str] = []
+        runner.scheduler("aws_batch")._aws.batch.meta.events.register(
+            "before-call.batch.*", lambda model, **_: calls.append(model.name))
+        handle = runner.run_sweep(app, SweepSpec(grid={"k": [0, 1, 2, 3]}), "aws_batch",
+                                  cfg={"queue": aws_docker.queue})
+        deadline = time.monotonic() + 180
+        while True:
+            calls.clear()
+            st = runner.sweep_status(handle)
+            if all(t.state in (AppState.SUCCEEDED, AppState.FAILED) for t in st.trials):
+                break
+            assert time.monotonic() < deadline, st.format()
+            time.sleep(1)
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED, AppState.FAILED] * 2, st.format()
+        ids = [t.attempts[-1] for t in sw.load_record(handle).trials]
+        calls.clear()
+        states = runner.scheduler("aws_batch").states_of(ids)
+        assert states == dict(zip(ids, [AppState.SUCCEEDED, AppState.FAILED] * 2)), states
+        # the array by name, its counts (the parent), its failed children: no child described
+        assert calls == ["ListJobs", "DescribeJobs", "ListJobs"], calls
+    with Runner() as fresh:  # as `tx status SWEEP` in a process of its own
+        calls.clear()
+        fresh.scheduler("aws_batch")._aws.batch.meta.events.register(
+            "before-call.batch.*", lambda model, **_: calls.append(model.name))
+        st = fresh.sweep_status(handle)
+        # then the FAILED trials described for why they failed, by 100 in one DescribeJobs (it was
+        # one each): the array's id is kept, no ListJobs more
+        assert calls == ["ListJobs", "DescribeJobs", "ListJobs", "DescribeJobs"], calls
+        assert [t.state for t in st.trials] == [AppState.SUCCEEDED, AppState.FAILED] * 2, st.format()
+        whys = [t.why for t in st.trials if t.state == AppState.FAILED]
+    for t in st.trials[1::2]:  # the same why as a trial described alone, by a process of its own
+        with Runner() as alone:
+            desc = alone.scheduler("aws_batch").describe(str(t.app_handle).rsplit("/", 1)[1])
+            assert desc is not None and desc.state == AppState.FAILED
+            assert whys[t.index // 2] == " ".join((desc.structured_error_msg if desc.structured_error_msg != "<NONE>"
+                                                   else desc.msg).split())[:120], (whys, desc)
+    with Runner() as fresh:
+        fresh.scheduler("aws_batch")._aws.batch.meta.events.register(
+            "before-call.batch.*", lambda model, **_: calls.append(model.name))
+        fresh.sweep_status(handle)
+        calls.clear()
+        assert fresh.sweep_status(handle).format() == st.format()
+        assert calls == ["ListJobs", "DescribeJobs", "ListJobs"], calls  # a FAILED child's record is final: kept
+
+
 #: a trial's program for the CLI sweep: python reads its parameters (``--lr``,
 #: ``--batch-size``, as the DDP example would); the trials with batch 32 wait for the file
 #: ``--gate`` (the test creates it once they are cancelled: their cancel cannot come too

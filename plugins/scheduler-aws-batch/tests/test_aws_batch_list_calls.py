@@ -21,7 +21,7 @@ from tx.schedulers import budget as budget_mod
 from tx.specs import AppDef, AppState, Resource, Role
 from tx_scheduler_aws_batch import _list
 from tx_scheduler_aws_batch._states import appstate_from_batch
-from tx_scheduler_aws_batch.request import make_trial_id
+from tx_scheduler_aws_batch._array import make_trial_id
 from tx_scheduler_aws_batch.scheduler import AwsBatchScheduler, create_scheduler
 from tx_scheduler_aws_batch.testing import Moto, batch_calls, make_queue, moto_api, start_moto
 

@@ -158,3 +158,31 @@ def test_array_on_moto_submit_status_cancel_describe_in_few_calls(aws_simple: Mo
     assert [(r.app_handle, r.state) for r in mine] == [(handle, AppState.SUCCEEDED)], rows
     assert "[sweep of 6: 6 succeeded]" in mine[0].name
     assert calls.count("DescribeJobs") <= 2 + len(rows) // 100 and "ListJobs" in calls, calls
+
+
+def test_a_finished_array_of_250_is_two_calls_not_one_describe_per_100_children(aws_simple: Moto, runner, calls):
+    """Every child ended (moto's simple mode ends them at SubmitJob): the parent's child
+    counts say so, and no child is described (ListJobs by name, DescribeJobs of the parent:
+    it was 1 + 3 DescribeJobs of 100 children)."""
+    handle = runner.run_sweep(_app(), SweepSpec(grid={"lr": list(range(125)), "b": [1, 2]}), "aws_batch",
+                              cfg={"queue": aws_simple.queue})
+    calls.clear()
+    st = runner.sweep_status(handle)
+    assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 250, st.format()[:2000]
+    assert calls == ["ListJobs", "DescribeJobs"], calls
+
+
+def test_each_trials_stored_appdef_is_its_own_made_when_its_request_is_read(runner):
+    """A sweep's trials' stored AppDefs are made on first use (an array job keeps none):
+    trial 0's at dryrun, each other's when its request is read (printed, submitted as a job
+    of its own), and each is that trial's AppDef with its run options, after the tags."""
+    from tx.specs import appdef_to_stored
+    from tx_scheduler_aws_batch.request import APPDEF_LIMIT, PARAM_APPDEF
+
+    info = runner.dryrun_sweep(_app(), GRID, "aws_batch", cfg={"queue": "q"}, max_parallel=2)
+    assert info.native is None  # max_parallel: one job per trial, each submitted with its request
+    for t in info.trials:
+        submit = t.request.submit
+        assert list(submit)[:4] == ["jobName", "jobQueue", "tags", "parameters"], list(submit)
+        assert submit["parameters"][PARAM_APPDEF] == appdef_to_stored(t._app, APPDEF_LIMIT, cfg=t._cfg)
+    assert len({t.request.submit["parameters"][PARAM_APPDEF] for t in info.trials}) == 6

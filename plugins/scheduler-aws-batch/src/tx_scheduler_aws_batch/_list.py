@@ -26,7 +26,11 @@ children, filters do not apply to children (``API_ListJobs``), so every child's 
 one ``ListJobs`` per status (7), each at least a call; that is fewer calls than
 ``DescribeJobs`` by 100 only for arrays of more than 700 children, and children that move
 between two of those 7 calls (a retried child goes back from RUNNING to RUNNABLE) could be
-missed or listed twice, which describing them by id cannot. An array that has ended
+missed or listed twice, which describing them by id cannot. Once every child has ended it
+can, as SUCCEEDED and FAILED never change (:func:`ended_children`): where the parent's
+``statusSummary`` counts every child SUCCEEDED or FAILED, the FAILED ones are one
+``ListJobs`` (``arrayJobId``, ``jobStatus=FAILED``; by 100) and the others SUCCEEDED, so a
+finished 10,000-trial sweep is a call or two where it was 100. An array that has ended
 (SUCCEEDED/FAILED, final in Batch) keeps its children's states in the process once they
 were all read ended while its summary showed that status, as long as it still does (as the
 status plane keeps an ended job's record): a finished sweep costs no call a tick.
@@ -41,16 +45,17 @@ import hashlib
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from tx.schedulers import ListAppResponse, plane_dir
 
 from tx_scheduler_aws_batch._client import account_key, call
 from tx_scheduler_aws_batch._plane import DESCRIBE_BATCH, TERMINAL
 from tx_scheduler_aws_batch._states import appstate_from_batch
-from tx_scheduler_aws_batch.request import TAG_VERSION, make_trial_id
+from tx_scheduler_aws_batch._array import make_trial_id
+from tx_scheduler_aws_batch.request import TAG_VERSION
 
-__all__ = ["FILE_LIMIT", "ids_path", "list_apps"]
+__all__ = ["FILE_LIMIT", "ended_children", "ids_path", "list_apps"]
 
 #: the most jobs the shared file holds (about 100 bytes each)
 FILE_LIMIT = 20_000
@@ -124,6 +129,49 @@ def _identity(job: Dict[str, Any]) -> Identity:
     return (True, str(job["jobName"]), int((job.get("arrayProperties") or {}).get("size") or 0))
 
 
+def ended_children(batch: Any, name: str, job_id: str, summary: Dict[str, Any],
+                   ask_parent: bool) -> Optional[List[Tuple[int, str, str]]]:
+    """``[(index, status, statusReason)]`` of every child of array job ``job_id`` where all have
+    ended, else None (then describe them). ``summary``: the parent's ``JobSummary`` from
+    ``ListJobs``, whose ``arrayProperties.statusSummary`` counts the children in each status
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_ArrayPropertiesSummary.html);
+    where it has none (moto), one ``DescribeJobs`` of the parent reads it if ``ask_parent``.
+    SUCCEEDED and FAILED are final for a child (its retries come before), so counts of them
+    are never too high, however old the summary: when they add up to the array's size every
+    child has ended and the counts are exact. The FAILED children (their reasons: a cancel
+    by tx is CANCELLED) are then one ``ListJobs`` of the array with ``jobStatus=FAILED``, by
+    100; the others SUCCEEDED. None too where that listing does not give exactly as many
+    FAILED children as counted.
+
+    Raises:
+        SchedulerError: a call failed (:func:`tx_scheduler_aws_batch._client.call`).
+    """
+    props = summary.get("arrayProperties") or {}
+    counts, size = props.get("statusSummary"), props.get("size")
+    if counts is None or size is None:
+        if not ask_parent:
+            return None
+        jobs = call(f"describing array job {name}", batch.describe_jobs, jobs=[job_id])["jobs"]
+        props = (jobs[0] if jobs else {}).get("arrayProperties") or {}
+        counts, size = props.get("statusSummary") or {}, props.get("size")
+    size, failed = int(size or 0), int(counts.get("FAILED") or 0)
+    if size <= 0 or int(counts.get("SUCCEEDED") or 0) + failed != size:
+        return None
+    states = {k: ("SUCCEEDED", "") for k in range(size)}
+    if failed:
+        listed = call(f"listing the failed children of array job {name}", lambda: [
+            j for page in batch.get_paginator("list_jobs").paginate(arrayJobId=job_id, jobStatus="FAILED")
+            for j in page.get("jobSummaryList", [])])
+        for child in listed:
+            index = (child.get("arrayProperties") or {}).get("index")
+            if index is None:
+                index = int(str(child["jobId"]).rpartition(":")[2])
+            states[int(index)] = ("FAILED", str(child.get("statusReason", "")))
+        if sum(1 for s, _ in states.values() if s == "FAILED") != failed or len(states) != size:
+            return None
+    return [(k, s, r) for k, (s, r) in sorted(states.items())]
+
+
 def _children(batch: Any, ended: Dict[str, EndedChildren], queue: str, job_id: str, ident: Identity,
               summary: Dict[str, Any]) -> List[ListAppResponse]:
     """An array job's trials: ``DescribeJobs`` per 100 children, or the children kept since
@@ -134,8 +182,9 @@ def _children(batch: Any, ended: Dict[str, EndedChildren], queue: str, job_id: s
     if kept is not None and status in TERMINAL and kept[0] == status:
         states = kept[1]
     else:
-        states = []
-        children = [f"{job_id}:{k}" for k in range(size)]
+        # ended: from the parent's counts where the listing has them (no call), else by id
+        states = ended_children(batch, name, job_id, summary, ask_parent=False) or []
+        children = [] if states else [f"{job_id}:{k}" for k in range(size)]
         for i in range(0, len(children), DESCRIBE_BATCH):
             for child in call(f"describing the children of array job {name}",
                               batch.describe_jobs, jobs=children[i:i + DESCRIBE_BATCH])["jobs"]:

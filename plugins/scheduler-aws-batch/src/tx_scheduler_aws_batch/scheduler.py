@@ -14,7 +14,7 @@
   (:mod:`tx_scheduler_aws_batch._logs`).
 * cancel: ``terminate_job`` with a reason tx recognizes later (Batch has no CANCELLED
   state: a terminated job is FAILED with that reason, reported as CANCELLED).
-* sweeps: one array job (:class:`tx_scheduler_aws_batch.request.BatchArrayJob`) for
+* sweeps: one array job (:class:`tx_scheduler_aws_batch._array.BatchArrayJob`) for
   single-replica trials without ``--max_parallel``; trial ``i`` is child ``i`` (app id
   ``<queue>:<array job name>:<i>``). Their states: one ``list_jobs`` for the array job,
   then one ``describe_jobs`` per 100 children (:meth:`AwsBatchScheduler.states_of`).
@@ -35,13 +35,13 @@ from tx.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, read_stored_
 from tx_scheduler_aws_batch import _plane
 from tx_scheduler_aws_batch._attempts import batch_attempts, saves_of
 from tx_scheduler_aws_batch._client import AwsClients, call, error_code, explain
-from tx_scheduler_aws_batch._list import list_apps
+from tx_scheduler_aws_batch._list import ended_children, list_apps
 from tx_scheduler_aws_batch._logs import CloudWatchLogs
 from tx_scheduler_aws_batch._states import CANCEL_REASON, appstate_from_batch
 from tx_scheduler_aws_batch._status import CAUSE_TAIL_LINES, ERROR_TAIL_LINES, failure, replica_statuses
+from tx_scheduler_aws_batch._array import MAX_ARRAY_SIZE, BatchArrayJob, array_unsupported, build_array, parse_trial_id
 from tx_scheduler_aws_batch.request import (
-    APPDEF_LIMIT, DEFAULT_PREEMPT_GRACE, MAX_ARRAY_SIZE, PARAM_APPDEF, PREEMPT_GRACE_OPT, BatchArrayJob, BatchJob, array_unsupported, build_array,
-    build_request, job_name, parse_app_id, parse_trial_id,
+    APPDEF_LIMIT, DEFAULT_PREEMPT_GRACE, PARAM_APPDEF, PREEMPT_GRACE_OPT, BatchJob, build_request, job_name, parse_app_id,
 )
 
 __all__ = ["AwsBatchScheduler", "create_scheduler", "CANCEL_REASON", "appstate_from_batch", "batch_attempts",
@@ -71,6 +71,13 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         super().__init__("aws_batch", session_name)
         self._aws = AwsClients(region, endpoint_url)
         self.poll_interval = poll_interval
+        self._array_ids: Dict[Tuple[str, str], str] = {}  # (queue, array job name) -> its job id
+        # a sweep's FAILED trials, described for why they failed: array child id -> its
+        # describe_jobs record (FAILED is final: it never changes), and array job id -> the
+        # indexes of its children a look saw FAILED and nobody described yet (described by
+        # 100 at the first describe of one of them)
+        self._failed_records: Dict[str, Dict[str, Any]] = {}
+        self._failed_seen: Dict[str, List[int]] = {}
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -102,8 +109,25 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         if cfg.get("priority") and not share_id:
             log.warning("aws_batch_priority_ignored", reason="priority only applies with share_id")
         name = make_unique(job_name(app.name, share_id))
-        req = build_request(app, cfg, name, self.session_name, tx_version)
+        req = build_request(app, cfg, name, self.session_name, tx_version, defer_appdef=self._many)
         return AppDryRunInfo(req, repr)
+
+    #: whether the dryruns under way are a sweep's trials (:meth:`submit_dryrun_many`)
+    _many = False
+
+    def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[BatchJob]]:
+        """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does), each trial's
+        stored AppDef (``BatchJob.submit``'s ``parameters``: an array job keeps none) made on
+        first use: the first's now (one that cannot be stored is refused at dryrun), the
+        others' where they are submitted one job each."""
+        self._many = True
+        try:
+            infos = super().submit_dryrun_many(apps, cfg)
+        finally:
+            self._many = False
+        if infos:
+            _ = infos[0].request.submit  # noqa: F841 - made now (TypeError: it cannot be stored)
+        return infos
 
     # -- sweeps: array jobs -------------------------------------------------------------
     #: AWS Batch's largest array job (arrayProperties.size)
@@ -116,7 +140,7 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         return array_unsupported([t.request for t in trials])
 
     def submit_sweep_dryrun(self, trials: Any, max_parallel: Optional[int]) -> Optional[AppDryRunInfo[Any]]:
-        """One array job (:func:`tx_scheduler_aws_batch.request.build_array`) for trials of one
+        """One array job (:func:`tx_scheduler_aws_batch._array.build_array`) for trials of one
         replica each, when ``max_parallel`` does not bound them (Batch runs an array's children
         as compute allows); None (one job per trial, at most ``max_parallel`` at once under
         tx's supervisor) otherwise: multi-node trials, which Batch cannot array, too.
@@ -150,7 +174,19 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         return list(req.app_ids)
 
     def _array_job_id(self, queue: str, name: str) -> Optional[str]:
-        """The job id of array job ``name`` in ``queue`` (one ``list_jobs``), None if unknown."""
+        """The job id of array job ``name`` in ``queue`` (one ``list_jobs`` the first time), None
+        if unknown. Kept once found: tx's job names are unique (a random suffix) and a job's id
+        never changes, so a sweep's failed trials described one by one look it up once."""
+        found = self._array_ids.get((queue, name))
+        if found is None:
+            job = self._array_job(queue, name)
+            if job is None:
+                return None
+            found = self._array_ids[(queue, name)] = str(job["jobId"])
+        return found
+
+    def _array_job(self, queue: str, name: str) -> Optional[Dict[str, Any]]:
+        """The ``JobSummary`` of array job ``name`` in ``queue`` (one ``list_jobs``), None if unknown."""
         batch = self._aws.batch
         from botocore.exceptions import ClientError
 
@@ -164,11 +200,14 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
             raise explain(e, f"looking up array job {name} in queue {queue}") from None
         # the parent has no ':' in its id (moto lists the children in the queue too)
         jobs = [j for j in resp.get("jobSummaryList", []) if j.get("jobName") == name and ":" not in j["jobId"]]
-        return max(jobs, key=lambda j: j.get("createdAt", 0))["jobId"] if jobs else None
+        return max(jobs, key=lambda j: j.get("createdAt", 0)) if jobs else None
 
     def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:
         """The states of a sweep's trials: per array job, one ``list_jobs`` (by name) to find
-        it, then one ``describe_jobs`` per 100 of its children (``<array job id>:<index>``;
+        it; where every child has ended, the FAILED ones from one ``list_jobs`` of the array
+        and the others SUCCEEDED (:func:`tx_scheduler_aws_batch._list.ended_children`: the
+        parent's child counts from its summary, or one ``describe_jobs`` of it), else one
+        ``describe_jobs`` per 100 of its children (``<array job id>:<index>``;
         https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeJobs.html: ``list_jobs``
         by ``arrayJobId`` would give only RUNNING children without a status filter, and takes
         no filter for them). None when some ids are not array children (the Runner then
@@ -182,8 +221,16 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
             if p is not None:
                 arrays.setdefault((p[0], p[1]), []).append(p[2])
         for (queue, name), indexes in sorted(arrays.items()):
-            parent = self._array_job_id(queue, name)
-            if parent is None:
+            summary = self._array_job(queue, name)
+            if summary is None:
+                continue
+            parent = self._array_ids[(queue, name)] = str(summary["jobId"])
+            ended = ended_children(self._aws.batch, name, parent, summary, ask_parent=True)
+            if ended is not None:
+                wanted = set(indexes)
+                self._failed_seen[parent] = [k for k, st, _why in ended if st == "FAILED" and k in wanted
+                                             and f"{parent}:{k}" not in self._failed_records]
+                out.update({f"{queue}:{name}:{k}": appstate_from_batch(st, why) for k, st, why in ended if k in wanted})
                 continue
             ids = [f"{parent}:{i}" for i in sorted(set(indexes))]
             for k in range(0, len(ids), 100):
@@ -194,7 +241,30 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
                         index = int(str(j["jobId"]).rpartition(":")[2])
                     out[f"{queue}:{name}:{index}"] = appstate_from_batch(
                         str(j.get("status", "")), str(j.get("statusReason", "")))
+                    if j.get("status") == "FAILED":
+                        self._failed_records[str(j["jobId"])] = j
         return out
+
+    def _child_record(self, parent: str, name: str, index: int) -> Optional[Dict[str, Any]]:
+        """The ``describe_jobs`` record of child ``index`` of array job ``parent``, None if
+        Batch does not know it: a FAILED one kept (final), else, where a look saw it FAILED
+        (:meth:`states_of`), described with every other child that look saw FAILED, by 100
+        (a sweep status describes each failed trial for why it failed: 100 failed trials
+        were 100 calls), else one ``describe_jobs`` of it."""
+        child = f"{parent}:{index}"
+        if child not in self._failed_records and index in self._failed_seen.get(parent, ()):
+            ids = [f"{parent}:{k}" for k in self._failed_seen.pop(parent)]
+            for i in range(0, len(ids), 100):
+                for j in call(f"describing the failed children of array job {name}", self._aws.batch.describe_jobs,
+                              jobs=ids[i:i + 100])["jobs"]:
+                    if j.get("status") == "FAILED":
+                        self._failed_records[str(j["jobId"])] = j
+        if child in self._failed_records:
+            return self._failed_records[child]
+        jobs = call("describing array child", self._aws.batch.describe_jobs, jobs=[child])["jobs"]
+        if jobs and jobs[0].get("status") == "FAILED":
+            self._failed_records[child] = jobs[0]
+        return jobs[0] if jobs else None
 
     def cancel_many(self, app_ids: Any) -> None:
         """Cancel a sweep's trials: ``terminate_job`` of the array job where all its children
@@ -262,10 +332,7 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         trial = parse_trial_id(app_id)
         if trial is not None:
             parent = self._array_job_id(trial[0], trial[1])
-            if parent is None:
-                return None
-            jobs = call("describing array child", self._aws.batch.describe_jobs, jobs=[f"{parent}:{trial[2]}"])["jobs"]
-            return jobs[0] if jobs else None
+            return None if parent is None else self._child_record(parent, trial[1], trial[2])
         parsed = parse_app_id(app_id)
         if parsed is None:
             return None
