@@ -8,7 +8,8 @@ fields are an error), so a request the real service would not parse fails here t
 * Batch (https://cloud.google.com/batch/docs/reference/rest/v1/projects.locations.jobs):
   ``jobs.create`` (``?jobId=``), ``jobs.get``, ``jobs.list``, ``jobs.delete``,
   ``jobs.cancel``, ``jobs.taskGroups.tasks.list`` / ``get``, ``operations.get`` /
-  ``list``; ``jobs.list`` and ``tasks.list`` page (``pageSize``, ``nextPageToken``) and honour the
+  ``list``; ``jobs.list`` and ``tasks.list`` page (``pageSize``, ``nextPageToken``), ``tasks.list`` takes
+  ``filter=State=<state>``, and both honour the
   ``X-Goog-FieldMask`` system parameter. As Batch documents, a job has exactly one task group. States move on events,
   never on a clock, and only forward (a move Batch never makes is recorded in
   :attr:`FakeGcp.errors`, which the tests' fixture checks): a job is QUEUED
@@ -74,6 +75,23 @@ from fake_gcp_wire import (  # noqa: F401 - the tests import some of them from h
     ApiError, DENIED_PROJECT, JobState, QUOTA_PROJECT, TaskState, UNAUTHENTICATED_PROJECT, _JOB_ID,
     _PARENT, _now, _ns, _page, _parse_filter, _public, _to_json,
 )
+
+def count_calls(client: Any, monkeypatch: Any) -> List[str]:
+    """The names of the Batch API calls ``client`` (a ``batch_v1.BatchServiceClient``) makes
+    from here on, in order; each call still goes to the server. Counted at this client, not
+    at the server, so that another process asking the same server counts for nothing.
+    ``monkeypatch`` (pytest's) undoes it at the test's end."""
+    calls: List[str] = []
+    for name in ("create_job", "get_job", "list_jobs", "list_tasks", "get_task", "cancel_job"):
+        real = getattr(client, name)
+
+        def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            calls.append(_name)
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(client, name, counted)
+    return calls
+
 
 class _Job:
     """A job and its tasks, as the server keeps them."""
@@ -348,11 +366,23 @@ class FakeGcp(TaskRunner):
             return json.dumps(op)
 
     def list_tasks(self, req: Request, project: str, location: str, job: str, group: str) -> str:
+        """A page of the task group's tasks in index order; ``filter`` is empty (every task)
+        or ``State=<TaskStatus.State>`` (the only form Batch documents: "Filter string
+        should be of the format State=TaskStatus.State e.g. State=RUNNING"); another is
+        400 INVALID_ARGUMENT."""
+        flt = req.args.get("filter") or ""
+        state = None
+        if flt:
+            m = re.fullmatch(r"State=([A-Z_]+)", flt)
+            if m is None or m.group(1) not in TaskState.__members__ or m.group(1) == "STATE_UNSPECIFIED":
+                raise ApiError(400, "INVALID_ARGUMENT", f"invalid filter {flt!r}: the format is State=TaskStatus.State")
+            state = m.group(1)
         with self.lock:
             rec = self._rec(project, location, job)
             if group != "group0":
                 raise ApiError(404, "NOT_FOUND", f"task group {group} not found")
-            return _page(req, batch_v1.ListTasksResponse, "tasks", [batch_v1.Task.pb(t) for t in rec.tasks])
+            return _page(req, batch_v1.ListTasksResponse, "tasks",
+                         [batch_v1.Task.pb(t) for t in rec.tasks if state is None or t.status.state.name == state])
 
     def get_task(self, req: Request, project: str, location: str, job: str, group: str, task: str) -> str:
         with self.lock:

@@ -59,6 +59,28 @@ def test_job_round_trips_through_the_proto_without_loss(sched: GcpBatchScheduler
     assert batch_v1.Job.pb(batch_v1.Job.deserialize(wire)).ByteSize() == len(wire)
 
 
+@pytest.mark.parametrize("cfg", [SPOT_CFG, {"machine_type": "g2-standard-48", "infra_retries": 0}, {}])
+def test_the_job_message_is_the_one_proto_plus_makes(sched: GcpBatchScheduler, cfg: Dict[str, Any],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """job_message builds the Job with the protobuf runtime (3 times as fast as proto-plus's
+    marshal, one a sweep's trial): byte for byte (maps in key order) the message proto-plus makes of the same
+    fields, for apps of one and several roles, GPUs, Spot, user options and retries."""
+    from tx_scheduler_gcp_batch import _client, request
+
+    fields: list = []
+    monkeypatch.setattr(request, "make_job_id", lambda name: "fixed-id")
+    apps = [big_app(), AppDef("one", [Role("w", image="busybox", entrypoint="sh", args=["-c", "echo $HOME"],
+                                           env={"A": "1"}, max_retries=3)])]
+    for app in apps:
+        job = request.build_job(app, sched.run_opts().resolve(cfg), "p", "l", "1.0",
+                                lambda f: fields.append(f) or _client.job_message(f))
+        assert type(job.job) is batch_v1.Job
+        batch_v1.Job.pb()(**fields[-1])  # the runtime takes these fields: job_message did not fall back
+        made, marshalled = batch_v1.Job.pb(job.job), batch_v1.Job.pb(batch_v1.Job(fields[-1]))
+        assert made.SerializeToString(deterministic=True) == marshalled.SerializeToString(deterministic=True)
+    assert len(fields) == 2
+
+
 def test_roles_come_back_from_the_job(sched: GcpBatchScheduler) -> None:
     app = big_app()
     job = sched.submit_dryrun(app, SPOT_CFG).request.job

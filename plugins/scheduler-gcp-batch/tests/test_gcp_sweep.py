@@ -7,12 +7,12 @@ resume of exactly the failed trials, cancel."""
 import os
 import sys
 import time
-from typing import Any, List
 
 import pytest
 from google.cloud import batch_v1
 
 from tx.cli.cmd_sweep import collapse_sweeps
+from fake_gcp import count_calls
 from tx.runner import Runner
 from tx.runner import sweep as sw
 from tx.specs import AppDef, AppState, Resource, Role
@@ -117,26 +117,33 @@ def test_multireplica_trials_are_one_job_each_and_bad_input_is_one_line(runner):
         runner.dryrun_sweep(_app(), SweepSpec(grid={"lr": list(range(100001))}), "gcp_batch")
 
 
-def _counting(client: Any, monkeypatch: pytest.MonkeyPatch) -> List[str]:
-    """The Batch API calls ``client`` makes (each one still goes to the server)."""
-    calls: List[str] = []
-    for name in ("create_job", "get_job", "list_jobs", "list_tasks", "get_task", "cancel_job"):
-        real = getattr(client, name)
+def test_a_trials_stored_appdef_is_made_when_its_own_job_is_used_and_is_its_own(runner):
+    """A sweep's trials are dry-run without their stored AppDefs (a sweep's job keeps none):
+    a trial that is a job of its own (several replicas) gets its own, the same as a dryrun of
+    that app alone would store, on first use of its job."""
+    from tx.specs.files import read_stored_appdef_and_options
+    from tx_scheduler_gcp_batch.request import ENV_APPDEF
 
-        def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-            calls.append(_name)
-            return _real(*a, **kw)
+    info = runner.dryrun_sweep(_app(replicas=2), GRID, "gcp_batch")
+    assert info.native is None
+    req = info.trials[4].request
+    assert ENV_APPDEF not in req.built.task_groups[0].task_spec.environment.variables  # not made yet
+    stored = req.job.task_groups[0].task_spec.environment.variables[ENV_APPDEF]
+    app, why, _opts = read_stored_appdef_and_options(stored, "TX_APPDEF")
+    assert why == "" and app is not None and app.roles[0].args == info.trials[4]._app.roles[0].args
+    alone = runner.dryrun(info.trials[4]._app, "gcp_batch").request.job
+    assert alone.task_groups[0].task_spec.environment.variables[ENV_APPDEF] == stored
+    assert "lr=1 b=2" in " ".join(app.roles[0].args) and str(req).count(ENV_APPDEF) == 1
 
-        monkeypatch.setattr(client, name, counted)
-    return calls
 
 
-def test_tx_list_shows_a_sweep_once_from_one_list_tasks_per_sweep_job(fake_gcp, tmp_path, monkeypatch):
+def test_tx_list_shows_a_sweep_once_from_its_jobs_task_counts(fake_gcp, tmp_path, monkeypatch):
     """The sweep's job is listed as its trials, which tx list folds into the sweep's row:
-    no extra row for the job, no call per trial (no VMs: the tasks stay PENDING)."""
+    no extra row for the job, no call per trial (no VMs: the tasks stay PENDING, so the
+    job's task counts alone say every trial's state: no task is listed)."""
     monkeypatch.setenv("TX_STATE_DIR", str(tmp_path / "state"))
     with fake_gcp.vms(0), Runner() as runner:
-        calls = _counting(runner.scheduler("gcp_batch")._batch_client(), monkeypatch)
+        calls = count_calls(runner.scheduler("gcp_batch")._batch_client(), monkeypatch)
         handle = runner.run_sweep(_app(), GRID, "gcp_batch")
         job = sw.load_record(handle).trials[0].attempts[-1].rsplit(":", 1)[0]
         try:
@@ -144,7 +151,7 @@ def test_tx_list_shows_a_sweep_once_from_one_list_tasks_per_sweep_job(fake_gcp, 
             rows = collapse_sweeps(runner, "gcp_batch", runner.list("gcp_batch"))
             assert [r.app_handle for r in rows if r.app_handle == handle or r.app_id.startswith(job)] == [handle], rows
             assert "[sweep of 6: 6 pending]" in next(r.name for r in rows if r.app_handle == handle)
-            assert calls.count("list_jobs") == 1 and not {"get_job", "get_task"} & set(calls), calls
+            assert sorted(calls) == ["get_job", "list_jobs"], calls
         finally:
             runner.cancel_sweep(handle)
 
@@ -172,7 +179,7 @@ def test_grid_runs_as_one_job_and_resume_reruns_exactly_the_failed(fake_gcp, tmp
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     created = len(fake_gcp.created)
     with Runner() as runner:
-        calls = _counting(runner.scheduler("gcp_batch")._batch_client(), monkeypatch)
+        calls = count_calls(runner.scheduler("gcp_batch")._batch_client(), monkeypatch)
         handle = runner.run_sweep(
             "utils.sh", SweepSpec(grid={"lr": [0.1, -1], "batch": [16, 32, 64]}), "gcp_batch",
             ["--entrypoint", "python", "--", "-c", TRIAL, "--lr", "${lr}", "--batch-size", "${batch}",
@@ -185,7 +192,13 @@ def test_grid_runs_as_one_job_and_resume_reruns_exactly_the_failed(fake_gcp, tmp
             if all(t.state in (AppState.SUCCEEDED, AppState.FAILED) for t in st.trials) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert calls[:1] == ["list_tasks"], calls  # one list of the job's tasks; describes only for the failed
+        # once every trial has ended: the job's task counts, one list of its FAILED tasks (as many
+        # as counted: the others SUCCEEDED); each failed trial's describe then reads that job and
+        # those tasks, no call more. (The look that saw the last trial end may have read counts
+        # from before, listed a state short of its count and then every task: no fixed calls.)
+        calls.clear()
+        st = runner.sweep_status(handle)
+        assert calls == ["get_job", "list_tasks"], calls
         assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 3 + [AppState.FAILED] * 3, st.format()
         assert "Invalid learning rate: -1" in st.trials[3].why, st.format()
         out = "".join(runner.log_lines(st.trials[1].app_handle, "sh", 0, streams="stdout"))

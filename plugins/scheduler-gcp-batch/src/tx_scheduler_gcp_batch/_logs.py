@@ -26,7 +26,7 @@ _TAIL_POLL_S = 2.0
 class TaskLogs:
     """``log_iter`` of ``gcp_batch`` over what the scheduler class provides: its Cloud
     Logging client (``_logging_client``), its calls with errors translated (``_call``) and
-    its jobs (``_get_job``)."""
+    its jobs (``_get_job``; a sweep's job as read during the current look, ``_sweep_job``)."""
 
     if TYPE_CHECKING:  # the scheduler class defines them
         def _logging_client(self, project: str) -> Any: ...
@@ -34,6 +34,8 @@ class TaskLogs:
         def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
 
         def _get_job(self, app_id: str) -> Optional[Any]: ...
+
+        def _sweep_job(self, job_app_id: str) -> Optional[Any]: ...
 
     def _log_filter(
         self, job: Any, task_index: int, stream: Stream, since: Optional[str], until: Optional[str]
@@ -101,7 +103,7 @@ class TaskLogs:
         stream = Stream(streams) if streams else Stream.COMBINED
         trial = parse_trial_id(app_id)
         if trial is not None:  # a sweep's trial: task `index` of the sweep's job, replica 0
-            job = self._get_job(trial[0])
+            job = self._sweep_job(trial[0])
             if job is None:
                 raise ValueError(f"gcp_batch: unknown app {app_id!r}")
             env = trial_env(job, trial[1])

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Callable, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import attrs
 
@@ -98,6 +98,25 @@ _JOB_ID_MAX = 63
 
 
 @attrs.define
+class TrialSource:
+    """What a sweep's trial job was made of (:class:`GcpBatchJob`, made by
+    :class:`tx_scheduler_gcp_batch._sweep.TrialJobs`): its app (one role of one replica)
+    and resolved run options; ``make()`` builds its job message as :func:`build_job` does,
+    without the stored AppDef. A trial whose message is not made yet also has replica 0's
+    ``env`` (its app id not yet the sweep task's) and ``argv`` (entrypoint and args, macros
+    substituted, ``${replica_id}`` as :data:`_REPLICA_SENTINEL`), as :func:`build_job` would
+    put them in the message; ``key`` is what else the message is made of
+    (:func:`tx_scheduler_gcp_batch._sweep.alike_key`)."""
+
+    app: AppDef
+    cfg: Dict[str, Any]
+    make: Callable[[], Any]
+    key: Tuple[Any, ...]
+    env: Optional[Dict[str, str]] = None
+    argv: Optional[List[str]] = None
+
+
+@attrs.define(eq=False, repr=False)
 class GcpBatchJob:
     """What ``gcp_batch`` submits: ``create_job(parent=f"projects/{project}/locations/{location}",
     job=job, job_id=job_id)``.
@@ -105,13 +124,44 @@ class GcpBatchJob:
     Attributes:
         project, location: where the job goes.
         job_id: the Batch job id (``^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$``).
-        job: the ``google.cloud.batch_v1.Job`` message.
+        job: the ``google.cloud.batch_v1.Job`` message. Built with ``stored_from`` (a sweep's
+            trials: a sweep's job keeps no trial's AppDef), its stored AppDef
+            (:data:`ENV_APPDEF`) is added on first use of ``job``; ``built`` is the message
+            without it. A sweep's trial alike an earlier one has its message made on first
+            use of ``job`` or ``built`` (``source.make``): a sweep's job reads only its
+            ``source``'s env and argv.
+        source: a sweep's trial's :class:`TrialSource`, else None.
     """
 
     project: str
     location: str
     job_id: str
-    job: Any
+    _job: Any = attrs.field(alias="job")
+    _stored_from: Optional[Tuple[AppDef, Dict[str, Any]]] = attrs.field(
+        default=None, kw_only=True, alias="stored_from")
+    source: Optional[TrialSource] = attrs.field(default=None, kw_only=True)
+
+    @property
+    def job(self) -> Any:
+        job = self.built
+        if self._stored_from is not None:
+            app, cfg = self._stored_from
+            self._stored_from = None
+            _store_appdef(job, app, cfg)
+        return job
+
+    @property
+    def built(self) -> Any:
+        """The job message as built, without a stored AppDef still deferred (made now where
+        it was not yet: :attr:`pending`)."""
+        if self._job is None:
+            self._job = self.source.make()  # type: ignore[union-attr]
+        return self._job
+
+    @property
+    def pending(self) -> bool:
+        """Whether the job message is still to be made (nothing has used it yet)."""
+        return self._job is None
 
     @property
     def parent(self) -> str:
@@ -121,6 +171,18 @@ class GcpBatchJob:
     def app_id(self) -> str:
         """The app id: ``{project}:{location}:{job_id}`` (TorchX's format)."""
         return f"{self.project}:{self.location}:{self.job_id}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GcpBatchJob):
+            return NotImplemented
+        return (self.project, self.location, self.job_id, self.built) == (
+            other.project, other.location, other.job_id, other.built)
+
+    __hash__ = None  # type: ignore[assignment] - mutable, as an attrs class with eq
+
+    def __repr__(self) -> str:
+        return f"GcpBatchJob(project={self.project!r}, location={self.location!r}, job_id={self.job_id!r}, " \
+               f"job={self.built!r})"
 
     def __str__(self) -> str:
         body = type(self.job).to_json(self.job, indent=2, sort_keys=True, use_integers_for_enums=False)
@@ -146,11 +208,30 @@ def _sh_quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\"'\"'") + "'"
 
 
+def role_argv(role: Role, app_id: str) -> List[str]:
+    """``role``'s entrypoint and args with their macros substituted for app ``app_id``,
+    ``${replica_id}`` as :data:`_REPLICA_SENTINEL` (:func:`role_script` quotes them)."""
+    sub = macros.Values(img_root="", app_id=app_id, replica_id=_REPLICA_SENTINEL, rank0_env=envc.RANK0_HOST).substitute
+    return [a if "$" not in a else sub(a) for a in (role.entrypoint, *role.args)]  # as sub(a), without its call
+
+
+def replica_env(role: Role, role_idx: int, replica: int, app_id: str, spot_vms: bool) -> Dict[str, str]:
+    """The environment of replica ``replica`` of ``role`` (role ``role_idx`` of app
+    ``app_id``) in its task's ``task_environments`` entry: the role's env, macros
+    substituted, and the replica contract (see the module docstring)."""
+    sub = macros.Values(img_root="", app_id=app_id, replica_id=str(replica), rank0_env=envc.RANK0_HOST).substitute
+    env = {name: v if "$" not in v else sub(v) for name, v in role.env.items()}  # as sub(v), without its call
+    env.update(envc.replica_env(app_id=app_id, role_name=role.name, replica_id=str(replica), role_idx=role_idx,
+                                num_replicas=role.num_replicas))
+    if spot_vms:  # the preemption notice of a Spot VM (PREEMPT_GRACE_S), unless the role sets its own
+        env.setdefault(PREEMPT_GRACE_ENV, str(PREEMPT_GRACE_S))
+    return env
+
+
 def role_script(role: Role, role_idx: int, multi_role: bool, app_id: str) -> str:
     """The ``sh -c`` script of ``role``'s container runnable (see the module docstring)."""
-    values = macros.Values(img_root="", app_id=app_id, replica_id=_REPLICA_SENTINEL, rank0_env=envc.RANK0_HOST)
-    argv = [values.substitute(role.entrypoint), *(values.substitute(a) for a in role.args)]
-    quoted = " ".join(_sh_quote(a).replace(_REPLICA_SENTINEL, "'" + _REPLICA_REF + "'") for a in argv)
+    quoted = " ".join(_sh_quote(a).replace(_REPLICA_SENTINEL, "'" + _REPLICA_REF + "'")
+                      for a in role_argv(role, app_id))
     rank0, rank0_tx = envc.RANK0_HOST, envc.torchx_name(envc.RANK0_HOST)
     lines = []
     if multi_role:
@@ -191,9 +272,26 @@ def machine_type_for(gpus: int, role_names: str) -> str:
     return A100_MACHINE_TYPES[gpus]
 
 
+def _stored(app: AppDef, cfg: Mapping[str, CfgVal]) -> Optional[str]:
+    """``app``'s stored AppDef (with ``cfg``), or None (a warning says so) where it is too
+    large to keep."""
+    stored = appdef_to_stored(app, APPDEF_LIMIT, cfg=cfg)
+    if stored is None:
+        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
+                    f"{ENV_APPDEF}; describe will rebuild the roles from the job")
+    return stored
+
+
+def _store_appdef(job: Any, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    """Add ``app``'s stored AppDef to the job message's task environment (where it can be kept)."""
+    stored = _stored(app, cfg)
+    if stored is not None:
+        job.task_groups[0].task_spec.environment.variables[ENV_APPDEF] = stored
+
+
 def build_job(
     app: AppDef, cfg: Mapping[str, CfgVal], project: str, location: str, version: str,
-    make_job: Callable[[Dict[str, Any]], Any],
+    make_job: Callable[[Dict[str, Any]], Any], defer_appdef: bool = False, job_id: Optional[str] = None,
 ) -> GcpBatchJob:
     """The Batch job for ``app`` (resolved ``cfg``: the run options of ``gcp_batch``).
 
@@ -202,13 +300,17 @@ def build_job(
     libraries; ``make_job`` turns them into the message the client sends
     (:func:`tx_scheduler_gcp_batch._client.job_message`).
 
+    With ``defer_appdef`` (a sweep's trial), the stored AppDef is made on first use of the
+    job (:class:`GcpBatchJob`). ``job_id``: the Batch job id (None: a new one,
+    :func:`make_job_id`).
+
     Raises:
         ValueError: the app cannot run on Batch (mounts, a GPU count no machine type has,
             ``max_retries`` above 10, no roles); the message is one line for users.
     """
     if not app.roles:
         raise ValueError(f"gcp_batch: app {app.name!r} has no roles")
-    job_id = make_job_id(app.name)
+    job_id = job_id or make_job_id(app.name)
     app_id = f"{project}:{location}:{job_id}"  # the ${app_id} macro and TX_APP_ID, as tx handles name it
     multi = len(app.roles) > 1
     spot_vms = cfg.get("provisioning_model") == "SPOT"
@@ -232,17 +334,7 @@ def build_job(
             "display_name": role.name,
             "labels": labels,
         })
-        for k in range(role.num_replicas):
-            values = macros.Values(img_root="", app_id=app_id, replica_id=str(k), rank0_env=envc.RANK0_HOST)
-            env = {name: values.substitute(v) for name, v in role.env.items()}
-            env.update(
-                envc.replica_env(
-                    app_id=app_id, role_name=role.name, replica_id=str(k), role_idx=r, num_replicas=role.num_replicas
-                )
-            )
-            if spot_vms:  # the preemption notice of a Spot VM (PREEMPT_GRACE_S), unless the role sets its own
-                env.setdefault(PREEMPT_GRACE_ENV, str(PREEMPT_GRACE_S))
-            task_envs.append({"variables": env})
+        task_envs += [{"variables": replica_env(role, r, k, app_id, spot_vms)} for k in range(role.num_replicas)]
 
     res = _largest(app.roles)
     compute: Dict[str, int] = {}
@@ -264,11 +356,8 @@ def build_job(
     task_spec = {
         "runnables": runnables, "compute_resource": compute, "max_retry_count": retries, "lifecycle_policies": lifecycle,
     }
-    stored = appdef_to_stored(app, APPDEF_LIMIT, cfg=cfg)
-    if stored is None:
-        log.warning(f"the AppDef of {app.name!r} exceeds {APPDEF_LIMIT} bytes compressed: not kept in "
-                    f"{ENV_APPDEF}; describe will rebuild the roles from the job")
-    else:
+    stored = None if defer_appdef else _stored(app, cfg)
+    if stored is not None:
         task_spec["environment"] = {"variables": {ENV_APPDEF: stored}}
     group = {
         "task_spec": task_spec,
@@ -283,7 +372,8 @@ def build_job(
         "labels": {"tx_version": label_value(version), "tx_app_name": label_value(app.name)},
         "logs_policy": {"destination": "CLOUD_LOGGING"},
     }
-    return GcpBatchJob(project=project, location=location, job_id=job_id, job=make_job(job))
+    return GcpBatchJob(project=project, location=location, job_id=job_id, job=make_job(job),
+                       stored_from=(app, dict(cfg)) if defer_appdef else None)
 
 
 def _largest(roles: List[Role]) -> Resource:

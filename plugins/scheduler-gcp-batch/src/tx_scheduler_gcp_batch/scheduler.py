@@ -33,7 +33,7 @@ import attrs
 from tx import get_logger
 from tx.schedulers import (
     DescribeAppResponse, ListAppResponse, Scheduler, SchedulerError, add_infra_retries_opt, env as envc, failure_once,
-    infra_retries)
+    infra_retries, look_since)
 from tx.specs import (
     AppDef, AppDryRunInfo, AppState, CfgVal, InvalidRunConfigException, read_stored_appdef_and_options, runopts)
 
@@ -42,11 +42,12 @@ from tx_scheduler_gcp_batch._attempts import batch_attempts, retries
 from tx_scheduler_gcp_batch._logs import LOG_NAME, TaskLogs
 from tx_scheduler_gcp_batch._states import JOB_STATES, TASK_STATES
 from tx_scheduler_gcp_batch._status import (CAUSE_TAIL_LINES, ERROR_TAIL_LINES, cause_failure, console_url, failure,
-                                            replica_statuses, state_name, task_index)
+                                            replica_statuses, state_name)
 from tx_scheduler_gcp_batch._sweep import (
-    MAX_TASKS, SWEEP_TEMPLATE_ENV, TRIAL_SCRIPT_ENV, build_sweep_job, is_sweep_job, make_trial_id, parse_trial_id,
-    sweep_unsupported, trial_env, trial_words,
+    MAX_TASKS, SWEEP_TEMPLATE_ENV, TRIAL_SCRIPT_ENV, TrialJobs, build_sweep_job, fast_trials, is_sweep_job,
+    make_trial_id, parse_trial_id, sweep_unsupported, trial_env, trial_words,
 )
+from tx_scheduler_gcp_batch._sweep_states import task_states
 from tx_scheduler_gcp_batch.request import (
     APPDEF_LIMIT, ENV_APPDEF, GcpBatchJob, TaskInfo, build_job, parse_role_script, roles_of, task_layout,
 )
@@ -107,6 +108,12 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         self._logging = logging_client
         self._creds_project: Optional[str] = None
         self._given = (batch_client, logging_client)  # the caller's clients: never closed here
+        self._trials: Optional[TrialJobs] = None  # in submit_dryrun_many: the trials' jobs (TrialJobs)
+        # read during the current look (tx.schedulers.look_since), for the rest of it: a sweep's
+        # job (sweep job app id -> (asked at, Job)), and its FAILED tasks (final: a task that is
+        # retried stays RUNNING), sweep job app id -> index -> Task
+        self._look_jobs: Dict[str, Tuple[float, Any]] = {}
+        self._failed_tasks: Dict[str, Dict[int, Any]] = {}
 
     # -- clients ---------------------------------------------------------------------------
     def _batch_client(self) -> Any:
@@ -173,8 +180,20 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         cfg = {**cfg, "provisioning_model": model}
         project = self._project_for(cfg.get("project"), dryrun=True)  # type: ignore[arg-type]
         location = str(cfg.get("location") or self._location or _client.default_location())
-        req = build_job(app, cfg, project, location, __version__, _client.job_message)
+        req = self._trials.job(app, cfg, project, location) if self._trials is not None else build_job(
+            app, cfg, project, location, __version__, _client.job_message)
         return AppDryRunInfo(req, fmt=str)
+
+    def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[Any]]:
+        """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does); each trial's
+        stored AppDef made on first use of its job (a sweep's job keeps none: 10,000 trials
+        spent a fifth of their dryrun on them), and a trial alike the first one its job
+        message too (:class:`tx_scheduler_gcp_batch._sweep.TrialJobs`)."""
+        self._trials = TrialJobs(__version__, _client.job_message)
+        try:
+            return super().submit_dryrun_many(apps, cfg)
+        finally:
+            self._trials = None
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> None:
         """Roles without a resource are allowed (Batch picks a machine type)."""
@@ -208,11 +227,13 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         Raises:
             ValueError: more parallelism or a larger job than Batch takes.
         """
-        why = sweep_unsupported([t.request for t in trials])
+        reqs = [t.request for t in trials]
+        fast = fast_trials(reqs)  # the trials alike trial 0: their messages are not made
+        why = sweep_unsupported(reqs, fast)
         if why is not None:
             log.info("gcp_batch sweep is one job per trial", reason=why)
             return None
-        return AppDryRunInfo(build_sweep_job([t.request for t in trials], max_parallel), fmt=str)
+        return AppDryRunInfo(build_sweep_job(reqs, max_parallel, fast), fmt=str)
 
     def sweep_not_an_array(self, trials: Any) -> str:
         """Why the trials are one job each (:func:`tx_scheduler_gcp_batch.request.sweep_unsupported`)."""
@@ -240,15 +261,29 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         except Exception as e:  # noqa: BLE001 - mapped to one line
             raise _client.translate(e, f"get task {index} of {job.name}") from None
 
+    def _sweep_job(self, job_app_id: str) -> Optional[Any]:
+        """The sweep's job: the one read during the current look (:func:`tx.schedulers.look_since`:
+        a sweep status describes each failed trial after reading the job's counts), else
+        ``get_job``."""
+        since = look_since()
+        kept = self._look_jobs.get(job_app_id)
+        if since is not None and kept is not None and kept[0] >= since:
+            return kept[1]
+        asked = time.time()
+        job = self._get_job(job_app_id)
+        if job is not None:
+            self._look_jobs[job_app_id] = (asked, job)
+        return job
+
     def _describe_trial(self, app_id: str, job_app_id: str, index: int) -> Optional[DescribeAppResponse]:
         """A sweep trial: task ``index`` of the sweep's job, as an app of one replica."""
-        job = self._get_job(job_app_id)
+        job = self._sweep_job(job_app_id)
         group = job.task_groups[0] if job is not None else None
         if group is None or index >= (group.task_count or len(group.task_environments)):
             return None
         env = trial_env(job, index)
         info = TaskInfo(index, env.get(envc.ROLE_NAME, "task"), 0, 0)
-        task = self._get_task(job, index)
+        task = self._failed_tasks.get(job_app_id, {}).get(index) or self._get_task(job, index)
         job_state = JOB_STATES.get(job.status.state.name, AppState.UNKNOWN)
         statuses, failed = replica_statuses(job, {index: info}, [task] if task is not None else [], job_state)
         state = statuses[0].replicas[0].state
@@ -280,7 +315,9 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         return desc
 
     def states_of(self, app_ids: Any) -> Optional[Dict[str, AppState]]:
-        """The states of a sweep's trials: one ``list_tasks`` (its pages) per sweep job; None
+        """The states of a sweep's trials (:mod:`tx_scheduler_gcp_batch._sweep_states`):
+        per sweep job, its task counts by state (one ``get_job``), then one ``list_tasks``
+        (pages of 1,000) per state other than the most common one, filtered by state; None
         when some ids are not trials of a sweep job (the Runner lists or describes them)."""
         parsed = [parse_trial_id(a) for a in app_ids]
         if not parsed or any(p is None for p in parsed):
@@ -291,16 +328,18 @@ class GcpBatchScheduler(TaskLogs, Scheduler[GcpBatchJob]):
         client = self._batch_client()
         for job_app_id in sorted({p[0] for p in parsed if p is not None}):
             name = self._job_name(job_app_id)
+            job = self._sweep_job(job_app_id)
+            if job is None:
+                continue
             try:
-                pager = client.list_tasks(request={"parent": f"{name}/taskGroups/group0", "page_size": LIST_PAGE_SIZE},
-                                          metadata=[("x-goog-fieldmask", TASK_STATE_FIELDS)])
-                tasks = [task for page in pager.pages for task in type(page).pb(page).tasks]  # raw: see list
+                states, failed = task_states(client, job, f"{name}/taskGroups/group0", LIST_PAGE_SIZE, TASK_STATE_FIELDS)
             except gex.NotFound:
                 continue
             except Exception as e:  # noqa: BLE001 - mapped to one line
                 raise _client.translate(e, f"list tasks of {name}") from None
-            for task in tasks:
-                out[f"{job_app_id}:{task_index(task)}"] = TASK_STATES.get(state_name(task.status), AppState.UNKNOWN)
+            self._failed_tasks.setdefault(job_app_id, {}).update(failed)
+            for index, state in states.items():
+                out[f"{job_app_id}:{index}"] = TASK_STATES.get(state, AppState.UNKNOWN)
         return out
 
     def cancel_many(self, app_ids: Any) -> None:
