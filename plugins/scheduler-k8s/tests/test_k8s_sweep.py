@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
+import attrs
 import pytest
 
 from k8s_apps import K8S_VERSION, need, shared
@@ -93,6 +94,130 @@ def test_a_sweep_of_10000_trials_is_one_job_whose_size_does_not_grow_with_the_tr
     assert len(json.dumps(req.resource)) - sizes[100] < 1000
     rows = req.table["data"]["table"].splitlines()
     assert len(rows) == 10_000 and len(req.table["data"]["table"]) < 300_000  # "0.844422 394 0.844422-394"
+
+
+def test_trials_alike_but_their_command_and_env_make_the_job_their_pods_compared_make(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trials whose roles differ in nothing but args and env (a sweep's) make only their
+    command and env beside trial 0's pod; the Job is the one made by building and comparing
+    every trial's pod, which trials differing elsewhere take (role metadata, not in the pod:
+    one Job; an image: refused, one app per trial)."""
+    import attrs
+
+    from tx_scheduler_k8s import _names, _sweep
+
+    monkeypatch.setattr(_names, "app_id", lambda name, budget: "sw-fixed")
+
+    def trials(**per: Any) -> list:
+        out = []
+        for i in range(12):
+            role = Role("w", image="busybox:1.36", entrypoint="sh", resource=SMALL,
+                        args=["-c", f"echo {i % 3} $HOME", "--lr", str(i / 4)],
+                        env={"TX_SWEEP_ID": "tx/sweep-sw-1", "TRIAL": str(i), "HOME_$": "$(x)"})
+            out.append(AppDef("sw", [attrs.evolve(role, **{k: v(i) for k, v in per.items()})]))
+        return out
+
+    cfg = {"queue": "default", "preempt_grace": 7}
+    alike = trials()
+    assert _sweep._alike(alike)
+    fast = _sweep.indexed_job(alike, cfg, 3, "default")
+    compared = trials(metadata=lambda i: {"k": str(i)})
+    assert not _sweep._alike(compared)
+    slow = _sweep.indexed_job(compared, cfg, 3, "default")
+    assert fast[0] is not None and fast[2] == "" and json.dumps(fast[:2], sort_keys=True) == json.dumps(
+        slow[:2], sort_keys=True)
+    images = trials(image=lambda i: f"busybox:1.{i}")
+    assert _sweep.indexed_job(images, cfg, 3, "default") == (
+        None, None, "trial 1's pod differs from trial 0's in more than its command and env")
+
+
+def test_each_trials_appdef_annotation_is_its_own_made_when_its_request_is_read(runner: Runner) -> None:
+    """A sweep's trials' AppDef annotations are made on first use (an Indexed Job keeps
+    none): each, read when the trial is its own Volcano Job (a gang of 2 replicas), is that
+    trial's AppDef with its run options, as a single app's dryrun makes it."""
+    from tx_scheduler_k8s import _pod
+
+    info = runner.dryrun_sweep(sh_app("echo ${lr}", replicas=2), SweepSpec(grid={"lr": [0.1, 1, 10]}),
+                               "kubernetes", cfg={"queue": "default"})
+    assert info.native is None  # gangs: one Volcano Job per trial
+    seen = set()
+    for t in info.trials:
+        annotations = t.request.resource["metadata"]["annotations"]
+        assert annotations == _pod.app_annotations(t._app, t._cfg), annotations
+        seen.add(annotations[_pod.ANNOTATION_APPDEF])
+    assert len(seen) == 3
+
+
+def test_alike_trials_make_trial_0s_volcano_job_only_and_every_request_as_before(
+        runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Indexed Job uses none of its trials' own Volcano Jobs: of trials alike but for their
+    args and env, trial 0's is made now (what they share is checked there), the others' on
+    first use of their request (was: every trial's at once, 10,000 unused for 10,000 trials).
+    The Job, and each trial's request once read (its stored AppDef too), are those that making
+    every trial's Volcano Job at once makes (trials not alike; the code before)."""
+    from tx_scheduler_k8s import _names, _pod, _sweep, kubernetes_scheduler as ks
+
+    monkeypatch.setattr(_names, "app_id", lambda name, budget: "sw-fixed")  # one name: the paths compare
+    made, real = [], ks.app_to_job
+    monkeypatch.setattr(ks, "app_to_job", lambda app, cfg, *a, **kw: made.append(app) or real(app, cfg, *a, **kw))
+    app = sh_app("echo ${lr} $LR ${b} $TX_TRIAL_INDEX", env={"LR": "${lr}"}, max_retries=1)
+    cfg = {"queue": "default", "preempt_grace": 7}
+    lazy = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [0.1, 10], "b": [1, 2, 3]}), "kubernetes", cfg=cfg,
+                               max_parallel=2)
+    assert lazy.native is not None and made == [lazy.trials[0]._app]
+    sched = runner.scheduler("kubernetes")
+    apps, resolved = [t._app for t in lazy.trials], lazy.trials[0]._cfg
+    assert _sweep.alike(apps) and not _sweep.alike([apps[0], attrs.evolve(apps[1], name="other")])
+    monkeypatch.setattr(_sweep, "alike", lambda apps: False)  # every trial's Volcano Job made at once
+    full = sched.submit_dryrun_many(apps, resolved)
+    assert len(made) == 1 + 6
+    native = sched.submit_sweep_dryrun(full, 2)
+    assert json.dumps([lazy.native.request.resource, lazy.native.request.table], sort_keys=True) == json.dumps(
+        [native.request.resource, native.request.table], sort_keys=True)
+    for t, f in zip(lazy.trials, full):
+        assert json.dumps(t.request.resource, sort_keys=True) == json.dumps(f.request.resource, sort_keys=True)
+        assert t.request == f.request and str(t) == str(f)
+    assert len(made) == 1 + 6 + 5  # the 5 deferred ones, on first use
+    for t in lazy.trials:
+        alone = real(t._app, t._cfg).resource  # a single app's dryrun: its own AppDef stored
+        assert json.dumps(alone, sort_keys=True) == json.dumps(t.request.resource, sort_keys=True)
+        assert t.request.resource["metadata"]["annotations"] == _pod.app_annotations(t._app, t._cfg)
+
+
+def test_alike_trials_that_are_no_indexed_job_are_each_the_volcano_job_its_app_makes(
+        fake_cluster: Dict[str, Any], runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where alike trials cannot be one Indexed Job (a table larger than a ConfigMap holds;
+    here forced), each is its own Volcano Job, made when it is submitted: the one its app
+    makes alone (its own command, env and stored AppDef), and it runs its own values."""
+    from tx_scheduler_k8s import _sweep, kubernetes_scheduler as ks
+
+    monkeypatch.setattr(_sweep, "indexed_job", lambda *a, **kw: (None, None, "forced: no Indexed Job"))
+    info = runner.dryrun_sweep(sh_app('echo "${lr} $LR $TX_TRIAL_INDEX"', env={"LR": "${lr}"}),
+                               SweepSpec(grid={"lr": [0.1, 1, 10]}), "kubernetes", cfg={"queue": "default"})
+    assert info.native is None and "forced: no Indexed Job" in str(info)
+    assert [t.request._later is None for t in info.trials] == [True, False, False]  # 1, 2: made on first use
+    st = _wait(runner, runner.schedule_sweep(info))
+    assert [t.state for t in st.trials] == [AppState.SUCCEEDED] * 3
+    sched = runner.scheduler("kubernetes")
+    for i, (t, lr) in enumerate(zip(info.trials, ["0.1", "1", "10"])):
+        obj = sched.kube.get_object(ks.GROUP, ks.VERSION, ks.PLURAL, t.request.namespace, t.request.app_id)
+        alone = ks.app_to_job(t._app, t._cfg, app_id=t.request.app_id).resource
+        assert obj["spec"] == alone["spec"] and all(obj["metadata"][k] == alone["metadata"][k]
+                                                    for k in ("name", "labels", "annotations")), i
+        assert list(runner.log_lines(st.trials[i].app_handle, "w", 0)) == [f"{lr} {lr} {i}\n"]
+
+
+def test_a_trial_whose_request_fails_where_trial_0s_does_not_fails_the_dryrun() -> None:
+    """A trial alike trial 0 but for a value no request can hold (an env value not a string)
+    is made at once, and its error is the dryrun's, as before: never a request made later."""
+    from tx_scheduler_k8s import _sweep
+    from tx_scheduler_k8s.kubernetes_scheduler import create_scheduler
+
+    ok, bad = (AppDef("sw", [Role("w", image="busybox:1.36", entrypoint="sh", args=["-c", "true"], env={"X": x},
+                                  resource=SMALL)]) for x in ("$HOME", 2))
+    assert _sweep.alike([ok, ok]) and not _sweep.alike([ok, bad])
+    with pytest.raises(TypeError):
+        create_scheduler("tx").submit_dryrun_many([ok, bad], {"queue": "default"})
 
 
 def test_a_refused_job_leaves_no_config_map_and_pods_read_their_rows(fake_cluster: Dict[str, Any],

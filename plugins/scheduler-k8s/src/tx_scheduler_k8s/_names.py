@@ -10,6 +10,7 @@ Rules (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/)
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, Iterable, List
 
@@ -59,8 +60,10 @@ def is_qualified_name(key: str) -> bool:
     return len(key) <= 317 and bool(_QUALIFIED.match(key))
 
 
+@functools.lru_cache(maxsize=1024)
 def label_value(value: str) -> str:
-    """``value`` made a valid label value (invalid characters to ``-``, cut to 63)."""
+    """``value`` made a valid label value (invalid characters to ``-``, cut to 63); kept for
+    the values met last (a sweep labels each trial's objects with the same few)."""
     out = re.sub(r"[^A-Za-z0-9_.-]+", "-", value)[:MAX_LABEL]
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", out)
 

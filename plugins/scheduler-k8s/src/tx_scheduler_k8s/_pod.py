@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tx import get_logger
 from tx.schedulers import env as envc
@@ -166,12 +166,23 @@ def k8s_literal(text: str) -> str:
     (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/),
     so every ``$`` is written ``$$``; only the references tx placed with :func:`k8s_ref`
     become ``$(NAME)``."""
-    return _REF.sub(r"$(\1)", text.replace("$", "$$"))
+    text = text.replace("$", "$$")
+    return _REF.sub(r"$(\1)", text) if _REF_MARK in text else text
 
 
 def k8s_unliteral(text: str) -> str:
     """What the program got for ``text`` written by :func:`k8s_literal` (``$$`` is ``$``)."""
     return text.replace("$$", "$")
+
+
+def literal_command(entrypoint: str, args: List[str]) -> List[str]:
+    """A container's ``command``: ``entrypoint`` and ``args`` each through :func:`k8s_literal`."""
+    return [k8s_literal(a) for a in (entrypoint, *args)]
+
+
+def literal_env(env: Mapping[str, Any]) -> Dict[str, str]:
+    """A container's env values (name -> value, in order), each through :func:`k8s_literal`."""
+    return {k: k8s_literal(str(v)) for k, v in env.items()}
 
 
 def container(
@@ -188,8 +199,8 @@ def container(
     c: Dict[str, Any] = {
         "name": name,
         "image": role.image,
-        "command": [k8s_literal(a) for a in (role.entrypoint, *(role.args if args is None else args))],
-        "env": [{"name": k, "value": k8s_literal(str(v))} for k, v in env.items()],
+        "command": literal_command(role.entrypoint, role.args if args is None else args),
+        "env": [{"name": k, "value": v} for k, v in literal_env(env).items()],
         "volumeMounts": mounts,
     }
     res = resources(role.resource)
@@ -223,6 +234,30 @@ def role_annotation(role: Role) -> str:
     }, separators=(",", ":"))
 
 
+def replica_env_args(role: Role, role_idx: int, k: int, *, app_id: str, rank0_host: str,
+                     cfg: Mapping[str, Any], extra_env: Optional[Mapping[str, str]] = None
+                     ) -> Tuple[Dict[str, str], List[str]]:
+    """``(env, args)`` of replica ``k`` of ``role`` as :func:`pod_template` puts them in its
+    container (before :func:`k8s_literal`): the contract variables, ``TX_PREEMPT_GRACE``,
+    ``extra_env`` and the role's env over them, macros substituted in the role's env and args.
+
+    Raises:
+        InvalidRunConfigException: a bad ``preempt_grace``.
+    """
+    values = {"img_root": "", "app_id": app_id, "replica_id": str(k), "rank0_env": envc.RANK0_HOST,
+              "base_img_root": "DEPRECATED"}
+    env = envc.replica_env(
+        app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0_host,
+        role_idx=role_idx, num_replicas=role.num_replicas,
+    )
+    env[_preempt.GRACE_ENV] = str(_preempt.grace(cfg))
+    if extra_env:
+        env.update(extra_env)
+    for key, val in role.env.items():
+        env[key] = _sub(values, val)
+    return env, [_sub(values, a) for a in role.args]
+
+
 def pod_template(
     role: Role,
     role_idx: int,
@@ -243,20 +278,10 @@ def pod_template(
     The replica's environment is the role's (macros substituted) over the contract of
     :mod:`tx.schedulers.env` (``TX_*`` and ``TORCHX_*``) and ``extra_env``.
     """
-    values = {"img_root": "", "app_id": app_id, "replica_id": str(k), "rank0_env": envc.RANK0_HOST,
-              "base_img_root": "DEPRECATED"}
-    env = envc.replica_env(
-        app_id=app_id, role_name=role.name, replica_id=str(k), rank0_host=rank0_host,
-        role_idx=role_idx, num_replicas=role.num_replicas,
-    )
+    env, args = replica_env_args(role, role_idx, k, app_id=app_id, rank0_host=rank0_host, cfg=cfg,
+                                 extra_env=extra_env)
     grace = _preempt.grace(cfg)
-    env[_preempt.GRACE_ENV] = str(grace)
-    if extra_env:
-        env.update(extra_env)
-    for key, val in role.env.items():
-        env[key] = _sub(values, val)
     vols, mounts, privileged = volumes(role)
-    args = [_sub(values, a) for a in role.args]
     spec: Dict[str, Any] = {
         "restartPolicy": "Never",
         # the preemption warning: SIGTERM, SIGKILL after this many seconds (tx_scheduler_k8s._preempt)

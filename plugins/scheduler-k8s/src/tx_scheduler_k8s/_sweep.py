@@ -46,6 +46,8 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+import attrs
+
 from tx.schedulers import SweepTable, compact, env as envc, sh_statements, split_words, table_text
 from tx.specs import AppDef, AppState, Role
 
@@ -74,6 +76,8 @@ TABLE_KEY = "table"
 TABLE_VOLUME = "tx-sweep-table"
 #: the most bytes of a table (a ConfigMap's data is at most 1 MiB)
 MAX_TABLE_BYTES = 1_000_000
+#: the Role fields a trial's pod is made of besides its args and env
+_OTHER_FIELDS = tuple(f.name for f in attrs.fields(Role) if f.name not in ("args", "env"))
 _TRIAL = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)_(?P<index>\d+)$")
 
 
@@ -140,21 +144,29 @@ def indexed_job(
     # pod <job>-<index>-<5 random> and host name <job>-<index> are DNS labels
     budget = _names.MAX_LABEL - len(str(len(apps) - 1)) - 7
     job = _names.app_id(apps[0].name, budget)
-    templates = []
-    for i, app in enumerate(apps):
-        role: Role = app.roles[0]
-        t = _pod.pod_template(role, 0, 0, app_name=app.name, app_id=f"{job}_{i}", container_name=norm,
-                              rank0_host=f"{job}-{i}", cfg=cfg)
-        templates.append(t)
-    shape = _strip(templates[0])
-    for i, t in enumerate(templates[1:], 1):
-        if _strip(t) != shape:
-            return None, None, f"trial {i}'s pod differs from trial 0's in more than its command and env"
-    envs = [{e["name"]: e["value"] for e in t["spec"]["containers"][0]["env"]} for t in templates]
+    template = _pod.pod_template(first, 0, 0, app_name=apps[0].name, app_id=f"{job}_0", container_name=norm,
+                                 rank0_host=f"{job}-0", cfg=cfg)
+    if _alike(apps):  # every pod is trial 0's but its command and env: only those are made
+        commands, envs = [], []
+        for i, app in enumerate(apps):
+            role: Role = app.roles[0]
+            env, args = _pod.replica_env_args(role, 0, 0, app_id=f"{job}_{i}", rank0_host=f"{job}-{i}", cfg=cfg)
+            envs.append(_pod.literal_env(env))
+            commands.append(_pod.literal_command(role.entrypoint, args))
+    else:  # roles that differ elsewhere (a parameter in the image...): their pods are compared
+        templates = [template] + [
+            _pod.pod_template(app.roles[0], 0, 0, app_name=app.name, app_id=f"{job}_{i}", container_name=norm,
+                              rank0_host=f"{job}-{i}", cfg=cfg) for i, app in enumerate(apps[1:], 1)]
+        shape = _strip(template)
+        for i, t in enumerate(templates[1:], 1):
+            if _strip(t) != shape:
+                return None, None, f"trial {i}'s pod differs from trial 0's in more than its command and env"
+        commands = [t["spec"]["containers"][0]["command"] for t in templates]
+        envs = [{e["name"]: e["value"] for e in t["spec"]["containers"][0]["env"]} for t in templates]
     common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
     labels = {**_pod.app_labels(apps[0].name, job), SWEEP_LABEL: _sweep_id(apps[0])}
     own = list(dict.fromkeys(k for env in envs for k in env if k not in common))
-    table = _table(templates, envs, own)
+    table = _table(commands, envs, own)
     config_map = None
     if table is not None:
         text = table_text(table)
@@ -168,14 +180,13 @@ def indexed_job(
                           "data": {TABLE_KEY: text}}
     else:
         trials = []
-        for t, env in zip(templates, envs):
+        for cmd, env in zip(commands, envs):
             words = [f"{k}={shlex.quote(_pod.k8s_unliteral(v))}" for k, v in env.items() if k not in common]
-            command = " ".join(shlex.quote(_pod.k8s_unliteral(a)) for a in t["spec"]["containers"][0]["command"])
+            command = " ".join(shlex.quote(_pod.k8s_unliteral(a)) for a in cmd)
             trials.append(f"{'export ' + ' '.join(words) + '; ' if words else ''}exec {command}")
         size = sum(len(t.encode()) for t in trials)
         if size > MAX_SCRIPT_BYTES:
             return None, None, f"the trials' commands are {size} bytes, more than one Job holds"
-    template = templates[0]
     template["metadata"]["labels"][_pod.LABEL_INSTANCE] = job
     # the role as every trial has it (each trial's own args and env are its row or argument)
     template["metadata"]["annotations"][_pod.ANNOTATION_ROLE] = _pod.role_annotation(
@@ -210,16 +221,39 @@ def indexed_job(
     return resource, config_map, ""
 
 
-def _table(templates: Sequence[Dict[str, Any]], envs: Sequence[Mapping[str, str]],
+def alike(apps: Sequence[AppDef]) -> bool:
+    """Whether each of these apps (a sweep's trials, two or more) makes the request trial 0's
+    makes but for its args and env, and with no error where trial 0's has none: one role of one
+    replica each (:func:`not_an_array`), one name, roles that differ in nothing but their args
+    and env (:func:`_alike`), and those all strings (another value may fail where trial 0's did
+    not). Their requests but trial 0's can then be made on first use."""
+    return (len(apps) > 1 and not_an_array(apps) is None and _alike(apps)
+            and all(_strings(a.roles[0]) for a in apps))
+
+
+def _strings(role: Role) -> bool:
+    return {*map(type, role.args), *map(type, role.env), *map(type, role.env.values())} <= {str}
+
+
+def _alike(apps: Sequence[AppDef]) -> bool:
+    """Whether the trials' apps have one name and their roles differ in nothing but their
+    args and env: then their pods differ only in their container's command and env."""
+    first, role = apps[0], apps[0].roles[0]
+    key = tuple(getattr(role, f) for f in _OTHER_FIELDS)
+    return all(a.name == first.name and tuple(getattr(a.roles[0], f) for f in _OTHER_FIELDS) == key
+               for a in apps[1:])
+
+
+def _table(commands: Sequence[Sequence[str]], envs: Sequence[Mapping[str, str]],
            own: Sequence[str]) -> Optional[SweepTable]:
-    """The trials' own env (``K=V`` words, keys ``own``) and command words as one template
-    and a table (:func:`split_words`); None where they cannot be one (a trial lacks one of
-    the keys, their commands differ in length, a value holds a newline: a row is a line)."""
+    """The trials' own env (``K=V`` words, keys ``own``) and command words (``commands``,
+    as the containers have them) as one template and a table (:func:`split_words`); None
+    where they cannot be one (a trial lacks one of the keys, their commands differ in
+    length, a value holds a newline: a row is a line)."""
     if any(k not in env for env in envs for k in own):
         return None
-    words = [[f"{k}={_pod.k8s_unliteral(env[k])}" for k in own]
-             + [_pod.k8s_unliteral(a) for a in t["spec"]["containers"][0]["command"]]
-             for t, env in zip(templates, envs)]
+    words = [[f"{k}={_pod.k8s_unliteral(env[k])}" for k in own] + [_pod.k8s_unliteral(a) for a in cmd]
+             for cmd, env in zip(commands, envs)]
     table = split_words(words)
     if table is None or table.holes == 0 or any("\n" in v for row in table.rows for v in row):
         return None
@@ -227,8 +261,6 @@ def _table(templates: Sequence[Dict[str, Any]], envs: Sequence[Mapping[str, str]
 
 
 def _role_of_all(role: Role, common: Mapping[str, str]) -> Role:
-    import attrs
-
     contract = set(envc.TORCHX_NAMES) | set(envc.TORCHX_NAMES.values())
     env = {k: v for k, v in role.env.items() if k in common and k not in contract}
     return attrs.evolve(role, args=[], env=env)

@@ -13,7 +13,7 @@ import abc
 import math
 import re
 import time
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import attrs
 
@@ -23,7 +23,7 @@ from tx.specs import (
     AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, Role, RoleStatus, is_terminal,
     markdown_table, read_stored_appdef_and_options, runopts)
 
-from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep
+from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep, _yaml
 from tx_scheduler_k8s._attempts import Saves, build_attempts
 from tx_scheduler_k8s._client import Kube, KubeError
 from tx_scheduler_k8s._logs import PodLogs
@@ -37,12 +37,6 @@ __all__ = ["CAUSE_TAIL_LINES", "DEFAULT_NAMESPACE", "DISRUPTION_TARGET", "ERROR_
 log = get_logger(__name__)
 
 
-def _yaml_dump(obj: Any) -> str:
-    from tx_scheduler_k8s import _yaml
-
-    return _yaml.dump(obj)
-
-
 @attrs.define
 class KubernetesJob:
     """A dryrun request: the object to create (``resource``, a dict in the API's JSON
@@ -51,21 +45,35 @@ class KubernetesJob:
     ``str()`` is the object as YAML, as ``kubectl create -f`` reads it. A sweep's Indexed
     Job also has ``table``: the ConfigMap of its trials' table, created with it
     (:mod:`tx_scheduler_k8s._sweep`); ``str()`` shows its name, size and first rows as
-    comments after the Job.
+    comments after the Job. With ``later`` (a sweep's trials: an Indexed Job uses none of their
+    requests), ``resource`` is ``later(resource)``, made on first use: the AppDef's annotation, or all.
     """
 
-    resource: Dict[str, Any]
+    _resource: Dict[str, Any] = attrs.field(alias="resource")
     namespace: str
     images_to_push: Dict[str, Tuple[str, str]] = attrs.field(factory=dict)
     table: Optional[Dict[str, Any]] = None
+    _later: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = attrs.field(
+        default=None, repr=False, eq=False, kw_only=True, alias="later")
+
+    @property
+    def resource(self) -> Dict[str, Any]:
+        if self._later is not None:
+            later, self._later = self._later, None
+            self._resource = later(self._resource)
+        return self._resource
 
     @property
     def app_id(self) -> str:
         """The object's name (the app id without its namespace)."""
         return str(self.resource["metadata"]["name"])
 
+    def __eq__(self, other: object) -> bool:  # as made (``later`` applied)
+        return other.__class__ is self.__class__ and all(
+            getattr(self, k) == getattr(other, k) for k in ("resource", "namespace", "images_to_push", "table"))
+
     def __str__(self) -> str:
-        text = _yaml_dump(self.resource)
+        text = _yaml.dump(self.resource)
         if self.table is not None:
             rows = self.table["data"][_sweep.TABLE_KEY]
             first = "".join(f"#   {line}\n" for line in rows.splitlines()[:3])
@@ -431,6 +439,21 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
     # -- sweeps: one Indexed Job ---------------------------------------------------------------
     #: whether single-replica trials go as one Indexed Job (tx_scheduler_k8s._sweep)
     SWEEP_ARRAYS: ClassVar[bool] = True
+    #: whether the dryruns under way are a sweep's trials (:meth:`submit_dryrun_many`)
+    _many = False
+
+    def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[Any]]:
+        """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does); each trial's
+        AppDef annotation made on first use of its ``resource`` where the scheduler defers it
+        (an Indexed Job keeps none): the first's now (one that cannot be stored is refused)."""
+        self._many = True
+        try:
+            infos = super().submit_dryrun_many(apps, cfg)
+        finally:
+            self._many = False
+        if infos:
+            _ = infos[0].request.resource  # noqa: F841 - made now (TypeError: it cannot be stored)
+        return infos
 
     def _sweep_unsupported(self, cfg: Mapping[str, CfgVal]) -> Optional[str]:
         """Why this scheduler, with these run options, submits no Indexed Job (None: it does)."""
