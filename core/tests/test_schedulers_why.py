@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import pytest
 
@@ -22,41 +22,52 @@ BIN = Path(sys.executable).parent
 
 # -- the shapes torchrun prints (taken from real torchrun 2.13 runs, shortened) -----------------
 
-REPORT = """\
+HEAD = """\
 E1125 12:34:08.333000 1924 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1
 Traceback (most recent call last):
   File "/venv/bin/torchrun", line 6, in <module>
     sys.exit(main())
   File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent
     raise ChildFailedError(
+"""
+REPORT = """\
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
 ============================================================
 train.py FAILED
 ------------------------------------------------------------
 Failures:
 [1]:
-  time      : 2026-11-25_12:34:08
-  host      : localhost
-  rank      : 0 (local_rank: 0)
-  exitcode  : -15 (pid: 1997)  (SIGTERM)
-  error_file: <N/A>
-  traceback : Signal 15 (SIGTERM) received by PID 1997
-------------------------------------------------------------
+{other}------------------------------------------------------------
 Root Cause (first observed failure):
 [0]:
+{root}============================================================
+"""
+BLOCK = """\
   time      : 2026-11-25_12:34:08
   host      : localhost
   rank      : {rank} (local_rank: {local})
-  exitcode  : {code} (pid: 1998) {sig}
-  error_file: <N/A>
+  exitcode  : {code} (pid: {pid}){sig}
+  error_file: {file}
   traceback : {tb}
-============================================================
 """
+NO_TB = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+SIGTERMED = {"rank": 0, "local": 0, "code": -15, "sig": "SIGTERM", "tb": "Signal 15 (SIGTERM) received by PID 1997"}
 
 
-def report(rank: int = 1, local: int = 1, code: int = 1, sig: str = "",
-           tb: str = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html") -> str:
-    return REPORT.format(rank=rank, local=local, code=code, sig=f" ({sig})" if sig else "", tb=tb)
+def block(rank: int, local: int, code: int, sig: str = "", file: str = "<N/A>", tb: str = NO_TB,
+          pid: int = 1998) -> str:
+    """One worker's block of torchrun's ChildFailedError report."""
+    return BLOCK.format(rank=rank, local=local, code=code, pid=pid, sig=f"  ({sig})" if sig else "", file=file, tb=tb)
+
+
+def torchrun_report(root: Dict[str, Any], other: Dict[str, Any], head: bool = True) -> str:
+    """The report torchrun prints (its own traceback first where ``head``): the root cause's
+    block and one other failure's (each :func:`block`'s arguments)."""
+    return (HEAD if head else "") + REPORT.format(root=block(**root), other=block(**other))
+
+
+def report(rank: int = 1, local: int = 1, code: int = 1, sig: str = "", tb: str = NO_TB) -> str:
+    return torchrun_report({"rank": rank, "local": local, "code": code, "sig": sig, "tb": tb}, SIGTERMED)
 
 
 def rank_tb(rank: int, exc: str, line: int = 41, prefix: str = "") -> str:
@@ -189,31 +200,11 @@ def test_the_error_file_wins_and_the_report_gives_the_rank():
 
 # torchrun names as root cause the worker it observed first: of two ranks that end together,
 # the one that only lost its peer (as c31 of 7d3ac94 printed it, shortened)
-RACE = """\
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
-============================================================
-train.py FAILED
-------------------------------------------------------------
-Failures:
-[1]:
-  time      : 2026-11-30_13:03:49
-  host      : localhost
-  rank      : 1 (local_rank: 1)
-  exitcode  : {code1} (pid: 17635)
-  error_file: {file1}
-  traceback : {tb1}
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-30_13:03:49
-  host      : localhost
-  rank      : 0 (local_rank: 0)
-  exitcode  : 1 (pid: 17634)
-  error_file: {file0}
-  traceback : {tb0}
-============================================================
-"""
-NO_TB = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+def race(code1: int, file1: str, tb1: str, file0: str, tb0: str) -> str:
+    return torchrun_report({"rank": 0, "local": 0, "code": 1, "file": file0, "tb": tb0},
+                           {"rank": 1, "local": 1, "code": code1, "file": file1, "tb": tb1}, head=False)
+
+
 RANK0_LOST = {"message": {
     "message": "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:19367.",
     "extraInfo": {"py_callstack": 'Traceback (most recent call last):\n  File "/work/train.py", line 14, in main\n'
@@ -223,7 +214,7 @@ RANK0_LOST = {"message": {
 
 
 def test_a_rank_that_only_lost_its_peer_is_not_the_cause_where_the_report_names_it():
-    log = rank_tb(1, "RuntimeError: CUDA out of memory (simulated)") + RANK0_TB + RACE.format(
+    log = rank_tb(1, "RuntimeError: CUDA out of memory (simulated)") + RANK0_TB + race(
         code1=7, file1="<N/A>", tb1=NO_TB, file0="<N/A>", tb0=NO_TB)
     cause = root_cause("train", 0, log, exit_code=1)
     # rank 1's exception, and its own exit code from the report's other failures
@@ -234,7 +225,7 @@ def test_a_rank_that_only_lost_its_peer_is_not_the_cause_where_the_report_names_
 def test_a_lost_peers_error_file_gives_way_to_the_other_failures_recorded_traceback():
     # @record and --log-dir: torchrun copied rank 0's file; the report holds rank 1's callstack
     stack = ERROR_FILE["message"]["extraInfo"]["py_callstack"].replace("\n", "\n  ")
-    log = RACE.format(code1=1, file1="/logs/1/error.json", tb1=stack, file0="/logs/0/error.json",
+    log = race(code1=1, file1="/logs/1/error.json", tb1=stack, file0="/logs/0/error.json",
                       tb0=RANK0_LOST["message"]["extraInfo"]["py_callstack"].replace("\n", "\n  "))
     cause = root_cause("train", 0, log, json.dumps(RANK0_LOST), exit_code=1)
     assert cause.text == "train/0 rank 1: RuntimeError: CUDA out of memory (simulated) at train.py:41 (exit code 1)"

@@ -228,8 +228,8 @@ def parse_report(lines: List[str]) -> Optional[Report]:
     code (negative: a signal, named in ``signal``), its error file (``""`` for ``<N/A>``)
     and the lines of its traceback field. None if there is no report. Text before the
     fields on each line (a label a backend adds) is allowed."""
-    start = max((i for i, ln in enumerate(lines) if _ROOT_HEADER in ln), default=-1)
-    return _parse_block(lines[start + 1:]) if start >= 0 else None
+    failures = parse_failures(lines)
+    return failures[0] if failures else None
 
 
 _BLOCK_START = re.compile(r"(?:^|\s)\[\d+\]:\s*$")
@@ -241,10 +241,10 @@ def parse_failures(lines: List[str]) -> List[Report]:
     Empty if there is no report. torchrun's root cause is the worker whose failure it
     observed first (by its error file's timestamp, else its own order): of two ranks that
     end together, the one that only lost its peer may be named (see :func:`root_cause`)."""
-    root = parse_report(lines)
-    if root is None:
+    start = max((i for i, ln in enumerate(lines) if _ROOT_HEADER in ln), default=-1)
+    if start < 0:
         return []
-    start = max(i for i, ln in enumerate(lines) if _ROOT_HEADER in ln)
+    root = _parse_block(lines[start + 1:])
     head = max((i for i, ln in enumerate(lines[:start]) if ln.strip().endswith("Failures:")), default=start)
     blocks: List[List[str]] = []
     for ln in lines[head + 1:start]:
@@ -355,7 +355,8 @@ def root_cause(role: str, replica: int, log_tail: Text = None, error_file: Text 
     which one torchrun observed first is a race.
     """
     lines = _text(log_tail).splitlines()
-    report = parse_report(lines)
+    failures = parse_failures(lines)
+    report = failures[0] if failures else None
     parsed = [_strip_prefixes(ln) for ln in lines]
     rank = report.rank if report else None
     local = report.local_rank if report else None
@@ -397,7 +398,7 @@ def root_cause(role: str, replica: int, log_tail: Text = None, error_file: Text 
         if last:
             err, source = PyError("", _cap(last), "", None), "output"
     if err is not None and _says_peer_lost(err):  # a symptom: another worker's own exception is the cause
-        other = _other_worker(lines, parsed, (rank, local))
+        other = _other_worker(failures[1:], parsed, (rank, local))
         if other is not None:
             (rank, local, block), err, source = other
             if block is not None and block.exit_code is not None:
@@ -420,13 +421,13 @@ def _says_peer_lost(err: PyError) -> bool:
     return PEER_LOST.search(f"{err.exception_type}: {err.message}") is not None
 
 
-def _other_worker(lines: List[str], parsed: List[_Line], skip: Tuple[Optional[int], Optional[int]]
+def _other_worker(others: List[Report], parsed: List[_Line], skip: Tuple[Optional[int], Optional[int]]
                   ) -> Optional[Tuple[Tuple[Optional[int], Optional[int], Optional[Report]], PyError, str]]:
-    """The first other failed worker (the report's other failures, then any rank that printed
-    a traceback) whose exception is not a lost peer: ``((rank, local rank, its report block
-    or None), exception, source)``; None if there is none."""
+    """The first other failed worker (the report's other failures ``others``, then any rank
+    that printed a traceback) whose exception is not a lost peer: ``((rank, local rank, its
+    report block or None), exception, source)``; None if there is none."""
     workers: List[Tuple[Optional[int], Optional[int], Optional[Report]]] = [
-        (b.rank, b.local_rank, b) for b in parse_failures(lines)[1:]]
+        (b.rank, b.local_rank, b) for b in others]
     workers += [(p.rank, p.local, None) for p in parsed if p.text.strip() == _TB_HEADER and (p.rank, p.local) != (None, None)]
     seen = {skip}
     for rank, local, block in workers:
