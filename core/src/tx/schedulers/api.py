@@ -8,21 +8,8 @@ from __future__ import annotations
 
 import abc
 import time
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    ClassVar,
-    Dict,
-    Generic,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Protocol,
-    Sequence,
-    TypeVar,
-)
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, Generic, Iterable, List, Mapping, Optional,
+                    Protocol, Sequence, TypeVar)
 
 import attrs
 
@@ -239,13 +226,22 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         return self._dryrun_resolved(app, self.run_opts().resolve(cfg))
 
+    #: True while :meth:`submit_dryrun_many` runs: a scheduler may then make on first use what
+    #: only a trial submitted as a job of its own needs (its stored AppDef: an array keeps none)
+    _many: bool = False
+
     def submit_dryrun_many(self, apps: Sequence[AppDef], cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[T]]:
         """:meth:`submit_dryrun` of each app (a sweep's trials), ``cfg`` resolved once for all (a
-        scheduler's own :meth:`submit_dryrun` is called for each). Raises as it does."""
-        if getattr(self.submit_dryrun, "__func__", None) is not Scheduler.submit_dryrun:  # its own (or a patch)
-            return [self.submit_dryrun(app, cfg) for app in apps]
-        resolved = self.run_opts().resolve(cfg)
-        return [self._dryrun_resolved(app, dict(resolved)) for app in apps]
+        scheduler's own :meth:`submit_dryrun` is called for each; ``_many`` is True meanwhile).
+        Raises as it does."""
+        self._many = True
+        try:
+            if getattr(self.submit_dryrun, "__func__", None) is not Scheduler.submit_dryrun:  # its own (or a patch)
+                return [self.submit_dryrun(app, cfg) for app in apps]
+            resolved = self.run_opts().resolve(cfg)
+            return [self._dryrun_resolved(app, dict(resolved)) for app in apps]
+        finally:
+            self._many = False
 
     def _dryrun_resolved(self, app: AppDef, resolved: Dict[str, CfgVal]) -> AppDryRunInfo[T]:
         """:meth:`submit_dryrun` of ``app`` with ``cfg`` resolved (its own copy)."""

@@ -112,19 +112,12 @@ class AwsBatchScheduler(CloudWatchLogs, Scheduler[BatchJob]):
         req = build_request(app, cfg, name, self.session_name, tx_version, defer_appdef=self._many)
         return AppDryRunInfo(req, repr)
 
-    #: whether the dryruns under way are a sweep's trials (:meth:`submit_dryrun_many`)
-    _many = False
-
     def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[BatchJob]]:
         """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does), each trial's
         stored AppDef (``BatchJob.submit``'s ``parameters``: an array job keeps none) made on
         first use: the first's now (one that cannot be stored is refused at dryrun), the
         others' where they are submitted one job each."""
-        self._many = True
-        try:
-            infos = super().submit_dryrun_many(apps, cfg)
-        finally:
-            self._many = False
+        infos = super().submit_dryrun_many(apps, cfg)  # (with _many: trials' AppDefs deferred)
         if infos:
             _ = infos[0].request.submit  # noqa: F841 - made now (TypeError: it cannot be stored)
         return infos

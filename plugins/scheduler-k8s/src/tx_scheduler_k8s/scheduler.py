@@ -439,18 +439,11 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
     # -- sweeps: one Indexed Job ---------------------------------------------------------------
     #: whether single-replica trials go as one Indexed Job (tx_scheduler_k8s._sweep)
     SWEEP_ARRAYS: ClassVar[bool] = True
-    #: whether the dryruns under way are a sweep's trials (:meth:`submit_dryrun_many`)
-    _many = False
-
     def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[Any]]:
         """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does); each trial's
         AppDef annotation made on first use of its ``resource`` where the scheduler defers it
         (an Indexed Job keeps none): the first's now (one that cannot be stored is refused)."""
-        self._many = True
-        try:
-            infos = super().submit_dryrun_many(apps, cfg)
-        finally:
-            self._many = False
+        infos = super().submit_dryrun_many(apps, cfg)  # (with _many: trials' AppDefs deferred)
         if infos:
             _ = infos[0].request.resource  # noqa: F841 - made now (TypeError: it cannot be stored)
         return infos

@@ -94,7 +94,6 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         self._queried: Optional[Tuple[float, ClusterInfo]] = None  # (when, query_cluster's answer)
         self._partitions: Optional[Tuple[float, str]] = None  # (when, scontrol show partition's answer)
         self._config_limits: Optional[Tuple[float, Dict[str, int]]] = None  # (when, MaxArraySize...)
-        self._many = False  # inside submit_dryrun_many: the trials' stored AppDefs are made on first use
 
     # -- options and dryrun ------------------------------------------------------------
     def _run_opts(self) -> runopts:
@@ -134,11 +133,7 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
         use: the first's now (one that cannot be stored is refused at dryrun), the others'
         where :meth:`submit_sweep_dryrun` finds they are one job each, or :meth:`schedule`."""
         check_cfg(self.run_opts().resolve(cfg))  # the same for every trial: once
-        self._many = True
-        try:
-            infos = super().submit_dryrun_many(apps, cfg)
-        finally:
-            self._many = False
+        infos = super().submit_dryrun_many(apps, cfg)  # (with _many: trials' AppDefs deferred)
         if infos:
             _ = infos[0].request.appdef  # noqa: F841 - made now (TypeError: it cannot be stored)
         return infos
