@@ -1,6 +1,6 @@
 """tx.schedulers.sweep_table: trials' commands as one template and a table of what differs;
 every trial's words come back exactly, and a row holds the values, not the words around them."""
-from tx.schedulers.sweep_table import INDEX, compact, split_words
+from tx.schedulers.sweep_table import INDEX, compact, split_words, trial_table
 
 
 def _cmd(i: int, lr: str, b: str) -> list:
@@ -51,3 +51,16 @@ def test_cycles_hold_a_grids_axes_once_whatever_the_number_of_trials():
     assert len(table.template[1]) == 5  # "/ck/", lr, "-", b, "/r": made of the axes (found after it)
     # without cycles (the default) the axes stay columns
     assert compact(split_words(cmds)).cycles == [] and compact(split_words(cmds)).holes == 3  # the word of two: theirs
+
+
+def test_trial_table_puts_the_trials_own_env_first_and_refuses_what_a_row_cannot_hold():
+    grid = [(lr, b) for lr in ("0.1", "0.01") for b in ("16", "32", "64")]
+    envs = [{"LR": lr, "SHARED": "x", "B": b} for lr, b in grid]
+    words = [["python", "train.py", f"--lr={lr}", "--b", b, f"--out=/o/{i}"] for i, (lr, b) in enumerate(grid)]
+    table = trial_table(envs, words, ["B", "LR"])
+    assert [table.words(i) for i in range(len(grid))] == [
+        [f"B={b}", f"LR={lr}", *w] for (lr, b), w in zip(grid, words)]
+    assert table.holes == 0 and len(table.cycles) == 2  # a grid's two axes, once each; the index in the template
+    assert trial_table([{"LR": "1"}, {}], [["a"], ["a"]], ["LR"]) is None  # a trial lacks one of its own keys
+    assert trial_table([{}, {}], [["a"], ["a", "b"]], []) is None  # words of different lengths
+    assert trial_table([{}, {}], [["a", "x"], ["a", "y\nz"]], []) is None  # a row is a line

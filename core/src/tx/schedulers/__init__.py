@@ -80,6 +80,7 @@ _NAMES = {
     "sh_statements": "tx.schedulers.sweep_table",
     "split_words": "tx.schedulers.sweep_table",
     "table_text": "tx.schedulers.sweep_table",
+    "trial_table": "tx.schedulers.sweep_table",
     # a page of a list (:mod:`tx.schedulers.paging`)
     "ListPage": "tx.schedulers.paging",
     # a batch system's command-line client, named for what it is on this face

@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional, Sequence, Union
 
 import attrs
 
-__all__ = ["INDEX", "SweepTable", "compact", "sh_statements", "split_words", "table_text"]
+__all__ = ["INDEX", "SweepTable", "compact", "sh_statements", "split_words", "table_text", "trial_table"]
 
 #: the hole of a template that is the trial's index itself (no column of the table)
 INDEX = -1
@@ -116,6 +116,21 @@ def split_words(commands: Sequence[Sequence[str]]) -> Optional[SweepTable]:
                 columns.append([t[j] for t in toks])
         template.append(pieces)
     return SweepTable(template, [list(r) for r in zip(*columns)] if columns else [[] for _ in commands])
+
+
+def trial_table(envs: Sequence[Mapping[str, str]], words: Sequence[Sequence[str]],
+                own: Sequence[str]) -> Optional[SweepTable]:
+    """The trials' own env (``K=V`` words of the keys ``own``, in that order) followed by each
+    trial's command words, as one template and a table with a grid's axes as cycles
+    (:func:`split_words`, then :func:`compact`); None where they cannot be one: a trial
+    lacks one of ``own``, two trials' words differ in number, or a value holds a newline (a
+    row of :func:`table_text` is a line). ``envs[i]`` and ``words[i]`` are trial ``i``'s."""
+    if any(k not in env for env in envs for k in own):
+        return None
+    table = split_words([[f"{k}={env[k]}" for k in own] + list(w) for env, w in zip(envs, words)])
+    if table is None or any("\n" in v for row in table.rows for v in row):
+        return None
+    return compact(table, cycles=True)
 
 
 def _common_ends(toks: Sequence[Sequence[str]]) -> "tuple[int, int]":

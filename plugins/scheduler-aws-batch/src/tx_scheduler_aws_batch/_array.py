@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import attrs
 
-from tx.schedulers import compact, sh_statements, split_words, table_text
+from tx.schedulers import sh_statements, table_text, trial_table
 
 from tx_scheduler_aws_batch.request import PARAM_APPDEF, BatchJob, _shell_quote, parse_app_id
 
@@ -199,12 +199,9 @@ def _table_script(envs: List[Dict[str, str]], cmds: List[List[str]], static: Dic
     grid's axes and a table (:mod:`tx.schedulers.sweep_table`, with cycles; the table's rows
     in the script's ``tx_rows``); None where they make no table."""
     own = list(dict.fromkeys(k for e in envs for k in e if k not in static))
-    if any(k not in e for e in envs for k in own):
+    table = trial_table(envs, cmds, own)
+    if table is None:
         return None
-    table = split_words([[f"{k}={e[k]}" for k in own] + c for e, c in zip(envs, cmds)])
-    if table is None or any("\n" in v for row in table.rows for v in row):
-        return None
-    table = compact(table, cycles=True)
     rows = [f"tx_rows={_shell_quote(table_text(table))}"] if table.holes else []
     return [*rows, *sh_statements(table, len(own), 'printf "%s" "$tx_rows"', "this array's table")]
 

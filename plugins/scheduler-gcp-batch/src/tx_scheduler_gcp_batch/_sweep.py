@@ -7,7 +7,7 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from tx.schedulers import SweepTable, compact, env as envc, sh_statements, split_words, table_text
+from tx.schedulers import SweepTable, env as envc, sh_statements, table_text, trial_table
 from tx.specs import AppDef, macros
 
 from tx_scheduler_gcp_batch.request import (
@@ -273,12 +273,9 @@ def _table_job(trials: List[GcpBatchJob], out: GcpBatchJob,
         return None
     common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
     own = sorted({k for e in envs for k in e if k not in common})  # Batch's env is a map: no order
-    if any(k not in e for e in envs for k in own):
+    table = trial_table(envs, argvs, own)
+    if table is None:
         return None
-    table = split_words([[f"{k}={e[k]}" for k in own] + argv for e, argv in zip(envs, argvs)])
-    if table is None or any("\n" in v for row in table.rows for v in row):
-        return None
-    table = compact(table, cycles=True)
     text = table_text(table) if table.holes else ""
     chunks: List[str] = []
     for line in text.splitlines(keepends=True):  # each variable under Linux's 128 KiB per string

@@ -48,7 +48,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 import attrs
 
-from tx.schedulers import SweepTable, compact, env as envc, sh_statements, split_words, table_text
+from tx.schedulers import SweepTable, env as envc, sh_statements, table_text, trial_table
 from tx.specs import AppDef, AppState, Role
 
 from tx_scheduler_k8s import _names, _pod
@@ -247,17 +247,15 @@ def _alike(apps: Sequence[AppDef]) -> bool:
 def _table(commands: Sequence[Sequence[str]], envs: Sequence[Mapping[str, str]],
            own: Sequence[str]) -> Optional[SweepTable]:
     """The trials' own env (``K=V`` words, keys ``own``) and command words (``commands``,
-    as the containers have them) as one template and a table (:func:`split_words`); None
-    where they cannot be one (a trial lacks one of the keys, their commands differ in
-    length, a value holds a newline: a row is a line)."""
+    as the containers have them) as one template and a table (:func:`tx.schedulers.trial_table`
+    of their plain values); None where they cannot be one (a trial lacks one of the keys,
+    their commands differ in length, a value holds a newline: a row is a line) or where no
+    word differs."""
     if any(k not in env for env in envs for k in own):
         return None
-    words = [[f"{k}={_pod.k8s_unliteral(env[k])}" for k in own] + [_pod.k8s_unliteral(a) for a in cmd]
-             for cmd, env in zip(commands, envs)]
-    table = split_words(words)
-    if table is None or table.holes == 0 or any("\n" in v for row in table.rows for v in row):
-        return None
-    return compact(table, cycles=True)
+    table = trial_table([{k: _pod.k8s_unliteral(env[k]) for k in own} for env in envs],
+                        [[_pod.k8s_unliteral(a) for a in cmd] for cmd in commands], own)
+    return table if table is not None and any(isinstance(p, int) for w in table.template for p in w) else None
 
 
 def _role_of_all(role: Role, common: Mapping[str, str]) -> Role:
