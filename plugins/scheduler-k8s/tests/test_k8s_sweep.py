@@ -184,6 +184,35 @@ def test_alike_trials_make_trial_0s_volcano_job_only_and_every_request_as_before
         assert t.request.resource["metadata"]["annotations"] == _pod.app_annotations(t._app, t._cfg)
 
 
+def test_alike_trials_make_trial_0s_jobset_only_and_every_request_as_before(
+        runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubernetes_jobset as kubernetes above: of trials alike but for their args and env,
+    trial 0's JobSet is made at dryrun, the others' on first use of their request, each the
+    JobSet that making every trial's at once makes (trials not alike; the code before)."""
+    from tx_scheduler_k8s import _names, _sweep, kubernetes_jobset_scheduler as js
+
+    monkeypatch.setattr(_names, "app_id", lambda name, budget: "sw-fixed")  # one name: the paths compare
+    made, real = [], js.app_to_jobset
+    monkeypatch.setattr(js, "app_to_jobset", lambda app, cfg, *a, **kw: made.append(app) or real(app, cfg, *a, **kw))
+    app = sh_app("echo ${lr} $LR ${b} $TX_TRIAL_INDEX", env={"LR": "${lr}"}, max_retries=1)
+    lazy = runner.dryrun_sweep(app, SweepSpec(grid={"lr": [0.1, 10], "b": [1, 2, 3]}), "kubernetes_jobset", cfg={},
+                               max_parallel=2)
+    assert lazy.native is not None and made == [lazy.trials[0]._app]
+    sched = runner.scheduler("kubernetes_jobset")
+    monkeypatch.setattr(_sweep, "alike", lambda apps: False)  # every trial's JobSet made at once
+    full = sched.submit_dryrun_many([t._app for t in lazy.trials], lazy.trials[0]._cfg)
+    assert len(made) == 1 + 6
+    native = sched.submit_sweep_dryrun(full, 2)
+    assert json.dumps([lazy.native.request.resource, lazy.native.request.table], sort_keys=True) == json.dumps(
+        [native.request.resource, native.request.table], sort_keys=True)
+    for t, f in zip(lazy.trials, full):
+        assert t.request == f.request and str(t) == str(f)
+    assert len(made) == 1 + 6 + 5  # the 5 deferred ones, on first use
+    for t in lazy.trials:
+        alone = real(t._app, t._cfg).resource  # a single app's dryrun
+        assert json.dumps(alone, sort_keys=True) == json.dumps(t.request.resource, sort_keys=True)
+
+
 def test_alike_trials_that_are_no_indexed_job_are_each_the_volcano_job_its_app_makes(
         fake_cluster: Dict[str, Any], runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where alike trials cannot be one Indexed Job (a table larger than a ConfigMap holds;

@@ -191,7 +191,7 @@ class KubernetesJobSetScheduler(KubernetesBase):
         return jobset_runopts()
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[KubernetesJob]:
-        return AppDryRunInfo(app_to_jobset(app, cfg), str)
+        return self._dryrun_job(app, cfg, app_to_jobset)
 
     def _sweep_unsupported(self, cfg: Mapping[str, CfgVal]) -> Optional[str]:
         """With run option ``queue``, Kueue admits each trial as a JobSet of its own."""

@@ -37,7 +37,7 @@ from tx.schedulers import add_infra_retries_opt, infra_retries
 from tx.specs import (AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, RetryPolicy, Role,
                       runopts)
 
-from tx_scheduler_k8s import _names, _pod, _sweep
+from tx_scheduler_k8s import _names, _pod
 from tx_scheduler_k8s.scheduler import DISRUPTION_TARGET, KubernetesBase, KubernetesJob, check_namespace, common_runopts
 
 log = get_logger(__name__)
@@ -206,29 +206,8 @@ class KubernetesScheduler(KubernetesBase):
     def _run_opts(self) -> runopts:
         return volcano_runopts()
 
-    #: inside :meth:`submit_dryrun_many`: trial 0's app where the trials are alike
-    _like: Optional[AppDef] = None
-
-    def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[KubernetesJob]]:
-        """:meth:`KubernetesBase.submit_dryrun_many` (raises as it does). Of trials alike but for
-        their args and env (:func:`tx_scheduler_k8s._sweep.alike`), trial 0's Volcano Job is made
-        now (what the trials share is checked there), each other's on first use of its
-        ``resource``: a sweep's Indexed Job reads none of them (10,000 trials: 10,000 Jobs unmade)."""
-        apps = list(apps)
-        self._like = apps[0] if _sweep.alike(apps) else None
-        try:
-            return super().submit_dryrun_many(apps, cfg)
-        finally:
-            self._like = None
-
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[KubernetesJob]:
-        if self._like is not None and app is not self._like:
-            # a trial alike trial 0 (its request is trial 0's but for its args and env, and has
-            # no error where trial 0's has none): made on first use
-            own = dict(cfg)
-            return AppDryRunInfo(KubernetesJob(resource={}, namespace=check_namespace(own),
-                                               later=lambda _: app_to_job(app, own).resource), str)
-        return AppDryRunInfo(app_to_job(app, cfg, defer_appdef=self._many), str)
+        return self._dryrun_job(app, cfg, lambda a, c: app_to_job(a, c, defer_appdef=self._many))
 
     def _app_state(self, obj: Dict[str, Any], pods: List[Dict[str, Any]]) -> Tuple[AppState, str, int]:
         st = obj.get("status") or {}

@@ -15,17 +15,16 @@ import re
 import time
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import attrs
-
 from tx import get_logger
 from tx.schedulers import DescribeAppResponse, ListAppResponse, Scheduler, failure_once
 from tx.specs import (
     AppDef, AppDryRunInfo, AppState, CfgVal, FailureKind, InvalidRunConfigException, Role, RoleStatus, is_terminal,
     markdown_table, read_stored_appdef_and_options, runopts)
 
-from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep, _yaml
+from tx_scheduler_k8s import _names, _plane, _pod, _preempt, _sweep
 from tx_scheduler_k8s._attempts import Saves, build_attempts
 from tx_scheduler_k8s._client import Kube, KubeError
+from tx_scheduler_k8s._job import KubernetesJob
 from tx_scheduler_k8s._logs import PodLogs
 from tx_scheduler_k8s._names import DEFAULT_NAMESPACE
 from tx_scheduler_k8s._status import (CAUSE_TAIL_LINES, DISRUPTION_TARGET, ERROR_TAIL_LINES, Failed, cause_first,
@@ -35,54 +34,6 @@ __all__ = ["CAUSE_TAIL_LINES", "DEFAULT_NAMESPACE", "DISRUPTION_TARGET", "ERROR_
            "KubernetesJob", "check_namespace", "common_runopts", "disruption", "runopts_markdown"]
 
 log = get_logger(__name__)
-
-
-@attrs.define
-class KubernetesJob:
-    """A dryrun request: the object to create (``resource``, a dict in the API's JSON
-    shape), its namespace, and the images a workspace build would push.
-
-    ``str()`` is the object as YAML, as ``kubectl create -f`` reads it. A sweep's Indexed
-    Job also has ``table``: the ConfigMap of its trials' table, created with it
-    (:mod:`tx_scheduler_k8s._sweep`); ``str()`` shows its name, size and first rows as
-    comments after the Job. With ``later`` (a sweep's trials: an Indexed Job uses none of their
-    requests), ``resource`` is ``later(resource)``, made on first use: the AppDef's annotation, or all.
-    """
-
-    _resource: Dict[str, Any] = attrs.field(alias="resource")
-    namespace: str
-    images_to_push: Dict[str, Tuple[str, str]] = attrs.field(factory=dict)
-    table: Optional[Dict[str, Any]] = None
-    _later: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = attrs.field(
-        default=None, repr=False, eq=False, kw_only=True, alias="later")
-
-    @property
-    def resource(self) -> Dict[str, Any]:
-        if self._later is not None:
-            later, self._later = self._later, None
-            self._resource = later(self._resource)
-        return self._resource
-
-    @property
-    def app_id(self) -> str:
-        """The object's name (the app id without its namespace)."""
-        return str(self.resource["metadata"]["name"])
-
-    def __eq__(self, other: object) -> bool:  # as made (``later`` applied)
-        return other.__class__ is self.__class__ and all(
-            getattr(self, k) == getattr(other, k) for k in ("resource", "namespace", "images_to_push", "table"))
-
-    def __str__(self) -> str:
-        text = _yaml.dump(self.resource)
-        if self.table is not None:
-            rows = self.table["data"][_sweep.TABLE_KEY]
-            first = "".join(f"#   {line}\n" for line in rows.splitlines()[:3])
-            text += (f"# ConfigMap {self.table['metadata']['name']} (created with the Job, mounted at "
-                     f"{_sweep.TABLE_DIR}): key {_sweep.TABLE_KEY!r}, {rows.count(chr(10))} rows, "
-                     f"{len(rows.encode())} bytes; row i is trial i's values. First 3:\n{first}")
-        return text
-
-    __repr__ = __str__
 
 
 def common_runopts(opts: runopts) -> runopts:
@@ -439,14 +390,35 @@ class KubernetesBase(PodLogs, Scheduler[KubernetesJob]):
     # -- sweeps: one Indexed Job ---------------------------------------------------------------
     #: whether single-replica trials go as one Indexed Job (tx_scheduler_k8s._sweep)
     SWEEP_ARRAYS: ClassVar[bool] = True
+    #: inside :meth:`submit_dryrun_many`: trial 0's app where the trials are alike
+    _like: Optional[AppDef] = None
+
     def submit_dryrun_many(self, apps: Any, cfg: Mapping[str, CfgVal]) -> List[AppDryRunInfo[Any]]:
         """:meth:`tx.schedulers.Scheduler.submit_dryrun_many` (raises as it does); each trial's
         AppDef annotation made on first use of its ``resource`` where the scheduler defers it
-        (an Indexed Job keeps none): the first's now (one that cannot be stored is refused)."""
-        infos = super().submit_dryrun_many(apps, cfg)  # (with _many: trials' AppDefs deferred)
+        (an Indexed Job keeps none): the first's now (one that cannot be stored is refused).
+        Of trials alike but for their args and env (:func:`tx_scheduler_k8s._sweep.alike`),
+        a flavour that dry-runs with :meth:`_dryrun_job` makes trial 0's request now (what the
+        trials share is checked there), each other's on first use (an Indexed Job uses none)."""
+        apps = list(apps)
+        self._like = apps[0] if _sweep.alike(apps) else None
+        try:
+            infos = super().submit_dryrun_many(apps, cfg)  # (with _many: trials' AppDefs deferred)
+        finally:
+            self._like = None
         if infos:
             _ = infos[0].request.resource  # noqa: F841 - made now (TypeError: it cannot be stored)
         return infos
+
+    def _dryrun_job(self, app: AppDef, cfg: Mapping[str, CfgVal],
+                    make: Callable[[AppDef, Mapping[str, CfgVal]], KubernetesJob]) -> AppDryRunInfo[KubernetesJob]:
+        """``make(app, cfg)``: the flavour's request; of a trial alike trial 0 inside
+        :meth:`submit_dryrun_many`, made on first use of its ``resource``. Raises as ``make``."""
+        if self._like is None or app is self._like:
+            return AppDryRunInfo(make(app, cfg), str)
+        own = dict(cfg)
+        return AppDryRunInfo(KubernetesJob(resource={}, namespace=check_namespace(own),
+                                           later=lambda _: make(app, own).resource), str)
 
     def _sweep_unsupported(self, cfg: Mapping[str, CfgVal]) -> Optional[str]:
         """Why this scheduler, with these run options, submits no Indexed Job (None: it does)."""
