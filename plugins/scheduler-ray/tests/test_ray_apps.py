@@ -167,8 +167,15 @@ def test_retried_replica_replica_policy(apps: Any, tmp_path: Path) -> None:
 
 
 def test_retried_app_application_policy(apps: Any, tmp_path: Path) -> None:
-    """APPLICATION policy: a failure restarts every replica; the retries run out -> FAILED."""
-    script = 'echo "run ${replica_id}"; if [ "${replica_id}" = 1 ]; then exit 7; fi; sleep 30'
+    """APPLICATION policy: a failure restarts every replica; the retries run out -> FAILED.
+    Replica 1 fails only once replica 0 of the same attempt has written its line (c3 of
+    f07c5cc: replica 1 failed before replica 0 of the second attempt had started, and the
+    test lost the line it hoped for); every line written must be in the log."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = (f'echo "run ${{replica_id}}"; echo >> {marks}/r${{replica_id}}; if [ "${{replica_id}}" = 1 ]; then '
+              f'n=$(wc -l < {marks}/r1); until [ "$(cat {marks}/r0 2>/dev/null | wc -l)" -ge "$n" ]; do sleep 0.05; '
+              'done; exit 7; fi; sleep 30')
     role = apps.role("w", script, replicas=2, max_retries=1, retry_policy=RetryPolicy.APPLICATION)
     app_id = apps.submit([role], name="appretry")
     desc = apps.wait(app_id)
