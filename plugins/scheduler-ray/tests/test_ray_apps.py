@@ -243,11 +243,14 @@ def test_elastic_roles_start_with_min_replicas(apps: Any) -> None:
 
 
 def test_retried_role_role_policy(apps: Any, tmp_path: Path) -> None:
-    """ROLE policy: a failure restarts every replica of the failed replica's role only."""
+    """ROLE policy: a failure restarts every replica of the failed replica's role only.
+    Replica a/1 fails once a/0 of its attempt has written its line (as in the APPLICATION
+    policy's test: the order forced, not hoped for)."""
     marks = tmp_path / "marks"
     marks.mkdir()
-    fail_once = (f'echo "run ${{replica_id}}"; if [ "${{replica_id}}" = 1 ] && [ ! -e {marks}/once ]; then '
-                 f'touch {marks}/once; exit 9; fi; sleep 3')
+    fail_once = (f'echo "run ${{replica_id}}"; echo >> {marks}/r${{replica_id}}; '
+                 f'if [ "${{replica_id}}" = 1 ] && [ ! -e {marks}/once ]; then touch {marks}/once; '
+                 f'until [ -s {marks}/r0 ]; do sleep 0.05; done; exit 9; fi; sleep 3')
     a = apps.role("a", fail_once, replicas=2, max_retries=1, retry_policy=RetryPolicy.ROLE)
     b = apps.role("b", 'echo "run b"; sleep 6')
     app_id = apps.submit([a, b], name="roleretry")
