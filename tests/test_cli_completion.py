@@ -110,7 +110,12 @@ def test_tab_in_a_real_shell(shell, tx, tx_env, tmp_path, shtab_installed, termi
     pane.wait_for(lambda s: s.strip() == "$")
 
     def line(text: str, want: str, tabs: int = 1) -> str:
-        pane.send("C-u", text, *["Tab"] * tabs)
+        # the line cleared and redrawn before the next keys come: keys that came while the
+        # shell still redrew the last completion were drawn over its prompt (c6 of 2c2802e,
+        # bash: the screen read "txtx log <handle>", the handle completed)
+        pane.send("C-u")
+        pane.wait_for(lambda s: (s.rstrip().splitlines() or [""])[-1].strip() == "$", timeout=60)
+        pane.send(text, *["Tab"] * tabs)
         return pane.wait_for(lambda s: want in s, timeout=60)
 
     line(f"tx status {handle[:-4]}", f"$ tx status {handle}")
