@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Tuple
 
 from tx.distributed import latest_checkpoint
 from tx.specs import AppDef, AppState, FailureKind, Resource, Role
@@ -56,10 +57,11 @@ def role(tmp_path: Path, entrypoint: str, args: List[str]) -> Role:
                 mounts=parse_mounts(mounts(tmp_path)))
 
 
-def reclaim(aws: Moto, sched: AwsBatchScheduler, app_id: str, started: Path, grace: int) -> float:
+def reclaim(aws: Moto, sched: AwsBatchScheduler, app_id: str, started: Path, grace: int) -> Tuple[float, int]:
     """Once ``started`` exists, stop the job's container as the ECS agent does (the engine's
     stop: SIGTERM, SIGKILL after ``grace`` s), then end the job as a Spot reclaim; the
-    seconds the stop took."""
+    seconds the stop took (the engine's own cleanup included) and the container's exit code
+    (137: SIGKILLed at the end of the grace; 143: it died of the warning's SIGTERM)."""
     import docker
 
     until(started.exists, timeout=180, every=0.2)
@@ -67,13 +69,20 @@ def reclaim(aws: Moto, sched: AwsBatchScheduler, app_id: str, started: Path, gra
     client = docker.DockerClient(base_url=aws.extra_env["DOCKER_HOST"])
     try:
         (container,) = [c for c in client.containers.list() if job_id in c.name]
+        # waiting from before the stop: the answer names the exit code even if moto removes
+        # the container as soon as it sees it stopped
+        ended: Dict[str, Any] = {}
+        waiter = threading.Thread(target=lambda: ended.update(container.wait(timeout=grace + 120)), daemon=True)
+        waiter.start()
         t0 = time.monotonic()
         container.stop(timeout=grace)
         took = time.monotonic() - t0
+        waiter.join(grace + 120)
     finally:
         client.close()
     aws.client("batch").terminate_job(jobId=job_id, reason=RECLAIMED)
-    return took
+    assert "StatusCode" in ended, f"the engine's wait did not answer (the stop took {took:.2f} s)"
+    return took, int(ended["StatusCode"])
 
 
 def test_a_reclaimed_job_saves_in_the_stop_timeout(aws_docker: Moto, tmp_path: Path) -> None:
@@ -81,8 +90,9 @@ def test_a_reclaimed_job_saves_in_the_stop_timeout(aws_docker: Moto, tmp_path: P
     sched = create_scheduler("tx", poll_interval=0.5)
     app_id = sched.submit(AppDef("spot", roles=[role(tmp_path, "python", ["-c", TRAIN, str(tmp_path / "started")])]),
                           {"queue": aws_docker.queue, "infra_retries": 0, "preempt_grace": 20})
-    took = reclaim(aws_docker, sched, app_id, tmp_path / "started", 20)
-    assert took < 15, took  # it left on the warning, long before the SIGKILL
+    took, code = reclaim(aws_docker, sched, app_id, tmp_path / "started", 20)
+    # it left on the warning (exit_preempted: SIGTERM, 143), not by the SIGKILL at the grace's end (137)
+    assert code == 143, (code, took)
     desc = sched.wait(app_id, timeout=120, poll_interval=0.5)
     assert desc is not None and desc.state == AppState.FAILED, desc
     logs = "".join(sched.log_iter(app_id, "w", 0))
@@ -101,8 +111,8 @@ def test_a_job_that_ignores_the_warning_is_killed_at_the_stop_timeout(aws_docker
     script = f"trap 'echo warned' TERM; touch {tmp_path}/started; while true; do sleep 0.1; done"
     app_id = sched.submit(AppDef("spot", roles=[role(tmp_path, "sh", ["-c", script])]),
                           {"queue": aws_docker.queue, "infra_retries": 0, "preempt_grace": 2})
-    took = reclaim(aws_docker, sched, app_id, tmp_path / "started", 2)
-    assert 2 <= took < 12, took
+    took, code = reclaim(aws_docker, sched, app_id, tmp_path / "started", 2)
+    assert code == 137 and took >= 2, (code, took)  # SIGKILLed at the end of the grace, not before
     desc = sched.wait(app_id, timeout=120, poll_interval=0.5)
     assert desc is not None and desc.state == AppState.FAILED, desc
     last = desc.attempts[-1]

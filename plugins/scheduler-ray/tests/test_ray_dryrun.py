@@ -247,9 +247,8 @@ def test_replica_process_stop_kills_the_group(tmp_path: Path) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     child = int(pidfile.read_text())
-    t0 = time.monotonic()
     res = rp.stop(grace=5)
-    assert res["stopped"] and res["exit_code"] == -15 and time.monotonic() - t0 < 5
+    assert res["stopped"] and res["exit_code"] == -15, res  # ended by the SIGTERM, not the SIGKILL after 5 s
 
 
     def state() -> str:
@@ -338,4 +337,6 @@ def test_the_watchdog_warns_a_replica_whose_actor_is_gone_and_kills_it_after_the
         gone = time.monotonic() - t0
     finally:
         actor.kill()
-    assert warned < 2.5 and 2.5 <= gone - warned < 6, (warned, gone)
+    # SIGKILLed once the grace (3 s) had passed since the warning, not before (the loops above
+    # bound a watchdog that never warns or never kills)
+    assert gone - warned >= 2.5, (warned, gone)
