@@ -312,3 +312,7 @@ def test_fresh_flags(tx: Any) -> None:
     handle = p.stdout.split()[0]
     p = tx("status", "--fresh", handle)
     assert p.returncode == 0 and "SUCCEEDED" in p.stdout and "Status as of" not in p.stdout, p.stdout + p.stderr
+    p = tx("status", "--json", handle)  # and its JSON says no snapshot answered
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["state"] == "SUCCEEDED" and (got["status_as_of"], got["status_age_s"]) == (None, None), got

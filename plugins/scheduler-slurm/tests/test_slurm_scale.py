@@ -2,10 +2,12 @@
 slurmctld itself counts them (``sdiag``'s RPC statistics by message type), do not grow with
 the number of apps followed. 1,000 apps are the 1,000 tasks of one held job array
 (``MaxArraySize`` is Slurm's default 1001 on the private cluster), pending, costing no node."""
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -86,6 +88,11 @@ def test_processes_on_one_host_share_one_answer(sched: Any, tmp_path: Any) -> No
         assert "PENDING" in out and re.search(r"Status as of: \d+\.\d s ago", out) and calls >= 1, (out, calls)
         out, calls = status()  # another process, within the age: the shared answer
         assert "PENDING" in out and "Status as of:" in out and calls == 0, (out, calls)
+        t0 = time.time()
+        out, calls = status("--json")  # the same shared answer, its age in the JSON
+        got = json.loads(out)
+        assert got["state"] == "PENDING" and calls == 0, (out, calls)
+        assert got["status_as_of"] <= t0 and 0 < got["status_age_s"] <= 60, got
         before = _query_rpcs()
         with environ({"TX_STATUS_MAX_AGE": "60"}):  # and this process too
             assert {sched.describe(f"{job}_{i}").state for i in range(3)} == {AppState.PENDING}

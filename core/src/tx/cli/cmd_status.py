@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from tx.cli._common import make_runner
 from tx.cli._format import STATE_COLORS, color_state
@@ -55,6 +55,19 @@ def _as_of(runner: Any, handle: str) -> str:
     return f"Status as of: {age:.1f} s ago (shared status plane; --fresh asks the backend)\n"
 
 
+def _age(runner: Any, handle: Optional[str]) -> Dict[str, Optional[float]]:
+    """The JSON's ``status_as_of`` (epoch s: when the backend was asked, where a shared
+    snapshot answered for the app ``handle``) and ``status_age_s`` (s since then, at this
+    print); both None where the backend was asked for this status (``--fresh``, a scheduler
+    without the plane)."""
+    import time  # only for this field
+
+    as_of = runner.engine.status_as_of.get(handle) if handle else None
+    if as_of is None:
+        return {"status_as_of": None, "status_age_s": None}
+    return {"status_as_of": as_of, "status_age_s": round(max(0.0, time.time() - as_of), 3)}
+
+
 def _status(args: argparse.Namespace) -> int:
     handle, trial = args.app_handle, None
     if args.fresh:
@@ -77,13 +90,15 @@ def _status(args: argparse.Namespace) -> int:
         roles = [r for r in args.roles.split(",") if r] or None
         if trial is not None:
             if args.json:
-                print(json.dumps({"trial": trial[2], "status": status.to_json(roles)}, indent=2))
+                print(json.dumps({"trial": trial[2], "status": status.to_json(roles), **_age(runner, handle)},
+                                 indent=2))
                 return 0
             sys.stdout.write(trial[1])
         if isinstance(ref, RunRef):
             run = runner.run_status(handle)
             if args.json:
-                print(json.dumps({"run": run.to_json(), "status": status.to_json(roles)}, indent=2))
+                print(json.dumps({"run": run.to_json(), "status": status.to_json(roles), **_age(runner, run.live)},
+                                 indent=2))
                 return 0
             sys.stdout.write(f"Run: {run.handle}\n  Chain: {run.chain}\n  Live: {run.live or '-'}\n")
             from tx.cli._text import use_color  # its regexes: only for the text
@@ -91,7 +106,7 @@ def _status(args: argparse.Namespace) -> int:
             sys.stdout.write(render(status, roles, color=use_color(sys.stdout)))
             return 0
         if args.json:
-            print(json.dumps(status.to_json(roles), indent=2))
+            print(json.dumps({**status.to_json(roles), **_age(runner, handle)}, indent=2))
         else:
             from tx.cli._text import use_color  # its regexes: only for the text
 
