@@ -166,6 +166,88 @@ def test_one_fetch_for_many_processes(tmp_path: Path) -> None:
     assert sorted(o[1] for o in outs) == ["False"] * 5 + ["True"] and {o[0] for o in outs} == {"RUNNING"}
 
 
+class _Down(Exception):
+    """A backend's error of one message (as SlurmError)."""
+
+
+class _Unreachable(_Down):
+    """A subclass of one message: shared as itself."""
+
+
+class _Failed(_Down):
+    """A subclass with arguments of its own (as SlurmCommandError): shared as its base."""
+
+    def __init__(self, argv: List[str], stderr: str) -> None:
+        super().__init__(f"{argv[0]}: {stderr}")
+
+
+def test_a_failed_fetch_is_shared_like_an_answer(tmp_path: Path) -> None:
+    """A fetch that fails with the scheduler's shared error is raised again by the looks
+    within the age, without asking; ``--fresh``, a stale mark or another kind of error asks."""
+    plane = StatusPlane("fake", "c", directory=str(tmp_path))
+    asked: List[int] = []
+    errors: List[Exception] = [_Unreachable("squeue: error: Unable to contact slurm controller")]
+
+    def fetch() -> Any:
+        asked.append(1)
+        if errors:
+            raise errors.pop(0)
+        return {"7": "RUNNING"}
+
+    with pytest.raises(_Unreachable, match=r"^squeue: error: Unable to contact slurm controller$"):
+        plane.get(fetch, max_age=60, shared_failure=_Down)
+    for _ in range(3):  # shared: the same class and message, how old it is, no call
+        with pytest.raises(_Unreachable, match=r"controller \(the shared status plane's look \d+\.\d s ago; "):
+            plane.get(fetch, max_age=60, shared_failure=_Down)
+    assert len(asked) == 1
+    errors.append(_Failed(["squeue"], "error: Invalid user"))
+    with pytest.raises(_Failed):  # --fresh asks
+        plane.get(fetch, max_age=0, shared_failure=_Down)
+    with pytest.raises(_Down, match=r"^squeue: error: Invalid user \(the shared") as got:
+        plane.get(fetch, max_age=60, shared_failure=_Down)
+    assert type(got.value) is _Down and len(asked) == 2  # its own class takes other arguments
+    plane.invalidate()  # a submit or cancel from this host: asks again, and the answer is shared
+    assert plane.get(fetch, max_age=60, shared_failure=_Down).items == {"7": "RUNNING"} and len(asked) == 3
+    assert plane.get(fetch, max_age=60, shared_failure=_Down).items == {"7": "RUNNING"} and len(asked) == 3
+    errors.append(ValueError("not the backend's"))  # not the shared kind: kept by no one
+    with pytest.raises(ValueError):
+        plane.get(fetch, max_age=0, shared_failure=_Down)
+    assert plane.get(fetch, max_age=0, shared_failure=_Down).items == {"7": "RUNNING"} and len(asked) == 5
+    errors.append(_Unreachable("down"))
+    plane.invalidate()
+    with pytest.raises(_Unreachable):  # a scheduler that shares no failure keeps none
+        plane.get(fetch, max_age=60)
+    assert plane.get(fetch, max_age=60, shared_failure=_Down).items == {"7": "RUNNING"} and len(asked) == 7
+
+
+def test_one_failed_fetch_for_many_processes(tmp_path: Path) -> None:
+    """Six processes look at once at a backend that is down: one of them asks it, the others
+    get its error (with slurmctld down each used to wait its whole command timeout in turn)."""
+    code = """
+        import os, sys, time
+        from tx.schedulers.plane import StatusPlane
+        class Down(Exception):
+            pass
+        def fetch():
+            with open(os.path.join(sys.argv[1], "fetches"), "a") as f:
+                f.write("x")
+            time.sleep(0.3)  # a slow failure: the others arrive while it is asked
+            raise Down("squeue: error: Unable to contact slurm controller (connect failure)")
+        try:
+            StatusPlane("fake", "c", directory=sys.argv[1]).get(fetch, max_age=60, shared_failure=Down)
+        except Down as e:
+            print("shared" if "shared status plane" in str(e) else "asked")
+    """
+    procs = [_py(code, str(tmp_path)) for _ in range(6)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        outs.append(out.strip())
+    assert (tmp_path / "fetches").read_text() == "x"
+    assert sorted(outs) == ["asked"] + ["shared"] * 5, outs
+
+
 def test_plane_age_fresh_and_invalidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plane = StatusPlane("fake", "c", directory=str(tmp_path))
     fetches: List[float] = []

@@ -5,6 +5,8 @@ the number of apps followed. 1,000 apps are the 1,000 tasks of one held job arra
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -130,3 +132,41 @@ def test_a_sites_bucket_holds_for_1000_apps(sched: Any, tmp_path: Path, monkeypa
     finally:
         _client.run(["scancel", job], check=False)
         budget_mod._reset_for_tests()
+
+
+@slurm
+def test_a_controller_down_is_asked_once_and_its_error_shared(tx: Any, tx_env: Dict[str, str], tmp_path: Path,
+                                                              one_line_error: Any) -> None:
+    """slurmctld does not answer (a cluster whose controller's port is closed): the first
+    ``tx status`` asks, fails in one line, and keeps the error as the shared answer; a
+    ``tx status`` of another app in another process within the age gets that error without
+    a ``squeue`` (each waited out Slurm's own connect retries, 9 s with its default
+    MessageTimeout); ``--fresh`` asks again."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "down" / "slurm.conf"
+    conf.parent.mkdir()
+    conf.write_text(f"ClusterName=down\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={port}\n"
+                    "AuthType=auth/none\nMessageTimeout=1\nNodeName=n1 CPUs=1 State=UNKNOWN\n"
+                    "PartitionName=p Nodes=n1 Default=YES\n")
+    shim = tmp_path / "shim"  # counts the squeue calls, then runs Slurm's own
+    shim.mkdir()
+    calls = tmp_path / "squeue-calls"
+    (shim / "squeue").write_text(f"#!/bin/sh\necho x >> {calls}\nexec {shutil.which('squeue')} \"$@\"\n")
+    (shim / "squeue").chmod(0o755)
+    env = {**tx_env, "SLURM_CONF": str(conf), "TX_STATUS_MAX_AGE": "60", "PATH": f"{shim}:{tx_env['PATH']}"}
+
+    def asked() -> int:
+        return len(calls.read_text().split()) if calls.exists() else 0
+
+    p = tx("status", "slurm://tx/101", env=env)
+    one_line_error(p, "Unable to contact slurm controller")
+    assert "shared status plane" not in p.stderr and asked() == 1, (p.stderr, asked())
+    p = tx("status", "slurm://tx/102", env=env)  # another app, another process
+    one_line_error(p, "Unable to contact slurm controller")
+    assert re.search(r"\(the shared status plane's look \d+\.\d s ago; --fresh asks again\)", p.stderr), p.stderr
+    assert asked() == 1
+    p = tx("status", "--fresh", "slurm://tx/102", env=env)
+    one_line_error(p, "Unable to contact slurm controller")
+    assert asked() == 2, p.stderr

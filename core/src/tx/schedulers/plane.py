@@ -30,6 +30,13 @@ trial; a cancel or resume of a sweep; a failover watcher's tick) is one moment
 serves the whole look whatever its age by then, so that the look asks each backend once
 however long its own work takes (on a loaded host, 100 describes outlast a 1 s snapshot:
 one sweep status made 5 ``squeue``, a resume 10). With ``--fresh`` the look asks once.
+
+A fetch that fails is shared like an answer where the scheduler asks for it
+(``shared_failure``: Slurm's commands): its one-line error is kept beside the snapshot
+(``<...>.failed``) for as long as an answer would be, and a look that finds it fresh raises
+it again, saying how old it is, instead of asking a backend that just failed (with
+slurmctld down, six processes waiting on the lock each waited their whole command timeout
+in turn). An answer fetched since, a stale mark or ``--fresh`` asks again.
 """
 from __future__ import annotations
 
@@ -41,7 +48,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
 
 from tx.config.files import ConfigError, scheduler_section
 from tx.schedulers.budget import _file_key, plane_dir
@@ -147,6 +154,7 @@ class StatusPlane:
         self._dir = directory
         base = os.path.join(self.directory, _file_key(backend, cluster))
         self.path, self.lock_path, self.stale_path = base + ".status", base + ".status.lock", base + ".stale"
+        self.failed_path = base + ".failed"
         self._cache: Optional[Tuple[Tuple[int, int, int], Snapshot]] = None  # (file version, snapshot)
 
     @property
@@ -191,7 +199,7 @@ class StatusPlane:
         return max_age > 0 and time.time() - snap.done_at <= max_age
 
     def get(self, fetch: Callable[[], Dict[str, Any]], max_age: Optional[float] = None,
-            newer_than: Optional[float] = None) -> Snapshot:
+            newer_than: Optional[float] = None, shared_failure: Optional[Type[Exception]] = None) -> Snapshot:
         """The snapshot, fetched with ``fetch`` (one batched backend call returning
         JSON-able items by key) when the shared one is older than ``max_age`` seconds
         (default :func:`max_age_for` the backend) or marked stale.
@@ -200,14 +208,20 @@ class StatusPlane:
             newer_than: epoch seconds; given, a snapshot fetched at or after it is fresh
                 whatever its age (``max_age`` is not used): what is read once per answer of
                 another snapshot (a Ray driver's state once per job list) and shared.
+            shared_failure: an exception class taking one message; a failure of ``fetch``
+                that is one is kept and shared as an answer would be (see the module's doc).
 
         Raises:
-            whatever ``fetch`` raises (nothing is stored then).
+            whatever ``fetch`` raises (nothing but the failure, where shared, is stored
+            then); ``shared_failure(message)``: another look's fetch failed so, within the
+            age an answer would be shared.
         """
         limit = 0.0 if newer_than is not None else max_age_for(self.backend) if max_age is None else max_age
         snap = self._read()
         if self._fresh(snap, limit, newer_than):
             return snap  # type: ignore[return-value]
+        if shared_failure is not None:
+            self._raise_shared(shared_failure, snap, limit, newer_than)
         try:
             os.makedirs(self.directory, exist_ok=True)
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -219,13 +233,59 @@ class StatusPlane:
             snap = self._read()
             if self._fresh(snap, limit, newer_than):
                 return snap  # type: ignore[return-value]
+            if shared_failure is not None:
+                self._raise_shared(shared_failure, snap, limit, newer_than)
             started = time.time()
-            items = fetch()
+            try:
+                items = fetch()
+            except Exception as e:
+                if shared_failure is not None and isinstance(e, shared_failure):
+                    self._keep_failure(started, e)
+                raise
             snap = Snapshot(started, items, fetched_here=True, done_at=time.time())
             self._write(snap)
             return snap
         finally:
             os.close(fd)  # releases the lock
+
+    def _keep_failure(self, started: float, error: Exception) -> None:
+        """Keep a failed fetch's one-line error and its class (replacing the file whole)."""
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".failed-")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"backend": self.backend, "fetched_at": started, "done_at": time.time(),
+                           "type": _type_name(type(error)), "message": " ".join(str(error).split())}, f)
+            os.replace(tmp, self.failed_path)
+        except OSError:
+            pass
+
+    def _raise_shared(self, cls: Type[Exception], snap: Optional[Snapshot], limit: float,
+                      newer_than: Optional[float]) -> None:
+        """Raise the kept failure where it is fresh (as an answer would be) and newer than
+        the answer ``snap``: as its own class where that is ``cls`` or one of its subclasses
+        and takes one message, else as ``cls``."""
+        try:
+            with open(self.failed_path, encoding="utf-8") as f:
+                data = json.load(f)
+            failed = Snapshot(float(data["fetched_at"]), {}, done_at=float(data["done_at"]))
+            message, kind = str(data["message"]), str(data.get("type", ""))
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if snap is not None and snap.fetched_at >= failed.fetched_at:
+            return  # answered since
+        if not self._fresh(failed, limit, newer_than):
+            return
+        text = f"{message} (the shared status plane's look {failed.age:.1f} s ago; --fresh asks again)"
+        family, error = [cls], None
+        while family and error is None:
+            c = family.pop()
+            family.extend(c.__subclasses__())
+            if _type_name(c) == kind:
+                try:
+                    error = c(text)
+                except TypeError:  # its own arguments (a command's argv and stderr)
+                    break
+        raise error if error is not None else cls(text)
 
     def last(self) -> Optional[Snapshot]:
         """The stored snapshot whatever its age (None if there is none): a fetch that asks
@@ -265,3 +325,7 @@ class StatusPlane:
             os.utime(self.stale_path, (now, now))
         except OSError:
             pass
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -369,9 +369,12 @@ class SlurmScheduler(LogFiles, Scheduler[SlurmBatchRequest]):
     def _user_snapshot(self) -> Any:
         """The shared snapshot of this user's jobs: one ``squeue --user <uid>`` (every app
         followed on this host at once), at most ``status_max_age_s`` old
-        (:mod:`tx.schedulers.plane`)."""
+        (:mod:`tx.schedulers.plane`); a squeue that failed is shared as long (SlurmError).
+
+        Raises:
+            SlurmError: squeue failed, here or in the shared look of another process."""
         user = str(os.getuid())  # squeue takes a uid; no passwd lookup needed
-        return _plane.plane().get(lambda: _plane.to_items(self._squeue(["--user", user])))
+        return _plane.plane().get(lambda: _plane.to_items(self._squeue(["--user", user])), shared_failure=SlurmError)
 
     def _records(self, app_id: str) -> Tuple[List[JobRecord], str, float]:
         """The app's records, where they came from, and when they were asked (epoch s)."""
