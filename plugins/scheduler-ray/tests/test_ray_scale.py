@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tx.schedulers import budget as budget_mod
+from tx.schedulers import SchedulerError, budget as budget_mod
 from tx.specs import AppDef, AppState, Resource, Role, is_terminal
 from tx_scheduler_ray import _plane
 from tx_scheduler_ray.scheduler import RayScheduler, create_scheduler
@@ -230,6 +230,31 @@ def test_a_busy_head_is_retried_never_a_failed_app(sched: RayScheduler, proxy: C
     assert proxy.injected >= 2 and proxy.times == 0
     assert _plane.budget(f"http://{proxy.address}").counts().get("throttled") == 2
     proxy.times = 0
+
+
+def test_a_failed_list_is_shared_like_an_answer(sched: RayScheduler, proxy: CountingProxy,
+                                                finished: List[str]) -> None:
+    """The job list answered an error (400, not a busy answer: not retried): the looks at
+    other apps within the snapshot's age get that error, saying how old it is, without a
+    request; a stale mark (a submit or cancel from this host) asks again."""
+    url = f"http://{proxy.address}"
+    _plane.plane(url).invalidate()
+    proxy.reset()
+    proxy.fail_path, proxy.status, proxy.times = "/api/jobs/", 400, 1
+    try:
+        with pytest.raises(SchedulerError, match="status code 400") as first:
+            sched.describe(finished[0])
+        assert "shared status plane" not in str(first.value)
+        for app_id in finished[1:]:
+            with pytest.raises(SchedulerError, match=r"status code 400.*\(the shared status plane's look \d+\.\d s ago"):
+                sched.describe(app_id)
+        assert proxy.counts()["GET /api/jobs/"] == 1, proxy.counts()
+    finally:
+        proxy.times = 0
+    _plane.plane(url).invalidate()
+    desc = sched.describe(finished[0])
+    assert desc is not None and desc.state == AppState.SUCCEEDED, desc
+    assert proxy.counts()["GET /api/jobs/"] == 2, proxy.counts()
 
 
 def test_the_budget_is_set_in_txconfig(sched: RayScheduler, proxy: CountingProxy, tmp_path: Path,

@@ -239,18 +239,22 @@ class RayScheduler(Scheduler[RayJob]):
 
         Raises:
             SchedulerError: the dashboard cannot be reached or answered an error
-                (:class:`tx.schedulers.budget.ThrottledError` while it stays busy).
+                (:class:`tx.schedulers.budget.ThrottledError` while it stays busy), here or
+                in the shared look of another process within the snapshot's age.
         """
-        p = _plane.plane(url)
 
-        try:
-            return p.get(lambda: _plane.fetch_jobs(url, self._job_client(url)))
-        except SchedulerError:  # no dashboard answers (make_client), ThrottledError: already one line
-            raise
-        except RuntimeError as e:
-            raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
-        except OSError as e:  # requests' ConnectionError
-            raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
+        def fetch() -> Dict[str, Any]:
+            try:
+                return _plane.fetch_jobs(url, self._job_client(url))
+            except SchedulerError:  # no dashboard answers (make_client), ThrottledError: already one line
+                raise
+            except RuntimeError as e:
+                raise SchedulerError(f"Ray dashboard {url}: {_client.one_line(e)}") from None
+            except OSError as e:  # requests' ConnectionError
+                raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
+
+        # a failed list is shared like an answer: a head that does not answer is waited for once
+        return _plane.plane(url).get(fetch, shared_failure=SchedulerError)
 
     def _job(self, app_id: str) -> Tuple[str, str, Any]:
         """``(dashboard URL, submission id, job info)``: the info from the head's shared
