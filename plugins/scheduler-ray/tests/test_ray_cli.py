@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict
 
 import pytest
 
@@ -121,3 +122,27 @@ def test_a_2x2_grid_sweep(env: Dict[str, str], tmp_path: Path) -> None:
     handle = p.stdout.splitlines()[0]
     log = tx(env, tmp_path, "log", f"{handle}/2/sh/0")
     assert log.stdout.strip().endswith('trained {"batch": 16, "lr": 0.1, "trial": 2}'), log.stdout + log.stderr
+
+
+def test_a_head_that_never_answers_is_one_line_within_the_timeout(tx_env: Dict[str, str], tx: Any, tmp_path: Path,
+                                                                   one_line_error: Any) -> None:
+    """A dashboard that accepts connections and never answers (Ray's SDK sets no timeout):
+    ``tx status`` and ``tx cancel`` fail in one line once ``TX_RAY_TIMEOUT`` (here 2 s) has
+    passed, where they waited for ever (the subprocess's own 60 s bound a hang); a bad
+    ``TX_RAY_TIMEOUT`` is one line too."""
+    require_module("ray", "the ray scheduler: pip install -e plugins/scheduler-ray")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    handle = f"ray://tx/127.0.0.1:{silent.getsockname()[1]}-raysubmit_silent"
+    env = {**tx_env, "TX_RAY_TIMEOUT": "2"}
+    env.pop("RAY_ADDRESS", None)
+    try:
+        for verb in ("status", "cancel"):  # each from a host with no shared answer yet
+            p = tx(verb, handle, env={**env, "TX_STATE_DIR": str(tmp_path / verb)}, timeout=60)
+            one_line_error(p, "no Ray dashboard answers at http://127.0.0.1:")
+            assert "Read timed out. (read timeout=2.0)" in p.stderr and "shared" not in p.stderr, p.stderr
+        p = tx("status", "--fresh", handle, env={**env, "TX_RAY_TIMEOUT": "soon"}, timeout=60)
+        one_line_error(p, "TX_RAY_TIMEOUT must be a number of seconds > 0, got 'soon'")
+    finally:
+        silent.close()

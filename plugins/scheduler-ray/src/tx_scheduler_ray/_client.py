@@ -18,6 +18,49 @@ from tx.schedulers import SchedulerError
 #: the variables with which Ray's SDK replaces the address a client is given
 _ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
 _ENV_LOCK = threading.Lock()
+#: the environment variable that sets the seconds a request to the dashboard may wait to
+#: connect and for each read of its answer (Ray's SDK sets no timeout: a head that accepts
+#: connections and never answers kept ``tx status``, the watcher and ``tx ui`` waiting)
+ENV_TIMEOUT = "TX_RAY_TIMEOUT"
+#: its default, seconds (a package upload's answer may wait 4 times as long)
+DEFAULT_TIMEOUT_S = 30.0
+_CLIENT_CLASS: Any = None
+
+
+def request_timeout() -> float:
+    """``$TX_RAY_TIMEOUT`` or :data:`DEFAULT_TIMEOUT_S`, seconds.
+
+    Raises:
+        SchedulerError: a value that is not a number of seconds > 0.
+    """
+    text = os.environ.get(ENV_TIMEOUT, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise SchedulerError(f"{ENV_TIMEOUT} must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _client_class() -> Any:
+    """``JobSubmissionClient`` whose requests wait at most :func:`request_timeout` to connect
+    and for each read (a PUT, a package upload, 4 times as long to be answered): the SDK
+    passes a request's keyword arguments on to ``requests.request`` (its ``_do_request``)."""
+    global _CLIENT_CLASS
+    if _CLIENT_CLASS is None:
+        from ray.job_submission import JobSubmissionClient
+
+        class TimedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
+            def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+                t = request_timeout()
+                kwargs.setdefault("timeout", (t, t * 4 if method.upper() == "PUT" else t))
+                return super()._do_request(method, endpoint, **kwargs)
+
+        _CLIENT_CLASS = TimedJobSubmissionClient
+    return _CLIENT_CLASS
 
 
 def make_client(url: str) -> Any:
@@ -27,20 +70,21 @@ def make_client(url: str) -> Any:
     get_address_for_submission_client``), so an app id naming one head would be asked at
     another; they are hidden from it while the client is made (under a lock).
 
-    Raises:
-        SchedulerError: no dashboard answers there.
-    """
-    from ray.job_submission import JobSubmissionClient
+    Its requests wait at most ``$TX_RAY_TIMEOUT`` (30 s) to connect and for each read.
 
+    Raises:
+        SchedulerError: no dashboard answers there (within the timeout).
+    """
+    cls = _client_class()
     try:
         with _ENV_LOCK:
             saved = {k: os.environ.pop(k) for k in _ADDRESS_ENV if k in os.environ}
             try:
-                client = JobSubmissionClient(url)
+                client = cls(url)
             finally:
                 os.environ.update(saved)
         return client
-    except ConnectionError as e:
+    except OSError as e:  # the SDK's ConnectionError, requests' timeouts (OSErrors too)
         raise SchedulerError(f"no Ray dashboard answers at {url}: {one_line(e)} "
                              "(set dashboard_address or RAY_ADDRESS)") from None
 

@@ -358,6 +358,8 @@ class RayScheduler(Scheduler[RayJob]):
             raise
         except RuntimeError as e:
             raise SchedulerError(f"Ray dashboard {url}: cannot stop {sid}: {_client.one_line(e)}") from None
+        except OSError as e:  # requests' ConnectionError and timeouts
+            raise SchedulerError(f"no Ray dashboard answers at {url}: {_client.one_line(e)}") from None
         _plane.plane(url).invalidate()  # the next look asks the head
         log.info("ray_cancelled", app_id=app_id)
 
