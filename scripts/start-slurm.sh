@@ -298,7 +298,9 @@ start_all() {
   fi
   [ "$ACCT" != 1 ] || start_mariadb_slurmdbd
 
-  alive $B/run/slurmctld.pid || slurmctld -f $SLURM_CONF
+  # a pid file left by a slurmctld that ended (SIGTERM, a crash) names a dead process: gone
+  # before the new one daemonizes, so that the wait below never reads it as the new one's end
+  alive $B/run/slurmctld.pid || { rm -f $B/run/slurmctld.pid; slurmctld -f $SLURM_CONF; }
   if [ "$ACCT" = 1 ]; then
     for _ in $(seq 20); do timeout 5 sinfo -h >/dev/null 2>&1 && break; sleep 0.5; done
     timeout 20 sacctmgr -i add cluster "$CLUSTER" >/dev/null 2>&1 || true
@@ -333,7 +335,8 @@ else
 fi
 
 for _ in $(seq 120); do
-  alive $B/run/slurmctld.pid || break
+  # ended: its pid file names a dead process (not yet written: still starting, waited for)
+  [ ! -f $B/run/slurmctld.pid ] || alive $B/run/slurmctld.pid || break
   if ready; then
     log "up: $(timeout 5 sinfo -h -N -o '%N %t' | tr '\n' ' ')(SLURM_CONF=$SLURM_CONF)"
     echo "export SLURM_CONF=$SLURM_CONF"
@@ -345,7 +348,11 @@ for _ in $(seq 120); do
   done
   sleep 0.25
 done
-log "cluster not ready in 30 s"
+if [ -f $B/run/slurmctld.pid ] && ! alive $B/run/slurmctld.pid; then
+  log "slurmctld ended while the cluster started (its log below)"
+else
+  log "cluster not ready in 30 s"
+fi
 timeout 5 sinfo -N >&2 || true
 tail -20 $B/log/slurmctld.log >&2 || true
 exit 1
