@@ -30,6 +30,8 @@
 #   element; `bkill "id[i]"` kills one element.
 # - A job killed in the second it started can be reported DONE with empty output (an OpenLava race).
 # - One host only (127.0.0.1 under this machine's host name): multi-host placement can only pend.
+# - A job's file and output buffer go to JOB_SPOOL_DIR (lsb.params; set below to OL_BASE/spool),
+#   else to the user's ~/.lsbatch, named <submit time>.<job id>: shared by every cluster of the host.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OL_PREFIX=${OL_PREFIX:-/tmp/tx-openlava}
@@ -58,6 +60,12 @@ sed -i "s/^LSF_LIM_PORT=.*/LSF_LIM_PORT=$BASE/; s/^LSF_RES_PORT=.*/LSF_RES_PORT=
         s/^LSB_MBD_PORT=.*/LSB_MBD_PORT=$((BASE + 2))/; s/^LSB_SBD_PORT=.*/LSB_SBD_PORT=$((BASE + 3))/" "$E/lsf.conf"
 sed -i 's/^MBD_SLEEP_TIME = .*/MBD_SLEEP_TIME = 1/; s/^SBD_SLEEP_TIME = .*/SBD_SLEEP_TIME = 1/' "$E/lsb.params"
 sed -i '/^MAX_JOB_ARRAY_SIZE *=/d' "$E/lsb.params"
+# the cluster's own job spool: without it sbatchd keeps each job's file and output buffer in
+# the user's ~/.lsbatch as <submit time>.<job id>[.<index>], and two clusters whose job ids
+# meet in one second share those names: one cluster's bkill deleted the other's files
+mkdir -p "$OL_BASE/spool" && chmod 1777 "$OL_BASE/spool"
+sed -i '/^JOB_SPOOL_DIR *=/d' "$E/lsb.params"
+sed -i "/^End Parameters/i JOB_SPOOL_DIR = $OL_BASE/spool" "$E/lsb.params"
 [ -z "$MAX_ARRAY" ] || sed -i "/^End Parameters/i MAX_JOB_ARRAY_SIZE = $MAX_ARRAY" "$E/lsb.params"
 # the host's job slots (MXJ; "!" = its CPUs): the tests run apps of 4 one-slot replicas on 2 cores
 grep -q "^$H " "$E/lsb.hosts" || sed -i "s/^default .*/$H  $SLOTS  ()  ()  ()  ()  ()  ()\n&/" "$E/lsb.hosts"
