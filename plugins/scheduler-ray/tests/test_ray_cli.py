@@ -143,6 +143,6 @@ def test_a_head_that_never_answers_is_one_line_within_the_timeout(tx_env: Dict[s
             one_line_error(p, "no Ray dashboard answers at http://127.0.0.1:")
             assert "Read timed out. (read timeout=2.0)" in p.stderr and "shared" not in p.stderr, p.stderr
         p = tx("status", "--fresh", handle, env={**env, "TX_RAY_TIMEOUT": "soon"}, timeout=60)
-        one_line_error(p, "TX_RAY_TIMEOUT must be a number of seconds > 0, got 'soon'")
+        one_line_error(p, "TX_RAY_TIMEOUT must be a positive number of seconds, got 'soon'")
     finally:
         silent.close()

@@ -13,6 +13,7 @@ import threading
 from typing import Any, Iterator
 
 from tx.schedulers import SchedulerError
+from tx.schedulers.batch import timeout_from_env
 
 
 #: the variables with which Ray's SDK replaces the address a client is given
@@ -31,18 +32,12 @@ def request_timeout() -> float:
     """``$TX_RAY_TIMEOUT`` or :data:`DEFAULT_TIMEOUT_S`, seconds.
 
     Raises:
-        SchedulerError: a value that is not a number of seconds > 0.
+        SchedulerError: a value that is not a positive number of seconds.
     """
-    text = os.environ.get(ENV_TIMEOUT, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
     try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise SchedulerError(f"{ENV_TIMEOUT} must be a number of seconds > 0, got {text!r}")
-    return value
+        return timeout_from_env(ENV_TIMEOUT, DEFAULT_TIMEOUT_S)
+    except ValueError as e:
+        raise SchedulerError(str(e)) from None
 
 
 def _client_class() -> Any:
