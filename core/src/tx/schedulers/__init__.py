@@ -62,6 +62,7 @@ _NAMES = {
     "read_tail": "tx.schedulers.batch",
     "read_text": "tx.schedulers.batch",
     "run_program": "tx.schedulers.batch",
+    "timeout_from_env": "tx.schedulers.batch",
     "validate_host_app": "tx.schedulers.batch",
     "write_atomic": "tx.schedulers.batch",
     # calls a backend allows (:mod:`tx.schedulers.budget`)

@@ -12,8 +12,7 @@ import os
 import threading
 from typing import Any, Iterator
 
-from tx.schedulers import SchedulerError
-from tx.schedulers.batch import timeout_from_env
+from tx.schedulers import SchedulerError, timeout_from_env
 
 
 #: the variables with which Ray's SDK replaces the address a client is given
