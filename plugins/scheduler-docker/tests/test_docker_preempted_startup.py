@@ -91,9 +91,12 @@ def test_an_engine_stop_in_the_jobs_start_up_is_a_preemption(
     assert status["state"] == "SUCCEEDED" and status["num_restarts"] == 1, status
     first = status["attempts"][0]
     assert first["kind"] == "infra" and first["retried"], first
-    assert first["reason"] == (f"preempted: SIGTERM to job[1] (container {app_id}-job-1), not sent by tx, "
-                               f"before its job noted it (torchrun's SignalException); "
-                               f"no checkpoint saved before the kill; starts fresh"), first
+    # what told the stop: torchrun's report, where the engine recorded no stop (podman's API
+    # stop records only the container's end, as a rule), else the engine's stop event, which
+    # tx reads first (c6 of 6c76130: podman recorded one, under load; the report was there too)
+    assert first["reason"] in [f"preempted: SIGTERM to job[1] (container {app_id}-job-1), not sent by tx, "
+                               f"before its job noted it ({how}); no checkpoint saved before the kill; starts fresh"
+                               for how in ("torchrun's SignalException", "the engine's stop event")], first
     log = tx("log", handle, env=env).stdout
     assert "rank 0: ran to the end, preempted=False" in log and "rank 1: ran to the end, preempted=False" in log, \
         log[-4000:]
