@@ -46,20 +46,16 @@ def _times(runner: Any, handle: str) -> Any:
 def _as_of(runner: Any, handle: str) -> str:
     """``Status as of: 1.2 s ago (shared status plane; --fresh asks the backend)\n`` where
     the scheduler answered from a shared snapshot (docs/scale.md), else ""."""
-    import time  # only for this line
-
-    as_of = runner.engine.status_as_of.get(handle)
-    if as_of is None:
+    age = _age(runner, handle)["status_age_s"]
+    if age is None:
         return ""
-    age = max(0.0, time.time() - as_of)
     return f"Status as of: {age:.1f} s ago (shared status plane; --fresh asks the backend)\n"
 
 
 def _age(runner: Any, handle: Optional[str]) -> Dict[str, Optional[float]]:
     """The JSON's ``status_as_of`` (epoch s: when the backend was asked, where a shared
     snapshot answered for the app ``handle``) and ``status_age_s`` (s since then, at this
-    print); both None where the backend was asked for this status (``--fresh``, a scheduler
-    without the plane)."""
+    print); both None where no shared snapshot answered (a scheduler without the plane)."""
     import time  # only for this field
 
     as_of = runner.engine.status_as_of.get(handle) if handle else None

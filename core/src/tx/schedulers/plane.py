@@ -51,6 +51,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Type
 
 from tx.config.files import ConfigError, scheduler_section
+from tx.schedulers.batch import write_atomic
 from tx.schedulers.budget import _file_key, plane_dir
 
 __all__ = ["DEFAULT_MAX_AGE_S", "ENV_MAX_AGE", "Snapshot", "StatusPlane", "force_fresh", "look_since", "max_age_for",
@@ -250,14 +251,9 @@ class StatusPlane:
 
     def _keep_failure(self, started: float, error: Exception) -> None:
         """Keep a failed fetch's one-line error and its class (replacing the file whole)."""
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".failed-")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"backend": self.backend, "fetched_at": started, "done_at": time.time(),
-                           "type": _type_name(type(error)), "message": " ".join(str(error).split())}, f)
-            os.replace(tmp, self.failed_path)
-        except OSError:
-            pass
+        write_atomic(self.failed_path, json.dumps({
+            "backend": self.backend, "fetched_at": started, "done_at": time.time(),
+            "type": _type_name(type(error)), "message": " ".join(str(error).split())}), "status plane")
 
     def _raise_shared(self, cls: Type[Exception], snap: Optional[Snapshot], limit: float,
                       newer_than: Optional[float]) -> None:
